@@ -1,0 +1,2 @@
+"""Offline stand-in for rules_proto."""
+proto_library = native.proto_library
