@@ -1,0 +1,102 @@
+#include "tensor/autograd.h"
+
+#include <gtest/gtest.h>
+
+#include "tensor/factory.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace {
+
+TEST(AutogradTest, GradientsAccumulateAcrossBackwardPasses) {
+  Tensor w = FromVector(std::vector<float>{1, 2, 3}, {3});
+  w.set_requires_grad(true);
+  Sum(Mul(w, w)).Backward();
+  EXPECT_EQ(w.grad().ToVector<float>(), (std::vector<float>{2, 4, 6}));
+  Sum(w).Backward();
+  EXPECT_EQ(w.grad().ToVector<float>(), (std::vector<float>{3, 5, 7}));
+}
+
+TEST(AutogradTest, SharedInputSumsGradientsBeforeAccumulating) {
+  Tensor x = FromVector(std::vector<float>{2}, {1});
+  x.set_requires_grad(true);
+  int fired = 0;
+  x.RegisterPostAccumulateGradHook([&](const Tensor& leaf) {
+    ++fired;
+    EXPECT_FLOAT_EQ(leaf.grad().item(), 2 * 2 + 1);  // d(x*x + x)/dx: final value at the only firing
+  });
+  Sum(Add(Mul(x, x), x)).Backward();
+  EXPECT_EQ(fired, 1);
+}
+
+TEST(AutogradTest, HooksFireInReadyOrderThenCallbacksOnce) {
+  Tensor w1 = FromVector(std::vector<float>{0.5f, -1.0f}, {1, 2});
+  Tensor w2 = FromVector(std::vector<float>{2.0f}, {1, 1});
+  w1.set_requires_grad(true);
+  w2.set_requires_grad(true);
+  std::vector<std::string> events;
+  auto hook = [&](const char* name) {
+    return [&events, name](const Tensor&) {
+      events.push_back(name);
+      if (events.size() == 1) QueueBackwardFinishedCallback([&events] { events.push_back("finished"); });
+    };
+  };
+  w1.RegisterPostAccumulateGradHook(hook("w1"));
+  w2.RegisterPostAccumulateGradHook(hook("w2"));
+  Tensor x = FromVector(std::vector<float>{1, 1}, {1, 2});
+  Tensor y = Matmul(Linear(x, w1, Tensor()), w2);  // w2 is used last, so its gradient is final first
+  Sum(y).Backward();
+  EXPECT_EQ(events, (std::vector<std::string>{"w2", "w1", "finished"}));
+}
+
+TEST(AutogradTest, InPlaceAccumulationKeepsGradAView) {
+  Tensor bucket = Zeros({4});
+  Tensor w = FromVector(std::vector<float>{1, 2}, {2});
+  w.set_requires_grad(true);
+  w.set_grad(Narrow(bucket, 0, 2, 2));
+  Sum(MulScalar(w, 3.0f)).Backward();
+  EXPECT_EQ(bucket.ToVector<float>(), (std::vector<float>{0, 0, 3, 3}));
+  EXPECT_EQ(w.grad().storage(), bucket.storage());
+}
+
+TEST(AutogradTest, NoGradGuardRecordsNothing) {
+  Tensor w = Ones({2});
+  w.set_requires_grad(true);
+  {
+    NoGradGuard guard;
+    EXPECT_FALSE(Mul(w, w).requires_grad());
+  }
+  EXPECT_TRUE(Mul(w, w).requires_grad());
+}
+
+TEST(AutogradTest, GraphIsFreedAfterBackward) {
+  Tensor w = Ones({2});
+  w.set_requires_grad(true);
+  std::weak_ptr<StorageImpl> saved;
+  Tensor loss;
+  {
+    Tensor h = Mul(w, FromVector(std::vector<float>{3, 4}, {2}));
+    saved = h.storage();
+    loss = Sum(Mul(h, h));
+  }
+  EXPECT_FALSE(saved.expired());  // held by the graph (saved for MulBackward)
+  loss.Backward();
+  EXPECT_TRUE(saved.expired());
+  EXPECT_DEATH(loss.Backward(), "already freed");
+}
+
+TEST(AutogradTest, CallbackOutsideBackwardAborts) {
+  EXPECT_FALSE(InBackwardPass());
+  EXPECT_DEATH(QueueBackwardFinishedCallback([] {}), "outside a backward pass");
+}
+
+TEST(AutogradTest, BackwardWithExplicitGradient) {
+  Tensor w = FromVector(std::vector<float>{1, 2}, {2});
+  w.set_requires_grad(true);
+  Tensor y = MulScalar(w, 2.0f);
+  y.Backward(FromVector(std::vector<float>{10, 100}, {2}));
+  EXPECT_EQ(w.grad().ToVector<float>(), (std::vector<float>{20, 200}));
+}
+
+}  // namespace
+}  // namespace ddp

@@ -1,0 +1,1 @@
+// Implemented by the conv/pool/norm work; see tensor/ops.h.

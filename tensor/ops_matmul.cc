@@ -1,0 +1,90 @@
+// Matmul and Linear through the CPU GEMM, passing transposed views without copies.
+#include "tensor/cpu_gemm.h"
+#include "tensor/device_guard.h"
+#include "tensor/function_node.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace {
+
+// A 2-D operand as GEMM sees it: pointer, whether it is stored transposed, and its row stride.
+struct GemmOperand {
+  const float* data;
+  bool transposed;
+  int64_t ld;
+  Tensor keep_alive;  // the contiguous copy when one was needed
+};
+
+GemmOperand AsGemmOperand(const Tensor& x) {
+  const auto& s = x.strides();
+  if (s[1] == 1 && s[0] >= std::max<int64_t>(x.shape()[1], 1)) return {x.data<float>(), false, s[0], x};
+  if (s[0] == 1 && s[1] >= std::max<int64_t>(x.shape()[0], 1)) return {x.data<float>(), true, s[1], x};
+  Tensor c = Clone(x.Detach());
+  return {c.data<float>(), false, std::max<int64_t>(x.shape()[1], 1), c};
+}
+
+// out[m, n] = a[m, k] b[k, n] (+ beta * out).
+void MatmulInto(const Tensor& a, const Tensor& b, const Tensor& out, float beta) {
+  GemmOperand ga = AsGemmOperand(a), gb = AsGemmOperand(b);
+  cpu::Gemm(ga.transposed, gb.transposed, a.shape()[0], b.shape()[1], a.shape()[1], 1.0f, ga.data, ga.ld,
+            gb.data, gb.ld, beta, out.data<float>(), out.shape()[1]);
+}
+
+Tensor MatmulNoGrad(const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::Empty({a.shape()[0], b.shape()[1]}, DType::kFloat32, a.device());
+  MatmulInto(a, b, out, 0.0f);
+  return out;
+}
+
+}  // namespace
+
+Tensor Matmul(const Tensor& a, const Tensor& b) {
+  RequireCpuFloat("Matmul", {&a, &b});
+  DDP_CHECK(a.dim() == 2 && b.dim() == 2 && a.shape()[1] == b.shape()[0])
+      << "Matmul: " << ShapeToString(a.shape()) << " x " << ShapeToString(b.shape());
+  Tensor out = MatmulNoGrad(a, b);
+  Tensor ad = a.Detach(), bd = b.Detach();
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  return RecordOp(out, "MatmulBackward", {&a, &b}, [ad, bd, need_a, need_b](const Tensor& g) {
+    return std::vector<Tensor>{need_a ? MatmulNoGrad(g, Transpose(bd, 0, 1)) : Tensor(),
+                               need_b ? MatmulNoGrad(Transpose(ad, 0, 1), g) : Tensor()};
+  });
+}
+
+Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  RequireCpuFloat("Linear", {&x, &w, &b});
+  DDP_CHECK(x.dim() == 2 && w.dim() == 2 && x.shape()[1] == w.shape()[1])
+      << "Linear: input " << ShapeToString(x.shape()) << " with weight " << ShapeToString(w.shape());
+  const int64_t n = x.shape()[0], out_features = w.shape()[0];
+  Tensor out = Tensor::Empty({n, out_features}, DType::kFloat32, x.device());
+  float beta = 0.0f;
+  if (b.defined()) {
+    DDP_CHECK(b.dim() == 1 && b.shape()[0] == out_features) << "Linear: bias " << ShapeToString(b.shape());
+    const float* pb = Contiguous(b.Detach()).data<float>();
+    float* po = out.data<float>();
+    for (int64_t i = 0; i < n; ++i) std::copy(pb, pb + out_features, po + i * out_features);
+    beta = 1.0f;
+  }
+  MatmulInto(x, Transpose(w.Detach(), 0, 1), out, beta);
+  Tensor xd = x.Detach(), wd = w.Detach();
+  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
+  const bool need_b = b.defined() && b.requires_grad();
+  return RecordOp(out, "LinearBackward", {&x, &w, &b}, [xd, wd, need_x, need_w, need_b](const Tensor& g) {
+    Tensor gx = need_x ? MatmulNoGrad(g, wd) : Tensor();
+    Tensor gw = need_w ? MatmulNoGrad(Transpose(g, 0, 1), xd) : Tensor();
+    Tensor gb;
+    if (need_b) {
+      const int64_t rows = g.shape()[0], cols = g.shape()[1];
+      gb = Tensor::Empty({cols}, DType::kFloat32, g.device());
+      float* o = gb.data<float>();
+      Tensor gc = Contiguous(g);
+      const float* p = gc.data<float>();
+      std::fill(o, o + cols, 0.0f);
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) o[j] += p[i * cols + j];
+    }
+    return std::vector<Tensor>{gx, gw, gb};
+  });
+}
+
+}  // namespace ddp

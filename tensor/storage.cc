@@ -1,0 +1,59 @@
+#include "tensor/storage.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "tensor/check.h"
+
+namespace ddp {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+class CpuAllocator : public Allocator {
+ public:
+  void* Allocate(size_t nbytes, Device) override {
+    const size_t rounded = ((nbytes + kAlignment - 1) / kAlignment) * kAlignment;
+    void* ptr = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+    DDP_CHECK(ptr != nullptr) << "out of host memory allocating " << nbytes << " bytes";
+    return ptr;
+  }
+  void Free(void* ptr, Device) override { std::free(ptr); }
+};
+
+std::atomic<Allocator*>& AllocatorSlot(DeviceType type) {
+  static std::atomic<Allocator*> cpu{nullptr};
+  static std::atomic<Allocator*> cuda{nullptr};
+  return type == DeviceType::kCPU ? cpu : cuda;
+}
+
+}  // namespace
+
+Allocator* GetAllocator(DeviceType type) {
+  if (type == DeviceType::kCPU) {
+    static CpuAllocator cpu_allocator;
+    Allocator* installed = AllocatorSlot(type).load();
+    return installed != nullptr ? installed : &cpu_allocator;
+  }
+  Allocator* allocator = AllocatorSlot(type).load();
+  DDP_CHECK(allocator != nullptr)
+      << "no CUDA allocator: this binary was built without --config=cuda";
+  return allocator;
+}
+
+void RegisterAllocator(DeviceType type, Allocator* allocator) { AllocatorSlot(type).store(allocator); }
+
+StorageImpl::StorageImpl(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  data_ = GetAllocator(device.type)->Allocate(nbytes, device);
+}
+
+StorageImpl::~StorageImpl() {
+  if (data_ != nullptr) GetAllocator(device_.type)->Free(data_, device_);
+}
+
+Storage NewStorage(size_t nbytes, Device device) {
+  return std::make_shared<StorageImpl>(nbytes, device);
+}
+
+}  // namespace ddp
