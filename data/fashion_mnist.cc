@@ -1,0 +1,57 @@
+#include "data/fashion_mnist.h"
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "data/idx_reader.h"
+#include "tensor/check.h"
+
+namespace ddp {
+namespace {
+
+// Prefers the gzip file, falls back to an uncompressed one with the same stem.
+std::string ResolvePath(const std::string& dir, const std::string& stem) {
+  const std::string gz = absl::StrCat(dir, "/", stem, ".gz");
+  if (std::ifstream(gz).good()) return gz;
+  const std::string plain = absl::StrCat(dir, "/", stem);
+  if (std::ifstream(plain).good()) return plain;
+  return gz;  // the error message names the expected file
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<TensorDataset>> LoadFashionMnist(const std::string& dir, Split split,
+                                                                 ImageNormalization norm) {
+  const std::string prefix = split == Split::kTrain ? "train" : "t10k";
+  const std::string image_path = ResolvePath(dir, prefix + "-images-idx3-ubyte");
+  const std::string label_path = ResolvePath(dir, prefix + "-labels-idx1-ubyte");
+  DDP_ASSIGN_OR_RETURN(IdxArray images, ReadIdxFile(image_path));
+  DDP_ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(label_path));
+  if (images.dims.size() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(image_path, ": expected 3 dimensions, got ", images.dims.size()));
+  }
+  if (labels.dims.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(label_path, ": expected 1 dimension, got ", labels.dims.size()));
+  }
+  if (images.dims[0] != labels.dims[0]) {
+    return absl::InvalidArgumentError(absl::StrCat(image_path, " has ", images.dims[0], " images but ", label_path,
+                                                   " has ", labels.dims[0], " labels"));
+  }
+  const int64_t n = images.dims[0], h = images.dims[1], w = images.dims[2];
+  Tensor inputs = Tensor::Empty({n, 1, h, w});
+  float* x = inputs.data<float>();
+  const float scale = 1.0f / (255.0f * norm.stddev), shift = norm.mean / norm.stddev;
+  for (size_t i = 0; i < images.data.size(); ++i) x[i] = images.data[i] * scale - shift;
+  Tensor targets = Tensor::Empty({n}, DType::kInt64);
+  int64_t* y = targets.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (labels.data[i] > 9) {
+      return absl::InvalidArgumentError(absl::StrCat(label_path, ": label ", int{labels.data[i]}, " at index ", i,
+                                                     " is outside 0..9"));
+    }
+    y[i] = labels.data[i];
+  }
+  return std::make_shared<TensorDataset>(std::move(inputs), std::move(targets));
+}
+
+}  // namespace ddp
