@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Single-process training throughput, ours vs PyTorch 1.13 (Debian python3-torch), in the same run,
+# alternating the two so machine load hits both alike. Prints each run's JSON and a ratio table.
+#
+#   bash bench/compare_train.sh                # mlp and cnn, batch 64, 1 thread, 3 rounds
+#   MODELS="cnn" ROUNDS=5 bash bench/compare_train.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+bazel build //bench:train_throughput 2>&1 | grep -vE '^[0-9.]+: src/main/tools/linux-sandbox' | tail -1
+MODELS=${MODELS:-"mlp cnn"}
+ROUNDS=${ROUNDS:-3}
+BATCH=${BATCH:-64}
+STEPS=${STEPS:-200}
+out=$(mktemp)
+for model in $MODELS; do
+  for round in $(seq "$ROUNDS"); do
+    bazel-bin/bench/train_throughput --model="$model" --batch_size="$BATCH" --steps="$STEPS" --threads=1 | tee -a "$out"
+    OMP_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_reference.py --model="$model" --batch_size="$BATCH" \
+      --steps="$STEPS" --threads=1 | tee -a "$out"
+  done
+done
+/usr/bin/python3 - "$out" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+print("\nmodel   ours samples/s  pytorch samples/s  ratio  ours peak MB  pytorch peak MB   (median of rounds)")
+for model in dict.fromkeys(r["model"] for r in rows):
+    ours = [r for r in rows if r["model"] == model and r["impl"] == "ddpengine"]
+    ref = [r for r in rows if r["model"] == model and r["impl"] == "pytorch"]
+    o = statistics.median(r["samples_per_s"] for r in ours)
+    p = statistics.median(r["samples_per_s"] for r in ref)
+    print(f"{model:7s} {o:14.0f} {p:18.0f} {o / p:6.2f}x {max(r['peak_rss_mb'] for r in ours):13.0f}"
+          f" {max(r['peak_rss_mb'] for r in ref):16.0f}")
+PY
+rm -f "$out"

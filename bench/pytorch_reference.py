@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""PyTorch 1.13 reference for the training-throughput benchmarks (run with /usr/bin/python3, which has
+Debian's python3-torch). Same models, data, batch and thread count as bench/train_throughput.cc.
+
+Prints one JSON object: {"impl": "pytorch", "model", "batch_size", "steps", "samples_per_s",
+"step_ms", "peak_rss_mb", "world_size"}.
+
+  /usr/bin/python3 bench/pytorch_reference.py --model=cnn --batch_size=64 --steps=200
+  /usr/bin/python3 bench/pytorch_reference.py --model=mlp --world_size=2   # DDP over gloo, 2 processes
+"""
+import argparse
+import gzip
+import json
+import os
+import resource
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+DATA_DIR = "/usr/share/datasets/fashion-mnist"
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 512)
+        self.fc2 = nn.Linear(512, 256)
+        self.fc3 = nn.Linear(256, 10)
+
+    def forward(self, x):
+        x = torch.flatten(x, 1)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class Cnn(nn.Module):
+    def __init__(self, batch_norm=False):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(32) if batch_norm else None
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(64) if batch_norm else None
+        self.fc1 = nn.Linear(3136, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = self.conv1(x)
+        if self.bn1 is not None:
+            x = self.bn1(x)
+        x = F.max_pool2d(F.relu(x), 2)
+        x = self.conv2(x)
+        if self.bn2 is not None:
+            x = self.bn2(x)
+        x = F.max_pool2d(F.relu(x), 2)
+        x = torch.flatten(x, 1)
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+def make_model(name):
+    if name == "mlp":
+        return Mlp()
+    if name == "cnn":
+        return Cnn()
+    if name == "cnn_bn":
+        return Cnn(batch_norm=True)
+    raise SystemExit(f"unknown --model={name}")
+
+
+def load_train_images(limit):
+    """Fashion-MNIST training images/labels, normalised as the C++ loader does."""
+    with gzip.open(os.path.join(DATA_DIR, "train-images-idx3-ubyte.gz")) as f:
+        _, n, h, w = struct.unpack(">IIII", f.read(16))
+        images = np.frombuffer(f.read(), dtype=np.uint8).reshape(n, 1, h, w)[:limit]
+    with gzip.open(os.path.join(DATA_DIR, "train-labels-idx1-ubyte.gz")) as f:
+        f.read(8)
+        labels = np.frombuffer(f.read(), dtype=np.uint8)[:limit]
+    x = (images.astype(np.float32) / 255.0 - 0.2860) / 0.3530
+    return torch.from_numpy(x), torch.from_numpy(labels.astype(np.int64))
+
+
+def run(rank, args, result_queue=None):
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    model = make_model(args.model)
+    if args.world_size > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", rank=rank, world_size=args.world_size)
+        model = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    x_all, y_all = load_train_images(args.batch_size * 64)
+    batches = x_all.shape[0] // args.batch_size
+
+    def step(i):
+        b = (i * args.world_size + rank) % batches
+        x = x_all[b * args.batch_size:(b + 1) * args.batch_size]
+        y = y_all[b * args.batch_size:(b + 1) * args.batch_size]
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    for i in range(args.warmup):
+        step(i)
+    start = time.perf_counter()
+    for i in range(args.steps):
+        step(i)
+    elapsed = time.perf_counter() - start
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    result = {
+        "impl": "pytorch", "model": args.model, "batch_size": args.batch_size, "steps": args.steps,
+        "world_size": args.world_size,
+        "samples_per_s": args.steps * args.batch_size * args.world_size / elapsed,
+        "step_ms": 1000.0 * elapsed / args.steps, "peak_rss_mb": peak_mb,
+    }
+    if args.world_size > 1:
+        import torch.distributed as dist
+        dist.destroy_process_group()
+    if rank == 0:
+        print(json.dumps(result), flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="cnn")
+    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--world_size", type=int, default=1)
+    parser.add_argument("--master_port", type=int, default=29611)
+    args = parser.parse_args()
+    if args.world_size > 1:
+        import torch.multiprocessing as mp
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ["MASTER_PORT"] = str(args.master_port)
+        mp.spawn(run, args=(args,), nprocs=args.world_size, join=True)
+    else:
+        run(0, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

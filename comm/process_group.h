@@ -1,0 +1,87 @@
+// ProcessGroup: the collective-communication interface the Reducer and DDP talk through. START HERE
+// for comm/. Backends: ProcessGroupGloo (CPU tensors over TCP, comm/process_group_gloo.h) and
+// ProcessGroupNccl (CUDA tensors, --config=cuda). InitProcessGroup (comm/init.h) builds one from
+// torchrun-style environment variables.
+//
+// Contract shared by every backend:
+//   * Every collective returns a Work handle at once; the operation runs asynchronously.
+//   * Works issued by one thread complete in issue order (one queue per group).
+//   * Tensors passed to a collective must stay alive and untouched until its Work completes (the Work
+//     keeps a reference, so "alive" is automatic; "untouched" is the caller's job).
+//   * Every rank must issue the same collectives in the same order with matching shapes and dtypes.
+//   * A peer that dies or stops answering fails the pending Work within the group's timeout with an
+//     error naming the collective and the group/rank, never a silent hang.
+// Thread safety: a ProcessGroup may be called from several threads; issue order across threads is the
+// order calls reach the group's queue.
+#ifndef DDP_COMM_PROCESS_GROUP_H_
+#define DDP_COMM_PROCESS_GROUP_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "tensor/tensor.h"
+
+namespace ddp {
+
+enum class ReduceOp { kSum, kAvg, kMin, kMax, kProduct };
+
+// "sum", "avg", "min", "max", "product".
+std::string ReduceOpName(ReduceOp op);
+
+// The handle of one asynchronous collective. Thread-safe.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // True once the operation finished, successfully or not.
+  virtual bool IsCompleted() = 0;
+  // Blocks the calling thread until the operation finished or `timeout` passed. Returns its status:
+  // OK, the backend's error (naming the collective and rank), or DeadlineExceeded on timeout (the
+  // operation itself may still complete later). For CUDA backends the data is ready on the host's
+  // view of the device when this returns (host-blocking wait).
+  virtual absl::Status Wait(absl::Duration timeout) = 0;
+  // Makes later work on the caller's current CUDA stream wait for this operation without blocking the
+  // host. For CPU backends it equals Wait(infinite-but-bounded-by-the-group-timeout).
+  virtual absl::Status WaitStream() { return Wait(absl::InfiniteDuration()); }
+  // Seconds the operation spent executing (from start on the backend to completion); 0 before.
+  virtual double ExecutionSeconds() const { return 0.0; }
+};
+
+// A group of `size()` processes (or threads) numbered 0..size()-1.
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "gloo", "nccl", ...
+  virtual std::string backend_name() const = 0;
+  // The timeout every collective of this group is bounded by.
+  virtual absl::Duration timeout() const = 0;
+
+  // In place: every rank's `tensor` becomes the reduction over ranks. REQUIRES: contiguous.
+  virtual std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) = 0;
+  // In place: every rank's `tensor` becomes root's.
+  virtual std::shared_ptr<Work> Broadcast(const Tensor& tensor, int root) = 0;
+  // outputs[r] receives rank r's `input`. REQUIRES: outputs.size() == size(), shapes equal.
+  virtual std::shared_ptr<Work> AllGather(const std::vector<Tensor>& outputs, const Tensor& input) = 0;
+  // `output` receives the reduction over ranks of inputs[rank()]. REQUIRES: inputs.size() == size().
+  virtual std::shared_ptr<Work> ReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                              ReduceOp op = ReduceOp::kSum) = 0;
+  // In place on `root` only: root's tensor becomes the reduction; other ranks' tensors are unspecified
+  // afterwards (they may hold partial sums), as in PyTorch.
+  virtual std::shared_ptr<Work> Reduce(const Tensor& tensor, int root, ReduceOp op = ReduceOp::kSum) = 0;
+  // Completes once every rank reached it.
+  virtual std::shared_ptr<Work> Barrier() = 0;
+
+  // Byte strings, blocking (bounded by timeout()): root's `data` is copied into every rank's `data`.
+  virtual absl::Status BroadcastObject(std::string* data, int root);
+  // Every rank's `input`, in rank order, into `outputs`.
+  virtual absl::Status AllGatherObject(const std::string& input, std::vector<std::string>* outputs);
+};
+
+}  // namespace ddp
+
+#endif  // DDP_COMM_PROCESS_GROUP_H_

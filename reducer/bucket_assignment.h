@@ -1,0 +1,52 @@
+// Which gradients share a communication bucket: a pure function of parameter sizes, dtypes, devices
+// and caps, tested without processes or devices (PyTorch's compute_bucket_assignment_by_size).
+//
+// Note [Bucket assignment]
+// Parameters are visited in `order` (by default reverse registration order, because backward produces
+// the last layer's gradients first). Each (dtype, device) pair fills its own open bucket; a parameter is
+// never split. A bucket closes as soon as its size reaches its cap: the first bucket of each
+// (dtype, device) uses first_bucket_cap_bytes (small, so the first all-reduce starts early in backward),
+// later ones bucket_cap_bytes. A cap of 0 therefore means one bucket per parameter. Closed buckets are
+// finally ordered by the position (in `order`) of their first parameter, which is the order they fill
+// during backward, so the Reducer can launch them strictly in index order.
+#ifndef DDP_REDUCER_BUCKET_ASSIGNMENT_H_
+#define DDP_REDUCER_BUCKET_ASSIGNMENT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+
+namespace ddp {
+
+// What bucket assignment needs to know about one parameter.
+struct BucketParameter {
+  int64_t numel = 0;
+  DType dtype = DType::kFloat32;
+  Device device;
+};
+
+struct BucketCaps {
+  size_t first_bucket_cap_bytes = size_t{1} << 20;  // 1 MiB, PyTorch's default
+  size_t bucket_cap_bytes = size_t{25} << 20;       // 25 MiB, PyTorch's default
+};
+
+// Returns the buckets as lists of parameter indices (into `params`), each list in visiting order, the
+// lists in launch order (Note [Bucket assignment]). `order` is a permutation of 0..params.size()-1 giving
+// the visiting order; empty means reverse registration order. Aborts if `order` is not a permutation.
+std::vector<std::vector<size_t>> AssignBuckets(const std::vector<BucketParameter>& params,
+                                               const BucketCaps& caps,
+                                               const std::vector<size_t>& order = {});
+
+// A human-readable table of a bucket layout: one line per bucket with its index, parameter count,
+// bytes and parameter names ("bucket 0: 2 params, 5.0 KiB: fc3.bias fc3.weight").
+std::string DescribeBuckets(const std::vector<std::vector<size_t>>& buckets,
+                            const std::vector<BucketParameter>& params,
+                            const std::vector<std::string>& names);
+
+}  // namespace ddp
+
+#endif  // DDP_REDUCER_BUCKET_ASSIGNMENT_H_

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every package this project needs, from Debian's archive, when it is missing. Idempotent:
+# a second run installs nothing and takes a second. Both README commands call it.
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap        # Bazel 4.2.3, the build (offline; see WORKSPACE)
+  g++ pkg-config
+  libabsl-dev            # Status, flags, strings, synchronization
+  libgtest-dev libgmock-dev googletest
+  libbenchmark-dev
+  libdnnl-dev            # oneDNN sgemm: CPU GEMM that picks kernels from the CPU's instruction sets
+  libopenblas-dev        # the BLAS the foundation issue names; oneDNN is faster here (BENCHMARKS.md)
+  libgloo-dev            # Gloo collectives over TCP (comm/)
+  zlib1g-dev             # gzip IDX files
+  nlohmann-json3-dev     # safetensors headers
+  dataset-fashion-mnist  # /usr/share/datasets/fashion-mnist
+  python3-torch          # PyTorch 1.13 CPU for /usr/bin/python3: the benchmark reference and fixture generator
+  gnuplot-nox            # plots in bench/
+  iproute2               # network namespaces for the multi-host tests
+  clang libclang-rt-14-dev  # libFuzzer for the store protocol fuzz target
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}" >/dev/null
+fi
