@@ -1,0 +1,40 @@
+#include "comm/async_work.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace ddp {
+
+bool AsyncWork::IsCompleted() {
+  absl::MutexLock lock(&mu_);
+  return completed_;
+}
+
+absl::Status AsyncWork::Wait(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return completed_; };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(description_, ": not completed after ", absl::FormatDuration(timeout)));
+  }
+  return status_;
+}
+
+double AsyncWork::ExecutionSeconds() const {
+  absl::MutexLock lock(&mu_);
+  return absl::ToDoubleSeconds(execution_);
+}
+
+void AsyncWork::MarkStarted() {
+  absl::MutexLock lock(&mu_);
+  started_ = absl::Now();
+}
+
+void AsyncWork::Complete(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  if (completed_) return;
+  completed_ = true;
+  status_ = std::move(status);
+  if (started_ != absl::InfinitePast()) execution_ = absl::Now() - started_;
+}
+
+}  // namespace ddp

@@ -1,0 +1,40 @@
+// A Work completed from another thread (backends' worker threads), with a bounded host wait.
+#ifndef DDP_COMM_ASYNC_WORK_H_
+#define DDP_COMM_ASYNC_WORK_H_
+
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "comm/process_group.h"
+
+namespace ddp {
+
+// Thread-safe. The backend calls MarkStarted() then Complete(status) exactly once; any thread may Wait.
+class AsyncWork : public Work {
+ public:
+  // `description` (e.g. "AllReduce #12 of 1024 float32 on rank 1/4 (gloo)") is used in timeout errors.
+  explicit AsyncWork(std::string description) : description_(std::move(description)) {}
+
+  bool IsCompleted() override;
+  absl::Status Wait(absl::Duration timeout) override;
+  double ExecutionSeconds() const override;
+
+  // Records that the backend began executing the operation.
+  void MarkStarted();
+  // Records the outcome and wakes every waiter. Later calls are ignored.
+  void Complete(absl::Status status);
+  const std::string& description() const { return description_; }
+
+ private:
+  const std::string description_;
+  mutable absl::Mutex mu_;
+  bool completed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  absl::Time started_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Duration execution_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+};
+
+}  // namespace ddp
+
+#endif  // DDP_COMM_ASYNC_WORK_H_
