@@ -45,14 +45,24 @@ std::vector<float> Reference(int world, int64_t n, ReduceOp op) {
     std::vector<float> in = Input(r, n);
     for (int64_t i = 0; i < n; ++i) {
       switch (op) {
-        case ReduceOp::kSum: case ReduceOp::kAvg: out[i] += in[i]; break;
-        case ReduceOp::kProduct: out[i] *= in[i]; break;
-        case ReduceOp::kMin: out[i] = std::min(out[i], in[i]); break;
-        case ReduceOp::kMax: out[i] = std::max(out[i], in[i]); break;
+        case ReduceOp::kSum:
+        case ReduceOp::kAvg:
+          out[i] += in[i];
+          break;
+        case ReduceOp::kProduct:
+          out[i] *= in[i];
+          break;
+        case ReduceOp::kMin:
+          out[i] = std::min(out[i], in[i]);
+          break;
+        case ReduceOp::kMax:
+          out[i] = std::max(out[i], in[i]);
+          break;
       }
     }
   }
-  if (op == ReduceOp::kAvg) for (float& x : out) x /= world;
+  if (op == ReduceOp::kAvg)
+    for (float& x : out) x /= world;
   return out;
 }
 

@@ -1,0 +1,128 @@
+#include "comm/init.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "comm/file_store.h"
+#include "comm/prefix_store.h"
+#include "comm/process_group_gloo.h"
+#include "comm/tcp_store.h"
+
+namespace ddp {
+namespace {
+
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+
+absl::StatusOr<HostPort> ParseTcpUrl(const std::string& url) {
+  const std::string rest = url.substr(6);  // after "tcp://"
+  const size_t colon = rest.rfind(':');
+  HostPort out;
+  if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(rest.substr(colon + 1), &out.port) ||
+      out.port < 1 || out.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("init method \"", url, "\": expected tcp://host:port"));
+  }
+  out.host = rest.substr(0, colon);
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<Store>> MakeTcpStore(const HostPort& address, const LaunchEnv& launch,
+                                                    const EnvLookup& env, absl::Duration timeout) {
+  TcpStoreOptions store_options;
+  store_options.host = address.host;
+  store_options.port = address.port;
+  store_options.is_server = launch.rank == 0 && env("DDP_STORE_IN_LAUNCHER").value_or("0") != "1";
+  store_options.connect_timeout = timeout;
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store, TcpStore::Create(store_options));
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+absl::StatusOr<std::unique_ptr<Store>> MakeStore(const InitOptions& options, const LaunchEnv& launch,
+                                                 absl::Duration timeout) {
+  const std::string& url = options.init_method;
+  if (url == "env://")
+    return MakeTcpStore({launch.master_addr, launch.master_port}, launch, options.env, timeout);
+  if (absl::StartsWith(url, "tcp://")) {
+    DDP_ASSIGN_OR_RETURN(HostPort address, ParseTcpUrl(url));
+    return MakeTcpStore(address, launch, options.env, timeout);
+  }
+  if (absl::StartsWith(url, "file://")) {
+    DDP_ASSIGN_OR_RETURN(std::string path, FileStore::PathFromUrl(url));
+    DDP_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Create(path));
+    return std::unique_ptr<Store>(std::move(store));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown init method \"", url, "\": expected env://, tcp://host:port or file:///path"));
+}
+
+// A store that owns its base store and adds a key prefix (the group's namespace).
+class OwningPrefixStore : public PrefixStore {
+ public:
+  OwningPrefixStore(std::string prefix, std::unique_ptr<Store> base)
+      : PrefixStore(std::move(prefix), base.get()), base_(std::move(base)) {}
+
+ private:
+  std::unique_ptr<Store> base_;
+};
+
+}  // namespace
+
+std::string LocalAddressToward(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* result = nullptr;
+  if (getaddrinfo(host.c_str(), "9", &hints, &result) != 0 || result == nullptr) return "127.0.0.1";
+  std::string local = "127.0.0.1";
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0 && connect(fd, result->ai_addr, result->ai_addrlen) == 0) {  // UDP: no packet is sent
+    sockaddr_in self{};
+    socklen_t len = sizeof(self);
+    char text[INET_ADDRSTRLEN] = {0};
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) == 0 &&
+        inet_ntop(AF_INET, &self.sin_addr, text, sizeof(text)) != nullptr) {
+      local = text;
+    }
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(result);
+  return local;
+}
+
+absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitOptions& options) {
+  auto context = std::make_unique<DistributedContext>();
+  DDP_ASSIGN_OR_RETURN(context->launch, ResolveLaunchEnv(options.env, options.rank, options.world_size));
+  if (options.timeout.has_value()) {
+    context->timeout = *options.timeout;
+  } else {
+    DDP_ASSIGN_OR_RETURN(context->timeout, ResolveTimeout(options.env));
+  }
+  if (options.backend == "nccl") {
+    return absl::UnimplementedError("backend nccl needs a build with --config=cuda (and a GPU)");
+  }
+  if (options.backend != "gloo") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown backend \"", options.backend, "\": expected gloo or nccl"));
+  }
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<Store> base, MakeStore(options, context->launch, context->timeout));
+  context->store = std::make_unique<OwningPrefixStore>("default_pg/", std::move(base));
+  ProcessGroupGlooOptions gloo_options;
+  gloo_options.timeout = context->timeout;
+  gloo_options.hostname =
+      options.env("GLOO_SOCKET_IFADDR").value_or(LocalAddressToward(context->launch.master_addr));
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupGloo> group,
+                       ProcessGroupGloo::Create(*context->store, context->launch.rank,
+                                                context->launch.world_size, gloo_options));
+  context->group = std::move(group);
+  return context;
+}
+
+}  // namespace ddp

@@ -1,0 +1,48 @@
+// InitProcessGroup: builds the rendezvous store and a process group from an init method, as
+// torch.distributed.init_process_group does.
+#ifndef DDP_COMM_INIT_H_
+#define DDP_COMM_INIT_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "comm/launch_env.h"
+#include "comm/process_group.h"
+#include "comm/store.h"
+
+namespace ddp {
+
+struct InitOptions {
+  std::string backend = "gloo";        // "gloo" (CPU); "nccl" needs a --config=cuda build
+  std::string init_method = "env://";  // env://, tcp://host:port or file:///path
+  int rank = -1;                        // -1: from the environment (comm/launch_env.h)
+  int world_size = -1;                  // -1: from the environment
+  std::optional<absl::Duration> timeout;  // nullopt: $DDP_TIMEOUT_S, else 300 s
+  EnvLookup env = ProcessEnv();         // tests pass a fake environment
+};
+
+// A joined group and the store it rendezvoused through. Destroy the group before the store (the
+// member order does); rank 0 may host the TCP store server, so it should be the last to leave.
+struct DistributedContext {
+  LaunchEnv launch;
+  absl::Duration timeout;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<ProcessGroup> group;
+};
+
+// Joins the group described by `options`. env:// reads MASTER_ADDR/MASTER_PORT (rank 0 starts the TCP
+// store server unless DDP_STORE_IN_LAUNCHER=1 says ddprun already runs it); tcp://host:port is the same
+// with an explicit address; file:///path uses a FileStore on a shared filesystem. Errors name the bad
+// variable, URL or backend, or the peers that did not arrive within the timeout.
+absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitOptions& options);
+
+// The local address of the interface that routes to `host` (what peers on other hosts can reach), or
+// "127.0.0.1" when `host` is a loopback address or cannot be resolved.
+std::string LocalAddressToward(const std::string& host);
+
+}  // namespace ddp
+
+#endif  // DDP_COMM_INIT_H_

@@ -1,0 +1,121 @@
+#include "comm/init.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+#include <thread>
+
+#include "tensor/factory.h"
+
+namespace ddp {
+namespace {
+
+EnvLookup Fake(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Every rank joins through `make_options(rank)` and all-reduces its rank + 1.
+void JoinAndAllReduce(int world, const std::function<InitOptions(int)>& make_options) {
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto context = InitProcessGroup(make_options(rank));
+      ASSERT_TRUE(context.ok()) << context.status();
+      Tensor t = Full({4}, static_cast<float>(rank + 1));
+      ASSERT_TRUE((*context)->group->AllReduce(t)->Wait(absl::Seconds(30)).ok());
+      EXPECT_EQ(t.ToVector<float>()[0], world * (world + 1) / 2.0f);
+      ASSERT_TRUE((*context)->group->Barrier()->Wait(absl::Seconds(30)).ok());  // rank 0 hosts the store
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+TEST(InitTest, EnvMethodWithTorchrunVariables) {
+  const std::string port = std::to_string(FreePort());
+  JoinAndAllReduce(3, [&](int rank) {
+    InitOptions options;
+    options.env = Fake({{"RANK", std::to_string(rank)},
+                        {"WORLD_SIZE", "3"},
+                        {"MASTER_ADDR", "127.0.0.1"},
+                        {"MASTER_PORT", port},
+                        {"DDP_TIMEOUT_S", "30"}});
+    return options;
+  });
+}
+
+TEST(InitTest, TcpMethodWithExplicitRanks) {
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(FreePort());
+  JoinAndAllReduce(2, [&](int rank) {
+    InitOptions options;
+    options.init_method = url;
+    options.rank = rank;
+    options.world_size = 2;
+    options.env = Fake({});
+    options.timeout = absl::Seconds(30);
+    return options;
+  });
+}
+
+TEST(InitTest, FileMethod) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string url =
+      std::string("file://") + (tmp ? tmp : "/tmp") + "/init_file_store_" + std::to_string(getpid());
+  JoinAndAllReduce(2, [&](int rank) {
+    InitOptions options;
+    options.init_method = url;
+    options.rank = rank;
+    options.world_size = 2;
+    options.env = Fake({});
+    options.timeout = absl::Seconds(30);
+    return options;
+  });
+}
+
+TEST(InitTest, BadMethodsAndBackendsAreNamed) {
+  InitOptions options;
+  options.env = Fake({});
+  options.init_method = "udp://x";
+  EXPECT_NE(InitProcessGroup(options).status().message().find("unknown init method \"udp://x\""),
+            std::string::npos);
+  options.init_method = "tcp://nohost";
+  EXPECT_NE(InitProcessGroup(options).status().message().find("expected tcp://host:port"), std::string::npos);
+  options.init_method = "env://";
+  options.backend = "mpi";
+  EXPECT_NE(InitProcessGroup(options).status().message().find("unknown backend \"mpi\""), std::string::npos);
+}
+
+TEST(InitTest, MissingPeersTimeOut) {
+  InitOptions options;
+  options.init_method = "tcp://127.0.0.1:" + std::to_string(FreePort());
+  options.rank = 0;
+  options.world_size = 2;
+  options.env = Fake({});
+  options.timeout = absl::Seconds(1);
+  auto context = InitProcessGroup(options);
+  ASSERT_FALSE(context.ok());
+  EXPECT_NE(context.status().message().find("rank 0 of 2"), std::string::npos) << context.status();
+}
+
+TEST(InitTest, LocalAddressTowardLoopback) { EXPECT_EQ(LocalAddressToward("127.0.0.1"), "127.0.0.1"); }
+
+}  // namespace
+}  // namespace ddp

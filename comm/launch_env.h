@@ -1,0 +1,48 @@
+// Who this process is in a job: rank, world size, local rank and the rendezvous address, read from
+// torchrun's environment variables or, when RANK is absent, from OpenMPI's or Slurm's. Pure (the
+// environment is passed in), so every rule is unit-tested.
+#ifndef DDP_COMM_LAUNCH_ENV_H_
+#define DDP_COMM_LAUNCH_ENV_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ddp {
+
+// Looks up an environment variable; nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+// The real process environment.
+EnvLookup ProcessEnv();
+
+struct LaunchEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";  // MASTER_ADDR (default for single-process runs)
+  int master_port = 29500;                // MASTER_PORT
+  std::string source = "default";        // "torchrun", "openmpi", "slurm" or "default" (nothing set)
+};
+
+// Resolves the launch environment:
+//   * RANK set: torchrun's RANK, WORLD_SIZE (required), LOCAL_RANK, LOCAL_WORLD_SIZE (default: rank and
+//     world size), MASTER_ADDR, MASTER_PORT.
+//   * else OMPI_COMM_WORLD_RANK set: OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE} (mpirun).
+//   * else SLURM_PROCID set: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE (srun).
+//   * else a single process: rank 0 of 1.
+// `rank` / `world_size` >= 0 are explicit values that override nothing: they must agree with the
+// environment when it sets them too. Errors name the variable: missing, not an integer, out of range
+// (RANK >= WORLD_SIZE) or contradicting the explicit value.
+absl::StatusOr<LaunchEnv> ResolveLaunchEnv(const EnvLookup& env, int rank = -1, int world_size = -1);
+
+// The collective timeout: DDP_TIMEOUT_S (seconds, > 0) when set, else `fallback` (300 s, PyTorch's).
+absl::StatusOr<absl::Duration> ResolveTimeout(const EnvLookup& env, absl::Duration fallback = absl::Seconds(300));
+
+}  // namespace ddp
+
+#endif  // DDP_COMM_LAUNCH_ENV_H_
