@@ -21,7 +21,18 @@ absl::Status AsyncWork::Wait(absl::Duration timeout) {
 
 double AsyncWork::ExecutionSeconds() const {
   absl::MutexLock lock(&mu_);
-  return absl::ToDoubleSeconds(execution_);
+  if (started_ == absl::InfinitePast() || ended_ == absl::InfinitePast()) return 0.0;
+  return absl::ToDoubleSeconds(ended_ - started_);
+}
+
+absl::Time AsyncWork::StartTime() const {
+  absl::MutexLock lock(&mu_);
+  return started_;
+}
+
+absl::Time AsyncWork::EndTime() const {
+  absl::MutexLock lock(&mu_);
+  return ended_;
 }
 
 void AsyncWork::MarkStarted() {
@@ -34,7 +45,8 @@ void AsyncWork::Complete(absl::Status status) {
   if (completed_) return;
   completed_ = true;
   status_ = std::move(status);
-  if (started_ != absl::InfinitePast()) execution_ = absl::Now() - started_;
+  ended_ = absl::Now();
+  if (started_ == absl::InfinitePast()) started_ = ended_;
 }
 
 }  // namespace ddp

@@ -19,6 +19,8 @@ class AsyncWork : public Work {
   bool IsCompleted() override;
   absl::Status Wait(absl::Duration timeout) override;
   double ExecutionSeconds() const override;
+  absl::Time StartTime() const override;
+  absl::Time EndTime() const override;
 
   // Records that the backend began executing the operation.
   void MarkStarted();
@@ -32,7 +34,7 @@ class AsyncWork : public Work {
   bool completed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   absl::Time started_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  absl::Duration execution_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  absl::Time ended_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace ddp

@@ -47,6 +47,10 @@ class Work {
   virtual absl::Status WaitStream() { return Wait(absl::InfiniteDuration()); }
   // Seconds the operation spent executing (from start on the backend to completion); 0 before.
   virtual double ExecutionSeconds() const { return 0.0; }
+  // When the backend started and finished executing it (absl::InfinitePast() until known). Used for
+  // the Reducer's overlap statistics and traces.
+  virtual absl::Time StartTime() const { return absl::InfinitePast(); }
+  virtual absl::Time EndTime() const { return absl::InfinitePast(); }
 };
 
 // A group of `size()` processes (or threads) numbered 0..size()-1.

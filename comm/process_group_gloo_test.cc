@@ -110,7 +110,9 @@ TEST_P(GlooCollectivesTest, BroadcastAllGatherReduceScatterReduceBarrier) {
 
     Tensor reduced = FromVector(Input(rank, n), {n});
     ASSERT_TRUE(group.Reduce(reduced, 0, ReduceOp::kMax)->Wait(kWait).ok());
-    if (rank == 0) EXPECT_EQ(reduced.ToVector<float>(), Reference(world, n, ReduceOp::kMax));
+    if (rank == 0) {
+      EXPECT_EQ(reduced.ToVector<float>(), Reference(world, n, ReduceOp::kMax));
+    }
     EXPECT_TRUE(group.Barrier()->Wait(kWait).ok());
   });
 }

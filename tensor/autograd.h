@@ -63,6 +63,8 @@ class AccumulateGrad : public Node {
   explicit AccumulateGrad(std::weak_ptr<TensorImpl> leaf);
   std::vector<Tensor> Apply(const Tensor& grad_output) override;
   std::string name() const override { return "AccumulateGrad"; }
+  // The leaf this node accumulates into (null if it was destroyed).
+  std::shared_ptr<TensorImpl> leaf() const { return leaf_.lock(); }
 
  private:
   std::weak_ptr<TensorImpl> leaf_;

@@ -1,0 +1,44 @@
+// Small TCP helpers over POSIX sockets with deadlines, for the TCP store client and server.
+#ifndef DDP_COMM_SOCKET_UTIL_H_
+#define DDP_COMM_SOCKET_UTIL_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "comm/unique_fd.h"
+
+namespace ddp {
+
+// Makes one attempt to connect to host:port (name or numeric, IPv4 or IPv6), giving up at
+// `deadline`. Returns a blocking socket with TCP_NODELAY. kUnavailable on failure.
+absl::StatusOr<UniqueFd> ConnectTcp(const std::string& host, int port, absl::Time deadline);
+
+// Creates a listening, non-blocking socket bound to host:port (port 0: the kernel picks a free one;
+// host "0.0.0.0" or "" : every IPv4 interface). kUnavailable when the address is in use.
+absl::StatusOr<UniqueFd> ListenTcp(const std::string& host, int port, int backlog);
+
+// Returns the local port a socket is bound to.
+absl::StatusOr<int> LocalPort(int fd);
+
+// Sets or clears O_NONBLOCK.
+absl::Status SetNonBlocking(int fd, bool non_blocking);
+
+// Writes all of `data` to a socket (blocking or not), waiting with poll() up to `deadline`.
+// Never raises SIGPIPE. kUnavailable when the peer is gone, kDeadlineExceeded on timeout.
+absl::Status SendAll(int fd, absl::string_view data, absl::Time deadline);
+
+// Reads exactly `n` bytes into `out`, waiting with poll() up to `deadline`. kUnavailable when the
+// peer closes first, kDeadlineExceeded on timeout.
+absl::Status RecvExact(int fd, size_t n, std::string* out, absl::Time deadline);
+
+// Milliseconds until `deadline` for poll(): -1 for an infinite deadline, 0 when past, and at most
+// INT_MAX.
+int PollTimeoutMs(absl::Time deadline);
+
+}  // namespace ddp
+
+#endif  // DDP_COMM_SOCKET_UTIL_H_

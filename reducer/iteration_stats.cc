@@ -1,0 +1,71 @@
+#include "reducer/iteration_stats.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace ddp {
+namespace {
+
+// Measure of the union of intervals clipped to [lo, hi].
+double UnionSeconds(std::vector<TimeInterval> intervals, absl::Time lo, absl::Time hi) {
+  for (auto& i : intervals) {
+    i.start = std::max(i.start, lo);
+    i.end = std::min(i.end, hi);
+  }
+  std::sort(intervals.begin(), intervals.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+  double total = 0;
+  absl::Time covered = absl::InfinitePast();
+  for (const auto& i : intervals) {
+    if (i.end <= i.start) continue;
+    const absl::Time begin = std::max(i.start, covered);
+    if (i.end > begin) {
+      total += absl::ToDoubleSeconds(i.end - begin);
+      covered = i.end;
+    }
+  }
+  return total;
+}
+
+double Percentile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t index = std::min(values.size() - 1, static_cast<size_t>(q * (values.size() - 1) + 0.5));
+  return values[index];
+}
+
+}  // namespace
+
+void ComputeOverlap(const std::vector<TimeInterval>& comm, absl::Time backward_end, IterationStats* stats) {
+  stats->comm_s = UnionSeconds(comm, absl::InfinitePast(), absl::InfiniteFuture());
+  stats->overlapped_comm_s = UnionSeconds(comm, absl::InfinitePast(), backward_end);
+  absl::Time last_end = backward_end;
+  for (const auto& i : comm) last_end = std::max(last_end, i.end);
+  stats->exposed_comm_s = absl::ToDoubleSeconds(last_end - backward_end);
+}
+
+std::string FormatStatsTable(const std::vector<IterationStats>& history, int warmup) {
+  const size_t skip = history.size() > static_cast<size_t>(warmup) ? warmup : 0;
+  struct Field {
+    const char* name;
+    double IterationStats::*member;
+  };
+  const Field fields[] = {{"forward", &IterationStats::forward_s},
+                          {"backward compute", &IterationStats::backward_compute_s},
+                          {"communication", &IterationStats::comm_s},
+                          {"  overlapped", &IterationStats::overlapped_comm_s},
+                          {"  exposed", &IterationStats::exposed_comm_s}};
+  std::string out = absl::StrFormat("DDP step breakdown over %d iterations (ms)\n%-18s %10s %10s\n",
+                                    history.size() - skip, "", "mean", "p90");
+  for (const Field& field : fields) {
+    std::vector<double> values;
+    for (size_t i = skip; i < history.size(); ++i) values.push_back(1000.0 * (history[i].*field.member));
+    double mean = 0;
+    for (double v : values) mean += v;
+    if (!values.empty()) mean /= values.size();
+    absl::StrAppendFormat(&out, "%-18s %10.3f %10.3f\n", field.name, mean, Percentile(values, 0.9));
+  }
+  return out;
+}
+
+}  // namespace ddp

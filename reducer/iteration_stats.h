@@ -1,0 +1,39 @@
+// Per-iteration timing of DDP: forward, backward compute, communication, and how much of the
+// communication overlapped backward. Pure helpers, tested alone.
+#ifndef DDP_REDUCER_ITERATION_STATS_H_
+#define DDP_REDUCER_ITERATION_STATS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace ddp {
+
+struct IterationStats {
+  int64_t iteration = 0;
+  int buckets = 0;
+  double forward_s = 0;           // DDP forward (buffer broadcast + module forward)
+  double backward_compute_s = 0;  // end of forward -> backward finished (all gradients produced)
+  double comm_s = 0;              // union of the buckets' communication intervals
+  double overlapped_comm_s = 0;   // the part of comm_s before backward finished
+  double exposed_comm_s = 0;      // backward finished -> last bucket done (what the host waits for)
+};
+
+// A closed time interval.
+struct TimeInterval {
+  absl::Time start;
+  absl::Time end;
+};
+
+// Fills comm_s, overlapped_comm_s and exposed_comm_s from the buckets' intervals and the moment
+// backward finished. Intervals may overlap and come in any order; empty input gives zeros.
+void ComputeOverlap(const std::vector<TimeInterval>& comm, absl::Time backward_end, IterationStats* stats);
+
+// A table with the mean and the 90th percentile of every field over `history` (skipping the first
+// `warmup` iterations when more remain), as rank 0 prints at the end of a run.
+std::string FormatStatsTable(const std::vector<IterationStats>& history, int warmup = 1);
+
+}  // namespace ddp
+
+#endif  // DDP_REDUCER_ITERATION_STATS_H_

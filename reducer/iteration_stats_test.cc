@@ -1,0 +1,37 @@
+#include "reducer/iteration_stats.h"
+
+#include <gtest/gtest.h>
+
+namespace ddp {
+namespace {
+
+absl::Time At(double ms) { return absl::UnixEpoch() + absl::Milliseconds(ms); }
+
+TEST(IterationStatsTest, OverlapSplitsAtBackwardEnd) {
+  IterationStats stats;
+  // Two overlapping intervals [10, 30] and [20, 50], backward ends at 40: comm 40 ms, 30 before, 10 after.
+  ComputeOverlap({{At(20), At(50)}, {At(10), At(30)}}, At(40), &stats);
+  EXPECT_NEAR(stats.comm_s, 0.040, 1e-9);
+  EXPECT_NEAR(stats.overlapped_comm_s, 0.030, 1e-9);
+  EXPECT_NEAR(stats.exposed_comm_s, 0.010, 1e-9);
+}
+
+TEST(IterationStatsTest, AllAfterBackwardIsExposed) {
+  IterationStats stats;
+  ComputeOverlap({{At(45), At(60)}}, At(40), &stats);
+  EXPECT_NEAR(stats.overlapped_comm_s, 0.0, 1e-9);
+  EXPECT_NEAR(stats.exposed_comm_s, 0.020, 1e-9);  // the host waits from 40 to 60
+  ComputeOverlap({}, At(40), &stats);
+  EXPECT_EQ(stats.comm_s, 0.0);
+}
+
+TEST(IterationStatsTest, TableHasMeanAndP90) {
+  std::vector<IterationStats> history(11);
+  for (int i = 0; i < 11; ++i) history[i].forward_s = 0.001 * i;  // first one skipped as warm-up
+  const std::string table = FormatStatsTable(history);
+  EXPECT_NE(table.find("over 10 iterations"), std::string::npos) << table;
+  EXPECT_NE(table.find("forward                 5.500      9.000"), std::string::npos) << table;
+}
+
+}  // namespace
+}  // namespace ddp
