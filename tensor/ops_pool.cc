@@ -1,1 +1,123 @@
-// Implemented by the conv/pool/norm work; see tensor/ops.h.
+// MaxPool2d: forward records, per output element, the argmax's offset inside its [h, w] plane (int32);
+// backward scatters the output gradient to those offsets.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "tensor/device_guard.h"
+#include "tensor/function_node.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace {
+
+struct PoolGeometry {
+  int64_t planes, h, w, kernel, stride, oh, ow;
+};
+
+// Max over each window of one plane, as PyTorch: scan in row-major order, take a value when it is
+// greater than the best so far or NaN (so ties keep the first maximum and NaN propagates).
+void MaxPoolPlane(const float* x, const PoolGeometry& g, float* y, int32_t* index) {
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      const int64_t start = oy * g.stride * g.w + ox * g.stride;
+      float best = -std::numeric_limits<float>::infinity();
+      int64_t best_at = start;
+      for (int64_t ki = 0; ki < g.kernel; ++ki) {
+        const float* row = x + start + ki * g.w;
+        for (int64_t kj = 0; kj < g.kernel; ++kj) {
+          const float v = row[kj];
+          if (v > best || std::isnan(v)) {
+            best = v;
+            best_at = start + ki * g.w + kj;
+          }
+        }
+      }
+      y[oy * g.ow + ox] = best;
+      index[oy * g.ow + ox] = static_cast<int32_t>(best_at);
+    }
+  }
+}
+
+// The common 2x2 / stride 2 case: two input rows per output row, branch-free selects so the compiler
+// can vectorise over output columns. Starting from the window's first value instead of -inf picks
+// the same index as MaxPoolPlane.
+void MaxPoolPlane2x2(const float* x, const PoolGeometry& g, float* y, int32_t* index) {
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    const float* r0 = x + 2 * oy * g.w;
+    const float* r1 = r0 + g.w;
+    float* yo = y + oy * g.ow;
+    int32_t* io = index + oy * g.ow;
+    const int32_t base = static_cast<int32_t>(2 * oy * g.w), w = static_cast<int32_t>(g.w);
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      const float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
+      float best = a;
+      int32_t at = 0;
+      const bool take_b = b > best || b != b;
+      best = take_b ? b : best;
+      at = take_b ? 1 : at;
+      const bool take_c = c > best || c != c;
+      best = take_c ? c : best;
+      at = take_c ? w : at;
+      const bool take_d = d > best || d != d;
+      best = take_d ? d : best;
+      at = take_d ? w + 1 : at;
+      yo[ox] = best;
+      io[ox] = base + 2 * static_cast<int32_t>(ox) + at;
+    }
+  }
+}
+
+}  // namespace
+
+Tensor MaxPool2d(const Tensor& x, int64_t kernel, int64_t stride) {
+  RequireCpuFloat("MaxPool2d", {&x});
+  if (stride == 0) stride = kernel;
+  DDP_CHECK(x.dim() == 4) << "MaxPool2d expects [n, c, h, w], got " << ShapeToString(x.shape());
+  DDP_CHECK(kernel >= 1 && stride >= 1) << "MaxPool2d: kernel " << kernel << " and stride " << stride
+                                        << " must be >= 1";
+  const int64_t h = x.shape()[2], w = x.shape()[3];
+  DDP_CHECK(h >= kernel && w >= kernel) << "MaxPool2d: kernel " << kernel << " larger than input "
+                                        << ShapeToString(x.shape());
+  DDP_CHECK(h * w <= std::numeric_limits<int32_t>::max()) << "MaxPool2d: plane too large";
+  const PoolGeometry g{x.shape()[0] * x.shape()[1], h, w, kernel, stride, (h - kernel) / stride + 1,
+                       (w - kernel) / stride + 1};
+  Tensor xc = Contiguous(x.Detach());
+  Tensor out = Tensor::Empty({x.shape()[0], x.shape()[1], g.oh, g.ow}, DType::kFloat32, x.device());
+  auto indices = std::make_shared<std::vector<int32_t>>(static_cast<size_t>(out.numel()));
+  const float* px = xc.data<float>();
+  float* py = out.data<float>();
+  int32_t* pi = indices->data();
+  const int64_t in_plane = h * w, out_plane = g.oh * g.ow;
+  const bool two_by_two = kernel == 2 && stride == 2;
+#pragma omp parallel for if (g.planes * in_plane > (1 << 16))
+  for (int64_t p = 0; p < g.planes; ++p) {
+    if (two_by_two) {
+      MaxPoolPlane2x2(px + p * in_plane, g, py + p * out_plane, pi + p * out_plane);
+    } else {
+      MaxPoolPlane(px + p * in_plane, g, py + p * out_plane, pi + p * out_plane);
+    }
+  }
+  const Shape in_shape = x.shape();
+  return RecordOp(out, "MaxPool2dBackward", {&x}, [indices, in_shape, g](const Tensor& gy) {
+    Tensor gyc = Contiguous(gy);
+    Tensor gx = Tensor::Empty(in_shape, DType::kFloat32, gy.device());
+    float* pgx = gx.data<float>();
+    const float* pgy = gyc.data<float>();
+    const int32_t* pi = indices->data();
+    const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
+#pragma omp parallel for if (g.planes * in_plane > (1 << 16))
+    for (int64_t p = 0; p < g.planes; ++p) {
+      float* dst = pgx + p * in_plane;
+      std::fill(dst, dst + in_plane, 0.0f);
+      const float* src = pgy + p * out_plane;
+      const int32_t* at = pi + p * out_plane;
+      for (int64_t o = 0; o < out_plane; ++o) dst[at[o]] += src[o];
+    }
+    return std::vector<Tensor>{gx};
+  });
+}
+
+}  // namespace ddp

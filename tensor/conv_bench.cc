@@ -1,0 +1,105 @@
+// Micro-benchmark of the CNN layers of the MNIST model (batch 64): Conv2d forward and forward+backward
+// for conv1 (1->32, 3x3, pad 1, 28x28) and conv2 (32->64, 3x3, pad 1, 14x14), MaxPool2d, and a whole
+// training step of the small CNN. Prints milliseconds per iteration: the median and the minimum of 20 runs
+// (the minimum is the steadier number on a shared machine).
+//   bazel run //tensor:conv_bench -- [threads] [label substring]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "tensor/autograd.h"
+#include "tensor/factory.h"
+#include "tensor/ops.h"
+#include "tensor/threads.h"
+
+namespace ddp {
+namespace {
+
+const char* g_filter = "";  // run only the cases whose label contains this (argv[2])
+
+void Report(const char* label, const std::function<void()>& fn);
+
+struct Timing {
+  double median_ms, min_ms;
+};
+
+Timing Measure(const std::function<void()>& fn, int iters = 20) {
+  for (int i = 0; i < 3; ++i) fn();
+  std::vector<double> times;
+  for (int i = 0; i < iters; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return {times[times.size() / 2], times[0]};
+}
+
+void Report(const char* label, const std::function<void()>& fn) {
+  if (std::strstr(label, g_filter) == nullptr) return;
+  const Timing t = Measure(fn);
+  std::printf("%-30s %8.3f ms (min %8.3f ms)\n", label, t.median_ms, t.min_ms);
+}
+
+Tensor Param(const Shape& shape, Generator& gen) {
+  Tensor t = Uniform(shape, -0.1f, 0.1f, gen);
+  t.set_requires_grad(true);
+  return t;
+}
+
+void Run() {
+  Generator gen(0);
+  Tensor x1 = Uniform({64, 1, 28, 28}, 0.0f, 1.0f, gen);
+  Tensor w1 = Param({32, 1, 3, 3}, gen), b1 = Param({32}, gen);
+  Tensor x2 = Param({64, 32, 14, 14}, gen);
+  Tensor w2 = Param({64, 32, 3, 3}, gen), b2 = Param({64}, gen);
+  Tensor f1 = Param({128, 3136}, gen), fb1 = Param({128}, gen);
+  Tensor f2 = Param({10, 128}, gen), fb2 = Param({10}, gen);
+  std::vector<int64_t> labels(64);
+  for (int64_t i = 0; i < 64; ++i) labels[i] = i % 10;
+  Tensor target = FromVector(labels, {64});
+
+  auto fwd = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    NoGradGuard no_grad;
+    Conv2d(x, w, b, 1, 1);
+  };
+  auto fwd_bwd = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    Tensor y = Conv2d(x, w, b, 1, 1);
+    y.Backward(OnesLike(y));
+  };
+  Report("conv1 fwd", ([&] { fwd(x1, w1, b1); }));
+  Report("conv1 fwd+bwd (no grad x)", ([&] { fwd_bwd(x1, w1, b1); }));
+  Report("conv2 fwd", ([&] { fwd(x2, w2, b2); }));
+  Report("conv2 fwd+bwd", ([&] { fwd_bwd(x2, w2, b2); }));
+  Tensor mp = Param({64, 32, 28, 28}, gen);
+  Report("maxpool 64x32x28x28 fwd", ([&] {
+           NoGradGuard no_grad;
+           MaxPool2d(mp, 2);
+         }));
+  Report("maxpool 64x32x28x28 fwd+bwd", ([&] {
+                Tensor y = MaxPool2d(mp, 2);
+                y.Backward(OnesLike(y));
+              }));
+  Report("whole CNN step", ([&] {
+                Tensor h = MaxPool2d(Relu(Conv2d(x1, w1, b1, 1, 1)), 2);
+                h = MaxPool2d(Relu(Conv2d(h, w2, b2, 1, 1)), 2);
+                h = Relu(Linear(Flatten(h), f1, fb1));
+                CrossEntropy(Linear(h, f2, fb2), target).Backward();
+              }));
+}
+
+}  // namespace
+}  // namespace ddp
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
+  if (argc > 2) ddp::g_filter = argv[2];
+  ddp::SetNumThreads(threads);
+  std::printf("threads: %d\n", threads);
+  ddp::Run();
+  return 0;
+}

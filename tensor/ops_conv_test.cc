@@ -1,0 +1,376 @@
+// Conv2d, MaxPool2d, BatchNorm and Dropout: forward values against naive reference loops, backward
+// against finite differences, running-statistic updates, dropout statistics and shape errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "tensor/autograd.h"
+#include "tensor/factory.h"
+#include "tensor/gradcheck.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace {
+
+using Inputs = std::vector<Tensor>;
+using Floats = std::vector<float>;
+
+// Variadic so that lambdas with several captures pass through the preprocessor.
+#define EXPECT_GRADCHECK(...) EXPECT_EQ(GradCheck(__VA_ARGS__), "")
+
+Tensor Leaf(const Shape& shape, uint64_t seed, float low = -1.0f, float high = 1.0f) {
+  Generator g(seed);
+  Tensor t = Uniform(shape, low, high, g);
+  t.set_requires_grad(true);
+  return t;
+}
+
+// A leaf whose values are a shuffled 0.05 * {0, 1, ...}: all distinct by more than GradCheck's 2 * eps,
+// so finite differences never move a max-pool argmax.
+Tensor DistinctLeaf(const Shape& shape, uint64_t seed) {
+  std::vector<float> values(NumElements(shape));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.05f * static_cast<float>(i) - 1.0f;
+  Generator g(seed);
+  for (size_t i = values.size(); i > 1; --i) std::swap(values[i - 1], values[g.RandomIndex(i)]);
+  Tensor t = FromVector(values, shape);
+  t.set_requires_grad(true);
+  return t;
+}
+
+void ExpectAllNear(const Tensor& actual, const std::vector<float>& expected, float tolerance) {
+  ASSERT_EQ(actual.numel(), static_cast<int64_t>(expected.size()));
+  std::vector<float> a = actual.ToVector<float>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(a[i], expected[i], tolerance) << "element " << i;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Conv2d
+
+struct ConvCase {
+  int64_t n, c, h, w, out, kh, kw, stride, padding;
+  bool bias;
+};
+
+// Direct convolution, as the definition of torch's F.conv2d (cross-correlation).
+std::vector<float> ReferenceConv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvCase& k) {
+  const int64_t oh = (k.h + 2 * k.padding - k.kh) / k.stride + 1;
+  const int64_t ow = (k.w + 2 * k.padding - k.kw) / k.stride + 1;
+  std::vector<float> xv = x.ToVector<float>(), wv = w.ToVector<float>();
+  std::vector<float> bv = b.defined() ? b.ToVector<float>() : std::vector<float>(k.out, 0.0f);
+  std::vector<float> out;
+  for (int64_t i = 0; i < k.n; ++i)
+    for (int64_t o = 0; o < k.out; ++o)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t z = 0; z < ow; ++z) {
+          double total = bv[o];
+          for (int64_t ch = 0; ch < k.c; ++ch)
+            for (int64_t ki = 0; ki < k.kh; ++ki)
+              for (int64_t kj = 0; kj < k.kw; ++kj) {
+                const int64_t iy = y * k.stride + ki - k.padding, ix = z * k.stride + kj - k.padding;
+                if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w) continue;
+                total += static_cast<double>(xv[((i * k.c + ch) * k.h + iy) * k.w + ix]) *
+                         wv[((o * k.c + ch) * k.kh + ki) * k.kw + kj];
+              }
+          out.push_back(static_cast<float>(total));
+        }
+  return out;
+}
+
+// Stride 1 and 2, padding 0 and 1, non-square images and kernels, batch 1 and 3, several channels, and a
+// 48x48 image (P > 2048: one image per GEMM, Note [Conv2d image groups]) besides the grouped path.
+const std::vector<ConvCase>& ConvCases() {
+  static const std::vector<ConvCase> cases = {
+      {1, 1, 5, 5, 1, 3, 3, 1, 0, true},  {3, 2, 7, 5, 4, 3, 3, 2, 1, true},
+      {2, 3, 6, 9, 2, 2, 2, 1, 1, false}, {1, 2, 8, 8, 3, 3, 3, 2, 0, true},
+      {3, 4, 6, 6, 5, 3, 3, 1, 1, true},  {3, 2, 5, 7, 3, 1, 1, 1, 0, true},
+      {2, 2, 7, 6, 3, 3, 2, 1, 1, true},  {1, 3, 9, 8, 2, 5, 5, 2, 2, true},
+      {2, 1, 48, 48, 2, 3, 3, 1, 1, true},
+  };
+  return cases;
+}
+
+Inputs ConvInputs(const ConvCase& k, uint64_t seed) {
+  Inputs in = {Leaf({k.n, k.c, k.h, k.w}, seed), Leaf({k.out, k.c, k.kh, k.kw}, seed + 1)};
+  in.push_back(k.bias ? Leaf({k.out}, seed + 2) : Tensor());
+  return in;
+}
+
+TEST(Conv2dTest, ForwardMatchesDirectLoop) {
+  uint64_t seed = 100;
+  for (const ConvCase& k : ConvCases()) {
+    SCOPED_TRACE(::testing::Message() << "n=" << k.n << " c=" << k.c << " h=" << k.h << " w=" << k.w
+                                      << " out=" << k.out << " k=" << k.kh << "x" << k.kw
+                                      << " stride=" << k.stride << " padding=" << k.padding);
+    Inputs in = ConvInputs(k, seed += 3);
+    Tensor y = Conv2d(in[0], in[1], in[2], k.stride, k.padding);
+    const int64_t oh = (k.h + 2 * k.padding - k.kh) / k.stride + 1;
+    const int64_t ow = (k.w + 2 * k.padding - k.kw) / k.stride + 1;
+    EXPECT_EQ(y.shape(), (Shape{k.n, k.out, oh, ow}));
+    ExpectAllNear(y, ReferenceConv(in[0], in[1], in[2], k), 1e-5f);
+  }
+}
+
+TEST(Conv2dTest, GradCheck) {
+  uint64_t seed = 200;
+  for (const ConvCase& k : ConvCases()) {
+    SCOPED_TRACE(::testing::Message() << "n=" << k.n << " c=" << k.c << " h=" << k.h << " w=" << k.w
+                                      << " k=" << k.kh << "x" << k.kw << " stride=" << k.stride
+                                      << " padding=" << k.padding);
+    Inputs in = ConvInputs(k, seed += 3);
+    if (!k.bias) in.pop_back();
+    const int64_t stride = k.stride, padding = k.padding;
+    EXPECT_GRADCHECK([stride, padding](const Inputs& x) {
+      return Conv2d(x[0], x[1], x.size() > 2 ? x[2] : Tensor(), stride, padding);
+    }, in);
+  }
+}
+
+TEST(Conv2dTest, GradientsOnlyForInputsThatNeedThem) {
+  Tensor x = Leaf({2, 3, 6, 6}, 300).Detach();  // like a data batch
+  Tensor w = Leaf({4, 3, 3, 3}, 301);
+  Tensor y = Conv2d(x, w, Tensor(), 1, 1);
+  Sum(y).Backward();
+  EXPECT_FALSE(x.grad().defined());
+  ASSERT_TRUE(w.grad().defined());
+  // d sum(y) / d w[o, c, ki, kj] = sum over images and positions of the input under that tap; the
+  // centre tap of w[0, 0] sees every pixel of channel 0.
+  EXPECT_NEAR(w.grad().ToVector<float>()[4], Sum(Narrow(x, 1, 0, 1)).item(), 1e-4);
+}
+
+TEST(Conv2dTest, NonContiguousInput) {
+  Tensor x = Leaf({5, 2, 6, 3}, 310);
+  Tensor w = Leaf({2, 3, 3, 3}, 311);
+  Tensor xt = Transpose(x, 1, 3);  // [5, 3, 6, 2], strided
+  Tensor y = Conv2d(xt, w, Tensor(), 1, 1);
+  ExpectAllNear(y, ReferenceConv(Contiguous(xt), w, Tensor(), {5, 3, 6, 2, 2, 3, 3, 1, 1, false}), 1e-5f);
+  EXPECT_GRADCHECK([](const Inputs& in) { return Conv2d(Transpose(in[0], 1, 3), in[1], Tensor(), 1, 1); },
+                   (Inputs{x, w}));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// MaxPool2d
+
+std::vector<float> ReferenceMaxPool(const Tensor& x, int64_t kernel, int64_t stride) {
+  const int64_t planes = x.shape()[0] * x.shape()[1], h = x.shape()[2], w = x.shape()[3];
+  const int64_t oh = (h - kernel) / stride + 1, ow = (w - kernel) / stride + 1;
+  std::vector<float> xv = x.ToVector<float>(), out;
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t y = 0; y < oh; ++y)
+      for (int64_t z = 0; z < ow; ++z) {
+        float best = -INFINITY;
+        for (int64_t i = 0; i < kernel; ++i)
+          for (int64_t j = 0; j < kernel; ++j)
+            best = std::max(best, xv[(p * h + y * stride + i) * w + z * stride + j]);
+        out.push_back(best);
+      }
+  return out;
+}
+
+TEST(MaxPool2dTest, ForwardMatchesReferenceAndGradCheck) {
+  struct Case {
+    Shape shape;
+    int64_t kernel, stride;
+  };
+  const std::vector<Case> cases = {{{1, 1, 4, 4}, 2, 0},  {{3, 2, 7, 5}, 2, 0}, {{2, 3, 9, 7}, 3, 0},
+                                   {{2, 2, 7, 8}, 3, 2},  {{1, 3, 6, 5}, 2, 1}, {{3, 1, 5, 9}, 3, 1}};
+  uint64_t seed = 400;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(::testing::Message() << ShapeToString(k.shape) << " kernel " << k.kernel << " stride "
+                                      << k.stride);
+    Tensor x = DistinctLeaf(k.shape, ++seed);
+    Tensor y = MaxPool2d(x, k.kernel, k.stride);
+    const int64_t stride = k.stride == 0 ? k.kernel : k.stride;
+    EXPECT_EQ(y.shape(), (Shape{k.shape[0], k.shape[1], (k.shape[2] - k.kernel) / stride + 1,
+                                (k.shape[3] - k.kernel) / stride + 1}));
+    ExpectAllNear(y, ReferenceMaxPool(x, k.kernel, stride), 0.0f);
+    const int64_t kernel = k.kernel, s = k.stride;
+    EXPECT_GRADCHECK([kernel, s](const Inputs& in) { return MaxPool2d(in[0], kernel, s); }, Inputs{x});
+  }
+}
+
+TEST(MaxPool2dTest, TiesSendGradientToFirstMaximum) {
+  for (int64_t kernel : {2, 3}) {
+    Tensor x = Ones({1, 1, 6, 6});
+    x.set_requires_grad(true);
+    Sum(MaxPool2d(x, kernel)).Backward();
+    std::vector<float> g = x.grad().ToVector<float>();
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t j = 0; j < 6; ++j)
+        EXPECT_EQ(g[i * 6 + j], (i % kernel == 0 && j % kernel == 0) ? 1.0f : 0.0f) << i << "," << j;
+  }
+}
+
+TEST(MaxPool2dTest, OverlappingWindowsAccumulate) {
+  // 1x1x1x3 row [0, 5, 1] is too narrow for 2x2; use 2 rows: the 5 is the max of both windows.
+  Tensor x = FromVector(Floats{0, 5, 1, 0, 0, 0}, {1, 1, 2, 3});
+  x.set_requires_grad(true);
+  Tensor y = MaxPool2d(x, 2, 1);
+  ExpectAllNear(y, {5, 5}, 0.0f);
+  Sum(y).Backward();
+  ExpectAllNear(x.grad(), {0, 2, 0, 0, 0, 0}, 0.0f);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// BatchNorm
+
+struct BnReference {
+  std::vector<float> y;
+  std::vector<double> mean, biased_var, unbiased_var;
+};
+
+BnReference ReferenceBatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+  const int64_t n = x.shape()[0], c = x.shape()[1], inner = x.numel() / (n * c), count = n * inner;
+  std::vector<float> xv = x.ToVector<float>(), wv = weight.ToVector<float>(), bv = bias.ToVector<float>();
+  BnReference r;
+  r.y.resize(xv.size());
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double total = 0.0, squares = 0.0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < inner; ++j) total += xv[(i * c + ch) * inner + j];
+    const double mean = total / count;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < inner; ++j) squares += std::pow(xv[(i * c + ch) * inner + j] - mean, 2);
+    r.mean.push_back(mean);
+    r.biased_var.push_back(squares / count);
+    r.unbiased_var.push_back(squares / (count - 1));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < inner; ++j) {
+        const int64_t e = (i * c + ch) * inner + j;
+        r.y[e] = static_cast<float>((xv[e] - mean) / std::sqrt(squares / count + eps) * wv[ch] + bv[ch]);
+      }
+  }
+  return r;
+}
+
+TEST(BatchNormTest, TrainingNormalisesWithBatchStatsAndUpdatesRunningStats) {
+  for (const Shape& shape : {Shape{4, 3, 5, 2}, Shape{6, 4}}) {
+    SCOPED_TRACE(ShapeToString(shape));
+    const int64_t c = shape[1];
+    Tensor x = Leaf(shape, 500, -2.0f, 3.0f);
+    Tensor weight = Leaf({c}, 501, 0.5f, 1.5f), bias = Leaf({c}, 502);
+    Tensor running_mean = Leaf({c}, 503).Detach(), running_var = Leaf({c}, 504, 0.5f, 2.0f).Detach();
+    const std::vector<float> mean0 = running_mean.ToVector<float>(), var0 = running_var.ToVector<float>();
+    Tensor y = BatchNorm(x, weight, bias, running_mean, running_var, true, 0.1f, 1e-5f);
+    const BnReference r = ReferenceBatchNorm(x, weight, bias, 1e-5f);
+    ExpectAllNear(y, r.y, 1e-5f);
+    std::vector<float> expected_mean, expected_var;
+    for (int64_t ch = 0; ch < c; ++ch) {
+      expected_mean.push_back(static_cast<float>(0.9 * mean0[ch] + 0.1 * r.mean[ch]));
+      expected_var.push_back(static_cast<float>(0.9 * var0[ch] + 0.1 * r.unbiased_var[ch]));
+    }
+    ExpectAllNear(running_mean, expected_mean, 1e-6f);
+    ExpectAllNear(running_var, expected_var, 1e-6f);
+  }
+}
+
+TEST(BatchNormTest, TrainingWithoutRunningStatsAndWithoutAffine) {
+  Tensor x = Leaf({5, 2, 3, 3}, 510);
+  Tensor y = BatchNorm(x, Tensor(), Tensor(), Tensor(), Tensor(), true);
+  const BnReference r = ReferenceBatchNorm(x, Ones({2}), Zeros({2}), 1e-5f);
+  ExpectAllNear(y, r.y, 1e-5f);
+  EXPECT_GRADCHECK([](const Inputs& in) { return BatchNorm(in[0], Tensor(), Tensor(), Tensor(), Tensor(), true); },
+                   Inputs{x});
+}
+
+TEST(BatchNormTest, EvalUsesRunningStats) {
+  Tensor x = Leaf({3, 2, 2, 2}, 520);
+  Tensor weight = FromVector(Floats{2.0f, 0.5f}, {2}), bias = FromVector(Floats{1.0f, -1.0f}, {2});
+  Tensor running_mean = FromVector(Floats{0.5f, -0.25f}, {2}), running_var = FromVector(Floats{4.0f, 0.25f}, {2});
+  Tensor y = BatchNorm(x, weight, bias, running_mean, running_var, false, 0.1f, 0.0f);
+  std::vector<float> xv = x.ToVector<float>(), expected(xv.size());
+  for (size_t e = 0; e < xv.size(); ++e) {
+    const int64_t ch = (e / 4) % 2;
+    expected[e] = ch == 0 ? (xv[e] - 0.5f) / 2.0f * 2.0f + 1.0f : (xv[e] + 0.25f) / 0.5f * 0.5f - 1.0f;
+  }
+  ExpectAllNear(y, expected, 1e-6f);
+  ExpectAllNear(running_mean, {0.5f, -0.25f}, 0.0f);  // untouched
+  ExpectAllNear(running_var, {4.0f, 0.25f}, 0.0f);
+}
+
+TEST(BatchNormTest, GradCheckTrainingAndEval) {
+  for (const Shape& shape : {Shape{3, 2, 3, 4}, Shape{1, 3, 2, 3}, Shape{5, 3}}) {
+    SCOPED_TRACE(ShapeToString(shape));
+    const int64_t c = shape[1];
+    Inputs in = {Leaf(shape, 530, -2.0f, 2.0f), Leaf({c}, 531, 0.5f, 1.5f), Leaf({c}, 532)};
+    Tensor running_mean = Leaf({c}, 533).Detach(), running_var = Leaf({c}, 534, 0.5f, 2.0f).Detach();
+    for (bool training : {true, false}) {
+      SCOPED_TRACE(training ? "training" : "eval");
+      EXPECT_GRADCHECK([=](const Inputs& x) {
+        return BatchNorm(x[0], x[1], x[2], running_mean, running_var, training, 0.1f, 1e-5f);
+      }, in);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Dropout
+
+TEST(DropoutTest, StatisticsScaleAndReproducibility) {
+  const int64_t n = 200000;
+  for (float p : {0.1f, 0.5f, 0.8f}) {
+    SCOPED_TRACE(p);
+    Tensor x = Ones({n});
+    Generator g(7);
+    std::vector<float> y = Dropout(x, p, true, g).ToVector<float>();
+    const int64_t zeros = std::count(y.begin(), y.end(), 0.0f);
+    EXPECT_NEAR(static_cast<double>(zeros) / n, p, 0.005);
+    for (float v : y) ASSERT_TRUE(v == 0.0f || std::abs(v - 1.0f / (1.0f - p)) < 1e-6f) << v;
+    Generator same(7), other(8);
+    EXPECT_EQ(Dropout(x, p, true, same).ToVector<float>(), y);
+    EXPECT_NE(Dropout(x, p, true, other).ToVector<float>(), y);
+  }
+}
+
+TEST(DropoutTest, IdentityWhenEvalOrZeroAndZerosWhenOne) {
+  Tensor x = Leaf({3, 4}, 600);
+  Generator g(1);
+  EXPECT_TRUE(Dropout(x, 0.5f, false, g).is_same(x));
+  EXPECT_TRUE(Dropout(x, 0.0f, true, g).is_same(x));
+  Tensor y = Dropout(x, 1.0f, true, g);
+  ExpectAllNear(y, std::vector<float>(12, 0.0f), 0.0f);
+  Sum(y).Backward();
+  ExpectAllNear(x.grad(), std::vector<float>(12, 0.0f), 0.0f);
+}
+
+TEST(DropoutTest, BackwardUsesTheForwardMask) {
+  Tensor x = Leaf({50, 20}, 610, 0.5f, 1.5f);
+  Generator g(3);
+  Tensor y = Dropout(x, 0.4f, true, g);
+  Sum(y).Backward();
+  std::vector<float> yv = y.ToVector<float>(), xv = x.ToVector<float>(), gv = x.grad().ToVector<float>();
+  for (size_t i = 0; i < yv.size(); ++i) ASSERT_NEAR(gv[i], yv[i] / xv[i], 1e-5f) << i;
+  EXPECT_GRADCHECK([](const Inputs& in) {
+    Generator fixed(11);
+    return Dropout(in[0], 0.3f, true, fixed);
+  }, Inputs{Leaf({4, 6}, 611)});
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Shape errors name the shapes.
+
+TEST(ConvPoolNormDeathTest, BadShapesAreNamed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(Conv2d(Zeros({2, 3, 5, 5}), Zeros({4, 2, 3, 3}), Tensor()),
+               "Conv2d: input \\[2, 3, 5, 5\\] \\[n, c, h, w\\] does not match weight \\[4, 2, 3, 3\\]");
+  EXPECT_DEATH(Conv2d(Zeros({3, 5, 5}), Zeros({4, 3, 3, 3}), Tensor()), "Conv2d: input \\[3, 5, 5\\]");
+  EXPECT_DEATH(Conv2d(Zeros({2, 3, 5, 5}), Zeros({4, 3, 3, 3}), Zeros({3})),
+               "Conv2d: bias \\[3\\] for weight \\[4, 3, 3, 3\\]");
+  EXPECT_DEATH(Conv2d(Zeros({1, 1, 2, 2}), Zeros({1, 1, 3, 3}), Tensor()),
+               "kernel 3x3 larger than padded input \\[1, 1, 2, 2\\]");
+  EXPECT_DEATH(MaxPool2d(Zeros({1, 1, 2, 5}), 3), "MaxPool2d: kernel 3 larger than input \\[1, 1, 2, 5\\]");
+  EXPECT_DEATH(MaxPool2d(Zeros({4, 4}), 2), "MaxPool2d expects \\[n, c, h, w\\], got \\[4, 4\\]");
+  EXPECT_DEATH(BatchNorm(Zeros({2, 3, 4, 4}), Ones({4}), Tensor(), Tensor(), Tensor(), true),
+               "BatchNorm: weight \\[4\\] does not match the channels of input \\[2, 3, 4, 4\\]");
+  EXPECT_DEATH(BatchNorm(Zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true),
+               "more than 1 value per channel when training, got input \\[1, 3\\]");
+  Generator g(0);
+  EXPECT_DEATH(Dropout(Zeros({2}), 1.5f, true, g), "Dropout: probability 1.5 is outside \\[0, 1\\]");
+}
+
+}  // namespace
+}  // namespace ddp
