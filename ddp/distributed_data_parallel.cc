@@ -1,0 +1,161 @@
+#include "ddp/distributed_data_parallel.h"
+
+#include <cstring>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "tensor/autograd.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace {
+
+// One line per parameter and buffer: "p fc1.weight [512, 784] float32".
+std::vector<std::string> ModelSignature(const Module& module) {
+  std::vector<std::string> lines;
+  for (const auto& [name, t] : module.NamedParameters()) {
+    lines.push_back(absl::StrCat("parameter ", name, " ", ShapeToString(t.shape()), " ", DTypeName(t.dtype())));
+  }
+  for (const auto& [name, t] : module.NamedBuffers()) {
+    lines.push_back(absl::StrCat("buffer ", name, " ", ShapeToString(t.shape()), " ", DTypeName(t.dtype())));
+  }
+  return lines;
+}
+
+// Copies `tensors` into (or out of) one flat buffer, in order.
+void PackInto(const std::vector<Tensor>& tensors, const Tensor& flat, bool unpack) {
+  char* base = static_cast<char*>(flat.raw_data());
+  size_t offset = 0;
+  for (const Tensor& t : tensors) {
+    const size_t bytes = t.nbytes();
+    if (unpack) {
+      std::memcpy(t.raw_data(), base + offset, bytes);
+    } else {
+      std::memcpy(base + offset, t.raw_data(), bytes);
+    }
+    offset += bytes;
+  }
+}
+
+}  // namespace
+
+absl::Status VerifyModelsMatch(const Module& module, ProcessGroup& group) {
+  std::vector<std::string> all;
+  DDP_RETURN_IF_ERROR(group.AllGatherObject(absl::StrJoin(ModelSignature(module), "\n"), &all));
+  const std::vector<std::string> reference = absl::StrSplit(all[0], '\n');
+  for (size_t r = 1; r < all.size(); ++r) {
+    const std::vector<std::string> other = absl::StrSplit(all[r], '\n');
+    for (size_t i = 0; i < std::max(reference.size(), other.size()); ++i) {
+      const std::string a = i < reference.size() ? reference[i] : "(nothing)";
+      const std::string b = i < other.size() ? other[i] : "(nothing)";
+      if (a != b) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "DDP: models differ across ranks at entry ", i, ": rank 0 has ", a, " but rank ", r, " has ", b,
+            ". Every rank must build the same model."));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BroadcastCoalesced(const std::vector<Tensor>& tensors, ProcessGroup& group, int root,
+                                size_t chunk_bytes) {
+  std::map<int, std::vector<Tensor>> by_dtype;
+  for (const Tensor& t : tensors) {
+    DDP_CHECK(t.is_contiguous()) << "BroadcastCoalesced: '" << t.name() << "' is not contiguous";
+    by_dtype[static_cast<int>(t.dtype())].push_back(t);
+  }
+  for (auto& [dtype, list] : by_dtype) {
+    size_t start = 0;
+    while (start < list.size()) {
+      std::vector<Tensor> chunk;
+      size_t bytes = 0;
+      while (start < list.size() && (chunk.empty() || bytes + list[start].nbytes() <= chunk_bytes)) {
+        bytes += list[start].nbytes();
+        chunk.push_back(list[start++]);
+      }
+      const size_t element = ElementSize(chunk[0].dtype());
+      Tensor flat = Tensor::Empty({static_cast<int64_t>(bytes / element)}, chunk[0].dtype(), chunk[0].device());
+      PackInto(chunk, flat, /*unpack=*/false);
+      DDP_RETURN_IF_ERROR(group.Broadcast(flat, root)->Wait(group.timeout()));
+      if (group.rank() != root) PackInto(chunk, flat, /*unpack=*/true);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<DistributedDataParallel>> DistributedDataParallel::Create(
+    std::shared_ptr<Module> module, ProcessGroup* group, DdpOptions options) {
+  DDP_CHECK(module != nullptr && group != nullptr) << "DistributedDataParallel needs a module and a group";
+  module->AssignTensorNames();
+  DDP_RETURN_IF_ERROR(VerifyModelsMatch(*module, *group));
+  {
+    NoGradGuard no_grad;
+    std::vector<Tensor> state = module->Parameters();
+    for (const Tensor& b : module->Buffers()) state.push_back(b);
+    DDP_RETURN_IF_ERROR(BroadcastCoalesced(state, *group, 0, options.broadcast_chunk_bytes));
+  }
+  return std::shared_ptr<DistributedDataParallel>(
+      new DistributedDataParallel(std::move(module), group, std::move(options)));
+}
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module, ProcessGroup* group,
+                                                 DdpOptions options)
+    : Module("DistributedDataParallel"), module_(module), group_(group), options_(std::move(options)) {
+  RegisterModule("module", module);
+  std::vector<Tensor> params;
+  std::vector<std::string> names;
+  for (const auto& [name, p] : module_->NamedParameters()) {
+    params.push_back(p);
+    names.push_back(name);
+  }
+  ReducerOptions reducer_options;
+  reducer_options.first_bucket_cap_bytes = options_.first_bucket_cap_bytes;
+  reducer_options.bucket_cap_bytes = options_.bucket_cap_bytes;
+  reducer_options.gradient_as_bucket_view = options_.gradient_as_bucket_view;
+  reducer_options.find_unused_parameters = options_.find_unused_parameters;
+  reducer_options.rebuild_buckets = options_.rebuild_buckets;
+  reducer_options.comm_hook = options_.comm_hook;
+  reducer_options.record_trace = options_.record_trace;
+  reducer_ = std::make_unique<Reducer>(std::move(params), std::move(names), group_, reducer_options);
+}
+
+absl::Status DistributedDataParallel::BroadcastBuffers() {
+  std::vector<Tensor> buffers = module_->Buffers();
+  if (buffers.empty() || group_->size() == 1) return absl::OkStatus();
+  return BroadcastCoalesced(buffers, *group_, 0, options_.broadcast_chunk_bytes);
+}
+
+absl::StatusOr<Tensor> DistributedDataParallel::TryForward(const Tensor& x) {
+  const absl::Time start = absl::Now();
+  DDP_RETURN_IF_ERROR(reducer_->status());
+  if (is_training() && options_.broadcast_buffers) DDP_RETURN_IF_ERROR(BroadcastBuffers());
+  Tensor out = module_->Forward(x);
+  if (is_training() && GradModeEnabled()) {
+    if (require_sync_) {
+      DDP_RETURN_IF_ERROR(reducer_->PrepareForBackward({out}, start));
+    } else {
+      reducer_->SkipNextSync();
+    }
+  }
+  return out;
+}
+
+Tensor DistributedDataParallel::Forward(const Tensor& x) {
+  absl::StatusOr<Tensor> out = TryForward(x);
+  DDP_CHECK(out.ok()) << out.status().message();
+  return *out;
+}
+
+std::shared_ptr<Module> DistributedDataParallel::Replicate() const {
+  DDP_CHECK(false) << "DistributedDataParallel cannot be replicated; replicate the wrapped module";
+  return nullptr;
+}
+
+absl::Status DistributedDataParallel::WriteTrace(const std::string& path) {
+  return WriteMergedTrace(reducer_->trace(), *group_, path);
+}
+
+}  // namespace ddp

@@ -1,0 +1,101 @@
+// DistributedDataParallel: wraps a module so that every rank trains an identical copy and gradients are
+// averaged across ranks during backward. START HERE for ddp/. Used like the plain module:
+//
+//   auto ddp = DistributedDataParallel::Create(model, context->group.get(), DdpOptions{});
+//   Tensor loss = CrossEntropy((*ddp)->Forward(x), y);
+//   loss.Backward();                      // buckets are all-reduced while backward runs
+//   if (!(*ddp)->status().ok()) ...       // a failed collective is reported here
+//   optimizer.Step();
+//
+// At wrap time it checks that every rank has the same parameter names, shapes and dtypes (the error
+// names the first differing parameter and the ranks), broadcasts every parameter and buffer from rank 0
+// in coalesced chunks, and builds a Reducer (reducer/reducer.h, Note [Reducer flow]).
+#ifndef DDP_DDP_DISTRIBUTED_DATA_PARALLEL_H_
+#define DDP_DDP_DISTRIBUTED_DATA_PARALLEL_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "comm/process_group.h"
+#include "nn/module.h"
+#include "reducer/reducer.h"
+
+namespace ddp {
+
+struct DdpOptions {
+  bool broadcast_buffers = true;                     // rank 0's buffers before every training forward
+  size_t first_bucket_cap_bytes = size_t{1} << 20;   // 1 MiB
+  size_t bucket_cap_bytes = size_t{25} << 20;        // 25 MiB; 0: one bucket per parameter
+  bool find_unused_parameters = false;               // see Reducer
+  bool gradient_as_bucket_view = false;              // .grad are views into the bucket buffers
+  bool rebuild_buckets = true;                       // Note [Bucket rebuild]
+  std::shared_ptr<CommHook> comm_hook;               // null: plain all-reduce
+  bool record_trace = false;                         // keep Chrome trace events (WriteTrace)
+  size_t broadcast_chunk_bytes = size_t{250} << 20;  // coalescing limit of the wrap-time broadcast
+};
+
+// A Module whose only child is the wrapped module, registered as "module" (state dict names are
+// "module.fc1.weight", as in PyTorch). Not thread-safe: one training thread.
+class DistributedDataParallel : public Module {
+ public:
+  // Verifies the models across ranks, broadcasts rank 0's parameters and buffers, builds the Reducer.
+  // Collective: every rank of `group` must call it. `group` is not owned and must outlive the result.
+  static absl::StatusOr<std::shared_ptr<DistributedDataParallel>> Create(std::shared_ptr<Module> module,
+                                                                          ProcessGroup* group,
+                                                                          DdpOptions options = {});
+
+  // Broadcasts buffers (training, broadcast_buffers), runs the module, and arms the Reducer for the
+  // backward pass (training with grad mode on, unless inside NoSync). Aborts with the error message if
+  // the previous iteration failed; use TryForward to get it as a Status.
+  Tensor Forward(const Tensor& x) override;
+  absl::StatusOr<Tensor> TryForward(const Tensor& x);
+
+  // DDP modules are not replicated (DataParallel replicates the inner module). Aborts.
+  std::shared_ptr<Module> Replicate() const override;
+
+  // While the returned guard lives, backward passes accumulate gradients locally without communication
+  // (PyTorch's no_sync()); the first backward after it synchronises the accumulated gradients.
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DistributedDataParallel* ddp) : ddp_(ddp) { ddp_->require_sync_ = false; }
+    ~NoSyncGuard() { ddp_->require_sync_ = true; }
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    DistributedDataParallel* ddp_;
+  };
+  NoSyncGuard NoSync() { return NoSyncGuard(this); }
+
+  // OK, or the first error of the Reducer (unused parameters, failed or timed-out collective).
+  const absl::Status& status() const { return reducer_->status(); }
+  Module& module() const { return *module_; }
+  const Reducer& reducer() const { return *reducer_; }
+  ProcessGroup& group() const { return *group_; }
+  // Writes the Chrome trace of every rank into one file on rank 0 (collective; record_trace must be on).
+  absl::Status WriteTrace(const std::string& path);
+
+ private:
+  DistributedDataParallel(std::shared_ptr<Module> module, ProcessGroup* group, DdpOptions options);
+  absl::Status BroadcastBuffers();
+
+  std::shared_ptr<Module> module_;
+  ProcessGroup* group_;
+  DdpOptions options_;
+  std::unique_ptr<Reducer> reducer_;
+  bool require_sync_ = true;
+};
+
+// Checks that every rank's model has the same parameter and buffer names, shapes and dtypes
+// (collective). The error names the first differing entry, rank 0's version and the differing rank's.
+absl::Status VerifyModelsMatch(const Module& module, ProcessGroup& group);
+
+// Broadcasts `tensors` from `root` in place, packed by dtype into flat chunks of at most `chunk_bytes`
+// (one collective per chunk instead of one per tensor). Collective.
+absl::Status BroadcastCoalesced(const std::vector<Tensor>& tensors, ProcessGroup& group, int root,
+                                size_t chunk_bytes);
+
+}  // namespace ddp
+
+#endif  // DDP_DDP_DISTRIBUTED_DATA_PARALLEL_H_

@@ -1,0 +1,241 @@
+// DDP against one process on the concatenated batch, ranks as threads over Gloo (CONVENTIONS.md 8).
+#include "ddp/distributed_data_parallel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+#include "comm/memory_store.h"
+#include "comm/process_group_gloo.h"
+#include "ddp/sync_batch_norm.h"
+#include "nn/models.h"
+#include "nn/sgd.h"
+#include "tensor/factory.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace {
+
+void RunRanks(int world, const std::function<void(int, ProcessGroup&)>& fn) {
+  MemoryStore store;
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto group = ProcessGroupGloo::Create(store, rank, world);
+      ASSERT_TRUE(group.ok()) << group.status();
+      fn(rank, **group);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// max |a - b| / max |b| over the tensor (the relative error the issue bounds by 1e-5).
+double NormalizedError(const Tensor& a, const Tensor& b) {
+  std::vector<float> va = a.ToVector<float>(), vb = b.ToVector<float>();
+  double diff = 0, scale = 1e-30;
+  for (size_t i = 0; i < va.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(va[i] - vb[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(vb[i])));
+  }
+  return diff / scale;
+}
+
+// Relative error <= 1e-5; or, for a tensor that is zero up to rounding in both (a conv bias followed by
+// batch norm has a gradient of exactly 0 in exact arithmetic, ~1e-7 in float), absolute error <= 1e-6.
+::testing::AssertionResult Agree(const Tensor& got, const Tensor& want) {
+  const double relative = NormalizedError(got, want);
+  if (relative <= 1e-5) return ::testing::AssertionSuccess();
+  double got_max = 0, want_max = 0;
+  for (float v : got.ToVector<float>()) got_max = std::max(got_max, static_cast<double>(std::abs(v)));
+  for (float v : want.ToVector<float>()) want_max = std::max(want_max, static_cast<double>(std::abs(v)));
+  if (got_max < 1e-5 && want_max < 1e-5 && relative * want_max <= 1e-6) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "relative error " << relative << " (largest reference entry " << want_max
+                                       << ")";
+}
+
+struct Batch {
+  Tensor x, y;
+};
+Batch GlobalBatch(int step, int64_t rows) {
+  Generator g(500 + step);
+  std::vector<int64_t> labels(rows);
+  for (auto& l : labels) l = static_cast<int64_t>(g.RandomIndex(10));
+  return {Normal({rows, 1, 28, 28}, 0.0f, 1.0f, g), FromVector(labels, {rows})};
+}
+Batch Shard(const Batch& b, int rank, int64_t per_rank) {
+  return {Contiguous(Narrow(b.x, 0, rank * per_rank, per_rank)), Contiguous(Narrow(b.y, 0, rank * per_rank, per_rank))};
+}
+
+std::shared_ptr<Module> Model(const std::string& name) {
+  Generator g(42);
+  return *MakeModel(name, g);
+}
+
+struct Case {
+  std::string model;
+  int world;
+  size_t cap;
+  bool bucket_view;
+  bool rebuild;
+};
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  return absl::StrCat(c.model, "_w", c.world, "_cap", c.cap, c.bucket_view ? "_view" : "", c.rebuild ? "_rebuild" : "");
+}
+
+class DdpParityTest : public ::testing::TestWithParam<Case> {};
+
+// Gradients of every step and parameters after 5 SGD steps equal one process on the concatenated
+// batch. cnn_bn runs with SyncBatchNorm2d, which makes per-rank batch statistics global.
+TEST_P(DdpParityTest, MatchesOneProcessOnTheConcatenatedBatch) {
+  const Case c = GetParam();
+  const int steps = 5;
+  const int64_t per_rank = 2;
+  SgdOptions sgd;
+  sgd.lr = 0.05f;
+  sgd.momentum = 0.9f;
+  std::shared_ptr<Module> reference = Model(c.model);
+  Sgd reference_opt(reference->Parameters(), sgd);
+  std::vector<NamedTensors> reference_grads;
+  for (int s = 0; s < steps; ++s) {
+    reference->ZeroGrad();
+    Batch batch = GlobalBatch(s, c.world * per_rank);
+    CrossEntropy(reference->Forward(batch.x), batch.y).Backward();
+    NamedTensors grads;
+    for (const auto& [name, p] : reference->NamedParameters()) grads.emplace_back(name, Clone(p.grad()));
+    reference_grads.push_back(grads);
+    reference_opt.Step();
+  }
+  RunRanks(c.world, [&](int rank, ProcessGroup& group) {
+    std::shared_ptr<Module> model = Model(c.model);
+    if (c.model == "cnn_bn") ASSERT_EQ(ConvertSyncBatchNorm(*model, &group), 2);
+    DdpOptions options;
+    options.first_bucket_cap_bytes = c.cap;
+    options.bucket_cap_bytes = c.cap;
+    options.gradient_as_bucket_view = c.bucket_view;
+    options.rebuild_buckets = c.rebuild;
+    auto ddp = DistributedDataParallel::Create(model, &group, options);
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    Sgd opt(model->Parameters(), sgd);
+    for (int s = 0; s < steps; ++s) {
+      model->ZeroGrad();
+      Batch shard = Shard(GlobalBatch(s, c.world * per_rank), rank, per_rank);
+      CrossEntropy((*ddp)->Forward(shard.x), shard.y).Backward();
+      ASSERT_TRUE((*ddp)->status().ok()) << (*ddp)->status();
+      NamedTensors params = model->NamedParameters();
+      for (size_t i = 0; i < params.size(); ++i) {
+        EXPECT_TRUE(Agree(params[i].second.grad(), reference_grads[s][i].second))
+            << params[i].first << " step " << s << " rank " << rank;
+      }
+      opt.Step();
+    }
+    NamedTensors final_params = model->NamedParameters(), want = reference->NamedParameters();
+    for (size_t i = 0; i < final_params.size(); ++i) {
+      EXPECT_TRUE(Agree(final_params[i].second, want[i].second)) << final_params[i].first;
+    }
+    if (c.model == "cnn_bn") {  // SyncBatchNorm's running statistics are the global batch's too
+      for (const char* bn : {"bn1", "bn2"}) {
+        for (const char* buffer : {"running_mean", "running_var"}) {
+          EXPECT_TRUE(Agree(model->Child(bn)->GetBuffer(buffer), reference->Child(bn)->GetBuffer(buffer)))
+              << bn << "." << buffer;
+        }
+      }
+    }
+  });
+}
+
+std::vector<Case> ParityCases() {
+  std::vector<Case> cases;
+  const size_t caps[] = {0, 4 << 10, 1 << 20, 25 << 20};
+  int k = 0;
+  for (const char* model : {"mlp", "cnn", "cnn_bn"}) {
+    for (int world : {2, 3, 4}) {
+      for (int j = 0; j < 2; ++j, ++k) {  // two option sets per (model, world), rotating through the caps
+        cases.push_back({model, world, caps[k % 4], (k / 2) % 2 == 1, k % 3 != 2});
+      }
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, DdpParityTest, ::testing::ValuesIn(ParityCases()), CaseName);
+
+TEST(DdpTest, WrapBroadcastsRankZeroState) {
+  RunRanks(3, [&](int rank, ProcessGroup& group) {
+    Generator g(rank);  // different initialisation on every rank
+    std::shared_ptr<Module> model = *MakeModel("cnn_bn", g);
+    auto ddp = DistributedDataParallel::Create(model, &group);
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    std::shared_ptr<Module> rank0 = Model("cnn_bn");
+    Generator g0(0);
+    rank0 = *MakeModel("cnn_bn", g0);
+    NamedTensors mine = model->StateDict(), want = rank0->StateDict();
+    for (size_t i = 0; i < mine.size(); ++i) {
+      if (mine[i].second.dtype() != DType::kFloat32) continue;
+      EXPECT_EQ(mine[i].second.ToVector<float>(), want[i].second.ToVector<float>()) << mine[i].first;
+    }
+    EXPECT_EQ((*ddp)->NamedParameters()[0].first, "module.conv1.weight");
+  });
+}
+
+TEST(DdpTest, BuffersFollowRankZeroBeforeEachForward) {
+  RunRanks(2, [&](int rank, ProcessGroup& group) {
+    std::shared_ptr<Module> model = Model("cnn_bn");
+    auto ddp = DistributedDataParallel::Create(model, &group);
+    ASSERT_TRUE(ddp.ok());
+    Batch own = Shard(GlobalBatch(0, 4), rank, 2);
+    CrossEntropy((*ddp)->Forward(own.x), own.y).Backward();  // running stats now differ per rank
+    Batch same = GlobalBatch(1, 2);
+    CrossEntropy((*ddp)->Forward(same.x), same.y).Backward();  // rank 0's stats, then the same update
+    std::vector<std::string> all;
+    const std::vector<float> mean = model->Child("bn2")->GetBuffer("running_mean").ToVector<float>();
+    ASSERT_TRUE(group.AllGatherObject(std::string(reinterpret_cast<const char*>(mean.data()), mean.size() * 4), &all).ok());
+    EXPECT_EQ(all[0], all[1]);
+  });
+}
+
+TEST(DdpTest, MismatchedModelsNameTheParameterAndRanks) {
+  RunRanks(2, [&](int rank, ProcessGroup& group) {
+    std::shared_ptr<Module> model = Model(rank == 1 ? "cnn" : "mlp");
+    auto ddp = DistributedDataParallel::Create(model, &group);
+    ASSERT_FALSE(ddp.ok());
+    EXPECT_NE(ddp.status().message().find("rank 0 has parameter fc1.weight [512, 784]"), std::string::npos)
+        << ddp.status();
+    EXPECT_NE(ddp.status().message().find("rank 1 has parameter conv1.weight"), std::string::npos) << ddp.status();
+  });
+}
+
+TEST(DdpTest, NoSyncAccumulatesLocallyThenSynchronises) {
+  const int world = 2, k = 2;
+  const int64_t per_rank = 2;
+  std::shared_ptr<Module> reference = Model("mlp");
+  Batch all = GlobalBatch(0, k * world * per_rank);
+  MulScalar(CrossEntropy(reference->Forward(all.x), all.y), 1.0f).Backward();
+  RunRanks(world, [&](int rank, ProcessGroup& group) {
+    std::shared_ptr<Module> model = Model("mlp");
+    auto ddp = DistributedDataParallel::Create(model, &group);
+    ASSERT_TRUE(ddp.ok());
+    for (int step = 0; step < k; ++step) {
+      Batch micro{Contiguous(Narrow(all.x, 0, step * world * per_rank, world * per_rank)),
+                  Contiguous(Narrow(all.y, 0, step * world * per_rank, world * per_rank))};
+      Batch mine = Shard(micro, rank, per_rank);
+      if (step < k - 1) {
+        auto guard = (*ddp)->NoSync();
+        MulScalar(CrossEntropy((*ddp)->Forward(mine.x), mine.y), 1.0f / k).Backward();
+      } else {
+        MulScalar(CrossEntropy((*ddp)->Forward(mine.x), mine.y), 1.0f / k).Backward();
+      }
+    }
+    ASSERT_TRUE((*ddp)->status().ok());
+    NamedTensors got = model->NamedParameters(), want = reference->NamedParameters();
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(Agree(got[i].second.grad(), want[i].second.grad())) << got[i].first;
+    }
+    EXPECT_EQ((*ddp)->reducer().stats().size(), 1u);  // only the synchronised pass communicated
+  });
+}
+
+}  // namespace
+}  // namespace ddp

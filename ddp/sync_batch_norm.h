@@ -1,0 +1,46 @@
+// SyncBatchNorm2d: batch normalisation whose batch statistics are computed over the whole process
+// group (torch.nn.SyncBatchNorm), so N ranks with batch b normalise exactly as one process with batch
+// N * b. It lives above comm/ because it communicates (DESIGN.md).
+#ifndef DDP_DDP_SYNC_BATCH_NORM_H_
+#define DDP_DDP_SYNC_BATCH_NORM_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "comm/process_group.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+
+namespace ddp {
+
+// Same parameters and buffers (and names) as BatchNorm2d. Training forward: two blocking all-reduces
+// (per-channel sum and count, then sum of squared deviations) over `group`; backward: one all-reduce of
+// per-channel sums of dy and dy * x_hat. Eval: the running statistics, no communication. Every rank
+// must run forward and backward on it the same number of times (collective). `group` is not owned.
+class SyncBatchNorm2d : public Module {
+ public:
+  // Takes over `bn`'s tensors (shared, not copied) and configuration.
+  SyncBatchNorm2d(const nn::BatchNorm2d& bn, ProcessGroup* group);
+  Tensor Forward(const Tensor& x) override;
+  // Replicas would all-reduce over the same group from several threads; not supported. Aborts.
+  std::shared_ptr<Module> Replicate() const override;
+
+ protected:
+  std::string Describe() const override;
+
+ private:
+  Tensor TrainingForward(const Tensor& x);
+
+  ProcessGroup* group_;
+  int64_t num_features_;
+  float eps_, momentum_;
+};
+
+// Replaces every BatchNorm2d in `module`'s tree by a SyncBatchNorm2d over `group` that shares its tensors
+// (torch.nn.SyncBatchNorm.convert_sync_batchnorm). Returns how many were converted. `module` itself must
+// not be a BatchNorm2d.
+int ConvertSyncBatchNorm(Module& module, ProcessGroup* group);
+
+}  // namespace ddp
+
+#endif  // DDP_DDP_SYNC_BATCH_NORM_H_

@@ -1,0 +1,153 @@
+// Module: the base class of layers and models, like torch.nn.Module. START HERE for nn/: layers are in
+// nn/layers.h, the example models in nn/models.h, optimizers in nn/optimizer.h (SGD: nn/sgd.h, Adam and
+// AdamW: nn/adam.h), checkpoints in nn/safetensors.h.
+//
+// A module owns named parameters (leaf tensors that require grad), named buffers (state that is saved
+// but not trained, e.g. BatchNorm's running statistics) and named child modules, each kept in
+// registration order. Names seen from outside are PyTorch's dotted names ("fc1.weight",
+// "bn1.running_mean"), so state dicts move between this engine and PyTorch through safetensors files.
+//
+// Ownership: children are held by shared_ptr (a child may be reached from several places, as in
+// PyTorch); parameters and buffers are Tensor handles (shared data). Thread safety: none; one thread
+// uses a module at a time (DataParallel gives each thread its own Replicate()).
+#ifndef DDP_NN_MODULE_H_
+#define DDP_NN_MODULE_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "tensor/tensor.h"
+
+namespace ddp {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module& operator=(const Module&) = delete;
+
+  // The computation. REQUIRES: x has the shape the layer documents (checked by the ops).
+  virtual Tensor Forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return Forward(x); }
+
+  // A deep copy: same structure, configuration and values, but new storages for every parameter and
+  // buffer (parameters are fresh leaves without gradients; hooks are not copied). Used by DataParallel
+  // to build per-device replicas. Every concrete module implements it (usually with ReplicateAs).
+  virtual std::shared_ptr<Module> Replicate() const = 0;
+
+  // The class name, as PyTorch prints it ("Linear", "Conv2d", "Sequential").
+  const std::string& type_name() const { return type_name_; }
+  // A multi-line description like print(module) in PyTorch.
+  std::string ToString() const;
+
+  // ---- traversal (all in registration order, recursively, with dotted names) ----
+  // Parameters of this module and its descendants. A tensor registered under several names is listed
+  // once, under the first (PyTorch's named_parameters()). Names empty tensors' name() lazily.
+  NamedTensors NamedParameters() const;
+  std::vector<Tensor> Parameters() const;
+  // Buffers of this module and its descendants (e.g. "bn1.running_mean", "bn1.num_batches_tracked").
+  NamedTensors NamedBuffers() const;
+  std::vector<Tensor> Buffers() const;
+  // Direct children only.
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& NamedChildren() const {
+    return children_;
+  }
+  std::vector<std::shared_ptr<Module>> Children() const;
+  // The direct child called `name`, or null.
+  std::shared_ptr<Module> Child(const std::string& name) const;
+  // Child(name) as an M (null when absent or of another type).
+  template <typename M>
+  std::shared_ptr<M> ChildAs(const std::string& name) const {
+    return std::dynamic_pointer_cast<M>(Child(name));
+  }
+  // Replaces the direct child called `name` by `module`, keeping its position (used to swap layers, e.g.
+  // ConvertSyncBatchNorm). REQUIRES: such a child exists and `module` is non-null.
+  void ReplaceChild(const std::string& name, std::shared_ptr<Module> module);
+  // This module's own parameter / buffer called `name` (not a descendant's), or an undefined Tensor.
+  Tensor GetParameter(const std::string& name) const;
+  Tensor GetBuffer(const std::string& name) const;
+
+  // Sets every parameter's and buffer's name() to its full dotted name as seen from this module. Call
+  // on the top-level module (MakeModel does); error messages and traces then say "fc1.weight".
+  void AssignTensorNames() const;
+
+  // ---- modes ----
+  // Sets training mode on this module and all descendants (torch's train(mode)).
+  void Train(bool training = true);
+  // Train(false).
+  void Eval() { Train(false); }
+  bool is_training() const { return training_; }
+
+  // Zeroes every existing parameter gradient in place and keeps it (PyTorch 1.13's
+  // zero_grad(set_to_none=False)): gradients may be views into communication buckets, so they are
+  // never replaced or dropped. Parameters without a gradient are left alone.
+  void ZeroGrad() const;
+
+  // ---- state ----
+  // Parameters then buffers of each module, module by module in registration order (the order of
+  // torch's state_dict()). Tensors share data with the module (no copy).
+  NamedTensors StateDict() const;
+  // Copies values from `state` into this module's parameters and buffers in place (CopyInPlace), so
+  // every Tensor handle, view and hook stays valid. Validates everything before copying anything: on
+  // error nothing changed and the message names each missing key, unexpected key (only when strict)
+  // and tensor whose shape or dtype differs from the module's. Thread safety: none.
+  absl::Status LoadStateDict(const std::map<std::string, Tensor>& state, bool strict = true);
+  absl::Status LoadStateDict(const NamedTensors& state, bool strict = true);
+
+ protected:
+  explicit Module(std::string type_name) : type_name_(std::move(type_name)) {}
+  // Shallow member-wise copy (tensor handles and children shared); Replicate() deepens it.
+  Module(const Module&) = default;
+
+  // Registers a parameter (marks it requires_grad) in definition order and returns it.
+  // REQUIRES: `name` is non-empty, has no '.', and is not yet used in this module.
+  Tensor RegisterParameter(const std::string& name, Tensor tensor);
+  // Registers a buffer. Same requirements.
+  Tensor RegisterBuffer(const std::string& name, Tensor tensor);
+  // Registers a child module and returns it. Same requirements; REQUIRES: module is non-null.
+  template <typename M>
+  std::shared_ptr<M> RegisterModule(const std::string& name, std::shared_ptr<M> module) {
+    RegisterChild(name, module);
+    return module;
+  }
+
+  // One line of ToString() for this module alone, e.g. "Linear(in_features=784, out_features=512,
+  // bias=True)". Defaults to "TypeName()".
+  virtual std::string Describe() const;
+
+  // The usual Replicate(): copy-constructs a T (configuration, shallow state), then replaces every
+  // parameter and buffer with a deep copy and every child with child->Replicate().
+  // REQUIRES: T reaches its tensors and children through GetParameter/GetBuffer/Child/ChildAs (as the
+  // layers here do), not through Tensor or shared_ptr members of its own, which would still point at
+  // the original's; a module with such members overrides Replicate() itself.
+  template <typename T>
+  static std::shared_ptr<Module> ReplicateAs(const T& self) {
+    auto copy = std::shared_ptr<T>(new T(self));
+    copy->DeepenCopy();
+    return copy;
+  }
+
+ private:
+  void RegisterChild(const std::string& name, std::shared_ptr<Module> module);
+  void CheckNewName(const std::string& name) const;
+  void DeepenCopy();
+  void CollectParameters(const std::string& prefix, NamedTensors* out) const;
+  void CollectBuffers(const std::string& prefix, NamedTensors* out) const;
+  void CollectState(const std::string& prefix, NamedTensors* out) const;
+  void AppendToString(const std::string& indent, std::string* out) const;
+
+  std::string type_name_;
+  bool training_ = true;
+  NamedTensors parameters_;
+  NamedTensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+}  // namespace ddp
+
+#endif  // DDP_NN_MODULE_H_
