@@ -1,3 +1,4 @@
+// RunTraining: set-up (data, model, optimizer, process group, DDP) and the epoch loop.
 #include "examples/trainer.h"
 
 #include <cstdio>
@@ -7,12 +8,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "comm/init.h"
 #include "data/fashion_mnist.h"
+#include "ddp/distributed_data_parallel.h"
+#include "ddp/sync_batch_norm.h"
 #include "examples/progress.h"
+#include "examples/train_step.h"
 #include "nn/adam.h"
 #include "nn/models.h"
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
+#include "reducer/iteration_stats.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
@@ -20,8 +26,7 @@
 namespace ddp {
 namespace {
 
-absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TrainConfig& config,
-                                                         const std::vector<Tensor>& params) {
+absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TrainConfig& config, const std::vector<Tensor>& params) {
   if (config.optimizer == "sgd") {
     SgdOptions options;
     options.lr = config.lr;
@@ -29,65 +34,11 @@ absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TrainConfig& conf
     options.weight_decay = config.weight_decay;
     return std::unique_ptr<Optimizer>(new Sgd(params, options));
   }
-  if (config.optimizer == "adam" || config.optimizer == "adamw") {
-    AdamOptions options;
-    options.lr = config.lr;
-    options.weight_decay = config.weight_decay;
-    options.decoupled_weight_decay = config.optimizer == "adamw";
-    return std::unique_ptr<Optimizer>(new Adam(params, options));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--optimizer must be sgd, adam or adamw, got \"", config.optimizer, "\""));
-}
-
-// The order in which one epoch visits the training samples.
-std::vector<int64_t> EpochOrder(int64_t size, bool shuffle, Generator& generator) {
-  std::vector<int64_t> order(size);
-  std::iota(order.begin(), order.end(), 0);
-  if (shuffle) {
-    for (int64_t i = size - 1; i > 0; --i) std::swap(order[i], order[generator.RandomIndex(i + 1)]);
-  }
-  return order;
-}
-
-absl::Status DumpGradients(const Module& model, const std::string& path) {
-  NamedTensors grads;
-  for (const auto& [name, param] : model.NamedParameters()) {
-    if (param.grad().defined()) grads.emplace_back(name, param.grad());
-  }
-  return SaveSafetensors(path, grads, {{"content", "gradients of the first backward pass"}});
-}
-
-struct EpochStats {
-  int64_t steps = 0;
-  double mean_loss = 0.0;
-  double samples_per_s = 0.0;
-};
-
-// Trains one epoch; stops early when the global step budget runs out.
-absl::StatusOr<EpochStats> TrainEpoch(const TrainConfig& config, int epoch, Module& model, Optimizer& optimizer,
-                                      const Dataset& train, Generator& shuffle_generator, int64_t* global_step) {
-  const std::vector<int64_t> order = EpochOrder(train.Size(), config.shuffle, shuffle_generator);
-  const int64_t batches = (train.Size() + config.batch_size - 1) / config.batch_size;
-  int64_t steps = batches;
-  if (config.max_steps > 0) steps = std::min(steps, config.max_steps - *global_step);
-  ProgressReporter progress(stderr, absl::StrCat("epoch ", epoch), steps);
-  model.Train();
-  for (int64_t b = 0; b < steps; ++b) {
-    const int64_t begin = b * config.batch_size;
-    const int64_t end = std::min<int64_t>(begin + config.batch_size, train.Size());
-    DDP_ASSIGN_OR_RETURN(Example batch,
-                         train.GetBatch(std::vector<int64_t>(order.begin() + begin, order.begin() + end)));
-    model.ZeroGrad();
-    Tensor loss = CrossEntropy(model.Forward(batch.input), batch.target);
-    loss.Backward();
-    if (*global_step == 0 && !config.dump_grads.empty()) DDP_RETURN_IF_ERROR(DumpGradients(model, config.dump_grads));
-    optimizer.Step();
-    ++*global_step;
-    progress.Step(end - begin, loss.item());
-  }
-  progress.Finish();
-  return EpochStats{steps, progress.mean_loss(), progress.samples_per_second()};
+  AdamOptions options;
+  options.lr = config.lr;
+  options.weight_decay = config.weight_decay;
+  if (config.optimizer == "adamw") return std::unique_ptr<Optimizer>(new AdamW(params, options));
+  return std::unique_ptr<Optimizer>(new Adam(params, options));
 }
 
 absl::Status AppendMetrics(const std::string& path, const std::string& line) {
@@ -95,6 +46,44 @@ absl::Status AppendMetrics(const std::string& path, const std::string& line) {
   out << line << "\n";
   out.flush();
   if (!out.good()) return absl::UnavailableError(absl::StrCat("cannot write metrics to ", path));
+  return absl::OkStatus();
+}
+
+// Wraps `model` in DDP over `group` with the configuration's options.
+absl::StatusOr<std::shared_ptr<DistributedDataParallel>> WrapDdp(const TrainConfig& config,
+                                                                 std::shared_ptr<Module> model, ProcessGroup* group) {
+  if (config.sync_bn) ConvertSyncBatchNorm(*model, group);
+  DdpOptions options;
+  options.bucket_cap_bytes = static_cast<size_t>(config.bucket_cap_mb * (1 << 20));
+  options.first_bucket_cap_bytes = static_cast<size_t>(config.first_bucket_mb * (1 << 20));
+  options.find_unused_parameters = config.find_unused_parameters;
+  options.gradient_as_bucket_view = config.grad_as_bucket_view;
+  options.rebuild_buckets = !config.no_rebuild_buckets;
+  options.record_trace = !config.trace_out.empty();
+  DDP_ASSIGN_OR_RETURN(options.comm_hook, MakeCommHook(config.comm_hook));
+  return DistributedDataParallel::Create(std::move(model), group, options);
+}
+
+// Rank 0 evaluates; the others wait for it at a barrier.
+absl::StatusOr<EvalResult> EvaluateOnRankZero(const TrainConfig& config, Module& model, const Dataset& test,
+                                              ProcessGroup* group) {
+  EvalResult result;
+  if (group == nullptr || group->rank() == 0) {
+    DDP_ASSIGN_OR_RETURN(result, Evaluate(model, test, config.eval_batch_size));
+  }
+  if (group != nullptr) DDP_RETURN_IF_ERROR(group->Barrier()->Wait(group->timeout()));
+  return result;
+}
+
+// Rank 0 writes end-of-run artefacts; every rank takes part in the trace gather and the final barrier.
+absl::Status Finish(const TrainConfig& config, const Module& model, DistributedDataParallel* ddp, ProcessGroup* group) {
+  const bool rank0 = group == nullptr || group->rank() == 0;
+  if (rank0 && !config.save.empty()) DDP_RETURN_IF_ERROR(SaveModuleToSafetensors(model, config.save));
+  if (ddp != nullptr) {
+    if (rank0) std::fprintf(stderr, "%s", FormatStatsTable(ddp->reducer().stats()).c_str());
+    if (!config.trace_out.empty()) DDP_RETURN_IF_ERROR(ddp->WriteTrace(config.trace_out));
+    DDP_RETURN_IF_ERROR(group->Barrier()->Wait(group->timeout()));
+  }
   return absl::OkStatus();
 }
 
@@ -108,13 +97,28 @@ absl::Status ValidateConfig(const TrainConfig& config) {
   if (config.epochs < 1) return bad(absl::StrCat("--epochs must be >= 1, got ", config.epochs));
   if (config.batch_size < 1) return bad(absl::StrCat("--batch_size must be >= 1, got ", config.batch_size));
   if (!(config.lr > 0)) return bad(absl::StrCat("--lr must be > 0, got ", config.lr));
-  if (config.momentum < 0 || config.momentum >= 1) return bad(absl::StrCat("--momentum must be in [0, 1), got ", config.momentum));
+  if (config.momentum < 0 || config.momentum >= 1) {
+    return bad(absl::StrCat("--momentum must be in [0, 1), got ", config.momentum));
+  }
   if (config.weight_decay < 0) return bad(absl::StrCat("--weight_decay must be >= 0, got ", config.weight_decay));
   if (config.optimizer != "sgd" && config.optimizer != "adam" && config.optimizer != "adamw") {
     return bad(absl::StrCat("--optimizer must be sgd, adam or adamw, got \"", config.optimizer, "\""));
   }
   if (config.threads < 1) return bad(absl::StrCat("--threads must be >= 1, got ", config.threads));
   if (config.max_steps < 0) return bad(absl::StrCat("--max_steps must be >= 0, got ", config.max_steps));
+  if (config.backend != "gloo" && config.backend != "nccl") {
+    return bad(absl::StrCat("--backend must be gloo or nccl, got \"", config.backend, "\""));
+  }
+  if (config.bucket_cap_mb < 0) return bad(absl::StrCat("--bucket_cap_mb must be >= 0, got ", config.bucket_cap_mb));
+  if (config.first_bucket_mb < 0) {
+    return bad(absl::StrCat("--first_bucket_mb must be >= 0, got ", config.first_bucket_mb));
+  }
+  if (config.accumulate_steps < 1) {
+    return bad(absl::StrCat("--accumulate_steps must be >= 1, got ", config.accumulate_steps));
+  }
+  if (config.comm_hook != "none" && config.comm_hook != "fp16" && config.comm_hook != "bf16") {
+    return bad(absl::StrCat("--comm_hook must be none, fp16 or bf16, got \"", config.comm_hook, "\""));
+  }
   return absl::OkStatus();
 }
 
@@ -122,7 +126,6 @@ absl::StatusOr<EvalResult> Evaluate(Module& model, const Dataset& dataset, int64
   const bool was_training = model.is_training();
   model.Eval();
   NoGradGuard no_grad;
-  EvalResult result;
   double loss_sum = 0.0;
   int64_t correct = 0;
   for (int64_t begin = 0; begin < dataset.Size(); begin += batch_size) {
@@ -137,6 +140,7 @@ absl::StatusOr<EvalResult> Evaluate(Module& model, const Dataset& dataset, int64
     for (size_t i = 0; i < labels.size(); ++i) correct += predicted[i] == labels[i];
   }
   model.Train(was_training);
+  EvalResult result;
   result.count = dataset.Size();
   result.loss = result.count > 0 ? loss_sum / result.count : 0.0;
   result.accuracy = result.count > 0 ? static_cast<double>(correct) / result.count : 0.0;
@@ -146,21 +150,41 @@ absl::StatusOr<EvalResult> Evaluate(Module& model, const Dataset& dataset, int64
 absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   DDP_RETURN_IF_ERROR(ValidateConfig(config));
   SetNumThreads(config.threads);
+  DDP_ASSIGN_OR_RETURN(LaunchEnv launch, ResolveLaunchEnv(ProcessEnv()));
+  std::unique_ptr<DistributedContext> dist;
+  if (launch.world_size > 1) {
+    InitOptions init;
+    init.backend = config.backend;
+    DDP_ASSIGN_OR_RETURN(dist, InitProcessGroup(init));
+  }
+  ProcessGroup* group = dist != nullptr ? dist->group.get() : nullptr;
+  const int rank = group != nullptr ? group->rank() : 0;
+  const int world = group != nullptr ? group->size() : 1;
+
   DDP_ASSIGN_OR_RETURN(auto train, LoadFashionMnist(config.data_dir, Split::kTrain));
   DDP_ASSIGN_OR_RETURN(auto test, LoadFashionMnist(config.data_dir, Split::kTest));
   Generator init_generator(config.seed);
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, MakeModel(config.model, init_generator));
   if (!config.init_from.empty()) DDP_RETURN_IF_ERROR(LoadModuleFromSafetensors(*model, config.init_from));
+  std::shared_ptr<DistributedDataParallel> ddp;
+  if (group != nullptr) {
+    DDP_ASSIGN_OR_RETURN(ddp, WrapDdp(config, model, group));
+  }
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, MakeOptimizer(config, model->Parameters()));
-  Generator shuffle_generator(config.seed + 1);
-  int64_t global_step = 0;
+  if (ddp != nullptr && rank == 0) {
+    std::fprintf(stderr, "DDP: %d ranks over %s, %d buckets\n", world, group->backend_name().c_str(),
+                 static_cast<int>(ddp->reducer().bucket_assignment().size()));
+    if (config.print_buckets) std::fprintf(stderr, "%s", ddp->reducer().DescribeBuckets().c_str());
+  }
+
+  TrainState state{config, *model, ddp.get(), *optimizer, rank, world};
   EvalResult last;
   const absl::Time start = absl::Now();
   for (int epoch = 1; epoch <= config.epochs; ++epoch) {
-    if (config.max_steps > 0 && global_step >= config.max_steps) break;
-    DDP_ASSIGN_OR_RETURN(EpochStats stats,
-                         TrainEpoch(config, epoch, *model, *optimizer, *train, shuffle_generator, &global_step));
-    DDP_ASSIGN_OR_RETURN(last, Evaluate(*model, *test, config.eval_batch_size));
+    if (config.max_steps > 0 && state.global_step >= config.max_steps) break;
+    DDP_ASSIGN_OR_RETURN(EpochStats stats, TrainEpoch(state, epoch, *train));
+    DDP_ASSIGN_OR_RETURN(last, EvaluateOnRankZero(config, *model, *test, group));
+    if (rank != 0) continue;
     const double wall = absl::ToDoubleSeconds(absl::Now() - start);
     std::fprintf(stderr, "epoch %d: train_loss %.4f test_loss %.4f test_acc %.4f (%.0f samples/s, %s)\n", epoch,
                  stats.mean_loss, last.loss, last.accuracy, stats.samples_per_s, FormatDuration(wall).c_str());
@@ -168,11 +192,12 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
       DDP_RETURN_IF_ERROR(AppendMetrics(
           config.metrics_out,
           absl::StrFormat("{\"epoch\": %d, \"steps\": %d, \"train_loss\": %.6f, \"test_loss\": %.6f, "
-                          "\"test_acc\": %.6f, \"samples_per_s\": %.1f, \"wall_s\": %.3f}",
-                          epoch, stats.steps, stats.mean_loss, last.loss, last.accuracy, stats.samples_per_s, wall)));
+                          "\"test_acc\": %.6f, \"samples_per_s\": %.1f, \"wall_s\": %.3f, \"world_size\": %d}",
+                          epoch, stats.steps, stats.mean_loss, last.loss, last.accuracy, stats.samples_per_s, wall,
+                          world)));
     }
   }
-  if (!config.save.empty()) DDP_RETURN_IF_ERROR(SaveModuleToSafetensors(*model, config.save));
+  DDP_RETURN_IF_ERROR(Finish(config, *model, ddp.get(), group));
   return last;
 }
 

@@ -1,4 +1,5 @@
-// The training loop behind examples/train: configuration, one epoch, evaluation and metrics.
+// The training loop behind examples/train: configuration, epochs, evaluation, metrics, and (when
+// started by ddprun / torchrun / mpirun / srun with WORLD_SIZE > 1) DistributedDataParallel.
 #ifndef DDP_EXAMPLES_TRAINER_H_
 #define DDP_EXAMPLES_TRAINER_H_
 
@@ -16,21 +17,34 @@ namespace ddp {
 struct TrainConfig {
   std::string model = "cnn";        // mlp | cnn | cnn_bn
   int epochs = 5;
-  int64_t batch_size = 64;
+  int64_t batch_size = 64;          // per rank, as in PyTorch DDP
   double lr = 0.01;
   double momentum = 0.9;            // SGD only
   double weight_decay = 0.0;
   std::string optimizer = "sgd";    // sgd | adam | adamw
   uint64_t seed = 0;                // model initialisation and shuffling
-  int threads = 1;                  // kernel threads
+  int threads = 1;                  // kernel threads per rank
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  int64_t max_steps = 0;            // stop after this many steps in total (0: no limit)
-  std::string metrics_out;          // JSON Lines, one object per epoch ("" = none)
-  std::string save;                 // safetensors of the final weights ("" = none)
+  int64_t max_steps = 0;            // stop after this many optimizer steps in total (0: no limit)
+  std::string metrics_out;          // JSON Lines, one object per epoch ("" = none; rank 0 writes)
+  std::string save;                 // safetensors of the final weights ("" = none; rank 0 writes)
   std::string init_from;            // safetensors of initial weights ("" = random init)
-  std::string dump_grads;           // safetensors of the first backward pass's gradients ("" = none)
+  std::string dump_grads;           // safetensors of the first backward pass's (averaged) gradients
   bool shuffle = true;              // false: samples in file order
   int64_t eval_batch_size = 1000;
+
+  // Distributed (used when the launch environment has WORLD_SIZE > 1).
+  std::string backend = "gloo";      // gloo | nccl
+  double bucket_cap_mb = 25;         // DDP bucket cap (0: one bucket per parameter)
+  double first_bucket_mb = 1;        // DDP first bucket cap
+  bool find_unused_parameters = false;
+  bool grad_as_bucket_view = false;
+  int accumulate_steps = 1;          // backward passes per optimizer step (no_sync for all but the last)
+  std::string comm_hook = "none";    // none | fp16 | bf16
+  bool no_rebuild_buckets = false;
+  bool print_buckets = false;        // rank 0 prints the bucket layout (and again after the rebuild)
+  std::string trace_out;             // Chrome trace JSON of every rank ("" = none)
+  bool sync_bn = false;              // convert BatchNorm2d to SyncBatchNorm2d under DDP
 };
 
 // Loss and accuracy over a dataset.
@@ -47,10 +61,15 @@ absl::StatusOr<EvalResult> Evaluate(Module& model, const Dataset& dataset, int64
 // Validates a configuration; the error names the bad flag (e.g. "--batch_size must be >= 1, got 0").
 absl::Status ValidateConfig(const TrainConfig& config);
 
-// Runs the whole training described by `config`: load data, build model and optimizer, train with a
-// progress display on stderr, evaluate after each epoch, write metrics / weights / gradients. Returns
-// the final test evaluation.
+// Runs the whole training described by `config`: load data, build model and optimizer (and DDP when
+// distributed), train with a progress display on stderr (rank 0), evaluate after each epoch, write
+// metrics / weights / gradients / trace. Returns the final test evaluation (rank 0's).
 absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config);
+
+// The samples one rank visits in one epoch: a permutation of 0..size-1 seeded by (seed, epoch) (or file
+// order without shuffling), padded by repeating its head to a multiple of `world_size`, then every
+// world_size-th entry from `rank` (DistributedSampler's layout). Every rank gets the same count.
+std::vector<int64_t> EpochShard(int64_t size, bool shuffle, uint64_t seed, int epoch, int rank, int world_size);
 
 }  // namespace ddp
 

@@ -1,0 +1,93 @@
+#include "examples/train_step.h"
+
+#include <cstdio>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "examples/progress.h"
+#include "nn/safetensors.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace {
+
+absl::Status DumpGradients(const Module& model, const std::string& path) {
+  NamedTensors grads;
+  for (const auto& [name, param] : model.NamedParameters()) {
+    if (param.grad().defined()) grads.emplace_back(name, param.grad());
+  }
+  return SaveSafetensors(path, grads, {{"content", "gradients of the first backward pass"}});
+}
+
+// One forward + backward on `batch`; the loss is divided by the accumulation count. Returns the loss.
+absl::StatusOr<double> ForwardBackward(TrainState& state, const Example& batch, bool synchronise) {
+  Tensor logits;
+  if (state.ddp == nullptr) {
+    logits = state.model.Forward(batch.input);
+  } else if (synchronise) {
+    DDP_ASSIGN_OR_RETURN(logits, state.ddp->TryForward(batch.input));
+  } else {
+    auto guard = state.ddp->NoSync();
+    DDP_ASSIGN_OR_RETURN(logits, state.ddp->TryForward(batch.input));
+  }
+  Tensor loss = CrossEntropy(logits, batch.target);
+  const double value = loss.item();
+  if (state.config.accumulate_steps > 1) loss = MulScalar(loss, 1.0f / state.config.accumulate_steps);
+  loss.Backward();
+  if (state.ddp != nullptr) DDP_RETURN_IF_ERROR(state.ddp->status());
+  return value;
+}
+
+}  // namespace
+
+std::vector<int64_t> EpochShard(int64_t size, bool shuffle, uint64_t seed, int epoch, int rank, int world_size) {
+  std::vector<int64_t> order(size);
+  std::iota(order.begin(), order.end(), 0);
+  if (shuffle) {
+    Generator generator(seed * 1000003 + static_cast<uint64_t>(epoch));
+    for (int64_t i = size - 1; i > 0; --i) std::swap(order[i], order[generator.RandomIndex(i + 1)]);
+  }
+  const int64_t padded = (size + world_size - 1) / world_size * world_size;
+  for (int64_t i = size; i < padded; ++i) order.push_back(order[i - size]);
+  std::vector<int64_t> shard;
+  for (int64_t i = rank; i < padded; i += world_size) shard.push_back(order[i]);
+  return shard;
+}
+
+absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, const Dataset& train) {
+  const TrainConfig& config = state.config;
+  const std::vector<int64_t> shard =
+      EpochShard(train.Size(), config.shuffle, config.seed, epoch, state.rank, state.world_size);
+  const int64_t micro_batches = (static_cast<int64_t>(shard.size()) + config.batch_size - 1) / config.batch_size;
+  int64_t steps = micro_batches / config.accumulate_steps;
+  if (config.max_steps > 0) steps = std::min(steps, config.max_steps - state.global_step);
+  ProgressReporter progress(stderr, absl::StrCat("epoch ", epoch), steps);
+  state.model.Train();
+  for (int64_t step = 0; step < steps; ++step) {
+    state.model.ZeroGrad();
+    double loss_sum = 0;
+    int64_t samples = 0;
+    for (int micro = 0; micro < config.accumulate_steps; ++micro) {
+      const int64_t begin = (step * config.accumulate_steps + micro) * config.batch_size;
+      const int64_t end = std::min<int64_t>(begin + config.batch_size, shard.size());
+      DDP_ASSIGN_OR_RETURN(Example batch,
+                           train.GetBatch(std::vector<int64_t>(shard.begin() + begin, shard.begin() + end)));
+      DDP_ASSIGN_OR_RETURN(double loss, ForwardBackward(state, batch, micro == config.accumulate_steps - 1));
+      loss_sum += loss;
+      samples += end - begin;
+    }
+    if (state.global_step == 0 && !config.dump_grads.empty() && state.rank == 0) {
+      DDP_RETURN_IF_ERROR(DumpGradients(state.model, config.dump_grads));
+    }
+    state.optimizer.Step();
+    ++state.global_step;
+    if (state.ddp != nullptr && config.print_buckets && state.rank == 0 && state.global_step == 2) {
+      std::fprintf(stderr, "buckets after the rebuild:\n%s", state.ddp->reducer().DescribeBuckets().c_str());
+    }
+    if (state.rank == 0) progress.Step(samples * state.world_size, loss_sum / config.accumulate_steps);
+  }
+  if (state.rank == 0) progress.Finish();
+  return EpochStats{steps, progress.mean_loss(), progress.samples_per_second()};
+}
+
+}  // namespace ddp

@@ -1,0 +1,38 @@
+// One epoch of training (single process or DDP), for examples/trainer.cc.
+#ifndef DDP_EXAMPLES_TRAIN_STEP_H_
+#define DDP_EXAMPLES_TRAIN_STEP_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "data/dataset.h"
+#include "ddp/distributed_data_parallel.h"
+#include "examples/trainer.h"
+#include "nn/module.h"
+#include "nn/optimizer.h"
+
+namespace ddp {
+
+// What the epoch loop needs; references are not owned. `ddp` is null in a single-process run.
+struct TrainState {
+  const TrainConfig& config;
+  Module& model;
+  DistributedDataParallel* ddp;
+  Optimizer& optimizer;
+  int rank;
+  int world_size;
+  int64_t global_step = 0;  // optimizer steps so far
+};
+
+struct EpochStats {
+  int64_t steps = 0;           // optimizer steps this epoch
+  double mean_loss = 0.0;      // rank 0's mean training loss
+  double samples_per_s = 0.0;  // over all ranks
+};
+
+// Trains one epoch on this rank's shard (EpochShard); stops early when config.max_steps is reached.
+absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, const Dataset& train);
+
+}  // namespace ddp
+
+#endif  // DDP_EXAMPLES_TRAIN_STEP_H_
