@@ -7,6 +7,21 @@
 // registration order. Names seen from outside are PyTorch's dotted names ("fc1.weight",
 // "bn1.running_mean"), so state dicts move between this engine and PyTorch through safetensors files.
 //
+// Example (compiled as ModuleTest.HeaderExample in nn/module_test.cc):
+//
+//   class TwoLayerNet : public Module {
+//    public:
+//     explicit TwoLayerNet(Generator& g) : Module("TwoLayerNet") {
+//       RegisterModule("fc1", std::make_shared<nn::Linear>(4, 8, g));
+//       RegisterModule("fc2", std::make_shared<nn::Linear>(8, 2, g));
+//     }
+//     Tensor Forward(const Tensor& x) override {
+//       return Child("fc2")->Forward(Relu(Child("fc1")->Forward(x)));
+//     }
+//     std::shared_ptr<Module> Replicate() const override { return ReplicateAs(*this); }
+//   };
+//   // NamedParameters(): fc1.weight [8, 4], fc1.bias [8], fc2.weight [2, 8], fc2.bias [2].
+//
 // Ownership: children are held by shared_ptr (a child may be reached from several places, as in
 // PyTorch); parameters and buffers are Tensor handles (shared data). Thread safety: none; one thread
 // uses a module at a time (DataParallel gives each thread its own Replicate()).

@@ -1,0 +1,168 @@
+#include "nn/layers.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nn/models.h"
+#include "tensor/factory.h"
+#include "tensor/gradcheck.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace nn {
+namespace {
+
+using ::testing::ElementsAre;
+
+float MaxAbs(const Tensor& t) {
+  float m = 0.0f;
+  for (float v : t.ToVector<float>()) m = std::max(m, std::abs(v));
+  return m;
+}
+
+TEST(LayersTest, LinearShapesAndInit) {
+  Generator g(0);
+  Linear fc(100, 7, g);
+  EXPECT_EQ(fc.weight().shape(), (Shape{7, 100}));
+  EXPECT_EQ(fc.bias().shape(), (Shape{7}));
+  EXPECT_LE(MaxAbs(fc.weight()), 0.1f);  // 1/sqrt(100)
+  EXPECT_GT(MaxAbs(fc.weight()), 0.09f);
+  EXPECT_LE(MaxAbs(fc.bias()), 0.1f);
+  EXPECT_EQ(fc.Forward(Zeros({3, 100})).shape(), (Shape{3, 7}));
+  Linear no_bias(4, 2, g, /*bias=*/false);
+  EXPECT_FALSE(no_bias.bias().defined());
+  EXPECT_EQ(no_bias.Parameters().size(), 1u);
+  // Same seed, same weights.
+  Generator g1(5), g2(5);
+  EXPECT_EQ(Linear(3, 3, g1).weight().ToVector<float>(), Linear(3, 3, g2).weight().ToVector<float>());
+}
+
+TEST(LayersTest, LinearGradCheck) {
+  Generator g(1);
+  Linear fc(5, 3, g);
+  Tensor x = Uniform({4, 5}, -1.0f, 1.0f, g);
+  x.set_requires_grad(true);
+  EXPECT_EQ(GradCheck([&fc](const std::vector<Tensor>& in) { return fc.Forward(in[0]); },
+                      {x, fc.weight(), fc.bias()}),
+            "");
+}
+
+TEST(LayersTest, Conv2dShapesAndInit) {
+  Generator g(0);
+  Conv2dOptions options;
+  options.stride = 2;
+  options.padding = 1;
+  Conv2d conv(3, 8, 3, g, options);
+  EXPECT_EQ(conv.weight().shape(), (Shape{8, 3, 3, 3}));
+  EXPECT_LE(MaxAbs(conv.weight()), 1.0f / std::sqrt(27.0f));
+  EXPECT_EQ(conv.Forward(Zeros({2, 3, 9, 9})).shape(), (Shape{2, 8, 5, 5}));
+  EXPECT_EQ(conv.ToString(), "Conv2d(3, 8, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1))");
+}
+
+TEST(LayersTest, Conv2dGradCheck) {
+  for (int64_t stride : {1, 2}) {
+    for (int64_t padding : {0, 1}) {
+      Generator g(2);
+      Conv2dOptions options;
+      options.stride = stride;
+      options.padding = padding;
+      Conv2d conv(2, 3, 3, g, options);
+      Tensor x = Uniform({2, 2, 6, 6}, -1.0f, 1.0f, g);
+      x.set_requires_grad(true);
+      EXPECT_EQ(GradCheck([&conv](const std::vector<Tensor>& in) { return conv.Forward(in[0]); },
+                          {x, conv.weight(), conv.bias()}),
+                "")
+          << "stride " << stride << " padding " << padding;
+    }
+  }
+}
+
+TEST(LayersTest, ReluMaxPoolFlatten) {
+  Tensor x = FromVector(std::vector<float>{1, -2, 3, -4, 5, 6, -7, 8, 9, 10, 11, 12, -13, 14, 15, 16}, {1, 1, 4, 4});
+  ReLU relu;
+  MaxPool2d pool(2);
+  Flatten flatten;
+  EXPECT_THAT(flatten.Forward(pool.Forward(relu.Forward(x))).ToVector<float>(), ElementsAre(6, 8, 14, 16));
+  EXPECT_EQ(flatten.Forward(x).shape(), (Shape{1, 16}));
+  EXPECT_EQ(Flatten(0).Forward(x).shape(), (Shape{16}));
+  EXPECT_EQ(MaxPool2d(2, 1).Forward(x).shape(), (Shape{1, 1, 3, 3}));
+}
+
+TEST(LayersTest, BatchNormTrainingUpdatesBuffers) {
+  BatchNorm2d bn(2);
+  Generator g(4);
+  Tensor x = Uniform({4, 2, 3, 3}, 0.0f, 2.0f, g);
+  EXPECT_EQ(bn.num_batches_tracked().item(), 0.0);
+  Tensor y = bn.Forward(x);
+  EXPECT_EQ(bn.num_batches_tracked().item(), 1.0);
+  bn.Forward(x);
+  EXPECT_EQ(bn.num_batches_tracked().item(), 2.0);
+  // Normalised per channel: mean ~0.
+  std::vector<float> m = Mean(y, {0, 2, 3}).ToVector<float>();
+  EXPECT_NEAR(m[0], 0.0f, 1e-5f);
+  EXPECT_NEAR(m[1], 0.0f, 1e-5f);
+  EXPECT_GT(bn.running_mean().ToVector<float>()[0], 0.1f);  // moved towards ~1
+
+  bn.Eval();
+  const std::vector<float> running = bn.running_mean().ToVector<float>();
+  bn.Forward(x);
+  EXPECT_EQ(bn.num_batches_tracked().item(), 2.0);
+  EXPECT_EQ(bn.running_mean().ToVector<float>(), running);
+}
+
+TEST(LayersTest, BatchNormGradCheck) {
+  BatchNorm2d bn(2);
+  Generator g(5);
+  FillInPlace(bn.weight(), 1.5f);
+  Tensor x = Uniform({3, 2, 2, 2}, -1.0f, 1.0f, g);
+  x.set_requires_grad(true);
+  EXPECT_EQ(GradCheck([&bn](const std::vector<Tensor>& in) { return bn.Forward(in[0]); },
+                      {x, bn.weight(), bn.bias()}),
+            "");
+}
+
+TEST(LayersTest, DropoutTrainAndEval) {
+  Dropout dropout(0.5f, /*seed=*/7);
+  Tensor x = Ones({1000});
+  std::vector<float> y = dropout.Forward(x).ToVector<float>();
+  const int64_t zeros = std::count(y.begin(), y.end(), 0.0f);
+  EXPECT_GT(zeros, 400);
+  EXPECT_LT(zeros, 600);
+  for (float v : y) EXPECT_TRUE(v == 0.0f || v == 2.0f);
+  // Same seed, same mask.
+  Dropout again(0.5f, 7);
+  EXPECT_EQ(again.Forward(x).ToVector<float>(), y);
+  dropout.Eval();
+  EXPECT_EQ(dropout.Forward(x).ToVector<float>(), x.ToVector<float>());
+}
+
+TEST(LayersTest, SequentialRunsInOrder) {
+  Generator g(0);
+  auto fc = std::make_shared<Linear>(2, 2, g, false);
+  CopyInPlace(fc->weight(), FromVector(std::vector<float>{1, 0, 0, -1}, {2, 2}));
+  Sequential seq({{"fc", fc}, {"act", std::make_shared<ReLU>()}});
+  EXPECT_THAT(seq.Forward(FromVector(std::vector<float>{3, 4}, {1, 2})).ToVector<float>(), ElementsAre(3, 0));
+  seq.Add(std::make_shared<Flatten>(0));
+  EXPECT_EQ(seq.NamedChildren()[2].first, "2");
+  EXPECT_EQ(seq.size(), 3u);
+}
+
+TEST(LayersTest, ModelsRunForwardAndBackward) {
+  for (const std::string& name : ModelNames()) {
+    Generator g(1);
+    auto model = *MakeModel(name, g);
+    Tensor x = Uniform({2, 1, 28, 28}, 0.0f, 1.0f, g);
+    Tensor logits = model->Forward(x);
+    EXPECT_EQ(logits.shape(), (Shape{2, 10})) << name;
+    CrossEntropy(logits, FromVector(std::vector<int64_t>{3, 7}, {2})).Backward();
+    for (const auto& [pname, p] : model->NamedParameters()) {
+      EXPECT_TRUE(p.grad().defined()) << name << " " << pname;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nn
+}  // namespace ddp

@@ -1,0 +1,31 @@
+// The example models of examples/train and the benchmarks, for 28x28 single-channel images (MNIST-like
+// input [n, 1, 28, 28], 10 classes). Parameter and buffer names match a plain PyTorch module with
+// attributes fc1, fc2, ... / conv1, bn1, conv2, bn2 (see tools/gen_fixtures.py), so safetensors
+// checkpoints move between the two.
+#ifndef DDP_NN_MODELS_H_
+#define DDP_NN_MODELS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nn/module.h"
+#include "tensor/random.h"
+
+namespace ddp {
+
+// The names MakeModel accepts: "mlp", "cnn", "cnn_bn".
+std::vector<std::string> ModelNames();
+
+// Builds a freshly initialised model (weights drawn from `generator`), in training mode, with every
+// tensor named after its state-dict key. An unknown name is an error listing the valid ones.
+//   mlp:    Flatten, fc1 784->512, ReLU, fc2 512->256, ReLU, fc3 256->10.
+//   cnn:    conv1 1->32 3x3 pad 1, ReLU, MaxPool 2, conv2 32->64 3x3 pad 1, ReLU, MaxPool 2, Flatten,
+//           fc1 3136->128, ReLU, fc2 128->10.
+//   cnn_bn: cnn with bn1 / bn2 (BatchNorm2d) after conv1 / conv2, before their ReLU.
+absl::StatusOr<std::shared_ptr<Module>> MakeModel(const std::string& name, Generator& generator);
+
+}  // namespace ddp
+
+#endif  // DDP_NN_MODELS_H_

@@ -1,0 +1,293 @@
+#include "nn/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "tensor/autograd.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
+
+constexpr char kMetadataKey[] = "__metadata__";
+// As the reference implementation: headers above 100 MB are refused.
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;
+
+absl::Status Corrupt(const std::string& source, const std::string& what) {
+  return absl::DataLossError(absl::StrCat("safetensors file ", source, ": ", what));
+}
+
+absl::Status BadTensor(const std::string& source, const std::string& name, const std::string& what) {
+  return Corrupt(source, absl::StrCat("tensor \"", name, "\": ", what));
+}
+
+// A contiguous host copy of `t`'s bytes.
+std::string TensorBytes(const Tensor& t) {
+  NoGradGuard no_grad;
+  Tensor host = t.device().is_cpu() ? t.Detach() : ToDevice(t.Detach(), Device::CPU());
+  if (!host.is_contiguous()) {
+    Tensor packed = Tensor::Empty(host.shape(), host.dtype());
+    CopyInPlace(packed, host);
+    host = packed;
+  }
+  return std::string(static_cast<const char*>(host.raw_data()), host.nbytes());
+}
+
+// A non-negative JSON integer, or false.
+bool GetUnsigned(const nlohmann::json& j, uint64_t* out) {
+  if (j.is_number_unsigned()) {
+    *out = j.get<uint64_t>();
+    return true;
+  }
+  if (j.is_number_integer() && j.get<int64_t>() >= 0) {
+    *out = static_cast<uint64_t>(j.get<int64_t>());
+    return true;
+  }
+  return false;
+}
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+// Validates one header entry (everything but its position relative to other tensors).
+absl::StatusOr<Entry> ParseEntry(const std::string& source, const std::string& name,
+                                 const nlohmann::json& info, uint64_t data_size) {
+  if (!info.is_object()) return BadTensor(source, name, "header entry is not a JSON object");
+  auto dtype_it = info.find("dtype");
+  auto shape_it = info.find("shape");
+  auto offsets_it = info.find("data_offsets");
+  if (dtype_it == info.end() || !dtype_it->is_string()) {
+    return BadTensor(source, name, "missing or non-string \"dtype\"");
+  }
+  absl::StatusOr<DType> dtype = DTypeFromSafetensorsName(dtype_it->get<std::string>());
+  if (!dtype.ok()) return BadTensor(source, name, std::string(dtype.status().message()));
+  Entry entry{name, *dtype, {}, 0, 0};
+  if (shape_it == info.end() || !shape_it->is_array()) return BadTensor(source, name, "missing \"shape\"");
+  uint64_t bytes = ElementSize(entry.dtype);
+  for (const auto& dim : *shape_it) {
+    uint64_t d = 0;
+    if (!GetUnsigned(dim, &d) || d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return BadTensor(source, name, "shape has a negative or non-integer dimension");
+    }
+    if (__builtin_mul_overflow(bytes, d, &bytes)) return BadTensor(source, name, "shape overflows");
+    entry.shape.push_back(static_cast<int64_t>(d));
+  }
+  if (offsets_it == info.end() || !offsets_it->is_array() || offsets_it->size() != 2 ||
+      !GetUnsigned((*offsets_it)[0], &entry.begin) || !GetUnsigned((*offsets_it)[1], &entry.end)) {
+    return BadTensor(source, name, "\"data_offsets\" must be two non-negative integers");
+  }
+  if (entry.begin > entry.end || entry.end > data_size) {
+    return BadTensor(source, name,
+                     absl::StrCat("data_offsets [", entry.begin, ", ", entry.end,
+                                  "] out of range: the data section has ", data_size, " bytes"));
+  }
+  if (entry.end - entry.begin != bytes) {
+    return BadTensor(source, name,
+                     absl::StrCat("data_offsets span ", entry.end - entry.begin, " bytes but ",
+                                  DTypeName(entry.dtype), " ", ShapeToString(entry.shape), " needs ",
+                                  bytes));
+  }
+  return entry;
+}
+
+absl::Status ParseMetadata(const std::string& source, const nlohmann::json& j, SafetensorsMetadata* out) {
+  if (!j.is_object()) return Corrupt(source, "\"__metadata__\" is not a JSON object");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it.value().is_string()) {
+      return Corrupt(source, absl::StrCat("metadata \"", it.key(), "\" is not a string"));
+    }
+    (*out)[it.key()] = it.value().get<std::string>();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  }
+  std::string bytes;
+  char buffer[1 << 16];
+  size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) bytes.append(buffer, n);
+  const bool failed = std::ferror(file) != 0;
+  std::fclose(file);
+  if (failed) return absl::DataLossError(absl::StrCat("error reading ", path));
+  return bytes;
+}
+
+absl::Status WriteAll(int fd, const std::string& bytes, const std::string& path) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::InternalError(absl::StrCat("writing ", path, ": ", std::strerror(errno)));
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+std::string Directory(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SerializeSafetensors(const NamedTensors& tensors,
+                                                 const SafetensorsMetadata& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+    for (const auto& [key, value] : metadata) meta[key] = value;
+    header[kMetadataKey] = meta;
+  }
+  std::set<std::string> names;
+  std::string data;
+  for (const auto& [name, tensor] : tensors) {
+    if (name.empty() || name == kMetadataKey || !names.insert(name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("safetensors: tensor name \"", name, "\" is empty, reserved or used twice"));
+    }
+    if (!tensor.defined()) {
+      return absl::InvalidArgumentError(absl::StrCat("safetensors: tensor \"", name, "\" is undefined"));
+    }
+    const uint64_t begin = data.size();
+    data += TensorBytes(tensor);
+    header[name] = {{"dtype", SafetensorsDTypeName(tensor.dtype())},
+                    {"shape", tensor.shape()},
+                    {"data_offsets", {begin, static_cast<uint64_t>(data.size())}}};
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  const uint64_t length = json.size();
+  std::memcpy(&out[0], &length, 8);
+  out += json;
+  out += data;
+  return out;
+}
+
+absl::StatusOr<SafetensorsContents> ParseSafetensors(const std::string& bytes, const std::string& source) {
+  if (bytes.size() < 8) {
+    return Corrupt(source, absl::StrCat("too small (", bytes.size(), " bytes) to hold a header length"));
+  }
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, bytes.data(), 8);
+  if (header_size > bytes.size() - 8 || header_size > kMaxHeaderBytes) {
+    return Corrupt(source, absl::StrCat("header length ", header_size, " exceeds the file (", bytes.size(),
+                                        " bytes)"));
+  }
+  const std::string header_text = bytes.substr(8, header_size);
+  const nlohmann::json header = nlohmann::json::parse(header_text, nullptr, /*allow_exceptions=*/false);
+  if (header.is_discarded()) return Corrupt(source, "the header is not valid JSON");
+  if (!header.is_object()) return Corrupt(source, "the header is not a JSON object");
+  const uint64_t data_size = bytes.size() - 8 - header_size;
+  SafetensorsContents contents;
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == kMetadataKey) {
+      DDP_RETURN_IF_ERROR(ParseMetadata(source, it.value(), &contents.metadata));
+      continue;
+    }
+    DDP_ASSIGN_OR_RETURN(Entry entry, ParseEntry(source, it.key(), it.value(), data_size));
+    entries.push_back(std::move(entry));
+  }
+  // The tensors must tile the data section exactly: no overlap, no hole, nothing after the last one.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t expected = 0;
+  for (const Entry& e : entries) {
+    if (e.begin != expected) {
+      return BadTensor(source, e.name,
+                       absl::StrCat("data_offsets [", e.begin, ", ", e.end, "] ",
+                                    e.begin < expected ? "overlap the previous tensor" : "leave a gap",
+                                    " (expected to start at ", expected, ")"));
+    }
+    expected = e.end;
+  }
+  if (expected != data_size) {
+    return Corrupt(source, absl::StrCat(data_size - expected, " bytes after the last tensor"));
+  }
+  const char* data = bytes.data() + 8 + header_size;
+  for (const Entry& e : entries) {
+    Tensor t = Tensor::Empty(e.shape, e.dtype);
+    if (e.end > e.begin) std::memcpy(t.raw_data(), data + e.begin, e.end - e.begin);
+    t.set_name(e.name);
+    contents.tensors.emplace_back(e.name, t);
+  }
+  return contents;
+}
+
+absl::Status SaveSafetensors(const std::string& path, const NamedTensors& tensors,
+                             const SafetensorsMetadata& metadata) {
+  DDP_ASSIGN_OR_RETURN(const std::string bytes, SerializeSafetensors(tensors, metadata));
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
+  absl::Status status = WriteAll(fd, bytes, tmp);
+  if (status.ok() && ::fsync(fd) != 0) {
+    status = absl::InternalError(absl::StrCat("fsync ", tmp, ": ", std::strerror(errno)));
+  }
+  if (::close(fd) != 0 && status.ok()) {
+    status = absl::InternalError(absl::StrCat("close ", tmp, ": ", std::strerror(errno)));
+  }
+  if (status.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    status = absl::InternalError(absl::StrCat("rename ", tmp, " to ", path, ": ", std::strerror(errno)));
+  }
+  if (!status.ok()) {
+    ::unlink(tmp.c_str());
+    return status;
+  }
+  // Make the rename itself durable.
+  const int dir = ::open(Directory(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SafetensorsContents> ReadSafetensors(const std::string& path) {
+  DDP_ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path));
+  return ParseSafetensors(bytes, path);
+}
+
+absl::StatusOr<NamedTensors> LoadSafetensors(const std::string& path) {
+  DDP_ASSIGN_OR_RETURN(SafetensorsContents contents, ReadSafetensors(path));
+  return std::move(contents.tensors);
+}
+
+absl::Status SaveModuleToSafetensors(const Module& module, const std::string& path,
+                                     const SafetensorsMetadata& metadata) {
+  return SaveSafetensors(path, module.StateDict(), metadata);
+}
+
+absl::Status LoadModuleFromSafetensors(Module& module, const std::string& path, bool strict) {
+  DDP_ASSIGN_OR_RETURN(NamedTensors tensors, LoadSafetensors(path));
+  absl::Status status = module.LoadStateDict(tensors, strict);
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("loading ", path, ": ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ddp
