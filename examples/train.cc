@@ -25,6 +25,7 @@ ABSL_FLAG(double, lr, kDefaults.lr, "learning rate");
 ABSL_FLAG(double, momentum, kDefaults.momentum, "SGD momentum");
 ABSL_FLAG(double, weight_decay, kDefaults.weight_decay, "L2 penalty (decoupled for adamw)");
 ABSL_FLAG(std::string, optimizer, kDefaults.optimizer, "sgd | adam | adamw");
+ABSL_FLAG(std::string, lr_schedule, kDefaults.lr_schedule, "cosine (anneal to 0 over the run) | constant");
 ABSL_FLAG(uint64_t, seed, kDefaults.seed, "seed for initialisation and shuffling");
 ABSL_FLAG(int, threads, kDefaults.threads, "CPU threads for the kernels");
 ABSL_FLAG(std::string, data_dir, kDefaults.data_dir, "folder with the Fashion-MNIST IDX files");
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
   config.momentum = absl::GetFlag(FLAGS_momentum);
   config.weight_decay = absl::GetFlag(FLAGS_weight_decay);
   config.optimizer = absl::GetFlag(FLAGS_optimizer);
+  config.lr_schedule = absl::GetFlag(FLAGS_lr_schedule);
   config.seed = absl::GetFlag(FLAGS_seed);
   config.threads = absl::GetFlag(FLAGS_threads);
   config.data_dir = absl::GetFlag(FLAGS_data_dir);

@@ -1,5 +1,6 @@
 #include "examples/train_step.h"
 
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 
@@ -40,6 +41,11 @@ absl::StatusOr<double> ForwardBackward(TrainState& state, const Example& batch, 
 
 }  // namespace
 
+double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps) {
+  if (config.lr_schedule == "constant" || total_steps <= 0) return config.lr;
+  return config.lr * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(step) / static_cast<double>(total_steps)));
+}
+
 std::vector<int64_t> EpochShard(int64_t size, bool shuffle, uint64_t seed, int epoch, int rank, int world_size) {
   std::vector<int64_t> order(size);
   std::iota(order.begin(), order.end(), 0);
@@ -79,6 +85,7 @@ absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, const Datase
     if (state.global_step == 0 && !config.dump_grads.empty() && state.rank == 0) {
       DDP_RETURN_IF_ERROR(DumpGradients(state.model, config.dump_grads));
     }
+    state.optimizer.set_lr(static_cast<float>(ScheduledLr(config, state.global_step, state.total_steps)));
     state.optimizer.Step();
     ++state.global_step;
     if (state.ddp != nullptr && config.print_buckets && state.rank == 0 && state.global_step == 2) {

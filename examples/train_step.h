@@ -21,6 +21,7 @@ struct TrainState {
   Optimizer& optimizer;
   int rank;
   int world_size;
+  int64_t total_steps = 0;  // optimizer steps the whole run will take (for the lr schedule)
   int64_t global_step = 0;  // optimizer steps so far
 };
 

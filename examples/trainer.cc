@@ -104,6 +104,9 @@ absl::Status ValidateConfig(const TrainConfig& config) {
   if (config.optimizer != "sgd" && config.optimizer != "adam" && config.optimizer != "adamw") {
     return bad(absl::StrCat("--optimizer must be sgd, adam or adamw, got \"", config.optimizer, "\""));
   }
+  if (config.lr_schedule != "cosine" && config.lr_schedule != "constant") {
+    return bad(absl::StrCat("--lr_schedule must be cosine or constant, got \"", config.lr_schedule, "\""));
+  }
   if (config.threads < 1) return bad(absl::StrCat("--threads must be >= 1, got ", config.threads));
   if (config.max_steps < 0) return bad(absl::StrCat("--max_steps must be >= 0, got ", config.max_steps));
   if (config.backend != "gloo" && config.backend != "nccl") {
@@ -178,6 +181,10 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   }
 
   TrainState state{config, *model, ddp.get(), *optimizer, rank, world};
+  const int64_t shard_size = (train->Size() + world - 1) / world;
+  const int64_t steps_per_epoch = (shard_size + config.batch_size - 1) / config.batch_size / config.accumulate_steps;
+  state.total_steps = steps_per_epoch * config.epochs;
+  if (config.max_steps > 0) state.total_steps = std::min(state.total_steps, config.max_steps);
   EvalResult last;
   const absl::Time start = absl::Now();
   for (int epoch = 1; epoch <= config.epochs; ++epoch) {

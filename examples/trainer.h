@@ -22,6 +22,7 @@ struct TrainConfig {
   double momentum = 0.9;            // SGD only
   double weight_decay = 0.0;
   std::string optimizer = "sgd";    // sgd | adam | adamw
+  std::string lr_schedule = "cosine";  // cosine (anneal to 0 over the run) | constant
   uint64_t seed = 0;                // model initialisation and shuffling
   int threads = 1;                  // kernel threads per rank
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
@@ -65,6 +66,11 @@ absl::Status ValidateConfig(const TrainConfig& config);
 // distributed), train with a progress display on stderr (rank 0), evaluate after each epoch, write
 // metrics / weights / gradients / trace. Returns the final test evaluation (rank 0's).
 absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config);
+
+// The learning rate of optimizer step `step` (0-based) of `total_steps`: config.lr for "constant";
+// config.lr * (1 + cos(pi * step / total_steps)) / 2 for "cosine" (torch's CosineAnnealingLR, eta_min 0,
+// stepped per iteration).
+double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps);
 
 // The samples one rank visits in one epoch: a permutation of 0..size-1 seeded by (seed, epoch) (or file
 // order without shuffling), padded by repeating its head to a multiple of `world_size`, then every
