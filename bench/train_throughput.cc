@@ -1,9 +1,12 @@
-// Single-process training throughput with pre-loaded data (no loader in the loop), the C++ side of
-// bench/compare_train.sh. Prints one JSON object:
-//   {"impl": "ddpengine", "model", "batch_size", "steps", "samples_per_s", "step_ms", "peak_rss_mb",
-//    "world_size": 1, "forward_ms", "backward_ms", "step_ms_optimizer"}
+// Training throughput with pre-loaded data (no loader in the loop): the C++ side of
+// bench/compare_train.sh (one process) and bench/compare_ddp.sh (DDP under ddprun). Rank 0 prints one
+// JSON object:
+//   {"impl": "ddpengine", "model", "batch_size", "steps", "world_size", "ddp", "samples_per_s", "step_ms",
+//    "peak_rss_mb", "forward_ms", "backward_ms", "optimizer_ms", "comm_ms", "exposed_comm_ms", "buckets"}
+// samples_per_s counts every rank's samples; the comm fields are means over the timed DDP iterations.
 //
-//   bazel run //bench:train_throughput -- --model=cnn --batch_size=64 --steps=200 --threads=1
+//   bazel-bin/bench/train_throughput --model=cnn --batch_size=64 --steps=200 --threads=1
+//   bazel-bin/ddp/ddprun --nproc_per_node=2 bazel-bin/bench/train_throughput --model=mlp
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -12,17 +15,21 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "comm/init.h"
 #include "data/fashion_mnist.h"
+#include "ddp/distributed_data_parallel.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
 
 ABSL_FLAG(std::string, model, "cnn", "mlp | cnn | cnn_bn");
-ABSL_FLAG(int64_t, batch_size, 64, "samples per step");
+ABSL_FLAG(int64_t, batch_size, 64, "samples per step and rank");
 ABSL_FLAG(int, steps, 200, "timed steps");
 ABSL_FLAG(int, warmup, 20, "untimed steps first");
-ABSL_FLAG(int, threads, 1, "kernel threads");
+ABSL_FLAG(int, threads, 1, "kernel threads per rank");
+ABSL_FLAG(bool, ddp, false, "wrap in DDP even when WORLD_SIZE is 1 (measures DDP's own overhead)");
+ABSL_FLAG(double, bucket_cap_mb, 25, "DDP bucket cap (MiB)");
 ABSL_FLAG(std::string, data_dir, ddp::kDefaultFashionMnistDir, "Fashion-MNIST folder");
 
 namespace ddp {
@@ -34,59 +41,96 @@ double PeakRssMb() {
   return usage.ru_maxrss / 1024.0;
 }
 
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "train_throughput: %s\n", status.ToString().c_str());
+  return 1;
+}
+
+struct Timings {
+  absl::Duration forward, backward, update;
+};
+
 int Run() {
   SetNumThreads(absl::GetFlag(FLAGS_threads));
   const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
-  auto train = LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), Split::kTrain);
-  if (!train.ok()) {
-    std::fprintf(stderr, "%s\n", train.status().ToString().c_str());
-    return 1;
+  auto launch = ResolveLaunchEnv(ProcessEnv());
+  if (!launch.ok()) return Fail(launch.status());
+  std::unique_ptr<DistributedContext> dist;
+  if (launch->world_size > 1 || absl::GetFlag(FLAGS_ddp)) {
+    auto joined = InitProcessGroup(InitOptions{});
+    if (!joined.ok()) return Fail(joined.status());
+    dist = std::move(*joined);
   }
+  const int rank = launch->rank, world = launch->world_size;
+  auto train = LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), Split::kTrain);
+  if (!train.ok()) return Fail(train.status());
   Generator generator(0);
   auto model = MakeModel(absl::GetFlag(FLAGS_model), generator);
-  if (!model.ok()) {
-    std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
-    return 2;
+  if (!model.ok()) return Fail(model.status());
+  std::shared_ptr<DistributedDataParallel> ddp;
+  Module* net = model->get();
+  if (dist != nullptr) {
+    DdpOptions options;
+    options.bucket_cap_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_cap_mb) * (1 << 20));
+    auto wrapped = DistributedDataParallel::Create(*model, dist->group.get(), options);
+    if (!wrapped.ok()) return Fail(wrapped.status());
+    ddp = *wrapped;
+    net = ddp.get();
   }
   SgdOptions options;
-  options.lr = 0.01;
-  options.momentum = 0.9;
+  options.lr = 0.01f;
+  options.momentum = 0.9f;
   Sgd optimizer((*model)->Parameters(), options);
-  // The same 64 pre-made batches as bench/pytorch_reference.py, cycled.
+  // The same pre-made batches as bench/pytorch_reference.py: 64 batches, rank r takes batch (i*W + r) % 64.
   std::vector<Example> batches;
   for (int64_t b = 0; b < 64; ++b) {
     std::vector<int64_t> indices(batch_size);
-    for (int64_t i = 0; i < batch_size; ++i) indices[i] = b * batch_size + i;
+    for (int64_t i = 0; i < batch_size; ++i) indices[i] = (b * batch_size + i) % (*train)->Size();
     batches.push_back(*(*train)->GetBatch(indices));
   }
   const int warmup = absl::GetFlag(FLAGS_warmup), steps = absl::GetFlag(FLAGS_steps);
-  absl::Duration forward, backward, update;
+  Timings t{};
   absl::Time start;
   for (int i = 0; i < warmup + steps; ++i) {
     if (i == warmup) {
       start = absl::Now();
-      forward = backward = update = absl::ZeroDuration();
+      t = Timings{};
     }
-    const Example& batch = batches[i % batches.size()];
+    const Example& batch = batches[(i * world + rank) % batches.size()];
     const absl::Time t0 = absl::Now();
     (*model)->ZeroGrad();
-    Tensor loss = CrossEntropy((*model)->Forward(batch.input), batch.target);
+    Tensor loss = CrossEntropy(net->Forward(batch.input), batch.target);
     const absl::Time t1 = absl::Now();
     loss.Backward();
+    if (ddp != nullptr && !ddp->status().ok()) return Fail(ddp->status());
     const absl::Time t2 = absl::Now();
     optimizer.Step();
-    update += absl::Now() - t2;
-    forward += t1 - t0;
-    backward += t2 - t1;
+    t.update += absl::Now() - t2;
+    t.forward += t1 - t0;
+    t.backward += t2 - t1;
   }
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+  double comm_ms = 0, exposed_ms = 0;
+  int buckets = 0;
+  if (ddp != nullptr) {
+    const auto& stats = ddp->reducer().stats();
+    for (size_t i = stats.size() - steps; i < stats.size(); ++i) {
+      comm_ms += 1000.0 * stats[i].comm_s / steps;
+      exposed_ms += 1000.0 * stats[i].exposed_comm_s / steps;
+    }
+    buckets = static_cast<int>(ddp->reducer().bucket_assignment().size());
+    absl::Status done = dist->group->Barrier()->Wait(dist->group->timeout());
+    if (!done.ok()) return Fail(done);
+  }
+  if (rank != 0) return 0;
   std::printf(
-      "{\"impl\": \"ddpengine\", \"model\": \"%s\", \"batch_size\": %d, \"steps\": %d, \"world_size\": 1, "
-      "\"samples_per_s\": %.1f, \"step_ms\": %.3f, \"peak_rss_mb\": %.1f, \"forward_ms\": %.3f, "
-      "\"backward_ms\": %.3f, \"optimizer_ms\": %.3f}\n",
-      absl::GetFlag(FLAGS_model), batch_size, steps, steps * batch_size / elapsed, 1000.0 * elapsed / steps,
-      PeakRssMb(), absl::ToDoubleMilliseconds(forward) / steps, absl::ToDoubleMilliseconds(backward) / steps,
-      absl::ToDoubleMilliseconds(update) / steps);
+      "{\"impl\": \"ddpengine\", \"model\": \"%s\", \"batch_size\": %d, \"steps\": %d, \"world_size\": %d, "
+      "\"ddp\": %s, \"samples_per_s\": %.1f, \"step_ms\": %.3f, \"peak_rss_mb\": %.1f, \"forward_ms\": %.3f, "
+      "\"backward_ms\": %.3f, \"optimizer_ms\": %.3f, \"comm_ms\": %.3f, \"exposed_comm_ms\": %.3f, \"buckets\": %d}\n",
+      absl::GetFlag(FLAGS_model).c_str(), batch_size, steps, world, ddp != nullptr ? "true" : "false",
+      steps * batch_size * world / elapsed, 1000.0 * elapsed / steps, PeakRssMb(),
+      absl::ToDoubleMilliseconds(t.forward) / steps, absl::ToDoubleMilliseconds(t.backward) / steps,
+      absl::ToDoubleMilliseconds(t.update) / steps, comm_ms, exposed_ms, buckets);
   return 0;
 }
 

@@ -33,6 +33,7 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names, Pro
   ready_.assign(params_.size(), false);
   locally_used_.assign(params_.size(), false);
   unused_this_pass_.assign(params_.size(), false);
+  passthrough_ = group_->size() == 1 && dynamic_cast<AllReduceHook*>(options_.comm_hook.get()) != nullptr;
 }
 
 Reducer::~Reducer() {
@@ -68,6 +69,17 @@ absl::Status Reducer::PrepareForBackward(const std::vector<Tensor>& outputs, abs
 void Reducer::OnGradientReady(size_t index) {
   if (options_.find_unused_parameters) locally_used_[index] = true;
   if (!expect_hooks_ || !status_.ok()) return;  // no_sync, or a broken iteration
+  if (passthrough_) {  // Note [World size 1]: only the bookkeeping that detects unused parameters
+    if (!callback_queued_) {
+      callback_queued_ = true;
+      QueueBackwardFinishedCallback([this] { FinalizePassthrough(); });
+      if (options_.find_unused_parameters) {
+        for (size_t i = 0; i < params_.size(); ++i) ready_[i] = ready_[i] || unused_this_pass_[i];
+      }
+    }
+    ready_[index] = true;
+    return;
+  }
   if (!callback_queued_) {
     callback_queued_ = true;
     QueueBackwardFinishedCallback([this] { Finalize(); });
@@ -94,15 +106,13 @@ void Reducer::MarkReady(size_t index, bool used) {
     FillInPlace(slot.view, 0.0f);
   } else {
     Tensor grad = params_[index].grad();
-    if (options_.gradient_as_bucket_view) {
-      if (!(grad.storage() == slot.view.storage() && grad.storage_offset() == slot.view.storage_offset())) {
-        CopyInPlace(slot.view, grad);  // first time: move the gradient into the bucket, then alias it
-        params_[index].set_grad(slot.view);
-      }
+    const bool is_view = grad.storage() == slot.view.storage() && grad.storage_offset() == slot.view.storage_offset();
+    if (is_view) {
       MulScalarInPlace(slot.view, scale);
     } else {
-      CopyInPlace(slot.view, grad);
-      MulScalarInPlace(slot.view, scale);
+      CopyScaledInPlace(slot.view, grad, scale);
+      // With gradient_as_bucket_view the gradient now aliases its slot: no copies from here on.
+      if (options_.gradient_as_bucket_view) params_[index].set_grad(slot.view);
     }
   }
   if (options_.record_trace) {
@@ -131,6 +141,21 @@ std::string Reducer::UnreadyParameterNames() const {
     if (!ready_[i]) names.push_back(names_[i]);
   }
   return absl::StrJoin(names, ", ");
+}
+
+void Reducer::FinalizePassthrough() {
+  const absl::Time backward_end = absl::Now();
+  expect_hooks_ = false;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!ready_[i]) {
+      status_ = absl::FailedPreconditionError(absl::StrCat(
+          "DDP: the backward pass gave no gradient to these parameters (rank 0): ", UnreadyParameterNames(),
+          ". If the model has parameters that do not take part in producing the loss, pass "
+          "find_unused_parameters=true (--find_unused_parameters) to DistributedDataParallel."));
+      return;
+    }
+  }
+  RecordIteration(backward_end);
 }
 
 void Reducer::Finalize() {

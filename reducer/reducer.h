@@ -24,6 +24,11 @@
 //   Without find_unused_parameters, a parameter that got no gradient leaves its bucket unlaunched; the
 //   next PrepareForBackward fails with an error naming those parameters.
 //
+// Note [World size 1]: with one rank and the plain all-reduce hook the average of the gradients is the
+// gradient itself, so the Reducer copies and communicates nothing; it only tracks which parameters got a
+// gradient (so the unused-parameter error still fires) and records statistics. A compression hook is
+// still applied at world size 1, so its rounding can be studied on one process.
+//
 // Thread safety: not thread-safe. One training thread calls PrepareForBackward and runs backward (hooks
 // and Finalize run on the thread running backward); the process group runs communication elsewhere.
 #ifndef DDP_REDUCER_REDUCER_H_
@@ -106,6 +111,7 @@ class Reducer {
   void MarkReady(size_t index, bool used);
   void LaunchReadyBuckets();
   void Finalize();
+  void FinalizePassthrough();
   absl::Status WaitForBuckets();
   absl::Status ReduceUsedMap(std::vector<bool>* globally_used);
   void WriteBackGradients(const std::vector<bool>& globally_used);
@@ -121,6 +127,7 @@ class Reducer {
   std::vector<std::vector<size_t>> assignment_;
   std::vector<Bucket> buckets_;
   std::vector<Slot> slots_;
+  bool passthrough_ = false;  // Note [World size 1]
 
   // Per-iteration state.
   bool expect_hooks_ = false;

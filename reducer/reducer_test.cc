@@ -145,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(Caps, ReducerParityTest,
                                            ParityCase{4, 128, false, true}, ParityCase{4, 25 << 20, true, true}));
 
 TEST(ReducerTest, BucketsFollowReverseOrderThenReadyOrder) {
-  RunRanks(1, [&](int, ProcessGroup& group) {
+  RunRanks(2, [&](int, ProcessGroup& group) {
     TinyModel model(1);
     ReducerOptions options;
     options.first_bucket_cap_bytes = 0;
@@ -289,6 +289,26 @@ TEST(ReducerTest, CompressionHooksStayWithinTolerance) {
     });
   }
   EXPECT_FALSE(MakeCommHook("int8").ok());
+}
+
+TEST(ReducerTest, WorldSizeOneIsAPassThroughThatStillNamesUnusedParameters) {
+  RunRanks(1, [&](int, ProcessGroup& group) {
+    TinyModel model(4), reference(4);
+    Reducer reducer(model.params, model.names, &group, ReducerOptions{});
+    Batch batch = GlobalBatch(0, 4);
+    Tensor loss = model.Loss(batch.x, batch.y, true);
+    ASSERT_TRUE(reducer.PrepareForBackward({loss}, absl::Now()).ok());
+    loss.Backward();
+    reference.Loss(batch.x, batch.y, true).Backward();
+    for (size_t i = 0; i < model.params.size(); ++i) {
+      EXPECT_EQ(model.params[i].grad().ToVector<float>(), reference.params[i].grad().ToVector<float>());
+    }
+    EXPECT_EQ(reducer.stats().size(), 1u);
+    Tensor partial = model.Loss(batch.x, batch.y, false);
+    ASSERT_TRUE(reducer.PrepareForBackward({partial}, absl::Now()).ok());
+    partial.Backward();
+    EXPECT_NE(reducer.status().message().find("extra.weight"), std::string::npos) << reducer.status();
+  });
 }
 
 TEST(ReducerTest, StatsAndTraceAreRecorded) {

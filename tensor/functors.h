@@ -31,6 +31,11 @@ struct Axpy {
   float alpha;
   DDP_HOST_DEVICE float operator()(float a, float b) const { return a + alpha * b; }
 };
+// dst = scale * src (the Reducer's pre-scaled gradient copy).
+struct ScaledCopy {
+  float scale;
+  DDP_HOST_DEVICE float operator()(float, float src) const { return scale * src; }
+};
 struct AddScalar {
   float s;
   DDP_HOST_DEVICE float operator()(float a) const { return a + s; }

@@ -107,6 +107,8 @@ Tensor CrossEntropy(const Tensor& logits, const Tensor& target);
 const Tensor& AddInPlace(const Tensor& dst, const Tensor& src, float alpha = 1.0f);
 // dst *= s.
 const Tensor& MulScalarInPlace(const Tensor& dst, float s);
+// dst = scale * src in one pass (src broadcast to dst's shape). Returns dst.
+const Tensor& CopyScaledInPlace(const Tensor& dst, const Tensor& src, float scale);
 // dst = value everywhere.
 const Tensor& FillInPlace(const Tensor& dst, float value);
 // dst = src (same number of elements, converting dtype and device as needed; layout of dst kept).

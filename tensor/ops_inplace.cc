@@ -28,6 +28,14 @@ const Tensor& MulScalarInPlace(const Tensor& dst, float s) {
   return dst;
 }
 
+const Tensor& CopyScaledInPlace(const Tensor& dst, const Tensor& src, float scale) {
+  RequireCpuFloat("CopyScaledInPlace", {&dst, &src});
+  DDP_CHECK(BroadcastShapes(dst.shape(), src.shape()) == dst.shape())
+      << "CopyScaledInPlace: " << ShapeToString(src.shape()) << " does not broadcast to " << ShapeToString(dst.shape());
+  cpu::BinaryInPlace(dst, src, functors::ScaledCopy{scale});
+  return dst;
+}
+
 const Tensor& FillInPlace(const Tensor& dst, float value) {
   DDP_CHECK(dst.device().is_cpu()) << "FillInPlace: no CUDA kernel in this build";
   if (dst.dtype() == DType::kInt64) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job: trains the cnn on Fashion-MNIST (extra arguments go to //examples:train).
+# The main job: 2-rank DDP training of the cnn on Fashion-MNIST over Gloo, launched by ddprun
+# (extra arguments go to //examples:train, e.g. --epochs=1 or --model=mlp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
-bazel build //examples:train 2>&1 | grep -vE '^[0-9.]+: src/main/tools/linux-sandbox' | tail -3
-exec bazel-bin/examples/train --model=cnn "$@"
+bazel build //examples:train //ddp:ddprun 2>&1 | grep -vE '^[0-9.]+: src/main/tools/linux-sandbox' | tail -2
+exec bazel-bin/ddp/ddprun --nproc_per_node=2 bazel-bin/examples/train --model=cnn --backend=gloo "$@"
