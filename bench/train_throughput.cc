@@ -29,7 +29,10 @@ ABSL_FLAG(int, steps, 200, "timed steps");
 ABSL_FLAG(int, warmup, 20, "untimed steps first");
 ABSL_FLAG(int, threads, 1, "kernel threads per rank");
 ABSL_FLAG(bool, ddp, false, "wrap in DDP even when WORLD_SIZE is 1 (measures DDP's own overhead)");
-ABSL_FLAG(double, bucket_cap_mb, 25, "DDP bucket cap (MiB)");
+ABSL_FLAG(double, bucket_cap_mb, 25, "DDP bucket cap (MiB); 0: one bucket per parameter");
+ABSL_FLAG(double, first_bucket_mb, 1, "DDP first bucket cap (MiB)");
+ABSL_FLAG(std::string, ablation, "none",
+          "none | single_allreduce (one bucket, reduced after backward) | no_overlap (buckets reduced after backward)");
 ABSL_FLAG(std::string, data_dir, ddp::kDefaultFashionMnistDir, "Fashion-MNIST folder");
 
 namespace ddp {
@@ -72,6 +75,16 @@ int Run() {
   if (dist != nullptr) {
     DdpOptions options;
     options.bucket_cap_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_cap_mb) * (1 << 20));
+    options.first_bucket_cap_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_first_bucket_mb) * (1 << 20));
+    const std::string ablation = absl::GetFlag(FLAGS_ablation);
+    if (ablation == "single_allreduce") {
+      options.bucket_cap_bytes = options.first_bucket_cap_bytes = SIZE_MAX;
+      options.delay_reduction = true;
+    } else if (ablation == "no_overlap") {
+      options.delay_reduction = true;
+    } else if (ablation != "none") {
+      return Fail(absl::InvalidArgumentError("--ablation must be none, single_allreduce or no_overlap"));
+    }
     auto wrapped = DistributedDataParallel::Create(*model, dist->group.get(), options);
     if (!wrapped.ok()) return Fail(wrapped.status());
     ddp = *wrapped;
@@ -110,13 +123,14 @@ int Run() {
     t.backward += t2 - t1;
   }
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
-  double comm_ms = 0, exposed_ms = 0;
+  double comm_ms = 0, exposed_ms = 0, overlapped_ms = 0;
   int buckets = 0;
   if (ddp != nullptr) {
     const auto& stats = ddp->reducer().stats();
     for (size_t i = stats.size() - steps; i < stats.size(); ++i) {
       comm_ms += 1000.0 * stats[i].comm_s / steps;
       exposed_ms += 1000.0 * stats[i].exposed_comm_s / steps;
+      overlapped_ms += 1000.0 * stats[i].overlapped_comm_s / steps;
     }
     buckets = static_cast<int>(ddp->reducer().bucket_assignment().size());
     absl::Status done = dist->group->Barrier()->Wait(dist->group->timeout());
@@ -126,11 +140,13 @@ int Run() {
   std::printf(
       "{\"impl\": \"ddpengine\", \"model\": \"%s\", \"batch_size\": %d, \"steps\": %d, \"world_size\": %d, "
       "\"ddp\": %s, \"samples_per_s\": %.1f, \"step_ms\": %.3f, \"peak_rss_mb\": %.1f, \"forward_ms\": %.3f, "
-      "\"backward_ms\": %.3f, \"optimizer_ms\": %.3f, \"comm_ms\": %.3f, \"exposed_comm_ms\": %.3f, \"buckets\": %d}\n",
+      "\"backward_ms\": %.3f, \"optimizer_ms\": %.3f, \"comm_ms\": %.3f, \"overlapped_comm_ms\": %.3f, \"exposed_comm_ms\": %.3f, \"buckets\": %d, "
+      "\"bucket_cap_mb\": %g, \"ablation\": \"%s\"}\n",
       absl::GetFlag(FLAGS_model).c_str(), batch_size, steps, world, ddp != nullptr ? "true" : "false",
       steps * batch_size * world / elapsed, 1000.0 * elapsed / steps, PeakRssMb(),
       absl::ToDoubleMilliseconds(t.forward) / steps, absl::ToDoubleMilliseconds(t.backward) / steps,
-      absl::ToDoubleMilliseconds(t.update) / steps, comm_ms, exposed_ms, buckets);
+      absl::ToDoubleMilliseconds(t.update) / steps, comm_ms, overlapped_ms, exposed_ms, buckets,
+      absl::GetFlag(FLAGS_bucket_cap_mb), absl::GetFlag(FLAGS_ablation).c_str());
   return 0;
 }
 

@@ -119,6 +119,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   reducer_options.rebuild_buckets = options_.rebuild_buckets;
   reducer_options.comm_hook = options_.comm_hook;
   reducer_options.record_trace = options_.record_trace;
+  reducer_options.delay_reduction = options_.delay_reduction;
   reducer_ = std::make_unique<Reducer>(std::move(params), std::move(names), group_, reducer_options);
 }
 

@@ -33,6 +33,7 @@ struct DdpOptions {
   std::shared_ptr<CommHook> comm_hook;               // null: plain all-reduce
   bool record_trace = false;                         // keep Chrome trace events (WriteTrace)
   size_t broadcast_chunk_bytes = size_t{250} << 20;  // coalescing limit of the wrap-time broadcast
+  bool delay_reduction = false;                      // ablation: no overlap (reduce after backward)
 };
 
 // A Module whose only child is the wrapped module, registered as "module" (state dict names are

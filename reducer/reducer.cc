@@ -53,6 +53,7 @@ absl::Status Reducer::PrepareForBackward(const std::vector<Tensor>& outputs, abs
   backward_start_ = absl::Now();
   expect_hooks_ = true;
   callback_queued_ = false;
+  finalizing_ = false;
   next_bucket_ = 0;
   ready_.assign(params_.size(), false);
   for (Bucket& bucket : buckets_) {
@@ -123,6 +124,7 @@ void Reducer::MarkReady(size_t index, bool used) {
 }
 
 void Reducer::LaunchReadyBuckets() {
+  if (options_.delay_reduction && !finalizing_) return;  // the "no overlap" ablation: Finalize launches
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& bucket = buckets_[next_bucket_];
     bucket.launch_time = absl::Now();
@@ -162,6 +164,8 @@ void Reducer::Finalize() {
   const absl::Time backward_end = absl::Now();
   expect_hooks_ = false;
   if (!status_.ok()) return;
+  finalizing_ = true;
+  if (options_.delay_reduction) LaunchReadyBuckets();
   if (next_bucket_ < buckets_.size()) {
     status_ = absl::FailedPreconditionError(absl::StrCat(
         "DDP: the backward pass gave no gradient to these parameters (rank ", group_->rank(),

@@ -57,6 +57,7 @@ struct ReducerOptions {
   bool rebuild_buckets = true;                      // Note [Bucket rebuild]
   std::shared_ptr<CommHook> comm_hook;              // null: AllReduceHook
   bool record_trace = false;                        // keep Chrome trace events (trace())
+  bool delay_reduction = false;                     // ablation: launch every bucket only after backward
 };
 
 class Reducer {
@@ -132,6 +133,7 @@ class Reducer {
   // Per-iteration state.
   bool expect_hooks_ = false;
   bool callback_queued_ = false;
+  bool finalizing_ = false;  // Finalize is running (the delay_reduction ablation launches then)
   std::vector<bool> ready_;
   std::vector<bool> locally_used_;
   std::vector<bool> unused_this_pass_;

@@ -311,6 +311,29 @@ TEST(ReducerTest, WorldSizeOneIsAPassThroughThatStillNamesUnusedParameters) {
   });
 }
 
+TEST(ReducerTest, DelayedReductionAblationGivesTheSameGradientsWithoutOverlap) {
+  TinyModel reference(12);
+  Batch all = GlobalBatch(0, 8);
+  reference.Loss(all.x, all.y, true).Backward();
+  RunRanks(2, [&](int rank, ProcessGroup& group) {
+    TinyModel model(12);
+    ReducerOptions options;
+    options.delay_reduction = true;
+    options.first_bucket_cap_bytes = 0;
+    options.bucket_cap_bytes = 0;
+    Reducer reducer(model.params, model.names, &group, options);
+    Batch shard = Shard(all, rank, 4);
+    Tensor loss = model.Loss(shard.x, shard.y, true);
+    ASSERT_TRUE(reducer.PrepareForBackward({loss}, absl::Now()).ok());
+    loss.Backward();
+    ASSERT_TRUE(reducer.status().ok()) << reducer.status();
+    for (size_t i = 0; i < model.params.size(); ++i) {
+      EXPECT_LE(MaxRelativeError(model.params[i].grad(), reference.params[i].grad()), 1e-5) << model.names[i];
+    }
+    EXPECT_EQ(reducer.stats()[0].overlapped_comm_s, 0.0);
+  });
+}
+
 TEST(ReducerTest, StatsAndTraceAreRecorded) {
   RunRanks(2, [&](int rank, ProcessGroup& group) {
     TinyModel model(2);
