@@ -12,6 +12,7 @@
 #include "comm/file_store.h"
 #include "comm/prefix_store.h"
 #include "comm/process_group_gloo.h"
+#include "comm/socket_util.h"
 #include "comm/tcp_store.h"
 
 namespace ddp {
@@ -98,6 +99,7 @@ std::string LocalAddressToward(const std::string& host) {
 }
 
 absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitOptions& options) {
+  IgnoreSigpipeIfDefault();  // before any socket: a dead peer must fail a call, not kill the process
   auto context = std::make_unique<DistributedContext>();
   DDP_ASSIGN_OR_RETURN(context->launch, ResolveLaunchEnv(options.env, options.rank, options.world_size));
   if (options.timeout.has_value()) {

@@ -9,6 +9,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -20,6 +22,7 @@
 #include "comm/async_work.h"
 #include "comm/gloo_store_adapter.h"
 #include "comm/reduce_functions.h"
+#include "comm/socket_util.h"
 #include "tensor/ops.h"
 
 namespace ddp {

@@ -1,5 +1,7 @@
 #include "comm/socket_util.h"
 
+#include <signal.h>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -16,6 +18,11 @@
 #include "tensor/check.h"
 
 namespace ddp {
+
+void IgnoreSigpipeIfDefault() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+}
 namespace {
 
 absl::Status SocketError(absl::string_view what) {

@@ -15,6 +15,12 @@ namespace ddp {
 
 // Makes one attempt to connect to host:port (name or numeric, IPv4 or IPv6), giving up at
 // `deadline`. Returns a blocking socket with TCP_NODELAY. kUnavailable on failure.
+// Sets SIGPIPE to ignored when it still has its default action (which kills the process silently on a
+// write to a socket whose peer died; Gloo writes with writev, which cannot pass MSG_NOSIGNAL). A failed
+// write then returns EPIPE and becomes an error naming the collective. Programs that installed their own
+// SIGPIPE handler keep it. Thread-safe; called by ProcessGroupGloo::Create and InitProcessGroup.
+void IgnoreSigpipeIfDefault();
+
 absl::StatusOr<UniqueFd> ConnectTcp(const std::string& host, int port, absl::Time deadline);
 
 // Creates a listening, non-blocking socket bound to host:port (port 0: the kernel picks a free one;

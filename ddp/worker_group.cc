@@ -1,5 +1,7 @@
 #include "ddp/worker_group.h"
 
+#include <sys/wait.h>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -94,6 +96,11 @@ void GroupRunner::Pump(Worker& w) {
 }
 
 void GroupRunner::Reap(absl::Time now) {
+  // Among the workers that exited non-zero in this poll cycle, blame one killed by a signal first: when a
+  // crash cascades, survivors that exit in the same cycle are consequences, not the cause.
+  Worker* culprit = nullptr;
+  bool culprit_signaled = false;
+  int culprit_code = 0;
   for (Worker& w : workers_) {
     if (w.exited) continue;
     std::optional<int> status = w.process->TryReap();
@@ -106,13 +113,19 @@ void GroupRunner::Reap(absl::Time now) {
     w.process->CloseStderr();
     w.output->Finish();
     const int code = ExitCodeFromWaitStatus(*status);
-    if (code != 0 && outcome_.kind == GroupOutcome::Kind::kSucceeded) {
-      outcome_.kind = GroupOutcome::Kind::kFailed;
-      outcome_.failed_rank = w.rank;
-      outcome_.exit_code = code;
-      outcome_.tail = w.output->Tail();
-      StopOthers(now);
+    const bool signaled = WIFSIGNALED(*status);
+    if (code != 0 && (culprit == nullptr || (signaled && !culprit_signaled))) {
+      culprit = &w;
+      culprit_signaled = signaled;
+      culprit_code = code;
     }
+  }
+  if (culprit != nullptr && outcome_.kind == GroupOutcome::Kind::kSucceeded) {
+    outcome_.kind = GroupOutcome::Kind::kFailed;
+    outcome_.failed_rank = culprit->rank;
+    outcome_.exit_code = culprit_code;
+    outcome_.tail = culprit->output->Tail();
+    StopOthers(now);
   }
 }
 
