@@ -86,7 +86,8 @@ def run(rank, args, result_queue=None):
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     model = make_model(args.model)
-    if args.world_size > 1:
+    use_ddp = args.world_size > 1 or args.ddp
+    if use_ddp:
         import torch.distributed as dist
         dist.init_process_group("gloo", rank=rank, world_size=args.world_size)
         model = nn.parallel.DistributedDataParallel(model)
@@ -112,11 +113,11 @@ def run(rank, args, result_queue=None):
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     result = {
         "impl": "pytorch", "model": args.model, "batch_size": args.batch_size, "steps": args.steps,
-        "world_size": args.world_size,
+        "world_size": args.world_size, "ddp": use_ddp,
         "samples_per_s": args.steps * args.batch_size * args.world_size / elapsed,
         "step_ms": 1000.0 * elapsed / args.steps, "peak_rss_mb": peak_mb,
     }
-    if args.world_size > 1:
+    if use_ddp:
         import torch.distributed as dist
         dist.destroy_process_group()
     if rank == 0:
@@ -134,8 +135,9 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--world_size", type=int, default=1)
     parser.add_argument("--master_port", type=int, default=29611)
+    parser.add_argument("--ddp", action="store_true", help="wrap in DDP even at world size 1")
     args = parser.parse_args()
-    if args.world_size > 1:
+    if args.world_size > 1 or args.ddp:
         import torch.multiprocessing as mp
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ["MASTER_PORT"] = str(args.master_port)

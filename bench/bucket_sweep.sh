@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Bucket-size sweep for DDP on 2 ranks (//bench:bucket_sweep): runs a model for bucket caps 0 (one
+# bucket per parameter), 0.0625, 0.25, 1, 5, 25 and 100 MiB (first bucket cap = bucket cap), PyTorch's
+# default layout (first 1 MiB, then 25 MiB), and two ablations: "single_allreduce" (one bucket reduced
+# after backward) and "no_overlap" (default buckets, all reduced after backward). Prints a table
+# (cap, buckets, step ms, comm ms, exposed comm ms), writes CSV and a PNG plot (gnuplot).
+#
+#   bazel run //bench:bucket_sweep -- [--model=cnn] [--steps=100] [--out=DIR] [--netns [--rate=1gbit]]
+#
+# --netns runs the two ranks in two network namespaces joined by a veth pair whose both directions are
+# limited by a token bucket (tc tbf) to --rate, so the bucket trade-off shows as between machines. It
+# needs root and iproute2; the namespaces are always removed.
+set -euo pipefail
+
+runfile() {
+  local path="$1"
+  for base in "${RUNFILES_DIR:-}" "$0.runfiles" "${TEST_SRCDIR:-}"; do
+    if [[ -n "$base" && -e "$base/ddpengine/$path" ]]; then echo "$base/ddpengine/$path"; return; fi
+  done
+  local root
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  if [[ -e "$root/bazel-bin/$path" ]]; then echo "$root/bazel-bin/$path"; else echo "$root/$path"; fi
+}
+
+MODEL=cnn STEPS=100 OUT="${BUILD_WORKSPACE_DIRECTORY:-$PWD}/bench_out" NETNS=0 RATE=1gbit
+for arg in "$@"; do
+  case "$arg" in
+    --model=*) MODEL="${arg#*=}" ;;
+    --steps=*) STEPS="${arg#*=}" ;;
+    --out=*) OUT="${arg#*=}" ;;
+    --netns) NETNS=1 ;;
+    --rate=*) RATE="${arg#*=}" ;;
+    *) echo "bucket_sweep: unknown argument $arg (see the header of bench/bucket_sweep.sh)" >&2; exit 2 ;;
+  esac
+done
+DDPRUN="$(runfile ddp/ddprun)"
+BENCH="$(runfile bench/train_throughput)"
+mkdir -p "$OUT"
+tag="$MODEL"
+link_note=""
+if [[ $NETNS == 1 ]]; then
+  tag="${MODEL}_netns_${RATE}"
+  link_note=", link $RATE"
+fi
+CSV="$OUT/bucket_sweep_${tag}.csv"
+PNG="$OUT/bucket_sweep_${tag}.png"
+
+NS_A="" NS_B=""
+cleanup() {
+  for ns in $NS_A $NS_B; do
+    for pid in $(timeout 5 ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+    timeout 5 ip netns del "$ns" 2>/dev/null || true
+  done
+}
+trap cleanup EXIT
+
+if [[ $NETNS == 1 ]]; then
+  [[ $EUID == 0 ]] || { echo "bucket_sweep: --netns needs root" >&2; exit 2; }
+  NS_A="sweepA$$" NS_B="sweepB$$"
+  NET="10.$((150 + $$ % 50)).$(( ($$ / 50) % 256 ))"
+  ADDR_A="$NET.1" ADDR_B="$NET.2"
+  ip netns add "$NS_A" && ip netns add "$NS_B"
+  ip link add "sa$$" netns "$NS_A" type veth peer name "sb$$" netns "$NS_B"
+  for side in "$NS_A sa$$ $ADDR_A" "$NS_B sb$$ $ADDR_B"; do
+    set -- $side
+    ip -n "$1" link set lo up
+    ip -n "$1" addr add "$3/30" dev "$2"
+    ip -n "$1" link set "$2" up
+    ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$RATE" burst 256kb latency 50ms
+  done
+fi
+
+# Runs one configuration on 2 ranks; prints rank 0's JSON line.
+run_config() {
+  if [[ $NETNS == 1 ]]; then
+    local token port=29400
+    token="$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+    DDP_TIMEOUT_S=120 timeout 600 ip netns exec "$NS_B" "$DDPRUN" --nnodes 2 --node_rank 1 --nproc_per_node 1 \
+      --master_addr "$ADDR_A" --master_port $port --job_token "$token" "$BENCH" --model="$MODEL" --steps="$STEPS" \
+      "$@" >/dev/null 2>&1 &
+    DDP_TIMEOUT_S=120 timeout 600 ip netns exec "$NS_A" "$DDPRUN" --nnodes 2 --node_rank 0 --nproc_per_node 1 \
+      --master_addr "$ADDR_A" --master_port $port --job_token "$token" "$BENCH" --model="$MODEL" --steps="$STEPS" \
+      "$@" 2>/dev/null | sed -n 's/^\[rank 0\] //p' | grep '^{'
+    wait
+  else
+    DDP_TIMEOUT_S=120 timeout 600 "$DDPRUN" --nproc_per_node 2 --master_port 0 "$BENCH" --model="$MODEL" \
+      --steps="$STEPS" "$@" 2>/dev/null | sed -n 's/^\[rank 0\] //p' | grep '^{'
+  fi
+}
+
+rows=()
+for cap in 0 0.0625 0.25 1 5 25 100; do
+  rows+=("$cap|$(run_config --bucket_cap_mb="$cap" --first_bucket_mb="$cap")")
+done
+rows+=("default 1/25|$(run_config --bucket_cap_mb=25 --first_bucket_mb=1)")
+rows+=("single_allreduce|$(run_config --ablation=single_allreduce)")
+rows+=("no_overlap|$(run_config --ablation=no_overlap)")
+
+printf '%s\n' "${rows[@]}" | /usr/bin/python3 "$(runfile bench/bucket_sweep_report.py)" "$CSV" \
+  "bucket sweep: $MODEL, 2 ranks, batch 64 per rank, $STEPS steps$link_note"
+
+if command -v gnuplot >/dev/null 2>&1; then
+  gnuplot <<GP
+set terminal pngcairo size 1000,500 noenhanced
+set output "$PNG"
+set datafile separator ","
+set title "DDP bucket sweep: $tag (2 ranks)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set ylabel "ms per step"
+set xtics rotate by -30
+set key top left
+plot "$CSV" using 4:xtic(2) title "step", "" using 5 title "communication", "" using 6 title "exposed communication"
+GP
+  echo "wrote $CSV and $PNG"
+else
+  echo "wrote $CSV (gnuplot missing: no plot)"
+fi

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# DDP throughput, ours vs PyTorch 1.13 DDP over gloo, in the same run (alternating, so load on the
+# machine hits both alike). 1 thread per rank, batch 64 per rank, pre-loaded Fashion-MNIST batches.
+#   * world size 1: DDP-wrapped vs plain module (DDP's own overhead), for ours and PyTorch;
+#   * world size 2: samples/s over both ranks, plus our communication / exposed communication.
+#
+#   bash bench/compare_ddp.sh                    # mlp and cnn, 3 rounds
+#   MODELS=cnn ROUNDS=5 bash bench/compare_ddp.sh      (MLP_STEPS / CNN_STEPS change the step counts)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+bazel build //bench:train_throughput //ddp:ddprun 2>&1 | grep -vE '^[0-9.]+: src/main/tools/linux-sandbox' | tail -1
+MODELS=${MODELS:-"mlp cnn"}
+ROUNDS=${ROUNDS:-3}
+out=$(mktemp)
+ours() { bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 "$@"; }
+ours2() { bazel-bin/ddp/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 "$@" | sed 's/^\[rank 0\] //'; }
+theirs() { OMP_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_reference.py --steps="$STEPS" --threads=1 "$@"; }
+for model in $MODELS; do
+  # About 4 s of timed steps per run, so that a 3% difference is above the noise (mlp steps are ~2 ms).
+  if [[ $model == mlp ]]; then STEPS=${MLP_STEPS:-2000}; else STEPS=${CNN_STEPS:-200}; fi
+  for round in $(seq "$ROUNDS"); do
+    ours --model="$model" | tee -a "$out"
+    ours --model="$model" --ddp | tee -a "$out"
+    theirs --model="$model" | tee -a "$out"
+    theirs --model="$model" --ddp | tee -a "$out"
+    ours2 --model="$model" | tee -a "$out"
+    theirs --model="$model" --world_size=2 | tee -a "$out"
+  done
+done
+/usr/bin/python3 - "$out" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+def med(model, impl, world, ddp, key="samples_per_s"):
+    vals = [r[key] for r in rows if r["model"] == model and r["impl"] == impl and r["world_size"] == world
+            and bool(r.get("ddp")) == ddp]
+    return statistics.median(vals) if vals else float("nan")
+print("\nmedians over rounds (samples/s summed over ranks)")
+print("model  world-1 DDP/plain step time: ours  pytorch | world 2 samples/s: ours  pytorch  ratio | ours comm ms  exposed ms")
+for model in dict.fromkeys(r["model"] for r in rows):
+    o1 = med(model, "ddpengine", 1, False) / med(model, "ddpengine", 1, True)
+    p1 = med(model, "pytorch", 1, False) / med(model, "pytorch", 1, True)
+    o2, p2 = med(model, "ddpengine", 2, True), med(model, "pytorch", 2, True)
+    comm, exposed = med(model, "ddpengine", 2, True, "comm_ms"), med(model, "ddpengine", 2, True, "exposed_comm_ms")
+    print(f"{model:6s} {o1:33.3f} {p1:8.3f} | {o2:23.0f} {p2:8.0f} {o2 / p2:6.2f}x | {comm:12.2f} {exposed:11.2f}")
+PY
+rm -f "$out"
