@@ -110,7 +110,7 @@ set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set ylabel "ms per step"
 set xtics rotate by -30
-set key top left
+set key outside top center horizontal
 plot "$CSV" using 4:xtic(2) title "step", "" using 5 title "communication", "" using 6 title "exposed communication"
 GP
   echo "wrote $CSV and $PNG"
