@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "comm/memory_store.h"
+#include "comm/testing/run_ranks.h"
 #include "comm/prefix_store.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
@@ -18,19 +19,6 @@ namespace {
 constexpr absl::Duration kWait = absl::Seconds(60);
 
 // Runs fn(rank, group) on `world` threads, each with its own gloo group over a shared store.
-void RunRanks(int world, const std::function<void(int, ProcessGroup&)>& fn,
-              ProcessGroupGlooOptions options = {}) {
-  MemoryStore store;
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < world; ++rank) {
-    threads.emplace_back([&, rank] {
-      auto group = ProcessGroupGloo::Create(store, rank, world, options);
-      ASSERT_TRUE(group.ok()) << group.status();
-      fn(rank, **group);
-    });
-  }
-  for (auto& t : threads) t.join();
-}
 
 // Rank r's input: element i = (r + 1) * (i % 7 + 1) - 3 (exact in float32).
 std::vector<float> Input(int rank, int64_t n) {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "comm/memory_store.h"
+#include "comm/testing/run_ranks.h"
 #include "comm/process_group_gloo.h"
 #include "ddp/sync_batch_norm.h"
 #include "nn/models.h"
@@ -17,18 +18,6 @@
 namespace ddp {
 namespace {
 
-void RunRanks(int world, const std::function<void(int, ProcessGroup&)>& fn) {
-  MemoryStore store;
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < world; ++rank) {
-    threads.emplace_back([&, rank] {
-      auto group = ProcessGroupGloo::Create(store, rank, world);
-      ASSERT_TRUE(group.ok()) << group.status();
-      fn(rank, **group);
-    });
-  }
-  for (auto& t : threads) t.join();
-}
 
 // max |a - b| / max |b| over the tensor (the relative error the issue bounds by 1e-5).
 double NormalizedError(const Tensor& a, const Tensor& b) {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "comm/memory_store.h"
+#include "comm/testing/run_ranks.h"
 #include "comm/process_group_gloo.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
@@ -15,18 +16,6 @@
 namespace ddp {
 namespace {
 
-void RunRanks(int world, const std::function<void(int, ProcessGroup&)>& fn) {
-  MemoryStore store;
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < world; ++rank) {
-    threads.emplace_back([&, rank] {
-      auto group = ProcessGroupGloo::Create(store, rank, world);
-      ASSERT_TRUE(group.ok()) << group.status();
-      fn(rank, **group);
-    });
-  }
-  for (auto& t : threads) t.join();
-}
 
 // A two-layer MLP as raw leaves: fc1 [8, 4] + [8], fc2 [3, 8] + [3], plus an optional extra head.
 struct TinyModel {

@@ -1,0 +1,38 @@
+// For tests: runs a function as `world` ranks, each a thread with its own ProcessGroupGloo over one
+// shared in-memory store and real TCP over loopback (CONVENTIONS.md 8: multi-rank tests in one process).
+#ifndef DDP_COMM_TESTING_RUN_RANKS_H_
+#define DDP_COMM_TESTING_RUN_RANKS_H_
+
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "comm/memory_store.h"
+#include "comm/process_group_gloo.h"
+
+namespace ddp {
+
+// Calls fn(rank, group) on `world` threads and joins them. A rank that cannot create its group fails
+// the current test (and skips fn). After fn every rank passes a barrier before destroying its group, so
+// a rank whose fn did no communication cannot close its connections while a peer is still connecting.
+// Gloo options (e.g. a short timeout) may be passed.
+inline void RunRanks(int world, const std::function<void(int rank, ProcessGroup& group)>& fn,
+                     const ProcessGroupGlooOptions& options = {}) {
+  MemoryStore store;
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto group = ProcessGroupGloo::Create(store, rank, world, options);
+      ASSERT_TRUE(group.ok()) << group.status();
+      fn(rank, **group);
+      EXPECT_TRUE((*group)->Barrier()->Wait(absl::Seconds(60)).ok()) << "final barrier of rank " << rank;
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace ddp
+
+#endif  // DDP_COMM_TESTING_RUN_RANKS_H_
