@@ -14,6 +14,9 @@
 #include "comm/process_group_gloo.h"
 #include "comm/socket_util.h"
 #include "comm/tcp_store.h"
+#ifdef DDP_WITH_CUDA
+#include "comm/process_group_nccl.h"
+#endif
 
 namespace ddp {
 namespace {
@@ -107,15 +110,29 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitO
   } else {
     DDP_ASSIGN_OR_RETURN(context->timeout, ResolveTimeout(options.env));
   }
+#ifndef DDP_WITH_CUDA
   if (options.backend == "nccl") {
     return absl::UnimplementedError("backend nccl needs a build with --config=cuda (and a GPU)");
   }
-  if (options.backend != "gloo") {
+#endif
+  if (options.backend != "gloo" && options.backend != "nccl") {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown backend \"", options.backend, "\": expected gloo or nccl"));
   }
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<Store> base, MakeStore(options, context->launch, context->timeout));
   context->store = std::make_unique<OwningPrefixStore>("default_pg/", std::move(base));
+#ifdef DDP_WITH_CUDA
+  if (options.backend == "nccl") {
+    ProcessGroupNcclOptions nccl_options;
+    nccl_options.timeout = context->timeout;
+    nccl_options.device = context->launch.local_rank;  // one rank per GPU
+    DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupNccl> group,
+                         ProcessGroupNccl::Create(*context->store, context->launch.rank,
+                                                  context->launch.world_size, nccl_options));
+    context->group = std::move(group);
+    return context;
+  }
+#endif
   ProcessGroupGlooOptions gloo_options;
   gloo_options.timeout = context->timeout;
   gloo_options.hostname =

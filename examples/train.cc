@@ -3,6 +3,7 @@
 //
 //   bazel-bin/examples/train --model=cnn --epochs=5
 //   bazel-bin/ddp/ddprun --nproc_per_node=2 bazel-bin/examples/train --model=cnn
+//   bazel-bin/ddp/ddprun --nproc_per_node=3 bazel-bin/examples/train --eval_only --init_from=w.safetensors
 //
 // Flags and defaults: examples/trainer.h (TrainConfig) and README.md.
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "comm/init.h"
 #include "examples/trainer.h"
 
 namespace {
@@ -46,6 +48,9 @@ ABSL_FLAG(bool, no_rebuild_buckets, kDefaults.no_rebuild_buckets, "DDP: keep the
 ABSL_FLAG(bool, print_buckets, kDefaults.print_buckets, "rank 0 prints the DDP bucket layout");
 ABSL_FLAG(std::string, trace_out, "", "write a Chrome trace (Perfetto) of every rank to this file");
 ABSL_FLAG(bool, sync_bn, kDefaults.sync_bn, "DDP: convert BatchNorm2d layers to SyncBatchNorm2d");
+ABSL_FLAG(int, num_workers, kDefaults.num_workers, "DataLoader worker threads per rank (0: load on the training thread)");
+ABSL_FLAG(bool, eval_only, kDefaults.eval_only, "evaluate --init_from's weights on the test set (any world size) and exit");
+ABSL_FLAG(int64_t, eval_batch_size, kDefaults.eval_batch_size, "samples per evaluation forward pass and rank");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Trains a model on Fashion-MNIST. Example: train --model=cnn --epochs=5");
@@ -83,6 +88,9 @@ int main(int argc, char** argv) {
   config.print_buckets = absl::GetFlag(FLAGS_print_buckets);
   config.trace_out = absl::GetFlag(FLAGS_trace_out);
   config.sync_bn = absl::GetFlag(FLAGS_sync_bn);
+  config.num_workers = absl::GetFlag(FLAGS_num_workers);
+  config.eval_only = absl::GetFlag(FLAGS_eval_only);
+  config.eval_batch_size = absl::GetFlag(FLAGS_eval_batch_size);
   if (absl::Status valid = ddp::ValidateConfig(config); !valid.ok()) {
     std::fprintf(stderr, "train: usage error: %s\n", std::string(valid.message()).c_str());
     return 2;
@@ -92,7 +100,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train: %s\n", result.status().ToString().c_str());
     return 1;
   }
-  if (result->count > 0) {  // the rank that evaluated (rank 0, or the only process)
+  // Every rank holds the same (distributed) evaluation; rank 0 reports it.
+  absl::StatusOr<ddp::LaunchEnv> launch = ddp::ResolveLaunchEnv(ddp::ProcessEnv());
+  if (launch.ok() && launch->rank == 0) {
     std::printf("final test_acc %.4f test_loss %.4f\n", result->accuracy, result->loss);
   }
   return 0;

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "examples/progress.h"
@@ -46,25 +45,11 @@ double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps)
   return config.lr * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(step) / static_cast<double>(total_steps)));
 }
 
-std::vector<int64_t> EpochShard(int64_t size, bool shuffle, uint64_t seed, int epoch, int rank, int world_size) {
-  std::vector<int64_t> order(size);
-  std::iota(order.begin(), order.end(), 0);
-  if (shuffle) {
-    Generator generator(seed * 1000003 + static_cast<uint64_t>(epoch));
-    for (int64_t i = size - 1; i > 0; --i) std::swap(order[i], order[generator.RandomIndex(i + 1)]);
-  }
-  const int64_t padded = (size + world_size - 1) / world_size * world_size;
-  for (int64_t i = size; i < padded; ++i) order.push_back(order[i - size]);
-  std::vector<int64_t> shard;
-  for (int64_t i = rank; i < padded; i += world_size) shard.push_back(order[i]);
-  return shard;
-}
-
-absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, const Dataset& train) {
+absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& loader) {
   const TrainConfig& config = state.config;
-  const std::vector<int64_t> shard =
-      EpochShard(train.Size(), config.shuffle, config.seed, epoch, state.rank, state.world_size);
-  const int64_t micro_batches = (static_cast<int64_t>(shard.size()) + config.batch_size - 1) / config.batch_size;
+  loader.sampler()->SetEpoch(epoch);
+  DDP_RETURN_IF_ERROR(loader.Begin());
+  const int64_t micro_batches = loader.NumBatches();
   int64_t steps = micro_batches / config.accumulate_steps;
   if (config.max_steps > 0) steps = std::min(steps, config.max_steps - state.global_step);
   ProgressReporter progress(stderr, absl::StrCat("epoch ", epoch), steps);
@@ -74,13 +59,11 @@ absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, const Datase
     double loss_sum = 0;
     int64_t samples = 0;
     for (int micro = 0; micro < config.accumulate_steps; ++micro) {
-      const int64_t begin = (step * config.accumulate_steps + micro) * config.batch_size;
-      const int64_t end = std::min<int64_t>(begin + config.batch_size, shard.size());
-      DDP_ASSIGN_OR_RETURN(Example batch,
-                           train.GetBatch(std::vector<int64_t>(shard.begin() + begin, shard.begin() + end)));
-      DDP_ASSIGN_OR_RETURN(double loss, ForwardBackward(state, batch, micro == config.accumulate_steps - 1));
+      DDP_ASSIGN_OR_RETURN(std::optional<Example> batch, loader.Next());
+      if (!batch) return absl::InternalError(absl::StrCat("DataLoader ended before its ", micro_batches, " batches"));
+      DDP_ASSIGN_OR_RETURN(double loss, ForwardBackward(state, *batch, micro == config.accumulate_steps - 1));
       loss_sum += loss;
-      samples += end - begin;
+      samples += batch->target.size(0);
     }
     if (state.global_step == 0 && !config.dump_grads.empty() && state.rank == 0) {
       DDP_RETURN_IF_ERROR(DumpGradients(state.model, config.dump_grads));

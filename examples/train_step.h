@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "data/dataset.h"
+#include "data/data_loader.h"
 #include "ddp/distributed_data_parallel.h"
 #include "examples/trainer.h"
 #include "nn/module.h"
@@ -31,8 +31,11 @@ struct EpochStats {
   double samples_per_s = 0.0;  // over all ranks
 };
 
-// Trains one epoch on this rank's shard (EpochShard); stops early when config.max_steps is reached.
-absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, const Dataset& train);
+// Trains one epoch: sets the loader's sampler to `epoch` (SetEpoch, so a DistributedSampler draws the
+// epoch's order, the same on every rank), then takes `loader`'s batches (this rank's shard) until the
+// epoch ends or config.max_steps optimizer steps were taken in total. A loader error (naming the sample
+// index) ends the epoch with that error.
+absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& loader);
 
 }  // namespace ddp
 

@@ -3,14 +3,16 @@
 
 #include <cstdio>
 #include <fstream>
-#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "comm/init.h"
+#include "data/data_loader.h"
 #include "data/fashion_mnist.h"
+#include "data/sampler.h"
 #include "ddp/distributed_data_parallel.h"
+#include "ddp/distributed_eval.h"
 #include "ddp/sync_batch_norm.h"
 #include "examples/progress.h"
 #include "examples/train_step.h"
@@ -64,14 +66,42 @@ absl::StatusOr<std::shared_ptr<DistributedDataParallel>> WrapDdp(const TrainConf
   return DistributedDataParallel::Create(std::move(model), group, options);
 }
 
-// Rank 0 evaluates; the others wait for it at a barrier.
-absl::StatusOr<EvalResult> EvaluateOnRankZero(const TrainConfig& config, Module& model, const Dataset& test,
-                                              ProcessGroup* group) {
-  EvalResult result;
+// Every rank evaluates its share of the test set; the result (the same on every rank) equals one
+// process's.
+absl::StatusOr<EvalResult> EvaluateTestSet(const TrainConfig& config, Module& model, const Dataset& test,
+                                           ProcessGroup* group) {
+  DistributedEvalOptions options;
+  options.batch_size = config.eval_batch_size;
+  options.num_workers = config.num_workers;
+  return EvaluateDistributed(model, test, group, options);
+}
+
+// The training loader: this rank's DistributedSampler shard in batches of config.batch_size.
+absl::StatusOr<std::unique_ptr<DataLoader>> MakeTrainLoader(const TrainConfig& config,
+                                                            std::shared_ptr<const Dataset> train, int rank,
+                                                            int world) {
+  DistributedSamplerOptions sampler_options;
+  sampler_options.num_replicas = world;
+  sampler_options.rank = rank;
+  sampler_options.shuffle = config.shuffle;
+  sampler_options.seed = config.seed;
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<DistributedSampler> sampler,
+                       DistributedSampler::Create(train->Size(), sampler_options));
+  DataLoaderOptions options;
+  options.batch_size = config.batch_size;
+  options.num_workers = config.num_workers;
+  return DataLoader::Create(std::move(train), std::move(sampler), options);
+}
+
+// --eval_only: every rank evaluates the loaded weights; rank 0 reports.
+absl::StatusOr<EvalResult> EvaluateOnly(const TrainConfig& config, Module& model, const Dataset& test,
+                                        ProcessGroup* group) {
+  DDP_ASSIGN_OR_RETURN(EvalResult result, EvaluateTestSet(config, model, test, group));
   if (group == nullptr || group->rank() == 0) {
-    DDP_ASSIGN_OR_RETURN(result, Evaluate(model, test, config.eval_batch_size));
+    std::fprintf(stderr, "eval_only %s: test_loss %.4f test_acc %.4f over %lld samples on %d rank(s)\n",
+                 config.init_from.c_str(), result.loss, result.accuracy, static_cast<long long>(result.count),
+                 group != nullptr ? group->size() : 1);
   }
-  if (group != nullptr) DDP_RETURN_IF_ERROR(group->Barrier()->Wait(group->timeout()));
   return result;
 }
 
@@ -122,32 +152,18 @@ absl::Status ValidateConfig(const TrainConfig& config) {
   if (config.comm_hook != "none" && config.comm_hook != "fp16" && config.comm_hook != "bf16") {
     return bad(absl::StrCat("--comm_hook must be none, fp16 or bf16, got \"", config.comm_hook, "\""));
   }
+  if (config.num_workers < 0) return bad(absl::StrCat("--num_workers must be >= 0, got ", config.num_workers));
+  if (config.eval_batch_size < 1) {
+    return bad(absl::StrCat("--eval_batch_size must be >= 1, got ", config.eval_batch_size));
+  }
+  if (config.eval_only && config.init_from.empty()) return bad("--eval_only needs --init_from=WEIGHTS");
   return absl::OkStatus();
 }
 
 absl::StatusOr<EvalResult> Evaluate(Module& model, const Dataset& dataset, int64_t batch_size) {
-  const bool was_training = model.is_training();
-  model.Eval();
-  NoGradGuard no_grad;
-  double loss_sum = 0.0;
-  int64_t correct = 0;
-  for (int64_t begin = 0; begin < dataset.Size(); begin += batch_size) {
-    const int64_t end = std::min(begin + batch_size, dataset.Size());
-    std::vector<int64_t> indices(end - begin);
-    std::iota(indices.begin(), indices.end(), begin);
-    DDP_ASSIGN_OR_RETURN(Example batch, dataset.GetBatch(indices));
-    Tensor logits = model.Forward(batch.input);
-    loss_sum += CrossEntropy(logits, batch.target).item() * (end - begin);
-    std::vector<int64_t> predicted = Argmax(logits, 1).ToVector<int64_t>();
-    std::vector<int64_t> labels = batch.target.ToVector<int64_t>();
-    for (size_t i = 0; i < labels.size(); ++i) correct += predicted[i] == labels[i];
-  }
-  model.Train(was_training);
-  EvalResult result;
-  result.count = dataset.Size();
-  result.loss = result.count > 0 ? loss_sum / result.count : 0.0;
-  result.accuracy = result.count > 0 ? static_cast<double>(correct) / result.count : 0.0;
-  return result;
+  DistributedEvalOptions options;
+  options.batch_size = batch_size;
+  return EvaluateDistributed(model, dataset, /*group=*/nullptr, options);
 }
 
 absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
@@ -164,11 +180,13 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   const int rank = group != nullptr ? group->rank() : 0;
   const int world = group != nullptr ? group->size() : 1;
 
-  DDP_ASSIGN_OR_RETURN(auto train, LoadFashionMnist(config.data_dir, Split::kTrain));
   DDP_ASSIGN_OR_RETURN(auto test, LoadFashionMnist(config.data_dir, Split::kTest));
   Generator init_generator(config.seed);
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, MakeModel(config.model, init_generator));
   if (!config.init_from.empty()) DDP_RETURN_IF_ERROR(LoadModuleFromSafetensors(*model, config.init_from));
+  if (config.eval_only) return EvaluateOnly(config, *model, *test, group);
+  DDP_ASSIGN_OR_RETURN(auto train, LoadFashionMnist(config.data_dir, Split::kTrain));
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> loader, MakeTrainLoader(config, train, rank, world));
   std::shared_ptr<DistributedDataParallel> ddp;
   if (group != nullptr) {
     DDP_ASSIGN_OR_RETURN(ddp, WrapDdp(config, model, group));
@@ -181,16 +199,15 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   }
 
   TrainState state{config, *model, ddp.get(), *optimizer, rank, world};
-  const int64_t shard_size = (train->Size() + world - 1) / world;
-  const int64_t steps_per_epoch = (shard_size + config.batch_size - 1) / config.batch_size / config.accumulate_steps;
+  const int64_t steps_per_epoch = loader->NumBatches() / config.accumulate_steps;
   state.total_steps = steps_per_epoch * config.epochs;
   if (config.max_steps > 0) state.total_steps = std::min(state.total_steps, config.max_steps);
   EvalResult last;
   const absl::Time start = absl::Now();
   for (int epoch = 1; epoch <= config.epochs; ++epoch) {
     if (config.max_steps > 0 && state.global_step >= config.max_steps) break;
-    DDP_ASSIGN_OR_RETURN(EpochStats stats, TrainEpoch(state, epoch, *train));
-    DDP_ASSIGN_OR_RETURN(last, EvaluateOnRankZero(config, *model, *test, group));
+    DDP_ASSIGN_OR_RETURN(EpochStats stats, TrainEpoch(state, epoch, *loader));
+    DDP_ASSIGN_OR_RETURN(last, EvaluateTestSet(config, *model, *test, group));
     if (rank != 0) continue;
     const double wall = absl::ToDoubleSeconds(absl::Now() - start);
     std::fprintf(stderr, "epoch %d: train_loss %.4f test_loss %.4f test_acc %.4f (%.0f samples/s, %s)\n", epoch,

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "data/dataset.h"
+#include "ddp/distributed_eval.h"
 #include "nn/module.h"
 
 namespace ddp {
@@ -33,6 +34,8 @@ struct TrainConfig {
   std::string dump_grads;           // safetensors of the first backward pass's (averaged) gradients
   bool shuffle = true;              // false: samples in file order
   int64_t eval_batch_size = 1000;
+  int num_workers = 1;              // DataLoader worker threads per rank (0: load on the training thread)
+  bool eval_only = false;           // evaluate init_from's weights on the test set and exit (no training)
 
   // Distributed (used when the launch environment has WORLD_SIZE > 1).
   std::string backend = "gloo";      // gloo | nccl
@@ -48,34 +51,25 @@ struct TrainConfig {
   bool sync_bn = false;              // convert BatchNorm2d to SyncBatchNorm2d under DDP
 };
 
-// Loss and accuracy over a dataset.
-struct EvalResult {
-  double loss = 0.0;      // mean cross-entropy per sample
-  double accuracy = 0.0;  // fraction of correct argmax predictions
-  int64_t count = 0;
-};
-
-// Evaluates `model` (switched to eval mode, then back) on every sample of `dataset`, without recording
-// the graph. Errors come from the dataset.
+// Evaluates `model` (switched to eval mode, then back) on every sample of `dataset` in this process,
+// without recording the graph: EvaluateDistributed with no group (ddp/distributed_eval.h). Errors come
+// from the dataset.
 absl::StatusOr<EvalResult> Evaluate(Module& model, const Dataset& dataset, int64_t batch_size);
 
 // Validates a configuration; the error names the bad flag (e.g. "--batch_size must be >= 1, got 0").
 absl::Status ValidateConfig(const TrainConfig& config);
 
 // Runs the whole training described by `config`: load data, build model and optimizer (and DDP when
-// distributed), train with a progress display on stderr (rank 0), evaluate after each epoch, write
-// metrics / weights / gradients / trace. Returns the final test evaluation (rank 0's).
+// distributed), train from a DistributedSampler through a DataLoader with a progress display on stderr
+// (rank 0), evaluate after each epoch on every rank (EvaluateDistributed: the whole test set, equal to
+// one process), write metrics / weights / gradients / trace. With eval_only, only evaluates init_from's
+// weights (under any world size). Returns the final test evaluation (the same on every rank).
 absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config);
 
 // The learning rate of optimizer step `step` (0-based) of `total_steps`: config.lr for "constant";
 // config.lr * (1 + cos(pi * step / total_steps)) / 2 for "cosine" (torch's CosineAnnealingLR, eta_min 0,
 // stepped per iteration).
 double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps);
-
-// The samples one rank visits in one epoch: a permutation of 0..size-1 seeded by (seed, epoch) (or file
-// order without shuffling), padded by repeating its head to a multiple of `world_size`, then every
-// world_size-th entry from `rank` (DistributedSampler's layout). Every rank gets the same count.
-std::vector<int64_t> EpochShard(int64_t size, bool shuffle, uint64_t seed, int epoch, int rank, int world_size);
 
 }  // namespace ddp
 

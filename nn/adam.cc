@@ -7,6 +7,9 @@
 #include "tensor/factory.h"
 #include "tensor/functors.h"
 #include "tensor/ops.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/cuda_ops.h"
+#endif
 
 namespace ddp {
 
@@ -46,8 +49,8 @@ void Adam::Step() {
     const Tensor grad = CheckedGrad(i);
     ParamState& s = state_[i];
     if (s.step == 0) {
-      s.exp_avg = Zeros(params_[i].shape());
-      s.exp_avg_sq = Zeros(params_[i].shape());
+      s.exp_avg = Zeros(params_[i].shape(), DType::kFloat32, params_[i].device());
+      s.exp_avg_sq = Zeros(params_[i].shape(), DType::kFloat32, params_[i].device());
     }
     ++s.step;
     // torch computes the bias corrections in double (Python floats).
@@ -60,6 +63,12 @@ void Adam::Step() {
                                   static_cast<float>(1.0 - std::pow(static_cast<double>(options_.beta1), t)),
                                   static_cast<float>(1.0 - std::pow(static_cast<double>(options_.beta2), t)),
                                   decoupled_};
+#ifdef DDP_WITH_CUDA
+    if (params_[i].device().is_cuda()) {
+      cuda::AdamStep(params_[i], s.exp_avg, s.exp_avg_sq, grad, step);
+      continue;
+    }
+#endif
     float* p = params_[i].data<float>();
     float* m = s.exp_avg.data<float>();
     float* v = s.exp_avg_sq.data<float>();
@@ -110,7 +119,7 @@ absl::Status Adam::LoadStateDict(const OptimizerState& state) {
           "Adam state: \"", key, "\" is ", DTypeName(tensor.dtype()), " ", ShapeToString(tensor.shape()),
           " but parameter ", index, " (", param.name(), ") is float32 ", ShapeToString(param.shape())));
     }
-    Tensor copy = Tensor::Empty(tensor.shape());
+    Tensor copy = Tensor::Empty(tensor.shape(), DType::kFloat32, param.device());
     CopyInPlace(copy, tensor);
     if (field == "exp_avg") {
       loaded[index].exp_avg = copy;

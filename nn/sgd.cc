@@ -4,6 +4,9 @@
 #include "tensor/factory.h"
 #include "tensor/functors.h"
 #include "tensor/ops.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/cuda_ops.h"
+#endif
 
 namespace ddp {
 
@@ -33,9 +36,15 @@ void Sgd::Step() {
     const Tensor grad = CheckedGrad(i);
     const bool use_momentum = options_.momentum != 0.0f;
     const bool first_step = use_momentum && !momentum_buffers_[i].defined();
-    if (first_step) momentum_buffers_[i] = Zeros(params_[i].shape());
+    if (first_step) momentum_buffers_[i] = Zeros(params_[i].shape(), DType::kFloat32, params_[i].device());
     const functors::SgdStep step{options_.lr,       options_.momentum, options_.dampening,
                                  options_.weight_decay, options_.nesterov, first_step};
+#ifdef DDP_WITH_CUDA
+    if (params_[i].device().is_cuda()) {
+      cuda::SgdStep(params_[i], use_momentum ? momentum_buffers_[i] : Tensor(), grad, step);
+      continue;
+    }
+#endif
     float* p = params_[i].data<float>();
     const float* g = grad.data<float>();
     const int64_t n = params_[i].numel();
@@ -75,7 +84,7 @@ absl::Status Sgd::LoadStateDict(const OptimizerState& state) {
           " but parameter ", index, " (", params_[index].name(), ") is float32 ",
           ShapeToString(params_[index].shape())));
     }
-    buffers[index] = Tensor::Empty(tensor.shape());
+    buffers[index] = Tensor::Empty(tensor.shape(), DType::kFloat32, params_[index].device());
     CopyInPlace(buffers[index], tensor);
   }
   momentum_buffers_ = std::move(buffers);

@@ -16,6 +16,9 @@
 #include "tensor/device_guard.h"
 #include "tensor/function_node.h"
 #include "tensor/ops.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/cuda_ops.h"
+#endif
 
 namespace ddp {
 namespace {
@@ -169,6 +172,9 @@ BnGrads BatchNormBackward(const Tensor& gy, const Tensor& xc, const Tensor& weig
 
 Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                  const Tensor& running_var, bool training, float momentum, float eps) {
+#ifdef DDP_WITH_CUDA
+  if (x.device().is_cuda()) return cuda::BatchNorm(x, weight, bias, running_mean, running_var, training, momentum, eps);
+#endif
   RequireCpuFloat("BatchNorm", {&x, &weight, &bias, &running_mean, &running_var});
   DDP_CHECK(x.dim() >= 2) << "BatchNorm expects [n, c] or [n, c, h, w], got " << ShapeToString(x.shape());
   CheckChannelVector("weight", weight, x);

@@ -19,6 +19,9 @@
 #include "tensor/device_guard.h"
 #include "tensor/function_node.h"
 #include "tensor/ops.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/cuda_ops.h"
+#endif
 
 namespace ddp {
 namespace {
@@ -281,6 +284,9 @@ ConvGeometry CheckConvShapes(const Tensor& x, const Tensor& w, const Tensor& b, 
 }  // namespace
 
 Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding) {
+#ifdef DDP_WITH_CUDA
+  if (x.device().is_cuda() || w.device().is_cuda()) return cuda::Conv2d(x, w, b, stride, padding);
+#endif
   RequireCpuFloat("Conv2d", {&x, &w, &b});
   const ConvGeometry g = CheckConvShapes(x, w, b, stride, padding);
   Tensor xc = Contiguous(x.Detach()), wc = Contiguous(w.Detach());

@@ -6,6 +6,9 @@
 #include "tensor/device_guard.h"
 #include "tensor/function_node.h"
 #include "tensor/ops.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/cuda_ops.h"
+#endif
 
 namespace ddp {
 namespace {
@@ -26,6 +29,9 @@ void DrawMask(float p, float scale, Generator& generator, float* mask, int64_t n
 }  // namespace
 
 Tensor Dropout(const Tensor& x, float p, bool training, Generator& generator) {
+#ifdef DDP_WITH_CUDA
+  if (x.device().is_cuda()) return cuda::Dropout(x, p, training, generator);
+#endif
   RequireCpuFloat("Dropout", {&x});
   DDP_CHECK(p >= 0.0f && p <= 1.0f) << "Dropout: probability " << p << " is outside [0, 1]";
   if (!training || p == 0.0f) return x;

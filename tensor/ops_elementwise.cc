@@ -6,6 +6,9 @@
 #include "tensor/function_node.h"
 #include "tensor/functors.h"
 #include "tensor/ops.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/cuda_ops.h"
+#endif
 
 namespace ddp {
 
@@ -45,6 +48,9 @@ Tensor OnesLike(const Tensor& x) {
 }
 
 Tensor Add(const Tensor& a, const Tensor& b) {
+#ifdef DDP_WITH_CUDA
+  if (a.device().is_cuda() || b.device().is_cuda()) return cuda::Add(a, b);
+#endif
   RequireCpuFloat("Add", {&a, &b});
   Tensor out = cpu::BinaryMap(a, b, BroadcastShapes(a.shape(), b.shape()), functors::Add());
   Shape sa = a.shape(), sb = b.shape();
@@ -54,6 +60,9 @@ Tensor Add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor Sub(const Tensor& a, const Tensor& b) {
+#ifdef DDP_WITH_CUDA
+  if (a.device().is_cuda() || b.device().is_cuda()) return cuda::Sub(a, b);
+#endif
   RequireCpuFloat("Sub", {&a, &b});
   Tensor out = cpu::BinaryMap(a, b, BroadcastShapes(a.shape(), b.shape()), functors::Sub());
   Shape sa = a.shape(), sb = b.shape();
@@ -63,6 +72,9 @@ Tensor Sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor Mul(const Tensor& a, const Tensor& b) {
+#ifdef DDP_WITH_CUDA
+  if (a.device().is_cuda() || b.device().is_cuda()) return cuda::Mul(a, b);
+#endif
   RequireCpuFloat("Mul", {&a, &b});
   Tensor out = cpu::BinaryMap(a, b, BroadcastShapes(a.shape(), b.shape()), functors::Mul());
   Tensor ad = a.Detach(), bd = b.Detach();
@@ -74,6 +86,9 @@ Tensor Mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor Div(const Tensor& a, const Tensor& b) {
+#ifdef DDP_WITH_CUDA
+  if (a.device().is_cuda() || b.device().is_cuda()) return cuda::Div(a, b);
+#endif
   RequireCpuFloat("Div", {&a, &b});
   Tensor out = cpu::BinaryMap(a, b, BroadcastShapes(a.shape(), b.shape()), functors::Div());
   Tensor ad = a.Detach(), bd = b.Detach();
@@ -87,24 +102,36 @@ Tensor Div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor AddScalar(const Tensor& a, float s) {
+#ifdef DDP_WITH_CUDA
+  if (a.device().is_cuda()) return cuda::AddScalar(a, s);
+#endif
   RequireCpuFloat("AddScalar", {&a});
   return RecordOp(cpu::UnaryMap(a, functors::AddScalar{s}), "AddScalarBackward", {&a},
                   [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
 Tensor MulScalar(const Tensor& a, float s) {
+#ifdef DDP_WITH_CUDA
+  if (a.device().is_cuda()) return cuda::MulScalar(a, s);
+#endif
   RequireCpuFloat("MulScalar", {&a});
   return RecordOp(cpu::UnaryMap(a, functors::MulScalar{s}), "MulScalarBackward", {&a},
                   [s](const Tensor& g) { return std::vector<Tensor>{MulScalar(g, s)}; });
 }
 
 Tensor Neg(const Tensor& a) {
+#ifdef DDP_WITH_CUDA
+  if (a.device().is_cuda()) return cuda::Neg(a);
+#endif
   RequireCpuFloat("Neg", {&a});
   return RecordOp(cpu::UnaryMap(a, functors::Neg()), "NegBackward", {&a},
                   [](const Tensor& g) { return std::vector<Tensor>{Neg(g)}; });
 }
 
 Tensor Relu(const Tensor& a) {
+#ifdef DDP_WITH_CUDA
+  if (a.device().is_cuda()) return cuda::Relu(a);
+#endif
   RequireCpuFloat("Relu", {&a});
   Tensor out = cpu::UnaryMap(a, functors::Relu());
   Tensor saved = out.Detach();  // relu'(x) = out > 0
@@ -114,6 +141,9 @@ Tensor Relu(const Tensor& a) {
 }
 
 Tensor Exp(const Tensor& a) {
+#ifdef DDP_WITH_CUDA
+  if (a.device().is_cuda()) return cuda::Exp(a);
+#endif
   RequireCpuFloat("Exp", {&a});
   Tensor out = cpu::UnaryMap(a, functors::Exp());
   Tensor saved = out.Detach();
@@ -122,6 +152,9 @@ Tensor Exp(const Tensor& a) {
 }
 
 Tensor Log(const Tensor& a) {
+#ifdef DDP_WITH_CUDA
+  if (a.device().is_cuda()) return cuda::Log(a);
+#endif
   RequireCpuFloat("Log", {&a});
   Tensor ad = a.Detach();
   return RecordOp(cpu::UnaryMap(a, functors::Log()), "LogBackward", {&a},
@@ -129,6 +162,9 @@ Tensor Log(const Tensor& a) {
 }
 
 Tensor Sqrt(const Tensor& a) {
+#ifdef DDP_WITH_CUDA
+  if (a.device().is_cuda()) return cuda::Sqrt(a);
+#endif
   RequireCpuFloat("Sqrt", {&a});
   Tensor out = cpu::UnaryMap(a, functors::Sqrt());
   Tensor saved = out.Detach();

@@ -5,10 +5,19 @@
 #include "tensor/device_guard.h"
 #include "tensor/functors.h"
 #include "tensor/ops.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/cuda_ops.h"
+#endif
 
 namespace ddp {
 
 const Tensor& AddInPlace(const Tensor& dst, const Tensor& src, float alpha) {
+#ifdef DDP_WITH_CUDA
+  if (dst.device().is_cuda() || src.device().is_cuda()) {
+    cuda::AddInPlace(dst, src, alpha);
+    return dst;
+  }
+#endif
   RequireCpuFloat("AddInPlace", {&dst, &src});
   BroadcastShapes(dst.shape(), src.shape());
   DDP_CHECK(BroadcastShapes(dst.shape(), src.shape()) == dst.shape())
@@ -23,12 +32,24 @@ const Tensor& AddInPlace(const Tensor& dst, const Tensor& src, float alpha) {
 }
 
 const Tensor& MulScalarInPlace(const Tensor& dst, float s) {
+#ifdef DDP_WITH_CUDA
+  if (dst.device().is_cuda()) {
+    cuda::MulScalarInPlace(dst, s);
+    return dst;
+  }
+#endif
   RequireCpuFloat("MulScalarInPlace", {&dst});
   cpu::BinaryInPlace(dst, dst, [s](float a, float) { return a * s; });
   return dst;
 }
 
 const Tensor& CopyScaledInPlace(const Tensor& dst, const Tensor& src, float scale) {
+#ifdef DDP_WITH_CUDA
+  if (dst.device().is_cuda() || src.device().is_cuda()) {
+    cuda::CopyScaledInPlace(dst, src, scale);
+    return dst;
+  }
+#endif
   RequireCpuFloat("CopyScaledInPlace", {&dst, &src});
   DDP_CHECK(BroadcastShapes(dst.shape(), src.shape()) == dst.shape())
       << "CopyScaledInPlace: " << ShapeToString(src.shape()) << " does not broadcast to " << ShapeToString(dst.shape());
@@ -37,6 +58,12 @@ const Tensor& CopyScaledInPlace(const Tensor& dst, const Tensor& src, float scal
 }
 
 const Tensor& FillInPlace(const Tensor& dst, float value) {
+#ifdef DDP_WITH_CUDA
+  if (dst.device().is_cuda()) {
+    cuda::FillInPlace(dst, value);
+    return dst;
+  }
+#endif
   DDP_CHECK(dst.device().is_cpu()) << "FillInPlace: no CUDA kernel in this build";
   if (dst.dtype() == DType::kInt64) {
     int64_t* p = dst.data<int64_t>();
@@ -110,6 +137,12 @@ Tensor GatherContiguous(const Tensor& src) {
 }  // namespace
 
 const Tensor& CopyInPlace(const Tensor& dst, const Tensor& src) {
+#ifdef DDP_WITH_CUDA
+  if (dst.device().is_cuda() || src.device().is_cuda()) {
+    cuda::CopyInPlace(dst, src);
+    return dst;
+  }
+#endif
   DDP_CHECK(dst.numel() == src.numel()) << "CopyInPlace: " << ShapeToString(src.shape()) << " into "
                                         << ShapeToString(dst.shape());
   DDP_CHECK(dst.device().is_cpu() && src.device().is_cpu()) << "CopyInPlace: no CUDA copy in this build";
@@ -135,9 +168,13 @@ Tensor ToDType(const Tensor& x, DType dtype) {
 
 Tensor ToDevice(const Tensor& x, Device device) {
   if (x.device() == device) return x;
+#ifdef DDP_WITH_CUDA
+  return cuda::ToDevice(x, device);
+#else
   DDP_CHECK(false) << "copy from " << x.device().ToString() << " to " << device.ToString()
                    << ": this build has no CUDA support (build with --config=cuda)";
   return Tensor();
+#endif
 }
 
 }  // namespace ddp

@@ -5,6 +5,9 @@
 #include "tensor/device_guard.h"
 #include "tensor/function_node.h"
 #include "tensor/ops.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/cuda_ops.h"
+#endif
 
 namespace ddp {
 namespace {
@@ -37,6 +40,9 @@ void CheckTargets(const Tensor& target, int64_t rows, int64_t classes) {
 }  // namespace
 
 Tensor LogSoftmax(const Tensor& x, int64_t dim) {
+#ifdef DDP_WITH_CUDA
+  if (x.device().is_cuda()) return cuda::LogSoftmax(x, dim);
+#endif
   RequireCpuFloat("LogSoftmax", {&x});
   if (dim < 0) dim += x.dim();
   DDP_CHECK(dim == x.dim() - 1) << "LogSoftmax supports the last dimension only, got dim " << dim;
@@ -63,6 +69,9 @@ Tensor LogSoftmax(const Tensor& x, int64_t dim) {
 }
 
 Tensor NllLoss(const Tensor& log_probs, const Tensor& target) {
+#ifdef DDP_WITH_CUDA
+  if (log_probs.device().is_cuda()) return cuda::NllLoss(log_probs, target);
+#endif
   RequireCpuFloat("NllLoss", {&log_probs});
   DDP_CHECK(log_probs.dim() == 2) << "NllLoss expects [n, classes], got " << ShapeToString(log_probs.shape());
   const int64_t rows = log_probs.shape()[0], classes = log_probs.shape()[1];
@@ -85,6 +94,9 @@ Tensor NllLoss(const Tensor& log_probs, const Tensor& target) {
 }
 
 Tensor CrossEntropy(const Tensor& logits, const Tensor& target) {
+#ifdef DDP_WITH_CUDA
+  if (logits.device().is_cuda()) return cuda::CrossEntropy(logits, target);
+#endif
   RequireCpuFloat("CrossEntropy", {&logits});
   DDP_CHECK(logits.dim() == 2) << "CrossEntropy expects [n, classes], got " << ShapeToString(logits.shape());
   const int64_t rows = logits.shape()[0], classes = logits.shape()[1];

@@ -3,6 +3,9 @@
 #include "tensor/device_guard.h"
 #include "tensor/function_node.h"
 #include "tensor/ops.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/cuda_ops.h"
+#endif
 
 namespace ddp {
 namespace {
@@ -39,6 +42,9 @@ Tensor MatmulNoGrad(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor Matmul(const Tensor& a, const Tensor& b) {
+#ifdef DDP_WITH_CUDA
+  if (a.device().is_cuda() || b.device().is_cuda()) return cuda::Matmul(a, b);
+#endif
   RequireCpuFloat("Matmul", {&a, &b});
   DDP_CHECK(a.dim() == 2 && b.dim() == 2 && a.shape()[1] == b.shape()[0])
       << "Matmul: " << ShapeToString(a.shape()) << " x " << ShapeToString(b.shape());
@@ -52,6 +58,9 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+#ifdef DDP_WITH_CUDA
+  if (x.device().is_cuda() || w.device().is_cuda()) return cuda::Linear(x, w, b);
+#endif
   RequireCpuFloat("Linear", {&x, &w, &b});
   DDP_CHECK(x.dim() == 2 && w.dim() == 2 && x.shape()[1] == w.shape()[1])
       << "Linear: input " << ShapeToString(x.shape()) << " with weight " << ShapeToString(w.shape());

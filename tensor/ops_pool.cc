@@ -9,6 +9,9 @@
 #include "tensor/device_guard.h"
 #include "tensor/function_node.h"
 #include "tensor/ops.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/cuda_ops.h"
+#endif
 
 namespace ddp {
 namespace {
@@ -73,6 +76,9 @@ void MaxPoolPlane2x2(const float* x, const PoolGeometry& g, float* y, int32_t* i
 }  // namespace
 
 Tensor MaxPool2d(const Tensor& x, int64_t kernel, int64_t stride) {
+#ifdef DDP_WITH_CUDA
+  if (x.device().is_cuda()) return cuda::MaxPool2d(x, kernel, stride);
+#endif
   RequireCpuFloat("MaxPool2d", {&x});
   if (stride == 0) stride = kernel;
   DDP_CHECK(x.dim() == 4) << "MaxPool2d expects [n, c, h, w], got " << ShapeToString(x.shape());

@@ -5,6 +5,9 @@
 #include "tensor/device_guard.h"
 #include "tensor/function_node.h"
 #include "tensor/ops.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/cuda_ops.h"
+#endif
 
 namespace ddp {
 namespace {
@@ -37,6 +40,9 @@ Tensor SumKeepDims(const Tensor& x, const std::vector<bool>& mask) {
 }  // namespace
 
 Tensor Sum(const Tensor& x) {
+#ifdef DDP_WITH_CUDA
+  if (x.device().is_cuda()) return cuda::Sum(x);
+#endif
   RequireCpuFloat("Sum", {&x});
   Tensor c = x.is_contiguous() ? x : Contiguous(x.Detach());
   double total = 0.0;
@@ -53,6 +59,9 @@ Tensor Sum(const Tensor& x) {
 }
 
 Tensor Sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+#ifdef DDP_WITH_CUDA
+  if (x.device().is_cuda()) return cuda::Sum(x, dims, keepdim);
+#endif
   RequireCpuFloat("Sum", {&x});
   const std::vector<bool> mask = ReducedMask(dims, x.dim());
   Tensor out = SumKeepDims(x, mask);
@@ -83,6 +92,9 @@ Tensor Mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor Argmax(const Tensor& x, int64_t dim) {
+#ifdef DDP_WITH_CUDA
+  if (x.device().is_cuda()) return cuda::Argmax(x, dim);
+#endif
   RequireCpuFloat("Argmax", {&x});
   const int64_t nd = x.dim();
   if (dim < 0) dim += nd;

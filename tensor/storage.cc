@@ -7,6 +7,9 @@
 #include <new>
 
 #include "tensor/check.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/allocator.h"
+#endif
 
 namespace ddp {
 namespace {
@@ -48,6 +51,13 @@ Allocator* GetAllocator(DeviceType type) {
     return installed != nullptr ? installed : &cpu_allocator;
   }
   Allocator* allocator = AllocatorSlot(type).load();
+#ifdef DDP_WITH_CUDA
+  if (allocator == nullptr) {  // the caching allocator (tensor/cuda/allocator.h), unless one was installed
+    Allocator* expected = nullptr;
+    AllocatorSlot(type).compare_exchange_strong(expected, cuda::CachingAllocator());
+    allocator = AllocatorSlot(type).load();
+  }
+#endif
   DDP_CHECK(allocator != nullptr)
       << "no CUDA allocator: this binary was built without --config=cuda";
   return allocator;

@@ -1,0 +1,145 @@
+// GPU benchmark (--config=cuda; run by tools/gpu_check.sh on the GPU machine). Prints one line per
+// figure, "name value unit", for BENCHMARKS.md next to bench/pytorch_gpu_reference.py's numbers:
+//   train/<model>/b<batch>   single-GPU training throughput (samples/s), SGD momentum 0.9, synthetic data
+//   sgemm/<n>                 cuBLAS SGEMM TFLOP/s through the engine's Gemm (DDP_CUDA_TF32=1: TF32)
+//   bandwidth/mulscalar       GB/s of a memory-bound element-wise kernel (read + write)
+//   allreduce/<bytes>         NCCL all-reduce at world size 1 (path overhead), microseconds
+// Usage: gpu_bench [--only=train|sgemm|bandwidth|allreduce]
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#ifdef DDP_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "comm/memory_store.h"
+#include "comm/process_group_nccl.h"
+#include "nn/models.h"
+#include "nn/sgd.h"
+#include "tensor/cuda/allocator.h"
+#include "tensor/cuda/context.h"
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/cuda_ops.h"
+#include "tensor/factory.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace {
+
+const Device kGpu = Device::CUDA(0);
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void Sync() { DDP_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+void Train(const std::string& model_name, int64_t batch) {
+  Generator gen(1);
+  auto model = MakeModel(model_name, gen).value();
+  for (const Tensor& p : model->Parameters()) cuda::MoveToDeviceInPlace(p, kGpu);
+  for (const Tensor& b : model->Buffers()) cuda::MoveToDeviceInPlace(b, kGpu);
+  SgdOptions options;
+  options.lr = 0.01f;
+  options.momentum = 0.9f;
+  Sgd sgd(model->Parameters(), options);
+  Tensor x = ToDevice(Uniform({batch, 1, 28, 28}, 0.0f, 1.0f, gen), kGpu);
+  std::vector<int64_t> labels(batch);
+  for (int64_t i = 0; i < batch; ++i) labels[i] = i % 10;
+  Tensor y = FromVector(labels, {batch}, kGpu);
+  auto step = [&] {
+    sgd.ZeroGrad();
+    CrossEntropy(model->Forward(x), y).Backward();
+    sgd.Step();
+  };
+  for (int i = 0; i < 10; ++i) step();
+  Sync();
+  const int steps = batch >= 512 ? 50 : 200;
+  const double start = Now();
+  for (int i = 0; i < steps; ++i) step();
+  Sync();
+  const double seconds = Now() - start;
+  std::printf("train/%s/b%lld %.1f samples/s\n", model_name.c_str(), static_cast<long long>(batch),
+              steps * batch / seconds);
+  std::printf("memory/%s/b%lld %s\n", model_name.c_str(), static_cast<long long>(batch),
+              cuda::MemoryStatsToString(cuda::GetMemoryStats(0)).c_str());
+}
+
+void Sgemm(int64_t n) {
+  Generator gen(2);
+  Tensor a = ToDevice(Uniform({n, n}, -1.0f, 1.0f, gen), kGpu), b = ToDevice(Uniform({n, n}, -1.0f, 1.0f, gen), kGpu);
+  Tensor c = Tensor::Empty({n, n}, DType::kFloat32, kGpu);
+  auto run = [&] {
+    cuda::Gemm(0, false, false, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n, 0.0f, c.data<float>(), n);
+  };
+  for (int i = 0; i < 3; ++i) run();
+  Sync();
+  const int reps = 20;
+  const double start = Now();
+  for (int i = 0; i < reps; ++i) run();
+  Sync();
+  const double seconds = (Now() - start) / reps;
+  const char* tf32 = std::getenv("DDP_CUDA_TF32");
+  std::printf("sgemm%s/%lld %.2f TFLOP/s\n", tf32 != nullptr && std::strcmp(tf32, "1") == 0 ? "_tf32" : "",
+              static_cast<long long>(n), 2.0 * n * n * n / seconds / 1e12);
+}
+
+void Bandwidth() {
+  const int64_t n = int64_t{1} << 28;  // 1 GiB of floats
+  Tensor x = Ones({n}, DType::kFloat32, kGpu);
+  Tensor out;
+  for (int i = 0; i < 3; ++i) out = MulScalar(x, 1.5f);
+  Sync();
+  const int reps = 20;
+  const double start = Now();
+  for (int i = 0; i < reps; ++i) out = MulScalar(x, 1.5f);
+  Sync();
+  const double seconds = (Now() - start) / reps;
+  std::printf("bandwidth/mulscalar %.1f GB/s\n", 2.0 * n * sizeof(float) / seconds / 1e9);
+}
+
+void AllReduce() {
+  MemoryStore store;
+  auto group = ProcessGroupNccl::Create(store, 0, 1).value();
+  for (int64_t bytes = 1 << 10; bytes <= (int64_t{256} << 20); bytes *= 16) {
+    Tensor t = Ones({bytes / 4}, DType::kFloat32, kGpu);
+    for (int i = 0; i < 5; ++i) DDP_CHECK(group->AllReduce(t)->Wait(absl::Seconds(60)).ok());
+    const int reps = 50;
+    const double start = Now();
+    for (int i = 0; i < reps; ++i) DDP_CHECK(group->AllReduce(t)->Wait(absl::Seconds(60)).ok());
+    const double us = (Now() - start) / reps * 1e6;
+    std::printf("allreduce/%lld %.1f us (%.1f GB/s algbw)\n", static_cast<long long>(bytes), us, bytes / us / 1e3);
+  }
+}
+
+}  // namespace
+}  // namespace ddp
+
+int main(int argc, char** argv) {
+  const absl::Status available = ddp::cuda::CudaDeviceAvailable();
+  if (!available.ok()) {
+    std::printf("SKIPPED: %s\n", std::string(available.message()).c_str());
+    return 0;
+  }
+  const std::string only = argc > 1 && std::strncmp(argv[1], "--only=", 7) == 0 ? argv[1] + 7 : "";
+  if (only.empty() || only == "train") {
+    for (const char* model : {"mlp", "cnn"}) {
+      for (int64_t batch : {64, 512}) ddp::Train(model, batch);
+    }
+  }
+  if (only.empty() || only == "sgemm") ddp::Sgemm(8192);
+  if (only.empty() || only == "bandwidth") ddp::Bandwidth();
+  if (only.empty() || only == "allreduce") ddp::AllReduce();
+  return 0;
+}
+
+#else
+
+int main() {
+  std::printf("gpu_bench needs a build with --config=cuda\n");
+  return 1;
+}
+
+#endif

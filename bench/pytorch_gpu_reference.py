@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""PyTorch 2.x eager reference for bench/gpu_bench.cc on the GPU machine (same models, batches, optimizer,
+synthetic data), printing lines in gpu_bench's format: "name value unit"."""
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def mlp():
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
+                         nn.Linear(256, 10))
+
+
+def cnn():
+    # nn/models.h: conv1 1->32 3x3 pad 1, ReLU, MaxPool 2, conv2 32->64 3x3 pad 1, ReLU, MaxPool 2, Flatten, fc.
+    return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def train(name, batch):
+    torch.manual_seed(1)
+    model = (mlp() if name == "mlp" else cnn()).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.rand(batch, 1, 28, 28, device="cuda")
+    y = (torch.arange(batch, device="cuda") % 10)
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    for _ in range(10):
+        step()
+    torch.cuda.synchronize()
+    steps = 50 if batch >= 512 else 200
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    print(f"torch/train/{name}/b{batch} {steps * batch / (time.perf_counter() - start):.1f} samples/s", flush=True)
+
+
+def sgemm(n, tf32):
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    a = torch.rand(n, n, device="cuda")
+    b = torch.rand(n, n, device="cuda")
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(20):
+        a @ b
+    torch.cuda.synchronize()
+    seconds = (time.perf_counter() - start) / 20
+    print(f"torch/sgemm{'_tf32' if tf32 else ''}/{n} {2 * n ** 3 / seconds / 1e12:.2f} TFLOP/s", flush=True)
+
+
+def bandwidth():
+    x = torch.ones(1 << 28, device="cuda")
+    for _ in range(3):
+        x * 1.5
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(20):
+        x * 1.5
+    torch.cuda.synchronize()
+    seconds = (time.perf_counter() - start) / 20
+    print(f"torch/bandwidth/mul {2 * x.numel() * 4 / seconds / 1e9:.1f} GB/s", flush=True)
+
+
+if __name__ == "__main__":
+    print(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}")
+    # Check the cnn's shape against nn/models.h before trusting the comparison.
+    for name in ("mlp", "cnn"):
+        for batch in (64, 512):
+            train(name, batch)
+    sgemm(8192, False)
+    sgemm(8192, True)
+    bandwidth()

@@ -1,0 +1,78 @@
+#include "tensor/cuda/context.h"
+
+#include <cublas_v2.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include "tensor/cuda/cuda_check.h"
+
+namespace ddp {
+namespace cuda {
+namespace {
+
+std::unordered_map<int, cudaStream_t>& ThreadStreams() {
+  thread_local std::unordered_map<int, cudaStream_t> streams;
+  return streams;
+}
+
+bool UseTf32() {
+  static const bool tf32 = [] {
+    const char* value = std::getenv("DDP_CUDA_TF32");
+    return value != nullptr && std::strcmp(value, "1") == 0;
+  }();
+  return tf32;
+}
+
+// One cuBLAS handle per device and thread (handles are not safe to share across threads with
+// different streams). Leaked at thread exit on purpose: destroying after the driver shut down aborts.
+cublasHandle_t Handle(int device) {
+  thread_local std::unordered_map<int, cublasHandle_t> handles;
+  auto it = handles.find(device);
+  if (it != handles.end()) return it->second;
+  cublasHandle_t handle = nullptr;
+  DDP_CUBLAS_CHECK(cublasCreate(&handle));
+  DDP_CUBLAS_CHECK(cublasSetMathMode(handle, UseTf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  handles.emplace(device, handle);
+  return handle;
+}
+
+}  // namespace
+
+cudaStream_t CurrentStream(int device) {
+  auto& streams = ThreadStreams();
+  auto it = streams.find(device);
+  return it == streams.end() ? nullptr : it->second;
+}
+
+void SetCurrentStream(int device, cudaStream_t stream) { ThreadStreams()[device] = stream; }
+
+DeviceGuard::DeviceGuard(int device) {
+  DDP_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device) DDP_CUDA_CHECK(cudaSetDevice(device));
+}
+
+DeviceGuard::~DeviceGuard() {
+  int now = -1;
+  if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+}
+
+void Gemm(int device, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  DeviceGuard guard(device);
+  cublasHandle_t handle = Handle(device);
+  DDP_CUBLAS_CHECK(cublasSetStream(handle, CurrentStream(device)));
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: a row-major matrix with row stride
+  // ld is the column-major transpose with leading dimension ld, so swap the operands and keep the flags.
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  DDP_CHECK(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX) << "Gemm dimensions exceed cuBLAS's int range";
+  DDP_CUBLAS_CHECK(cublasSgemm(handle, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
+                               &alpha, b, static_cast<int>(ldb), a, static_cast<int>(lda), &beta, c,
+                               static_cast<int>(ldc)));
+}
+
+}  // namespace cuda
+}  // namespace ddp

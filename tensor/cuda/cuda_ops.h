@@ -1,0 +1,72 @@
+// CUDA implementations of the ops in tensor/ops.h. The public ops dispatch here at their top when an
+// input lives on a CUDA device (`#ifdef DDP_WITH_CUDA`), so callers never include this header; the
+// contracts are those of tensor/ops.h. Inputs of one op must share one CUDA device (checked). Kernels
+// run on the current stream (Note [Current stream], tensor/cuda/context.h). Only built with
+// --config=cuda.
+//
+// Differences from the CPU path, by design:
+//   * NllLoss / CrossEntropy with CUDA targets do not check labels on the host (that would synchronise
+//     every step): an out-of-range label makes the loss NaN.
+//   * Dropout draws its mask from a counter-based hash seeded by one generator.Next() draw, so masks
+//     differ from the CPU's for the same seed (the distribution is the same).
+#ifndef DDP_TENSOR_CUDA_CUDA_OPS_H_
+#define DDP_TENSOR_CUDA_CUDA_OPS_H_
+
+#include "tensor/functors.h"
+#include "tensor/random.h"
+#include "tensor/tensor.h"
+
+namespace ddp {
+namespace cuda {
+
+Tensor Add(const Tensor& a, const Tensor& b);
+Tensor Sub(const Tensor& a, const Tensor& b);
+Tensor Mul(const Tensor& a, const Tensor& b);
+Tensor Div(const Tensor& a, const Tensor& b);
+Tensor AddScalar(const Tensor& a, float s);
+Tensor MulScalar(const Tensor& a, float s);
+Tensor Neg(const Tensor& a);
+Tensor Relu(const Tensor& a);
+Tensor Exp(const Tensor& a);
+Tensor Log(const Tensor& a);
+Tensor Sqrt(const Tensor& a);
+
+Tensor Sum(const Tensor& x);
+Tensor Sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim);
+Tensor Argmax(const Tensor& x, int64_t dim);
+
+Tensor Matmul(const Tensor& a, const Tensor& b);
+Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b);
+Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding);
+Tensor MaxPool2d(const Tensor& x, int64_t kernel, int64_t stride);
+Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                 const Tensor& running_var, bool training, float momentum, float eps);
+Tensor Dropout(const Tensor& x, float p, bool training, Generator& generator);
+Tensor LogSoftmax(const Tensor& x, int64_t dim);
+Tensor NllLoss(const Tensor& log_probs, const Tensor& target);
+Tensor CrossEntropy(const Tensor& logits, const Tensor& target);
+
+void AddInPlace(const Tensor& dst, const Tensor& src, float alpha);
+void MulScalarInPlace(const Tensor& dst, float s);
+void CopyScaledInPlace(const Tensor& dst, const Tensor& src, float scale);
+void FillInPlace(const Tensor& dst, float value);
+// Any combination of CPU and CUDA devices and dtypes (at least one side on CUDA).
+void CopyInPlace(const Tensor& dst, const Tensor& src);
+// Copies x to `device` (contiguous result; CPU <-> CUDA or between GPUs).
+Tensor ToDevice(const Tensor& x, Device device);
+
+// Optimizer steps over contiguous CUDA tensors of equal size (nn/sgd.cc, nn/adam.cc). `buf` may be
+// undefined when step.momentum == 0.
+void SgdStep(const Tensor& param, const Tensor& buf, const Tensor& grad, const functors::SgdStep& step);
+void AdamStep(const Tensor& param, const Tensor& m, const Tensor& v, const Tensor& grad,
+              const functors::AdamStep& step);
+
+// Moves a tensor's data to `device` in place: the same TensorImpl (so parameter handles, names and
+// hooks stay valid) now points at a contiguous copy on `device`. For building a model on the CPU and
+// moving it (torch's module.to(device)). REQUIRES: no gradient yet.
+void MoveToDeviceInPlace(const Tensor& t, Device device);
+
+}  // namespace cuda
+}  // namespace ddp
+
+#endif  // DDP_TENSOR_CUDA_CUDA_OPS_H_

@@ -1,0 +1,252 @@
+// Element-wise kernels: one strided/broadcast loop shared by every binary and unary op, with the math
+// from tensor/functors.h (the same functors the CPU loops in tensor/cpu_elementwise.h run).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "tensor/cuda/kernels.h"
+
+namespace ddp {
+namespace cuda {
+namespace kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+int Blocks(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(blocks < 65535 * 32 ? (blocks > 0 ? blocks : 1) : 65535 * 32);
+}
+
+// Offset of element i of the loop for operand k.
+__device__ __forceinline__ int64_t Offset(const Indexer& ix, int k, int64_t i) {
+  if (ix.contiguous) return ix.strides[k][0] == 0 ? 0 : i;
+  int64_t offset = 0;
+  for (int d = ix.ndim - 1; d >= 0; --d) {
+    const int64_t size = ix.shape[d];
+    const int64_t index = i % size;
+    i /= size;
+    offset += index * ix.strides[k][d];
+  }
+  return offset;
+}
+
+template <typename F>
+__global__ void BinaryKernel(F f, float* out, const float* a, const float* b, Indexer ix) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < ix.numel;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int64_t o = Offset(ix, 0, i);
+    out[o] = f(a[Offset(ix, 1, i)], b[Offset(ix, 2, i)]);
+  }
+}
+
+template <typename F>
+__global__ void UnaryKernel(F f, float* out, const float* a, Indexer ix) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < ix.numel;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    out[Offset(ix, 0, i)] = f(a[Offset(ix, 1, i)]);
+  }
+}
+
+// The contiguous, same-shape case: float4 loads when every pointer is 16-byte aligned.
+template <typename F>
+__global__ void BinaryContiguousKernel(F f, float* out, const float* a, const float* b, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  const int64_t n4 = n / 4;
+  const float4* a4 = reinterpret_cast<const float4*>(a);
+  const float4* b4 = reinterpret_cast<const float4*>(b);
+  float4* o4 = reinterpret_cast<float4*>(out);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n4; i += stride) {
+    const float4 x = a4[i], y = b4[i];
+    o4[i] = make_float4(f(x.x, y.x), f(x.y, y.y), f(x.z, y.z), f(x.w, y.w));
+  }
+  for (int64_t i = n4 * 4 + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    out[i] = f(a[i], b[i]);
+  }
+}
+
+bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+template <typename F>
+cudaError_t LaunchBinary(F f, float* out, const float* a, const float* b, const Indexer& ix, cudaStream_t s) {
+  if (ix.numel == 0) return cudaSuccess;
+  if (ix.contiguous && ix.strides[1][0] != 0 && ix.strides[2][0] != 0 && Aligned16(out) && Aligned16(a) &&
+      Aligned16(b)) {
+    BinaryContiguousKernel<<<Blocks(ix.numel / 4 + 1), kThreads, 0, s>>>(f, out, a, b, ix.numel);
+  } else {
+    BinaryKernel<<<Blocks(ix.numel), kThreads, 0, s>>>(f, out, a, b, ix);
+  }
+  return cudaGetLastError();
+}
+
+template <typename F>
+cudaError_t LaunchUnary(F f, float* out, const float* a, const Indexer& ix, cudaStream_t s) {
+  if (ix.numel == 0) return cudaSuccess;
+  UnaryKernel<<<Blocks(ix.numel), kThreads, 0, s>>>(f, out, a, ix);
+  return cudaGetLastError();
+}
+
+struct Assign {
+  __device__ float operator()(float, float b) const { return b; }
+};
+
+template <typename T>
+__global__ void StridedCopyKernel(T* out, const T* in, Indexer ix) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < ix.numel;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    out[Offset(ix, 0, i)] = in[Offset(ix, 1, i)];
+  }
+}
+
+__device__ float LoadAsFloat(const void* p, ElementType t, int64_t i) {
+  switch (t) {
+    case ElementType::kFloat32: return static_cast<const float*>(p)[i];
+    case ElementType::kInt64: return static_cast<float>(static_cast<const int64_t*>(p)[i]);
+    case ElementType::kFloat16: return __half2float(static_cast<const __half*>(p)[i]);
+    case ElementType::kBFloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  }
+  return 0.0f;
+}
+
+__global__ void ConvertKernel(void* out, ElementType to, const void* in, ElementType from, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    if (from == ElementType::kInt64 && to == ElementType::kInt64) {
+      static_cast<int64_t*>(out)[i] = static_cast<const int64_t*>(in)[i];
+      continue;
+    }
+    const float v = LoadAsFloat(in, from, i);
+    switch (to) {
+      case ElementType::kFloat32: static_cast<float*>(out)[i] = v; break;
+      case ElementType::kInt64: static_cast<int64_t*>(out)[i] = static_cast<int64_t>(v); break;
+      case ElementType::kFloat16: static_cast<__half*>(out)[i] = __float2half_rn(v); break;
+      case ElementType::kBFloat16: static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(v); break;
+    }
+  }
+}
+
+__global__ void FillInt64Kernel(int64_t* out, int64_t value, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    out[i] = value;
+  }
+}
+
+// SplitMix64: a counter-based generator, so element i's draw does not depend on thread scheduling.
+__device__ __forceinline__ uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+__global__ void DropoutMaskKernel(float* mask, int64_t n, float p, float scale, uint64_t seed) {
+  constexpr float kUnit = 1.0f / 16777216.0f;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const uint64_t bits = SplitMix64(seed ^ (static_cast<uint64_t>(i) * 0xD1B54A32D192ED03ull));
+    mask[i] = static_cast<float>(bits >> 40) * kUnit >= p ? scale : 0.0f;
+  }
+}
+
+__global__ void SgdKernel(functors::SgdStep step, float* param, float* buf, const float* grad, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    float unused = 0.0f;
+    step(param[i], buf != nullptr ? buf[i] : unused, grad[i]);
+  }
+}
+
+__global__ void AdamKernel(functors::AdamStep step, float* param, float* m, float* v, const float* grad,
+                           int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    step(param[i], m[i], v[i], grad[i]);
+  }
+}
+
+}  // namespace
+
+cudaError_t Binary(BinaryOp op, float param, float* out, const float* a, const float* b, const Indexer& ix,
+                   cudaStream_t s) {
+  switch (op) {
+    case BinaryOp::kAdd: return LaunchBinary(functors::Add(), out, a, b, ix, s);
+    case BinaryOp::kSub: return LaunchBinary(functors::Sub(), out, a, b, ix, s);
+    case BinaryOp::kMul: return LaunchBinary(functors::Mul(), out, a, b, ix, s);
+    case BinaryOp::kDiv: return LaunchBinary(functors::Div(), out, a, b, ix, s);
+    case BinaryOp::kAxpy: return LaunchBinary(functors::Axpy{param}, out, a, b, ix, s);
+    case BinaryOp::kScaledCopy: return LaunchBinary(functors::ScaledCopy{param}, out, a, b, ix, s);
+    case BinaryOp::kReluBackward: return LaunchBinary(functors::ReluBackward(), out, a, b, ix, s);
+    case BinaryOp::kAssign: return LaunchBinary(Assign(), out, a, b, ix, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t Unary(UnaryOp op, float param, float* out, const float* a, const Indexer& ix, cudaStream_t s) {
+  switch (op) {
+    case UnaryOp::kAddScalar: return LaunchUnary(functors::AddScalar{param}, out, a, ix, s);
+    case UnaryOp::kMulScalar: return LaunchUnary(functors::MulScalar{param}, out, a, ix, s);
+    case UnaryOp::kNeg: return LaunchUnary(functors::Neg(), out, a, ix, s);
+    case UnaryOp::kRelu: return LaunchUnary(functors::Relu(), out, a, ix, s);
+    case UnaryOp::kExp: return LaunchUnary(functors::Exp(), out, a, ix, s);
+    case UnaryOp::kLog: return LaunchUnary(functors::Log(), out, a, ix, s);
+    case UnaryOp::kSqrt: return LaunchUnary(functors::Sqrt(), out, a, ix, s);
+    case UnaryOp::kFill: return LaunchUnary(functors::Fill{param}, out, a, ix, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t StridedCopy(void* out, const void* in, int element_size, const Indexer& ix, cudaStream_t s) {
+  if (ix.numel == 0) return cudaSuccess;
+  switch (element_size) {
+    case 2:
+      StridedCopyKernel<<<Blocks(ix.numel), kThreads, 0, s>>>(static_cast<uint16_t*>(out),
+                                                              static_cast<const uint16_t*>(in), ix);
+      break;
+    case 4:
+      StridedCopyKernel<<<Blocks(ix.numel), kThreads, 0, s>>>(static_cast<uint32_t*>(out),
+                                                              static_cast<const uint32_t*>(in), ix);
+      break;
+    case 8:
+      StridedCopyKernel<<<Blocks(ix.numel), kThreads, 0, s>>>(static_cast<uint64_t*>(out),
+                                                              static_cast<const uint64_t*>(in), ix);
+      break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t Convert(void* out, ElementType to, const void* in, ElementType from, int64_t n, cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  ConvertKernel<<<Blocks(n), kThreads, 0, s>>>(out, to, in, from, n);
+  return cudaGetLastError();
+}
+
+cudaError_t FillInt64(int64_t* out, int64_t value, int64_t n, cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  FillInt64Kernel<<<Blocks(n), kThreads, 0, s>>>(out, value, n);
+  return cudaGetLastError();
+}
+
+cudaError_t DropoutMask(float* mask, int64_t n, float p, float scale, uint64_t seed, cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  DropoutMaskKernel<<<Blocks(n), kThreads, 0, s>>>(mask, n, p, scale, seed);
+  return cudaGetLastError();
+}
+
+cudaError_t SgdStep(const functors::SgdStep& step, float* param, float* buf, const float* grad, int64_t n,
+                    cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  SgdKernel<<<Blocks(n), kThreads, 0, s>>>(step, param, buf, grad, n);
+  return cudaGetLastError();
+}
+
+cudaError_t AdamStep(const functors::AdamStep& step, float* param, float* m, float* v, const float* grad,
+                     int64_t n, cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  AdamKernel<<<Blocks(n), kThreads, 0, s>>>(step, param, m, v, grad, n);
+  return cudaGetLastError();
+}
+
+}  // namespace kernels
+}  // namespace cuda
+}  // namespace ddp

@@ -1,0 +1,138 @@
+// Raw-pointer launchers for the CUDA kernels (compiled by nvcc in tensor/cuda/*.cu; the host side in
+// tensor/cuda/*.cc calls them with tensors' device pointers). Every launcher enqueues on `stream`
+// and returns the launch's cudaError_t without synchronising; callers wrap it in DDP_CUDA_CHECK
+// (tensor/cuda/cuda_check.h). Element-wise math comes from tensor/functors.h, shared with the CPU.
+// Only built with --config=cuda.
+#ifndef DDP_TENSOR_CUDA_KERNELS_H_
+#define DDP_TENSOR_CUDA_KERNELS_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "tensor/functors.h"
+
+namespace ddp {
+namespace cuda {
+namespace kernels {
+
+constexpr int kMaxDims = 8;
+
+// A row-major loop over `shape` with up to three operands: element i of the loop reads/writes
+// operand k at offset sum_d index_d(i) * strides[k][d] (elements). Strides of 0 broadcast. When
+// `contiguous` is set, every operand's offset is i itself (or 0 where strides[k][0] == 0) and only
+// shape[0] (= the element count) is used.
+struct Indexer {
+  int ndim = 0;
+  bool contiguous = false;
+  int64_t numel = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[3][kMaxDims] = {};
+};
+
+// out = f(a, b) element-wise (operands 0, 1, 2 of the indexer). In-place ops pass out == a.
+enum class BinaryOp : int { kAdd, kSub, kMul, kDiv, kAxpy, kScaledCopy, kReluBackward, kAssign };
+// out = f(a) element-wise (operands 0, 1).
+enum class UnaryOp : int { kAddScalar, kMulScalar, kNeg, kRelu, kExp, kLog, kSqrt, kFill };
+
+// `param` is Axpy's alpha, ScaledCopy's scale, or the scalar of AddScalar / MulScalar / Fill.
+cudaError_t Binary(BinaryOp op, float param, float* out, const float* a, const float* b, const Indexer& ix,
+                   cudaStream_t stream);
+cudaError_t Unary(UnaryOp op, float param, float* out, const float* a, const Indexer& ix, cudaStream_t stream);
+
+// out(i) = in(i) for elements of `element_size` bytes (2, 4 or 8), offsets from operands 0 (out) and 1.
+cudaError_t StridedCopy(void* out, const void* in, int element_size, const Indexer& ix, cudaStream_t stream);
+
+// Element type codes for Convert (the values of ddp::DType).
+enum class ElementType : int { kFloat32 = 0, kInt64 = 1, kFloat16 = 2, kBFloat16 = 3 };
+// Converts n contiguous elements (round to nearest even for the 16-bit types, as the CPU path).
+cudaError_t Convert(void* out, ElementType to, const void* in, ElementType from, int64_t n, cudaStream_t stream);
+cudaError_t FillInt64(int64_t* out, int64_t value, int64_t n, cudaStream_t stream);
+
+// *out = sum of n contiguous floats (accumulated in double, one block: deterministic).
+cudaError_t SumAll(const float* x, int64_t n, float* out, cudaStream_t stream);
+// out[o] = sum over the reduced index space of x, for o in [0, kept.numel): `kept` has the output's
+// shape with x's strides as operand 0; `reduced` has the reduced dims with x's strides as operand 0.
+cudaError_t SumReduce(const float* x, float* out, const Indexer& kept, const Indexer& reduced,
+                      cudaStream_t stream);
+// out[a, b] = argmax_k x[a, k, b] for contiguous x [outer, n, inner] (ties: first).
+cudaError_t Argmax(const float* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, cudaStream_t stream);
+
+// Row-wise log-softmax of contiguous [rows, cols], and its backward dx = g - exp(y) * sum(g).
+cudaError_t LogSoftmax(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream);
+cudaError_t LogSoftmaxBackward(const float* g, const float* y, float* dx, int64_t rows, int64_t cols,
+                               cudaStream_t stream);
+// *out = mean_i -lp[i, target[i]]; NaN when rows == 0 or a target is out of [0, classes) (no host check).
+cudaError_t NllLoss(const float* lp, const int64_t* target, int64_t rows, int64_t classes, float* out,
+                    cudaStream_t stream);
+// dx = 0 except dx[i, target[i]] = -(*g) / rows.
+cudaError_t NllLossBackward(const float* g, const int64_t* target, float* dx, int64_t rows, int64_t classes,
+                            cudaStream_t stream);
+// dx = (exp(lp) - onehot(target)) * (*g) / rows.
+cudaError_t CrossEntropyBackward(const float* lp, const int64_t* target, const float* g, float* dx,
+                                 int64_t rows, int64_t classes, cudaStream_t stream);
+
+// Convolution geometry (as tensor/ops_conv.cc): input [n, c, h, w], weight [out, c, kh, kw].
+struct ConvShape {
+  int64_t n, c, h, w, out, kh, kw, stride, padding, oh, ow;
+};
+// Unfolds images [first, first + count) of x into col [c*kh*kw, count*oh*ow] (image i in columns
+// [i*P, (i+1)*P)), zero outside the image.
+cudaError_t Im2Col(const float* x, const ConvShape& g, int64_t first, int64_t count, float* col,
+                   cudaStream_t stream);
+// The adjoint: gx[first + i] += fold(col) for the same layout (gathers, no atomics).
+cudaError_t Col2Im(const float* col, const ConvShape& g, int64_t first, int64_t count, float* gx,
+                   cudaStream_t stream);
+// dst[b, a, c] = src[a, b, c] (+ bias[a] when bias is non-null), src [A, B, C] contiguous.
+cudaError_t SwapOuterDims(const float* src, float* dst, int64_t A, int64_t B, int64_t C, const float* bias,
+                          cudaStream_t stream);
+
+// Max pooling over `planes` planes of [h, w]; index holds the argmax's offset inside its plane (first
+// maximum wins, NaN propagates, as the CPU path). Backward zero-fills gx and scatter-adds.
+cudaError_t MaxPoolForward(const float* x, float* y, int32_t* index, int64_t planes, int64_t h, int64_t w,
+                           int64_t kernel, int64_t stride, int64_t oh, int64_t ow, cudaStream_t stream);
+cudaError_t MaxPoolBackward(const float* gy, const int32_t* index, float* gx, int64_t planes, int64_t in_plane,
+                            int64_t out_plane, cudaStream_t stream);
+
+// BatchNorm over contiguous x [n, c, inner]. Training statistics: mean, biased var and
+// invstd = 1/sqrt(var + eps) per channel (double accumulation, one block per channel).
+cudaError_t BatchNormStats(const float* x, int64_t n, int64_t c, int64_t inner, float eps, float* mean,
+                           float* var, float* invstd, cudaStream_t stream);
+// running = (1 - momentum) * running + momentum * batch (unbiased variance); pointers may be null;
+// strides in elements.
+cudaError_t BatchNormUpdateRunning(float* running_mean, int64_t mean_stride, float* running_var,
+                                   int64_t var_stride, const float* mean, const float* var, int64_t c,
+                                   int64_t count, float momentum, cudaStream_t stream);
+// Eval statistics from the running ones: mean = running_mean, invstd = 1/sqrt(running_var + eps).
+cudaError_t BatchNormEvalStats(const float* running_mean, int64_t mean_stride, const float* running_var,
+                               int64_t var_stride, int64_t c, float eps, float* mean, float* invstd,
+                               cudaStream_t stream);
+// y = (x - mean) * invstd * weight + bias (weight / bias nullable, with strides).
+cudaError_t BatchNormApply(const float* x, int64_t n, int64_t c, int64_t inner, const float* mean,
+                           const float* invstd, const float* weight, int64_t weight_stride, const float* bias,
+                           int64_t bias_stride, float* y, cudaStream_t stream);
+// Per channel: sum_g = sum(gy), sum_gx = sum(gy * (x - mean)).
+cudaError_t BatchNormBackwardSums(const float* gy, const float* x, const float* mean, int64_t n, int64_t c,
+                                  int64_t inner, float* sum_g, float* sum_gx, cudaStream_t stream);
+// gx = k * gy + a * (x - mean) + b per channel (tensor/ops_batchnorm.cc), gw = sum_gx * invstd,
+// gb = sum_g. gx / gw / gb may be null.
+cudaError_t BatchNormBackward(const float* gy, const float* x, const float* mean, const float* invstd,
+                              const float* weight, int64_t weight_stride, const float* sum_g,
+                              const float* sum_gx, int64_t n, int64_t c, int64_t inner, bool training,
+                              float* gx, float* gw, float* gb, cudaStream_t stream);
+
+// mask[i] = scale when a counter-based hash of (seed, i) gives a uniform >= p, else 0.
+cudaError_t DropoutMask(float* mask, int64_t n, float p, float scale, uint64_t seed, cudaStream_t stream);
+
+// Optimizer steps on n contiguous elements (the functors of tensor/functors.h). buf may be null
+// when step.momentum == 0.
+cudaError_t SgdStep(const functors::SgdStep& step, float* param, float* buf, const float* grad, int64_t n,
+                    cudaStream_t stream);
+cudaError_t AdamStep(const functors::AdamStep& step, float* param, float* m, float* v, const float* grad,
+                     int64_t n, cudaStream_t stream);
+
+}  // namespace kernels
+}  // namespace cuda
+}  // namespace ddp
+
+#endif  // DDP_TENSOR_CUDA_KERNELS_H_

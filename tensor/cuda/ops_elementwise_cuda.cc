@@ -1,0 +1,410 @@
+// CUDA element-wise, in-place, copy and reduction ops (contracts: tensor/ops.h).
+#include <cstring>
+
+#include "tensor/cpu_elementwise.h"
+#include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/op_util.h"
+#include "tensor/function_node.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace cuda {
+
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+int RequireCudaFloat(const char* op, std::initializer_list<const Tensor*> inputs) {
+  int device = -1;
+  for (const Tensor* t : inputs) {
+    if (t == nullptr || !t->defined()) continue;
+    DDP_CHECK(t->device().is_cuda()) << op << ": input on " << t->device().ToString()
+                                     << " mixed with CUDA inputs (move it with ToDevice)";
+    if (device < 0) device = t->device().index;
+    DDP_CHECK(t->device().index == device) << op << ": inputs on cuda:" << device << " and "
+                                           << t->device().ToString();
+    DDP_CHECK(t->dtype() == DType::kFloat32) << op << ": expects float32, got " << DTypeName(t->dtype());
+  }
+  return device;
+}
+
+kernels::Indexer MakeIndexer(const Shape& shape, const std::vector<int64_t>& s0, const std::vector<int64_t>& s1,
+                             const std::vector<int64_t>& s2) {
+  kernels::Indexer ix;
+  DDP_CHECK(shape.size() <= static_cast<size_t>(kernels::kMaxDims))
+      << "CUDA element-wise ops support up to " << kernels::kMaxDims << " dims, got " << ShapeToString(shape);
+  ix.numel = NumElements(shape);
+  ix.ndim = static_cast<int>(shape.size());
+  const std::vector<int64_t> contiguous = ContiguousStrides(shape);
+  bool all_contiguous = true;
+  const std::vector<int64_t>* strides[3] = {&s0, &s1, &s2};
+  for (size_t d = 0; d < shape.size(); ++d) {
+    ix.shape[d] = shape[d];
+    for (int k = 0; k < 3; ++k) {
+      const int64_t s = strides[k]->empty() ? 0 : (*strides[k])[d];
+      ix.strides[k][d] = s;
+      // An operand is "contiguous" when it matches the row-major strides (size-1 dims excepted) or is
+      // an all-zero broadcast (scalar) operand.
+      if (!strides[k]->empty() && shape[d] != 1 && s != contiguous[d]) all_contiguous = false;
+    }
+  }
+  if (all_contiguous) {
+    ix.contiguous = true;
+    for (int k = 0; k < 3; ++k) ix.strides[k][0] = strides[k]->empty() ? 0 : 1;
+  }
+  return ix;
+}
+
+Tensor ContiguousNoGrad(const Tensor& x) {
+  if (x.is_contiguous()) return x.Detach();
+  Tensor out = Tensor::Empty(x.shape(), x.dtype(), x.device());
+  DeviceGuard guard(x.device().index);
+  const kernels::Indexer ix = MakeIndexer(x.shape(), out.strides(), x.strides());
+  DDP_CUDA_CHECK(kernels::StridedCopy(out.raw_data(), x.raw_data(), static_cast<int>(ElementSize(x.dtype())), ix,
+                                      StreamOf(x)));
+  return out;
+}
+
+Tensor BinaryMap(const Tensor& a, const Tensor& b, const Shape& out_shape, BinaryOp op, float param) {
+  Tensor out = Tensor::Empty(out_shape, DType::kFloat32, a.device());
+  DeviceGuard guard(a.device().index);
+  kernels::Indexer ix = MakeIndexer(out_shape, out.strides(), cpu::BroadcastStrides(a, out_shape),
+                                    cpu::BroadcastStrides(b, out_shape));
+  if (b.numel() == 1 && a.shape() == out_shape && a.is_contiguous()) {  // tensor-scalar fast path
+    ix.contiguous = true;
+    ix.strides[0][0] = 1;
+    ix.strides[1][0] = 1;
+    ix.strides[2][0] = 0;
+  }
+  DDP_CUDA_CHECK(kernels::Binary(op, param, out.data<float>(), a.data<float>(), b.data<float>(), ix, StreamOf(a)));
+  return out;
+}
+
+void BinaryInPlace(const Tensor& dst, const Tensor& src, BinaryOp op, float param) {
+  DeviceGuard guard(dst.device().index);
+  const kernels::Indexer ix =
+      MakeIndexer(dst.shape(), dst.strides(), dst.strides(), cpu::BroadcastStrides(src, dst.shape()));
+  DDP_CUDA_CHECK(
+      kernels::Binary(op, param, dst.data<float>(), dst.data<float>(), src.data<float>(), ix, StreamOf(dst)));
+}
+
+Tensor UnaryMap(const Tensor& x, UnaryOp op, float param) {
+  Tensor out = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
+  DeviceGuard guard(x.device().index);
+  const kernels::Indexer ix = MakeIndexer(x.shape(), out.strides(), x.strides());
+  DDP_CUDA_CHECK(kernels::Unary(op, param, out.data<float>(), x.data<float>(), ix, StreamOf(x)));
+  return out;
+}
+
+// ---- element-wise ops (backward as tensor/ops_elementwise.cc, through the public ops) ----
+
+Tensor Add(const Tensor& a, const Tensor& b) {
+  RequireCudaFloat("Add", {&a, &b});
+  Tensor out = BinaryMap(a, b, BroadcastShapes(a.shape(), b.shape()), BinaryOp::kAdd);
+  Shape sa = a.shape(), sb = b.shape();
+  return RecordOp(out, "AddBackward", {&a, &b}, [sa, sb](const Tensor& g) {
+    return std::vector<Tensor>{SumToShape(g, sa), SumToShape(g, sb)};
+  });
+}
+
+Tensor Sub(const Tensor& a, const Tensor& b) {
+  RequireCudaFloat("Sub", {&a, &b});
+  Tensor out = BinaryMap(a, b, BroadcastShapes(a.shape(), b.shape()), BinaryOp::kSub);
+  Shape sa = a.shape(), sb = b.shape();
+  return RecordOp(out, "SubBackward", {&a, &b}, [sa, sb](const Tensor& g) {
+    return std::vector<Tensor>{SumToShape(g, sa), SumToShape(ddp::Neg(g), sb)};
+  });
+}
+
+Tensor Mul(const Tensor& a, const Tensor& b) {
+  RequireCudaFloat("Mul", {&a, &b});
+  Tensor out = BinaryMap(a, b, BroadcastShapes(a.shape(), b.shape()), BinaryOp::kMul);
+  Tensor ad = a.Detach(), bd = b.Detach();
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  return RecordOp(out, "MulBackward", {&a, &b}, [ad, bd, need_a, need_b](const Tensor& g) {
+    return std::vector<Tensor>{need_a ? SumToShape(ddp::Mul(g, bd), ad.shape()) : Tensor(),
+                               need_b ? SumToShape(ddp::Mul(g, ad), bd.shape()) : Tensor()};
+  });
+}
+
+Tensor Div(const Tensor& a, const Tensor& b) {
+  RequireCudaFloat("Div", {&a, &b});
+  Tensor out = BinaryMap(a, b, BroadcastShapes(a.shape(), b.shape()), BinaryOp::kDiv);
+  Tensor ad = a.Detach(), bd = b.Detach();
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  return RecordOp(out, "DivBackward", {&a, &b}, [ad, bd, need_a, need_b](const Tensor& g) {
+    return std::vector<Tensor>{
+        need_a ? SumToShape(ddp::Div(g, bd), ad.shape()) : Tensor(),
+        need_b ? SumToShape(ddp::Neg(ddp::Div(ddp::Mul(g, ad), ddp::Mul(bd, bd))), bd.shape()) : Tensor()};
+  });
+}
+
+Tensor AddScalar(const Tensor& a, float s) {
+  RequireCudaFloat("AddScalar", {&a});
+  return RecordOp(UnaryMap(a, UnaryOp::kAddScalar, s), "AddScalarBackward", {&a},
+                  [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
+
+Tensor MulScalar(const Tensor& a, float s) {
+  RequireCudaFloat("MulScalar", {&a});
+  return RecordOp(UnaryMap(a, UnaryOp::kMulScalar, s), "MulScalarBackward", {&a},
+                  [s](const Tensor& g) { return std::vector<Tensor>{ddp::MulScalar(g, s)}; });
+}
+
+Tensor Neg(const Tensor& a) {
+  RequireCudaFloat("Neg", {&a});
+  return RecordOp(UnaryMap(a, UnaryOp::kNeg), "NegBackward", {&a},
+                  [](const Tensor& g) { return std::vector<Tensor>{ddp::Neg(g)}; });
+}
+
+Tensor Relu(const Tensor& a) {
+  RequireCudaFloat("Relu", {&a});
+  Tensor out = UnaryMap(a, UnaryOp::kRelu);
+  Tensor saved = out.Detach();
+  return RecordOp(out, "ReluBackward", {&a}, [saved](const Tensor& g) {
+    return std::vector<Tensor>{BinaryMap(g, saved, g.shape(), BinaryOp::kReluBackward)};
+  });
+}
+
+Tensor Exp(const Tensor& a) {
+  RequireCudaFloat("Exp", {&a});
+  Tensor out = UnaryMap(a, UnaryOp::kExp);
+  Tensor saved = out.Detach();
+  return RecordOp(out, "ExpBackward", {&a},
+                  [saved](const Tensor& g) { return std::vector<Tensor>{ddp::Mul(g, saved)}; });
+}
+
+Tensor Log(const Tensor& a) {
+  RequireCudaFloat("Log", {&a});
+  Tensor ad = a.Detach();
+  return RecordOp(UnaryMap(a, UnaryOp::kLog), "LogBackward", {&a},
+                  [ad](const Tensor& g) { return std::vector<Tensor>{ddp::Div(g, ad)}; });
+}
+
+Tensor Sqrt(const Tensor& a) {
+  RequireCudaFloat("Sqrt", {&a});
+  Tensor out = UnaryMap(a, UnaryOp::kSqrt);
+  Tensor saved = out.Detach();
+  return RecordOp(out, "SqrtBackward", {&a}, [saved](const Tensor& g) {
+    return std::vector<Tensor>{ddp::Div(ddp::MulScalar(g, 0.5f), saved)};
+  });
+}
+
+// ---- in place ----
+
+void AddInPlace(const Tensor& dst, const Tensor& src, float alpha) {
+  RequireCudaFloat("AddInPlace", {&dst, &src});
+  DDP_CHECK(BroadcastShapes(dst.shape(), src.shape()) == dst.shape())
+      << "AddInPlace: " << ShapeToString(src.shape()) << " does not broadcast to " << ShapeToString(dst.shape());
+  if (alpha == 1.0f) {
+    BinaryInPlace(dst, src, BinaryOp::kAdd);
+  } else {
+    BinaryInPlace(dst, src, BinaryOp::kAxpy, alpha);
+  }
+}
+
+void MulScalarInPlace(const Tensor& dst, float s) {
+  RequireCudaFloat("MulScalarInPlace", {&dst});
+  DeviceGuard guard(dst.device().index);
+  const kernels::Indexer ix = MakeIndexer(dst.shape(), dst.strides(), dst.strides());
+  DDP_CUDA_CHECK(kernels::Unary(UnaryOp::kMulScalar, s, dst.data<float>(), dst.data<float>(), ix, StreamOf(dst)));
+}
+
+void CopyScaledInPlace(const Tensor& dst, const Tensor& src, float scale) {
+  RequireCudaFloat("CopyScaledInPlace", {&dst, &src});
+  DDP_CHECK(BroadcastShapes(dst.shape(), src.shape()) == dst.shape())
+      << "CopyScaledInPlace: " << ShapeToString(src.shape()) << " does not broadcast to "
+      << ShapeToString(dst.shape());
+  BinaryInPlace(dst, src, BinaryOp::kScaledCopy, scale);
+}
+
+void FillInPlace(const Tensor& dst, float value) {
+  DeviceGuard guard(dst.device().index);
+  if (dst.dtype() == DType::kInt64) {
+    DDP_CHECK(dst.is_contiguous()) << "FillInPlace on a strided int64 tensor";
+    DDP_CUDA_CHECK(kernels::FillInt64(dst.data<int64_t>(), static_cast<int64_t>(value), dst.numel(), StreamOf(dst)));
+    return;
+  }
+  RequireCudaFloat("FillInPlace", {&dst});
+  if (dst.is_contiguous() && value == 0.0f) {
+    DDP_CUDA_CHECK(cudaMemsetAsync(dst.raw_data(), 0, dst.nbytes(), StreamOf(dst)));
+    return;
+  }
+  const kernels::Indexer ix = MakeIndexer(dst.shape(), dst.strides(), dst.strides());
+  DDP_CUDA_CHECK(kernels::Unary(UnaryOp::kFill, value, dst.data<float>(), dst.data<float>(), ix, StreamOf(dst)));
+}
+
+// ---- copies between devices and dtypes ----
+
+namespace {
+
+// src converted to `dtype` on its own device, contiguous.
+Tensor ConvertedContiguous(const Tensor& src, DType dtype) {
+  if (src.device().is_cpu()) {
+    Tensor c = src.is_contiguous() ? src.Detach() : ddp::Contiguous(src.Detach());
+    return ToDType(c, dtype);
+  }
+  Tensor c = ContiguousNoGrad(src);
+  if (c.dtype() == dtype) return c;
+  Tensor out = Tensor::Empty(c.shape(), dtype, c.device());
+  DeviceGuard guard(c.device().index);
+  DDP_CUDA_CHECK(kernels::Convert(out.raw_data(), static_cast<kernels::ElementType>(dtype), c.raw_data(),
+                                  static_cast<kernels::ElementType>(c.dtype()), c.numel(), StreamOf(c)));
+  return out;
+}
+
+// Contiguous same-dtype, same-size copy between any two devices on the CUDA side's current stream;
+// waits for the copy when the destination is host memory.
+void CopyBytes(const Tensor& dst, const Tensor& src) {
+  const Device cuda_side = dst.device().is_cuda() ? dst.device() : src.device();
+  DeviceGuard guard(cuda_side.index);
+  cudaStream_t stream = CurrentStream(cuda_side.index);
+  DDP_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDefault, stream));
+  if (dst.device().is_cpu()) DDP_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace
+
+void CopyInPlace(const Tensor& dst, const Tensor& src) {
+  DDP_CHECK(dst.numel() == src.numel()) << "CopyInPlace: " << ShapeToString(src.shape()) << " into "
+                                        << ShapeToString(dst.shape());
+  if (dst.numel() == 0) return;
+  Tensor s = ConvertedContiguous(src, dst.dtype());
+  if (dst.is_contiguous()) {
+    CopyBytes(dst, s);
+    return;
+  }
+  // Strided destination: bring the values to dst's device contiguously, then scatter there.
+  Tensor staged = s;
+  if (s.device() != dst.device()) {
+    staged = Tensor::Empty(s.shape(), s.dtype(), dst.device());
+    CopyBytes(staged, s);
+  }
+  Tensor shaped = Tensor::View(staged.storage(), dst.shape(), ContiguousStrides(dst.shape()),
+                               staged.storage_offset(), staged.dtype());
+  if (dst.device().is_cpu()) {
+    ddp::CopyInPlace(dst, shaped);
+    return;
+  }
+  DeviceGuard guard(dst.device().index);
+  const kernels::Indexer ix = MakeIndexer(dst.shape(), dst.strides(), shaped.strides());
+  DDP_CUDA_CHECK(kernels::StridedCopy(dst.raw_data(), shaped.raw_data(), static_cast<int>(ElementSize(dst.dtype())),
+                                      ix, StreamOf(dst)));
+}
+
+Tensor ToDevice(const Tensor& x, Device device) {
+  Tensor out = Tensor::Empty(x.shape(), x.dtype(), device);
+  cuda::CopyInPlace(out, x.Detach());
+  const Device from = x.device();
+  return RecordOp(out, "ToDeviceBackward", {&x},
+                  [from](const Tensor& g) { return std::vector<Tensor>{ddp::ToDevice(g, from)}; });
+}
+
+void MoveToDeviceInPlace(const Tensor& t, Device device) {
+  DDP_CHECK(!t.grad().defined()) << "MoveToDeviceInPlace: " << t.name() << " already has a gradient";
+  if (t.device() == device) return;
+  Tensor moved = Tensor::Empty(t.shape(), t.dtype(), device);
+  cuda::CopyInPlace(moved, t.Detach());
+  TensorImpl* impl = t.impl();
+  impl->storage = moved.storage();
+  impl->strides = moved.strides();
+  impl->offset = 0;
+}
+
+// ---- reductions ----
+
+Tensor Sum(const Tensor& x) {
+  RequireCudaFloat("Sum", {&x});
+  Tensor c = ContiguousNoGrad(x);
+  Tensor out = Tensor::Empty({}, DType::kFloat32, x.device());
+  DeviceGuard guard(x.device().index);
+  DDP_CUDA_CHECK(kernels::SumAll(c.data<float>(), c.numel(), out.data<float>(), StreamOf(x)));
+  const Shape shape = x.shape();
+  return RecordOp(out, "SumBackward", {&x}, [shape](const Tensor& g) {
+    // Broadcast the scalar gradient on the device (no host round trip).
+    Tensor grad = Tensor::Empty(shape, DType::kFloat32, g.device());
+    BinaryInPlace(grad, g, BinaryOp::kAssign);
+    return std::vector<Tensor>{grad};
+  });
+}
+
+Tensor Sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  RequireCudaFloat("Sum", {&x});
+  const int64_t nd = x.dim();
+  std::vector<bool> mask(nd, false);
+  for (int64_t d : dims) {
+    const int64_t w = d < 0 ? d + nd : d;
+    DDP_CHECK(w >= 0 && w < nd) << "reduction dim " << d << " out of range for " << nd << "-d tensor";
+    mask[w] = true;
+  }
+  Shape kept = x.shape(), kept_shape, reduced_shape;
+  std::vector<int64_t> kept_strides, reduced_strides;
+  for (int64_t i = 0; i < nd; ++i) {
+    if (mask[i]) {
+      kept[i] = 1;
+      reduced_shape.push_back(x.shape()[i]);
+      reduced_strides.push_back(x.strides()[i]);
+    } else {
+      kept_shape.push_back(x.shape()[i]);
+      kept_strides.push_back(x.strides()[i]);
+    }
+  }
+  Tensor out = Tensor::Empty(kept, DType::kFloat32, x.device());
+  DeviceGuard guard(x.device().index);
+  kernels::Indexer kept_ix = MakeIndexer(kept_shape, kept_strides, {});
+  kernels::Indexer reduced_ix = MakeIndexer(reduced_shape, reduced_strides, {});
+  kept_ix.contiguous = false;  // the reduce kernels always use the general offsets
+  reduced_ix.contiguous = false;
+  DDP_CUDA_CHECK(kernels::SumReduce(x.data<float>(), out.data<float>(), kept_ix, reduced_ix, StreamOf(x)));
+  if (!keepdim) out = Tensor::View(out.storage(), kept_shape, ContiguousStrides(kept_shape), 0, DType::kFloat32);
+  const Shape shape = x.shape();
+  return RecordOp(out, "SumDimsBackward", {&x}, [shape, kept](const Tensor& g) {
+    Tensor grad = Tensor::Empty(shape, DType::kFloat32, g.device());
+    BinaryInPlace(grad, Reshape(g, kept), BinaryOp::kAssign);
+    return std::vector<Tensor>{grad};
+  });
+}
+
+Tensor Argmax(const Tensor& x, int64_t dim) {
+  RequireCudaFloat("Argmax", {&x});
+  const int64_t nd = x.dim();
+  if (dim < 0) dim += nd;
+  DDP_CHECK(dim >= 0 && dim < nd) << "Argmax dim out of range";
+  Tensor c = ContiguousNoGrad(x);
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < dim; ++i) outer *= c.shape()[i];
+  for (int64_t i = dim + 1; i < nd; ++i) inner *= c.shape()[i];
+  const int64_t n = c.shape()[dim];
+  DDP_CHECK(n > 0) << "Argmax over an empty dimension";
+  Shape out_shape;
+  for (int64_t i = 0; i < nd; ++i) if (i != dim) out_shape.push_back(c.shape()[i]);
+  Tensor out = Tensor::Empty(out_shape, DType::kInt64, x.device());
+  DeviceGuard guard(x.device().index);
+  DDP_CUDA_CHECK(kernels::Argmax(c.data<float>(), out.data<int64_t>(), outer, n, inner, StreamOf(x)));
+  return out;
+}
+
+// ---- optimizer steps ----
+
+void SgdStep(const Tensor& param, const Tensor& buf, const Tensor& grad, const functors::SgdStep& step) {
+  RequireCudaFloat("SgdStep", {&param, &buf, &grad});
+  DDP_CHECK(param.is_contiguous() && grad.is_contiguous() && (!buf.defined() || buf.is_contiguous()) &&
+            grad.numel() == param.numel())
+      << "SgdStep: parameter, gradient and momentum buffer must be contiguous and equal in size";
+  DeviceGuard guard(param.device().index);
+  DDP_CUDA_CHECK(kernels::SgdStep(step, param.data<float>(), buf.defined() ? buf.data<float>() : nullptr,
+                                  grad.data<float>(), param.numel(), StreamOf(param)));
+}
+
+void AdamStep(const Tensor& param, const Tensor& m, const Tensor& v, const Tensor& grad,
+              const functors::AdamStep& step) {
+  RequireCudaFloat("AdamStep", {&param, &m, &v, &grad});
+  DDP_CHECK(param.is_contiguous() && m.is_contiguous() && v.is_contiguous() && grad.is_contiguous() &&
+            grad.numel() == param.numel())
+      << "AdamStep: parameter, gradient and moments must be contiguous and equal in size";
+  DeviceGuard guard(param.device().index);
+  DDP_CUDA_CHECK(kernels::AdamStep(step, param.data<float>(), m.data<float>(), v.data<float>(), grad.data<float>(),
+                                   param.numel(), StreamOf(param)));
+}
+
+}  // namespace cuda
+}  // namespace ddp

@@ -1,0 +1,400 @@
+// CUDA matmul/linear (cuBLAS), convolution (im2col + cuBLAS), pooling, batch norm, dropout and losses
+// (contracts: tensor/ops.h; algorithms mirror the CPU files named in each section).
+#include <algorithm>
+#include <memory>
+
+#include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/op_util.h"
+#include "tensor/function_node.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace cuda {
+namespace {
+
+// ---- GEMM operands (as tensor/ops_matmul.cc) ----
+
+struct GemmOperand {
+  const float* data;
+  bool transposed;
+  int64_t ld;
+  Tensor keep_alive;
+};
+
+GemmOperand AsGemmOperand(const Tensor& x) {
+  const auto& s = x.strides();
+  if (s[1] == 1 && s[0] >= std::max<int64_t>(x.shape()[1], 1)) return {x.data<float>(), false, s[0], x};
+  if (s[0] == 1 && s[1] >= std::max<int64_t>(x.shape()[0], 1)) return {x.data<float>(), true, s[1], x};
+  Tensor c = ContiguousNoGrad(x);
+  return {c.data<float>(), false, std::max<int64_t>(x.shape()[1], 1), c};
+}
+
+// out[m, n] = a[m, k] b[k, n] (+ beta * out).
+void MatmulInto(const Tensor& a, const Tensor& b, const Tensor& out, float beta) {
+  GemmOperand ga = AsGemmOperand(a), gb = AsGemmOperand(b);
+  const int64_t k = a.shape()[1];
+  if (k == 0) {
+    if (beta == 0.0f) ddp::cuda::FillInPlace(out, 0.0f);
+    return;
+  }
+  Gemm(out.device().index, ga.transposed, gb.transposed, a.shape()[0], b.shape()[1], k, 1.0f, ga.data, ga.ld,
+       gb.data, gb.ld, beta, out.data<float>(), std::max<int64_t>(out.shape()[1], 1));
+}
+
+Tensor MatmulNoGrad(const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::Empty({a.shape()[0], b.shape()[1]}, DType::kFloat32, a.device());
+  MatmulInto(a, b, out, 0.0f);
+  return out;
+}
+
+}  // namespace
+
+Tensor Matmul(const Tensor& a, const Tensor& b) {
+  RequireCudaFloat("Matmul", {&a, &b});
+  DDP_CHECK(a.dim() == 2 && b.dim() == 2 && a.shape()[1] == b.shape()[0])
+      << "Matmul: " << ShapeToString(a.shape()) << " x " << ShapeToString(b.shape());
+  Tensor out = MatmulNoGrad(a, b);
+  Tensor ad = a.Detach(), bd = b.Detach();
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  return RecordOp(out, "MatmulBackward", {&a, &b}, [ad, bd, need_a, need_b](const Tensor& g) {
+    return std::vector<Tensor>{need_a ? MatmulNoGrad(g, Transpose(bd, 0, 1)) : Tensor(),
+                               need_b ? MatmulNoGrad(Transpose(ad, 0, 1), g) : Tensor()};
+  });
+}
+
+Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  RequireCudaFloat("Linear", {&x, &w, &b});
+  DDP_CHECK(x.dim() == 2 && w.dim() == 2 && x.shape()[1] == w.shape()[1])
+      << "Linear: input " << ShapeToString(x.shape()) << " with weight " << ShapeToString(w.shape());
+  const int64_t n = x.shape()[0], out_features = w.shape()[0];
+  Tensor out = Tensor::Empty({n, out_features}, DType::kFloat32, x.device());
+  float beta = 0.0f;
+  if (b.defined()) {
+    DDP_CHECK(b.dim() == 1 && b.shape()[0] == out_features) << "Linear: bias " << ShapeToString(b.shape());
+    BinaryInPlace(out, b.Detach(), kernels::BinaryOp::kAssign);  // every row = bias
+    beta = 1.0f;
+  }
+  MatmulInto(x, Transpose(w.Detach(), 0, 1), out, beta);
+  Tensor xd = x.Detach(), wd = w.Detach();
+  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
+  const bool need_b = b.defined() && b.requires_grad();
+  return RecordOp(out, "LinearBackward", {&x, &w, &b}, [xd, wd, need_x, need_w, need_b](const Tensor& g) {
+    Tensor gx = need_x ? MatmulNoGrad(g, wd) : Tensor();
+    Tensor gw = need_w ? MatmulNoGrad(Transpose(g, 0, 1), xd) : Tensor();
+    Tensor gb = need_b ? cuda::Sum(g.Detach(), {0}, false) : Tensor();
+    return std::vector<Tensor>{gx, gw, gb};
+  });
+}
+
+// ---- Conv2d (Note [Conv2d image groups] in tensor/ops_conv.cc, with a GPU-sized group) ----
+
+namespace {
+
+kernels::ConvShape CheckConv(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding) {
+  DDP_CHECK(x.dim() == 4 && w.dim() == 4 && x.shape()[1] == w.shape()[1])
+      << "Conv2d: input " << ShapeToString(x.shape()) << " [n, c, h, w] does not match weight "
+      << ShapeToString(w.shape()) << " [out, c, kh, kw]";
+  DDP_CHECK(stride >= 1 && padding >= 0) << "Conv2d: stride " << stride << " must be >= 1 and padding " << padding
+                                         << " >= 0";
+  kernels::ConvShape g{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], w.shape()[0],
+                       w.shape()[2], w.shape()[3], stride, padding, 0, 0};
+  DDP_CHECK(g.kh >= 1 && g.kw >= 1 && g.h + 2 * padding >= g.kh && g.w + 2 * padding >= g.kw)
+      << "Conv2d: kernel " << g.kh << "x" << g.kw << " larger than padded input " << ShapeToString(x.shape());
+  if (b.defined()) {
+    DDP_CHECK(b.dim() == 1 && b.shape()[0] == g.out)
+        << "Conv2d: bias " << ShapeToString(b.shape()) << " for weight " << ShapeToString(w.shape());
+  }
+  g.oh = (g.h + 2 * padding - g.kh) / stride + 1;
+  g.ow = (g.w + 2 * padding - g.kw) / stride + 1;
+  return g;
+}
+
+// Images per GEMM: as many as keep col [K, G*P] within 256 MiB (one wide GEMM per group).
+int64_t ImagesPerGroup(const kernels::ConvShape& g) {
+  const int64_t per_image = std::max<int64_t>(g.c * g.kh * g.kw * g.oh * g.ow, 1);
+  const int64_t budget = (int64_t{256} << 20) / static_cast<int64_t>(sizeof(float));
+  return std::max<int64_t>(1, std::min<int64_t>(g.n, budget / per_image));
+}
+
+}  // namespace
+
+Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding) {
+  const int device = RequireCudaFloat("Conv2d", {&x, &w, &b});
+  const kernels::ConvShape g = CheckConv(x, w, b, stride, padding);
+  Tensor xc = ContiguousNoGrad(x), wc = ContiguousNoGrad(w);
+  Tensor bc = b.defined() ? ContiguousNoGrad(b) : Tensor();
+  Tensor out = Tensor::Empty({g.n, g.out, g.oh, g.ow}, DType::kFloat32, x.device());
+  const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, group = ImagesPerGroup(g);
+  {
+    DeviceGuard guard(device);
+    cudaStream_t stream = StreamOf(x);
+    Tensor col = Tensor::Empty({K * P * std::min(group, g.n)}, DType::kFloat32, x.device());
+    Tensor tmp = Tensor::Empty({g.out * P * std::min(group, g.n)}, DType::kFloat32, x.device());
+    for (int64_t first = 0; first < g.n; first += group) {
+      const int64_t count = std::min(group, g.n - first), ld = count * P;
+      DDP_CUDA_CHECK(kernels::Im2Col(xc.data<float>(), g, first, count, col.data<float>(), stream));
+      Gemm(device, false, false, g.out, ld, K, 1.0f, wc.data<float>(), K, col.data<float>(), ld, 0.0f,
+           tmp.data<float>(), ld);
+      DDP_CUDA_CHECK(kernels::SwapOuterDims(tmp.data<float>(), out.data<float>() + first * g.out * P, g.out, count,
+                                            P, bc.defined() ? bc.data<float>() : nullptr, stream));
+    }
+  }
+  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
+  const bool need_b = b.defined() && b.requires_grad();
+  return RecordOp(out, "Conv2dBackward", {&x, &w, &b}, [xc, wc, g, device, need_x, need_w, need_b](const Tensor& gy) {
+    Tensor gyc = ContiguousNoGrad(gy);
+    Tensor gx, gw, gb;
+    if (need_b) gb = cuda::Sum(gyc, {0, 2, 3}, false);
+    if (!need_x && !need_w) return std::vector<Tensor>{gx, gw, gb};
+    DeviceGuard guard(device);
+    cudaStream_t stream = StreamOf(gyc);
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, group = ImagesPerGroup(g);
+    const int64_t max_cols = P * std::max<int64_t>(std::min(group, g.n), 1);
+    Tensor col = Tensor::Empty({K * max_cols}, DType::kFloat32, gy.device());
+    Tensor gathered = Tensor::Empty({g.out * max_cols}, DType::kFloat32, gy.device());
+    if (need_x) {
+      gx = Tensor::Empty(xc.shape(), DType::kFloat32, gy.device());
+      cuda::FillInPlace(gx, 0.0f);
+    }
+    if (need_w) {
+      gw = Tensor::Empty(wc.shape(), DType::kFloat32, gy.device());
+      cuda::FillInPlace(gw, 0.0f);
+    }
+    for (int64_t first = 0; first < g.n; first += group) {
+      const int64_t count = std::min(group, g.n - first), ld = count * P;
+      // gy [count, out, P] -> [out, count * P]
+      DDP_CUDA_CHECK(kernels::SwapOuterDims(gyc.data<float>() + first * g.out * P, gathered.data<float>(), count,
+                                            g.out, P, nullptr, stream));
+      if (need_w) {
+        DDP_CUDA_CHECK(kernels::Im2Col(xc.data<float>(), g, first, count, col.data<float>(), stream));
+        Gemm(device, false, true, g.out, K, ld, 1.0f, gathered.data<float>(), ld, col.data<float>(), ld, 1.0f,
+             gw.data<float>(), K);
+      }
+      if (need_x) {
+        Gemm(device, true, false, K, ld, g.out, 1.0f, wc.data<float>(), K, gathered.data<float>(), ld, 0.0f,
+             col.data<float>(), ld);
+        DDP_CUDA_CHECK(kernels::Col2Im(col.data<float>(), g, first, count, gx.data<float>(), stream));
+      }
+    }
+    return std::vector<Tensor>{gx, gw, gb};
+  });
+}
+
+// ---- MaxPool2d (tensor/ops_pool.cc) ----
+
+Tensor MaxPool2d(const Tensor& x, int64_t kernel, int64_t stride) {
+  RequireCudaFloat("MaxPool2d", {&x});
+  if (stride == 0) stride = kernel;
+  DDP_CHECK(x.dim() == 4) << "MaxPool2d expects [n, c, h, w], got " << ShapeToString(x.shape());
+  DDP_CHECK(kernel >= 1 && stride >= 1) << "MaxPool2d: kernel " << kernel << " and stride " << stride
+                                        << " must be >= 1";
+  const int64_t h = x.shape()[2], w = x.shape()[3];
+  DDP_CHECK(h >= kernel && w >= kernel) << "MaxPool2d: kernel " << kernel << " larger than input "
+                                        << ShapeToString(x.shape());
+  const int64_t planes = x.shape()[0] * x.shape()[1], oh = (h - kernel) / stride + 1, ow = (w - kernel) / stride + 1;
+  Tensor xc = ContiguousNoGrad(x);
+  Tensor out = Tensor::Empty({x.shape()[0], x.shape()[1], oh, ow}, DType::kFloat32, x.device());
+  Storage index = NewStorage(static_cast<size_t>(out.numel()) * sizeof(int32_t), x.device());
+  DeviceGuard guard(x.device().index);
+  DDP_CUDA_CHECK(kernels::MaxPoolForward(xc.data<float>(), out.data<float>(), static_cast<int32_t*>(index->data()),
+                                         planes, h, w, kernel, stride, oh, ow, StreamOf(x)));
+  const Shape in_shape = x.shape();
+  return RecordOp(out, "MaxPool2dBackward", {&x}, [index, in_shape, planes, h, w, oh, ow](const Tensor& gy) {
+    Tensor gyc = ContiguousNoGrad(gy);
+    Tensor gx = Tensor::Empty(in_shape, DType::kFloat32, gy.device());
+    DeviceGuard guard(gy.device().index);
+    DDP_CUDA_CHECK(kernels::MaxPoolBackward(gyc.data<float>(), static_cast<const int32_t*>(index->data()),
+                                            gx.data<float>(), planes, h * w, oh * ow, StreamOf(gy)));
+    return std::vector<Tensor>{gx};
+  });
+}
+
+// ---- BatchNorm (tensor/ops_batchnorm.cc) ----
+
+namespace {
+
+const float* PtrOrNull(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+int64_t StrideOrZero(const Tensor& t) { return t.defined() ? t.strides()[0] : 0; }
+
+void CheckChannels(const char* what, const Tensor& t, const Tensor& x) {
+  if (!t.defined()) return;
+  DDP_CHECK(t.dim() == 1 && t.shape()[0] == x.shape()[1])
+      << "BatchNorm: " << what << " " << ShapeToString(t.shape()) << " does not match the channels of input "
+      << ShapeToString(x.shape());
+}
+
+}  // namespace
+
+Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                 const Tensor& running_var, bool training, float momentum, float eps) {
+  RequireCudaFloat("BatchNorm", {&x, &weight, &bias, &running_mean, &running_var});
+  DDP_CHECK(x.dim() >= 2) << "BatchNorm expects [n, c] or [n, c, h, w], got " << ShapeToString(x.shape());
+  CheckChannels("weight", weight, x);
+  CheckChannels("bias", bias, x);
+  CheckChannels("running_mean", running_mean, x);
+  CheckChannels("running_var", running_var, x);
+  const int64_t n = x.shape()[0], c = x.shape()[1];
+  const int64_t inner = c == 0 || n == 0 ? 0 : x.numel() / (n * c);
+  Tensor xc = ContiguousNoGrad(x);
+  Tensor mean = Tensor::Empty({c}, DType::kFloat32, x.device());
+  Tensor invstd = Tensor::Empty({c}, DType::kFloat32, x.device());
+  DeviceGuard guard(x.device().index);
+  cudaStream_t stream = StreamOf(x);
+  if (training) {
+    DDP_CHECK(n * inner > 1) << "BatchNorm: expected more than 1 value per channel when training, got input "
+                             << ShapeToString(x.shape());
+    Tensor var = Tensor::Empty({c}, DType::kFloat32, x.device());
+    DDP_CUDA_CHECK(kernels::BatchNormStats(xc.data<float>(), n, c, inner, eps, mean.data<float>(), var.data<float>(),
+                                           invstd.data<float>(), stream));
+    DDP_CUDA_CHECK(kernels::BatchNormUpdateRunning(
+        running_mean.defined() ? running_mean.data<float>() : nullptr, StrideOrZero(running_mean),
+        running_var.defined() ? running_var.data<float>() : nullptr, StrideOrZero(running_var), mean.data<float>(),
+        var.data<float>(), c, n * inner, momentum, stream));
+  } else {
+    DDP_CHECK(running_mean.defined() && running_var.defined())
+        << "BatchNorm: eval mode needs running_mean and running_var";
+    DDP_CUDA_CHECK(kernels::BatchNormEvalStats(running_mean.data<float>(), StrideOrZero(running_mean),
+                                               running_var.data<float>(), StrideOrZero(running_var), c, eps,
+                                               mean.data<float>(), invstd.data<float>(), stream));
+  }
+  Tensor out = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
+  DDP_CUDA_CHECK(kernels::BatchNormApply(xc.data<float>(), n, c, inner, mean.data<float>(), invstd.data<float>(),
+                                         PtrOrNull(weight), StrideOrZero(weight), PtrOrNull(bias), StrideOrZero(bias),
+                                         out.data<float>(), stream));
+  const bool need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  Tensor wd = weight.defined() ? weight.Detach() : Tensor();
+  return RecordOp(out, "BatchNormBackward", {&x, &weight, &bias},
+                  [xc, wd, mean, invstd, n, c, inner, training, need_x, need_w, need_b](const Tensor& gy) {
+                    Tensor gyc = ContiguousNoGrad(gy);
+                    DeviceGuard guard(gy.device().index);
+                    cudaStream_t stream = StreamOf(gy);
+                    Tensor sum_g = Tensor::Empty({c}, DType::kFloat32, gy.device());
+                    Tensor sum_gx = Tensor::Empty({c}, DType::kFloat32, gy.device());
+                    DDP_CUDA_CHECK(kernels::BatchNormBackwardSums(gyc.data<float>(), xc.data<float>(),
+                                                                  mean.data<float>(), n, c, inner, sum_g.data<float>(),
+                                                                  sum_gx.data<float>(), stream));
+                    Tensor gx = need_x ? Tensor::Empty(xc.shape(), DType::kFloat32, gy.device()) : Tensor();
+                    Tensor gw = need_w ? Tensor::Empty({c}, DType::kFloat32, gy.device()) : Tensor();
+                    Tensor gb = need_b ? Tensor::Empty({c}, DType::kFloat32, gy.device()) : Tensor();
+                    DDP_CUDA_CHECK(kernels::BatchNormBackward(
+                        gyc.data<float>(), xc.data<float>(), mean.data<float>(), invstd.data<float>(), PtrOrNull(wd),
+                        StrideOrZero(wd), sum_g.data<float>(), sum_gx.data<float>(), n, c, inner, training,
+                        need_x ? gx.data<float>() : nullptr, need_w ? gw.data<float>() : nullptr,
+                        need_b ? gb.data<float>() : nullptr, stream));
+                    return std::vector<Tensor>{gx, gw, gb};
+                  });
+}
+
+// ---- Dropout (tensor/ops_dropout.cc; mask from a counter-based hash, see cuda_ops.h) ----
+
+Tensor Dropout(const Tensor& x, float p, bool training, Generator& generator) {
+  RequireCudaFloat("Dropout", {&x});
+  DDP_CHECK(p >= 0.0f && p <= 1.0f) << "Dropout: probability " << p << " is outside [0, 1]";
+  if (!training || p == 0.0f) return x;
+  Tensor mask = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
+  {
+    DeviceGuard guard(x.device().index);
+    const float scale = p == 1.0f ? 0.0f : 1.0f / (1.0f - p);
+    DDP_CUDA_CHECK(kernels::DropoutMask(mask.data<float>(), mask.numel(), p, scale, generator.Next(), StreamOf(x)));
+  }
+  Tensor out = BinaryMap(x, mask, x.shape(), kernels::BinaryOp::kMul);
+  return RecordOp(out, "DropoutBackward", {&x}, [mask](const Tensor& g) {
+    return std::vector<Tensor>{BinaryMap(g, mask, mask.shape(), kernels::BinaryOp::kMul)};
+  });
+}
+
+// ---- losses (tensor/ops_loss.cc) ----
+
+namespace {
+
+// The targets on log_probs' device, checked on the host when they came from the host.
+Tensor TargetsOnDevice(const Tensor& target, const Tensor& log_probs, int64_t rows, int64_t classes) {
+  DDP_CHECK(target.dtype() == DType::kInt64 && target.dim() == 1 && target.shape()[0] == rows)
+      << "loss target must be int64 [" << rows << "], got " << DTypeName(target.dtype()) << " "
+      << ShapeToString(target.shape());
+  if (target.device() == log_probs.device()) return ContiguousNoGrad(target);
+  DDP_CHECK(target.device().is_cpu()) << "loss target on " << target.device().ToString() << ", logits on "
+                                      << log_probs.device().ToString();
+  Tensor host = ddp::Contiguous(target);
+  const int64_t* t = host.data<int64_t>();
+  for (int64_t i = 0; i < rows; ++i) {
+    DDP_CHECK(t[i] >= 0 && t[i] < classes)
+        << "target " << t[i] << " at index " << i << " is out of range [0, " << classes << ")";
+  }
+  return cuda::ToDevice(host, log_probs.device());
+}
+
+Tensor LogSoftmaxNoGrad(const Tensor& x, int64_t rows, int64_t cols) {
+  Tensor c = ContiguousNoGrad(x);
+  Tensor out = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
+  DeviceGuard guard(x.device().index);
+  DDP_CUDA_CHECK(kernels::LogSoftmax(c.data<float>(), out.data<float>(), rows, cols, StreamOf(x)));
+  return out;
+}
+
+}  // namespace
+
+Tensor LogSoftmax(const Tensor& x, int64_t dim) {
+  RequireCudaFloat("LogSoftmax", {&x});
+  if (dim < 0) dim += x.dim();
+  DDP_CHECK(dim == x.dim() - 1) << "LogSoftmax supports the last dimension only, got dim " << dim;
+  const int64_t cols = x.shape()[dim], rows = cols == 0 ? 0 : x.numel() / cols;
+  Tensor out = LogSoftmaxNoGrad(x, rows, cols);
+  Tensor saved = out.Detach();
+  return RecordOp(out, "LogSoftmaxBackward", {&x}, [saved, rows, cols](const Tensor& g) {
+    Tensor gc = ContiguousNoGrad(g);
+    Tensor dx = Tensor::Empty(saved.shape(), DType::kFloat32, g.device());
+    DeviceGuard guard(g.device().index);
+    DDP_CUDA_CHECK(
+        kernels::LogSoftmaxBackward(gc.data<float>(), saved.data<float>(), dx.data<float>(), rows, cols, StreamOf(g)));
+    return std::vector<Tensor>{dx};
+  });
+}
+
+Tensor NllLoss(const Tensor& log_probs, const Tensor& target) {
+  RequireCudaFloat("NllLoss", {&log_probs});
+  DDP_CHECK(log_probs.dim() == 2) << "NllLoss expects [n, classes], got " << ShapeToString(log_probs.shape());
+  const int64_t rows = log_probs.shape()[0], classes = log_probs.shape()[1];
+  Tensor t = TargetsOnDevice(target, log_probs, rows, classes);
+  Tensor c = ContiguousNoGrad(log_probs);
+  Tensor out = Tensor::Empty({}, DType::kFloat32, log_probs.device());
+  {
+    DeviceGuard guard(log_probs.device().index);
+    DDP_CUDA_CHECK(kernels::NllLoss(c.data<float>(), t.data<int64_t>(), rows, classes, out.data<float>(),
+                                    StreamOf(log_probs)));
+  }
+  return RecordOp(out, "NllLossBackward", {&log_probs}, [t, rows, classes](const Tensor& g) {
+    Tensor dx = Tensor::Empty({rows, classes}, DType::kFloat32, g.device());
+    Tensor gc = ContiguousNoGrad(g);
+    DeviceGuard guard(g.device().index);
+    DDP_CUDA_CHECK(
+        kernels::NllLossBackward(gc.data<float>(), t.data<int64_t>(), dx.data<float>(), rows, classes, StreamOf(g)));
+    return std::vector<Tensor>{dx};
+  });
+}
+
+Tensor CrossEntropy(const Tensor& logits, const Tensor& target) {
+  RequireCudaFloat("CrossEntropy", {&logits});
+  DDP_CHECK(logits.dim() == 2) << "CrossEntropy expects [n, classes], got " << ShapeToString(logits.shape());
+  const int64_t rows = logits.shape()[0], classes = logits.shape()[1];
+  Tensor t = TargetsOnDevice(target, logits, rows, classes);
+  Tensor log_probs = LogSoftmaxNoGrad(logits, rows, classes);
+  Tensor out = Tensor::Empty({}, DType::kFloat32, logits.device());
+  {
+    DeviceGuard guard(logits.device().index);
+    DDP_CUDA_CHECK(kernels::NllLoss(log_probs.data<float>(), t.data<int64_t>(), rows, classes, out.data<float>(),
+                                    StreamOf(logits)));
+  }
+  return RecordOp(out, "CrossEntropyBackward", {&logits}, [log_probs, t, rows, classes](const Tensor& g) {
+    Tensor dx = Tensor::Empty({rows, classes}, DType::kFloat32, g.device());
+    Tensor gc = ContiguousNoGrad(g);
+    DeviceGuard guard(g.device().index);
+    DDP_CUDA_CHECK(kernels::CrossEntropyBackward(log_probs.data<float>(), t.data<int64_t>(), gc.data<float>(),
+                                                 dx.data<float>(), rows, classes, StreamOf(g)));
+    return std::vector<Tensor>{dx};
+  });
+}
+
+}  // namespace cuda
+}  // namespace ddp
