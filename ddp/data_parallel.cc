@@ -2,6 +2,7 @@
 // The autograd side is in data_parallel_replicate.cc (Note [DataParallel autograd]).
 #include "ddp/data_parallel.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <set>
@@ -15,6 +16,11 @@
 #include "tensor/ops.h"
 #include "tensor/threads.h"
 
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/context.h"
+#include "tensor/cuda/cuda_check.h"
+#endif
+
 namespace ddp {
 namespace {
 
@@ -24,16 +30,31 @@ Tensor PlaceOn(const Tensor& t, Device device) {
   return t.device() == device ? t.Detach() : ToDevice(t.Detach(), device);
 }
 
-// The CUDA side of DataParallel needs the CUDA device layer (device count, properties, per-thread
-// current device), which this build does not have; these are its seams. Once tensor/cuda lands they
-// query cudaGetDeviceCount / cudaGetDeviceProperties (totalGlobalMem, multiProcessorCount).
-int CudaDeviceCount() { return 0; }
+// The CUDA seams: device count and the properties the balance check compares. Without --config=cuda
+// there are no CUDA devices and Create reports CUDA device_ids as a FailedPrecondition.
+int CudaDeviceCount() {
+#ifdef DDP_WITH_CUDA
+  return cuda::CudaDeviceCount();
+#else
+  return 0;
+#endif
+}
 
 absl::StatusOr<std::vector<DeviceCapacity>> QueryCudaCapacities(const std::vector<int>& device_ids) {
+#ifdef DDP_WITH_CUDA
+  std::vector<DeviceCapacity> capacities;
+  for (int id : device_ids) {
+    cudaDeviceProp props;
+    DDP_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, id));
+    capacities.push_back({id, static_cast<int64_t>(props.totalGlobalMem), props.multiProcessorCount});
+  }
+  return capacities;
+#else
   return absl::FailedPreconditionError(
       absl::StrCat("DataParallel over CUDA devices [", absl::StrJoin(device_ids, ", "),
-                   "]: this build has no CUDA device layer (it needs --config=cuda and tensor/cuda); use CPU "
-                   "workers (DataParallelOptions::device_type = kCPU)"));
+                   "]: this binary was built without CUDA (--config=cuda); use CPU workers "
+                   "(DataParallelOptions::device_type = kCPU)"));
+#endif
 }
 
 // Fills the defaults (every device, output on device_ids[0], kernel threads) and validates the options.
@@ -171,6 +192,7 @@ absl::StatusOr<Tensor> DataParallel::ScatterApplyGather(const Tensor& x, int64_t
     run.input = Narrow(fused ? x.Detach() : x, dim, offset, sizes[i]);
     offset += sizes[i];
     tasks.push_back([&run, replica = replicas.back().get(), leaf_inputs] {
+      const ScopedDevice on_device(run.device);
       Tensor input = ToDevice(Contiguous(run.input), run.device);
       if (leaf_inputs) input = input.Detach().set_requires_grad(true);
       run.input = input;

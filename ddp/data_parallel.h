@@ -17,7 +17,9 @@
 //     memory without copying, and output_device only has to be one of the ids (the result is on the CPU).
 //   * kCUDA: GPU ordinals (the module must be on cuda:device_ids[0]; replicas and chunks are copied to
 //     each GPU, outputs to cuda:output_device), with PyTorch's load-balance warning (CheckDeviceBalance
-//     in ddp/data_parallel_plan.h). This build has no CUDA device layer: Create reports that clearly.
+//     in ddp/data_parallel_plan.h); each worker makes its GPU current while it runs its replica. A binary
+//     built without --config=cuda reports CUDA device_ids as FailedPrecondition. (The CUDA path compiles
+//     but has not yet run on a GPU; the tests cover CPU workers.)
 //
 // Note [DataParallel buffers]
 // As in PyTorch, buffers (BatchNorm's running statistics, num_batches_tracked) are broadcast from the

@@ -28,6 +28,10 @@
 #include "tensor/function_node.h"
 #include "tensor/ops.h"
 
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/cuda_check.h"
+#endif
+
 namespace ddp {
 namespace {
 
@@ -67,6 +71,22 @@ void LinkToOriginal(const Tensor& replica_param, const Tensor& original) {
 }
 
 }  // namespace
+
+ScopedDevice::ScopedDevice(Device device) {
+#ifdef DDP_WITH_CUDA
+  if (!device.is_cuda()) return;
+  DDP_CUDA_CHECK(cudaGetDevice(&previous_));
+  DDP_CUDA_CHECK(cudaSetDevice(device.index));
+#else
+  DDP_CHECK(device.is_cpu()) << "a replica on " << device.ToString() << " in a build without CUDA";
+#endif
+}
+
+ScopedDevice::~ScopedDevice() {
+#ifdef DDP_WITH_CUDA
+  if (previous_ >= 0) DDP_CUDA_CHECK(cudaSetDevice(previous_));
+#endif
+}
 
 std::shared_ptr<Module> ReplicateOnDevice(const Module& original, const ReplicaOptions& options) {
   std::shared_ptr<Module> replica = original.Replicate();
@@ -138,6 +158,7 @@ class ParallelReplicaBackward : public Node {
       Tensor slice = Narrow(grad_output, dim_, offset, size);
       offset += size;
       tasks.push_back([&run, slice] {
+        const ScopedDevice on_device(run.device);
         if (run.output.requires_grad()) RunBackward(run.output, PlaceOn(Contiguous(slice), run.device));
       });
     }

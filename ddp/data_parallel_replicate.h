@@ -43,6 +43,19 @@ struct ReplicaOptions {
 // options.device is where the original's buffers live.
 std::shared_ptr<Module> ReplicateOnDevice(const Module& original, const ReplicaOptions& options);
 
+// Makes `device` the calling thread's current CUDA device for its lifetime (a worker running a replica on
+// cuda:N); does nothing for the CPU.
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(Device device);
+  ~ScopedDevice();
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+
+ private:
+  int previous_ = -1;  // the CUDA device to restore, -1 when nothing was changed
+};
+
 // One replica's part of a forward pass, for RecordParallelBackward.
 struct ReplicaRun {
   Device device = Device::CPU();
