@@ -22,7 +22,9 @@ absl::Status DumpGradients(const Module& model, const std::string& path) {
 // One forward + backward on `batch`; the loss is divided by the accumulation count. Returns the loss.
 absl::StatusOr<double> ForwardBackward(TrainState& state, const Example& batch, bool synchronise) {
   Tensor logits;
-  if (state.ddp == nullptr) {
+  if (state.dp != nullptr) {
+    DDP_ASSIGN_OR_RETURN(logits, state.dp->TryForward(batch.input));
+  } else if (state.ddp == nullptr) {
     logits = state.model.Forward(batch.input);
   } else if (synchronise) {
     DDP_ASSIGN_OR_RETURN(logits, state.ddp->TryForward(batch.input));

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "data/data_loader.h"
+#include "ddp/data_parallel.h"
 #include "ddp/distributed_data_parallel.h"
 #include "examples/trainer.h"
 #include "nn/module.h"
@@ -21,6 +22,7 @@ struct TrainState {
   Optimizer& optimizer;
   int rank;
   int world_size;
+  DataParallel* dp = nullptr;  // --mode=dp (then ddp is null)
   int64_t total_steps = 0;  // optimizer steps the whole run will take (for the lr schedule)
   int64_t global_step = 0;  // optimizer steps so far
 };

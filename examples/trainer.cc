@@ -11,6 +11,7 @@
 #include "data/data_loader.h"
 #include "data/fashion_mnist.h"
 #include "data/sampler.h"
+#include "ddp/data_parallel.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/distributed_eval.h"
 #include "ddp/sync_batch_norm.h"
@@ -146,6 +147,10 @@ absl::Status ValidateConfig(const TrainConfig& config) {
   if (config.first_bucket_mb < 0) {
     return bad(absl::StrCat("--first_bucket_mb must be >= 0, got ", config.first_bucket_mb));
   }
+  if (config.mode != "auto" && config.mode != "dp") {
+    return bad(absl::StrCat("--mode must be auto or dp, got \"", config.mode, "\""));
+  }
+  if (config.dp_devices < 1) return bad(absl::StrCat("--dp_devices must be >= 1, got ", config.dp_devices));
   if (config.accumulate_steps < 1) {
     return bad(absl::StrCat("--accumulate_steps must be >= 1, got ", config.accumulate_steps));
   }
@@ -188,8 +193,17 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   DDP_ASSIGN_OR_RETURN(auto train, LoadFashionMnist(config.data_dir, Split::kTrain));
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> loader, MakeTrainLoader(config, train, rank, world));
   std::shared_ptr<DistributedDataParallel> ddp;
-  if (group != nullptr) {
+  if (group != nullptr && config.mode != "dp") {
     DDP_ASSIGN_OR_RETURN(ddp, WrapDdp(config, model, group));
+  }
+  std::shared_ptr<DataParallel> dp;
+  if (config.mode == "dp") {
+    if (group != nullptr) return absl::InvalidArgumentError("--mode=dp runs in one process; start it without ddprun");
+    DataParallelOptions options;
+    for (int i = 0; i < config.dp_devices; ++i) options.device_ids.push_back(i);
+    options.kernel_threads_per_worker = config.threads;
+    DDP_ASSIGN_OR_RETURN(dp, DataParallel::Create(model, options));
+    std::fprintf(stderr, "DataParallel: %d CPU workers, %d kernel thread(s) each\n", config.dp_devices, config.threads);
   }
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, MakeOptimizer(config, model->Parameters()));
   if (ddp != nullptr && rank == 0) {
@@ -199,6 +213,7 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   }
 
   TrainState state{config, *model, ddp.get(), *optimizer, rank, world};
+  state.dp = dp.get();
   const int64_t steps_per_epoch = loader->NumBatches() / config.accumulate_steps;
   state.total_steps = steps_per_epoch * config.epochs;
   if (config.max_steps > 0) state.total_steps = std::min(state.total_steps, config.max_steps);

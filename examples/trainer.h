@@ -49,6 +49,10 @@ struct TrainConfig {
   bool print_buckets = false;        // rank 0 prints the bucket layout (and again after the rebuild)
   std::string trace_out;             // Chrome trace JSON of every rank ("" = none)
   bool sync_bn = false;              // convert BatchNorm2d to SyncBatchNorm2d under DDP
+
+  // Single-process DataParallel.
+  std::string mode = "auto";         // auto: DDP when WORLD_SIZE > 1, else one process | dp: DataParallel
+  int dp_devices = 2;                // --mode=dp: CPU workers; --batch_size is the whole batch, split over them
 };
 
 // Evaluates `model` (switched to eval mode, then back) on every sample of `dataset` in this process,
