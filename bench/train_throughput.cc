@@ -138,11 +138,11 @@ int Run() {
   }
   if (rank != 0) return 0;
   std::printf(
-      "{\"impl\": \"ddpengine\", \"model\": \"%s\", \"batch_size\": %d, \"steps\": %d, \"world_size\": %d, "
+      "{\"impl\": \"ddpengine\", \"model\": \"%s\", \"batch_size\": %ld, \"steps\": %d, \"world_size\": %d, "
       "\"ddp\": %s, \"samples_per_s\": %.1f, \"step_ms\": %.3f, \"peak_rss_mb\": %.1f, \"forward_ms\": %.3f, "
       "\"backward_ms\": %.3f, \"optimizer_ms\": %.3f, \"comm_ms\": %.3f, \"overlapped_comm_ms\": %.3f, \"exposed_comm_ms\": %.3f, \"buckets\": %d, "
       "\"bucket_cap_mb\": %g, \"ablation\": \"%s\"}\n",
-      absl::GetFlag(FLAGS_model).c_str(), batch_size, steps, world, ddp != nullptr ? "true" : "false",
+      absl::GetFlag(FLAGS_model).c_str(), static_cast<long>(batch_size), steps, world, ddp != nullptr ? "true" : "false",
       steps * batch_size * world / elapsed, 1000.0 * elapsed / steps, PeakRssMb(),
       absl::ToDoubleMilliseconds(t.forward) / steps, absl::ToDoubleMilliseconds(t.backward) / steps,
       absl::ToDoubleMilliseconds(t.update) / steps, comm_ms, overlapped_ms, exposed_ms, buckets,

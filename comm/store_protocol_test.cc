@@ -103,7 +103,7 @@ TEST(StoreProtocolTest, UnknownOpAndHugeWaitCountAreRejected) {
 
 TEST(FrameReaderTest, ReassemblesFramesSplitAnywhere) {
   std::string stream;
-  for (const std::string& v : {"one", "", "three"}) {
+  for (const char* v : {"one", "", "three"}) {
     StoreRequest set = Request(StoreOp::kSet, {"k"});
     set.value = v;
     stream += EncodeRequestFrame(set);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "data/fashion_mnist.h"
@@ -92,7 +93,7 @@ TEST(IdxReaderTest, MissingFileNamesThePackage) {
 
 TEST(FashionMnistTest, MismatchedCountsAndBadLabelsAreNamed) {
   const std::string dir = TempDir() + "/fm";
-  std::system(("mkdir -p " + dir).c_str());
+  std::filesystem::create_directories(dir);
   WriteGzip(dir + "/t10k-images-idx3-ubyte.gz", IdxBytes(0x803, {3, 28, 28}, 3 * 784));
   WriteGzip(dir + "/t10k-labels-idx1-ubyte.gz", IdxBytes(0x801, {2}, 2));
   auto mismatch = LoadFashionMnist(dir, Split::kTest);
