@@ -48,6 +48,9 @@ ABSL_FLAG(bool, no_rebuild_buckets, kDefaults.no_rebuild_buckets, "DDP: keep the
 ABSL_FLAG(bool, print_buckets, kDefaults.print_buckets, "rank 0 prints the DDP bucket layout");
 ABSL_FLAG(std::string, trace_out, "", "write a Chrome trace (Perfetto) of every rank to this file");
 ABSL_FLAG(bool, sync_bn, kDefaults.sync_bn, "DDP: convert BatchNorm2d layers to SyncBatchNorm2d");
+ABSL_FLAG(std::string, checkpoint_dir, "", "directory for checkpoints (rank 0 writes them atomically)");
+ABSL_FLAG(int64_t, checkpoint_every, kDefaults.checkpoint_every, "save a checkpoint every N optimizer steps");
+ABSL_FLAG(bool, resume, kDefaults.resume, "continue from the latest checkpoint in --checkpoint_dir, if any");
 ABSL_FLAG(std::string, mode, kDefaults.mode, "auto (DDP under ddprun, else one process) | dp (DataParallel over CPU workers)");
 ABSL_FLAG(int, dp_devices, kDefaults.dp_devices, "--mode=dp: number of CPU workers");
 ABSL_FLAG(int, num_workers, kDefaults.num_workers, "DataLoader worker threads per rank (0: load on the training thread)");
@@ -90,6 +93,9 @@ int main(int argc, char** argv) {
   config.print_buckets = absl::GetFlag(FLAGS_print_buckets);
   config.trace_out = absl::GetFlag(FLAGS_trace_out);
   config.sync_bn = absl::GetFlag(FLAGS_sync_bn);
+  config.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  config.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  config.resume = absl::GetFlag(FLAGS_resume);
   config.mode = absl::GetFlag(FLAGS_mode);
   config.dp_devices = absl::GetFlag(FLAGS_dp_devices);
   config.num_workers = absl::GetFlag(FLAGS_num_workers);

@@ -4,6 +4,8 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "ddp/checkpoint.h"
+#include "ddp/rank_zero.h"
 #include "examples/progress.h"
 #include "nn/safetensors.h"
 #include "tensor/ops.h"
@@ -47,9 +49,35 @@ double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps)
   return config.lr * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(step) / static_cast<double>(total_steps)));
 }
 
+// Starts `epoch` from its beginning, or (the first epoch after --resume) where the checkpoint left it.
+absl::Status StartEpoch(TrainState& state, int epoch, DistributedSampler& sampler) {
+  if (state.resume_from.has_value() && state.resume_from->epoch == epoch) {
+    const SamplerState resume = *state.resume_from;
+    state.resume_from.reset();
+    return sampler.Restore(resume);
+  }
+  sampler.SetEpoch(epoch);
+  return absl::OkStatus();
+}
+
+// Saves a checkpoint after this step when --checkpoint_every says so (collective under DDP).
+absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler& sampler, int64_t local_consumed,
+                             int epoch) {
+  const TrainConfig& config = state.config;
+  if (config.checkpoint_dir.empty() || config.checkpoint_every <= 0) return absl::OkStatus();
+  if (state.global_step % config.checkpoint_every != 0) return absl::OkStatus();
+  const Checkpoint checkpoint =
+      CaptureCheckpoint(state.model, &state.optimizer, sampler.State(std::min(local_consumed, sampler.Length())),
+                        /*generator=*/nullptr, state.global_step, epoch);
+  if (state.group != nullptr) return SaveCheckpointCollective(*state.group, config.checkpoint_dir, checkpoint);
+  return SaveCheckpoint(config.checkpoint_dir, checkpoint);
+}
+
 absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& loader) {
   const TrainConfig& config = state.config;
-  loader.sampler()->SetEpoch(epoch);
+  auto* sampler = dynamic_cast<DistributedSampler*>(loader.sampler());
+  DDP_CHECK(sampler != nullptr) << "examples/train's loader uses a DistributedSampler";
+  DDP_RETURN_IF_ERROR(StartEpoch(state, epoch, *sampler));
   DDP_RETURN_IF_ERROR(loader.Begin());
   const int64_t micro_batches = loader.NumBatches();
   int64_t steps = micro_batches / config.accumulate_steps;
@@ -73,6 +101,8 @@ absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& 
     state.optimizer.set_lr(static_cast<float>(ScheduledLr(config, state.global_step, state.total_steps)));
     state.optimizer.Step();
     ++state.global_step;
+    DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, *sampler, (step + 1) * config.accumulate_steps * config.batch_size,
+                                        epoch));
     if (state.ddp != nullptr && config.print_buckets && state.rank == 0 && state.global_step == 2) {
       std::fprintf(stderr, "buckets after the rebuild:\n%s", state.ddp->reducer().DescribeBuckets().c_str());
     }

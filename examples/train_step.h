@@ -6,6 +6,9 @@
 
 #include "absl/status/statusor.h"
 #include "data/data_loader.h"
+#include <optional>
+
+#include "data/sampler.h"
 #include "ddp/data_parallel.h"
 #include "ddp/distributed_data_parallel.h"
 #include "examples/trainer.h"
@@ -23,6 +26,8 @@ struct TrainState {
   int rank;
   int world_size;
   DataParallel* dp = nullptr;  // --mode=dp (then ddp is null)
+  ProcessGroup* group = nullptr;            // null in one process
+  std::optional<SamplerState> resume_from;  // --resume: where the first trained epoch continues
   int64_t total_steps = 0;  // optimizer steps the whole run will take (for the lr schedule)
   int64_t global_step = 0;  // optimizer steps so far
 };

@@ -11,6 +11,7 @@
 #include "data/data_loader.h"
 #include "data/fashion_mnist.h"
 #include "data/sampler.h"
+#include "ddp/checkpoint.h"
 #include "ddp/data_parallel.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/distributed_eval.h"
@@ -147,6 +148,12 @@ absl::Status ValidateConfig(const TrainConfig& config) {
   if (config.first_bucket_mb < 0) {
     return bad(absl::StrCat("--first_bucket_mb must be >= 0, got ", config.first_bucket_mb));
   }
+  if ((config.resume || config.checkpoint_every > 0) && config.checkpoint_dir.empty()) {
+    return bad("--resume and --checkpoint_every need --checkpoint_dir");
+  }
+  if (config.checkpoint_every < 0) {
+    return bad(absl::StrCat("--checkpoint_every must be >= 0, got ", config.checkpoint_every));
+  }
   if (config.mode != "auto" && config.mode != "dp") {
     return bad(absl::StrCat("--mode must be auto or dp, got \"", config.mode, "\""));
   }
@@ -214,12 +221,32 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
 
   TrainState state{config, *model, ddp.get(), *optimizer, rank, world};
   state.dp = dp.get();
+  state.group = group;
+  int first_epoch = 1;
+  if (config.resume) {
+    absl::StatusOr<Checkpoint> checkpoint = LoadLatestCheckpoint(config.checkpoint_dir);
+    if (checkpoint.ok()) {
+      DDP_RETURN_IF_ERROR(ApplyCheckpoint(*checkpoint, CheckpointTargets{model.get(), optimizer.get(), nullptr}));
+      state.global_step = checkpoint->step;
+      state.resume_from = checkpoint->sampler;
+      first_epoch = static_cast<int>(checkpoint->epoch);
+      if (rank == 0) {
+        std::fprintf(stderr, "resuming from %s: step %lld, epoch %d, %lld samples of the epoch consumed\n",
+                     checkpoint->source.c_str(), static_cast<long long>(checkpoint->step), first_epoch,
+                     static_cast<long long>(checkpoint->sampler.consumed));
+      }
+    } else if (!absl::IsNotFound(checkpoint.status())) {
+      return checkpoint.status();
+    } else if (rank == 0) {
+      std::fprintf(stderr, "--resume: no checkpoint in %s yet, starting fresh\n", config.checkpoint_dir.c_str());
+    }
+  }
   const int64_t steps_per_epoch = loader->NumBatches() / config.accumulate_steps;
   state.total_steps = steps_per_epoch * config.epochs;
   if (config.max_steps > 0) state.total_steps = std::min(state.total_steps, config.max_steps);
   EvalResult last;
   const absl::Time start = absl::Now();
-  for (int epoch = 1; epoch <= config.epochs; ++epoch) {
+  for (int epoch = first_epoch; epoch <= config.epochs; ++epoch) {
     if (config.max_steps > 0 && state.global_step >= config.max_steps) break;
     DDP_ASSIGN_OR_RETURN(EpochStats stats, TrainEpoch(state, epoch, *loader));
     DDP_ASSIGN_OR_RETURN(last, EvaluateTestSet(config, *model, *test, group));

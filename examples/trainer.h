@@ -50,6 +50,11 @@ struct TrainConfig {
   std::string trace_out;             // Chrome trace JSON of every rank ("" = none)
   bool sync_bn = false;              // convert BatchNorm2d to SyncBatchNorm2d under DDP
 
+  // Checkpoints (ddp/checkpoint.h): rank 0 writes, every rank resumes.
+  std::string checkpoint_dir;        // where checkpoints go ("" = none)
+  int64_t checkpoint_every = 0;      // save after every N optimizer steps (0 = never)
+  bool resume = false;               // continue from checkpoint_dir's latest checkpoint, if there is one
+
   // Single-process DataParallel.
   std::string mode = "auto";         // auto: DDP when WORLD_SIZE > 1, else one process | dp: DataParallel
   int dp_devices = 2;                // --mode=dp: CPU workers; --batch_size is the whole batch, split over them
