@@ -120,7 +120,10 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitO
         absl::StrCat("unknown backend \"", options.backend, "\": expected gloo or nccl"));
   }
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<Store> base, MakeStore(options, context->launch, context->timeout));
-  context->store = std::make_unique<OwningPrefixStore>("default_pg/", std::move(base));
+  // A restarted group (ddprun --max_restarts) meets in a fresh namespace: the store outlives attempts and
+  // still holds the previous attempt's rendezvous keys.
+  const std::string attempt = options.env("DDP_RESTART_COUNT").value_or(options.env("TORCHELASTIC_RESTART_COUNT").value_or("0"));
+  context->store = std::make_unique<OwningPrefixStore>(absl::StrCat("default_pg/attempt", attempt, "/"), std::move(base));
 #ifdef DDP_WITH_CUDA
   if (options.backend == "nccl") {
     ProcessGroupNcclOptions nccl_options;

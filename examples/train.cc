@@ -51,6 +51,10 @@ ABSL_FLAG(bool, sync_bn, kDefaults.sync_bn, "DDP: convert BatchNorm2d layers to 
 ABSL_FLAG(std::string, checkpoint_dir, "", "directory for checkpoints (rank 0 writes them atomically)");
 ABSL_FLAG(int64_t, checkpoint_every, kDefaults.checkpoint_every, "save a checkpoint every N optimizer steps");
 ABSL_FLAG(bool, resume, kDefaults.resume, "continue from the latest checkpoint in --checkpoint_dir, if any");
+ABSL_FLAG(int64_t, check_sync_every, kDefaults.check_sync_every,
+          "DDP: every N steps, check that all ranks hold identical parameters and buffers (names the first that differs)");
+ABSL_FLAG(int64_t, fault_inject_step, kDefaults.fault_inject_step,
+          "testing: rank 1 kills itself (SIGKILL) after this step when DDP_RESTART_COUNT is 0");
 ABSL_FLAG(std::string, mode, kDefaults.mode, "auto (DDP under ddprun, else one process) | dp (DataParallel over CPU workers)");
 ABSL_FLAG(int, dp_devices, kDefaults.dp_devices, "--mode=dp: number of CPU workers");
 ABSL_FLAG(int, num_workers, kDefaults.num_workers, "DataLoader worker threads per rank (0: load on the training thread)");
@@ -96,6 +100,8 @@ int main(int argc, char** argv) {
   config.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   config.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   config.resume = absl::GetFlag(FLAGS_resume);
+  config.check_sync_every = absl::GetFlag(FLAGS_check_sync_every);
+  config.fault_inject_step = absl::GetFlag(FLAGS_fault_inject_step);
   config.mode = absl::GetFlag(FLAGS_mode);
   config.dp_devices = absl::GetFlag(FLAGS_dp_devices);
   config.num_workers = absl::GetFlag(FLAGS_num_workers);

@@ -4,7 +4,11 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include <csignal>
+#include <cstdlib>
+
 #include "ddp/checkpoint.h"
+#include "ddp/desync_check.h"
 #include "ddp/rank_zero.h"
 #include "examples/progress.h"
 #include "nn/safetensors.h"
@@ -47,6 +51,17 @@ absl::StatusOr<double> ForwardBackward(TrainState& state, const Example& batch, 
 double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps) {
   if (config.lr_schedule == "constant" || total_steps <= 0) return config.lr;
   return config.lr * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(step) / static_cast<double>(total_steps)));
+}
+
+// --fault_inject_step: rank 1 dies abruptly (as a crashed node would) on the first attempt only.
+void MaybeInjectFault(const TrainState& state) {
+  if (state.config.fault_inject_step <= 0 || state.global_step != state.config.fault_inject_step) return;
+  const char* attempt = std::getenv("DDP_RESTART_COUNT");
+  if (state.rank != 1 || (attempt != nullptr && std::string(attempt) != "0")) return;
+  std::fprintf(stderr, "fault injection: rank 1 kills itself after step %lld\n",
+               static_cast<long long>(state.global_step));
+  std::fflush(stderr);
+  raise(SIGKILL);
 }
 
 // Starts `epoch` from its beginning, or (the first epoch after --resume) where the checkpoint left it.
@@ -103,6 +118,10 @@ absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& 
     ++state.global_step;
     DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, *sampler, (step + 1) * config.accumulate_steps * config.batch_size,
                                         epoch));
+    if (state.group != nullptr && config.check_sync_every > 0) {
+      DDP_RETURN_IF_ERROR(MaybeCheckReplicasInSync(state.model, *state.group, state.global_step, config.check_sync_every));
+    }
+    MaybeInjectFault(state);
     if (state.ddp != nullptr && config.print_buckets && state.rank == 0 && state.global_step == 2) {
       std::fprintf(stderr, "buckets after the rebuild:\n%s", state.ddp->reducer().DescribeBuckets().c_str());
     }

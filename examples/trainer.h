@@ -54,6 +54,8 @@ struct TrainConfig {
   std::string checkpoint_dir;        // where checkpoints go ("" = none)
   int64_t checkpoint_every = 0;      // save after every N optimizer steps (0 = never)
   bool resume = false;               // continue from checkpoint_dir's latest checkpoint, if there is one
+  int64_t check_sync_every = 0;      // DDP: compare parameter/buffer checksums across ranks every N steps
+  int64_t fault_inject_step = 0;     // testing: rank 1 SIGKILLs itself after this step, on the first attempt
 
   // Single-process DataParallel.
   std::string mode = "auto";         // auto: DDP when WORLD_SIZE > 1, else one process | dp: DataParallel
