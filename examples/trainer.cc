@@ -13,6 +13,7 @@
 #include "data/sampler.h"
 #include "ddp/checkpoint.h"
 #include "ddp/data_parallel.h"
+#include "ddp/rank_zero.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/distributed_eval.h"
 #include "ddp/sync_batch_norm.h"
@@ -110,7 +111,12 @@ absl::StatusOr<EvalResult> EvaluateOnly(const TrainConfig& config, Module& model
 // Rank 0 writes end-of-run artefacts; every rank takes part in the trace gather and the final barrier.
 absl::Status Finish(const TrainConfig& config, const Module& model, DistributedDataParallel* ddp, ProcessGroup* group) {
   const bool rank0 = group == nullptr || group->rank() == 0;
-  if (rank0 && !config.save.empty()) DDP_RETURN_IF_ERROR(SaveModuleToSafetensors(model, config.save));
+  if (!config.save.empty()) {
+    auto save = [&] { return SaveModuleToSafetensors(model, config.save); };
+    // Under DDP rank 0 saves and its error, if any, reaches every rank at once (no rank waits on a
+    // barrier that rank 0 will never reach).
+    DDP_RETURN_IF_ERROR(group != nullptr ? RunOnRankZero(*group, save) : save());
+  }
   if (ddp != nullptr) {
     if (rank0) std::fprintf(stderr, "%s", FormatStatsTable(ddp->reducer().stats()).c_str());
     if (!config.trace_out.empty()) DDP_RETURN_IF_ERROR(ddp->WriteTrace(config.trace_out));

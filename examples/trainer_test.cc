@@ -257,5 +257,19 @@ TEST(TrainerTest, KilledWorkerRestartsAndResumesBitForBit) {
   EXPECT_EQ(RunCommand("cmp " + undisturbed + " " + restarted, &diff), 0) << diff;
 }
 
+// Rank-0-only work that fails (here: saving into a missing directory) fails every rank at once with
+// rank 0's error, instead of leaving the others waiting at a barrier.
+TEST(TrainerTest, RankZeroSaveErrorReachesEveryRank) {
+  std::string output;
+  EXPECT_EQ(RunCommand(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 ",
+                                    Runfile("examples/train"),
+                                    " --model=mlp --max_steps=3 --save=/nonexistent_dir/weights.safetensors"),
+                       &output),
+            1)
+      << output;
+  EXPECT_NE(output.find("[rank 0] train: INTERNAL: rank 0: cannot create /nonexistent_dir"), std::string::npos) << output;
+  EXPECT_NE(output.find("[rank 1] train: INTERNAL: rank 0: cannot create /nonexistent_dir"), std::string::npos) << output;
+}
+
 }  // namespace
 }  // namespace ddp
