@@ -87,8 +87,14 @@ struct BenchOptions {
 // The two all-reduce implementations of one rank, over two independent Gloo contexts.
 class Ranks {
  public:
-  Ranks(std::unique_ptr<ProcessGroupGloo> group, std::shared_ptr<gloo::Context> raw, absl::Duration timeout)
-      : group_(std::move(group)), raw_(std::move(raw)), timeout_(timeout) {}
+  // `store` and `group_store` (the group's rendezvous store, kept for failure reports) outlive `group`.
+  Ranks(std::unique_ptr<FileStore> store, std::unique_ptr<PrefixStore> group_store,
+        std::unique_ptr<ProcessGroupGloo> group, std::shared_ptr<gloo::Context> raw, absl::Duration timeout)
+      : store_(std::move(store)),
+        group_store_(std::move(group_store)),
+        group_(std::move(group)),
+        raw_(std::move(raw)),
+        timeout_(timeout) {}
 
   int rank() const { return group_->rank(); }
   int size() const { return group_->size(); }
@@ -142,6 +148,8 @@ class Ranks {
     return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
   }
 
+  std::unique_ptr<FileStore> store_;
+  std::unique_ptr<PrefixStore> group_store_;
   std::unique_ptr<ProcessGroupGloo> group_;
   std::shared_ptr<gloo::Context> raw_;
   const absl::Duration timeout_;
@@ -260,12 +268,12 @@ std::unique_ptr<Ranks> Join(const std::string& store_path, int rank, int world, 
     std::fprintf(stderr, "allreduce_bench: %s\n", std::string(store.status().message()).c_str());
     std::_Exit(2);
   }
-  PrefixStore group_store("pg/", store->get());
+  auto group_store = std::make_unique<PrefixStore>("pg/", store->get());
   ProcessGroupGlooOptions group_options;
   group_options.timeout = timeout;
   group_options.hostname = "127.0.0.1";
   absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> group =
-      ProcessGroupGloo::Create(group_store, rank, world, group_options);
+      ProcessGroupGloo::Create(*group_store, rank, world, group_options);
   if (!group.ok()) {
     std::fprintf(stderr, "allreduce_bench: %s\n", std::string(group.status().message()).c_str());
     std::_Exit(2);
@@ -278,7 +286,8 @@ std::unique_ptr<Ranks> Join(const std::string& store_path, int rank, int world, 
   raw->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
   std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
   raw->connectFullMesh(adapter, device);  // throws on failure
-  return std::make_unique<Ranks>(std::move(*group), std::move(raw), timeout);
+  return std::make_unique<Ranks>(*std::move(store), std::move(group_store), std::move(*group), std::move(raw),
+                                 timeout);
 }
 
 // The body of one rank process.

@@ -133,7 +133,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(
     context->setTimeout(ToChrono(options.timeout));
     GlooStoreAdapter adapter(&store, options.timeout);
     context->connectFullMesh(adapter, device);
-    return std::unique_ptr<ProcessGroupGloo>(new ProcessGroupGloo(std::move(context), rank, size, options));
+    return std::unique_ptr<ProcessGroupGloo>(new ProcessGroupGloo(std::move(context), &store, rank, size, options));
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("gloo: rank ", rank, " of ", size, " could not connect to its peers (", options.hostname,
@@ -141,12 +141,13 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(
   }
 }
 
-ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<gloo::Context> context, int rank, int size,
+ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<gloo::Context> context, Store* store, int rank, int size,
                                    ProcessGroupGlooOptions options)
     : context_(std::move(context)),
       rank_(rank),
       size_(size),
       options_(std::move(options)),
+      failure_reports_(store, "gloo/failure_report/", rank, size, options_.failure_report_window),
       worker_(std::make_unique<Worker>()) {}
 
 ProcessGroupGloo::~ProcessGroupGloo() { worker_.reset(); }
@@ -157,12 +158,16 @@ std::shared_ptr<Work> ProcessGroupGloo::Issue(const std::function<std::string(ui
   const uint32_t tag = next_tag_++;
   auto work = std::make_shared<AsyncWork>(describe(tag));
   AsyncWork* raw = work.get();
-  worker_->Enqueue(work, [raw, tag, body = std::move(body)] {
+  worker_->Enqueue(work, [this, raw, tag, body = std::move(body)] {
     absl::Status status = absl::OkStatus();
     try {
       body(tag);
     } catch (const std::exception& e) {
-      status = absl::UnavailableError(absl::StrCat(raw->description(), " failed: ", e.what()));
+      const std::string failure = absl::StrCat(raw->description(), " failed: ", e.what());
+      // The group is broken: closing every connection makes the peers still waiting on this rank fail
+      // now rather than at their timeout, so they report too (Note [Failure reports]).
+      context_->closeConnections();
+      status = absl::UnavailableError(absl::StrCat(failure, " ", failure_reports_.Report(failure)));
     }
     raw->Complete(status);
   });

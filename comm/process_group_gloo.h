@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "comm/failure_reports.h"
 #include "comm/process_group.h"
 #include "comm/store.h"
 
@@ -24,14 +25,18 @@ struct ProcessGroupGlooOptions {
   // The address peers use to reach this rank. "127.0.0.1" for single-host jobs; InitProcessGroup picks
   // the address of the interface that routes to MASTER_ADDR (or GLOO_SOCKET_IFADDR when set).
   std::string hostname = "127.0.0.1";
+  // When a collective fails, how long to wait for the other ranks' failure reports so the error can
+  // name the lost rank (Note [Failure reports] in comm/failure_reports.cc). Paid only on failure.
+  absl::Duration failure_report_window = absl::Seconds(3);
 };
 
 // Collectives on CPU tensors (float32, float16, bfloat16, int64). One background worker thread runs the
 // collectives in issue order, so every call returns at once with a Work. Thread-safe.
 class ProcessGroupGloo : public ProcessGroup {
  public:
-  // Rendezvous through `store` (not owned; only used during Create) and connect a full mesh of TCP
-  // pairs. Fails naming the rank and the store keys when peers do not show up within options.timeout.
+  // Rendezvous through `store` and connect a full mesh of TCP pairs. Fails naming the rank and the store
+  // keys when peers do not show up within options.timeout. `store` is not owned and must outlive the
+  // group: a failed collective exchanges failure reports through it, so the error names the lost rank.
   // REQUIRES: 0 <= rank < size.
   static absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> Create(Store& store, int rank, int size,
                                                                    const ProcessGroupGlooOptions& options = {});
@@ -53,12 +58,14 @@ class ProcessGroupGloo : public ProcessGroup {
 
  private:
   class Worker;
-  ProcessGroupGloo(std::shared_ptr<gloo::Context> context, int rank, int size, ProcessGroupGlooOptions options);
+  ProcessGroupGloo(std::shared_ptr<gloo::Context> context, Store* store, int rank, int size,
+                   ProcessGroupGlooOptions options);
 
   std::shared_ptr<gloo::Context> context_;
   int rank_;
   int size_;
   ProcessGroupGlooOptions options_;
+  FailureReports failure_reports_;
   // Allocates the next tag, describes the collective, and queues `body` (run on the worker with the
   // tag; a thrown exception fails the Work with the collective's description).
   std::shared_ptr<Work> Issue(const std::function<std::string(uint32_t)>& describe,

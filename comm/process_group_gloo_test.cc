@@ -173,6 +173,7 @@ TEST(GlooFailureTest, PeerThatLeavesFailsThePendingCollective) {
   MemoryStore store;
   ProcessGroupGlooOptions options;
   options.timeout = absl::Seconds(3);
+  options.failure_report_window = absl::Milliseconds(500);
   std::unique_ptr<ProcessGroupGloo> survivor;
   std::thread leaver([&] {
     auto group = ProcessGroupGloo::Create(store, 1, 2, options);
@@ -189,6 +190,8 @@ TEST(GlooFailureTest, PeerThatLeavesFailsThePendingCollective) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   EXPECT_NE(status.message().find("AllReduce(sum) #0"), std::string::npos) << status;
   EXPECT_NE(status.message().find("rank 0/2"), std::string::npos) << status;
+  // The failure reports name the rank that went away (it never reported a failure).
+  EXPECT_NE(status.message().find("[failure reports: lost rank 1"), std::string::npos) << status;
 }
 
 }  // namespace

@@ -98,7 +98,10 @@ absl::StatusOr<std::optional<Example>> DataLoader::Next() {
 absl::StatusOr<Example> DataLoader::LoadBatch(int64_t b) const {
   const std::vector<int64_t>& indices = batches_[b];
   absl::StatusOr<Example> batch = dataset_->GetBatch(indices);
-  if (batch.ok()) return batch;
+  if (batch.ok()) {
+    batch->indices = indices;
+    return batch;
+  }
   // Find the sample to blame: the first index that fails on its own (datasets may gather in bulk).
   for (int64_t index : indices) {
     absl::Status status = (index >= 0 && index < dataset_->Size())

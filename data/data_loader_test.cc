@@ -1,4 +1,4 @@
-// DataLoader: sampler order whatever the worker count, a bounded prefetch window, clean shutdown
+// DataLoader: sampler order whatever the worker count, batches that name their sample indices, a bounded prefetch window, clean shutdown
 // mid-epoch, worker errors naming the sample index, timeouts.
 #include "data/data_loader.h"
 
@@ -62,6 +62,7 @@ std::vector<std::vector<int64_t>> Drain(DataLoader& loader) {
     std::vector<float> input = (*batch)->input.ToVector<float>();
     std::vector<int64_t> target = (*batch)->target.ToVector<int64_t>();
     for (size_t i = 0; i < target.size(); ++i) EXPECT_EQ(input[2 * i], static_cast<float>(target[i]));
+    EXPECT_EQ((*batch)->indices, target) << "Example::indices names the rows' dataset indices";
     batches.push_back(target);
   }
   return batches;

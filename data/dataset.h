@@ -14,6 +14,9 @@ namespace ddp {
 struct Example {
   Tensor input;
   Tensor target;
+  // The dataset indices of a batch's rows, in row order, when a DataLoader made it (which samples a step
+  // trained on: examples/train --log_samples); empty otherwise.
+  std::vector<int64_t> indices;
 };
 
 // A map-style dataset. Implementations must be safe to read from several threads at once (loader

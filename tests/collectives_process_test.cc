@@ -1,7 +1,7 @@
 // The communication layer end to end, with real processes: ddprun starts tests/collective_worker,
 // which joins the group (env://, tcp:// or file://) and checks every collective against a sequential
 // reference; and a rank SIGKILLed in the middle of an all-reduce must fail the job quickly with the
-// survivors' errors naming the collective and their rank.
+// survivors' errors naming the collective, their rank and the lost rank.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -184,6 +184,8 @@ void ExpectSurvivorsReportTheDeadRank(const std::vector<std::string>& worker_fla
     const std::string line = r.all().substr(at, r.all().find('\n', at) - at);
     EXPECT_THAT(line, HasSubstr("AllReduce(sum)"));
     EXPECT_THAT(line, HasSubstr(absl::StrCat("on rank ", rank, "/4")));
+    // Whichever peer's socket this rank saw close, the failure reports name the rank that was lost.
+    EXPECT_THAT(line, HasSubstr("[failure reports: lost rank 2 (")) << "rank " << rank;
   }
   // Every survivor reports (each waits for its own error before exiting, see collective_worker.cc).
   EXPECT_EQ(survivors_reporting, 3) << r.all();

@@ -1,0 +1,69 @@
+// Failure reports: the summary names the ranks that never reported; ranks as threads over one store.
+#include "comm/failure_reports.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "comm/memory_store.h"
+
+namespace ddp {
+namespace {
+
+TEST(SummarizeFailureReportsTest, NamesTheSilentRanks) {
+  const absl::Duration window = absl::Seconds(3);
+  EXPECT_EQ(SummarizeFailureReports(4, {{0, "a"}, {1, "b"}, {3, "c"}}, window),
+            "[failure reports: lost rank 2 (no report within 3s: killed, crashed, hung or left early); "
+            "ranks 0, 1, 3 failed too]");
+  EXPECT_EQ(SummarizeFailureReports(4, {{1, "b"}}, window),
+            "[failure reports: lost ranks 0, 2, 3 (no report within 3s: killed, crashed, hung or left early); "
+            "rank 1 failed too]");
+  EXPECT_EQ(SummarizeFailureReports(2, {{0, "a"}, {1, "b"}}, window),
+            "[failure reports: every rank reported a failure, none was lost]");
+}
+
+// Three of four ranks fail (at slightly different times) and report; rank 2 never does. Every reporter
+// names rank 2, and none waits much longer than the window.
+TEST(FailureReportsTest, SurvivorsNameTheRankThatNeverReported) {
+  MemoryStore store;
+  const absl::Duration window = absl::Milliseconds(800);
+  std::vector<std::string> summaries(4);
+  std::vector<std::thread> threads;
+  const absl::Time start = absl::Now();
+  for (int rank : {0, 1, 3}) {
+    threads.emplace_back([&, rank] {
+      absl::SleepFor(absl::Milliseconds(50 * rank));
+      FailureReports reports(&store, "pg/failure/", rank, 4, window);
+      summaries[rank] = reports.Report(absl::StrCat("AllReduce failed on rank ", rank));
+      EXPECT_EQ(reports.Report("a later failure"), summaries[rank]) << "the first summary is kept";
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  for (int rank : {0, 1, 3}) {
+    EXPECT_NE(summaries[rank].find("lost rank 2 (no report within 800ms"), std::string::npos) << summaries[rank];
+    EXPECT_NE(summaries[rank].find("ranks 0, 1, 3 failed too"), std::string::npos) << summaries[rank];
+  }
+  EXPECT_EQ(*store.Get("pg/failure/1", absl::ZeroDuration()), "AllReduce failed on rank 1");
+}
+
+// A store that is gone (the lost rank hosted it) gives a summary that says so, at once.
+class DeadStore : public MemoryStore {
+ public:
+  absl::Status Set(absl::string_view, absl::string_view) override {
+    return absl::UnavailableError("store connection closed");
+  }
+};
+
+TEST(FailureReportsTest, UnavailableStoreIsSaidPlainly) {
+  DeadStore store;
+  FailureReports reports(&store, "pg/failure/", 0, 2, absl::Seconds(30));
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(reports.Report("x"), "[failure reports unavailable: store connection closed]");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+}
+
+}  // namespace
+}  // namespace ddp
