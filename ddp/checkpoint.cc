@@ -160,6 +160,7 @@ absl::StatusOr<std::string> BuildManifest(const Checkpoint& checkpoint, const st
   body["epoch"] = checkpoint.epoch;
   body["sampler"] = checkpoint.sampler.ToText();
   body["rng_state"] = checkpoint.rng_state;
+  body["ddp_bucket_order"] = checkpoint.ddp_bucket_order;
   body["optimizer_step_count"] = checkpoint.optimizer.step_count;
   DDP_ASSIGN_OR_RETURN(Json model_entry, FileEntry(kModelFile, model_bytes));
   DDP_ASSIGN_OR_RETURN(Json optimizer_entry, FileEntry(kOptimizerFile, optimizer_bytes));
@@ -397,6 +398,9 @@ absl::StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
   DDP_RETURN_IF_ERROR(
       GetInt(manifest_path, manifest.body, "optimizer_step_count", &checkpoint.optimizer.step_count));
   DDP_RETURN_IF_ERROR(GetString(manifest_path, manifest.body, "rng_state", &checkpoint.rng_state));
+  if (manifest.body.contains("ddp_bucket_order")) {  // absent in checkpoints of earlier versions
+    DDP_RETURN_IF_ERROR(GetString(manifest_path, manifest.body, "ddp_bucket_order", &checkpoint.ddp_bucket_order));
+  }
   DDP_RETURN_IF_ERROR(GetString(manifest_path, manifest.body, "sampler", &sampler_text));
   absl::StatusOr<SamplerState> sampler = SamplerState::FromText(sampler_text);
   if (!sampler.ok()) return DataLoss(manifest_path, std::string(sampler.status().message()));

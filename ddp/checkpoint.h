@@ -49,6 +49,7 @@ struct Checkpoint {
   OptimizerState optimizer;  // Optimizer::StateDict(); empty when there is no optimizer
   SamplerState sampler;      // DistributedSampler::State(consumed)
   std::string rng_state;     // Generator::SaveState(); empty when there is none
+  std::string ddp_bucket_order;  // Reducer::RebuiltOrderText(); empty without DDP or before the rebuild
   int64_t step = 0;          // optimizer steps taken; names the directory ("step-<step>"). >= 0.
   int64_t epoch = 0;
   // Set by LoadCheckpoint: the directory it was read from (error messages name files in it).

@@ -106,7 +106,9 @@ TEST(CheckpointTest, RoundTripIsBitExactAndResumesExactly) {
   Generator rng(42);
   rng.Next();
   const SamplerState sampler{9, 3, 1280};
-  ASSERT_TRUE(SaveCheckpoint(dir, CaptureCheckpoint(*model, &sgd, sampler, &rng, 2, 3)).ok());
+  Checkpoint checkpoint = CaptureCheckpoint(*model, &sgd, sampler, &rng, 2, 3);
+  checkpoint.ddp_bucket_order = "5,4,3,0,1,2";
+  ASSERT_TRUE(SaveCheckpoint(dir, checkpoint).ok());
 
   absl::StatusOr<Checkpoint> loaded = LoadLatestCheckpoint(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
@@ -114,6 +116,7 @@ TEST(CheckpointTest, RoundTripIsBitExactAndResumesExactly) {
   EXPECT_EQ(loaded->epoch, 3);
   EXPECT_EQ(loaded->sampler, sampler);
   EXPECT_EQ(loaded->source, dir + "/step-2");
+  EXPECT_EQ(loaded->ddp_bucket_order, "5,4,3,0,1,2");
   ExpectSameTensors(loaded->model, model->StateDict());
   ExpectSameTensors(loaded->optimizer.tensors, sgd.StateDict().tensors);
   EXPECT_EQ(loaded->optimizer.step_count, 2);

@@ -73,6 +73,9 @@ class DistributedDataParallel : public Module {
   const absl::Status& status() const { return reducer_->status(); }
   Module& module() const { return *module_; }
   const Reducer& reducer() const { return *reducer_; }
+  // Resuming: rebuilds the buckets in a checkpoint's Reducer::RebuiltOrderText() (see there). Every rank
+  // passes the same text; before the first backward pass.
+  absl::Status RestoreBucketOrder(absl::string_view order_text) { return reducer_->RestoreBucketOrder(order_text); }
   ProcessGroup& group() const { return *group_; }
   // Writes the Chrome trace of every rank into one file on rank 0 (collective; record_trace must be on).
   absl::Status WriteTrace(const std::string& path);

@@ -1,6 +1,5 @@
 // End-to-end tests of the ddprun binary on small shell commands (and one real store rendezvous).
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/process.h"
 
 namespace ddp {
 namespace {
@@ -24,18 +24,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string Runfile(const std::string& path) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  if (srcdir == nullptr || workspace == nullptr) return path;  // Run from the runfiles root.
-  return absl::StrCat(srcdir, "/", workspace, "/", path);
-}
-
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-  absl::Duration elapsed;
-};
+using RunResult = ProcessResult;
 
 // Runs ddprun with `args`; sends `signal` to it after `signal_after` (when signal != 0). Kills it and
 // fails the test if it runs longer than `timeout`.
@@ -43,60 +32,11 @@ RunResult RunDdprun(const std::vector<std::string>& args, absl::Duration timeout
                     int signal = 0, absl::Duration signal_after = absl::ZeroDuration()) {
   std::vector<std::string> argv = {Runfile("ddp/ddprun")};
   argv.insert(argv.end(), args.begin(), args.end());
-  int out[2], err[2];
-  EXPECT_EQ(::pipe(out), 0);
-  EXPECT_EQ(::pipe(err), 0);
-  const absl::Time start = absl::Now();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-    std::vector<char*> c_argv;
-    for (std::string& a : argv) c_argv.push_back(a.data());
-    c_argv.push_back(nullptr);
-    ::execv(c_argv[0], c_argv.data());
-    ::_exit(126);
-  }
-  ::close(out[1]);
-  ::close(err[1]);
-  RunResult result;
-  std::string* sinks[2] = {&result.out, &result.err};
-  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-  bool signalled = signal == 0;
-  int open_fds = 2;
-  while (open_fds > 0) {
-    const absl::Duration now = absl::Now() - start;
-    if (now > timeout) {
-      ::kill(pid, SIGKILL);
-      ADD_FAILURE() << "ddprun did not finish within " << timeout;
-      break;
-    }
-    if (!signalled && now >= signal_after) {
-      ::kill(pid, signal);
-      signalled = true;
-    }
-    if (::poll(fds, 2, 20) <= 0) continue;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buffer[4096];
-      ssize_t n = ::read(fds[i].fd, buffer, sizeof(buffer));
-      if (n > 0) {
-        sinks[i]->append(buffer, n);
-      } else {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  result.elapsed = absl::Now() - start;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  for (int fd : {out[0], err[0]}) {
-    if (fd >= 0) ::close(fd);
-  }
-  return result;
+  RunOptions options;
+  options.timeout = timeout;
+  options.signal = signal;
+  options.signal_after = signal_after;
+  return RunProcess(argv, options);
 }
 
 TEST(LauncherTest, ThreeWorkersGetTheirEnvironment) {

@@ -6,6 +6,7 @@
 //   bazel-bin/ddp/ddprun --nproc_per_node=3 bazel-bin/examples/train --eval_only --init_from=w.safetensors
 //
 // Flags and defaults: examples/trainer.h (TrainConfig) and README.md.
+#include <csignal>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "comm/init.h"
+#include "examples/graceful_stop.h"
 #include "examples/trainer.h"
 
 namespace {
@@ -54,7 +56,12 @@ ABSL_FLAG(bool, resume, kDefaults.resume, "continue from the latest checkpoint i
 ABSL_FLAG(int64_t, check_sync_every, kDefaults.check_sync_every,
           "DDP: every N steps, check that all ranks hold identical parameters and buffers (names the first that differs)");
 ABSL_FLAG(int64_t, fault_inject_step, kDefaults.fault_inject_step,
-          "testing: rank 1 kills itself (SIGKILL) after this step when DDP_RESTART_COUNT is 0");
+          "testing: --fault_inject_rank kills itself (SIGKILL) at this step when DDP_RESTART_COUNT is 0");
+ABSL_FLAG(int, fault_inject_rank, kDefaults.fault_inject_rank, "testing: the rank --fault_inject_step kills");
+ABSL_FLAG(std::string, fault_inject_point, kDefaults.fault_inject_point,
+          "testing: after_step (once the step is done) | backward (in the middle of the next backward pass)");
+ABSL_FLAG(std::string, log_samples, "",
+          "append a line per step and rank with the dataset indices trained on to this file");
 ABSL_FLAG(std::string, mode, kDefaults.mode, "auto (DDP under ddprun, else one process) | dp (DataParallel over CPU workers)");
 ABSL_FLAG(int, dp_devices, kDefaults.dp_devices, "--mode=dp: number of CPU workers");
 ABSL_FLAG(int, num_workers, kDefaults.num_workers, "DataLoader worker threads per rank (0: load on the training thread)");
@@ -62,6 +69,7 @@ ABSL_FLAG(bool, eval_only, kDefaults.eval_only, "evaluate --init_from's weights 
 ABSL_FLAG(int64_t, eval_batch_size, kDefaults.eval_batch_size, "samples per evaluation forward pass and rank");
 
 int main(int argc, char** argv) {
+  ddp::InstallGracefulStop();  // before any thread starts (examples/graceful_stop.h)
   absl::SetProgramUsageMessage("Trains a model on Fashion-MNIST. Example: train --model=cnn --epochs=5");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
@@ -102,6 +110,9 @@ int main(int argc, char** argv) {
   config.resume = absl::GetFlag(FLAGS_resume);
   config.check_sync_every = absl::GetFlag(FLAGS_check_sync_every);
   config.fault_inject_step = absl::GetFlag(FLAGS_fault_inject_step);
+  config.fault_inject_rank = absl::GetFlag(FLAGS_fault_inject_rank);
+  config.fault_inject_point = absl::GetFlag(FLAGS_fault_inject_point);
+  config.log_samples = absl::GetFlag(FLAGS_log_samples);
   config.mode = absl::GetFlag(FLAGS_mode);
   config.dp_devices = absl::GetFlag(FLAGS_dp_devices);
   config.num_workers = absl::GetFlag(FLAGS_num_workers);
@@ -114,7 +125,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<ddp::EvalResult> result = ddp::RunTraining(config);
   if (!result.ok()) {
     std::fprintf(stderr, "train: %s\n", result.status().ToString().c_str());
-    return 1;
+    return absl::IsCancelled(result.status()) && ddp::GracefulStopRequested() ? 128 + SIGTERM : 1;
   }
   // Every rank holds the same (distributed) evaluation; rank 0 reports it.
   absl::StatusOr<ddp::LaunchEnv> launch = ddp::ResolveLaunchEnv(ddp::ProcessEnv());

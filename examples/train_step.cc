@@ -4,12 +4,11 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include <csignal>
-#include <cstdlib>
 
 #include "ddp/checkpoint.h"
 #include "ddp/desync_check.h"
 #include "ddp/rank_zero.h"
+#include "examples/graceful_stop.h"
 #include "examples/progress.h"
 #include "nn/safetensors.h"
 #include "tensor/ops.h"
@@ -53,17 +52,6 @@ double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps)
   return config.lr * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(step) / static_cast<double>(total_steps)));
 }
 
-// --fault_inject_step: rank 1 dies abruptly (as a crashed node would) on the first attempt only.
-void MaybeInjectFault(const TrainState& state) {
-  if (state.config.fault_inject_step <= 0 || state.global_step != state.config.fault_inject_step) return;
-  const char* attempt = std::getenv("DDP_RESTART_COUNT");
-  if (state.rank != 1 || (attempt != nullptr && std::string(attempt) != "0")) return;
-  std::fprintf(stderr, "fault injection: rank 1 kills itself after step %lld\n",
-               static_cast<long long>(state.global_step));
-  std::fflush(stderr);
-  raise(SIGKILL);
-}
-
 // Starts `epoch` from its beginning, or (the first epoch after --resume) where the checkpoint left it.
 absl::Status StartEpoch(TrainState& state, int epoch, DistributedSampler& sampler) {
   if (state.resume_from.has_value() && state.resume_from->epoch == epoch) {
@@ -81,9 +69,10 @@ absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler& 
   const TrainConfig& config = state.config;
   if (config.checkpoint_dir.empty() || config.checkpoint_every <= 0) return absl::OkStatus();
   if (state.global_step % config.checkpoint_every != 0) return absl::OkStatus();
-  const Checkpoint checkpoint =
+  Checkpoint checkpoint =
       CaptureCheckpoint(state.model, &state.optimizer, sampler.State(std::min(local_consumed, sampler.Length())),
                         /*generator=*/nullptr, state.global_step, epoch);
+  if (state.ddp != nullptr) checkpoint.ddp_bucket_order = state.ddp->reducer().RebuiltOrderText();
   if (state.group != nullptr) return SaveCheckpointCollective(*state.group, config.checkpoint_dir, checkpoint);
   return SaveCheckpoint(config.checkpoint_dir, checkpoint);
 }
@@ -103,12 +92,14 @@ absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& 
     state.model.ZeroGrad();
     double loss_sum = 0;
     int64_t samples = 0;
+    std::vector<int64_t> ids;  // the step's sample indices, for --log_samples
     for (int micro = 0; micro < config.accumulate_steps; ++micro) {
       DDP_ASSIGN_OR_RETURN(std::optional<Example> batch, loader.Next());
       if (!batch) return absl::InternalError(absl::StrCat("DataLoader ended before its ", micro_batches, " batches"));
       DDP_ASSIGN_OR_RETURN(double loss, ForwardBackward(state, *batch, micro == config.accumulate_steps - 1));
       loss_sum += loss;
       samples += batch->target.size(0);
+      if (state.sample_log != nullptr) ids.insert(ids.end(), batch->indices.begin(), batch->indices.end());
     }
     if (state.global_step == 0 && !config.dump_grads.empty() && state.rank == 0) {
       DDP_RETURN_IF_ERROR(DumpGradients(state.model, config.dump_grads));
@@ -116,16 +107,23 @@ absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& 
     state.optimizer.set_lr(static_cast<float>(ScheduledLr(config, state.global_step, state.total_steps)));
     state.optimizer.Step();
     ++state.global_step;
+    if (state.sample_log != nullptr) {
+      DDP_RETURN_IF_ERROR(state.sample_log->Append(
+          SampleLogEntry{state.attempt, state.world_size, state.rank, epoch, state.global_step, std::move(ids)}));
+    }
     DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, *sampler, (step + 1) * config.accumulate_steps * config.batch_size,
                                         epoch));
     if (state.group != nullptr && config.check_sync_every > 0) {
       DDP_RETURN_IF_ERROR(MaybeCheckReplicasInSync(state.model, *state.group, state.global_step, config.check_sync_every));
     }
-    MaybeInjectFault(state);
+    MaybeKillAfterStep(state.fault, state.rank, state.global_step);
     if (state.ddp != nullptr && config.print_buckets && state.rank == 0 && state.global_step == 2) {
       std::fprintf(stderr, "buckets after the rebuild:\n%s", state.ddp->reducer().DescribeBuckets().c_str());
     }
     if (state.rank == 0) progress.Step(samples * state.world_size, loss_sum / config.accumulate_steps);
+    if (GracefulStopRequested()) {
+      return absl::CancelledError(absl::StrCat("stopped by SIGTERM after step ", state.global_step));
+    }
   }
   if (state.rank == 0) progress.Finish();
   return EpochStats{steps, progress.mean_loss(), progress.samples_per_second()};

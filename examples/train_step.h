@@ -3,14 +3,15 @@
 #define DDP_EXAMPLES_TRAIN_STEP_H_
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "data/data_loader.h"
-#include <optional>
-
 #include "data/sampler.h"
 #include "ddp/data_parallel.h"
 #include "ddp/distributed_data_parallel.h"
+#include "examples/fault_injection.h"
+#include "examples/sample_log.h"
 #include "examples/trainer.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
@@ -30,6 +31,9 @@ struct TrainState {
   std::optional<SamplerState> resume_from;  // --resume: where the first trained epoch continues
   int64_t total_steps = 0;  // optimizer steps the whole run will take (for the lr schedule)
   int64_t global_step = 0;  // optimizer steps so far
+  int attempt = 0;          // DDP_RESTART_COUNT (ddprun's restart number)
+  FaultInjection fault;     // testing: --fault_inject_*
+  SampleLog* sample_log = nullptr;  // --log_samples (not owned; null: no log)
 };
 
 struct EpochStats {
@@ -41,7 +45,8 @@ struct EpochStats {
 // Trains one epoch: sets the loader's sampler to `epoch` (SetEpoch, so a DistributedSampler draws the
 // epoch's order, the same on every rank), then takes `loader`'s batches (this rank's shard) until the
 // epoch ends or config.max_steps optimizer steps were taken in total. A loader error (naming the sample
-// index) ends the epoch with that error.
+// index) ends the epoch with that error. A SIGTERM (examples/graceful_stop.h) ends it after the current
+// step with kCancelled.
 absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& loader);
 
 }  // namespace ddp

@@ -2,8 +2,10 @@
 #include "examples/trainer.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -17,7 +19,9 @@
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/distributed_eval.h"
 #include "ddp/sync_batch_norm.h"
+#include "examples/fault_injection.h"
 #include "examples/progress.h"
+#include "examples/sample_log.h"
 #include "examples/train_step.h"
 #include "nn/adam.h"
 #include "nn/models.h"
@@ -44,6 +48,14 @@ absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TrainConfig& conf
   options.weight_decay = config.weight_decay;
   if (config.optimizer == "adamw") return std::unique_ptr<Optimizer>(new AdamW(params, options));
   return std::unique_ptr<Optimizer>(new Adam(params, options));
+}
+
+// ddprun's restart counter (DDP_RESTART_COUNT; 0 when unset or not a number).
+int RestartAttempt() {
+  const char* value = std::getenv("DDP_RESTART_COUNT");
+  int attempt = 0;
+  if (value == nullptr || !absl::SimpleAtoi(value, &attempt)) return 0;
+  return attempt;
 }
 
 absl::Status AppendMetrics(const std::string& path, const std::string& line) {
@@ -175,6 +187,13 @@ absl::Status ValidateConfig(const TrainConfig& config) {
     return bad(absl::StrCat("--eval_batch_size must be >= 1, got ", config.eval_batch_size));
   }
   if (config.eval_only && config.init_from.empty()) return bad("--eval_only needs --init_from=WEIGHTS");
+  if (config.fault_inject_point != "after_step" && config.fault_inject_point != "backward") {
+    return bad(absl::StrCat("--fault_inject_point must be after_step or backward, got \"", config.fault_inject_point,
+                            "\""));
+  }
+  if (config.fault_inject_step < 0) {
+    return bad(absl::StrCat("--fault_inject_step must be >= 0, got ", config.fault_inject_step));
+  }
   return absl::OkStatus();
 }
 
@@ -228,11 +247,21 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   TrainState state{config, *model, ddp.get(), *optimizer, rank, world};
   state.dp = dp.get();
   state.group = group;
+  state.attempt = RestartAttempt();
+  state.fault = FaultInjection{config.fault_inject_step, config.fault_inject_rank, config.fault_inject_point};
+  InstallBackwardFault(state.fault, rank, *model, &state.global_step);
+  std::unique_ptr<SampleLog> sample_log;
+  if (!config.log_samples.empty()) {
+    DDP_ASSIGN_OR_RETURN(sample_log, SampleLog::Open(config.log_samples));
+    state.sample_log = sample_log.get();
+  }
   int first_epoch = 1;
   if (config.resume) {
     absl::StatusOr<Checkpoint> checkpoint = LoadLatestCheckpoint(config.checkpoint_dir);
     if (checkpoint.ok()) {
       DDP_RETURN_IF_ERROR(ApplyCheckpoint(*checkpoint, CheckpointTargets{model.get(), optimizer.get(), nullptr}));
+      // The same buckets as before the interruption: the same rounding (Reducer::RebuiltOrderText).
+      if (ddp != nullptr) DDP_RETURN_IF_ERROR(ddp->RestoreBucketOrder(checkpoint->ddp_bucket_order));
       state.global_step = checkpoint->step;
       state.resume_from = checkpoint->sampler;
       first_epoch = static_cast<int>(checkpoint->epoch);

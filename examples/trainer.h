@@ -55,7 +55,10 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;      // save after every N optimizer steps (0 = never)
   bool resume = false;               // continue from checkpoint_dir's latest checkpoint, if there is one
   int64_t check_sync_every = 0;      // DDP: compare parameter/buffer checksums across ranks every N steps
-  int64_t fault_inject_step = 0;     // testing: rank 1 SIGKILLs itself after this step, on the first attempt
+  int64_t fault_inject_step = 0;     // testing: a rank SIGKILLs itself at this step, on the first attempt
+  int fault_inject_rank = 1;         // testing: which rank dies
+  std::string fault_inject_point = "after_step";  // testing: after_step | backward (examples/fault_injection.h)
+  std::string log_samples;           // append the sample indices of every step to this file (examples/sample_log.h)
 
   // Single-process DataParallel.
   std::string mode = "auto";         // auto: DDP when WORLD_SIZE > 1, else one process | dp: DataParallel

@@ -12,30 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "examples/train_step.h"
 #include "nn/safetensors.h"
+#include "testing/process.h"
 
 namespace ddp {
 namespace {
-
-std::string Runfile(const std::string& path) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  if (srcdir == nullptr || workspace == nullptr) return path;
-  return absl::StrCat(srcdir, "/", workspace, "/", path);
-}
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
-}
-
-// Runs a shell command; returns its exit code and combined output.
-int RunCommand(const std::string& command, std::string* output) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  char buffer[4096];
-  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) output->append(buffer);
-  const int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 TEST(TrainerTest, ShortRunLearns) {
   TrainConfig config;
@@ -49,7 +29,7 @@ TEST(TrainerTest, ShortRunLearns) {
   EXPECT_GT(result->accuracy, 0.75);
   EXPECT_EQ(result->count, 10000);
   std::string metrics;
-  ASSERT_EQ(RunCommand("cat " + config.metrics_out, &metrics), 0);
+  ASSERT_EQ(RunShell("cat " + config.metrics_out, &metrics), 0);
   EXPECT_NE(metrics.find("\"epoch\": 1, \"steps\": 300"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("\"test_acc\""), std::string::npos);
 }
@@ -71,13 +51,13 @@ TEST(TrainerTest, BadConfigurationsNameTheFlag) {
   config.eval_only = true;
   EXPECT_NE(ValidateConfig(config).message().find("--eval_only needs --init_from"), std::string::npos);
   std::string output;
-  EXPECT_EQ(RunCommand(Runfile("examples/train") + " --epochs=0", &output), 2);
+  EXPECT_EQ(RunShell(Runfile("examples/train") + " --epochs=0", &output), 2);
   EXPECT_NE(output.find("--epochs must be >= 1"), std::string::npos) << output;
   output.clear();
-  EXPECT_NE(RunCommand(Runfile("examples/train") + " --no_such_flag=1", &output), 0);
+  EXPECT_NE(RunShell(Runfile("examples/train") + " --no_such_flag=1", &output), 0);
   EXPECT_NE(output.find("no_such_flag"), std::string::npos) << output;
   output.clear();
-  EXPECT_EQ(RunCommand(Runfile("examples/train") + " --data_dir=/nonexistent --max_steps=1", &output), 1);
+  EXPECT_EQ(RunShell(Runfile("examples/train") + " --data_dir=/nonexistent --max_steps=1", &output), 1);
   EXPECT_NE(output.find("dataset-fashion-mnist"), std::string::npos) << output;
 }
 
@@ -87,9 +67,9 @@ TEST(TrainerTest, WorkerCountDoesNotChangeTheBatches) {
   const std::string inline_grads = TempPath("grads_w0.safetensors"), worker_grads = TempPath("grads_w3.safetensors");
   const std::string common = " --model=mlp --max_steps=1 --epochs=1 --seed=5";
   std::string output;
-  ASSERT_EQ(RunCommand(Runfile("examples/train") + common + " --num_workers=0 --dump_grads=" + inline_grads, &output), 0)
+  ASSERT_EQ(RunShell(Runfile("examples/train") + common + " --num_workers=0 --dump_grads=" + inline_grads, &output), 0)
       << output;
-  ASSERT_EQ(RunCommand(Runfile("examples/train") + common + " --num_workers=3 --dump_grads=" + worker_grads, &output), 0)
+  ASSERT_EQ(RunShell(Runfile("examples/train") + common + " --num_workers=3 --dump_grads=" + worker_grads, &output), 0)
       << output;
   auto a = LoadSafetensors(inline_grads);
   auto b = LoadSafetensors(worker_grads);
@@ -114,17 +94,17 @@ std::pair<double, double> FinalMetrics(const std::string& output) {
 TEST(TrainerTest, EvalOnlyGivesTheSameAccuracyUnderAnyWorldSize) {
   const std::string weights = TempPath("eval_weights.safetensors");
   std::string output;
-  ASSERT_EQ(RunCommand(Runfile("examples/train") + " --model=mlp --epochs=1 --max_steps=40 --save=" + weights, &output), 0)
+  ASSERT_EQ(RunShell(Runfile("examples/train") + " --model=mlp --epochs=1 --max_steps=40 --save=" + weights, &output), 0)
       << output;
   const std::string eval = " --model=mlp --eval_only --eval_batch_size=333 --init_from=" + weights;
   output.clear();
-  ASSERT_EQ(RunCommand(Runfile("examples/train") + eval, &output), 0) << output;
+  ASSERT_EQ(RunShell(Runfile("examples/train") + eval, &output), 0) << output;
   const auto single = FinalMetrics(output);
   ASSERT_GT(single.first, 0.3) << output;
   EXPECT_NE(output.find("over 10000 samples on 1 rank(s)"), std::string::npos) << output;
   for (int world : {2, 3}) {
     output.clear();
-    ASSERT_EQ(RunCommand(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=", world, " --master_port=0 ",
+    ASSERT_EQ(RunShell(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=", world, " --master_port=0 ",
                                       Runfile("examples/train"), eval),
                          &output),
               0)
@@ -173,9 +153,9 @@ const char kOneStep[] = " --model=cnn --max_steps=1 --epochs=1 --shuffle=false -
 TEST(TrainerTest, DdpDumpGradsEqualOneProcessOnTheJointBatch) {
   const std::string single = TempPath("single.safetensors"), ddp = TempPath("ddp.safetensors");
   std::string output;
-  ASSERT_EQ(RunCommand(Runfile("examples/train") + kOneStep + " --batch_size=128 --dump_grads=" + single, &output), 0)
+  ASSERT_EQ(RunShell(Runfile("examples/train") + kOneStep + " --batch_size=128 --dump_grads=" + single, &output), 0)
       << output;
-  ASSERT_EQ(RunCommand(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 ",
+  ASSERT_EQ(RunShell(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 ",
                                     Runfile("examples/train"), kOneStep, " --batch_size=64 --dump_grads=", ddp),
                        &output),
             0)
@@ -189,16 +169,16 @@ TEST(TrainerTest, DdpDumpGradsEqualOneProcessOnTheJointBatch) {
 TEST(TrainerTest, DataParallelDumpGradsEqualOneProcess) {
   const std::string single = TempPath("single_dp.safetensors"), dp = TempPath("dp.safetensors");
   std::string output;
-  ASSERT_EQ(RunCommand(Runfile("examples/train") + kOneStep + " --batch_size=128 --dump_grads=" + single, &output), 0)
+  ASSERT_EQ(RunShell(Runfile("examples/train") + kOneStep + " --batch_size=128 --dump_grads=" + single, &output), 0)
       << output;
-  ASSERT_EQ(RunCommand(Runfile("examples/train") + kOneStep + " --batch_size=128 --mode=dp --dp_devices=3 --dump_grads=" + dp,
+  ASSERT_EQ(RunShell(Runfile("examples/train") + kOneStep + " --batch_size=128 --mode=dp --dp_devices=3 --dump_grads=" + dp,
                        &output),
             0)
       << output;
   EXPECT_LE(MaxRelativeDifference(dp, single), 1e-5);
   EXPECT_NE(output.find("DataParallel: 3 CPU workers"), std::string::npos) << output;
   output.clear();
-  EXPECT_EQ(RunCommand(Runfile("examples/train") + " --mode=dq", &output), 2);
+  EXPECT_EQ(RunShell(Runfile("examples/train") + " --mode=dq", &output), 2);
   EXPECT_NE(output.find("--mode must be auto or dp"), std::string::npos) << output;
 }
 
@@ -210,24 +190,24 @@ TEST(TrainerTest, ResumeContinuesBitForBit) {
   const std::string whole = TempPath("whole.safetensors"), resumed = TempPath("resumed.safetensors");
   const std::string dir = TempPath("resume_checkpoints");
   std::string output;
-  ASSERT_EQ(RunCommand(Runfile("examples/train") + common + " --save=" + whole, &output), 0) << output;
+  ASSERT_EQ(RunShell(Runfile("examples/train") + common + " --save=" + whole, &output), 0) << output;
   // The "interrupted" run: the same flags, stopped after step 150 (its last checkpoint).
-  ASSERT_EQ(RunCommand(Runfile("examples/train") + " --model=mlp --lr_schedule=constant --epochs=2 --batch_size=256"
+  ASSERT_EQ(RunShell(Runfile("examples/train") + " --model=mlp --lr_schedule=constant --epochs=2 --batch_size=256"
                        " --max_steps=150 --checkpoint_every=50 --checkpoint_dir=" + dir, &output), 0) << output;
   output.clear();
-  ASSERT_EQ(RunCommand(Runfile("examples/train") + common + " --resume --checkpoint_dir=" + dir + " --save=" + resumed,
+  ASSERT_EQ(RunShell(Runfile("examples/train") + common + " --resume --checkpoint_dir=" + dir + " --save=" + resumed,
                        &output), 0) << output;
   EXPECT_NE(output.find("resuming from"), std::string::npos) << output;
   EXPECT_NE(output.find("step 150, epoch 1, 38400 samples"), std::string::npos) << output;
   std::string diff;
-  EXPECT_EQ(RunCommand("cmp " + whole + " " + resumed, &diff), 0) << diff;
+  EXPECT_EQ(RunShell("cmp " + whole + " " + resumed, &diff), 0) << diff;
   output.clear();
-  ASSERT_EQ(RunCommand(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 ",
+  ASSERT_EQ(RunShell(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 ",
                                     Runfile("examples/train"), common, " --resume --checkpoint_dir=", dir),
                        &output), 0) << output;
   EXPECT_NE(output.find("[rank 0] resuming from"), std::string::npos) << output;
   output.clear();
-  EXPECT_EQ(RunCommand(Runfile("examples/train") + " --resume", &output), 2);
+  EXPECT_EQ(RunShell(Runfile("examples/train") + " --resume", &output), 2);
   EXPECT_NE(output.find("--resume and --checkpoint_every need --checkpoint_dir"), std::string::npos) << output;
 }
 
@@ -240,12 +220,12 @@ TEST(TrainerTest, KilledWorkerRestartsAndResumesBitForBit) {
       " --model=mlp --lr_schedule=constant --epochs=1 --batch_size=128 --max_steps=120 --checkpoint_every=40";
   const std::string undisturbed = TempPath("undisturbed.safetensors"), restarted = TempPath("restarted.safetensors");
   std::string output;
-  ASSERT_EQ(RunCommand(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 ",
+  ASSERT_EQ(RunShell(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 ",
                                     Runfile("examples/train"), common, " --check_sync_every=30 --checkpoint_dir=",
                                     TempPath("ck_undisturbed"), " --save=", undisturbed),
                        &output), 0) << output;
   output.clear();
-  ASSERT_EQ(RunCommand(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 --max_restarts=1 ",
+  ASSERT_EQ(RunShell(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 --max_restarts=1 ",
                                     Runfile("examples/train"), common, " --resume --fault_inject_step=70",
                                     " --checkpoint_dir=", TempPath("ck_restarted"), " --save=", restarted),
                        &output), 0) << output;
@@ -254,14 +234,14 @@ TEST(TrainerTest, KilledWorkerRestartsAndResumesBitForBit) {
   EXPECT_NE(output.find("resuming from"), std::string::npos) << output;
   EXPECT_NE(output.find("step 40, epoch 1"), std::string::npos) << output;
   std::string diff;
-  EXPECT_EQ(RunCommand("cmp " + undisturbed + " " + restarted, &diff), 0) << diff;
+  EXPECT_EQ(RunShell("cmp " + undisturbed + " " + restarted, &diff), 0) << diff;
 }
 
 // Rank-0-only work that fails (here: saving into a missing directory) fails every rank at once with
 // rank 0's error, instead of leaving the others waiting at a barrier.
 TEST(TrainerTest, RankZeroSaveErrorReachesEveryRank) {
   std::string output;
-  EXPECT_EQ(RunCommand(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 ",
+  EXPECT_EQ(RunShell(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 ",
                                     Runfile("examples/train"),
                                     " --model=mlp --max_steps=3 --save=/nonexistent_dir/weights.safetensors"),
                        &output),

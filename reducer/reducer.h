@@ -93,6 +93,16 @@ class Reducer {
   TraceRecorder& mutable_trace() { return trace_; }
   bool buckets_rebuilt() const { return rebuilt_; }
 
+  // The gradient order the rebuilt buckets follow, as comma-separated parameter indices ("" before the
+  // rebuild). Checkpoints keep it: with more than two ranks the sum's rounding depends on where bucket
+  // boundaries fall (Gloo's ring splits each bucket into per-rank chunks), so a resumed run reduces
+  // bit-identically only in the same buckets.
+  std::string RebuiltOrderText() const;
+  // Builds the buckets in a saved RebuiltOrderText() order now and skips the first-iteration rebuild
+  // (every rank must restore the same order). "" changes nothing. Errors (kDataLoss) name a malformed
+  // order. REQUIRES: no backward pass has run yet.
+  absl::Status RestoreBucketOrder(absl::string_view order_text);
+
  private:
   struct Bucket {
     std::vector<size_t> params;  // indices into params_, in slot order
@@ -108,6 +118,9 @@ class Reducer {
 
   void BuildBuckets(const std::vector<std::vector<size_t>>& assignment);
   absl::Status RebuildBuckets();
+  // A gradient order from text, completed with the parameters it lacks (reverse registration order).
+  absl::StatusOr<std::vector<size_t>> ParseGradientOrder(absl::string_view order_text) const;
+  void BuildBucketsInOrder(const std::vector<size_t>& order);
   void OnGradientReady(size_t index);
   void MarkReady(size_t index, bool used);
   void LaunchReadyBuckets();
@@ -142,6 +155,7 @@ class Reducer {
 
   // Bucket rebuild.
   std::vector<size_t> ready_order_;
+  std::vector<size_t> rebuilt_order_;  // the order the current buckets were built in (empty: initial)
   bool rebuilt_ = false;
   bool rebuild_pending_ = false;
 

@@ -42,17 +42,14 @@ void Reducer::BuildBuckets(const std::vector<std::vector<size_t>>& assignment) {
   }
 }
 
-absl::Status Reducer::RebuildBuckets() {
-  // Rank 0's ready order, as text, so every rank builds the same layout.
-  std::string order_text = absl::StrJoin(ready_order_, ",");
-  DDP_RETURN_IF_ERROR(group_->BroadcastObject(&order_text, 0));
+absl::StatusOr<std::vector<size_t>> Reducer::ParseGradientOrder(absl::string_view order_text) const {
   std::vector<size_t> order;
   std::vector<bool> seen(params_.size(), false);
   for (absl::string_view token : absl::StrSplit(order_text, ',', absl::SkipEmpty())) {
     size_t index = 0;
     if (!absl::SimpleAtoi(token, &index) || index >= params_.size() || seen[index]) {
-      return absl::DataLossError(absl::StrCat("DDP bucket rebuild: rank 0 sent a bad gradient order \"", order_text,
-                                              "\""));
+      return absl::DataLossError(absl::StrCat("DDP bucket order \"", order_text, "\" is not a list of distinct ",
+                                              "parameter indices below ", params_.size()));
     }
     seen[index] = true;
     order.push_back(index);
@@ -61,9 +58,34 @@ absl::Status Reducer::RebuildBuckets() {
   for (size_t i = params_.size(); i-- > 0;) {
     if (!seen[i]) order.push_back(i);
   }
+  return order;
+}
+
+void Reducer::BuildBucketsInOrder(const std::vector<size_t>& order) {
   BuildBuckets(AssignBuckets(specs_, {options_.first_bucket_cap_bytes, options_.bucket_cap_bytes}, order));
+  rebuilt_order_ = order;
   rebuilt_ = true;
   ready_order_.clear();
+}
+
+absl::Status Reducer::RebuildBuckets() {
+  // Rank 0's ready order, as text, so every rank builds the same layout.
+  std::string order_text = absl::StrJoin(ready_order_, ",");
+  DDP_RETURN_IF_ERROR(group_->BroadcastObject(&order_text, 0));
+  absl::StatusOr<std::vector<size_t>> order = ParseGradientOrder(order_text);
+  if (!order.ok()) return absl::DataLossError(absl::StrCat("DDP bucket rebuild: rank 0 sent a bad gradient order: ",
+                                                           order.status().message()));
+  BuildBucketsInOrder(*order);
+  return absl::OkStatus();
+}
+
+std::string Reducer::RebuiltOrderText() const { return absl::StrJoin(rebuilt_order_, ","); }
+
+absl::Status Reducer::RestoreBucketOrder(absl::string_view order_text) {
+  DDP_CHECK(stats_.empty() && !expect_hooks_) << "RestoreBucketOrder must come before the first backward pass";
+  if (order_text.empty()) return absl::OkStatus();
+  DDP_ASSIGN_OR_RETURN(std::vector<size_t> order, ParseGradientOrder(order_text));
+  BuildBucketsInOrder(order);
   return absl::OkStatus();
 }
 

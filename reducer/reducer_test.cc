@@ -1,6 +1,7 @@
 // The Reducer against single-process gradients, ranks as threads over an in-memory store and Gloo.
 #include "reducer/reducer.h"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -154,6 +155,26 @@ TEST(ReducerTest, BucketsFollowReverseOrderThenReadyOrder) {
     // is a permutation that starts with the last layer's parameters.
     ASSERT_TRUE(reducer.buckets_rebuilt());
     EXPECT_EQ(reducer.bucket_assignment().size(), 5u);
+
+    // A resumed run restores the rebuilt order before its first backward pass: the same buckets at
+    // once, and no rebuild later.
+    const std::string order = reducer.RebuiltOrderText();
+    EXPECT_EQ(std::count(order.begin(), order.end(), ','), 4) << order;
+    TinyModel resumed_model(3);
+    Reducer resumed(resumed_model.params, resumed_model.names, &group, options);
+    EXPECT_FALSE(resumed.RestoreBucketOrder("0,0").ok());
+    EXPECT_NE(resumed.RestoreBucketOrder("1,7").message().find("\"1,7\" is not a list of distinct parameter "
+                                                                "indices below 5"),
+              std::string::npos);
+    ASSERT_TRUE(resumed.RestoreBucketOrder(order).ok());
+    EXPECT_TRUE(resumed.buckets_rebuilt());
+    EXPECT_EQ(resumed.bucket_assignment(), reducer.bucket_assignment());
+    Batch batch = GlobalBatch(2, 4);
+    Tensor loss = resumed_model.Loss(batch.x, batch.y, true);
+    ASSERT_TRUE(resumed.PrepareForBackward({loss}, absl::Now()).ok());
+    loss.Backward();
+    ASSERT_TRUE(resumed.status().ok());
+    EXPECT_EQ(resumed.bucket_assignment(), reducer.bucket_assignment());
   });
 }
 

@@ -4,10 +4,8 @@
 // survivors' errors naming the collective, their rank and the lost rank.
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -20,25 +18,14 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/process.h"
 
 namespace ddp {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string Runfile(const std::string& path) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  if (srcdir == nullptr || workspace == nullptr) return path;  // Run from the runfiles root.
-  return absl::StrCat(srcdir, "/", workspace, "/", path);
-}
-
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-  absl::Duration elapsed;
-  std::string all() const { return out + err; }
-};
+using RunResult = ProcessResult;
 
 // Runs ddprun with `args` and the extra environment `env` (NAME=value). Kills it (and fails the test)
 // when it runs longer than `timeout`.
@@ -46,55 +33,10 @@ RunResult RunDdprun(const std::vector<std::string>& args, const std::vector<std:
                     absl::Duration timeout = absl::Seconds(60)) {
   std::vector<std::string> argv = {Runfile("ddp/ddprun")};
   argv.insert(argv.end(), args.begin(), args.end());
-  int out[2], err[2];
-  EXPECT_EQ(::pipe(out), 0);
-  EXPECT_EQ(::pipe(err), 0);
-  const absl::Time start = absl::Now();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-    for (const std::string& assignment : env) ::putenv(const_cast<char*>(assignment.c_str()));
-    std::vector<char*> c_argv;
-    for (std::string& a : argv) c_argv.push_back(a.data());
-    c_argv.push_back(nullptr);
-    ::execv(c_argv[0], c_argv.data());
-    ::_exit(126);
-  }
-  ::close(out[1]);
-  ::close(err[1]);
-  RunResult result;
-  std::string* sinks[2] = {&result.out, &result.err};
-  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    if (absl::Now() - start > timeout) {
-      ::kill(pid, SIGKILL);
-      ADD_FAILURE() << "ddprun did not finish within " << timeout;
-      break;
-    }
-    if (::poll(fds, 2, 20) <= 0) continue;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buffer[4096];
-      const ssize_t n = ::read(fds[i].fd, buffer, sizeof(buffer));
-      if (n > 0) {
-        sinks[i]->append(buffer, n);
-      } else {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  result.elapsed = absl::Now() - start;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  for (const pollfd& fd : fds) {
-    if (fd.fd >= 0) ::close(fd.fd);
-  }
-  return result;
+  RunOptions options;
+  options.env = env;
+  options.timeout = timeout;
+  return RunProcess(argv, options);
 }
 
 // A loopback port that was free a moment ago (the kernel's pick for port 0).
