@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <utility>
@@ -249,6 +250,20 @@ TEST(TrainerTest, RankZeroSaveErrorReachesEveryRank) {
       << output;
   EXPECT_NE(output.find("[rank 0] train: INTERNAL: rank 0: cannot create /nonexistent_dir"), std::string::npos) << output;
   EXPECT_NE(output.find("[rank 1] train: INTERNAL: rank 0: cannot create /nonexistent_dir"), std::string::npos) << output;
+}
+
+// The first SIGTERM stops training after the current step (exit 143, saying at which step); it does not
+// kill the process in the middle of a step.
+TEST(TrainerTest, SigtermStopsAfterTheCurrentStep) {
+  RunOptions options;
+  options.signal = SIGTERM;
+  options.signal_after = absl::Seconds(3);  // well into training (loading takes < 1 s)
+  options.timeout = absl::Seconds(60);
+  const ProcessResult r = RunProcess({Runfile("examples/train"), "--model=mlp", "--epochs=5"}, options);
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.all();
+  EXPECT_NE(r.err.find("train: SIGTERM received, stopping after the current step"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("train: CANCELLED: stopped by SIGTERM after step "), std::string::npos) << r.err;
+  EXPECT_LT(r.elapsed, absl::Seconds(10));
 }
 
 }  // namespace
