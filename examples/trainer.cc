@@ -285,18 +285,20 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
     if (config.max_steps > 0 && state.global_step >= config.max_steps) break;
     DDP_ASSIGN_OR_RETURN(EpochStats stats, TrainEpoch(state, epoch, *loader));
     DDP_ASSIGN_OR_RETURN(last, EvaluateTestSet(config, *model, *test, group));
-    if (rank != 0) continue;
-    const double wall = absl::ToDoubleSeconds(absl::Now() - start);
-    std::fprintf(stderr, "epoch %d: train_loss %.4f test_loss %.4f test_acc %.4f (%.0f samples/s, %s)\n", epoch,
-                 stats.mean_loss, last.loss, last.accuracy, stats.samples_per_s, FormatDuration(wall).c_str());
-    if (!config.metrics_out.empty()) {
-      DDP_RETURN_IF_ERROR(AppendMetrics(
+    auto report = [&]() -> absl::Status {
+      const double wall = absl::ToDoubleSeconds(absl::Now() - start);
+      std::fprintf(stderr, "epoch %d: train_loss %.4f test_loss %.4f test_acc %.4f (%.0f samples/s, %s)\n", epoch,
+                   stats.mean_loss, last.loss, last.accuracy, stats.samples_per_s, FormatDuration(wall).c_str());
+      if (config.metrics_out.empty()) return absl::OkStatus();
+      return AppendMetrics(
           config.metrics_out,
           absl::StrFormat("{\"epoch\": %d, \"steps\": %d, \"train_loss\": %.6f, \"test_loss\": %.6f, "
                           "\"test_acc\": %.6f, \"samples_per_s\": %.1f, \"wall_s\": %.3f, \"world_size\": %d}",
                           epoch, stats.steps, stats.mean_loss, last.loss, last.accuracy, stats.samples_per_s, wall,
-                          world)));
-    }
+                          world));
+    };
+    // Under DDP rank 0 reports, and a failed metrics write fails every rank at once (ddp/rank_zero.h).
+    DDP_RETURN_IF_ERROR(group != nullptr ? RunOnRankZero(*group, report) : report());
   }
   DDP_RETURN_IF_ERROR(Finish(config, *model, ddp.get(), group));
   return last;

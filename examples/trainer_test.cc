@@ -250,6 +250,17 @@ TEST(TrainerTest, RankZeroSaveErrorReachesEveryRank) {
       << output;
   EXPECT_NE(output.find("[rank 0] train: INTERNAL: rank 0: cannot create /nonexistent_dir"), std::string::npos) << output;
   EXPECT_NE(output.find("[rank 1] train: INTERNAL: rank 0: cannot create /nonexistent_dir"), std::string::npos) << output;
+  // The per-epoch report (progress line and --metrics_out) is rank-0-only work too.
+  output.clear();
+  EXPECT_EQ(RunShell(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 ",
+                                  Runfile("examples/train"),
+                                  " --model=mlp --max_steps=3 --metrics_out=/nonexistent_dir/metrics.jsonl"),
+                     &output),
+            1)
+      << output;
+  EXPECT_NE(output.find("[rank 1] train: UNAVAILABLE: rank 0: cannot write metrics to /nonexistent_dir/metrics.jsonl"),
+            std::string::npos)
+      << output;
 }
 
 // The first SIGTERM stops training after the current step (exit 143, saying at which step); it does not

@@ -189,9 +189,13 @@ void Reducer::Finalize() {
 }
 
 absl::Status Reducer::WaitForBuckets() {
+  // CPU buckets: block until each reduction is done. Device buckets (NCCL): make the compute stream wait
+  // on the communication stream instead; the host never blocks on communication, and the gradient
+  // write-back that follows is ordered after the reductions on the device (Note [Reducer flow] step 5).
+  const bool on_device = !params_.empty() && !params_.front().device().is_cpu();
   for (size_t b = 0; b < next_bucket_; ++b) {
     if (buckets_[b].work == nullptr) continue;
-    absl::Status status = buckets_[b].work->Wait(group_->timeout());
+    absl::Status status = on_device ? buckets_[b].work->WaitStream() : buckets_[b].work->Wait(group_->timeout());
     if (!status.ok()) {
       return absl::Status(status.code(), absl::StrCat("DDP bucket ", b, " of ", buckets_.size(), ": ", status.message()));
     }
@@ -202,8 +206,12 @@ absl::Status Reducer::WaitForBuckets() {
 absl::Status Reducer::ReduceUsedMap(std::vector<bool>* globally_used) {
   Tensor used = Tensor::Empty({static_cast<int64_t>(params_.size())}, DType::kInt64);
   for (size_t i = 0; i < params_.size(); ++i) used.data<int64_t>()[i] = locally_used_[i] ? 1 : 0;
-  absl::Status status = group_->AllReduce(used, ReduceOp::kSum)->Wait(group_->timeout());
+  // The map travels on the parameters' device (NCCL takes device tensors only), then comes back.
+  const Device device = params_.front().device();
+  Tensor reduced = device.is_cpu() ? used : ToDevice(used, device);
+  absl::Status status = group_->AllReduce(reduced, ReduceOp::kSum)->Wait(group_->timeout());
   if (!status.ok()) return absl::Status(status.code(), absl::StrCat("DDP used-parameter map: ", status.message()));
+  if (!device.is_cpu()) used = ToDevice(reduced, Device::CPU());
   for (size_t i = 0; i < params_.size(); ++i) (*globally_used)[i] = used.data<int64_t>()[i] > 0;
   locally_used_.assign(params_.size(), false);
   return absl::OkStatus();

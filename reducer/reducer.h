@@ -14,7 +14,8 @@
 //   4. A bucket whose parameters are all ready is launched through the communication hook at once,
 //      strictly in bucket index order: a full bucket waits until every earlier bucket was launched. The
 //      host never waits for communication here.
-//   5. Backward-finished callback (Finalize): wait for every bucket's Work, all-reduce the used-map
+//   5. Backward-finished callback (Finalize): wait for every bucket's Work (host-blocking on CPU; on a
+//      device, WaitStream: the compute stream waits for the communication stream), all-reduce the used-map
 //      (find_unused_parameters), write averaged gradients back into .grad (unless they are bucket views),
 //      record statistics and trace events.
 //   6. Note [Bucket rebuild]: the first synchronised iteration records the order in which gradients
