@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "tensor/ops.h"
 
 namespace ddp {
 namespace {
@@ -16,7 +17,23 @@ Tensor PackBytes(const std::string& bytes, int64_t capacity) {
   return t;
 }
 
+// `host` on `device` (the same tensor when `device` is the CPU).
+Tensor Staged(const Tensor& host, Device device) { return device.is_cpu() ? host : ToDevice(host, device); }
+
+// Copies a staged tensor's result back into `host` (nothing when it was not staged).
+void Unstage(const Tensor& staged, const Tensor& host) {
+  if (!(staged.device() == host.device())) CopyInPlace(host, staged);
+}
+
 }  // namespace
+
+absl::Status ProcessGroup::AllReduceHost(const Tensor& host, ReduceOp op) {
+  DDP_CHECK(host.device().is_cpu() && host.is_contiguous()) << "AllReduceHost takes a contiguous CPU tensor";
+  Tensor staged = Staged(host, tensor_device());
+  DDP_RETURN_IF_ERROR(AllReduce(staged, op)->Wait(timeout()));
+  Unstage(staged, host);
+  return absl::OkStatus();
+}
 
 std::string ReduceOpName(ReduceOp op) {
   switch (op) {
@@ -35,30 +52,44 @@ std::string ReduceOpName(ReduceOp op) {
 }
 
 absl::Status ProcessGroup::BroadcastObject(std::string* data, int root) {
+  const Device device = tensor_device();
   Tensor length = Tensor::Empty({1}, DType::kInt64);
   *length.data<int64_t>() = static_cast<int64_t>(data->size());
-  DDP_RETURN_IF_ERROR(Broadcast(length, root)->Wait(timeout()));
+  Tensor staged_length = Staged(length, device);
+  DDP_RETURN_IF_ERROR(Broadcast(staged_length, root)->Wait(timeout()));
+  Unstage(staged_length, length);
   const int64_t n = *length.data<int64_t>();
   if (n < 0) return absl::DataLossError(absl::StrCat("BroadcastObject: bad length ", n, " from rank ", root));
   Tensor payload = PackBytes(rank() == root ? *data : std::string(), n);
-  DDP_RETURN_IF_ERROR(Broadcast(payload, root)->Wait(timeout()));
+  Tensor staged_payload = Staged(payload, device);
+  DDP_RETURN_IF_ERROR(Broadcast(staged_payload, root)->Wait(timeout()));
+  Unstage(staged_payload, payload);
   data->assign(static_cast<const char*>(payload.raw_data()), n);
   return absl::OkStatus();
 }
 
 absl::Status ProcessGroup::AllGatherObject(const std::string& input, std::vector<std::string>* outputs) {
   const int n = size();
+  const Device device = tensor_device();
   Tensor my_length = Tensor::Empty({1}, DType::kInt64);
   *my_length.data<int64_t>() = static_cast<int64_t>(input.size());
-  std::vector<Tensor> lengths;
-  for (int r = 0; r < n; ++r) lengths.push_back(Tensor::Empty({1}, DType::kInt64));
-  DDP_RETURN_IF_ERROR(AllGather(lengths, my_length)->Wait(timeout()));
+  std::vector<Tensor> lengths, staged_lengths;
+  for (int r = 0; r < n; ++r) {
+    lengths.push_back(Tensor::Empty({1}, DType::kInt64));
+    staged_lengths.push_back(device.is_cpu() ? lengths.back() : Tensor::Empty({1}, DType::kInt64, device));
+  }
+  DDP_RETURN_IF_ERROR(AllGather(staged_lengths, Staged(my_length, device))->Wait(timeout()));
+  for (int r = 0; r < n; ++r) Unstage(staged_lengths[r], lengths[r]);
   int64_t longest = 0;
   for (const Tensor& l : lengths) longest = std::max(longest, *l.data<int64_t>());
   Tensor mine = PackBytes(input, longest);
-  std::vector<Tensor> payloads;
-  for (int r = 0; r < n; ++r) payloads.push_back(Tensor::Empty(mine.shape(), DType::kInt64));
-  DDP_RETURN_IF_ERROR(AllGather(payloads, mine)->Wait(timeout()));
+  std::vector<Tensor> payloads, staged_payloads;
+  for (int r = 0; r < n; ++r) {
+    payloads.push_back(Tensor::Empty(mine.shape(), DType::kInt64));
+    staged_payloads.push_back(device.is_cpu() ? payloads.back() : Tensor::Empty(mine.shape(), DType::kInt64, device));
+  }
+  DDP_RETURN_IF_ERROR(AllGather(staged_payloads, Staged(mine, device))->Wait(timeout()));
+  for (int r = 0; r < n; ++r) Unstage(staged_payloads[r], payloads[r]);
   outputs->clear();
   for (int r = 0; r < n; ++r) {
     const int64_t len = *lengths[r].data<int64_t>();

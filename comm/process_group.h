@@ -80,7 +80,16 @@ class ProcessGroup {
   // Completes once every rank reached it.
   virtual std::shared_ptr<Work> Barrier() = 0;
 
+  // The device whose tensors this group's collectives take: the CPU for Gloo, the rank's GPU for NCCL.
+  virtual Device tensor_device() const { return Device::CPU(); }
+
+  // Blocking all-reduce (bounded by timeout()) of a small CPU tensor, staged through tensor_device() when
+  // that is a GPU (as torch.distributed does for NCCL object collectives). For host-side totals such as
+  // evaluation counts. REQUIRES: `host` is a contiguous CPU tensor.
+  absl::Status AllReduceHost(const Tensor& host, ReduceOp op = ReduceOp::kSum);
+
   // Byte strings, blocking (bounded by timeout()): root's `data` is copied into every rank's `data`.
+  // Both object collectives stage through tensor_device(), so they work over NCCL too.
   virtual absl::Status BroadcastObject(std::string* data, int root);
   // Every rank's `input`, in rank order, into `outputs`.
   virtual absl::Status AllGatherObject(const std::string& input, std::vector<std::string>* outputs);

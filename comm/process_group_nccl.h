@@ -49,6 +49,7 @@ class ProcessGroupNccl : public ProcessGroup {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend_name() const override { return "nccl"; }
+  Device tensor_device() const override { return Device::CUDA(options_.device); }
   absl::Duration timeout() const override { return options_.timeout; }
   int device() const { return options_.device; }
 

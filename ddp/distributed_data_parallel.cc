@@ -25,17 +25,19 @@ std::vector<std::string> ModelSignature(const Module& module) {
 }
 
 // Copies `tensors` into (or out of) one flat buffer, in order.
+// Copies contiguous `tensors` into consecutive regions of `flat` (or back, when `unpack`), on whatever
+// device they live (CopyInPlace dispatches; memcpy would read GPU pointers on the host).
 void PackInto(const std::vector<Tensor>& tensors, const Tensor& flat, bool unpack) {
-  char* base = static_cast<char*>(flat.raw_data());
-  size_t offset = 0;
+  int64_t offset = 0;
   for (const Tensor& t : tensors) {
-    const size_t bytes = t.nbytes();
+    const Tensor region = Tensor::View(flat.storage(), {t.numel()}, {1}, flat.storage_offset() + offset, t.dtype());
+    const Tensor whole = Tensor::View(t.storage(), {t.numel()}, {1}, t.storage_offset(), t.dtype());
     if (unpack) {
-      std::memcpy(t.raw_data(), base + offset, bytes);
+      CopyInPlace(whole, region);
     } else {
-      std::memcpy(base + offset, t.raw_data(), bytes);
+      CopyInPlace(region, whole);
     }
-    offset += bytes;
+    offset += t.numel();
   }
 }
 

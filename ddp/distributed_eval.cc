@@ -67,14 +67,17 @@ absl::StatusOr<LocalEval> EvaluateShard(Module& model, const Dataset& dataset, i
   const bool was_training = model.is_training();
   model.Eval();
   NoGradGuard no_grad;
+  // Batches go to the model's device; the logits come back for the (host) loss and argmax.
+  const std::vector<Tensor> params = model.Parameters();
+  const Device device = params.empty() ? Device::CPU() : params.front().device();
   LocalEval local;
   absl::Status status = loader->Begin();
   while (status.ok()) {
     absl::StatusOr<std::optional<Example>> batch = loader->Next();
     if (!batch.ok()) status = batch.status();
     if (!batch.ok() || !batch->has_value()) break;
-    const Tensor logits = model.Forward((*batch)->input);
-    AppendRowLosses(logits, (*batch)->target.ToVector<int64_t>(), &local);
+    const Tensor logits = model.Forward(ToDevice((*batch)->input, device));
+    AppendRowLosses(ToDevice(logits, Device::CPU()), (*batch)->target.ToVector<int64_t>(), &local);
   }
   model.Train(was_training);
   if (!status.ok()) return status;
@@ -129,7 +132,7 @@ absl::StatusOr<EvalResult> EvaluateDistributed(Module& model, const Dataset& dat
   t[1] = correct;
   t[2] = static_cast<int64_t>(local.loss.size());
   if (group != nullptr) {
-    absl::Status status = group->AllReduce(totals, ReduceOp::kSum)->Wait(group->timeout());
+    absl::Status status = group->AllReduceHost(totals, ReduceOp::kSum);
     if (!status.ok()) return absl::Status(status.code(), absl::StrCat("evaluation all-reduce: ", status.message()));
   }
   return Totals(static_cast<double>(t[0]) / kLossScale, t[1], t[2]);

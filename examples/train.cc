@@ -32,6 +32,8 @@ ABSL_FLAG(std::string, optimizer, kDefaults.optimizer, "sgd | adam | adamw");
 ABSL_FLAG(std::string, lr_schedule, kDefaults.lr_schedule, "cosine (anneal to 0 over the run) | constant");
 ABSL_FLAG(uint64_t, seed, kDefaults.seed, "seed for initialisation and shuffling");
 ABSL_FLAG(int, threads, kDefaults.threads, "CPU threads for the kernels");
+ABSL_FLAG(std::string, device, kDefaults.device,
+          "cpu | cuda (--config=cuda build; one GPU per rank, LOCAL_RANK picks it; DDP over cuda needs --backend=nccl)");
 ABSL_FLAG(std::string, data_dir, kDefaults.data_dir, "folder with the Fashion-MNIST IDX files");
 ABSL_FLAG(int64_t, max_steps, kDefaults.max_steps, "stop after this many steps (0: no limit)");
 ABSL_FLAG(std::string, metrics_out, "", "append one JSON line per epoch to this file");
@@ -87,6 +89,7 @@ int main(int argc, char** argv) {
   config.lr_schedule = absl::GetFlag(FLAGS_lr_schedule);
   config.seed = absl::GetFlag(FLAGS_seed);
   config.threads = absl::GetFlag(FLAGS_threads);
+  config.device = absl::GetFlag(FLAGS_device);
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
   config.max_steps = absl::GetFlag(FLAGS_max_steps);
   config.metrics_out = absl::GetFlag(FLAGS_metrics_out);

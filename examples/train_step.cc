@@ -26,18 +26,19 @@ absl::Status DumpGradients(const Module& model, const std::string& path) {
 
 // One forward + backward on `batch`; the loss is divided by the accumulation count. Returns the loss.
 absl::StatusOr<double> ForwardBackward(TrainState& state, const Example& batch, bool synchronise) {
+  const Tensor input = ToDevice(batch.input, state.device);  // no copy on the CPU
   Tensor logits;
   if (state.dp != nullptr) {
-    DDP_ASSIGN_OR_RETURN(logits, state.dp->TryForward(batch.input));
+    DDP_ASSIGN_OR_RETURN(logits, state.dp->TryForward(input));
   } else if (state.ddp == nullptr) {
-    logits = state.model.Forward(batch.input);
+    logits = state.model.Forward(input);
   } else if (synchronise) {
-    DDP_ASSIGN_OR_RETURN(logits, state.ddp->TryForward(batch.input));
+    DDP_ASSIGN_OR_RETURN(logits, state.ddp->TryForward(input));
   } else {
     auto guard = state.ddp->NoSync();
-    DDP_ASSIGN_OR_RETURN(logits, state.ddp->TryForward(batch.input));
+    DDP_ASSIGN_OR_RETURN(logits, state.ddp->TryForward(input));
   }
-  Tensor loss = CrossEntropy(logits, batch.target);
+  Tensor loss = CrossEntropy(logits, ToDevice(batch.target, logits.device()));
   const double value = loss.item();
   if (state.config.accumulate_steps > 1) loss = MulScalar(loss, 1.0f / state.config.accumulate_steps);
   loss.Backward();

@@ -31,6 +31,7 @@ struct TrainState {
   std::optional<SamplerState> resume_from;  // --resume: where the first trained epoch continues
   int64_t total_steps = 0;  // optimizer steps the whole run will take (for the lr schedule)
   int64_t global_step = 0;  // optimizer steps so far
+  Device device = Device::CPU();  // where the model lives; batches are copied there
   int attempt = 0;          // DDP_RESTART_COUNT (ddprun's restart number)
   FaultInjection fault;     // testing: --fault_inject_*
   SampleLog* sample_log = nullptr;  // --log_samples (not owned; null: no log)

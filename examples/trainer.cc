@@ -31,6 +31,10 @@
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/cuda_ops.h"
+#endif
 
 namespace ddp {
 namespace {
@@ -48,6 +52,37 @@ absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TrainConfig& conf
   options.weight_decay = config.weight_decay;
   if (config.optimizer == "adamw") return std::unique_ptr<Optimizer>(new AdamW(params, options));
   return std::unique_ptr<Optimizer>(new Adam(params, options));
+}
+
+// The device this rank trains on: the CPU, or (--device=cuda) GPU LOCAL_RANK (GPU 0 for one process
+// and for DataParallel, whose module lives on its first device as in PyTorch). Fails when there is no
+// such GPU.
+absl::StatusOr<Device> TrainingDevice(const TrainConfig& config, const LaunchEnv& launch) {
+  if (config.device == "cpu") return Device::CPU();
+#ifdef DDP_WITH_CUDA
+  DDP_RETURN_IF_ERROR(cuda::CudaDeviceAvailable());
+  const int index = config.mode == "dp" ? 0 : launch.local_rank;
+  if (index >= cuda::CudaDeviceCount()) {
+    return absl::FailedPreconditionError(absl::StrCat("--device=cuda: local rank ", index, " needs GPU ", index,
+                                                      " but this machine has ", cuda::CudaDeviceCount()));
+  }
+  return Device::CUDA(index);
+#else
+  (void)launch;
+  return absl::FailedPreconditionError("--device=cuda needs a CUDA build (bazel build --config=cuda)");
+#endif
+}
+
+// Moves every parameter and buffer of `model` to `device` in place (torch's module.to(device)); the
+// handles the optimizer and DDP will hold stay valid. REQUIRES: no gradients yet.
+void MoveModel(Module& model, Device device) {
+  if (device.is_cpu()) return;
+#ifdef DDP_WITH_CUDA
+  for (const Tensor& p : model.Parameters()) cuda::MoveToDeviceInPlace(p, device);
+  for (const Tensor& b : model.Buffers()) cuda::MoveToDeviceInPlace(b, device);
+#else
+  (void)model;
+#endif
 }
 
 // ddprun's restart counter (DDP_RESTART_COUNT; 0 when unset or not a number).
@@ -158,6 +193,14 @@ absl::Status ValidateConfig(const TrainConfig& config) {
     return bad(absl::StrCat("--lr_schedule must be cosine or constant, got \"", config.lr_schedule, "\""));
   }
   if (config.threads < 1) return bad(absl::StrCat("--threads must be >= 1, got ", config.threads));
+  if (config.device != "cpu" && config.device != "cuda") {
+    return bad(absl::StrCat("--device must be cpu or cuda, got \"", config.device, "\""));
+  }
+#ifndef DDP_WITH_CUDA
+  if (config.device == "cuda") return bad("--device=cuda needs a CUDA build (bazel build --config=cuda)");
+#endif
+  if (config.backend == "nccl" && config.device != "cuda") return bad("--backend=nccl needs --device=cuda");
+  if (config.sync_bn && config.device == "cuda") return bad("--sync_bn runs on the CPU only (use --device=cpu)");
   if (config.max_steps < 0) return bad(absl::StrCat("--max_steps must be >= 0, got ", config.max_steps));
   if (config.backend != "gloo" && config.backend != "nccl") {
     return bad(absl::StrCat("--backend must be gloo or nccl, got \"", config.backend, "\""));
@@ -221,10 +264,15 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   Generator init_generator(config.seed);
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, MakeModel(config.model, init_generator));
   if (!config.init_from.empty()) DDP_RETURN_IF_ERROR(LoadModuleFromSafetensors(*model, config.init_from));
+  DDP_ASSIGN_OR_RETURN(const Device device, TrainingDevice(config, launch));
+  MoveModel(*model, device);
   if (config.eval_only) return EvaluateOnly(config, *model, *test, group);
   DDP_ASSIGN_OR_RETURN(auto train, LoadFashionMnist(config.data_dir, Split::kTrain));
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> loader, MakeTrainLoader(config, train, rank, world));
   std::shared_ptr<DistributedDataParallel> ddp;
+  if (group != nullptr && device.is_cuda() && config.backend != "nccl") {
+    return absl::InvalidArgumentError("under DDP, --device=cuda needs --backend=nccl (Gloo takes CPU tensors)");
+  }
   if (group != nullptr && config.mode != "dp") {
     DDP_ASSIGN_OR_RETURN(ddp, WrapDdp(config, model, group));
   }
@@ -232,10 +280,12 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   if (config.mode == "dp") {
     if (group != nullptr) return absl::InvalidArgumentError("--mode=dp runs in one process; start it without ddprun");
     DataParallelOptions options;
+    if (device.is_cuda()) options.device_type = DeviceType::kCUDA;
     for (int i = 0; i < config.dp_devices; ++i) options.device_ids.push_back(i);
     options.kernel_threads_per_worker = config.threads;
     DDP_ASSIGN_OR_RETURN(dp, DataParallel::Create(model, options));
-    std::fprintf(stderr, "DataParallel: %d CPU workers, %d kernel thread(s) each\n", config.dp_devices, config.threads);
+    std::fprintf(stderr, "DataParallel: %d %s, %d kernel thread(s) each\n", config.dp_devices,
+                 device.is_cuda() ? "GPUs" : "CPU workers", config.threads);
   }
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, MakeOptimizer(config, model->Parameters()));
   if (ddp != nullptr && rank == 0) {
@@ -245,6 +295,7 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   }
 
   TrainState state{config, *model, ddp.get(), *optimizer, rank, world};
+  state.device = device;
   state.dp = dp.get();
   state.group = group;
   state.attempt = RestartAttempt();

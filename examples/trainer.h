@@ -26,6 +26,7 @@ struct TrainConfig {
   std::string lr_schedule = "cosine";  // cosine (anneal to 0 over the run) | constant
   uint64_t seed = 0;                // model initialisation and shuffling
   int threads = 1;                  // kernel threads per rank
+  std::string device = "cpu";       // cpu | cuda (a --config=cuda build; under DDP, LOCAL_RANK picks the GPU)
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int64_t max_steps = 0;            // stop after this many optimizer steps in total (0: no limit)
   std::string metrics_out;          // JSON Lines, one object per epoch ("" = none; rank 0 writes)
@@ -38,7 +39,7 @@ struct TrainConfig {
   bool eval_only = false;           // evaluate init_from's weights on the test set and exit (no training)
 
   // Distributed (used when the launch environment has WORLD_SIZE > 1).
-  std::string backend = "gloo";      // gloo | nccl
+  std::string backend = "gloo";      // gloo | nccl (needs --device=cuda)
   double bucket_cap_mb = 25;         // DDP bucket cap (0: one bucket per parameter)
   double first_bucket_mb = 1;        // DDP first bucket cap
   bool find_unused_parameters = false;

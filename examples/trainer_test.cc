@@ -49,6 +49,17 @@ TEST(TrainerTest, BadConfigurationsNameTheFlag) {
   config.num_workers = -1;
   EXPECT_NE(ValidateConfig(config).message().find("--num_workers must be >= 0, got -1"), std::string::npos);
   config = TrainConfig();
+  config.device = "tpu";
+  EXPECT_NE(ValidateConfig(config).message().find("--device must be cpu or cuda, got \"tpu\""), std::string::npos);
+  config = TrainConfig();
+  config.backend = "nccl";
+  EXPECT_NE(ValidateConfig(config).message().find("--backend=nccl needs --device=cuda"), std::string::npos);
+#ifndef DDP_WITH_CUDA
+  config = TrainConfig();
+  config.device = "cuda";
+  EXPECT_NE(ValidateConfig(config).message().find("--device=cuda needs a CUDA build"), std::string::npos);
+#endif
+  config = TrainConfig();
   config.eval_only = true;
   EXPECT_NE(ValidateConfig(config).message().find("--eval_only needs --init_from"), std::string::npos);
   std::string output;

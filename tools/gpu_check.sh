@@ -2,12 +2,15 @@
 # The device check of the CUDA backend (issue 7), in two halves:
 #
 #   tools/gpu_check.sh bundle        (here: Bazel, no GPU) builds --config=cuda and gathers the CUDA test
-#                                    binaries, the GPU benchmark and the non-CUDA shared libraries they
-#                                    need (from ldd: Abseil, Gloo, oneDNN, GoogleTest, ...) into gpu_bundle/
-#                                    (ignored by git; must stay <= 64 MiB, checked).
-#   tools/gpu_check.sh run OUT_DIR   (on the GPU machine: no Bazel) runs the bundled tests and the
-#                                    benchmark with LD_LIBRARY_PATH pointing at the bundle, writing logs
-#                                    and a summary into OUT_DIR. Exit status 0 only if every test passed.
+#                                    binaries, the GPU benchmark, examples/train, the non-CUDA shared
+#                                    libraries they need (from ldd: Abseil, Gloo, oneDNN, GoogleTest, ...;
+#                                    xz-compressed, oneDNN alone is 38 MB) and Fashion-MNIST into
+#                                    gpu_bundle/ (ignored by git; must stay <= 64 MiB, checked).
+#   tools/gpu_check.sh run OUT_DIR   (on the GPU machine: no Bazel) unpacks the libraries, runs the
+#                                    bundled tests, the benchmark, and cnn training for 2 epochs on the GPU
+#                                    and on the CPU (same seed: the accuracies must agree within 1 point),
+#                                    writing logs and a summary into OUT_DIR. Exit status 0 only if every
+#                                    test passed.
 #
 # CUDA's own libraries (cudart, cuBLAS, NCCL) are not bundled: the GPU machine has them.
 set -euo pipefail
@@ -16,20 +19,33 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUNDLE="${ROOT}/gpu_bundle"
 TESTS=(tensor/cuda/cuda_ops_test comm/process_group_nccl_test)
 BENCH=bench/gpu_bench
+TRAIN=examples/train
+DATA=/usr/share/datasets/fashion-mnist
 LIMIT_BYTES=$((64 * 1024 * 1024))
 
 bundle() {
   cd "${ROOT}"
   local start=$SECONDS
   local labels=()
-  for target in "${TESTS[@]}" "${BENCH}"; do labels+=("//${target%/*}:${target##*/}"); done
-  bazel build --config=cuda "${labels[@]}" 2>&1 | tail -3
+  for target in "${TESTS[@]}" "${BENCH}" "${TRAIN}"; do labels+=("//${target%/*}:${target##*/}"); done
+  # Static linking of our own libraries: cc_test binaries otherwise load them from Bazel's _solib
+  # folders through relative rpaths, which do not survive the copy.
+  bazel build --config=cuda --dynamic_mode=off "${labels[@]}" 2>&1 | tail -3
   echo "build took $((SECONDS - start)) s"
   rm -rf "${BUNDLE}"
   mkdir -p "${BUNDLE}/bin" "${BUNDLE}/lib"
-  for target in "${TESTS[@]}" "${BENCH}"; do
-    cp "bazel-bin/${target}" "${BUNDLE}/bin/$(basename "${target}")"
+  local bin_dir
+  bin_dir="$(bazel info --config=cuda --dynamic_mode=off bazel-bin 2>/dev/null)"
+  for target in "${TESTS[@]}" "${BENCH}" "${TRAIN}"; do
+    cp "${bin_dir}/${target}" "${BUNDLE}/bin/$(basename "${target}")"
   done
+  # Every shared library the binaries load, except the C runtime and CUDA's own. One that ldd cannot
+  # find here would be missing there too.
+  if ldd "${BUNDLE}"/bin/* | grep -v -E "libcuda\.so|libnvidia" | grep -q "not found"; then
+    ldd "${BUNDLE}"/bin/* | grep "not found" >&2
+    echo "gpu_bundle: a binary needs a library that is not found" >&2
+    exit 1
+  fi
   # Every shared library the binaries load, except the C runtime and CUDA's own.
   for bin in "${BUNDLE}"/bin/*; do
     ldd "${bin}" | awk '/=> \//{print $3}'
@@ -41,12 +57,16 @@ bundle() {
     cp -L "${lib}" "${BUNDLE}/lib/"
   done
   strip --strip-unneeded "${BUNDLE}"/lib/*.so* 2>/dev/null || true
+  tar -C "${BUNDLE}" -cf - lib | xz -T0 -6 > "${BUNDLE}/lib.tar.xz"
+  rm -rf "${BUNDLE}/lib"
+  mkdir -p "${BUNDLE}/fashion-mnist"
+  cp "${DATA}"/*.gz "${BUNDLE}/fashion-mnist/"
   cp "${ROOT}/tools/gpu_check.sh" "${BUNDLE}/"
   cp "${ROOT}/bench/pytorch_gpu_reference.py" "${BUNDLE}/"
   local size
   size=$(du -sb "${BUNDLE}" | cut -f1)
-  echo "gpu_bundle: $(du -sh "${BUNDLE}" | cut -f1) (${size} bytes) in $(ls "${BUNDLE}/lib" | wc -l) libraries"
-  du -sh "${BUNDLE}"/bin/* "${BUNDLE}"/lib/* | sort -h | tail -8
+  echo "gpu_bundle: $(du -sh "${BUNDLE}" | cut -f1) (${size} bytes)"
+  du -sh "${BUNDLE}"/bin/* "${BUNDLE}"/lib.tar.xz "${BUNDLE}"/fashion-mnist | sort -h | tail -8
   if (( size > LIMIT_BYTES )); then
     echo "gpu_bundle is over 64 MiB" >&2
     exit 1
@@ -61,7 +81,10 @@ run() {
   # Run from inside the bundle (copied there by `bundle`) or from the repo root with gpu_bundle/.
   local bundle="${here}"
   [[ -d "${bundle}/bin" ]] || bundle="${ROOT}/gpu_bundle"
-  export LD_LIBRARY_PATH="${bundle}/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
+  local libs="${TMPDIR:-/tmp}/ddp_gpu_check_lib"
+  rm -rf "${libs}" && mkdir -p "${libs}"
+  xz -dc "${bundle}/lib.tar.xz" | tar -C "${libs}" -xf -
+  export LD_LIBRARY_PATH="${libs}/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
   nvidia-smi > "${out}/nvidia-smi.txt" 2>&1 || true
   local failed=0
   for bin in cuda_ops_test process_group_nccl_test; do
@@ -76,11 +99,36 @@ run() {
   timeout 300 "${bundle}/bin/gpu_bench" > "${out}/gpu_bench.txt" 2>&1 || echo "gpu_bench failed" >> "${out}/summary.txt"
   DDP_CUDA_TF32=1 timeout 60 "${bundle}/bin/gpu_bench" --only=sgemm >> "${out}/gpu_bench.txt" 2>&1 || true
   cat "${out}/gpu_bench.txt"
+  train_check "${bundle}" "${out}" || failed=1
   if command -v python3 > /dev/null; then
     env -u LD_LIBRARY_PATH timeout 300 python3 "${bundle}/pytorch_gpu_reference.py" > "${out}/pytorch_gpu_reference.txt" 2>&1 || true
     cat "${out}/pytorch_gpu_reference.txt"
   fi
   return "${failed}"
+}
+
+# cnn on the GPU against cnn on the CPU: same flags and seed, 2 epochs; accuracies within 1 point.
+train_check() {
+  local bundle="$1" out="$2"
+  local flags=(--model=cnn --epochs=2 --data_dir="${bundle}/fashion-mnist")
+  local start=$SECONDS
+  timeout 300 "${bundle}/bin/train" "${flags[@]}" --device=cuda --metrics_out="${out}/train_cuda.jsonl" \
+    > "${out}/train_cuda.log" 2>&1 || { echo "train --device=cuda: FAILED (see train_cuda.log)" | tee -a "${out}/summary.txt"; return 1; }
+  echo "train --device=cuda: $((SECONDS - start)) s" | tee -a "${out}/summary.txt"
+  start=$SECONDS
+  timeout 300 "${bundle}/bin/train" "${flags[@]}" --device=cpu --threads="$(nproc)" \
+    --metrics_out="${out}/train_cpu.jsonl" > "${out}/train_cpu.log" 2>&1 ||
+    { echo "train --device=cpu: FAILED (see train_cpu.log)" | tee -a "${out}/summary.txt"; return 1; }
+  echo "train --device=cpu --threads=$(nproc): $((SECONDS - start)) s" | tee -a "${out}/summary.txt"
+  local gpu cpu
+  gpu=$(awk '/final test_acc/{print $3}' "${out}/train_cuda.log")
+  cpu=$(awk '/final test_acc/{print $3}' "${out}/train_cpu.log")
+  if awk -v g="${gpu}" -v c="${cpu}" 'BEGIN{d = g - c; if (d < 0) d = -d; exit !(g != "" && d <= 0.01)}'; then
+    echo "cnn accuracy: gpu ${gpu} cpu ${cpu}: PASSED (within 1 point)" | tee -a "${out}/summary.txt"
+  else
+    echo "cnn accuracy: gpu ${gpu} cpu ${cpu}: FAILED (differ by more than 1 point)" | tee -a "${out}/summary.txt"
+    return 1
+  fi
 }
 
 case "${1:-}" in
