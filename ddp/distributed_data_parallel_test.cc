@@ -19,7 +19,6 @@
 namespace ddp {
 namespace {
 
-
 struct Batch {
   Tensor x, y;
 };
