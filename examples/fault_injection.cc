@@ -3,13 +3,16 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+
+#include "absl/time/clock.h"
 #include <string>
 
 namespace ddp {
 namespace {
 
 [[noreturn]] void Die(int rank, const char* where, int64_t step) {
-  std::fprintf(stderr, "fault injection: rank %d kills itself %s %lld\n", rank, where, static_cast<long long>(step));
+  std::fprintf(stderr, "fault injection at %.3f: rank %d kills itself %s %lld\n", absl::ToUnixMicros(absl::Now()) / 1e6,
+               rank, where, static_cast<long long>(step));
   std::fflush(stderr);
   std::raise(SIGKILL);
   std::abort();  // not reached
