@@ -1,7 +1,10 @@
 #include "ddp/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -327,6 +330,45 @@ TEST(CheckpointTest, FailedSaveKeepsPreviousCheckpoint) {
   status = SaveCheckpoint(saved.dir + "/latest/sub", next);
   EXPECT_FALSE(status.ok());
   EXPECT_THAT(std::string(status.message()), HasSubstr(saved.dir + "/latest/sub"));
+}
+
+// Disk full, simulated with RLIMIT_FSIZE in a child process (writes past 256 KiB fail with EFBIG, as
+// they would with ENOSPC; works as root): the error names the file being written, the previous
+// checkpoint and `latest` are intact and loadable, and no temporary directory is left behind.
+TEST(CheckpointTest, DiskFullKeepsPreviousCheckpoint) {
+  Saved saved = SaveTrained("disk_full");
+  Checkpoint next = saved.checkpoint;
+  next.step = 8;
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG instead of killing
+    const rlimit limit{256 << 10, 256 << 10};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    const absl::Status status = SaveCheckpoint(saved.dir, next);
+    const std::string message(status.message());
+    (void)!::write(pipe_fds[1], message.data(), message.size());
+    ::_exit(status.ok() ? 1 : 0);
+  }
+  ::close(pipe_fds[1]);
+  std::string message;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) message.append(buffer, n);
+  ::close(pipe_fds[0]);
+  int wait_status = 0;
+  ASSERT_EQ(::waitpid(child, &wait_status, 0), child);
+  ASSERT_TRUE(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) << "the save did not fail: " << message;
+  EXPECT_THAT(message, HasSubstr(saved.dir)) << message;
+  EXPECT_THAT(message, HasSubstr("File too large")) << message;
+  RecordProperty("save_error", message);
+  EXPECT_EQ(ReadAll(saved.dir + "/latest"), "step-7\n");
+  EXPECT_FALSE(fs::exists(saved.dir + "/step-8"));
+  EXPECT_FALSE(fs::exists(saved.dir + "/.tmp-step-8"));
+  absl::StatusOr<Checkpoint> loaded = LoadLatestCheckpoint(saved.dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->step, 7);
+  ExpectSameTensors(loaded->model, saved.checkpoint.model);
 }
 
 // A read-only checkpoint directory (only testable when not root).
