@@ -54,6 +54,8 @@ ABSL_FLAG(std::string, trace_out, "", "write a Chrome trace (Perfetto) of every 
 ABSL_FLAG(bool, sync_bn, kDefaults.sync_bn, "DDP: convert BatchNorm2d layers to SyncBatchNorm2d");
 ABSL_FLAG(std::string, checkpoint_dir, "", "directory for checkpoints (rank 0 writes them atomically)");
 ABSL_FLAG(int64_t, checkpoint_every, kDefaults.checkpoint_every, "save a checkpoint every N optimizer steps");
+ABSL_FLAG(int, keep_checkpoints, kDefaults.keep_checkpoints,
+          "keep only the newest N checkpoints in --checkpoint_dir (0: keep all)");
 ABSL_FLAG(bool, resume, kDefaults.resume, "continue from the latest checkpoint in --checkpoint_dir, if any");
 ABSL_FLAG(int64_t, check_sync_every, kDefaults.check_sync_every,
           "DDP: every N steps, check that all ranks hold identical parameters and buffers (names the first that differs)");
@@ -110,6 +112,7 @@ int main(int argc, char** argv) {
   config.sync_bn = absl::GetFlag(FLAGS_sync_bn);
   config.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   config.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  config.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
   config.resume = absl::GetFlag(FLAGS_resume);
   config.check_sync_every = absl::GetFlag(FLAGS_check_sync_every);
   config.fault_inject_step = absl::GetFlag(FLAGS_fault_inject_step);

@@ -74,8 +74,10 @@ absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler& 
       CaptureCheckpoint(state.model, &state.optimizer, sampler.State(std::min(local_consumed, sampler.Length())),
                         /*generator=*/nullptr, state.global_step, epoch);
   if (state.ddp != nullptr) checkpoint.ddp_bucket_order = state.ddp->reducer().RebuiltOrderText();
-  if (state.group != nullptr) return SaveCheckpointCollective(*state.group, config.checkpoint_dir, checkpoint);
-  return SaveCheckpoint(config.checkpoint_dir, checkpoint);
+  SaveCheckpointOptions options;
+  options.keep_last = config.keep_checkpoints;
+  if (state.group != nullptr) return SaveCheckpointCollective(*state.group, config.checkpoint_dir, checkpoint, options);
+  return SaveCheckpoint(config.checkpoint_dir, checkpoint, options);
 }
 
 absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& loader) {

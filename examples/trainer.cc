@@ -212,6 +212,9 @@ absl::Status ValidateConfig(const TrainConfig& config) {
   if ((config.resume || config.checkpoint_every > 0) && config.checkpoint_dir.empty()) {
     return bad("--resume and --checkpoint_every need --checkpoint_dir");
   }
+  if (config.keep_checkpoints < 0) {
+    return bad(absl::StrCat("--keep_checkpoints must be >= 0, got ", config.keep_checkpoints));
+  }
   if (config.checkpoint_every < 0) {
     return bad(absl::StrCat("--checkpoint_every must be >= 0, got ", config.checkpoint_every));
   }

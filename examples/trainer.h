@@ -54,6 +54,7 @@ struct TrainConfig {
   // Checkpoints (ddp/checkpoint.h): rank 0 writes, every rank resumes.
   std::string checkpoint_dir;        // where checkpoints go ("" = none)
   int64_t checkpoint_every = 0;      // save after every N optimizer steps (0 = never)
+  int keep_checkpoints = 0;          // keep only the newest N step-* checkpoints (0 = keep all)
   bool resume = false;               // continue from checkpoint_dir's latest checkpoint, if there is one
   int64_t check_sync_every = 0;      // DDP: compare parameter/buffer checksums across ranks every N steps
   int64_t fault_inject_step = 0;     // testing: a rank SIGKILLs itself at this step, on the first attempt

@@ -205,7 +205,11 @@ TEST(TrainerTest, ResumeContinuesBitForBit) {
   ASSERT_EQ(RunShell(Runfile("examples/train") + common + " --save=" + whole, &output), 0) << output;
   // The "interrupted" run: the same flags, stopped after step 150 (its last checkpoint).
   ASSERT_EQ(RunShell(Runfile("examples/train") + " --model=mlp --lr_schedule=constant --epochs=2 --batch_size=256"
-                       " --max_steps=150 --checkpoint_every=50 --checkpoint_dir=" + dir, &output), 0) << output;
+                       " --max_steps=150 --checkpoint_every=50 --keep_checkpoints=2 --checkpoint_dir=" + dir, &output),
+            0) << output;
+  std::string listing;
+  ASSERT_EQ(RunShell("ls " + dir, &listing), 0);
+  EXPECT_EQ(listing, "latest\nstep-100\nstep-150\n") << "--keep_checkpoints=2 keeps the newest two";
   output.clear();
   ASSERT_EQ(RunShell(Runfile("examples/train") + common + " --resume --checkpoint_dir=" + dir + " --save=" + resumed,
                        &output), 0) << output;
