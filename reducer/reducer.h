@@ -94,10 +94,12 @@ class Reducer {
   TraceRecorder& mutable_trace() { return trace_; }
   bool buckets_rebuilt() const { return rebuilt_; }
 
-  // The gradient order the rebuilt buckets follow, as comma-separated parameter indices ("" before the
-  // rebuild). Checkpoints keep it: with more than two ranks the sum's rounding depends on where bucket
-  // boundaries fall (Gloo's ring splits each bucket into per-rank chunks), so a resumed run reduces
-  // bit-identically only in the same buckets.
+  // The gradient order the rebuilt buckets follow, as comma-separated parameter indices: after the
+  // rebuild, the order used; after the first synchronised iteration but before the rebuild (which the
+  // next PrepareForBackward does), the order it will use on rank 0 (the rank that saves checkpoints);
+  // "" before that or with rebuild_buckets off. Checkpoints keep it: with more than two ranks the sum's
+  // rounding depends on where bucket boundaries fall (Gloo's ring splits each bucket into per-rank
+  // chunks), so a resumed run reduces bit-identically only in the same buckets.
   std::string RebuiltOrderText() const;
   // Builds the buckets in a saved RebuiltOrderText() order now and skips the first-iteration rebuild
   // (every rank must restore the same order). "" changes nothing. Errors (kDataLoss) name a malformed

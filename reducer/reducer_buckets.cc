@@ -79,7 +79,14 @@ absl::Status Reducer::RebuildBuckets() {
   return absl::OkStatus();
 }
 
-std::string Reducer::RebuiltOrderText() const { return absl::StrJoin(rebuilt_order_, ","); }
+std::string Reducer::RebuiltOrderText() const {
+  if (rebuilt_) return absl::StrJoin(rebuilt_order_, ",");
+  if (!rebuild_pending_) return "";
+  // Between the first synchronised iteration and the next PrepareForBackward: the order the rebuild is
+  // about to use (this rank's ready order, which rank 0 will broadcast).
+  absl::StatusOr<std::vector<size_t>> pending = ParseGradientOrder(absl::StrJoin(ready_order_, ","));
+  return pending.ok() ? absl::StrJoin(*pending, ",") : "";
+}
 
 absl::Status Reducer::RestoreBucketOrder(absl::string_view order_text) {
   DDP_CHECK(stats_.empty() && !expect_hooks_) << "RestoreBucketOrder must come before the first backward pass";

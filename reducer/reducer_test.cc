@@ -135,7 +135,7 @@ INSTANTIATE_TEST_SUITE_P(Caps, ReducerParityTest,
                                            ParityCase{4, 128, false, true}, ParityCase{4, 25 << 20, true, true}));
 
 TEST(ReducerTest, BucketsFollowReverseOrderThenReadyOrder) {
-  RunRanks(2, [&](int, ProcessGroup& group) {
+  RunRanks(2, [&](int rank, ProcessGroup& group) {
     TinyModel model(1);
     ReducerOptions options;
     options.first_bucket_cap_bytes = 0;
@@ -144,12 +144,15 @@ TEST(ReducerTest, BucketsFollowReverseOrderThenReadyOrder) {
     EXPECT_EQ(reducer.bucket_assignment(), (std::vector<std::vector<size_t>>{{4}, {3}, {2}, {1}, {0}}));
     EXPECT_NE(reducer.DescribeBuckets().find("bucket 0: 1 params, 0.1 KiB: extra.weight"), std::string::npos)
         << reducer.DescribeBuckets();
+    std::string pending_order;
     for (int it = 0; it < 2; ++it) {
+      EXPECT_EQ(reducer.RebuiltOrderText().empty(), it == 0);
       Batch batch = GlobalBatch(it, 4);
       Tensor loss = model.Loss(batch.x, batch.y, true);
       ASSERT_TRUE(reducer.PrepareForBackward({loss}, absl::Now()).ok());
       loss.Backward();
       ASSERT_TRUE(reducer.status().ok());
+      if (it == 0) pending_order = reducer.RebuiltOrderText();  // the rebuild is pending
     }
     // After the rebuild each bucket holds what became ready together, in ready order: the launch order
     // is a permutation that starts with the last layer's parameters.
@@ -160,6 +163,7 @@ TEST(ReducerTest, BucketsFollowReverseOrderThenReadyOrder) {
     // once, and no rebuild later.
     const std::string order = reducer.RebuiltOrderText();
     EXPECT_EQ(std::count(order.begin(), order.end(), ','), 4) << order;
+    if (rank == 0) EXPECT_EQ(pending_order, order) << "rank 0 announced the order its rebuild then used";
     TinyModel resumed_model(3);
     Reducer resumed(resumed_model.params, resumed_model.names, &group, options);
     EXPECT_FALSE(resumed.RestoreBucketOrder("0,0").ok());
