@@ -101,9 +101,14 @@ absl::Status AppendMetrics(const std::string& path, const std::string& line) {
   return absl::OkStatus();
 }
 
-// Wraps `model` in DDP over `group` with the configuration's options.
+// Wraps `model` (on `device`) in DDP over `group` with the configuration's options; rank 0 prints the
+// layout.
 absl::StatusOr<std::shared_ptr<DistributedDataParallel>> WrapDdp(const TrainConfig& config,
-                                                                 std::shared_ptr<Module> model, ProcessGroup* group) {
+                                                                 std::shared_ptr<Module> model, Device device,
+                                                                 ProcessGroup* group) {
+  if (device.is_cuda() && group->backend_name() != "nccl") {
+    return absl::InvalidArgumentError("under DDP, --device=cuda needs --backend=nccl (Gloo takes CPU tensors)");
+  }
   if (config.sync_bn) ConvertSyncBatchNorm(*model, group);
   DdpOptions options;
   options.bucket_cap_bytes = static_cast<size_t>(config.bucket_cap_mb * (1 << 20));
@@ -113,7 +118,36 @@ absl::StatusOr<std::shared_ptr<DistributedDataParallel>> WrapDdp(const TrainConf
   options.rebuild_buckets = !config.no_rebuild_buckets;
   options.record_trace = !config.trace_out.empty();
   DDP_ASSIGN_OR_RETURN(options.comm_hook, MakeCommHook(config.comm_hook));
-  return DistributedDataParallel::Create(std::move(model), group, options);
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<DistributedDataParallel> ddp,
+                       DistributedDataParallel::Create(std::move(model), group, options));
+  if (group->rank() == 0) {
+    std::fprintf(stderr, "DDP: %d ranks over %s, %d buckets\n", group->size(), group->backend_name().c_str(),
+                 static_cast<int>(ddp->reducer().bucket_assignment().size()));
+    if (config.print_buckets) std::fprintf(stderr, "%s", ddp->reducer().DescribeBuckets().c_str());
+  }
+  return ddp;
+}
+
+// The model of config.model, initialised from config.seed (or config.init_from), on `device`.
+absl::StatusOr<std::shared_ptr<Module>> BuildModel(const TrainConfig& config, Device device) {
+  Generator init_generator(config.seed);
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, MakeModel(config.model, init_generator));
+  if (!config.init_from.empty()) DDP_RETURN_IF_ERROR(LoadModuleFromSafetensors(*model, config.init_from));
+  MoveModel(*model, device);
+  return model;
+}
+
+// --mode=dp: DataParallel over config.dp_devices CPU workers or GPUs.
+absl::StatusOr<std::shared_ptr<DataParallel>> WrapDataParallel(const TrainConfig& config, std::shared_ptr<Module> model,
+                                                               Device device) {
+  DataParallelOptions options;
+  if (device.is_cuda()) options.device_type = DeviceType::kCUDA;
+  for (int i = 0; i < config.dp_devices; ++i) options.device_ids.push_back(i);
+  options.kernel_threads_per_worker = config.threads;
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<DataParallel> dp, DataParallel::Create(std::move(model), options));
+  std::fprintf(stderr, "DataParallel: %d %s, %d kernel thread(s) each\n", config.dp_devices,
+               device.is_cuda() ? "GPUs" : "CPU workers", config.threads);
+  return dp;
 }
 
 // Every rank evaluates its share of the test set; the result (the same on every rank) equals one
@@ -170,6 +204,49 @@ absl::Status Finish(const TrainConfig& config, const Module& model, DistributedD
     DDP_RETURN_IF_ERROR(group->Barrier()->Wait(group->timeout()));
   }
   return absl::OkStatus();
+}
+
+// --resume: loads config.checkpoint_dir's latest checkpoint (if any) into the model, the optimizer,
+// DDP's bucket order, the step count and the sampler position. Returns the epoch to start with.
+absl::StatusOr<int> ResumeFromLatest(const TrainConfig& config, TrainState& state) {
+  absl::StatusOr<Checkpoint> checkpoint = LoadLatestCheckpoint(config.checkpoint_dir);
+  if (absl::IsNotFound(checkpoint.status())) {
+    if (state.rank == 0) {
+      std::fprintf(stderr, "--resume: no checkpoint in %s yet, starting fresh\n", config.checkpoint_dir.c_str());
+    }
+    return 1;
+  }
+  if (!checkpoint.ok()) return checkpoint.status();
+  DDP_RETURN_IF_ERROR(ApplyCheckpoint(*checkpoint, CheckpointTargets{&state.model, &state.optimizer, nullptr}));
+  // The same buckets as before the interruption: the same rounding (Reducer::RebuiltOrderText).
+  if (state.ddp != nullptr) DDP_RETURN_IF_ERROR(state.ddp->RestoreBucketOrder(checkpoint->ddp_bucket_order));
+  state.global_step = checkpoint->step;
+  state.resume_from = checkpoint->sampler;
+  const int epoch = static_cast<int>(checkpoint->epoch);
+  if (state.rank == 0) {
+    std::fprintf(stderr, "resuming from %s: step %lld, epoch %d, %lld samples of the epoch consumed\n",
+                 checkpoint->source.c_str(), static_cast<long long>(checkpoint->step), epoch,
+                 static_cast<long long>(checkpoint->sampler.consumed));
+  }
+  return epoch;
+}
+
+// The end-of-epoch line on stderr and the --metrics_out record. Rank 0 only: under DDP it runs through
+// RunOnRankZero, so a failed metrics write fails every rank at once (ddp/rank_zero.h).
+absl::Status ReportEpoch(const TrainConfig& config, int epoch, const EpochStats& stats, const EvalResult& eval,
+                         double wall, int world, ProcessGroup* group) {
+  auto report = [&]() -> absl::Status {
+    std::fprintf(stderr, "epoch %d: train_loss %.4f test_loss %.4f test_acc %.4f (%.0f samples/s, %s)\n", epoch,
+                 stats.mean_loss, eval.loss, eval.accuracy, stats.samples_per_s, FormatDuration(wall).c_str());
+    if (config.metrics_out.empty()) return absl::OkStatus();
+    return AppendMetrics(
+        config.metrics_out,
+        absl::StrFormat("{\"epoch\": %d, \"steps\": %d, \"train_loss\": %.6f, \"test_loss\": %.6f, "
+                        "\"test_acc\": %.6f, \"samples_per_s\": %.1f, \"wall_s\": %.3f, \"world_size\": %d}",
+                        epoch, stats.steps, stats.mean_loss, eval.loss, eval.accuracy, stats.samples_per_s, wall,
+                        world));
+  };
+  return group != nullptr ? RunOnRankZero(*group, report) : report();
 }
 
 }  // namespace
@@ -264,38 +341,21 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   const int world = group != nullptr ? group->size() : 1;
 
   DDP_ASSIGN_OR_RETURN(auto test, LoadFashionMnist(config.data_dir, Split::kTest));
-  Generator init_generator(config.seed);
-  DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, MakeModel(config.model, init_generator));
-  if (!config.init_from.empty()) DDP_RETURN_IF_ERROR(LoadModuleFromSafetensors(*model, config.init_from));
   DDP_ASSIGN_OR_RETURN(const Device device, TrainingDevice(config, launch));
-  MoveModel(*model, device);
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, BuildModel(config, device));
   if (config.eval_only) return EvaluateOnly(config, *model, *test, group);
   DDP_ASSIGN_OR_RETURN(auto train, LoadFashionMnist(config.data_dir, Split::kTrain));
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> loader, MakeTrainLoader(config, train, rank, world));
   std::shared_ptr<DistributedDataParallel> ddp;
-  if (group != nullptr && device.is_cuda() && config.backend != "nccl") {
-    return absl::InvalidArgumentError("under DDP, --device=cuda needs --backend=nccl (Gloo takes CPU tensors)");
-  }
   if (group != nullptr && config.mode != "dp") {
-    DDP_ASSIGN_OR_RETURN(ddp, WrapDdp(config, model, group));
+    DDP_ASSIGN_OR_RETURN(ddp, WrapDdp(config, model, device, group));
   }
   std::shared_ptr<DataParallel> dp;
   if (config.mode == "dp") {
     if (group != nullptr) return absl::InvalidArgumentError("--mode=dp runs in one process; start it without ddprun");
-    DataParallelOptions options;
-    if (device.is_cuda()) options.device_type = DeviceType::kCUDA;
-    for (int i = 0; i < config.dp_devices; ++i) options.device_ids.push_back(i);
-    options.kernel_threads_per_worker = config.threads;
-    DDP_ASSIGN_OR_RETURN(dp, DataParallel::Create(model, options));
-    std::fprintf(stderr, "DataParallel: %d %s, %d kernel thread(s) each\n", config.dp_devices,
-                 device.is_cuda() ? "GPUs" : "CPU workers", config.threads);
+    DDP_ASSIGN_OR_RETURN(dp, WrapDataParallel(config, model, device));
   }
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, MakeOptimizer(config, model->Parameters()));
-  if (ddp != nullptr && rank == 0) {
-    std::fprintf(stderr, "DDP: %d ranks over %s, %d buckets\n", world, group->backend_name().c_str(),
-                 static_cast<int>(ddp->reducer().bucket_assignment().size()));
-    if (config.print_buckets) std::fprintf(stderr, "%s", ddp->reducer().DescribeBuckets().c_str());
-  }
 
   TrainState state{config, *model, ddp.get(), *optimizer, rank, world};
   state.device = device;
@@ -307,28 +367,11 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   std::unique_ptr<SampleLog> sample_log;
   if (!config.log_samples.empty()) {
     DDP_ASSIGN_OR_RETURN(sample_log, SampleLog::Open(config.log_samples));
-    state.sample_log = sample_log.get();
   }
+  state.sample_log = sample_log.get();
   int first_epoch = 1;
   if (config.resume) {
-    absl::StatusOr<Checkpoint> checkpoint = LoadLatestCheckpoint(config.checkpoint_dir);
-    if (checkpoint.ok()) {
-      DDP_RETURN_IF_ERROR(ApplyCheckpoint(*checkpoint, CheckpointTargets{model.get(), optimizer.get(), nullptr}));
-      // The same buckets as before the interruption: the same rounding (Reducer::RebuiltOrderText).
-      if (ddp != nullptr) DDP_RETURN_IF_ERROR(ddp->RestoreBucketOrder(checkpoint->ddp_bucket_order));
-      state.global_step = checkpoint->step;
-      state.resume_from = checkpoint->sampler;
-      first_epoch = static_cast<int>(checkpoint->epoch);
-      if (rank == 0) {
-        std::fprintf(stderr, "resuming from %s: step %lld, epoch %d, %lld samples of the epoch consumed\n",
-                     checkpoint->source.c_str(), static_cast<long long>(checkpoint->step), first_epoch,
-                     static_cast<long long>(checkpoint->sampler.consumed));
-      }
-    } else if (!absl::IsNotFound(checkpoint.status())) {
-      return checkpoint.status();
-    } else if (rank == 0) {
-      std::fprintf(stderr, "--resume: no checkpoint in %s yet, starting fresh\n", config.checkpoint_dir.c_str());
-    }
+    DDP_ASSIGN_OR_RETURN(first_epoch, ResumeFromLatest(config, state));
   }
   const int64_t steps_per_epoch = loader->NumBatches() / config.accumulate_steps;
   state.total_steps = steps_per_epoch * config.epochs;
@@ -339,20 +382,8 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
     if (config.max_steps > 0 && state.global_step >= config.max_steps) break;
     DDP_ASSIGN_OR_RETURN(EpochStats stats, TrainEpoch(state, epoch, *loader));
     DDP_ASSIGN_OR_RETURN(last, EvaluateTestSet(config, *model, *test, group));
-    auto report = [&]() -> absl::Status {
-      const double wall = absl::ToDoubleSeconds(absl::Now() - start);
-      std::fprintf(stderr, "epoch %d: train_loss %.4f test_loss %.4f test_acc %.4f (%.0f samples/s, %s)\n", epoch,
-                   stats.mean_loss, last.loss, last.accuracy, stats.samples_per_s, FormatDuration(wall).c_str());
-      if (config.metrics_out.empty()) return absl::OkStatus();
-      return AppendMetrics(
-          config.metrics_out,
-          absl::StrFormat("{\"epoch\": %d, \"steps\": %d, \"train_loss\": %.6f, \"test_loss\": %.6f, "
-                          "\"test_acc\": %.6f, \"samples_per_s\": %.1f, \"wall_s\": %.3f, \"world_size\": %d}",
-                          epoch, stats.steps, stats.mean_loss, last.loss, last.accuracy, stats.samples_per_s, wall,
-                          world));
-    };
-    // Under DDP rank 0 reports, and a failed metrics write fails every rank at once (ddp/rank_zero.h).
-    DDP_RETURN_IF_ERROR(group != nullptr ? RunOnRankZero(*group, report) : report());
+    DDP_RETURN_IF_ERROR(
+        ReportEpoch(config, epoch, stats, last, absl::ToDoubleSeconds(absl::Now() - start), world, group));
   }
   DDP_RETURN_IF_ERROR(Finish(config, *model, ddp.get(), group));
   return last;
