@@ -9,7 +9,9 @@
 #ifdef DDP_WITH_CUDA
 #include "comm/memory_store.h"
 #include "comm/process_group_nccl.h"
+#include "data/tensor_dataset.h"
 #include "ddp/distributed_data_parallel.h"
+#include "ddp/distributed_eval.h"
 #include "nn/models.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_ops.h"
@@ -100,6 +102,41 @@ TEST_F(ProcessGroupNcclTest, DdpGradientsEqualPlainModule) {
       for (size_t e = 0; e < ga.size(); ++e) ASSERT_NEAR(ga[e], gb[e], 1e-6f) << name << " " << a[i].first;
     }
   }
+}
+
+// Object collectives and host all-reduces stage through the GPU (NCCL takes device tensors only).
+TEST_F(ProcessGroupNcclTest, ObjectCollectivesAndHostReducesStageThroughTheGpu) {
+  EXPECT_EQ(group_->tensor_device(), kGpu);
+  std::string data = "rank zero's bytes";
+  ASSERT_TRUE(group_->BroadcastObject(&data, 0).ok());
+  EXPECT_EQ(data, "rank zero's bytes");
+  std::vector<std::string> all;
+  ASSERT_TRUE(group_->AllGatherObject("mine", &all).ok());
+  EXPECT_EQ(all, (std::vector<std::string>{"mine"}));
+  Tensor totals = FromVector(std::vector<int64_t>{7, 8, 9}, {3});
+  ASSERT_TRUE(group_->AllReduceHost(totals).ok());
+  EXPECT_EQ(totals.ToVector<int64_t>(), (std::vector<int64_t>{7, 8, 9}));
+}
+
+// Distributed evaluation of a model on the GPU (batches copied there, totals reduced over NCCL) equals
+// evaluating a CPU copy of it.
+TEST_F(ProcessGroupNcclTest, EvaluationOnTheGpuEqualsTheCpu) {
+  Generator g1(3), g2(3), data(4);
+  auto on_cpu = MakeModel("cnn", g1).value();
+  auto on_gpu = MakeModel("cnn", g2).value();
+  for (const Tensor& p : on_gpu->Parameters()) cuda::MoveToDeviceInPlace(p, kGpu);
+  std::vector<int64_t> labels;
+  for (int i = 0; i < 300; ++i) labels.push_back(i % 10);
+  TensorDataset dataset(Uniform({300, 1, 28, 28}, 0.0f, 1.0f, data), FromVector(labels, {300}));
+  DistributedEvalOptions options;
+  options.batch_size = 64;
+  auto cpu = EvaluateDistributed(*on_cpu, dataset, nullptr, options);
+  auto gpu = EvaluateDistributed(*on_gpu, dataset, group_.get(), options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ(gpu->count, 300);
+  EXPECT_NEAR(gpu->accuracy, cpu->accuracy, 2.0 / 300);  // a near-tie may flip one argmax
+  EXPECT_NEAR(gpu->loss, cpu->loss, 1e-4);
 }
 
 #endif  // DDP_WITH_CUDA
