@@ -1,7 +1,9 @@
 #include "ddp/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -9,6 +11,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -332,36 +335,39 @@ TEST(CheckpointTest, FailedSaveKeepsPreviousCheckpoint) {
   EXPECT_THAT(std::string(status.message()), HasSubstr(saved.dir + "/latest/sub"));
 }
 
-// Disk full, simulated with RLIMIT_FSIZE in a child process (writes past 256 KiB fail with EFBIG, as
-// they would with ENOSPC; works as root): the error names the file being written, the previous
-// checkpoint and `latest` are intact and loadable, and no temporary directory is left behind.
-TEST(CheckpointTest, DiskFullKeepsPreviousCheckpoint) {
-  Saved saved = SaveTrained("disk_full");
-  Checkpoint next = saved.checkpoint;
-  next.step = 8;
+// What a child process reported: its exit code (kChildSkipped: the environment does not allow the
+// set-up) and the message it wrote.
+constexpr int kChildSkipped = 77;
+struct ChildResult {
+  int exit_code = -1;
+  std::string message;
+};
+
+// Runs `fn` in a forked child (so limits and mounts it sets up stay there). `fn` returns the message to
+// report and sets *exit_code.
+ChildResult RunInChild(const std::function<std::string(int* exit_code)>& fn) {
   int pipe_fds[2];
-  ASSERT_EQ(::pipe(pipe_fds), 0);
+  EXPECT_EQ(::pipe(pipe_fds), 0);
   const pid_t child = ::fork();
   if (child == 0) {
-    ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG instead of killing
-    const rlimit limit{256 << 10, 256 << 10};
-    ::setrlimit(RLIMIT_FSIZE, &limit);
-    const absl::Status status = SaveCheckpoint(saved.dir, next);
-    const std::string message(status.message());
+    int exit_code = 0;
+    const std::string message = fn(&exit_code);
     (void)!::write(pipe_fds[1], message.data(), message.size());
-    ::_exit(status.ok() ? 1 : 0);
+    ::_exit(exit_code);
   }
   ::close(pipe_fds[1]);
-  std::string message;
+  ChildResult result;
   char buffer[4096];
-  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) message.append(buffer, n);
+  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) result.message.append(buffer, n);
   ::close(pipe_fds[0]);
   int wait_status = 0;
-  ASSERT_EQ(::waitpid(child, &wait_status, 0), child);
-  ASSERT_TRUE(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) << "the save did not fail: " << message;
-  EXPECT_THAT(message, HasSubstr(saved.dir)) << message;
-  EXPECT_THAT(message, HasSubstr("File too large")) << message;
-  RecordProperty("save_error", message);
+  EXPECT_EQ(::waitpid(child, &wait_status, 0), child);
+  result.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+  return result;
+}
+
+// After a failed save of step 8: `latest` still names step 7, which loads, and nothing of step 8 is left.
+void ExpectPreviousCheckpointIntact(const Saved& saved) {
   EXPECT_EQ(ReadAll(saved.dir + "/latest"), "step-7\n");
   EXPECT_FALSE(fs::exists(saved.dir + "/step-8"));
   EXPECT_FALSE(fs::exists(saved.dir + "/.tmp-step-8"));
@@ -371,22 +377,62 @@ TEST(CheckpointTest, DiskFullKeepsPreviousCheckpoint) {
   ExpectSameTensors(loaded->model, saved.checkpoint.model);
 }
 
-// A read-only checkpoint directory (only testable when not root).
+// Disk full, simulated with RLIMIT_FSIZE in a child process (writes past 256 KiB fail with EFBIG, as
+// they would with ENOSPC; works as root): the error names the file being written, and the previous
+// checkpoint is intact.
+TEST(CheckpointTest, DiskFullKeepsPreviousCheckpoint) {
+  Saved saved = SaveTrained("disk_full");
+  Checkpoint next = saved.checkpoint;
+  next.step = 8;
+  const ChildResult child = RunInChild([&](int* exit_code) {
+    ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG instead of killing
+    const rlimit limit{256 << 10, 256 << 10};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    const absl::Status status = SaveCheckpoint(saved.dir, next);
+    *exit_code = status.ok() ? 1 : 0;
+    return std::string(status.message());
+  });
+  ASSERT_EQ(child.exit_code, 0) << "the save did not fail: " << child.message;
+  EXPECT_THAT(child.message, HasSubstr(saved.dir)) << child.message;
+  EXPECT_THAT(child.message, HasSubstr("File too large")) << child.message;
+  RecordProperty("save_error", child.message);
+  ExpectPreviousCheckpointIntact(saved);
+}
+
+// A read-only checkpoint directory: with chmod when not root; as root (which ignores permissions) with a
+// read-only bind mount in a private mount namespace of a child process.
 TEST(CheckpointTest, ReadOnlyDirectoryKeepsPreviousCheckpoint) {
-  if (::geteuid() == 0) {
-    GTEST_SKIP() << "running as root: chmod cannot make the directory read-only";
-  }
   Saved saved = SaveTrained("read_only");
   Checkpoint next = saved.checkpoint;
   next.step = 8;
-  ASSERT_EQ(::chmod(saved.dir.c_str(), 0500), 0);
-  const absl::Status status = SaveCheckpoint(saved.dir, next);
-  ::chmod(saved.dir.c_str(), 0755);
-  EXPECT_TRUE(absl::IsPermissionDenied(status)) << status;
-  EXPECT_THAT(std::string(status.message()), HasSubstr(saved.dir));
-  absl::StatusOr<Checkpoint> loaded = LoadLatestCheckpoint(saved.dir);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->step, 7);
+  if (::geteuid() != 0) {
+    ASSERT_EQ(::chmod(saved.dir.c_str(), 0500), 0);
+    const absl::Status status = SaveCheckpoint(saved.dir, next);
+    ::chmod(saved.dir.c_str(), 0755);
+    EXPECT_TRUE(absl::IsPermissionDenied(status)) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(saved.dir));
+    ExpectPreviousCheckpointIntact(saved);
+    return;
+  }
+  const char* dir = saved.dir.c_str();
+  const ChildResult child = RunInChild([&](int* exit_code) -> std::string {
+    *exit_code = kChildSkipped;
+    if (::unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount(dir, dir, nullptr, MS_BIND, nullptr) != 0 ||
+        ::mount(nullptr, dir, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
+      return std::string("read-only bind mount: ") + std::strerror(errno);
+    }
+    const absl::Status status = SaveCheckpoint(saved.dir, next);
+    *exit_code = status.ok() ? 1 : 0;
+    return std::string(status.message());
+  });
+  if (child.exit_code == kChildSkipped) GTEST_SKIP() << "cannot make a read-only directory as root: " << child.message;
+  ASSERT_EQ(child.exit_code, 0) << "the save did not fail: " << child.message;
+  EXPECT_THAT(child.message, HasSubstr(saved.dir)) << child.message;
+  EXPECT_THAT(child.message, HasSubstr("Read-only file system")) << child.message;
+  RecordProperty("save_error", child.message);
+  ExpectPreviousCheckpointIntact(saved);
 }
 
 TEST(CheckpointTest, ResavingAStepReplacesItAndKeepLastPrunes) {
