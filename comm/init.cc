@@ -138,6 +138,7 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitO
 #endif
   ProcessGroupGlooOptions gloo_options;
   gloo_options.timeout = context->timeout;
+  DDP_ASSIGN_OR_RETURN(gloo_options.failure_report_window, ResolveFailureReportWindow(options.env));
   gloo_options.hostname =
       options.env("GLOO_SOCKET_IFADDR").value_or(LocalAddressToward(context->launch.master_addr));
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupGloo> group,

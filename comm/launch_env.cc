@@ -101,15 +101,29 @@ absl::StatusOr<LaunchEnv> ResolveLaunchEnv(const EnvLookup& env, int rank, int w
   return out;
 }
 
-absl::StatusOr<absl::Duration> ResolveTimeout(const EnvLookup& env, absl::Duration fallback) {
-  std::optional<std::string> value = env("DDP_TIMEOUT_S");
+namespace {
+
+// $name as seconds (> 0, or >= 0 when `allow_zero`), `fallback` when unset; the error names the variable.
+absl::StatusOr<absl::Duration> ReadSeconds(const EnvLookup& env, const char* name, absl::Duration fallback,
+                                           bool allow_zero) {
+  std::optional<std::string> value = env(name);
   if (!value.has_value()) return fallback;
   double seconds = 0;
-  if (!absl::SimpleAtod(*value, &seconds) || !(seconds > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("DDP_TIMEOUT_S=\"", *value, "\" is not a positive number of seconds"));
+  if (!absl::SimpleAtod(*value, &seconds) || !(allow_zero ? seconds >= 0 : seconds > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, "=\"", *value, "\" is not a ",
+                                                   allow_zero ? "non-negative" : "positive", " number of seconds"));
   }
   return absl::Seconds(seconds);
+}
+
+}  // namespace
+
+absl::StatusOr<absl::Duration> ResolveTimeout(const EnvLookup& env, absl::Duration fallback) {
+  return ReadSeconds(env, "DDP_TIMEOUT_S", fallback, /*allow_zero=*/false);
+}
+
+absl::StatusOr<absl::Duration> ResolveFailureReportWindow(const EnvLookup& env, absl::Duration fallback) {
+  return ReadSeconds(env, "DDP_FAILURE_REPORT_WINDOW_S", fallback, /*allow_zero=*/true);
 }
 
 }  // namespace ddp

@@ -43,6 +43,11 @@ absl::StatusOr<LaunchEnv> ResolveLaunchEnv(const EnvLookup& env, int rank = -1, 
 // The collective timeout: DDP_TIMEOUT_S (seconds, > 0) when set, else `fallback` (300 s, PyTorch's).
 absl::StatusOr<absl::Duration> ResolveTimeout(const EnvLookup& env, absl::Duration fallback = absl::Seconds(300));
 
+// How long a rank whose collective failed waits for the others' failure reports
+// (comm/failure_reports.h): DDP_FAILURE_REPORT_WINDOW_S (seconds, >= 0) when set, else `fallback`.
+absl::StatusOr<absl::Duration> ResolveFailureReportWindow(const EnvLookup& env,
+                                                          absl::Duration fallback = absl::Seconds(3));
+
 }  // namespace ddp
 
 #endif  // DDP_COMM_LAUNCH_ENV_H_

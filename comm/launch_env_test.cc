@@ -74,6 +74,11 @@ TEST(LaunchEnvTest, TimeoutFromEnvironment) {
   EXPECT_EQ(*ResolveTimeout(Fake({})), absl::Seconds(300));
   EXPECT_EQ(*ResolveTimeout(Fake({{"DDP_TIMEOUT_S", "2.5"}})), absl::Seconds(2.5));
   EXPECT_FALSE(ResolveTimeout(Fake({{"DDP_TIMEOUT_S", "-1"}})).ok());
+  EXPECT_EQ(*ResolveFailureReportWindow(Fake({})), absl::Seconds(3));
+  EXPECT_EQ(*ResolveFailureReportWindow(Fake({{"DDP_FAILURE_REPORT_WINDOW_S", "0"}})), absl::ZeroDuration());
+  EXPECT_NE(ResolveFailureReportWindow(Fake({{"DDP_FAILURE_REPORT_WINDOW_S", "soon"}})).status().message().find(
+                "DDP_FAILURE_REPORT_WINDOW_S=\"soon\" is not a non-negative number of seconds"),
+            std::string::npos);
 }
 
 }  // namespace
