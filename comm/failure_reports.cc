@@ -5,22 +5,28 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "comm/store_keys.h"
 
 namespace ddp {
 
 // Note [Failure reports]
 // A SIGKILLed rank's sockets are closed by its kernel, so the peers that exchange data with it fail at
-// once ("Connection closed by peer"); the others fail a moment later, when those peers give up and close
-// their own connections, or at the collective timeout. Gloo's message names only the socket address of
-// the peer this rank happened to talk to, which is often a survivor. So every rank whose collective
-// fails first writes a report under `<prefix><rank>` and then waits, at most `window`, for the other
-// ranks' reports. Survivors all fail within a short time of each other (the failure cascades through the
-// mesh), so they all report; the lost rank never does. The window is paid only on the error path.
+// once ("Connection closed by peer"); the others would fail only later, when those peers give up, or at
+// the collective timeout. Gloo's message names only the socket address of the peer this rank happened to
+// talk to, which is often a survivor. So a rank whose collective fails (1) closes all its connections
+// (ProcessGroupGloo), which makes every peer still waiting on it fail now, (2) writes a report under
+// `<prefix><rank>` and (3) polls, at most `window`, for the other ranks' reports. Survivors all fail
+// within a short time of each other (the failure cascades through the mesh), so they all report; the lost
+// rank never does. Under ddprun the wait is usually much shorter: the launcher reaps a dead worker within
+// ~20 ms and writes how it died under LauncherExitNoticeKey(rank) (comm/store_keys.h), which accounts for
+// that rank at once. The window is paid only on the error path.
 // The reports live in the rendezvous store: under ddprun (env://) the store runs in the launcher and
 // outlives any worker; with the store in rank 0, a lost rank 0 takes the reports with it, and the
 // summary says so.
 
 namespace {
+
+constexpr absl::Duration kPollInterval = absl::Milliseconds(20);
 
 std::string RankList(const std::vector<int>& ranks) {
   return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ", "));
@@ -28,25 +34,48 @@ std::string RankList(const std::vector<int>& ranks) {
 
 }  // namespace
 
-std::string SummarizeFailureReports(int size, const std::map<int, std::string>& reports, absl::Duration window) {
+std::string SummarizeFailureReports(int size, const FailureEvidence& evidence, absl::Duration window) {
+  std::vector<std::string> lost;
   std::vector<int> silent, reported;
-  for (int r = 0; r < size; ++r) (reports.count(r) != 0 ? reported : silent).push_back(r);
-  std::string summary = "[failure reports: ";
-  if (silent.empty()) {
-    absl::StrAppend(&summary, "every rank reported a failure, none was lost]");
-    return summary;
+  for (int r = 0; r < size; ++r) {
+    if (evidence.reports.count(r) != 0) {
+      reported.push_back(r);
+    } else if (auto notice = evidence.exit_notices.find(r); notice != evidence.exit_notices.end()) {
+      lost.push_back(absl::StrCat("rank ", r, " (launcher: ", notice->second, ")"));
+    } else {
+      silent.push_back(r);
+    }
   }
-  absl::StrAppend(&summary, "lost ", RankList(silent), " (no report within ", absl::FormatDuration(window),
-                  ": killed, crashed, hung or left early)");
+  if (!silent.empty()) {
+    lost.push_back(absl::StrCat(RankList(silent), " (no report within ", absl::FormatDuration(window),
+                                ": killed, crashed, hung or left early)"));
+  }
+  if (lost.empty()) return "[failure reports: every rank reported a failure, none was lost]";
+  std::string summary = absl::StrCat("[failure reports: lost ", absl::StrJoin(lost, ", "));
   if (!reported.empty()) absl::StrAppend(&summary, "; ", RankList(reported), " failed too");
-  absl::StrAppend(&summary, "]");
-  return summary;
+  return summary + "]";
 }
 
 FailureReports::FailureReports(Store* store, std::string key_prefix, int rank, int size, absl::Duration window)
     : store_(store), key_prefix_(std::move(key_prefix)), rank_(rank), size_(size), window_(window) {}
 
 std::string FailureReports::Key(int rank) const { return absl::StrCat(key_prefix_, rank); }
+
+bool FailureReports::Collect(FailureEvidence* evidence, std::string* store_error) {
+  for (int r = 0; r < size_; ++r) {
+    if (evidence->reports.count(r) != 0) continue;
+    for (auto [key, into] : {std::pair{Key(r), &evidence->reports}, {LauncherExitNoticeKey(r), &evidence->exit_notices}}) {
+      absl::StatusOr<std::string> value = store_->Get(key, absl::ZeroDuration());
+      if (value.ok()) {
+        (*into)[r] = *std::move(value);
+      } else if (absl::IsUnavailable(value.status())) {  // the store itself is gone
+        *store_error = std::string(value.status().message());
+        return false;
+      }
+    }
+  }
+  return true;
+}
 
 std::string FailureReports::Report(const std::string& what) {
   absl::MutexLock lock(&mu_);
@@ -55,19 +84,22 @@ std::string FailureReports::Report(const std::string& what) {
     summary_ = absl::StrCat("[failure reports unavailable: ", set.message(), "]");
     return *summary_;
   }
-  std::map<int, std::string> reports = {{rank_, what}};
+  FailureEvidence evidence;
   const absl::Time deadline = absl::Now() + window_;
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    absl::StatusOr<std::string> report = store_->Get(Key(r), std::max(deadline - absl::Now(), absl::ZeroDuration()));
-    if (report.ok()) {
-      reports[r] = *std::move(report);
-    } else if (absl::IsUnavailable(report.status())) {  // the store itself is gone
-      summary_ = absl::StrCat("[failure reports unavailable: ", report.status().message(), "]");
+  while (true) {
+    std::string store_error;
+    if (!Collect(&evidence, &store_error)) {
+      summary_ = absl::StrCat("[failure reports unavailable: ", store_error, "]");
       return *summary_;
     }
+    int accounted = 0;
+    for (int r = 0; r < size_; ++r) {
+      accounted += evidence.reports.count(r) != 0 || evidence.exit_notices.count(r) != 0;
+    }
+    if (accounted == size_ || absl::Now() >= deadline) break;
+    absl::SleepFor(std::min(kPollInterval, deadline - absl::Now()));
   }
-  summary_ = SummarizeFailureReports(size_, reports, window_);
+  summary_ = SummarizeFailureReports(size_, evidence, window_);
   return *summary_;
 }
 

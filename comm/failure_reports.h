@@ -1,7 +1,9 @@
 // Failure reports: when a collective fails, each rank that notices writes a short report into the
 // group's rendezvous store and reads the others'. The rank that never reports is the one that was lost
 // (killed, crashed, hung, or gone early), so every survivor's error can name it, where Gloo alone only
-// names a socket address ("Connection closed by peer [10.0.0.7]:41234"). See Note [Failure reports].
+// names a socket address ("Connection closed by peer [10.0.0.7]:41234"). Under ddprun the launcher also
+// records how a worker died (comm/store_keys.h), which names the lost rank at once. See Note [Failure
+// reports].
 #ifndef DDP_COMM_FAILURE_REPORTS_H_
 #define DDP_COMM_FAILURE_REPORTS_H_
 
@@ -15,27 +17,39 @@
 
 namespace ddp {
 
-// The diagnosis appended to a failed collective's error, from the reports that arrived (rank -> text,
-// including this rank's own) in a group of `size`. Pure; names the ranks without a report as lost, e.g.
-// "[failure reports: lost rank 2 (no report within 3s: killed, crashed, hung or left early); ranks 0, 1,
-// 3 failed too]". REQUIRES: size >= 1.
-std::string SummarizeFailureReports(int size, const std::map<int, std::string>& reports, absl::Duration window);
+// What arrived from the group (rank -> text): the ranks' own reports (this rank's included) and the
+// launcher's exit notices.
+struct FailureEvidence {
+  std::map<int, std::string> reports;
+  std::map<int, std::string> exit_notices;
+};
+
+// The diagnosis appended to a failed collective's error in a group of `size`. Pure. Ranks with an exit
+// notice and no report are lost, with the notice; ranks with neither are lost "with no report within
+// `window`". E.g. "[failure reports: lost rank 2 (launcher: exit code 137 (signal 9)); ranks 0, 1, 3
+// failed too]" or "[failure reports: lost rank 2 (no report within 3s: killed, crashed, hung or left
+// early); ranks 0, 1, 3 failed too]". REQUIRES: size >= 1.
+std::string SummarizeFailureReports(int size, const FailureEvidence& evidence, absl::Duration window);
 
 // Publishes this rank's report and collects the group's. Thread-safe.
 class FailureReports {
  public:
-  // `store` (not owned) must outlive this object; `key_prefix` separates groups sharing a store.
-  // `window` bounds how long Report waits for the other ranks' reports.
+  // `store` (not owned) must outlive this object; `key_prefix` separates groups sharing a store (the
+  // launcher's notices are read at LauncherExitNoticeKey(rank) of `store` itself). `window` bounds how
+  // long Report waits for the other ranks.
   FailureReports(Store* store, std::string key_prefix, int rank, int size, absl::Duration window);
 
-  // On the first call: writes `what` as this rank's report, waits up to the window for every other
-  // rank's report and returns SummarizeFailureReports of what arrived. Later calls return the first
-  // summary at once (a broken group fails every later collective too). Store errors (e.g. the store
-  // lived in the lost rank) give a summary that says the reports were unavailable.
+  // On the first call: writes `what` as this rank's report, then polls the store until every other
+  // rank has a report or an exit notice, or `window` passed, and returns SummarizeFailureReports of what
+  // arrived. Later calls return the first summary at once (a broken group fails every later collective
+  // too). Store errors (e.g. the store lived in the lost rank) give a summary that says the reports
+  // were unavailable.
   std::string Report(const std::string& what);
 
  private:
   std::string Key(int rank) const;
+  // One pass over the ranks not heard of yet. Returns false when the store is unavailable.
+  bool Collect(FailureEvidence* evidence, std::string* store_error);
 
   Store* store_;
   const std::string key_prefix_;

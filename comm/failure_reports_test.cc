@@ -8,20 +8,53 @@
 
 #include "absl/time/clock.h"
 #include "comm/memory_store.h"
+#include "comm/prefix_store.h"
+#include "comm/store_keys.h"
 
 namespace ddp {
 namespace {
 
 TEST(SummarizeFailureReportsTest, NamesTheSilentRanks) {
   const absl::Duration window = absl::Seconds(3);
-  EXPECT_EQ(SummarizeFailureReports(4, {{0, "a"}, {1, "b"}, {3, "c"}}, window),
+  FailureEvidence three_of_four{{{0, "a"}, {1, "b"}, {3, "c"}}, {}};
+  EXPECT_EQ(SummarizeFailureReports(4, three_of_four, window),
             "[failure reports: lost rank 2 (no report within 3s: killed, crashed, hung or left early); "
             "ranks 0, 1, 3 failed too]");
-  EXPECT_EQ(SummarizeFailureReports(4, {{1, "b"}}, window),
+  EXPECT_EQ(SummarizeFailureReports(4, FailureEvidence{{{1, "b"}}, {}}, window),
             "[failure reports: lost ranks 0, 2, 3 (no report within 3s: killed, crashed, hung or left early); "
             "rank 1 failed too]");
-  EXPECT_EQ(SummarizeFailureReports(2, {{0, "a"}, {1, "b"}}, window),
+  EXPECT_EQ(SummarizeFailureReports(2, FailureEvidence{{{0, "a"}, {1, "b"}}, {}}, window),
             "[failure reports: every rank reported a failure, none was lost]");
+}
+
+TEST(SummarizeFailureReportsTest, LauncherNoticesNameHowTheRankDied) {
+  FailureEvidence evidence{{{0, "a"}, {3, "c"}}, {{2, "exit code 137 (signal 9)"}, {3, "exit code 1"}}};
+  EXPECT_EQ(SummarizeFailureReports(4, evidence, absl::Seconds(3)),
+            "[failure reports: lost rank 2 (launcher: exit code 137 (signal 9)), rank 1 (no report within 3s: "
+            "killed, crashed, hung or left early); ranks 0, 3 failed too]");
+}
+
+// Under ddprun the launcher's notice accounts for the dead rank at once: nobody waits for the window.
+TEST(FailureReportsTest, LauncherNoticeEndsTheWaitEarly) {
+  MemoryStore store;
+  PrefixStore launcher_view("pg", &store);  // the launcher writes through the same namespace
+  ASSERT_TRUE(launcher_view.Set(LauncherExitNoticeKey(1), "exit code 137 (signal 9)").ok());
+  std::vector<std::string> summaries(3);
+  std::vector<std::thread> threads;
+  const absl::Time start = absl::Now();
+  for (int rank : {0, 2}) {
+    threads.emplace_back([&, rank] {
+      PrefixStore group_store("pg", &store);
+      FailureReports reports(&group_store, "failure/", rank, 3, absl::Seconds(20));
+      summaries[rank] = reports.Report("AllReduce failed");
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  for (int rank : {0, 2}) {
+    EXPECT_EQ(summaries[rank], "[failure reports: lost rank 1 (launcher: exit code 137 (signal 9)); ranks 0, 2 "
+                               "failed too]");
+  }
 }
 
 // Three of four ranks fail (at slightly different times) and report; rank 2 never does. Every reporter

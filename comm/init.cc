@@ -12,6 +12,7 @@
 #include "comm/file_store.h"
 #include "comm/prefix_store.h"
 #include "comm/process_group_gloo.h"
+#include "comm/store_keys.h"
 #include "comm/socket_util.h"
 #include "comm/tcp_store.h"
 #ifdef DDP_WITH_CUDA
@@ -123,7 +124,7 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitO
   // A restarted group (ddprun --max_restarts) meets in a fresh namespace: the store outlives attempts and
   // still holds the previous attempt's rendezvous keys.
   const std::string attempt = options.env("DDP_RESTART_COUNT").value_or(options.env("TORCHELASTIC_RESTART_COUNT").value_or("0"));
-  context->store = std::make_unique<OwningPrefixStore>(absl::StrCat("default_pg/attempt", attempt, "/"), std::move(base));
+  context->store = std::make_unique<OwningPrefixStore>(DefaultGroupStorePrefix(attempt), std::move(base));
 #ifdef DDP_WITH_CUDA
   if (options.backend == "nccl") {
     ProcessGroupNcclOptions nccl_options;

@@ -12,6 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/job_token.h"
+#include "comm/prefix_store.h"
+#include "comm/store_keys.h"
+#include "comm/tcp_store_client.h"
 #include "comm/tcp_store_server.h"
 #include "comm/unique_fd.h"
 #include "ddp/worker_group.h"
@@ -99,6 +102,24 @@ void ReportFailure(const GroupOutcome& outcome) {
   for (const std::string& line : outcome.tail) WriteFully(2, absl::StrCat("  | ", line, "\n"));
 }
 
+// Writes how worker `rank` ended into the store namespace of its group (comm/store_keys.h), so the
+// survivors' failure reports name it at once (Note [Failure reports]). Best effort, bounded by a short
+// connect timeout: a notice that cannot be written only makes the survivors wait for their window.
+void RecordExitNotice(const JobLayout& layout, int restart, int rank, int exit_code) {
+  TcpStoreClientOptions options;
+  options.host = layout.master_addr;
+  options.port = layout.master_port;
+  options.job_token = layout.job_token;
+  options.connect_timeout = absl::Seconds(2);
+  options.io_timeout = absl::Seconds(2);
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client = TcpStoreClient::Create(options);
+  if (!client.ok()) return;
+  PrefixStore group_store(DefaultGroupStorePrefix(absl::StrCat(restart)), client->get());
+  const std::string how = exit_code > 128 ? absl::StrCat("exit code ", exit_code, " (signal ", exit_code - 128, ")")
+                                          : absl::StrCat("exit code ", exit_code);
+  (void)group_store.Set(LauncherExitNoticeKey(rank), how);
+}
+
 }  // namespace
 
 absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
@@ -147,6 +168,9 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
   config.signal_fd = signals.read_fd();
   for (int restart = 0;; ++restart) {
     config.layout.restart_count = restart;
+    config.on_first_failure = [&config, restart](int rank, int exit_code) {
+      RecordExitNotice(config.layout, restart, rank, exit_code);
+    };
     DDP_ASSIGN_OR_RETURN(GroupOutcome outcome, RunWorkerGroup(config));
     if (outcome.kind == GroupOutcome::Kind::kSucceeded) return 0;
     if (outcome.kind == GroupOutcome::Kind::kInterrupted) {

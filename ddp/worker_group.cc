@@ -125,6 +125,7 @@ void GroupRunner::Reap(absl::Time now) {
     outcome_.failed_rank = culprit->rank;
     outcome_.exit_code = culprit_code;
     outcome_.tail = culprit->output->Tail();
+    if (config_.on_first_failure) config_.on_first_failure(culprit->rank, culprit_code);
     StopOthers(now);
   }
 }

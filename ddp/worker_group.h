@@ -3,6 +3,7 @@
 #ifndef DDP_DDP_WORKER_GROUP_H_
 #define DDP_DDP_WORKER_GROUP_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct WorkerGroupConfig {
   // Readable end of a pipe on which each byte is a signal number to forward to the workers
   // (SIGINT/SIGTERM received by ddprun); -1 for none. Not owned.
   int signal_fd = -1;
+  // Called once, when the first worker fails (before the others are stopped), with its global rank and
+  // exit code (128 + signal number for a signal). May be empty.
+  std::function<void(int rank, int exit_code)> on_first_failure;
 };
 
 // How an attempt ended.
