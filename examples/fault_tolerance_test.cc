@@ -75,7 +75,8 @@ TEST(FaultToleranceTest, WorkerKilledDuringBackwardFailsTheOthersNamingIt) {
     ASSERT_NE(at, std::string::npos) << "rank " << rank << " did not report\n" << r.all();
     const std::string line = r.all().substr(at, r.all().find('\n', at) - at);
     EXPECT_THAT(line, HasSubstr(absl::StrCat("on rank ", rank, "/4 (gloo) failed")));
-    EXPECT_THAT(line, HasSubstr("[failure reports: lost rank 2 ("));
+    // ddprun recorded how rank 2 ended, so the survivors name it without waiting for a report window.
+    EXPECT_THAT(line, HasSubstr("[failure reports: lost rank 2 (launcher: exit code 137 (signal 9))"));
   }
 }
 
