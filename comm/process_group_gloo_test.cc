@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "comm/memory_store.h"
-#include "comm/testing/run_ranks.h"
+#include "testing/run_ranks.h"
 #include "comm/prefix_store.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"

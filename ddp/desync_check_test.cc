@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "comm/testing/run_ranks.h"
+#include "testing/run_ranks.h"
 #include "gmock/gmock.h"
 #include "nn/models.h"
 

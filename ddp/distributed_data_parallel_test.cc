@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "comm/memory_store.h"
-#include "comm/testing/run_ranks.h"
+#include "testing/run_ranks.h"
 #include "comm/process_group_gloo.h"
 #include "ddp/sync_batch_norm.h"
 #include "nn/models.h"

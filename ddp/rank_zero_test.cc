@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "comm/testing/run_ranks.h"
+#include "testing/run_ranks.h"
 #include "gmock/gmock.h"
 #include "nn/models.h"
 

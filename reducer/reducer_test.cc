@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "comm/memory_store.h"
-#include "comm/testing/run_ranks.h"
+#include "testing/run_ranks.h"
 #include "comm/process_group_gloo.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"

@@ -1,7 +1,7 @@
 // For tests: runs a function as `world` ranks, each a thread with its own ProcessGroupGloo over one
 // shared in-memory store and real TCP over loopback (CONVENTIONS.md 8: multi-rank tests in one process).
-#ifndef DDP_COMM_TESTING_RUN_RANKS_H_
-#define DDP_COMM_TESTING_RUN_RANKS_H_
+#ifndef DDP_TESTING_RUN_RANKS_H_
+#define DDP_TESTING_RUN_RANKS_H_
 
 #include <functional>
 #include <thread>
@@ -35,4 +35,4 @@ inline void RunRanks(int world, const std::function<void(int rank, ProcessGroup&
 
 }  // namespace ddp
 
-#endif  // DDP_COMM_TESTING_RUN_RANKS_H_
+#endif  // DDP_TESTING_RUN_RANKS_H_
