@@ -3,33 +3,14 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <set>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "testing/number_lines.h"
 
 namespace ddp {
 namespace {
-
-std::string WriteLines(const std::string& name, int64_t lines, int64_t bad_line = -1) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
-  std::ofstream out(path);
-  for (int64_t i = 1; i <= lines; ++i) out << (i == bad_line ? std::string("x") : std::to_string(i)) << "\n";
-  return path;
-}
-
-// Line "v" becomes (input [1] = v, target = line number).
-absl::StatusOr<Example> ParseLine(absl::string_view line, int64_t line_number) {
-  int64_t value;
-  if (!absl::SimpleAtoi(line, &value)) return absl::InvalidArgumentError(absl::StrCat("not a number: \"", line, "\""));
-  Example example{Tensor::Empty({1}), Tensor::Empty({}, DType::kInt64)};
-  example.input.data<float>()[0] = static_cast<float>(value);
-  example.target.data<int64_t>()[0] = line_number;
-  return example;
-}
 
 // Every line number this rank's loader delivers, in delivery order.
 std::vector<int64_t> ReadAll(const IterableDataset& dataset, IterableDataLoaderOptions options) {
@@ -47,7 +28,7 @@ std::vector<int64_t> ReadAll(const IterableDataset& dataset, IterableDataLoaderO
 }
 
 TEST(IterableDataLoaderTest, EveryLineExactlyOnceAcrossRanksAndWorkersInAFixedOrder) {
-  TextLineDataset dataset(WriteLines("loader_lines.txt", 103), ParseLine);
+  TextLineDataset dataset(WriteNumberLines("loader_lines.txt", 103), ParseNumberLine);
   for (int world : {1, 2, 3}) {
     for (int workers : {1, 2, 4}) {
       std::multiset<int64_t> seen;
@@ -68,7 +49,7 @@ TEST(IterableDataLoaderTest, EveryLineExactlyOnceAcrossRanksAndWorkersInAFixedOr
 }
 
 TEST(IterableDataLoaderTest, RoundRobinOverWorkers) {
-  TextLineDataset dataset(WriteLines("loader_rr.txt", 8), ParseLine);
+  TextLineDataset dataset(WriteNumberLines("loader_rr.txt", 8), ParseNumberLine);
   IterableDataLoaderOptions options;
   options.batch_size = 1;
   options.num_workers = 2;
@@ -77,7 +58,7 @@ TEST(IterableDataLoaderTest, RoundRobinOverWorkers) {
 }
 
 TEST(IterableDataLoaderTest, WorkerErrorNamesTheLine) {
-  TextLineDataset dataset(WriteLines("loader_bad.txt", 50, /*bad_line=*/37), ParseLine);
+  TextLineDataset dataset(WriteNumberLines("loader_bad.txt", 50, /*scale=*/1, /*bad_line=*/37), ParseNumberLine);
   IterableDataLoaderOptions options;
   options.batch_size = 5;
   options.num_workers = 3;
@@ -95,7 +76,7 @@ TEST(IterableDataLoaderTest, WorkerErrorNamesTheLine) {
 }
 
 TEST(IterableDataLoaderTest, DestructionMidStreamIsPrompt) {
-  TextLineDataset dataset(WriteLines("loader_long.txt", 20000), ParseLine);
+  TextLineDataset dataset(WriteNumberLines("loader_long.txt", 20000), ParseNumberLine);
   IterableDataLoaderOptions options;
   options.batch_size = 2;
   options.num_workers = 3;
@@ -109,7 +90,7 @@ TEST(IterableDataLoaderTest, DestructionMidStreamIsPrompt) {
 }
 
 TEST(IterableDataLoaderTest, BadOptionsAreNamed) {
-  TextLineDataset dataset(WriteLines("loader_opts.txt", 3), ParseLine);
+  TextLineDataset dataset(WriteNumberLines("loader_opts.txt", 3), ParseNumberLine);
   IterableDataLoaderOptions options;
   options.rank = 2;
   options.world_size = 2;

@@ -3,40 +3,17 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "testing/number_lines.h"
 
 namespace ddp {
 namespace {
 
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
-}
-
-// Line "v" becomes (input [1] = v, target = line number).
-absl::StatusOr<Example> ParseLine(absl::string_view line, int64_t line_number) {
-  int64_t value;
-  if (!absl::SimpleAtoi(line, &value)) return absl::InvalidArgumentError(absl::StrCat("not a number: \"", line, "\""));
-  Example example{Tensor::Empty({1}), Tensor::Empty({}, DType::kInt64)};
-  example.input.data<float>()[0] = static_cast<float>(value);
-  example.target.data<int64_t>()[0] = line_number;
-  return example;
-}
-
-std::string WriteLines(const std::string& name, int64_t lines, int64_t bad_line = -1) {
-  const std::string path = TempPath(name);
-  std::ofstream out(path);
-  for (int64_t i = 1; i <= lines; ++i) out << (i == bad_line ? std::string("x") : std::to_string(i * 10)) << "\n";
-  return path;
-}
-
 TEST(IterableDatasetTest, EveryLineExactlyOnceAcrossRanksAndWorkers) {
   for (int64_t lines : {0, 1, 7, 100, 1001}) {
-    TextLineDataset dataset(WriteLines(absl::StrCat("lines_", lines, ".txt"), lines), ParseLine);
+    TextLineDataset dataset(WriteNumberLines(absl::StrCat("lines_", lines, ".txt"), lines, /*scale=*/10), ParseNumberLine);
     for (int world : {1, 2, 3}) {
       for (int workers : {1, 2, 4}) {
         // Every consumer on its own thread, as ranks x loader workers would be.
@@ -80,8 +57,8 @@ TEST(IterableDatasetTest, EveryLineExactlyOnceAcrossRanksAndWorkers) {
 }
 
 TEST(IterableDatasetTest, ErrorsNameTheFileAndLine) {
-  const std::string path = WriteLines("bad.txt", 20, /*bad_line=*/13);
-  TextLineDataset dataset(path, ParseLine);
+  const std::string path = WriteNumberLines("bad.txt", 20, /*scale=*/10, /*bad_line=*/13);
+  TextLineDataset dataset(path, ParseNumberLine);
   auto stream = dataset.Open(StreamShard{0, 2, 0, 2});  // consumer 0 of 4: lines 1, 5, 9, 13, ...
   ASSERT_TRUE(stream.ok());
   absl::Status failure;
@@ -91,7 +68,7 @@ TEST(IterableDatasetTest, ErrorsNameTheFileAndLine) {
     else if (!example->has_value()) break;
   }
   EXPECT_NE(failure.message().find(path + ":13: not a number: \"x\""), std::string::npos) << failure;
-  EXPECT_EQ(TextLineDataset("/nonexistent/lines.txt", ParseLine).Open(StreamShard{}).status().code(),
+  EXPECT_EQ(TextLineDataset("/nonexistent/lines.txt", ParseNumberLine).Open(StreamShard{}).status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_FALSE(dataset.Open(StreamShard{2, 2, 0, 1}).ok());
 }

@@ -17,15 +17,8 @@
 namespace ddp {
 namespace {
 
-
 uint64_t TensorChecksum(const Tensor& tensor) {
-  NoGradGuard no_grad;
-  Tensor host = tensor.device().is_cpu() ? tensor.Detach() : ToDevice(tensor.Detach(), Device::CPU());
-  if (!host.is_contiguous()) {
-    Tensor packed = Tensor::Empty(host.shape(), host.dtype());
-    CopyInPlace(packed, host);
-    host = packed;
-  }
+  const Tensor host = HostContiguous(tensor);
   const std::string geometry =
       absl::StrCat(DTypeName(host.dtype()), "[", absl::StrJoin(host.shape(), ","), "]");
   return Fnv1a64(host.raw_data(), host.nbytes(), Fnv1a64(geometry.data(), geometry.size(), kFnv1a64Offset));

@@ -35,13 +35,7 @@ absl::Status BadTensor(const std::string& source, const std::string& name, const
 
 // A contiguous host copy of `t`'s bytes.
 std::string TensorBytes(const Tensor& t) {
-  NoGradGuard no_grad;
-  Tensor host = t.device().is_cpu() ? t.Detach() : ToDevice(t.Detach(), Device::CPU());
-  if (!host.is_contiguous()) {
-    Tensor packed = Tensor::Empty(host.shape(), host.dtype());
-    CopyInPlace(packed, host);
-    host = packed;
-  }
+  const Tensor host = HostContiguous(t);
   return std::string(static_cast<const char*>(host.raw_data()), host.nbytes());
 }
 

@@ -67,6 +67,9 @@ Tensor Clone(const Tensor& x);
 Tensor Cat(const std::vector<Tensor>& xs, int64_t dim);
 // Copies to `device` (x itself when already there). Differentiable.
 Tensor ToDevice(const Tensor& x, Device device);
+// A contiguous CPU tensor with x's values, of any dtype (x itself, detached, when it already is one),
+// for code that reads the bytes on the host (serialisation, checksums). Records no graph.
+Tensor HostContiguous(const Tensor& x);
 // Converts element type (float32 <-> float16/bfloat16/int64). Not differentiable.
 Tensor ToDType(const Tensor& x, DType dtype);
 

@@ -1,6 +1,7 @@
 // In-place ops (never recorded by autograd), dtype conversion and device copies.
 #include <cstring>
 
+#include "tensor/autograd.h"
 #include "tensor/cpu_elementwise.h"
 #include "tensor/device_guard.h"
 #include "tensor/functors.h"
@@ -164,6 +165,15 @@ Tensor ToDType(const Tensor& x, DType dtype) {
   Tensor out = Tensor::Empty(x.shape(), dtype, x.device());
   CopyInPlace(out, x);
   return out;
+}
+
+Tensor HostContiguous(const Tensor& x) {
+  NoGradGuard no_grad;
+  Tensor host = x.device().is_cpu() ? x.Detach() : ToDevice(x.Detach(), Device::CPU());
+  if (host.is_contiguous()) return host;
+  Tensor packed = Tensor::Empty(host.shape(), host.dtype());
+  CopyInPlace(packed, host);
+  return packed;
 }
 
 Tensor ToDevice(const Tensor& x, Device device) {
