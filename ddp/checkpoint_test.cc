@@ -335,28 +335,35 @@ TEST(CheckpointTest, FailedSaveKeepsPreviousCheckpoint) {
   EXPECT_THAT(std::string(status.message()), HasSubstr(saved.dir + "/latest/sub"));
 }
 
-// What a child process reported: its exit code (kChildSkipped: the environment does not allow the
-// set-up) and the message it wrote.
+// How a save of step 8 in a child process went: its exit code (0: failed as wanted, 1: succeeded,
+// kChildSkipped: the environment does not allow the set-up) and its error message (or why it skipped).
 constexpr int kChildSkipped = 77;
-struct ChildResult {
+struct ChildSave {
   int exit_code = -1;
   std::string message;
 };
 
-// Runs `fn` in a forked child (so limits and mounts it sets up stay there). `fn` returns the message to
-// report and sets *exit_code.
-ChildResult RunInChild(const std::function<std::string(int* exit_code)>& fn) {
+// Forks; the child runs `set_up` (limits or mounts that stay in the child; it returns an error text when
+// the environment does not allow them), then SaveCheckpoint(saved.dir, step 8), and reports back.
+ChildSave SaveStep8InChild(const Saved& saved, const std::function<std::string()>& set_up) {
+  Checkpoint next = saved.checkpoint;
+  next.step = 8;
   int pipe_fds[2];
   EXPECT_EQ(::pipe(pipe_fds), 0);
   const pid_t child = ::fork();
   if (child == 0) {
-    int exit_code = 0;
-    const std::string message = fn(&exit_code);
+    std::string message = set_up();
+    int exit_code = kChildSkipped;
+    if (message.empty()) {
+      const absl::Status status = SaveCheckpoint(saved.dir, next);
+      message = std::string(status.message());
+      exit_code = status.ok() ? 1 : 0;
+    }
     (void)!::write(pipe_fds[1], message.data(), message.size());
     ::_exit(exit_code);
   }
   ::close(pipe_fds[1]);
-  ChildResult result;
+  ChildSave result;
   char buffer[4096];
   for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) result.message.append(buffer, n);
   ::close(pipe_fds[0]);
@@ -377,35 +384,37 @@ void ExpectPreviousCheckpointIntact(const Saved& saved) {
   ExpectSameTensors(loaded->model, saved.checkpoint.model);
 }
 
+// The child's save failed with an error naming the checkpoint directory and `reason`, and the previous
+// checkpoint is intact. The error is recorded in the test XML (save_error).
+void ExpectFailedSave(const ChildSave& child, const Saved& saved, const std::string& reason) {
+  ASSERT_EQ(child.exit_code, 0) << "the save did not fail: " << child.message;
+  EXPECT_THAT(child.message, HasSubstr(saved.dir)) << child.message;
+  EXPECT_THAT(child.message, HasSubstr(reason)) << child.message;
+  ::testing::Test::RecordProperty("save_error", child.message);
+  ExpectPreviousCheckpointIntact(saved);
+}
+
 // Disk full, simulated with RLIMIT_FSIZE in a child process (writes past 256 KiB fail with EFBIG, as
 // they would with ENOSPC; works as root): the error names the file being written, and the previous
 // checkpoint is intact.
 TEST(CheckpointTest, DiskFullKeepsPreviousCheckpoint) {
   Saved saved = SaveTrained("disk_full");
-  Checkpoint next = saved.checkpoint;
-  next.step = 8;
-  const ChildResult child = RunInChild([&](int* exit_code) {
+  const ChildSave child = SaveStep8InChild(saved, [] {
     ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG instead of killing
     const rlimit limit{256 << 10, 256 << 10};
     ::setrlimit(RLIMIT_FSIZE, &limit);
-    const absl::Status status = SaveCheckpoint(saved.dir, next);
-    *exit_code = status.ok() ? 1 : 0;
-    return std::string(status.message());
+    return std::string();
   });
-  ASSERT_EQ(child.exit_code, 0) << "the save did not fail: " << child.message;
-  EXPECT_THAT(child.message, HasSubstr(saved.dir)) << child.message;
-  EXPECT_THAT(child.message, HasSubstr("File too large")) << child.message;
-  RecordProperty("save_error", child.message);
-  ExpectPreviousCheckpointIntact(saved);
+  ExpectFailedSave(child, saved, "File too large");
 }
 
 // A read-only checkpoint directory: with chmod when not root; as root (which ignores permissions) with a
 // read-only bind mount in a private mount namespace of a child process.
 TEST(CheckpointTest, ReadOnlyDirectoryKeepsPreviousCheckpoint) {
   Saved saved = SaveTrained("read_only");
-  Checkpoint next = saved.checkpoint;
-  next.step = 8;
   if (::geteuid() != 0) {
+    Checkpoint next = saved.checkpoint;
+    next.step = 8;
     ASSERT_EQ(::chmod(saved.dir.c_str(), 0500), 0);
     const absl::Status status = SaveCheckpoint(saved.dir, next);
     ::chmod(saved.dir.c_str(), 0755);
@@ -415,24 +424,17 @@ TEST(CheckpointTest, ReadOnlyDirectoryKeepsPreviousCheckpoint) {
     return;
   }
   const char* dir = saved.dir.c_str();
-  const ChildResult child = RunInChild([&](int* exit_code) -> std::string {
-    *exit_code = kChildSkipped;
+  const ChildSave child = SaveStep8InChild(saved, [dir]() -> std::string {
     if (::unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
         ::mount(dir, dir, nullptr, MS_BIND, nullptr) != 0 ||
         ::mount(nullptr, dir, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
       return std::string("read-only bind mount: ") + std::strerror(errno);
     }
-    const absl::Status status = SaveCheckpoint(saved.dir, next);
-    *exit_code = status.ok() ? 1 : 0;
-    return std::string(status.message());
+    return std::string();
   });
   if (child.exit_code == kChildSkipped) GTEST_SKIP() << "cannot make a read-only directory as root: " << child.message;
-  ASSERT_EQ(child.exit_code, 0) << "the save did not fail: " << child.message;
-  EXPECT_THAT(child.message, HasSubstr(saved.dir)) << child.message;
-  EXPECT_THAT(child.message, HasSubstr("Read-only file system")) << child.message;
-  RecordProperty("save_error", child.message);
-  ExpectPreviousCheckpointIntact(saved);
+  ExpectFailedSave(child, saved, "Read-only file system");
 }
 
 TEST(CheckpointTest, ResavingAStepReplacesItAndKeepLastPrunes) {
