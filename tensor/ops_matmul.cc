@@ -1,10 +1,14 @@
-// Matmul and Linear through the CPU GEMM, passing transposed views without copies.
+// Matmul and Linear on either device: GEMM through cpu::Gemm (oneDNN) or cuda::Gemm (cuBLAS), passing
+// transposed views without copies. Everything but the GEMM call, the bias broadcast and the bias
+// gradient is shared by both devices.
 #include "tensor/cpu_gemm.h"
 #include "tensor/device_guard.h"
 #include "tensor/function_node.h"
 #include "tensor/ops.h"
 #ifdef DDP_WITH_CUDA
+#include "tensor/cuda/context.h"
 #include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/op_util.h"
 #endif
 
 namespace ddp {
@@ -26,11 +30,65 @@ GemmOperand AsGemmOperand(const Tensor& x) {
   return {c.data<float>(), false, std::max<int64_t>(x.shape()[1], 1), c};
 }
 
-// out[m, n] = a[m, k] b[k, n] (+ beta * out).
+// out[m, n] = a[m, k] b[k, n] (+ beta * out), on out's device.
 void MatmulInto(const Tensor& a, const Tensor& b, const Tensor& out, float beta) {
   GemmOperand ga = AsGemmOperand(a), gb = AsGemmOperand(b);
-  cpu::Gemm(ga.transposed, gb.transposed, a.shape()[0], b.shape()[1], a.shape()[1], 1.0f, ga.data, ga.ld,
-            gb.data, gb.ld, beta, out.data<float>(), out.shape()[1]);
+  const int64_t m = a.shape()[0], n = b.shape()[1], k = a.shape()[1];
+#ifdef DDP_WITH_CUDA
+  if (out.device().is_cuda()) {
+    if (k == 0) {  // cuBLAS rejects k = 0
+      if (beta == 0.0f) FillInPlace(out, 0.0f);
+      return;
+    }
+    cuda::Gemm(out.device().index, ga.transposed, gb.transposed, m, n, k, 1.0f, ga.data, ga.ld, gb.data, gb.ld, beta,
+               out.data<float>(), std::max<int64_t>(n, 1));
+    return;
+  }
+#endif
+  cpu::Gemm(ga.transposed, gb.transposed, m, n, k, 1.0f, ga.data, ga.ld, gb.data, gb.ld, beta, out.data<float>(), n);
+}
+
+// Float inputs on one device (the CPU, or one GPU).
+void RequireFloatOnOneDevice(const char* op, std::initializer_list<const Tensor*> inputs) {
+#ifdef DDP_WITH_CUDA
+  for (const Tensor* t : inputs) {
+    if (t->defined() && t->device().is_cuda()) {
+      cuda::RequireCudaFloat(op, inputs);
+      return;
+    }
+  }
+#endif
+  RequireCpuFloat(op, inputs);
+}
+
+// Every row of out[n, features] = b.
+void FillRowsWithBias(const Tensor& out, const Tensor& b) {
+#ifdef DDP_WITH_CUDA
+  if (out.device().is_cuda()) {
+    cuda::BinaryInPlace(out, b.Detach(), cuda::kernels::BinaryOp::kAssign);
+    return;
+  }
+#endif
+  const int64_t n = out.shape()[0], features = out.shape()[1];
+  const float* pb = Contiguous(b.Detach()).data<float>();
+  float* po = out.data<float>();
+  for (int64_t i = 0; i < n; ++i) std::copy(pb, pb + features, po + i * features);
+}
+
+// The bias gradient: g[rows, cols] summed over rows.
+Tensor SumRows(const Tensor& g) {
+#ifdef DDP_WITH_CUDA
+  if (g.device().is_cuda()) return cuda::Sum(g.Detach(), {0}, false);
+#endif
+  const int64_t rows = g.shape()[0], cols = g.shape()[1];
+  Tensor sum = Tensor::Empty({cols}, DType::kFloat32, g.device());
+  float* o = sum.data<float>();
+  Tensor gc = Contiguous(g);
+  const float* p = gc.data<float>();
+  std::fill(o, o + cols, 0.0f);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) o[j] += p[i * cols + j];
+  return sum;
 }
 
 Tensor MatmulNoGrad(const Tensor& a, const Tensor& b) {
@@ -42,10 +100,7 @@ Tensor MatmulNoGrad(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor Matmul(const Tensor& a, const Tensor& b) {
-#ifdef DDP_WITH_CUDA
-  if (a.device().is_cuda() || b.device().is_cuda()) return cuda::Matmul(a, b);
-#endif
-  RequireCpuFloat("Matmul", {&a, &b});
+  RequireFloatOnOneDevice("Matmul", {&a, &b});
   DDP_CHECK(a.dim() == 2 && b.dim() == 2 && a.shape()[1] == b.shape()[0])
       << "Matmul: " << ShapeToString(a.shape()) << " x " << ShapeToString(b.shape());
   Tensor out = MatmulNoGrad(a, b);
@@ -58,10 +113,7 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-#ifdef DDP_WITH_CUDA
-  if (x.device().is_cuda() || w.device().is_cuda()) return cuda::Linear(x, w, b);
-#endif
-  RequireCpuFloat("Linear", {&x, &w, &b});
+  RequireFloatOnOneDevice("Linear", {&x, &w, &b});
   DDP_CHECK(x.dim() == 2 && w.dim() == 2 && x.shape()[1] == w.shape()[1])
       << "Linear: input " << ShapeToString(x.shape()) << " with weight " << ShapeToString(w.shape());
   const int64_t n = x.shape()[0], out_features = w.shape()[0];
@@ -69,9 +121,7 @@ Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   float beta = 0.0f;
   if (b.defined()) {
     DDP_CHECK(b.dim() == 1 && b.shape()[0] == out_features) << "Linear: bias " << ShapeToString(b.shape());
-    const float* pb = Contiguous(b.Detach()).data<float>();
-    float* po = out.data<float>();
-    for (int64_t i = 0; i < n; ++i) std::copy(pb, pb + out_features, po + i * out_features);
+    FillRowsWithBias(out, b);
     beta = 1.0f;
   }
   MatmulInto(x, Transpose(w.Detach(), 0, 1), out, beta);
@@ -81,17 +131,7 @@ Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   return RecordOp(out, "LinearBackward", {&x, &w, &b}, [xd, wd, need_x, need_w, need_b](const Tensor& g) {
     Tensor gx = need_x ? MatmulNoGrad(g, wd) : Tensor();
     Tensor gw = need_w ? MatmulNoGrad(Transpose(g, 0, 1), xd) : Tensor();
-    Tensor gb;
-    if (need_b) {
-      const int64_t rows = g.shape()[0], cols = g.shape()[1];
-      gb = Tensor::Empty({cols}, DType::kFloat32, g.device());
-      float* o = gb.data<float>();
-      Tensor gc = Contiguous(g);
-      const float* p = gc.data<float>();
-      std::fill(o, o + cols, 0.0f);
-      for (int64_t i = 0; i < rows; ++i)
-        for (int64_t j = 0; j < cols; ++j) o[j] += p[i * cols + j];
-    }
+    Tensor gb = need_b ? SumRows(g) : Tensor();
     return std::vector<Tensor>{gx, gw, gb};
   });
 }

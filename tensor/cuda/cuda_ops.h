@@ -35,8 +35,6 @@ Tensor Sum(const Tensor& x);
 Tensor Sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim);
 Tensor Argmax(const Tensor& x, int64_t dim);
 
-Tensor Matmul(const Tensor& a, const Tensor& b);
-Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b);
 Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding);
 Tensor MaxPool2d(const Tensor& x, int64_t kernel, int64_t stride);
 Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,

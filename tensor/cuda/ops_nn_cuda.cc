@@ -1,4 +1,4 @@
-// CUDA matmul/linear (cuBLAS), convolution (im2col + cuBLAS), pooling, batch norm, dropout and losses
+// CUDA convolution (im2col + cuBLAS), pooling, batch norm, dropout and losses
 // (contracts: tensor/ops.h; algorithms mirror the CPU files named in each section).
 #include <algorithm>
 #include <memory>
@@ -10,81 +10,6 @@
 
 namespace ddp {
 namespace cuda {
-namespace {
-
-// ---- GEMM operands (as tensor/ops_matmul.cc) ----
-
-struct GemmOperand {
-  const float* data;
-  bool transposed;
-  int64_t ld;
-  Tensor keep_alive;
-};
-
-GemmOperand AsGemmOperand(const Tensor& x) {
-  const auto& s = x.strides();
-  if (s[1] == 1 && s[0] >= std::max<int64_t>(x.shape()[1], 1)) return {x.data<float>(), false, s[0], x};
-  if (s[0] == 1 && s[1] >= std::max<int64_t>(x.shape()[0], 1)) return {x.data<float>(), true, s[1], x};
-  Tensor c = ContiguousNoGrad(x);
-  return {c.data<float>(), false, std::max<int64_t>(x.shape()[1], 1), c};
-}
-
-// out[m, n] = a[m, k] b[k, n] (+ beta * out).
-void MatmulInto(const Tensor& a, const Tensor& b, const Tensor& out, float beta) {
-  GemmOperand ga = AsGemmOperand(a), gb = AsGemmOperand(b);
-  const int64_t k = a.shape()[1];
-  if (k == 0) {
-    if (beta == 0.0f) ddp::cuda::FillInPlace(out, 0.0f);
-    return;
-  }
-  Gemm(out.device().index, ga.transposed, gb.transposed, a.shape()[0], b.shape()[1], k, 1.0f, ga.data, ga.ld,
-       gb.data, gb.ld, beta, out.data<float>(), std::max<int64_t>(out.shape()[1], 1));
-}
-
-Tensor MatmulNoGrad(const Tensor& a, const Tensor& b) {
-  Tensor out = Tensor::Empty({a.shape()[0], b.shape()[1]}, DType::kFloat32, a.device());
-  MatmulInto(a, b, out, 0.0f);
-  return out;
-}
-
-}  // namespace
-
-Tensor Matmul(const Tensor& a, const Tensor& b) {
-  RequireCudaFloat("Matmul", {&a, &b});
-  DDP_CHECK(a.dim() == 2 && b.dim() == 2 && a.shape()[1] == b.shape()[0])
-      << "Matmul: " << ShapeToString(a.shape()) << " x " << ShapeToString(b.shape());
-  Tensor out = MatmulNoGrad(a, b);
-  Tensor ad = a.Detach(), bd = b.Detach();
-  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-  return RecordOp(out, "MatmulBackward", {&a, &b}, [ad, bd, need_a, need_b](const Tensor& g) {
-    return std::vector<Tensor>{need_a ? MatmulNoGrad(g, Transpose(bd, 0, 1)) : Tensor(),
-                               need_b ? MatmulNoGrad(Transpose(ad, 0, 1), g) : Tensor()};
-  });
-}
-
-Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  RequireCudaFloat("Linear", {&x, &w, &b});
-  DDP_CHECK(x.dim() == 2 && w.dim() == 2 && x.shape()[1] == w.shape()[1])
-      << "Linear: input " << ShapeToString(x.shape()) << " with weight " << ShapeToString(w.shape());
-  const int64_t n = x.shape()[0], out_features = w.shape()[0];
-  Tensor out = Tensor::Empty({n, out_features}, DType::kFloat32, x.device());
-  float beta = 0.0f;
-  if (b.defined()) {
-    DDP_CHECK(b.dim() == 1 && b.shape()[0] == out_features) << "Linear: bias " << ShapeToString(b.shape());
-    BinaryInPlace(out, b.Detach(), kernels::BinaryOp::kAssign);  // every row = bias
-    beta = 1.0f;
-  }
-  MatmulInto(x, Transpose(w.Detach(), 0, 1), out, beta);
-  Tensor xd = x.Detach(), wd = w.Detach();
-  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
-  const bool need_b = b.defined() && b.requires_grad();
-  return RecordOp(out, "LinearBackward", {&x, &w, &b}, [xd, wd, need_x, need_w, need_b](const Tensor& g) {
-    Tensor gx = need_x ? MatmulNoGrad(g, wd) : Tensor();
-    Tensor gw = need_w ? MatmulNoGrad(Transpose(g, 0, 1), xd) : Tensor();
-    Tensor gb = need_b ? cuda::Sum(g.Detach(), {0}, false) : Tensor();
-    return std::vector<Tensor>{gx, gw, gb};
-  });
-}
 
 // ---- Conv2d (Note [Conv2d image groups] in tensor/ops_conv.cc, with a GPU-sized group) ----
 
