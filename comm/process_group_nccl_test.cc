@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
+#include "testing/cuda_test.h"
 #ifdef DDP_WITH_CUDA
 #include "comm/memory_store.h"
 #include "comm/process_group_nccl.h"
@@ -22,23 +23,17 @@ namespace {
 
 #ifndef DDP_WITH_CUDA
 
-TEST(ProcessGroupNcclTest, SkippedWithoutCudaBuild) {
-  std::printf("SKIPPED: built without --config=cuda\n");
-  GTEST_SKIP() << "built without --config=cuda";
-}
+DDP_CUDA_TESTS_NEED_A_CUDA_BUILD(ProcessGroupNcclTest)
 
 #else
 
 const Device kGpu = Device::CUDA(0);
 
-class ProcessGroupNcclTest : public ::testing::Test {
+class ProcessGroupNcclTest : public CudaTest {
  protected:
   void SetUp() override {
-    const absl::Status available = cuda::CudaDeviceAvailable();
-    if (!available.ok()) {
-      std::printf("SKIPPED: %s\n", std::string(available.message()).c_str());
-      GTEST_SKIP() << available.message();
-    }
+    CudaTest::SetUp();
+    if (IsSkipped()) return;
     auto group = ProcessGroupNccl::Create(store_, 0, 1);
     ASSERT_TRUE(group.ok()) << group.status();
     group_ = std::move(*group);

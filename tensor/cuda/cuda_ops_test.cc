@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
+#include "testing/cuda_test.h"
 #ifdef DDP_WITH_CUDA
 #include "nn/adam.h"
 #include "nn/sgd.h"
@@ -20,25 +21,13 @@ namespace {
 
 #ifndef DDP_WITH_CUDA
 
-TEST(CudaOpsTest, SkippedWithoutCudaBuild) {
-  std::printf("SKIPPED: built without --config=cuda\n");
-  GTEST_SKIP() << "built without --config=cuda";
-}
+DDP_CUDA_TESTS_NEED_A_CUDA_BUILD(CudaOpsTest)
 
 #else
 
 const Device kGpu = Device::CUDA(0);
 
-class CudaOpsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const absl::Status available = cuda::CudaDeviceAvailable();
-    if (!available.ok()) {
-      std::printf("SKIPPED: %s\n", std::string(available.message()).c_str());
-      GTEST_SKIP() << available.message();
-    }
-  }
-};
+using CudaOpsTest = CudaTest;
 
 void ExpectClose(const Tensor& cpu, const Tensor& gpu, float tol, const std::string& what) {
   ASSERT_TRUE(cpu.defined() && gpu.defined()) << what;
