@@ -33,7 +33,7 @@ for arg in "$@"; do
     *) echo "bucket_sweep: unknown argument $arg (see the header of bench/bucket_sweep.sh)" >&2; exit 2 ;;
   esac
 done
-DDPRUN="$(runfile ddp/ddprun)"
+DDPRUN="$(runfile launch/ddprun)"
 BENCH="$(runfile bench/train_throughput)"
 mkdir -p "$OUT"
 tag="$MODEL"

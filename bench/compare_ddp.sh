@@ -9,12 +9,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
-bazel build //bench:train_throughput //ddp:ddprun 2>&1 | grep -vE '^[0-9.]+: src/main/tools/linux-sandbox' | tail -1
+bazel build //bench:train_throughput //launch:ddprun 2>&1 | grep -vE '^[0-9.]+: src/main/tools/linux-sandbox' | tail -1
 MODELS=${MODELS:-"mlp cnn"}
 ROUNDS=${ROUNDS:-3}
 out=$(mktemp)
 ours() { bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 "$@"; }
-ours2() { bazel-bin/ddp/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 "$@" | sed 's/^\[rank 0\] //'; }
+ours2() { bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 "$@" | sed 's/^\[rank 0\] //'; }
 theirs() { OMP_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_reference.py --steps="$STEPS" --threads=1 "$@"; }
 for model in $MODELS; do
   # About 4 s of timed steps per run, so that a 3% difference is above the noise (mlp steps are ~2 ms).

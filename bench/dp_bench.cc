@@ -19,7 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "ddp/data_parallel.h"
+#include "dp/data_parallel.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
 #include "tensor/factory.h"

@@ -6,7 +6,7 @@
 // samples_per_s counts every rank's samples; the comm fields are means over the timed DDP iterations.
 //
 //   bazel-bin/bench/train_throughput --model=cnn --batch_size=64 --steps=200 --threads=1
-//   bazel-bin/ddp/ddprun --nproc_per_node=2 bazel-bin/bench/train_throughput --model=mlp
+//   bazel-bin/launch/ddprun --nproc_per_node=2 bazel-bin/bench/train_throughput --model=mlp
 #include <sys/resource.h>
 
 #include <cstdio>

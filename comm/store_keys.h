@@ -1,4 +1,4 @@
-// Store keys shared between the launcher (ddp/launcher.h) and the process groups it starts, so both
+// Store keys shared between the launcher (launch/launcher.h) and the process groups it starts, so both
 // sides agree on them.
 #ifndef DDP_COMM_STORE_KEYS_H_
 #define DDP_COMM_STORE_KEYS_H_

@@ -1,6 +1,6 @@
 #include "ddp/desync_check.h"
 
-#include "ddp/fnv1a.h"
+#include "checkpoint/fnv1a.h"
 
 #include <set>
 #include <utility>

@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "comm/process_group.h"
-#include "ddp/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 namespace ddp {
 

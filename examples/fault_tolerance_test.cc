@@ -27,7 +27,7 @@ constexpr int64_t kTrainSize = 60000;  // Fashion-MNIST's training set
 
 std::vector<std::string> Train(const std::vector<std::string>& launcher_flags,
                                const std::vector<std::string>& train_flags) {
-  std::vector<std::string> argv = {Runfile("ddp/ddprun"), "--master_port=0"};
+  std::vector<std::string> argv = {Runfile("launch/ddprun"), "--master_port=0"};
   argv.insert(argv.end(), launcher_flags.begin(), launcher_flags.end());
   argv.push_back(Runfile("examples/train"));
   argv.insert(argv.end(), train_flags.begin(), train_flags.end());

@@ -7,7 +7,7 @@
 //   if rank == 0: torch.save(model.state_dict()); dist.barrier()
 //   accuracy: all_reduce(correct), all_reduce(count)
 //
-// Run: bazel-bin/ddp/ddprun --nproc_per_node=2 bazel-bin/examples/minimal_ddp
+// Run: bazel-bin/launch/ddprun --nproc_per_node=2 bazel-bin/examples/minimal_ddp
 #include <cstdio>
 #include <numeric>
 

@@ -2,8 +2,8 @@
 // torchrun-style variables with WORLD_SIZE > 1), with DistributedDataParallel.
 //
 //   bazel-bin/examples/train --model=cnn --epochs=5
-//   bazel-bin/ddp/ddprun --nproc_per_node=2 bazel-bin/examples/train --model=cnn
-//   bazel-bin/ddp/ddprun --nproc_per_node=3 bazel-bin/examples/train --eval_only --init_from=w.safetensors
+//   bazel-bin/launch/ddprun --nproc_per_node=2 bazel-bin/examples/train --model=cnn
+//   bazel-bin/launch/ddprun --nproc_per_node=3 bazel-bin/examples/train --eval_only --init_from=w.safetensors
 //
 // Flags and defaults: examples/trainer.h (TrainConfig) and README.md.
 #include <csignal>

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "ddp/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "ddp/desync_check.h"
 #include "ddp/rank_zero.h"
 #include "examples/graceful_stop.h"

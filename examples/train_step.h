@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "data/data_loader.h"
 #include "data/sampler.h"
-#include "ddp/data_parallel.h"
+#include "dp/data_parallel.h"
 #include "ddp/distributed_data_parallel.h"
 #include "examples/fault_injection.h"
 #include "examples/sample_log.h"

@@ -51,7 +51,7 @@ struct TrainConfig {
   std::string trace_out;             // Chrome trace JSON of every rank ("" = none)
   bool sync_bn = false;              // convert BatchNorm2d to SyncBatchNorm2d under DDP
 
-  // Checkpoints (ddp/checkpoint.h): rank 0 writes, every rank resumes.
+  // Checkpoints (checkpoint/checkpoint.h): rank 0 writes, every rank resumes.
   std::string checkpoint_dir;        // where checkpoints go ("" = none)
   int64_t checkpoint_every = 0;      // save after every N optimizer steps (0 = never)
   int keep_checkpoints = 0;          // keep only the newest N step-* checkpoints (0 = keep all)

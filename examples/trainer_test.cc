@@ -116,7 +116,7 @@ TEST(TrainerTest, EvalOnlyGivesTheSameAccuracyUnderAnyWorldSize) {
   EXPECT_NE(output.find("over 10000 samples on 1 rank(s)"), std::string::npos) << output;
   for (int world : {2, 3}) {
     output.clear();
-    ASSERT_EQ(RunShell(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=", world, " --master_port=0 ",
+    ASSERT_EQ(RunShell(absl::StrCat(Runfile("launch/ddprun"), " --nproc_per_node=", world, " --master_port=0 ",
                                       Runfile("examples/train"), eval),
                          &output),
               0)
@@ -167,7 +167,7 @@ TEST(TrainerTest, DdpDumpGradsEqualOneProcessOnTheJointBatch) {
   std::string output;
   ASSERT_EQ(RunShell(Runfile("examples/train") + kOneStep + " --batch_size=128 --dump_grads=" + single, &output), 0)
       << output;
-  ASSERT_EQ(RunShell(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 ",
+  ASSERT_EQ(RunShell(absl::StrCat(Runfile("launch/ddprun"), " --nproc_per_node=2 --master_port=0 ",
                                     Runfile("examples/train"), kOneStep, " --batch_size=64 --dump_grads=", ddp),
                        &output),
             0)
@@ -218,7 +218,7 @@ TEST(TrainerTest, ResumeContinuesBitForBit) {
   std::string diff;
   EXPECT_EQ(RunShell("cmp " + whole + " " + resumed, &diff), 0) << diff;
   output.clear();
-  ASSERT_EQ(RunShell(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 ",
+  ASSERT_EQ(RunShell(absl::StrCat(Runfile("launch/ddprun"), " --nproc_per_node=2 --master_port=0 ",
                                     Runfile("examples/train"), common, " --resume --checkpoint_dir=", dir),
                        &output), 0) << output;
   EXPECT_NE(output.find("[rank 0] resuming from"), std::string::npos) << output;
@@ -236,12 +236,12 @@ TEST(TrainerTest, KilledWorkerRestartsAndResumesBitForBit) {
       " --model=mlp --lr_schedule=constant --epochs=1 --batch_size=128 --max_steps=120 --checkpoint_every=40";
   const std::string undisturbed = TempPath("undisturbed.safetensors"), restarted = TempPath("restarted.safetensors");
   std::string output;
-  ASSERT_EQ(RunShell(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 ",
+  ASSERT_EQ(RunShell(absl::StrCat(Runfile("launch/ddprun"), " --nproc_per_node=2 --master_port=0 ",
                                     Runfile("examples/train"), common, " --check_sync_every=30 --checkpoint_dir=",
                                     TempPath("ck_undisturbed"), " --save=", undisturbed),
                        &output), 0) << output;
   output.clear();
-  ASSERT_EQ(RunShell(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 --max_restarts=1 ",
+  ASSERT_EQ(RunShell(absl::StrCat(Runfile("launch/ddprun"), " --nproc_per_node=2 --master_port=0 --max_restarts=1 ",
                                     Runfile("examples/train"), common, " --resume --fault_inject_step=70",
                                     " --checkpoint_dir=", TempPath("ck_restarted"), " --save=", restarted),
                        &output), 0) << output;
@@ -257,7 +257,7 @@ TEST(TrainerTest, KilledWorkerRestartsAndResumesBitForBit) {
 // rank 0's error, instead of leaving the others waiting at a barrier.
 TEST(TrainerTest, RankZeroSaveErrorReachesEveryRank) {
   std::string output;
-  EXPECT_EQ(RunShell(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 ",
+  EXPECT_EQ(RunShell(absl::StrCat(Runfile("launch/ddprun"), " --nproc_per_node=2 --master_port=0 ",
                                     Runfile("examples/train"),
                                     " --model=mlp --max_steps=3 --save=/nonexistent_dir/weights.safetensors"),
                        &output),
@@ -267,7 +267,7 @@ TEST(TrainerTest, RankZeroSaveErrorReachesEveryRank) {
   EXPECT_NE(output.find("[rank 1] train: INTERNAL: rank 0: cannot create /nonexistent_dir"), std::string::npos) << output;
   // The per-epoch report (progress line and --metrics_out) is rank-0-only work too.
   output.clear();
-  EXPECT_EQ(RunShell(absl::StrCat(Runfile("ddp/ddprun"), " --nproc_per_node=2 --master_port=0 ",
+  EXPECT_EQ(RunShell(absl::StrCat(Runfile("launch/ddprun"), " --nproc_per_node=2 --master_port=0 ",
                                   Runfile("examples/train"),
                                   " --model=mlp --max_steps=3 --metrics_out=/nonexistent_dir/metrics.jsonl"),
                      &output),

@@ -10,7 +10,7 @@
 
 namespace ddp {
 
-// The path of a data dependency (e.g. "ddp/ddprun") under Bazel's runfiles tree; `path` itself outside
+// The path of a data dependency (e.g. "launch/ddprun") under Bazel's runfiles tree; `path` itself outside
 // Bazel (run from the runfiles root).
 std::string Runfile(const std::string& path);
 

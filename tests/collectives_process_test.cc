@@ -31,7 +31,7 @@ using RunResult = ProcessResult;
 // when it runs longer than `timeout`.
 RunResult RunDdprun(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
                     absl::Duration timeout = absl::Seconds(60)) {
-  std::vector<std::string> argv = {Runfile("ddp/ddprun")};
+  std::vector<std::string> argv = {Runfile("launch/ddprun")};
   argv.insert(argv.end(), args.begin(), args.end());
   RunOptions options;
   options.env = env;

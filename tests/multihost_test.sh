@@ -25,7 +25,7 @@ runfile() {
 [[ "$EUID" == 0 ]] || skip "needs root to create network namespaces"
 command -v ip >/dev/null 2>&1 || skip "the ip command (iproute2) is missing"
 
-DDPRUN="$(runfile ddp/ddprun)"
+DDPRUN="$(runfile launch/ddprun)"
 WORKER="$(runfile tests/collective_worker)"
 [[ -x "$DDPRUN" && -x "$WORKER" ]] || { echo "FAIL: missing $DDPRUN or $WORKER"; exit 1; }
 

@@ -17,7 +17,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUNDLE="${ROOT}/gpu_bundle"
-TESTS=(tensor/cuda/cuda_ops_test comm/process_group_nccl_test)
+TESTS=(tensor/cuda/cuda_ops_test comm/process_group_nccl_test nn/optimizer_cuda_test tests/nccl_ddp_test)
 BENCH=bench/gpu_bench
 TRAIN=examples/train
 DATA=/usr/share/datasets/fashion-mnist
@@ -87,7 +87,7 @@ run() {
   export LD_LIBRARY_PATH="${libs}/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
   nvidia-smi > "${out}/nvidia-smi.txt" 2>&1 || true
   local failed=0
-  for bin in cuda_ops_test process_group_nccl_test; do
+  for bin in "${TESTS[@]##*/}"; do
     if "${bundle}/bin/${bin}" --gtest_output="xml:${out}/${bin}.xml" > "${out}/${bin}.log" 2>&1; then
       echo "${bin}: PASSED" | tee -a "${out}/summary.txt"
     else

@@ -16,7 +16,7 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "== --config=cuda: build everything, run the CUDA tests"
   bazel build --config=cuda //... 2>&1 | tail -3
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-  bazel test --config=cuda //tensor/cuda:cuda_ops_test //comm:process_group_nccl_test 2>&1 | tee -a "$log" |
+  bazel test --config=cuda //tensor/cuda:cuda_ops_test //comm:process_group_nccl_test //nn:optimizer_cuda_test //tests:nccl_ddp_test 2>&1 | tee -a "$log" |
     grep -E 'PASSED|FAILED|SKIPPED|ERROR'
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 else

@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
-bazel build //examples:train //ddp:ddprun 2>&1 | grep -vE '^[0-9.]+: src/main/tools/linux-sandbox' | tail -2
-exec bazel-bin/ddp/ddprun --nproc_per_node=2 bazel-bin/examples/train --model=cnn --backend=gloo --lr=0.02 "$@"
+bazel build //examples:train //launch:ddprun 2>&1 | grep -vE '^[0-9.]+: src/main/tools/linux-sandbox' | tail -2
+exec bazel-bin/launch/ddprun --nproc_per_node=2 bazel-bin/examples/train --model=cnn --backend=gloo --lr=0.02 "$@"

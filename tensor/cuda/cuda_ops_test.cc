@@ -9,8 +9,6 @@
 #include "tensor/ops.h"
 #include "testing/cuda_test.h"
 #ifdef DDP_WITH_CUDA
-#include "nn/adam.h"
-#include "nn/sgd.h"
 #include "tensor/cuda/allocator.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_ops.h"
@@ -187,34 +185,6 @@ TEST_F(CudaOpsTest, DropoutKeepsExpectedFraction) {
     kept += e != 0.0f;
   }
   EXPECT_NEAR(static_cast<double>(kept) / v.size(), 0.75, 0.01);
-}
-
-TEST_F(CudaOpsTest, OptimizerStepsMatchCpu) {
-  for (bool adam : {false, true}) {
-    Tensor pc = Rand({37}, 1), gc = Rand({37}, 2);
-    Tensor pg = ToDevice(pc, kGpu);
-    pc.set_requires_grad(true);
-    pg.set_requires_grad(true);
-    pc.set_grad(Clone(gc));
-    pg.set_grad(ToDevice(gc, kGpu));
-    std::unique_ptr<Optimizer> oc, og;
-    if (adam) {
-      oc = std::make_unique<Adam>(std::vector<Tensor>{pc}, AdamOptions{});
-      og = std::make_unique<Adam>(std::vector<Tensor>{pg}, AdamOptions{});
-    } else {
-      SgdOptions o;
-      o.lr = 0.1f;
-      o.momentum = 0.9f;
-      o.weight_decay = 1e-4f;
-      oc = std::make_unique<Sgd>(std::vector<Tensor>{pc}, o);
-      og = std::make_unique<Sgd>(std::vector<Tensor>{pg}, o);
-    }
-    for (int step = 0; step < 3; ++step) {
-      oc->Step();
-      og->Step();
-    }
-    ExpectClose(pc, pg, 1e-5f, adam ? "Adam" : "SGD");
-  }
 }
 
 TEST_F(CudaOpsTest, CachingAllocatorReusesBlocks) {

@@ -1,0 +1,464 @@
+#include "checkpoint/checkpoint.h"
+
+#include "checkpoint/fnv1a.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "nn/safetensors.h"
+#include "tensor/check.h"
+#include "tensor/dtype.h"
+
+// Note [Checkpoint atomicity]
+// A reader must never see a half-written checkpoint, and a failed write must not damage the last good
+// one. So a save never writes inside an existing checkpoint: it fills dir/.tmp-step-<N>, fsyncs each
+// file and then the directory (so the names are durable), renames the directory to dir/step-<N> (a
+// single atomic rename on POSIX file systems) and fsyncs `dir`. Only then is dir/latest replaced, by
+// writing dir/latest.tmp, fsyncing it and renaming it over dir/latest. A crash at any point leaves
+// dir/latest naming a complete checkpoint (or absent); a leftover .tmp-step-<N> is removed by the next
+// save of that step. The manifest is the last file written and carries a checksum of every file and
+// every tensor, so a reader also detects damage that happened after the save (bit rot, truncation by a
+// full disk, a copy interrupted by hand) and can name the tensor that was hit.
+
+namespace ddp {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+constexpr char kFormat[] = "ddp-checkpoint-1";
+constexpr char kModelFile[] = "model.safetensors";
+constexpr char kOptimizerFile[] = "optimizer.safetensors";
+constexpr char kManifestFile[] = "manifest.json";
+constexpr char kLatestFile[] = "latest";
+constexpr char kStepPrefix[] = "step-";
+
+uint64_t Fnv1a64(absl::string_view bytes) { return ddp::Fnv1a64(bytes.data(), bytes.size()); }
+
+std::string Hex(uint64_t value) { return absl::StrFormat("%016x", value); }
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+// An I/O error naming the operation and path, with a code that says what kind of failure it was.
+absl::Status IoError(const std::string& what, const std::string& path, int error) {
+  const std::string message =
+      absl::StrCat("checkpoint: cannot ", what, " ", path, ": ", std::strerror(error));
+  switch (error) {
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return absl::PermissionDeniedError(message);
+    case ENOSPC:
+    case EDQUOT:
+      return absl::ResourceExhaustedError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+absl::Status DataLoss(const std::string& file, const std::string& message) {
+  return absl::DataLossError(absl::StrCat("checkpoint file ", file, ": ", message));
+}
+
+absl::Status FsyncDirectory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return IoError("open directory", dir, errno);
+  const int rc = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  return rc == 0 ? absl::OkStatus() : IoError("fsync directory", dir, error);
+}
+
+// Writes `bytes` to `path` (created or truncated) and fsyncs it.
+absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError("create", path, errno);
+  absl::Status status;
+  size_t done = 0;
+  while (status.ok() && done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) status = IoError("write", path, n < 0 ? errno : ENOSPC);
+    if (n > 0) done += static_cast<size_t>(n);
+  }
+  if (status.ok() && ::fsync(fd) != 0) status = IoError("fsync", path, errno);
+  if (::close(fd) != 0 && status.ok()) status = IoError("close", path, errno);
+  return status;
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    if (error == ENOENT) return absl::NotFoundError(absl::StrCat("checkpoint file ", path, " is missing"));
+    return IoError("open", path, error);
+  }
+  std::string out;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      return IoError("read", path, error);
+    }
+    if (n == 0) break;
+    out.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------ manifest
+
+// Per-tensor entries {name: {dtype, shape, fnv1a64}} of a parsed safetensors image.
+Json TensorEntries(const NamedTensors& tensors) {
+  Json entries = Json::object();
+  for (const auto& [name, tensor] : tensors) {
+    const absl::string_view data(static_cast<const char*>(tensor.raw_data()), tensor.nbytes());
+    entries[name] = {
+        {"dtype", DTypeName(tensor.dtype())}, {"shape", tensor.shape()}, {"fnv1a64", Hex(Fnv1a64(data))}};
+  }
+  return entries;
+}
+
+absl::StatusOr<Json> FileEntry(const std::string& name, const std::string& bytes) {
+  absl::StatusOr<SafetensorsContents> parsed = ParseSafetensors(bytes, name);
+  if (!parsed.ok())
+    return absl::InternalError(
+        absl::StrCat("checkpoint: re-reading ", name, ": ", parsed.status().message()));
+  return Json{
+      {"size", bytes.size()}, {"fnv1a64", Hex(Fnv1a64(bytes))}, {"tensors", TensorEntries(parsed->tensors)}};
+}
+
+absl::StatusOr<std::string> BuildManifest(const Checkpoint& checkpoint, const std::string& model_bytes,
+                                          const std::string& optimizer_bytes) {
+  Json body = Json::object();
+  body["format"] = kFormat;
+  body["step"] = checkpoint.step;
+  body["epoch"] = checkpoint.epoch;
+  body["sampler"] = checkpoint.sampler.ToText();
+  body["rng_state"] = checkpoint.rng_state;
+  body["ddp_bucket_order"] = checkpoint.ddp_bucket_order;
+  body["optimizer_step_count"] = checkpoint.optimizer.step_count;
+  DDP_ASSIGN_OR_RETURN(Json model_entry, FileEntry(kModelFile, model_bytes));
+  DDP_ASSIGN_OR_RETURN(Json optimizer_entry, FileEntry(kOptimizerFile, optimizer_bytes));
+  body["files"] = {{kModelFile, model_entry}, {kOptimizerFile, optimizer_entry}};
+  const Json manifest = {{"body", body}, {"fnv1a64", Hex(Fnv1a64(body.dump()))}};
+  return manifest.dump(1) + "\n";
+}
+
+// A parsed, self-consistent manifest.
+struct Manifest {
+  Json body;
+};
+
+absl::StatusOr<Manifest> ParseManifest(const std::string& path, const std::string& text) {
+  const Json manifest = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (manifest.is_discarded() || !manifest.is_object()) return DataLoss(path, "not a JSON object (corrupt)");
+  const auto body = manifest.find("body");
+  const auto sum = manifest.find("fnv1a64");
+  if (body == manifest.end() || !body->is_object() || sum == manifest.end() || !sum->is_string()) {
+    return DataLoss(path, "missing \"body\" or \"fnv1a64\" (corrupt)");
+  }
+  if (sum->get<std::string>() != Hex(Fnv1a64(body->dump()))) {
+    return DataLoss(path, "the manifest's own checksum does not match its contents (corrupt)");
+  }
+  const auto format = body->find("format");
+  if (format == body->end() || !format->is_string() || format->get<std::string>() != kFormat) {
+    return DataLoss(path, absl::StrCat("unknown format (expected \"", kFormat, "\")"));
+  }
+  return Manifest{*body};
+}
+
+// body[key] as an integer / string, or an error naming the key.
+absl::Status GetInt(const std::string& path, const Json& j, const char* key, int64_t* out) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer())
+    return DataLoss(path, absl::StrCat("\"", key, "\" missing or not an integer"));
+  *out = it->get<int64_t>();
+  return absl::OkStatus();
+}
+absl::Status GetString(const std::string& path, const Json& j, const char* key, std::string* out) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_string())
+    return DataLoss(path, absl::StrCat("\"", key, "\" missing or not a string"));
+  *out = it->get<std::string>();
+  return absl::OkStatus();
+}
+
+// ------------------------------------------------------------------------------------- data files
+
+// The first tensor whose entry in `actual` differs from `expected` (missing, extra, dtype, shape or
+// checksum), described for an error message; empty when they agree.
+std::string FirstTensorDifference(const Json& expected, const Json& actual) {
+  for (auto it = expected.begin(); it != expected.end(); ++it) {
+    const auto found = actual.find(it.key());
+    if (found == actual.end()) return absl::StrCat("tensor \"", it.key(), "\" is missing");
+    for (const char* field : {"dtype", "shape", "fnv1a64"}) {
+      if (found->value(field, Json()) != it.value().value(field, Json())) {
+        return absl::StrCat("tensor \"", it.key(), "\": ", field, " is ", found->value(field, Json()).dump(),
+                            ", the manifest says ", it.value().value(field, Json()).dump());
+      }
+    }
+  }
+  for (auto it = actual.begin(); it != actual.end(); ++it) {
+    if (expected.find(it.key()) == expected.end())
+      return absl::StrCat("unexpected tensor \"", it.key(), "\"");
+  }
+  return "";
+}
+
+// Reads dir/name and checks it against its manifest entry; returns its tensors.
+absl::StatusOr<SafetensorsContents> ReadVerifiedFile(const std::string& dir, const std::string& name,
+                                                     const Manifest& manifest,
+                                                     const std::string& manifest_path) {
+  const std::string path = JoinPath(dir, name);
+  const Json& files = manifest.body.value("files", Json::object());
+  const auto entry = files.find(name);
+  if (entry == files.end() || !entry->is_object())
+    return DataLoss(manifest_path, absl::StrCat("no entry for ", name));
+  int64_t size = 0;
+  std::string checksum;
+  DDP_RETURN_IF_ERROR(GetInt(manifest_path, *entry, "size", &size));
+  DDP_RETURN_IF_ERROR(GetString(manifest_path, *entry, "fnv1a64", &checksum));
+  const Json expected_tensors = entry->value("tensors", Json::object());
+
+  absl::StatusOr<std::string> bytes = ReadWholeFile(path);
+  if (absl::IsNotFound(bytes.status())) return DataLoss(path, "missing");
+  if (!bytes.ok()) return bytes.status();
+  absl::StatusOr<SafetensorsContents> parsed = ParseSafetensors(*bytes, path);
+  std::string problem;
+  if (static_cast<int64_t>(bytes->size()) != size) {
+    problem = absl::StrCat("truncated or extended: ", bytes->size(), " bytes, the manifest says ", size);
+  } else if (Hex(Fnv1a64(*bytes)) != checksum) {
+    problem = "checksum mismatch (corrupt)";
+  }
+  if (!parsed.ok()) {
+    // ParseSafetensors names the file and, where it can, the tensor.
+    return absl::DataLossError(
+        absl::StrCat(problem.empty() ? "" : absl::StrCat("checkpoint file ", path, ": ", problem, "; "),
+                     parsed.status().message()));
+  }
+  const std::string difference = FirstTensorDifference(expected_tensors, TensorEntries(parsed->tensors));
+  if (!difference.empty()) {
+    return DataLoss(path, problem.empty() ? difference : absl::StrCat(problem, "; ", difference));
+  }
+  if (!problem.empty()) return DataLoss(path, absl::StrCat(problem, " in the header"));
+  return std::move(*parsed);
+}
+
+// -------------------------------------------------------------------------------------------- saving
+
+// Writes the three files into `tmp` (a new directory) and makes them durable.
+absl::Status WriteCheckpointDirectory(const std::string& tmp, const std::string& model_bytes,
+                                      const std::string& optimizer_bytes, const std::string& manifest) {
+  if (::mkdir(tmp.c_str(), 0755) != 0) return IoError("create directory", tmp, errno);
+  DDP_RETURN_IF_ERROR(WriteFileDurably(JoinPath(tmp, kModelFile), model_bytes));
+  DDP_RETURN_IF_ERROR(WriteFileDurably(JoinPath(tmp, kOptimizerFile), optimizer_bytes));
+  DDP_RETURN_IF_ERROR(WriteFileDurably(JoinPath(tmp, kManifestFile), manifest));  // last: marks completion
+  return FsyncDirectory(tmp);
+}
+
+// Renames `tmp` to `final_path`, replacing an existing checkpoint directory there only once `tmp` is in
+// place (the old one is moved aside first and restored if the rename fails).
+absl::Status Publish(const std::string& dir, const std::string& tmp, const std::string& final_path,
+                     const std::string& name) {
+  std::error_code ec;
+  const std::string aside = JoinPath(dir, ".old-" + name);
+  const bool replacing = fs::is_directory(final_path, ec);
+  if (replacing) {
+    fs::remove_all(aside, ec);
+    if (std::rename(final_path.c_str(), aside.c_str()) != 0) return IoError("move aside", final_path, errno);
+  }
+  if (std::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    const absl::Status status = IoError(absl::StrCat("rename ", tmp, " to"), final_path, errno);
+    if (replacing) std::rename(aside.c_str(), final_path.c_str());
+    return status;
+  }
+  if (replacing) fs::remove_all(aside, ec);
+  return FsyncDirectory(dir);
+}
+
+absl::Status WriteLatest(const std::string& dir, const std::string& name) {
+  const std::string latest = JoinPath(dir, kLatestFile);
+  const std::string tmp = latest + ".tmp";
+  absl::Status status = WriteFileDurably(tmp, name + "\n");
+  if (status.ok() && std::rename(tmp.c_str(), latest.c_str()) != 0) {
+    status = IoError(absl::StrCat("rename ", tmp, " to"), latest, errno);
+  }
+  if (!status.ok()) {
+    ::unlink(tmp.c_str());
+    return status;
+  }
+  return FsyncDirectory(dir);
+}
+
+// The step of a "step-<N>" directory name, or -1.
+int64_t StepOfName(absl::string_view name) {
+  int64_t step = -1;
+  if (!absl::ConsumePrefix(&name, kStepPrefix) || name.empty() || !absl::SimpleAtoi(name, &step)) return -1;
+  return step;
+}
+
+// Deletes all but the newest `keep_last` step-* directories, never `current`. Best effort.
+void Prune(const std::string& dir, int keep_last, const std::string& current) {
+  std::error_code ec;
+  std::vector<std::pair<int64_t, std::string>> steps;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const int64_t step = StepOfName(name);
+    if (step >= 0 && entry.is_directory(ec)) steps.emplace_back(step, name);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  for (size_t i = static_cast<size_t>(keep_last); i < steps.size(); ++i) {
+    if (steps[i].second != current) fs::remove_all(JoinPath(dir, steps[i].second), ec);
+  }
+}
+
+absl::Status Prefixed(const absl::Status& status, const std::string& prefix) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+}
+
+}  // namespace
+
+Checkpoint CaptureCheckpoint(const Module& module, const Optimizer* optimizer, const SamplerState& sampler,
+                             const Generator* generator, int64_t step, int64_t epoch) {
+  Checkpoint checkpoint;
+  checkpoint.model = module.StateDict();
+  if (optimizer != nullptr) checkpoint.optimizer = optimizer->StateDict();
+  checkpoint.sampler = sampler;
+  if (generator != nullptr) checkpoint.rng_state = generator->SaveState();
+  checkpoint.step = step;
+  checkpoint.epoch = epoch;
+  return checkpoint;
+}
+
+absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& checkpoint,
+                            const SaveCheckpointOptions& options) {
+  if (checkpoint.step < 0)
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint: negative step ", checkpoint.step));
+  absl::StatusOr<std::string> model_bytes = SerializeSafetensors(checkpoint.model);
+  if (!model_bytes.ok()) return Prefixed(model_bytes.status(), "checkpoint: model: ");
+  absl::StatusOr<std::string> optimizer_bytes = SerializeSafetensors(checkpoint.optimizer.tensors);
+  if (!optimizer_bytes.ok()) return Prefixed(optimizer_bytes.status(), "checkpoint: optimizer: ");
+  DDP_ASSIGN_OR_RETURN(const std::string manifest, BuildManifest(checkpoint, *model_bytes, *optimizer_bytes));
+
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return IoError("create checkpoint directory", dir, ec.value());
+  const std::string name = absl::StrCat(kStepPrefix, checkpoint.step);
+  const std::string tmp = JoinPath(dir, ".tmp-" + name);
+  fs::remove_all(tmp, ec);  // a leftover of an interrupted save
+  absl::Status status = WriteCheckpointDirectory(tmp, *model_bytes, *optimizer_bytes, manifest);
+  if (status.ok()) status = Publish(dir, tmp, JoinPath(dir, name), name);
+  if (!status.ok()) {
+    fs::remove_all(tmp, ec);
+    return status;
+  }
+  DDP_RETURN_IF_ERROR(WriteLatest(dir, name));
+  if (options.keep_last > 0) Prune(dir, options.keep_last, name);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
+  const std::string manifest_path = JoinPath(path, kManifestFile);
+  absl::StatusOr<std::string> text = ReadWholeFile(manifest_path);
+  if (absl::IsNotFound(text.status())) return DataLoss(manifest_path, "missing (incomplete checkpoint?)");
+  if (!text.ok()) return text.status();
+  DDP_ASSIGN_OR_RETURN(const Manifest manifest, ParseManifest(manifest_path, *text));
+
+  Checkpoint checkpoint;
+  checkpoint.source = path;
+  std::string sampler_text;
+  DDP_RETURN_IF_ERROR(GetInt(manifest_path, manifest.body, "step", &checkpoint.step));
+  DDP_RETURN_IF_ERROR(GetInt(manifest_path, manifest.body, "epoch", &checkpoint.epoch));
+  DDP_RETURN_IF_ERROR(
+      GetInt(manifest_path, manifest.body, "optimizer_step_count", &checkpoint.optimizer.step_count));
+  DDP_RETURN_IF_ERROR(GetString(manifest_path, manifest.body, "rng_state", &checkpoint.rng_state));
+  if (manifest.body.contains("ddp_bucket_order")) {  // absent in checkpoints of earlier versions
+    DDP_RETURN_IF_ERROR(GetString(manifest_path, manifest.body, "ddp_bucket_order", &checkpoint.ddp_bucket_order));
+  }
+  DDP_RETURN_IF_ERROR(GetString(manifest_path, manifest.body, "sampler", &sampler_text));
+  absl::StatusOr<SamplerState> sampler = SamplerState::FromText(sampler_text);
+  if (!sampler.ok()) return DataLoss(manifest_path, std::string(sampler.status().message()));
+  checkpoint.sampler = *sampler;
+
+  DDP_ASSIGN_OR_RETURN(SafetensorsContents model,
+                       ReadVerifiedFile(path, kModelFile, manifest, manifest_path));
+  DDP_ASSIGN_OR_RETURN(SafetensorsContents optimizer,
+                       ReadVerifiedFile(path, kOptimizerFile, manifest, manifest_path));
+  checkpoint.model = std::move(model.tensors);
+  checkpoint.optimizer.tensors = std::move(optimizer.tensors);
+  return checkpoint;
+}
+
+absl::StatusOr<std::string> LatestCheckpointPath(const std::string& dir) {
+  const std::string latest = JoinPath(dir, kLatestFile);
+  absl::StatusOr<std::string> text = ReadWholeFile(latest);
+  if (absl::IsNotFound(text.status())) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint in ", dir, " (", latest, " does not exist)"));
+  }
+  if (!text.ok()) return text.status();
+  const std::string name(absl::StripAsciiWhitespace(*text));
+  if (StepOfName(name) < 0)
+    return DataLoss(latest, absl::StrCat("does not name a step-<N> directory: \"", name, "\""));
+  return JoinPath(dir, name);
+}
+
+absl::StatusOr<Checkpoint> LoadLatestCheckpoint(const std::string& dir) {
+  DDP_ASSIGN_OR_RETURN(const std::string path, LatestCheckpointPath(dir));
+  return LoadCheckpoint(path);
+}
+
+absl::Status ApplyCheckpoint(const Checkpoint& checkpoint, const CheckpointTargets& targets) {
+  const std::string source = checkpoint.source.empty() ? "<checkpoint>" : checkpoint.source;
+  // Validate what cannot be checked without changing state on copies first, so an error changes nothing.
+  Generator generator;
+  if (targets.generator != nullptr) {
+    generator = *targets.generator;
+    if (checkpoint.rng_state.empty()) return DataLoss(JoinPath(source, kManifestFile), "holds no RNG state");
+    DDP_RETURN_IF_ERROR(
+        Prefixed(generator.LoadState(checkpoint.rng_state),
+                 absl::StrCat("checkpoint file ", JoinPath(source, kManifestFile), ": rng_state: ")));
+  }
+  OptimizerState previous;
+  if (targets.optimizer != nullptr) {
+    previous = targets.optimizer->StateDict();
+    DDP_RETURN_IF_ERROR(Prefixed(targets.optimizer->LoadStateDict(checkpoint.optimizer),
+                                 absl::StrCat("checkpoint file ", JoinPath(source, kOptimizerFile), ": ")));
+  }
+  if (targets.module != nullptr) {
+    const absl::Status status = targets.module->LoadStateDict(checkpoint.model, /*strict=*/true);
+    if (!status.ok()) {
+      if (targets.optimizer != nullptr) DDP_CHECK(targets.optimizer->LoadStateDict(previous).ok());
+      return Prefixed(status, absl::StrCat("checkpoint file ", JoinPath(source, kModelFile), ": "));
+    }
+  }
+  if (targets.generator != nullptr) *targets.generator = generator;
+  return absl::OkStatus();
+}
+
+}  // namespace ddp

@@ -1,0 +1,459 @@
+#include "checkpoint/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "nn/adam.h"
+#include "nn/layers.h"
+#include "nn/models.h"
+#include "nn/sgd.h"
+#include "tensor/factory.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// A fresh, empty directory for one test.
+std::string FreshDir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/checkpoint_test_" + name;
+  fs::remove_all(dir);
+  return dir;
+}
+
+std::string Bytes(const Tensor& t) { return std::string(static_cast<const char*>(t.raw_data()), t.nbytes()); }
+
+// cnn_bn has float and int64 buffers; mlp is cheaper for the corruption tests.
+std::shared_ptr<Module> Model(uint64_t seed, const std::string& name = "cnn_bn") {
+  Generator g(seed);
+  auto model = MakeModel(name, g);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return *model;
+}
+
+// One training step on a fixed batch (gives the optimizer momentum buffers / Adam moments).
+void TrainStep(Module& model, Optimizer& optimizer, uint64_t seed) {
+  Generator g(seed);
+  Tensor x = Normal({4, 1, 28, 28}, 0.0f, 1.0f, g);
+  Tensor y = FromVector(std::vector<int64_t>{1, 3, 5, 7}, {4});
+  optimizer.ZeroGrad();
+  CrossEntropy(model.Forward(x), y).Backward();
+  optimizer.Step();
+}
+
+void ExpectSameTensors(const NamedTensors& a, const NamedTensors& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(a[i].second.shape(), b[i].second.shape()) << a[i].first;
+    EXPECT_EQ(a[i].second.dtype(), b[i].second.dtype()) << a[i].first;
+    EXPECT_EQ(Bytes(a[i].second), Bytes(b[i].second)) << a[i].first;
+  }
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+void WriteAll(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+// A saved checkpoint of a trained cnn_bn with SGD momentum, for the corruption tests.
+struct Saved {
+  std::string dir;
+  std::string path;  // dir/step-7
+  Checkpoint checkpoint;
+};
+Saved SaveTrained(const std::string& name) {
+  Saved saved;
+  saved.dir = FreshDir(name);
+  auto model = Model(1, "mlp");
+  SgdOptions options;
+  options.momentum = 0.9f;
+  Sgd sgd(model->Parameters(), options);
+  TrainStep(*model, sgd, 2);
+  Generator g(3);
+  saved.checkpoint = CaptureCheckpoint(*model, &sgd, SamplerState{5, 1, 64}, &g, 7, 1);
+  EXPECT_TRUE(SaveCheckpoint(saved.dir, saved.checkpoint).ok());
+  saved.path = saved.dir + "/step-7";
+  return saved;
+}
+
+TEST(CheckpointTest, RoundTripIsBitExactAndResumesExactly) {
+  const std::string dir = FreshDir("round_trip");
+  auto model = Model(1);
+  SgdOptions options;
+  options.lr = 0.05f;
+  options.momentum = 0.9f;
+  Sgd sgd(model->Parameters(), options);
+  TrainStep(*model, sgd, 10);
+  TrainStep(*model, sgd, 11);
+  Generator rng(42);
+  rng.Next();
+  const SamplerState sampler{9, 3, 1280};
+  Checkpoint checkpoint = CaptureCheckpoint(*model, &sgd, sampler, &rng, 2, 3);
+  checkpoint.ddp_bucket_order = "5,4,3,0,1,2";
+  ASSERT_TRUE(SaveCheckpoint(dir, checkpoint).ok());
+
+  absl::StatusOr<Checkpoint> loaded = LoadLatestCheckpoint(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->step, 2);
+  EXPECT_EQ(loaded->epoch, 3);
+  EXPECT_EQ(loaded->sampler, sampler);
+  EXPECT_EQ(loaded->source, dir + "/step-2");
+  EXPECT_EQ(loaded->ddp_bucket_order, "5,4,3,0,1,2");
+  ExpectSameTensors(loaded->model, model->StateDict());
+  ExpectSameTensors(loaded->optimizer.tensors, sgd.StateDict().tensors);
+  EXPECT_EQ(loaded->optimizer.step_count, 2);
+
+  // Restore into fresh objects, then both continue identically.
+  auto resumed = Model(99);
+  Sgd resumed_sgd(resumed->Parameters(), options);
+  Generator resumed_rng(0);
+  ASSERT_TRUE(ApplyCheckpoint(*loaded, {resumed.get(), &resumed_sgd, &resumed_rng}).ok());
+  ExpectSameTensors(resumed->StateDict(), model->StateDict());
+  EXPECT_FALSE(resumed_sgd.StateDict().tensors.empty());
+  ExpectSameTensors(resumed_sgd.StateDict().tensors, sgd.StateDict().tensors);
+  EXPECT_EQ(resumed_sgd.step_count(), 2);
+  EXPECT_EQ(resumed_rng.Next(), rng.Next());
+  TrainStep(*model, sgd, 12);
+  TrainStep(*resumed, resumed_sgd, 12);
+  ExpectSameTensors(resumed->StateDict(), model->StateDict());
+}
+
+TEST(CheckpointTest, AdamStateRoundTrips) {
+  const std::string dir = FreshDir("adam");
+  auto model = Model(1);
+  Adam adam(model->Parameters(), AdamOptions{});
+  TrainStep(*model, adam, 1);
+  ASSERT_TRUE(SaveCheckpoint(dir, CaptureCheckpoint(*model, &adam, {}, nullptr, 1, 0)).ok());
+  absl::StatusOr<Checkpoint> loaded = LoadLatestCheckpoint(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto resumed = Model(2);
+  Adam resumed_adam(resumed->Parameters(), AdamOptions{});
+  ASSERT_TRUE(ApplyCheckpoint(*loaded, {resumed.get(), &resumed_adam, nullptr}).ok());
+  ExpectSameTensors(resumed_adam.StateDict().tensors, adam.StateDict().tensors);
+}
+
+TEST(CheckpointTest, NoCheckpointIsNotFound) {
+  const std::string dir = FreshDir("none");
+  EXPECT_TRUE(absl::IsNotFound(LoadLatestCheckpoint(dir).status()));
+}
+
+TEST(CheckpointTest, CorruptByteInEachFileNamesFileAndTensor) {
+  for (const std::string file : {"model.safetensors", "optimizer.safetensors", "manifest.json"}) {
+    Saved saved = SaveTrained("corrupt");
+    const std::string path = saved.path + "/" + file;
+    std::string bytes = ReadAll(path);
+    bytes[bytes.size() - 2] ^= 0x5a;  // in the last tensor's data for the safetensors files
+    WriteAll(path, bytes);
+    const absl::Status status = LoadLatestCheckpoint(saved.dir).status();
+    EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(path));
+    if (file == "model.safetensors") {
+      EXPECT_THAT(std::string(status.message()),
+                  HasSubstr("\"" + saved.checkpoint.model.back().first + "\""));
+    } else if (file == "optimizer.safetensors") {
+      EXPECT_THAT(std::string(status.message()),
+                  HasSubstr("\"" + saved.checkpoint.optimizer.tensors.back().first + "\""));
+    }
+  }
+}
+
+TEST(CheckpointTest, CorruptHeaderNamesFile) {
+  Saved saved = SaveTrained("corrupt_header");
+  const std::string path = saved.path + "/model.safetensors";
+  std::string bytes = ReadAll(path);
+  bytes[12] = '}';
+  WriteAll(path, bytes);
+  const absl::Status status = LoadLatestCheckpoint(saved.dir).status();
+  EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr(path));
+}
+
+// A change that keeps the manifest valid JSON is caught by its own checksum.
+TEST(CheckpointTest, EditedManifestIsDetected) {
+  Saved saved = SaveTrained("edited_manifest");
+  const std::string path = saved.path + "/manifest.json";
+  std::string text = ReadAll(path);
+  const size_t at = text.find("\"epoch\": 1");
+  ASSERT_NE(at, std::string::npos) << text.substr(0, 200);
+  text[at + 9] = '2';
+  WriteAll(path, text);
+  const absl::Status status = LoadLatestCheckpoint(saved.dir).status();
+  EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr(path));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("checksum"));
+}
+
+TEST(CheckpointTest, TruncatedFilesNameFileAndTensor) {
+  for (const std::string file : {"model.safetensors", "optimizer.safetensors", "manifest.json"}) {
+    Saved saved = SaveTrained("truncated");
+    const std::string path = saved.path + "/" + file;
+    const std::string bytes = ReadAll(path);
+    WriteAll(path, bytes.substr(0, bytes.size() - 5));
+    const absl::Status status = LoadLatestCheckpoint(saved.dir).status();
+    EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(path));
+    if (file == "model.safetensors") {
+      EXPECT_THAT(std::string(status.message()), HasSubstr(saved.checkpoint.model.back().first));
+    }
+    WriteAll(path, bytes.substr(0, 4));
+    const absl::Status tiny = LoadLatestCheckpoint(saved.dir).status();
+    EXPECT_TRUE(absl::IsDataLoss(tiny)) << tiny;
+    EXPECT_THAT(std::string(tiny.message()), HasSubstr(path));
+    WriteAll(path, "");
+    EXPECT_TRUE(absl::IsDataLoss(LoadLatestCheckpoint(saved.dir).status()));
+  }
+}
+
+TEST(CheckpointTest, MissingFilesNameTheFile) {
+  for (const std::string file : {"model.safetensors", "manifest.json"}) {
+    Saved saved = SaveTrained("missing");
+    fs::remove(saved.path + "/" + file);
+    const absl::Status status = LoadLatestCheckpoint(saved.dir).status();
+    EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(saved.path + "/" + file));
+  }
+  Saved saved = SaveTrained("bad_latest");
+  WriteAll(saved.dir + "/latest", "garbage\n");
+  const absl::Status status = LoadLatestCheckpoint(saved.dir).status();
+  EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr(saved.dir + "/latest"));
+}
+
+// Two small nets whose state differs in shape or name.
+std::shared_ptr<Module> Mlp(int64_t hidden, Generator& g) {
+  auto net = std::make_shared<nn::Sequential>();
+  net->Add(std::make_shared<nn::Linear>(4, hidden, g));
+  net->Add(std::make_shared<nn::ReLU>());
+  net->Add(std::make_shared<nn::Linear>(hidden, 2, g));
+  return net;
+}
+
+TEST(CheckpointTest, MismatchedShapeNameOrDtypeNamesFileAndTensorAndChangesNothing) {
+  const std::string dir = FreshDir("mismatch");
+  Generator g(1);
+  auto saved_net = Mlp(8, g);
+  ASSERT_TRUE(SaveCheckpoint(dir, CaptureCheckpoint(*saved_net, nullptr, {}, nullptr, 1, 0)).ok());
+  absl::StatusOr<Checkpoint> loaded = LoadLatestCheckpoint(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const std::string model_file = dir + "/step-1/model.safetensors";
+
+  auto wider = Mlp(9, g);
+  const std::string before = Bytes(wider->StateDict()[0].second);
+  absl::Status status = ApplyCheckpoint(*loaded, {wider.get(), nullptr, nullptr});
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr(model_file));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("0.weight"));
+  EXPECT_EQ(Bytes(wider->StateDict()[0].second), before);
+
+  auto one_layer = std::make_shared<nn::Linear>(4, 8, g);
+  status = ApplyCheckpoint(*loaded, {one_layer.get(), nullptr, nullptr});
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr(model_file));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("weight"));
+
+  // A checkpoint whose tensor has the wrong dtype.
+  Checkpoint bad = *loaded;
+  bad.model[1].second = Zeros(bad.model[1].second.shape(), DType::kInt64);
+  bad.step = 2;
+  ASSERT_TRUE(SaveCheckpoint(dir, bad).ok());
+  loaded = LoadLatestCheckpoint(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto same = Mlp(8, g);
+  status = ApplyCheckpoint(*loaded, {same.get(), nullptr, nullptr});
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr(dir + "/step-2/model.safetensors"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr(bad.model[1].first));
+}
+
+TEST(CheckpointTest, MismatchedOptimizerStateNamesFileAndTensor) {
+  const std::string dir = FreshDir("optimizer_mismatch");
+  Generator g(1);
+  auto net = Mlp(8, g);
+  SgdOptions options;
+  options.momentum = 0.9f;
+  Sgd sgd(net->Parameters(), options);
+  for (const Tensor& p : net->Parameters()) p.set_grad(Ones(p.shape()));
+  sgd.Step();
+  ASSERT_TRUE(SaveCheckpoint(dir, CaptureCheckpoint(*net, &sgd, {}, nullptr, 1, 0)).ok());
+  absl::StatusOr<Checkpoint> loaded = LoadLatestCheckpoint(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+
+  auto wider = Mlp(9, g);
+  Sgd wider_sgd(wider->Parameters(), options);
+  const absl::Status status = ApplyCheckpoint(*loaded, {wider.get(), &wider_sgd, nullptr});
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr(dir + "/step-1/optimizer.safetensors"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("0.momentum_buffer"));
+  EXPECT_TRUE(wider_sgd.StateDict().tensors.empty());
+}
+
+// Saving fails (a regular file where the step directory must go: works even as root, which ignores
+// permissions): the error names the path, the previous checkpoint and `latest` are intact, nothing is
+// left over.
+TEST(CheckpointTest, FailedSaveKeepsPreviousCheckpoint) {
+  Saved saved = SaveTrained("failed_save");
+  Checkpoint next = saved.checkpoint;
+  next.step = 8;
+  WriteAll(saved.dir + "/step-8", "not a directory");
+  absl::Status status = SaveCheckpoint(saved.dir, next);
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr(saved.dir + "/step-8"));
+  EXPECT_EQ(ReadAll(saved.dir + "/latest"), "step-7\n");
+  EXPECT_FALSE(fs::exists(saved.dir + "/.tmp-step-8"));
+  absl::StatusOr<Checkpoint> loaded = LoadLatestCheckpoint(saved.dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->step, 7);
+  ExpectSameTensors(loaded->model, saved.checkpoint.model);
+
+  // The checkpoint directory itself is a file.
+  status = SaveCheckpoint(saved.dir + "/latest/sub", next);
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr(saved.dir + "/latest/sub"));
+}
+
+// How a save of step 8 in a child process went: its exit code (0: failed as wanted, 1: succeeded,
+// kChildSkipped: the environment does not allow the set-up) and its error message (or why it skipped).
+constexpr int kChildSkipped = 77;
+struct ChildSave {
+  int exit_code = -1;
+  std::string message;
+};
+
+// Forks; the child runs `set_up` (limits or mounts that stay in the child; it returns an error text when
+// the environment does not allow them), then SaveCheckpoint(saved.dir, step 8), and reports back.
+ChildSave SaveStep8InChild(const Saved& saved, const std::function<std::string()>& set_up) {
+  Checkpoint next = saved.checkpoint;
+  next.step = 8;
+  int pipe_fds[2];
+  EXPECT_EQ(::pipe(pipe_fds), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    std::string message = set_up();
+    int exit_code = kChildSkipped;
+    if (message.empty()) {
+      const absl::Status status = SaveCheckpoint(saved.dir, next);
+      message = std::string(status.message());
+      exit_code = status.ok() ? 1 : 0;
+    }
+    (void)!::write(pipe_fds[1], message.data(), message.size());
+    ::_exit(exit_code);
+  }
+  ::close(pipe_fds[1]);
+  ChildSave result;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) result.message.append(buffer, n);
+  ::close(pipe_fds[0]);
+  int wait_status = 0;
+  EXPECT_EQ(::waitpid(child, &wait_status, 0), child);
+  result.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+  return result;
+}
+
+// After a failed save of step 8: `latest` still names step 7, which loads, and nothing of step 8 is left.
+void ExpectPreviousCheckpointIntact(const Saved& saved) {
+  EXPECT_EQ(ReadAll(saved.dir + "/latest"), "step-7\n");
+  EXPECT_FALSE(fs::exists(saved.dir + "/step-8"));
+  EXPECT_FALSE(fs::exists(saved.dir + "/.tmp-step-8"));
+  absl::StatusOr<Checkpoint> loaded = LoadLatestCheckpoint(saved.dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->step, 7);
+  ExpectSameTensors(loaded->model, saved.checkpoint.model);
+}
+
+// The child's save failed with an error naming the checkpoint directory and `reason`, and the previous
+// checkpoint is intact. The error is recorded in the test XML (save_error).
+void ExpectFailedSave(const ChildSave& child, const Saved& saved, const std::string& reason) {
+  ASSERT_EQ(child.exit_code, 0) << "the save did not fail: " << child.message;
+  EXPECT_THAT(child.message, HasSubstr(saved.dir)) << child.message;
+  EXPECT_THAT(child.message, HasSubstr(reason)) << child.message;
+  ::testing::Test::RecordProperty("save_error", child.message);
+  ExpectPreviousCheckpointIntact(saved);
+}
+
+// Disk full, simulated with RLIMIT_FSIZE in a child process (writes past 256 KiB fail with EFBIG, as
+// they would with ENOSPC; works as root): the error names the file being written, and the previous
+// checkpoint is intact.
+TEST(CheckpointTest, DiskFullKeepsPreviousCheckpoint) {
+  Saved saved = SaveTrained("disk_full");
+  const ChildSave child = SaveStep8InChild(saved, [] {
+    ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG instead of killing
+    const rlimit limit{256 << 10, 256 << 10};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    return std::string();
+  });
+  ExpectFailedSave(child, saved, "File too large");
+}
+
+// A read-only checkpoint directory: with chmod when not root; as root (which ignores permissions) with a
+// read-only bind mount in a private mount namespace of a child process.
+TEST(CheckpointTest, ReadOnlyDirectoryKeepsPreviousCheckpoint) {
+  Saved saved = SaveTrained("read_only");
+  if (::geteuid() != 0) {
+    Checkpoint next = saved.checkpoint;
+    next.step = 8;
+    ASSERT_EQ(::chmod(saved.dir.c_str(), 0500), 0);
+    const absl::Status status = SaveCheckpoint(saved.dir, next);
+    ::chmod(saved.dir.c_str(), 0755);
+    EXPECT_TRUE(absl::IsPermissionDenied(status)) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(saved.dir));
+    ExpectPreviousCheckpointIntact(saved);
+    return;
+  }
+  const char* dir = saved.dir.c_str();
+  const ChildSave child = SaveStep8InChild(saved, [dir]() -> std::string {
+    if (::unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount(dir, dir, nullptr, MS_BIND, nullptr) != 0 ||
+        ::mount(nullptr, dir, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
+      return std::string("read-only bind mount: ") + std::strerror(errno);
+    }
+    return std::string();
+  });
+  if (child.exit_code == kChildSkipped) GTEST_SKIP() << "cannot make a read-only directory as root: " << child.message;
+  ExpectFailedSave(child, saved, "Read-only file system");
+}
+
+TEST(CheckpointTest, ResavingAStepReplacesItAndKeepLastPrunes) {
+  Saved saved = SaveTrained("resave");
+  Checkpoint next = saved.checkpoint;
+  next.epoch = 5;
+  ASSERT_TRUE(SaveCheckpoint(saved.dir, next).ok());
+  absl::StatusOr<Checkpoint> loaded = LoadLatestCheckpoint(saved.dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->epoch, 5);
+  for (int64_t step : {8, 9, 10}) {
+    next.step = step;
+    ASSERT_TRUE(SaveCheckpoint(saved.dir, next, SaveCheckpointOptions{2}).ok());
+  }
+  EXPECT_FALSE(fs::exists(saved.dir + "/step-7"));
+  EXPECT_FALSE(fs::exists(saved.dir + "/step-8"));
+  EXPECT_TRUE(fs::exists(saved.dir + "/step-9"));
+  EXPECT_EQ(ReadAll(saved.dir + "/latest"), "step-10\n");
+}
+
+}  // namespace
+}  // namespace ddp

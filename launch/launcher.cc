@@ -1,0 +1,191 @@
+#include "launch/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "comm/job_token.h"
+#include "comm/prefix_store.h"
+#include "comm/store_keys.h"
+#include "comm/tcp_store_client.h"
+#include "comm/tcp_store_server.h"
+#include "comm/unique_fd.h"
+#include "launch/worker_group.h"
+#include "tensor/check.h"
+
+namespace ddp {
+namespace {
+
+int g_signal_pipe_write = -1;  // Written by the signal handler only.
+
+void OnSignal(int signo) {
+  const int saved = errno;
+  const unsigned char byte = static_cast<unsigned char>(signo);
+  (void)!::write(g_signal_pipe_write, &byte, 1);
+  errno = saved;
+}
+
+// While alive, SIGINT/SIGTERM become bytes on a pipe (read by the worker group) and SIGPIPE is
+// ignored; the previous dispositions come back in the destructor.
+class ScopedSignalPipe {
+ public:
+  ScopedSignalPipe() {
+    int fds[2];
+    DDP_CHECK(::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) << "pipe: " << std::strerror(errno);
+    read_.Reset(fds[0]);
+    write_.Reset(fds[1]);
+    g_signal_pipe_write = write_.get();
+    struct sigaction action = {};
+    action.sa_handler = OnSignal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    ::sigaction(SIGINT, &action, &old_int_);
+    ::sigaction(SIGTERM, &action, &old_term_);
+    struct sigaction ignore = {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &ignore, &old_pipe_);
+  }
+  ~ScopedSignalPipe() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
+    g_signal_pipe_write = -1;
+  }
+  int read_fd() const { return read_.get(); }
+
+ private:
+  UniqueFd read_, write_;
+  struct sigaction old_int_, old_term_, old_pipe_;
+};
+
+void Say(absl::string_view message) { WriteFully(2, absl::StrCat("ddprun: ", message, "\n")); }
+
+// The job token: flag, then environment, then a fresh one for single-node jobs.
+std::string ChooseJobToken(const LaunchOptions& options) {
+  if (!options.job_token.empty()) return options.job_token;
+  std::string token = ResolveJobToken(std::nullopt);
+  if (!token.empty()) return token;
+  if (options.nnodes == 1) return GenerateJobToken();
+  Say("warning: no --job_token or DDP_JOB_TOKEN for a multi-node job; the store accepts any client");
+  return "";
+}
+
+// Node 0 hosts the store; a single-node job listens on master_addr only, a multi-node job on every
+// interface.
+absl::StatusOr<std::unique_ptr<TcpStoreServer>> StartStore(const LaunchOptions& options,
+                                                            const std::string& token) {
+  TcpStoreServerOptions server_options;
+  server_options.host = options.nnodes == 1 ? options.master_addr : "0.0.0.0";
+  server_options.port = options.master_port;
+  server_options.job_token = token;
+  auto server = TcpStoreServer::Create(server_options);
+  if (!server.ok()) {
+    return absl::Status(server.status().code(),
+                        absl::StrCat("cannot start the store on ", options.master_addr, ":",
+                                     options.master_port, ": ", server.status().message()));
+  }
+  return server;
+}
+
+void ReportFailure(const GroupOutcome& outcome) {
+  Say(absl::StrCat("rank ", outcome.failed_rank, " failed first with exit code ", outcome.exit_code,
+                   outcome.exit_code > 128 ? absl::StrCat(" (signal ", outcome.exit_code - 128, ")")
+                                           : std::string()));
+  Say(absl::StrCat("last ", outcome.tail.size(), " line(s) of rank ", outcome.failed_rank, ":"));
+  for (const std::string& line : outcome.tail) WriteFully(2, absl::StrCat("  | ", line, "\n"));
+}
+
+// Writes how worker `rank` ended into the store namespace of its group (comm/store_keys.h), so the
+// survivors' failure reports name it at once (Note [Failure reports]). Best effort, bounded by a short
+// connect timeout: a notice that cannot be written only makes the survivors wait for their window.
+void RecordExitNotice(const JobLayout& layout, int restart, int rank, int exit_code) {
+  TcpStoreClientOptions options;
+  options.host = layout.master_addr;
+  options.port = layout.master_port;
+  options.job_token = layout.job_token;
+  options.connect_timeout = absl::Seconds(2);
+  options.io_timeout = absl::Seconds(2);
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client = TcpStoreClient::Create(options);
+  if (!client.ok()) return;
+  PrefixStore group_store(DefaultGroupStorePrefix(absl::StrCat(restart)), client->get());
+  const std::string how = exit_code > 128 ? absl::StrCat("exit code ", exit_code, " (signal ", exit_code - 128, ")")
+                                          : absl::StrCat("exit code ", exit_code);
+  (void)group_store.Set(LauncherExitNoticeKey(rank), how);
+}
+
+}  // namespace
+
+absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
+  if (o.nproc_per_node < 1) return absl::InvalidArgumentError("--nproc_per_node must be >= 1");
+  if (o.nnodes < 1) return absl::InvalidArgumentError("--nnodes must be >= 1");
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--node_rank ", o.node_rank, " is not in [0, --nnodes=", o.nnodes, ")"));
+  }
+  if (o.master_port < 0 || o.master_port > 65535) {
+    return absl::InvalidArgumentError("--master_port must be in [0, 65535]");
+  }
+  if (o.master_port == 0 && o.nnodes > 1) {
+    return absl::InvalidArgumentError("--master_port=0 (pick a free port) needs --nnodes=1");
+  }
+  if (o.max_restarts < 0) return absl::InvalidArgumentError("--max_restarts must be >= 0");
+  if (o.grace_period < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--grace_period_s must be >= 0");
+  }
+  if (o.command.empty()) return absl::InvalidArgumentError("no program to run was given");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
+  DDP_RETURN_IF_ERROR(ValidateLaunchOptions(options));
+  if (!options.log_dir.empty() && ::mkdir(options.log_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::UnavailableError(absl::StrCat("cannot create --log_dir ", options.log_dir, ": ",
+                                               std::strerror(errno)));
+  }
+  const std::string token = ChooseJobToken(options);
+  std::unique_ptr<TcpStoreServer> store;
+  int port = options.master_port;
+  if (options.node_rank == 0) {
+    DDP_ASSIGN_OR_RETURN(store, StartStore(options, token));
+    port = store->port();
+  }
+  ScopedSignalPipe signals;
+  WorkerGroupConfig config;
+  config.layout = JobLayout{options.nproc_per_node, options.nnodes,      options.node_rank,
+                            options.master_addr,    port,                0,
+                            options.max_restarts,   token};
+  config.command = options.command;
+  config.redirect = options.redirect;
+  config.log_dir = options.log_dir;
+  config.grace_period = options.grace_period;
+  config.signal_fd = signals.read_fd();
+  for (int restart = 0;; ++restart) {
+    config.layout.restart_count = restart;
+    config.on_first_failure = [&config, restart](int rank, int exit_code) {
+      RecordExitNotice(config.layout, restart, rank, exit_code);
+    };
+    DDP_ASSIGN_OR_RETURN(GroupOutcome outcome, RunWorkerGroup(config));
+    if (outcome.kind == GroupOutcome::Kind::kSucceeded) return 0;
+    if (outcome.kind == GroupOutcome::Kind::kInterrupted) {
+      Say(absl::StrCat("stopped by signal ", outcome.signal));
+      return 128 + outcome.signal;
+    }
+    if (restart < options.max_restarts) {
+      Say(absl::StrCat("rank ", outcome.failed_rank, " exited with code ", outcome.exit_code,
+                       "; restarting the worker group (restart ", restart + 1, " of ",
+                       options.max_restarts, ")"));
+      continue;
+    }
+    ReportFailure(outcome);
+    return outcome.exit_code;
+  }
+}
+
+}  // namespace ddp

@@ -1,0 +1,61 @@
+// The logic of ddprun (torchrun for this engine): start the rendezvous store, start the local
+// workers with their environment, relay their output, stop them all when one fails, restart.
+// The command-line front end is launch/ddprun.cc.
+#ifndef DDP_LAUNCH_LAUNCHER_H_
+#define DDP_LAUNCH_LAUNCHER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "launch/rank_output.h"
+
+namespace ddp {
+
+// Everything ddprun's flags say (defaults are torchrun's).
+struct LaunchOptions {
+  // Workers started on this node.
+  int nproc_per_node = 1;
+  // Nodes in the job (each runs its own ddprun).
+  int nnodes = 1;
+  // This node's index in [0, nnodes). Node 0 hosts the TCP store server.
+  int node_rank = 0;
+  // Address of node 0, where the store listens (MASTER_ADDR for the workers).
+  std::string master_addr = "127.0.0.1";
+  // Port of the store (MASTER_PORT). 0 picks a free port (single-node jobs only).
+  int master_port = 29500;
+  // How many times the whole local worker group is restarted after a failure. The store (and its
+  // keys) lives on across restarts: workers should put DDP_RESTART_COUNT into their keys (e.g. a
+  // PrefixStore "attempt_<n>"). Restarts are node-local; multi-node jobs are not re-synchronised.
+  int max_restarts = 0;
+  // When not empty, each rank's output is also written to <log_dir>/rank_<RANK>.log (created; a
+  // restart appends).
+  std::string log_dir;
+  // What ranks other than 0 print (rank 0 always prints everything).
+  RedirectMode redirect = RedirectMode::kAll;
+  // After SIGTERM, how long workers get to exit before SIGKILL.
+  absl::Duration grace_period = absl::Seconds(5);
+  // Job token of the store. "": $DDP_JOB_TOKEN when set; else a random token for single-node jobs;
+  // else (several nodes) none, with a warning: give every node's ddprun the same --job_token.
+  std::string job_token;
+  // The program and its arguments.
+  std::vector<std::string> command;
+};
+
+// Checks ranges (nproc_per_node >= 1, 0 <= node_rank < nnodes, ports, a command given, ...).
+absl::Status ValidateLaunchOptions(const LaunchOptions& options);
+
+// Runs the job to completion and returns the exit code ddprun should exit with: 0 when every worker
+// of the last attempt exited 0; else the exit code of the worker that failed first (128 + signal
+// number when it died of a signal); 128 + signal when ddprun itself got SIGINT/SIGTERM (forwarded to
+// the workers). Worker output is printed on this process's stdout/stderr with "[rank N] " prefixes;
+// launcher messages go to stderr prefixed "ddprun: ". Returns an error status only when the job
+// could not be started (bad options, store port busy, fork failure).
+// Not thread-safe: installs SIGINT/SIGTERM handlers for its duration and ignores SIGPIPE.
+absl::StatusOr<int> RunLauncher(const LaunchOptions& options);
+
+}  // namespace ddp
+
+#endif  // DDP_LAUNCH_LAUNCHER_H_

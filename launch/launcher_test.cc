@@ -1,0 +1,186 @@
+// End-to-end tests of the ddprun binary on small shell commands (and one real store rendezvous).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/process.h"
+
+namespace ddp {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+using RunResult = ProcessResult;
+
+// Runs ddprun with `args`; sends `signal` to it after `signal_after` (when signal != 0). Kills it and
+// fails the test if it runs longer than `timeout`.
+RunResult RunDdprun(const std::vector<std::string>& args, absl::Duration timeout = absl::Seconds(20),
+                    int signal = 0, absl::Duration signal_after = absl::ZeroDuration()) {
+  std::vector<std::string> argv = {Runfile("launch/ddprun")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  RunOptions options;
+  options.timeout = timeout;
+  options.signal = signal;
+  options.signal_after = signal_after;
+  return RunProcess(argv, options);
+}
+
+TEST(LauncherTest, ThreeWorkersGetTheirEnvironment) {
+  RunResult r = RunDdprun({"--nproc_per_node=3", "--master_port=0", "/bin/sh", "-c",
+                           "echo R=$RANK W=$WORLD_SIZE L=$LOCAL_RANK LW=$LOCAL_WORLD_SIZE "
+                           "G=$GROUP_RANK A=$MASTER_ADDR C=$TORCHELASTIC_RESTART_COUNT "
+                           "D=$DDP_RESTART_COUNT S=$DDP_STORE_IN_LAUNCHER T=${#DDP_JOB_TOKEN} "
+                           "P=$MASTER_PORT"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> ports;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string expected = absl::StrCat("[rank ", rank, "] R=", rank, " W=3 L=", rank,
+                                              " LW=3 G=0 A=127.0.0.1 C=0 D=0 S=1 T=32 P=");
+    EXPECT_THAT(r.out, HasSubstr(expected));
+    const size_t at = r.out.find(expected);
+    if (at != std::string::npos) {
+      ports.insert(r.out.substr(at + expected.size(), r.out.find('\n', at) - at - expected.size()));
+    }
+  }
+  ASSERT_EQ(ports.size(), 1u) << r.out;  // Everyone got the same, real port.
+  EXPECT_NE(*ports.begin(), "0");
+}
+
+TEST(LauncherTest, WorkersRendezvousThroughTheLaunchersStore) {
+  RunResult r = RunDdprun({"--nproc_per_node=3", "--master_port=0",
+                           Runfile("launch/store_rendezvous_check")});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[rank ", rank, "] rendezvous ok")));
+  }
+}
+
+TEST(LauncherTest, FailingWorkerStopsTheOthersAndSetsTheExitCode) {
+  RunResult r = RunDdprun({"--nproc_per_node=3", "--master_port=0", "--grace_period_s=2", "--",
+                           "/bin/sh", "-c",
+                           "if [ \"$RANK\" = 1 ]; then echo boom-line; sleep 0.2; exit 3; fi; "
+                           "exec sleep 60"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_LT(r.elapsed, absl::Seconds(10));  // The sleep 60 workers were stopped.
+  EXPECT_THAT(r.err, HasSubstr("rank 1 failed first with exit code 3"));
+  EXPECT_THAT(r.err, HasSubstr("| boom-line"));
+}
+
+TEST(LauncherTest, WorkerThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
+  RunResult r = RunDdprun({"--nproc_per_node=2", "--master_port=0", "--grace_period_s=0.3",
+                           "/bin/sh", "-c",
+                           "if [ \"$RANK\" = 0 ]; then sleep 0.3; exit 4; fi; "
+                           "trap '' TERM; sleep 60 & wait"});
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_GE(r.elapsed, absl::Milliseconds(550));  // Rank 1 outlived SIGTERM by the grace period.
+  EXPECT_LT(r.elapsed, absl::Seconds(10));
+}
+
+TEST(LauncherTest, WorkerKilledBySignalGives128PlusSignal) {
+  RunResult r = RunDdprun({"--master_port=0", "/bin/sh", "-c", "kill -9 $$"});
+  EXPECT_EQ(r.exit_code, 128 + 9);
+  EXPECT_THAT(r.err, HasSubstr("(signal 9)"));
+}
+
+TEST(LauncherTest, RestartRecoversAFailureOfTheFirstAttempt) {
+  const std::vector<std::string> program = {
+      "/bin/sh", "-c",
+      "if [ \"$DDP_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then exit 5; fi; "
+      "echo attempt=$TORCHELASTIC_RESTART_COUNT"};
+  std::vector<std::string> args = {"--nproc_per_node=2", "--master_port=0", "--max_restarts=1"};
+  args.insert(args.end(), program.begin(), program.end());
+  RunResult r = RunDdprun(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[rank 1] attempt=1"));
+  EXPECT_THAT(r.err, HasSubstr("restarting"));
+  // Without restarts the same program fails with the worker's code.
+  args[2] = "--max_restarts=0";
+  EXPECT_EQ(RunDdprun(args).exit_code, 5);
+}
+
+TEST(LauncherTest, RedirectAndRankPrefixes) {
+  const std::vector<std::string> program = {"/bin/sh", "-c", "echo out$RANK; echo err$RANK >&2"};
+  std::vector<std::string> args = {"--nproc_per_node=2", "--master_port=0", "--redirect=errors"};
+  args.insert(args.end(), program.begin(), program.end());
+  RunResult errors = RunDdprun(args);
+  ASSERT_EQ(errors.exit_code, 0);
+  EXPECT_THAT(errors.out, HasSubstr("[rank 0] out0\n"));
+  EXPECT_THAT(errors.out, Not(HasSubstr("out1")));
+  EXPECT_THAT(errors.err, HasSubstr("[rank 0] err0\n"));
+  EXPECT_THAT(errors.err, HasSubstr("[rank 1] err1\n"));
+  args[2] = "--redirect=none";
+  RunResult none = RunDdprun(args);
+  EXPECT_THAT(none.out, HasSubstr("[rank 0] out0\n"));
+  EXPECT_THAT(none.out + none.err, Not(HasSubstr("1\n")));
+}
+
+TEST(LauncherTest, LogDirKeepsOneFilePerRank) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/ddprun_logs_", ::getpid());
+  RunResult r = RunDdprun({"--nproc_per_node=2", "--master_port=0", "--redirect=none",
+                           absl::StrCat("--log_dir=", dir), "/bin/sh", "-c",
+                           "echo line-of-$RANK; echo err-of-$RANK >&2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream in(absl::StrCat(dir, "/rank_", rank, ".log"));
+    std::stringstream content;
+    content << in.rdbuf();
+    EXPECT_THAT(content.str(), HasSubstr(absl::StrCat("line-of-", rank, "\n")));
+    EXPECT_THAT(content.str(), HasSubstr(absl::StrCat("err-of-", rank, "\n")));
+  }
+}
+
+TEST(LauncherTest, SigtermIsForwardedToTheWorkers) {
+  RunResult r = RunDdprun({"--nproc_per_node=2", "--master_port=0", "/bin/sh", "-c",
+                           "trap 'echo got-term; exit 0' TERM; sleep 60 & wait"},
+                          absl::Seconds(20), SIGTERM, absl::Milliseconds(500));
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM);
+  EXPECT_LT(r.elapsed, absl::Seconds(10));
+  EXPECT_THAT(r.out, HasSubstr("[rank 0] got-term"));
+  EXPECT_THAT(r.out, HasSubstr("[rank 1] got-term"));
+}
+
+TEST(LauncherTest, UsageErrors) {
+  RunResult no_program = RunDdprun({"--nproc_per_node=2"});
+  EXPECT_EQ(no_program.exit_code, 2);
+  EXPECT_THAT(no_program.err, HasSubstr("no program"));
+  RunResult bad_redirect = RunDdprun({"--redirect=some", "true"});
+  EXPECT_EQ(bad_redirect.exit_code, 2);
+  RunResult missing = RunDdprun({"--master_port=0", "/nonexistent/program"});
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_THAT(missing.err, HasSubstr("cannot execute /nonexistent/program"));
+}
+
+TEST(LauncherTest, BusyStorePortIsAClearError) {
+  // Two launchers on the same fixed port: the second cannot host the store.
+  const std::string port = absl::StrCat(20000 + ::getpid() % 20000);
+  std::vector<std::string> first_args = {absl::StrCat("--master_port=", port), "/bin/sh", "-c",
+                                         "sleep 1"};
+  pid_t first = ::fork();
+  if (first == 0) {
+    RunResult ignored = RunDdprun(first_args);
+    ::_exit(ignored.exit_code);
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  RunResult second = RunDdprun({absl::StrCat("--master_port=", port), "true"});
+  int status = 0;
+  ::waitpid(first, &status, 0);
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_THAT(second.err, HasSubstr("cannot start the store"));
+}
+
+}  // namespace
+}  // namespace ddp

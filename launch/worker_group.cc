@@ -1,0 +1,198 @@
+#include "launch/worker_group.h"
+
+#include <sys/wait.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "comm/socket_util.h"
+#include "comm/unique_fd.h"
+#include "launch/worker_process.h"
+#include "tensor/check.h"
+
+namespace ddp {
+namespace {
+
+struct Worker {
+  int rank = 0;
+  std::unique_ptr<WorkerProcess> process;
+  UniqueFd log;
+  std::unique_ptr<RankOutput> output;
+  bool exited = false;
+};
+
+// Drives one attempt: see RunWorkerGroup.
+class GroupRunner {
+ public:
+  explicit GroupRunner(const WorkerGroupConfig& config) : config_(config) {}
+  ~GroupRunner() { KillAll(SIGKILL); }  // Only matters when Start failed part way.
+
+  absl::Status Start();
+  GroupOutcome Run();
+
+ private:
+  void Pump(Worker& w);
+  void PumpFd(Worker& w, int fd, RankOutput::Stream stream);
+  void Reap(absl::Time now);
+  void ForwardSignals(absl::Time now);
+  void KillAll(int signal);
+  void StopOthers(absl::Time now);
+  bool AllExited() const;
+
+  const WorkerGroupConfig& config_;
+  std::vector<Worker> workers_;
+  GroupOutcome outcome_;
+  absl::Time kill_at_ = absl::InfiniteFuture();  // SIGKILL whoever still runs at this time.
+};
+
+absl::Status GroupRunner::Start() {
+  const JobLayout& layout = config_.layout;
+  for (int local = 0; local < layout.nproc_per_node; ++local) {
+    Worker w;
+    w.rank = layout.node_rank * layout.nproc_per_node + local;
+    if (!config_.log_dir.empty()) {
+      const std::string path = absl::StrCat(config_.log_dir, "/rank_", w.rank, ".log");
+      w.log.Reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+      if (!w.log.valid()) {
+        return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+      }
+    }
+    w.output = std::make_unique<RankOutput>(w.rank, config_.redirect, 1, 2, w.log.get());
+    auto process = WorkerProcess::Start(config_.command, WorkerEnvironment(layout, local));
+    if (!process.ok()) return process.status();
+    w.process = std::move(*process);
+    workers_.push_back(std::move(w));
+  }
+  return absl::OkStatus();
+}
+
+void GroupRunner::PumpFd(Worker& w, int fd, RankOutput::Stream stream) {
+  char buffer[16 * 1024];
+  for (int i = 0; i < 64; ++i) {  // Bounded, so one chatty worker cannot starve the others.
+    ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n > 0) {
+      w.output->Feed(stream, absl::string_view(buffer, static_cast<size_t>(n)));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    // EOF or error: this stream is done.
+    if (stream == RankOutput::Stream::kStdout) w.process->CloseStdout();
+    else w.process->CloseStderr();
+    return;
+  }
+}
+
+void GroupRunner::Pump(Worker& w) {
+  if (w.process->stdout_fd() >= 0) PumpFd(w, w.process->stdout_fd(), RankOutput::Stream::kStdout);
+  if (w.process->stderr_fd() >= 0) PumpFd(w, w.process->stderr_fd(), RankOutput::Stream::kStderr);
+}
+
+void GroupRunner::Reap(absl::Time now) {
+  // Among the workers that exited non-zero in this poll cycle, blame one killed by a signal first: when a
+  // crash cascades, survivors that exit in the same cycle are consequences, not the cause.
+  Worker* culprit = nullptr;
+  bool culprit_signaled = false;
+  int culprit_code = 0;
+  for (Worker& w : workers_) {
+    if (w.exited) continue;
+    std::optional<int> status = w.process->TryReap();
+    if (!status.has_value()) continue;
+    w.exited = true;
+    // Everything the worker wrote is in the pipes now. Grandchildren may keep the pipes open, so
+    // read what is there and stop listening rather than wait for EOF.
+    Pump(w);
+    w.process->CloseStdout();
+    w.process->CloseStderr();
+    w.output->Finish();
+    const int code = ExitCodeFromWaitStatus(*status);
+    const bool signaled = WIFSIGNALED(*status);
+    if (code != 0 && (culprit == nullptr || (signaled && !culprit_signaled))) {
+      culprit = &w;
+      culprit_signaled = signaled;
+      culprit_code = code;
+    }
+  }
+  if (culprit != nullptr && outcome_.kind == GroupOutcome::Kind::kSucceeded) {
+    outcome_.kind = GroupOutcome::Kind::kFailed;
+    outcome_.failed_rank = culprit->rank;
+    outcome_.exit_code = culprit_code;
+    outcome_.tail = culprit->output->Tail();
+    if (config_.on_first_failure) config_.on_first_failure(culprit->rank, culprit_code);
+    StopOthers(now);
+  }
+}
+
+void GroupRunner::StopOthers(absl::Time now) {
+  KillAll(SIGTERM);
+  kill_at_ = std::min(kill_at_, now + config_.grace_period);
+}
+
+void GroupRunner::KillAll(int signal) {
+  for (Worker& w : workers_) {
+    if (!w.exited) w.process->Signal(signal);
+  }
+}
+
+void GroupRunner::ForwardSignals(absl::Time now) {
+  unsigned char signo = 0;
+  while (::read(config_.signal_fd, &signo, 1) == 1) {
+    if (outcome_.kind == GroupOutcome::Kind::kSucceeded) {
+      outcome_.kind = GroupOutcome::Kind::kInterrupted;
+      outcome_.signal = signo;
+    }
+    KillAll(signo);
+    kill_at_ = std::min(kill_at_, now + config_.grace_period);
+  }
+}
+
+bool GroupRunner::AllExited() const {
+  for (const Worker& w : workers_) {
+    if (!w.exited) return false;
+  }
+  return true;
+}
+
+GroupOutcome GroupRunner::Run() {
+  while (!AllExited()) {
+    std::vector<pollfd> fds;
+    if (config_.signal_fd >= 0) fds.push_back({config_.signal_fd, POLLIN, 0});
+    for (const Worker& w : workers_) {
+      if (w.process->stdout_fd() >= 0) fds.push_back({w.process->stdout_fd(), POLLIN, 0});
+      if (w.process->stderr_fd() >= 0) fds.push_back({w.process->stderr_fd(), POLLIN, 0});
+    }
+    // Wake at least every 20 ms to reap exited workers (no SIGCHLD plumbing needed).
+    const int timeout = std::min(20, PollTimeoutMs(kill_at_) < 0 ? 20 : PollTimeoutMs(kill_at_));
+    ::poll(fds.data(), fds.size(), timeout);
+    const absl::Time now = absl::Now();
+    if (config_.signal_fd >= 0) ForwardSignals(now);
+    for (Worker& w : workers_) {
+      if (!w.exited) Pump(w);
+    }
+    Reap(now);
+    if (now >= kill_at_) {
+      KillAll(SIGKILL);
+      kill_at_ = absl::InfiniteFuture();
+    }
+  }
+  return outcome_;
+}
+
+}  // namespace
+
+absl::StatusOr<GroupOutcome> RunWorkerGroup(const WorkerGroupConfig& config) {
+  DDP_CHECK(!config.command.empty()) << "no command";
+  GroupRunner runner(config);
+  absl::Status started = runner.Start();
+  if (!started.ok()) return started;  // ~GroupRunner kills those already started.
+  return runner.Run();
+}
+
+}  // namespace ddp

@@ -1,0 +1,57 @@
+// RunWorkerGroup: one attempt of ddprun's local worker group — start every local worker, relay its
+// output, and when one fails (or ddprun is signalled) stop the rest.
+#ifndef DDP_LAUNCH_WORKER_GROUP_H_
+#define DDP_LAUNCH_WORKER_GROUP_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "launch/rank_output.h"
+#include "launch/worker_env.h"
+
+namespace ddp {
+
+// What one attempt needs.
+struct WorkerGroupConfig {
+  // Ranks, store address and restart count of this attempt (see WorkerEnvironment).
+  JobLayout layout;
+  // Program and arguments run by every worker.
+  std::vector<std::string> command;
+  // What ranks other than 0 print.
+  RedirectMode redirect = RedirectMode::kAll;
+  // When not empty, each rank's lines are appended to <log_dir>/rank_<RANK>.log.
+  std::string log_dir;
+  // After SIGTERM, how long workers get before SIGKILL.
+  absl::Duration grace_period = absl::Seconds(5);
+  // Readable end of a pipe on which each byte is a signal number to forward to the workers
+  // (SIGINT/SIGTERM received by ddprun); -1 for none. Not owned.
+  int signal_fd = -1;
+  // Called once, when the first worker fails (before the others are stopped), with its global rank and
+  // exit code (128 + signal number for a signal). May be empty.
+  std::function<void(int rank, int exit_code)> on_first_failure;
+};
+
+// How an attempt ended.
+struct GroupOutcome {
+  enum class Kind {
+    kSucceeded,    // Every worker exited 0.
+    kFailed,       // A worker exited non-zero or died of a signal; the others were stopped.
+    kInterrupted,  // ddprun got a signal; it was forwarded and the workers have exited.
+  };
+  Kind kind = Kind::kSucceeded;
+  int failed_rank = -1;            // kFailed: global rank of the first worker to fail.
+  int exit_code = 0;               // kFailed: its exit code (128 + signal for signals).
+  std::vector<std::string> tail;   // kFailed: its last output lines.
+  int signal = 0;                  // kInterrupted: the signal ddprun received.
+};
+
+// Runs the attempt until every worker has exited. Errors only when a worker cannot be started
+// (workers already started are then killed).
+absl::StatusOr<GroupOutcome> RunWorkerGroup(const WorkerGroupConfig& config);
+
+}  // namespace ddp
+
+#endif  // DDP_LAUNCH_WORKER_GROUP_H_

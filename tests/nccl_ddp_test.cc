@@ -1,0 +1,85 @@
+// DDP and distributed evaluation over NCCL at world size 1 (NCCL refuses two ranks on one GPU), against
+// the plain module and the CPU. Crosses comm, ddp, nn and data, so it lives here rather than in comm/.
+// Skips with a printed reason where there is no GPU (or in builds without --config=cuda).
+#include <cstdio>
+
+#include "gtest/gtest.h"
+#include "tensor/factory.h"
+#include "tensor/ops.h"
+#include "testing/cuda_test.h"
+#ifdef DDP_WITH_CUDA
+#include "data/tensor_dataset.h"
+#include "ddp/distributed_data_parallel.h"
+#include "ddp/distributed_eval.h"
+#include "nn/models.h"
+#include "tensor/cuda/cuda_ops.h"
+#include "testing/nccl_test.h"
+#endif
+
+namespace ddp {
+namespace {
+
+#ifndef DDP_WITH_CUDA
+
+DDP_CUDA_TESTS_NEED_A_CUDA_BUILD(NcclDdpTest)
+
+#else
+
+const Device kGpu = Device::CUDA(0);
+
+using NcclDdpTest = NcclWorldOneTest;
+
+// DDP over NCCL at world size 1 gives exactly the plain module's gradients (averaging over one rank).
+TEST_F(NcclDdpTest, DdpGradientsEqualPlainModule) {
+  for (const std::string name : {"mlp", "cnn"}) {
+    Generator g1(5), g2(5);
+    auto plain = MakeModel(name, g1).value();
+    auto wrapped = MakeModel(name, g2).value();
+    for (const Tensor& p : plain->Parameters()) cuda::MoveToDeviceInPlace(p, kGpu);
+    for (const Tensor& p : wrapped->Parameters()) cuda::MoveToDeviceInPlace(p, kGpu);
+    auto ddp_model = DistributedDataParallel::Create(wrapped, group_.get(), DdpOptions{});
+    ASSERT_TRUE(ddp_model.ok()) << ddp_model.status();
+    Generator data(9);
+    Tensor x = ToDevice(Uniform({16, 1, 28, 28}, 0.0f, 1.0f, data), kGpu);
+    std::vector<int64_t> labels;
+    for (int i = 0; i < 16; ++i) labels.push_back(i % 10);
+    Tensor y = FromVector(labels, {16}, kGpu);
+    CrossEntropy(plain->Forward(x), y).Backward();
+    CrossEntropy((*ddp_model)->Forward(x), y).Backward();
+    ASSERT_TRUE((*ddp_model)->status().ok()) << (*ddp_model)->status();
+    const auto a = plain->NamedParameters(), b = wrapped->NamedParameters();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      const std::vector<float> ga = a[i].second.grad().ToVector<float>();
+      const std::vector<float> gb = b[i].second.grad().ToVector<float>();
+      ASSERT_EQ(ga.size(), gb.size());
+      for (size_t e = 0; e < ga.size(); ++e) ASSERT_NEAR(ga[e], gb[e], 1e-6f) << name << " " << a[i].first;
+    }
+  }
+}
+
+// Distributed evaluation of a model on the GPU (batches copied there, totals reduced over NCCL) equals
+// evaluating a CPU copy of it.
+TEST_F(NcclDdpTest, EvaluationOnTheGpuEqualsTheCpu) {
+  Generator g1(3), g2(3), data(4);
+  auto on_cpu = MakeModel("cnn", g1).value();
+  auto on_gpu = MakeModel("cnn", g2).value();
+  for (const Tensor& p : on_gpu->Parameters()) cuda::MoveToDeviceInPlace(p, kGpu);
+  std::vector<int64_t> labels;
+  for (int i = 0; i < 300; ++i) labels.push_back(i % 10);
+  TensorDataset dataset(Uniform({300, 1, 28, 28}, 0.0f, 1.0f, data), FromVector(labels, {300}));
+  DistributedEvalOptions options;
+  options.batch_size = 64;
+  auto cpu = EvaluateDistributed(*on_cpu, dataset, nullptr, options);
+  auto gpu = EvaluateDistributed(*on_gpu, dataset, group_.get(), options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ(gpu->count, 300);
+  EXPECT_NEAR(gpu->accuracy, cpu->accuracy, 2.0 / 300);  // a near-tie may flip one argmax
+  EXPECT_NEAR(gpu->loss, cpu->loss, 1e-4);
+}
+
+#endif  // DDP_WITH_CUDA
+
+}  // namespace
+}  // namespace ddp
