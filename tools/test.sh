@@ -1,34 +1,71 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds everything optimised, runs every test, and
-# ends with a plain "N passed, N failed" line (counted per Bazel test target). Exit status: 0 only when
-# every test passed.
+# The whole test suite: installs what is missing, builds everything optimised, runs every test, checks
+# that the floors hold (tools/check_floors.py), and ends with a plain "N passed, N failed, N skipped"
+# line (counted per Bazel test target and configuration; a target that ran nothing because it cannot run
+# here, e.g. a GPU test without a GPU, counts as skipped and is listed above the line with its reason).
+# Exit status: 0 only when nothing failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh || exit 1
 
 log=$(mktemp)
+skips=$(mktemp)
+
+# Prints "<target>: <reason>" for each target of the bazel log $1 that passed without running any test
+# case: its test.log says "SKIPPED: <reason>" and gtest ran 0 tests (or it is not a gtest program).
+list_skipped() {
+  grep -oE '^//[^ ]+ +(\(cached\) )?PASSED' "$1" | awk '{print $1}' | while read -r target; do
+    local testlog="bazel-testlogs/${target#//}"
+    testlog="${testlog/://}/test.log"
+    local reason
+    reason=$(grep -m1 -oE '^SKIPPED: .*' "$testlog" 2>/dev/null) || continue
+    if grep -q '^\[  PASSED  \] 0 tests' "$testlog" || ! grep -q '^\[==========\]' "$testlog"; then
+      echo "${target}${2:-}: ${reason#SKIPPED: }"
+    fi
+  done
+}
+
 bazel test //... 2>&1 | tee "$log" | grep -vE '^[0-9.]+: src/main/tools/linux-sandbox'
 status=${PIPESTATUS[0]}
+list_skipped "$log" >> "$skips"
 
 # GPU code never rots: where nvcc exists, the CUDA configuration is compiled and linked too, and its
-# tests run (they print "SKIPPED: no CUDA device" and pass on machines without a GPU).
+# tests run (they print "SKIPPED: no CUDA device" and skip on machines without a GPU).
 if [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "== --config=cuda: build everything, run the CUDA tests"
   bazel build --config=cuda //... 2>&1 | tail -3
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-  bazel test --config=cuda //tensor/cuda:cuda_ops_test //comm:process_group_nccl_test //nn:optimizer_cuda_test //tests:nccl_ddp_test 2>&1 | tee -a "$log" |
+  cuda_log=$(mktemp)
+  bazel test --config=cuda //tensor/cuda:cuda_ops_test //comm:process_group_nccl_test //nn:optimizer_cuda_test \
+    //tests:nccl_ddp_test 2>&1 | sed -E 's/^(\/\/[^ ]+)( +)/\1 (cuda)\2/' | tee "$cuda_log" |
     grep -E 'PASSED|FAILED|SKIPPED|ERROR'
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  sed -E 's/^(\/\/[^ ]+) \(cuda\)/\1/' "$cuda_log" | list_skipped /dev/stdin " (cuda)" >> "$skips"
+  cat "$cuda_log" >> "$log"
+  rm -f "$cuda_log"
 else
   echo "== no nvcc at /usr/local/cuda/bin: the CUDA configuration is not built"
 fi
 
-passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
-failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE)' "$log")
-flaky=$(grep -cE '^//[^ ]+ +(\(cached\) )?FLAKY' "$log")
-failed=$((failed + flaky))
+# The floors: upward dependencies must be refused by Bazel and absent from #includes.
+echo "== floors"
+python3 tools/check_floors.py
+floors=$?
+[ "$floors" -eq 0 ] || status=1
+
+passed=$(grep -cE '^//[^ ]+ +(\(cuda\) +)?(\(cached\) )?PASSED' "$log")
+failed=$(grep -cE '^//[^ ]+ +(\(cuda\) +)?(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE)' "$log")
+flaky=$(grep -cE '^//[^ ]+ +(\(cuda\) +)?(\(cached\) )?FLAKY' "$log")
+skipped=$(wc -l < "$skips")
+passed=$((passed - skipped))
+failed=$((failed + flaky + (floors != 0)))
 rm -f "$log"
 bazel shutdown >/dev/null 2>&1 || true
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi  # a build error counts as a failure
-echo "${passed} passed, ${failed} failed"
+if [ "$skipped" -gt 0 ]; then
+  echo "skipped (cannot run on this machine):"
+  sed 's/^/  /' "$skips"
+fi
+rm -f "$skips"
+echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 exit "$status"
