@@ -1,4 +1,6 @@
-// Conv2d through im2col + one GEMM per group of images, and col2im for the input gradient.
+// Conv2d on either device through im2col + one GEMM per group of images, and col2im for the input
+// gradient. Checks, output allocation and autograd wiring are shared; the forward and backward kernels
+// branch on the device (the CPU's below; the GPU's, with a GPU-sized group, in tensor/cuda/ops_nn_cuda.cc).
 //
 // Note [Conv2d image groups]
 // With K = c*kh*kw rows and P = oh*ow output positions per image, a group of G images is unfolded
@@ -16,8 +18,8 @@
 #include <vector>
 
 #include "tensor/cpu_gemm.h"
-#include "tensor/device_guard.h"
 #include "tensor/function_node.h"
+#include "tensor/op_device.h"
 #include "tensor/ops.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/cuda_ops.h"
@@ -281,39 +283,56 @@ ConvGeometry CheckConvShapes(const Tensor& x, const Tensor& w, const Tensor& b, 
   return g;
 }
 
+#ifdef DDP_WITH_CUDA
+// The geometry as the CUDA kernels take it.
+cuda::kernels::ConvShape ToKernelShape(const ConvGeometry& g) {
+  return {g.n, g.c, g.h, g.w, g.out, g.kh, g.kw, g.stride, g.padding, g.oh, g.ow};
+}
+#endif
+
+// y = conv(x, w) (+ b when defined) for contiguous operands on one device.
+void ConvForwardOn(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeometry& g, const Tensor& y) {
+#ifdef DDP_WITH_CUDA
+  if (y.device().is_cuda()) {
+    cuda::Conv2dForward(x, w, b, ToKernelShape(g), y);
+    return;
+  }
+#endif
+  ConvForward(x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr, g, y.data<float>());
+}
+
+// The defined ones of gx (zero-filled by the caller, accumulated into), gw and gb (overwritten) from the
+// contiguous output gradient gy, on gy's device.
+void ConvBackwardOn(const Tensor& x, const Tensor& w, const Tensor& gy, const ConvGeometry& g, const Tensor& gx,
+                    const Tensor& gw, const Tensor& gb) {
+#ifdef DDP_WITH_CUDA
+  if (gy.device().is_cuda()) {
+    cuda::Conv2dBackward(x, w, gy, ToKernelShape(g), gx, gw, gb);
+    return;
+  }
+#endif
+  auto pointer = [](const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; };
+  ConvBackward(x.data<float>(), w.data<float>(), gy.data<float>(), g, {pointer(gx), pointer(gw), pointer(gb)});
+}
+
 }  // namespace
 
 Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding) {
-#ifdef DDP_WITH_CUDA
-  if (x.device().is_cuda() || w.device().is_cuda()) return cuda::Conv2d(x, w, b, stride, padding);
-#endif
-  RequireCpuFloat("Conv2d", {&x, &w, &b});
+  RequireFloatOnOneDevice("Conv2d", {&x, &w, &b});
   const ConvGeometry g = CheckConvShapes(x, w, b, stride, padding);
   Tensor xc = Contiguous(x.Detach()), wc = Contiguous(w.Detach());
   Tensor bc = b.defined() ? Contiguous(b.Detach()) : Tensor();
   Tensor out = Tensor::Empty({g.n, g.out, g.oh, g.ow}, DType::kFloat32, x.device());
-  ConvForward(xc.data<float>(), wc.data<float>(), bc.defined() ? bc.data<float>() : nullptr, g,
-              out.data<float>());
+  ConvForwardOn(xc, wc, bc, g, out);
   const bool need_x = x.requires_grad(), need_w = w.requires_grad();
   const bool need_b = b.defined() && b.requires_grad();
   return RecordOp(out, "Conv2dBackward", {&x, &w, &b}, [xc, wc, g, need_x, need_w, need_b](const Tensor& gy) {
-    Tensor gyc = Contiguous(gy);
-    Tensor gx, gw, gb;
-    ConvGrads grads{nullptr, nullptr, nullptr};
-    if (need_x) {
-      gx = Tensor::Empty(xc.shape(), DType::kFloat32, gy.device());
-      std::fill(gx.data<float>(), gx.data<float>() + gx.numel(), 0.0f);
-      grads.gx = gx.data<float>();
-    }
-    if (need_w) {
-      gw = Tensor::Empty(wc.shape(), DType::kFloat32, gy.device());
-      grads.gw = gw.data<float>();
-    }
-    if (need_b) {
-      gb = Tensor::Empty({g.out}, DType::kFloat32, gy.device());
-      grads.gb = gb.data<float>();
-    }
-    ConvBackward(xc.data<float>(), wc.data<float>(), gyc.data<float>(), g, grads);
+    const Device device = gy.device();
+    Tensor gx = need_x ? Tensor::Empty(xc.shape(), DType::kFloat32, device) : Tensor();
+    if (need_x) FillInPlace(gx, 0.0f);
+    Tensor gw = need_w ? Tensor::Empty(wc.shape(), DType::kFloat32, device) : Tensor();
+    Tensor gb = need_b ? Tensor::Empty({g.out}, DType::kFloat32, device) : Tensor();
+    ConvBackwardOn(xc, wc, Contiguous(gy), g, gx, gw, gb);
     return std::vector<Tensor>{gx, gw, gb};
   });
 }

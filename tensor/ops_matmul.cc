@@ -2,8 +2,8 @@
 // transposed views without copies. Everything but the GEMM call, the bias broadcast and the bias
 // gradient is shared by both devices.
 #include "tensor/cpu_gemm.h"
-#include "tensor/device_guard.h"
 #include "tensor/function_node.h"
+#include "tensor/op_device.h"
 #include "tensor/ops.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/context.h"
@@ -46,19 +46,6 @@ void MatmulInto(const Tensor& a, const Tensor& b, const Tensor& out, float beta)
   }
 #endif
   cpu::Gemm(ga.transposed, gb.transposed, m, n, k, 1.0f, ga.data, ga.ld, gb.data, gb.ld, beta, out.data<float>(), n);
-}
-
-// Float inputs on one device (the CPU, or one GPU).
-void RequireFloatOnOneDevice(const char* op, std::initializer_list<const Tensor*> inputs) {
-#ifdef DDP_WITH_CUDA
-  for (const Tensor* t : inputs) {
-    if (t->defined() && t->device().is_cuda()) {
-      cuda::RequireCudaFloat(op, inputs);
-      return;
-    }
-  }
-#endif
-  RequireCpuFloat(op, inputs);
 }
 
 // Every row of out[n, features] = b.

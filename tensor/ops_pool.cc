@@ -1,16 +1,17 @@
-// MaxPool2d: forward records, per output element, the argmax's offset inside its [h, w] plane (int32);
-// backward scatters the output gradient to those offsets.
+// MaxPool2d on either device: forward records, per output element, the argmax's offset inside its
+// [h, w] plane (int32, in a buffer on the input's device); backward scatters the output gradient to
+// those offsets. Only the two kernel calls branch on the device.
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <memory>
 #include <vector>
 
-#include "tensor/device_guard.h"
 #include "tensor/function_node.h"
+#include "tensor/op_device.h"
 #include "tensor/ops.h"
+#include "tensor/storage.h"
 #ifdef DDP_WITH_CUDA
-#include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/op_util.h"
 #endif
 
 namespace ddp {
@@ -73,14 +74,53 @@ void MaxPoolPlane2x2(const float* x, const PoolGeometry& g, float* y, int32_t* i
   }
 }
 
-}  // namespace
-
-Tensor MaxPool2d(const Tensor& x, int64_t kernel, int64_t stride) {
+// y and index (the argmax's offset in its plane) for contiguous x [planes, h, w], on x's device.
+void MaxPoolForwardInto(const Tensor& x, const PoolGeometry& g, const Tensor& y, int32_t* index) {
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
 #ifdef DDP_WITH_CUDA
-  if (x.device().is_cuda()) return cuda::MaxPool2d(x, kernel, stride);
+  if (x.device().is_cuda()) {
+    cuda::DeviceGuard guard(x.device().index);
+    DDP_CUDA_CHECK(cuda::kernels::MaxPoolForward(px, py, index, g.planes, g.h, g.w, g.kernel, g.stride, g.oh, g.ow,
+                                                 cuda::StreamOf(x)));
+    return;
+  }
 #endif
-  RequireCpuFloat("MaxPool2d", {&x});
-  if (stride == 0) stride = kernel;
+  const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
+  const bool two_by_two = g.kernel == 2 && g.stride == 2;
+#pragma omp parallel for if (g.planes * in_plane > (1 << 16))
+  for (int64_t p = 0; p < g.planes; ++p) {
+    if (two_by_two) {
+      MaxPoolPlane2x2(px + p * in_plane, g, py + p * out_plane, index + p * out_plane);
+    } else {
+      MaxPoolPlane(px + p * in_plane, g, py + p * out_plane, index + p * out_plane);
+    }
+  }
+}
+
+// gx = 0 except gx[index] += gy, plane by plane, for contiguous gy, on gy's device.
+void MaxPoolBackwardInto(const Tensor& gy, const int32_t* index, const PoolGeometry& g, const Tensor& gx) {
+  const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
+  const float* pgy = gy.data<float>();
+  float* pgx = gx.data<float>();
+#ifdef DDP_WITH_CUDA
+  if (gy.device().is_cuda()) {
+    cuda::DeviceGuard guard(gy.device().index);
+    DDP_CUDA_CHECK(cuda::kernels::MaxPoolBackward(pgy, index, pgx, g.planes, in_plane, out_plane, cuda::StreamOf(gy)));
+    return;
+  }
+#endif
+#pragma omp parallel for if (g.planes * in_plane > (1 << 16))
+  for (int64_t p = 0; p < g.planes; ++p) {
+    float* dst = pgx + p * in_plane;
+    std::fill(dst, dst + in_plane, 0.0f);
+    const float* src = pgy + p * out_plane;
+    const int32_t* at = index + p * out_plane;
+    for (int64_t o = 0; o < out_plane; ++o) dst[at[o]] += src[o];
+  }
+}
+
+PoolGeometry CheckPoolShapes(const Tensor& x, int64_t kernel, int64_t stride) {
   DDP_CHECK(x.dim() == 4) << "MaxPool2d expects [n, c, h, w], got " << ShapeToString(x.shape());
   DDP_CHECK(kernel >= 1 && stride >= 1) << "MaxPool2d: kernel " << kernel << " and stride " << stride
                                         << " must be >= 1";
@@ -88,40 +128,22 @@ Tensor MaxPool2d(const Tensor& x, int64_t kernel, int64_t stride) {
   DDP_CHECK(h >= kernel && w >= kernel) << "MaxPool2d: kernel " << kernel << " larger than input "
                                         << ShapeToString(x.shape());
   DDP_CHECK(h * w <= std::numeric_limits<int32_t>::max()) << "MaxPool2d: plane too large";
-  const PoolGeometry g{x.shape()[0] * x.shape()[1], h, w, kernel, stride, (h - kernel) / stride + 1,
-                       (w - kernel) / stride + 1};
+  return {x.shape()[0] * x.shape()[1], h, w, kernel, stride, (h - kernel) / stride + 1, (w - kernel) / stride + 1};
+}
+
+}  // namespace
+
+Tensor MaxPool2d(const Tensor& x, int64_t kernel, int64_t stride) {
+  RequireFloatOnOneDevice("MaxPool2d", {&x});
+  const PoolGeometry g = CheckPoolShapes(x, kernel, stride == 0 ? kernel : stride);
   Tensor xc = Contiguous(x.Detach());
   Tensor out = Tensor::Empty({x.shape()[0], x.shape()[1], g.oh, g.ow}, DType::kFloat32, x.device());
-  auto indices = std::make_shared<std::vector<int32_t>>(static_cast<size_t>(out.numel()));
-  const float* px = xc.data<float>();
-  float* py = out.data<float>();
-  int32_t* pi = indices->data();
-  const int64_t in_plane = h * w, out_plane = g.oh * g.ow;
-  const bool two_by_two = kernel == 2 && stride == 2;
-#pragma omp parallel for if (g.planes * in_plane > (1 << 16))
-  for (int64_t p = 0; p < g.planes; ++p) {
-    if (two_by_two) {
-      MaxPoolPlane2x2(px + p * in_plane, g, py + p * out_plane, pi + p * out_plane);
-    } else {
-      MaxPoolPlane(px + p * in_plane, g, py + p * out_plane, pi + p * out_plane);
-    }
-  }
+  Storage index = NewStorage(static_cast<size_t>(out.numel()) * sizeof(int32_t), x.device());
+  MaxPoolForwardInto(xc, g, out, static_cast<int32_t*>(index->data()));
   const Shape in_shape = x.shape();
-  return RecordOp(out, "MaxPool2dBackward", {&x}, [indices, in_shape, g](const Tensor& gy) {
-    Tensor gyc = Contiguous(gy);
+  return RecordOp(out, "MaxPool2dBackward", {&x}, [index, in_shape, g](const Tensor& gy) {
     Tensor gx = Tensor::Empty(in_shape, DType::kFloat32, gy.device());
-    float* pgx = gx.data<float>();
-    const float* pgy = gyc.data<float>();
-    const int32_t* pi = indices->data();
-    const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
-#pragma omp parallel for if (g.planes * in_plane > (1 << 16))
-    for (int64_t p = 0; p < g.planes; ++p) {
-      float* dst = pgx + p * in_plane;
-      std::fill(dst, dst + in_plane, 0.0f);
-      const float* src = pgy + p * out_plane;
-      const int32_t* at = pi + p * out_plane;
-      for (int64_t o = 0; o < out_plane; ++o) dst[at[o]] += src[o];
-    }
+    MaxPoolBackwardInto(Contiguous(gy), static_cast<const int32_t*>(index->data()), g, gx);
     return std::vector<Tensor>{gx};
   });
 }

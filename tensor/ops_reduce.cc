@@ -4,9 +4,11 @@
 #include "tensor/cpu_elementwise.h"
 #include "tensor/device_guard.h"
 #include "tensor/function_node.h"
+#include "tensor/op_device.h"
 #include "tensor/ops.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/op_util.h"
 #endif
 
 namespace ddp {
@@ -35,6 +37,28 @@ Tensor SumKeepDims(const Tensor& x, const std::vector<bool>& mask) {
   cpu::ForEachIndex(x.shape(), x.strides(), out_strides,
                     [&](int64_t, int64_t xi, int64_t oi) { o[oi] += in[xi]; });
   return out;
+}
+
+// out[a, b] = argmax_k x[a, k, b] (ties: the first) for contiguous x [outer, n, inner] and int64 out
+// [outer, inner], on x's device.
+void ArgmaxInto(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Tensor& out) {
+  const float* p = x.data<float>();
+  int64_t* o = out.data<int64_t>();
+#ifdef DDP_WITH_CUDA
+  if (x.device().is_cuda()) {
+    cuda::DeviceGuard guard(x.device().index);
+    DDP_CUDA_CHECK(cuda::kernels::Argmax(p, o, outer, n, inner, cuda::StreamOf(x)));
+    return;
+  }
+#endif
+  for (int64_t a = 0; a < outer; ++a) {
+    for (int64_t b = 0; b < inner; ++b) {
+      const float* base = p + a * n * inner + b;
+      int64_t best = 0;
+      for (int64_t k = 1; k < n; ++k) if (base[k * inner] > base[best * inner]) best = k;
+      o[a * inner + b] = best;
+    }
+  }
 }
 
 }  // namespace
@@ -92,10 +116,7 @@ Tensor Mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor Argmax(const Tensor& x, int64_t dim) {
-#ifdef DDP_WITH_CUDA
-  if (x.device().is_cuda()) return cuda::Argmax(x, dim);
-#endif
-  RequireCpuFloat("Argmax", {&x});
+  RequireFloatOnOneDevice("Argmax", {&x});
   const int64_t nd = x.dim();
   if (dim < 0) dim += nd;
   DDP_CHECK(dim >= 0 && dim < nd) << "Argmax dim out of range";
@@ -108,16 +129,7 @@ Tensor Argmax(const Tensor& x, int64_t dim) {
   Shape out_shape;
   for (int64_t i = 0; i < nd; ++i) if (i != dim) out_shape.push_back(c.shape()[i]);
   Tensor out = Tensor::Empty(out_shape, DType::kInt64, x.device());
-  int64_t* o = out.data<int64_t>();
-  const float* p = c.data<float>();
-  for (int64_t a = 0; a < outer; ++a) {
-    for (int64_t b = 0; b < inner; ++b) {
-      const float* base = p + a * n * inner + b;
-      int64_t best = 0;
-      for (int64_t k = 1; k < n; ++k) if (base[k * inner] > base[best * inner]) best = k;
-      o[a * inner + b] = best;
-    }
-  }
+  ArgmaxInto(c, outer, n, inner, out);
   return out;
 }
 

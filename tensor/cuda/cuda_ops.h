@@ -12,6 +12,7 @@
 #ifndef DDP_TENSOR_CUDA_CUDA_OPS_H_
 #define DDP_TENSOR_CUDA_CUDA_OPS_H_
 
+#include "tensor/cuda/kernels.h"
 #include "tensor/functors.h"
 #include "tensor/random.h"
 #include "tensor/tensor.h"
@@ -33,10 +34,7 @@ Tensor Sqrt(const Tensor& a);
 
 Tensor Sum(const Tensor& x);
 Tensor Sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim);
-Tensor Argmax(const Tensor& x, int64_t dim);
 
-Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding);
-Tensor MaxPool2d(const Tensor& x, int64_t kernel, int64_t stride);
 Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                  const Tensor& running_var, bool training, float momentum, float eps);
 Tensor Dropout(const Tensor& x, float p, bool training, Generator& generator);
@@ -63,6 +61,18 @@ void AdamStep(const Tensor& param, const Tensor& m, const Tensor& v, const Tenso
 // hooks stay valid) now points at a contiguous copy on `device`. For building a model on the CPU and
 // moving it (torch's module.to(device)). REQUIRES: no gradient yet.
 void MoveToDeviceInPlace(const Tensor& t, Device device);
+
+// ---- kernels of ops implemented once for both devices in tensor/ops_*.cc ----
+// The op has checked shapes and devices; these only run kernels, on contiguous float32 tensors of one
+// GPU, and record no autograd.
+
+// Conv2d's forward (tensor/ops_conv.cc): y [n, out, oh, ow] = conv(x [n, c, h, w], w [out, c, kh, kw])
+// (+ b [out] when defined), geometry `g`.
+void Conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b, const kernels::ConvShape& g, const Tensor& y);
+// Conv2d's backward from gy [n, out, oh, ow], for the defined ones of gx (REQUIRES: zero-filled; the
+// input gradient is added to it), gw and gb (overwritten).
+void Conv2dBackward(const Tensor& x, const Tensor& w, const Tensor& gy, const kernels::ConvShape& g,
+                    const Tensor& gx, const Tensor& gw, const Tensor& gb);
 
 }  // namespace cuda
 }  // namespace ddp

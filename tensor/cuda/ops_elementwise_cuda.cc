@@ -364,25 +364,6 @@ Tensor Sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   });
 }
 
-Tensor Argmax(const Tensor& x, int64_t dim) {
-  RequireCudaFloat("Argmax", {&x});
-  const int64_t nd = x.dim();
-  if (dim < 0) dim += nd;
-  DDP_CHECK(dim >= 0 && dim < nd) << "Argmax dim out of range";
-  Tensor c = ContiguousNoGrad(x);
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < dim; ++i) outer *= c.shape()[i];
-  for (int64_t i = dim + 1; i < nd; ++i) inner *= c.shape()[i];
-  const int64_t n = c.shape()[dim];
-  DDP_CHECK(n > 0) << "Argmax over an empty dimension";
-  Shape out_shape;
-  for (int64_t i = 0; i < nd; ++i) if (i != dim) out_shape.push_back(c.shape()[i]);
-  Tensor out = Tensor::Empty(out_shape, DType::kInt64, x.device());
-  DeviceGuard guard(x.device().index);
-  DDP_CUDA_CHECK(kernels::Argmax(c.data<float>(), out.data<int64_t>(), outer, n, inner, StreamOf(x)));
-  return out;
-}
-
 // ---- optimizer steps ----
 
 void SgdStep(const Tensor& param, const Tensor& buf, const Tensor& grad, const functors::SgdStep& step) {

@@ -11,28 +11,9 @@
 namespace ddp {
 namespace cuda {
 
-// ---- Conv2d (Note [Conv2d image groups] in tensor/ops_conv.cc, with a GPU-sized group) ----
+// ---- Conv2d's kernels (Note [Conv2d image groups] in tensor/ops_conv.cc, with a GPU-sized group) ----
 
 namespace {
-
-kernels::ConvShape CheckConv(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding) {
-  DDP_CHECK(x.dim() == 4 && w.dim() == 4 && x.shape()[1] == w.shape()[1])
-      << "Conv2d: input " << ShapeToString(x.shape()) << " [n, c, h, w] does not match weight "
-      << ShapeToString(w.shape()) << " [out, c, kh, kw]";
-  DDP_CHECK(stride >= 1 && padding >= 0) << "Conv2d: stride " << stride << " must be >= 1 and padding " << padding
-                                         << " >= 0";
-  kernels::ConvShape g{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], w.shape()[0],
-                       w.shape()[2], w.shape()[3], stride, padding, 0, 0};
-  DDP_CHECK(g.kh >= 1 && g.kw >= 1 && g.h + 2 * padding >= g.kh && g.w + 2 * padding >= g.kw)
-      << "Conv2d: kernel " << g.kh << "x" << g.kw << " larger than padded input " << ShapeToString(x.shape());
-  if (b.defined()) {
-    DDP_CHECK(b.dim() == 1 && b.shape()[0] == g.out)
-        << "Conv2d: bias " << ShapeToString(b.shape()) << " for weight " << ShapeToString(w.shape());
-  }
-  g.oh = (g.h + 2 * padding - g.kh) / stride + 1;
-  g.ow = (g.w + 2 * padding - g.kw) / stride + 1;
-  return g;
-}
 
 // Images per GEMM: as many as keep col [K, G*P] within 256 MiB (one wide GEMM per group).
 int64_t ImagesPerGroup(const kernels::ConvShape& g) {
@@ -43,95 +24,51 @@ int64_t ImagesPerGroup(const kernels::ConvShape& g) {
 
 }  // namespace
 
-Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding) {
-  const int device = RequireCudaFloat("Conv2d", {&x, &w, &b});
-  const kernels::ConvShape g = CheckConv(x, w, b, stride, padding);
-  Tensor xc = ContiguousNoGrad(x), wc = ContiguousNoGrad(w);
-  Tensor bc = b.defined() ? ContiguousNoGrad(b) : Tensor();
-  Tensor out = Tensor::Empty({g.n, g.out, g.oh, g.ow}, DType::kFloat32, x.device());
+void Conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b, const kernels::ConvShape& g, const Tensor& y) {
+  const int device = x.device().index;
   const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, group = ImagesPerGroup(g);
-  {
-    DeviceGuard guard(device);
-    cudaStream_t stream = StreamOf(x);
-    Tensor col = Tensor::Empty({K * P * std::min(group, g.n)}, DType::kFloat32, x.device());
-    Tensor tmp = Tensor::Empty({g.out * P * std::min(group, g.n)}, DType::kFloat32, x.device());
-    for (int64_t first = 0; first < g.n; first += group) {
-      const int64_t count = std::min(group, g.n - first), ld = count * P;
-      DDP_CUDA_CHECK(kernels::Im2Col(xc.data<float>(), g, first, count, col.data<float>(), stream));
-      Gemm(device, false, false, g.out, ld, K, 1.0f, wc.data<float>(), K, col.data<float>(), ld, 0.0f,
-           tmp.data<float>(), ld);
-      DDP_CUDA_CHECK(kernels::SwapOuterDims(tmp.data<float>(), out.data<float>() + first * g.out * P, g.out, count,
-                                            P, bc.defined() ? bc.data<float>() : nullptr, stream));
-    }
+  DeviceGuard guard(device);
+  cudaStream_t stream = StreamOf(x);
+  Tensor col = Tensor::Empty({K * P * std::min(group, g.n)}, DType::kFloat32, x.device());
+  Tensor tmp = Tensor::Empty({g.out * P * std::min(group, g.n)}, DType::kFloat32, x.device());
+  for (int64_t first = 0; first < g.n; first += group) {
+    const int64_t count = std::min(group, g.n - first), ld = count * P;
+    DDP_CUDA_CHECK(kernels::Im2Col(x.data<float>(), g, first, count, col.data<float>(), stream));
+    Gemm(device, false, false, g.out, ld, K, 1.0f, w.data<float>(), K, col.data<float>(), ld, 0.0f,
+         tmp.data<float>(), ld);
+    DDP_CUDA_CHECK(kernels::SwapOuterDims(tmp.data<float>(), y.data<float>() + first * g.out * P, g.out, count, P,
+                                          b.defined() ? b.data<float>() : nullptr, stream));
   }
-  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
-  const bool need_b = b.defined() && b.requires_grad();
-  return RecordOp(out, "Conv2dBackward", {&x, &w, &b}, [xc, wc, g, device, need_x, need_w, need_b](const Tensor& gy) {
-    Tensor gyc = ContiguousNoGrad(gy);
-    Tensor gx, gw, gb;
-    if (need_b) gb = cuda::Sum(gyc, {0, 2, 3}, false);
-    if (!need_x && !need_w) return std::vector<Tensor>{gx, gw, gb};
-    DeviceGuard guard(device);
-    cudaStream_t stream = StreamOf(gyc);
-    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, group = ImagesPerGroup(g);
-    const int64_t max_cols = P * std::max<int64_t>(std::min(group, g.n), 1);
-    Tensor col = Tensor::Empty({K * max_cols}, DType::kFloat32, gy.device());
-    Tensor gathered = Tensor::Empty({g.out * max_cols}, DType::kFloat32, gy.device());
-    if (need_x) {
-      gx = Tensor::Empty(xc.shape(), DType::kFloat32, gy.device());
-      cuda::FillInPlace(gx, 0.0f);
-    }
-    if (need_w) {
-      gw = Tensor::Empty(wc.shape(), DType::kFloat32, gy.device());
-      cuda::FillInPlace(gw, 0.0f);
-    }
-    for (int64_t first = 0; first < g.n; first += group) {
-      const int64_t count = std::min(group, g.n - first), ld = count * P;
-      // gy [count, out, P] -> [out, count * P]
-      DDP_CUDA_CHECK(kernels::SwapOuterDims(gyc.data<float>() + first * g.out * P, gathered.data<float>(), count,
-                                            g.out, P, nullptr, stream));
-      if (need_w) {
-        DDP_CUDA_CHECK(kernels::Im2Col(xc.data<float>(), g, first, count, col.data<float>(), stream));
-        Gemm(device, false, true, g.out, K, ld, 1.0f, gathered.data<float>(), ld, col.data<float>(), ld, 1.0f,
-             gw.data<float>(), K);
-      }
-      if (need_x) {
-        Gemm(device, true, false, K, ld, g.out, 1.0f, wc.data<float>(), K, gathered.data<float>(), ld, 0.0f,
-             col.data<float>(), ld);
-        DDP_CUDA_CHECK(kernels::Col2Im(col.data<float>(), g, first, count, gx.data<float>(), stream));
-      }
-    }
-    return std::vector<Tensor>{gx, gw, gb};
-  });
 }
 
-// ---- MaxPool2d (tensor/ops_pool.cc) ----
-
-Tensor MaxPool2d(const Tensor& x, int64_t kernel, int64_t stride) {
-  RequireCudaFloat("MaxPool2d", {&x});
-  if (stride == 0) stride = kernel;
-  DDP_CHECK(x.dim() == 4) << "MaxPool2d expects [n, c, h, w], got " << ShapeToString(x.shape());
-  DDP_CHECK(kernel >= 1 && stride >= 1) << "MaxPool2d: kernel " << kernel << " and stride " << stride
-                                        << " must be >= 1";
-  const int64_t h = x.shape()[2], w = x.shape()[3];
-  DDP_CHECK(h >= kernel && w >= kernel) << "MaxPool2d: kernel " << kernel << " larger than input "
-                                        << ShapeToString(x.shape());
-  const int64_t planes = x.shape()[0] * x.shape()[1], oh = (h - kernel) / stride + 1, ow = (w - kernel) / stride + 1;
-  Tensor xc = ContiguousNoGrad(x);
-  Tensor out = Tensor::Empty({x.shape()[0], x.shape()[1], oh, ow}, DType::kFloat32, x.device());
-  Storage index = NewStorage(static_cast<size_t>(out.numel()) * sizeof(int32_t), x.device());
-  DeviceGuard guard(x.device().index);
-  DDP_CUDA_CHECK(kernels::MaxPoolForward(xc.data<float>(), out.data<float>(), static_cast<int32_t*>(index->data()),
-                                         planes, h, w, kernel, stride, oh, ow, StreamOf(x)));
-  const Shape in_shape = x.shape();
-  return RecordOp(out, "MaxPool2dBackward", {&x}, [index, in_shape, planes, h, w, oh, ow](const Tensor& gy) {
-    Tensor gyc = ContiguousNoGrad(gy);
-    Tensor gx = Tensor::Empty(in_shape, DType::kFloat32, gy.device());
-    DeviceGuard guard(gy.device().index);
-    DDP_CUDA_CHECK(kernels::MaxPoolBackward(gyc.data<float>(), static_cast<const int32_t*>(index->data()),
-                                            gx.data<float>(), planes, h * w, oh * ow, StreamOf(gy)));
-    return std::vector<Tensor>{gx};
-  });
+void Conv2dBackward(const Tensor& x, const Tensor& w, const Tensor& gy, const kernels::ConvShape& g,
+                    const Tensor& gx, const Tensor& gw, const Tensor& gb) {
+  if (gb.defined()) cuda::CopyInPlace(gb, cuda::Sum(gy, {0, 2, 3}, false));
+  if (!gx.defined() && !gw.defined()) return;
+  const int device = gy.device().index;
+  DeviceGuard guard(device);
+  cudaStream_t stream = StreamOf(gy);
+  const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, group = ImagesPerGroup(g);
+  const int64_t max_cols = P * std::max<int64_t>(std::min(group, g.n), 1);
+  Tensor col = Tensor::Empty({K * max_cols}, DType::kFloat32, gy.device());
+  Tensor gathered = Tensor::Empty({g.out * max_cols}, DType::kFloat32, gy.device());
+  if (gw.defined()) cuda::FillInPlace(gw, 0.0f);
+  for (int64_t first = 0; first < g.n; first += group) {
+    const int64_t count = std::min(group, g.n - first), ld = count * P;
+    // gy [count, out, P] -> [out, count * P]
+    DDP_CUDA_CHECK(kernels::SwapOuterDims(gy.data<float>() + first * g.out * P, gathered.data<float>(), count, g.out,
+                                          P, nullptr, stream));
+    if (gw.defined()) {
+      DDP_CUDA_CHECK(kernels::Im2Col(x.data<float>(), g, first, count, col.data<float>(), stream));
+      Gemm(device, false, true, g.out, K, ld, 1.0f, gathered.data<float>(), ld, col.data<float>(), ld, 1.0f,
+           gw.data<float>(), K);
+    }
+    if (gx.defined()) {
+      Gemm(device, true, false, K, ld, g.out, 1.0f, w.data<float>(), K, gathered.data<float>(), ld, 0.0f,
+           col.data<float>(), ld);
+      DDP_CUDA_CHECK(kernels::Col2Im(col.data<float>(), g, first, count, gx.data<float>(), stream));
+    }
+  }
 }
 
 // ---- BatchNorm (tensor/ops_batchnorm.cc) ----
