@@ -46,9 +46,23 @@ std::vector<std::pair<std::string, uint64_t>> StateChecksums(const Module& modul
   return sums;
 }
 
-absl::Status CheckReplicasInSync(const Module& module, ProcessGroup& group) {
+namespace {
+
+// StateChecksums without the buffers when the options say they are re-broadcast.
+std::vector<std::pair<std::string, uint64_t>> ComparedChecksums(const Module& module,
+                                                                 const DesyncCheckOptions& options) {
+  if (options.compare_buffers) return StateChecksums(module);
+  std::vector<std::pair<std::string, uint64_t>> sums;
+  for (const auto& [name, tensor] : module.NamedParameters()) sums.emplace_back(name, TensorChecksum(tensor));
+  return sums;
+}
+
+}  // namespace
+
+absl::Status CheckReplicasInSync(const Module& module, ProcessGroup& group,
+                                 const DesyncCheckOptions& options) {
   std::vector<std::string> gathered;
-  const absl::Status gather = group.AllGatherObject(Encode(StateChecksums(module)), &gathered);
+  const absl::Status gather = group.AllGatherObject(Encode(ComparedChecksums(module, options)), &gathered);
   if (!gathered.empty() && gather.ok() && static_cast<int>(gathered.size()) != group.size()) {
     return absl::InternalError("CheckReplicasInSync: AllGatherObject returned the wrong number of ranks");
   }
@@ -89,9 +103,9 @@ absl::Status CheckReplicasInSync(const Module& module, ProcessGroup& group) {
 }
 
 absl::Status MaybeCheckReplicasInSync(const Module& module, ProcessGroup& group, int64_t step,
-                                      int64_t every_n_steps) {
+                                      int64_t every_n_steps, const DesyncCheckOptions& options) {
   if (every_n_steps <= 0 || step % every_n_steps != 0) return absl::OkStatus();
-  return CheckReplicasInSync(module, group);
+  return CheckReplicasInSync(module, group, options);
 }
 
 }  // namespace ddp

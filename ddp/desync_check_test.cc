@@ -80,5 +80,26 @@ TEST(DesyncCheckTest, PerturbedBuffersOnTwoRanksAreNamed) {
   });
 }
 
+// DDP's broadcast_buffers: running statistics differ between forwards (each rank updates them from its
+// own batch after the broadcast), so they are not compared; a parameter still is.
+TEST(DesyncCheckTest, RebroadcastBuffersAreNotCompared) {
+  std::string buffer;
+  for (const auto& [n, t] : Model()->NamedBuffers()) {
+    if (buffer.empty()) buffer = n;
+  }
+  const std::string parameter = Model()->NamedParameters()[0].first;
+  DesyncCheckOptions rebroadcast;
+  rebroadcast.compare_buffers = false;
+  RunRanks(2, [&](int rank, ProcessGroup& group) {
+    auto model = Model();
+    if (rank == 1) Perturb(*model, buffer);
+    EXPECT_TRUE(CheckReplicasInSync(*model, group, rebroadcast).ok()) << "rank " << rank;
+    EXPECT_TRUE(absl::IsFailedPrecondition(CheckReplicasInSync(*model, group))) << "rank " << rank;
+    if (rank == 1) Perturb(*model, parameter);
+    const absl::Status status = MaybeCheckReplicasInSync(*model, group, 4, 2, rebroadcast);
+    EXPECT_THAT(std::string(status.message()), HasSubstr("parameter \"" + parameter + "\" (state tensor 0)"));
+  });
+}
+
 }  // namespace
 }  // namespace ddp

@@ -117,7 +117,10 @@ absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& 
     DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, *sampler, (step + 1) * config.accumulate_steps * config.batch_size,
                                         epoch));
     if (state.group != nullptr && config.check_sync_every > 0) {
-      DDP_RETURN_IF_ERROR(MaybeCheckReplicasInSync(state.model, *state.group, state.global_step, config.check_sync_every));
+      DesyncCheckOptions compared;
+      compared.compare_buffers = state.ddp == nullptr;  // DDP re-broadcasts buffers every forward (train's default)
+      DDP_RETURN_IF_ERROR(
+          MaybeCheckReplicasInSync(state.model, *state.group, state.global_step, config.check_sync_every, compared));
     }
     MaybeKillAfterStep(state.fault, state.rank, state.global_step);
     if (state.ddp != nullptr && config.print_buckets && state.rank == 0 && state.global_step == 2) {
