@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/file_store.h"
 #include "comm/prefix_store.h"
+#include "comm/process_group_debug.h"
 #include "comm/process_group_gloo.h"
 #include "comm/store_keys.h"
 #include "comm/socket_util.h"
@@ -102,10 +103,22 @@ std::string LocalAddressToward(const std::string& host) {
   return local;
 }
 
+namespace {
+
+// `group` itself, or wrapped so that the ranks compare every collective first (DDP_DEBUG=detail).
+std::unique_ptr<ProcessGroup> MaybeDebugWrapped(std::unique_ptr<ProcessGroup> group, DebugMode mode) {
+  if (mode == DebugMode::kOff) return group;
+  return std::make_unique<ProcessGroupDebug>(std::move(group));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitOptions& options) {
   IgnoreSigpipeIfDefault();  // before any socket: a dead peer must fail a call, not kill the process
   auto context = std::make_unique<DistributedContext>();
   DDP_ASSIGN_OR_RETURN(context->launch, ResolveLaunchEnv(options.env, options.rank, options.world_size));
+  const std::optional<std::string> debug_env = options.env("DDP_DEBUG");
+  DDP_ASSIGN_OR_RETURN(const DebugMode debug, ParseDebugMode(debug_env ? debug_env->c_str() : nullptr));
   if (options.timeout.has_value()) {
     context->timeout = *options.timeout;
   } else {
@@ -133,7 +146,7 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitO
     DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupNccl> group,
                          ProcessGroupNccl::Create(*context->store, context->launch.rank,
                                                   context->launch.world_size, nccl_options));
-    context->group = std::move(group);
+    context->group = MaybeDebugWrapped(std::move(group), debug);
     return context;
   }
 #endif
@@ -145,7 +158,7 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitO
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupGloo> group,
                        ProcessGroupGloo::Create(*context->store, context->launch.rank,
                                                 context->launch.world_size, gloo_options));
-  context->group = std::move(group);
+  context->group = MaybeDebugWrapped(std::move(group), debug);
   return context;
 }
 
