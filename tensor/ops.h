@@ -86,7 +86,8 @@ Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride 
 // Max over kernel x kernel windows; stride defaults to kernel (as F.max_pool2d); no padding.
 Tensor MaxPool2d(const Tensor& x, int64_t kernel, int64_t stride = 0);
 
-// ---- normalisation and regularisation (tensor/ops_batchnorm.cc, tensor/ops_dropout.cc) ----
+// ---- normalisation and regularisation (tensor/ops_batchnorm.cc, tensor/ops_dropout.cc; BatchNorm's
+// pieces, for a batch norm synchronised over processes, in tensor/batch_norm.h) ----
 // torch's F.batch_norm over x [n, c, h, w] (or [n, c]). Training: normalises with batch statistics and
 // updates running_mean/var in place (unbiased variance, `momentum`), as PyTorch. Eval: uses the running
 // statistics. weight/bias [c] may be undefined.

@@ -122,23 +122,17 @@ __device__ double BlockSumAll(double value) {
 }
 
 // One block per channel.
-__global__ void BatchNormStatsKernel(const float* x, int64_t n, int64_t c, int64_t inner, float eps, float* mean,
-                                     float* var, float* invstd) {
+__global__ void BatchNormChannelSumsKernel(const float* x, int64_t n, int64_t c, int64_t inner, const float* mean,
+                                           float* out) {
   const int64_t ch = blockIdx.x, count = n * inner;
+  const double m = mean != nullptr ? mean[ch] : 0.0;
   double total = 0.0;
-  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) total += x[((i / inner) * c + ch) * inner + i % inner];
-  const double m = BlockSumAll(total) / static_cast<double>(count);
-  double squares = 0.0;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
-    const double d = x[((i / inner) * c + ch) * inner + i % inner] - m;
-    squares += d * d;
+    const double v = x[((i / inner) * c + ch) * inner + i % inner];
+    total += mean != nullptr ? (v - m) * (v - m) : v;
   }
-  const double v = BlockSumAll(squares) / static_cast<double>(count);
-  if (threadIdx.x == 0) {
-    mean[ch] = static_cast<float>(m);
-    var[ch] = static_cast<float>(v);
-    invstd[ch] = static_cast<float>(1.0 / sqrt(v + eps));
-  }
+  total = BlockSumAll(total);
+  if (threadIdx.x == 0) out[ch] = static_cast<float>(total);
 }
 
 __global__ void BatchNormUpdateRunningKernel(float* rm, int64_t ms, float* rv, int64_t vs, const float* mean,
@@ -152,12 +146,8 @@ __global__ void BatchNormUpdateRunningKernel(float* rm, int64_t ms, float* rv, i
   }
 }
 
-__global__ void BatchNormEvalStatsKernel(const float* rm, int64_t ms, const float* rv, int64_t vs, int64_t c,
-                                         float eps, float* mean, float* invstd) {
-  DDP_GRID_LOOP(ch, c) {
-    mean[ch] = rm[ch * ms];
-    invstd[ch] = static_cast<float>(1.0 / sqrt(static_cast<double>(rv[ch * vs]) + eps));
-  }
+__global__ void BatchNormInvStdKernel(const float* var, int64_t vs, int64_t c, float eps, float* invstd) {
+  DDP_GRID_LOOP(ch, c) invstd[ch] = static_cast<float>(1.0 / sqrt(static_cast<double>(var[ch * vs]) + eps));
 }
 
 __global__ void BatchNormApplyKernel(const float* x, int64_t n, int64_t c, int64_t inner, const float* mean,
@@ -189,10 +179,10 @@ __global__ void BatchNormBackwardSumsKernel(const float* gy, const float* x, con
   }
 }
 
-__global__ void BatchNormBackwardKernel(const float* gy, const float* x, const float* mean, const float* invstd,
-                                        const float* weight, int64_t ws, const float* sum_g, const float* sum_gx,
-                                        int64_t n, int64_t c, int64_t inner, bool training, float* gx) {
-  const double count = static_cast<double>(n * inner);
+__global__ void BatchNormInputGradKernel(const float* gy, const float* x, const float* mean, const float* invstd,
+                                         const float* weight, int64_t ws, const float* sum_g, const float* sum_gx,
+                                         int64_t n, int64_t c, int64_t inner, double count, bool training,
+                                         float* gx) {
   DDP_GRID_LOOP(i, n * c * inner) {
     const int64_t ch = (i / inner) % c;
     const double is = invstd[ch], k = (weight != nullptr ? weight[ch * ws] : 1.0f) * is;
@@ -202,14 +192,6 @@ __global__ void BatchNormBackwardKernel(const float* gy, const float* x, const f
       b = static_cast<float>(-k * sum_g[ch] / count);
     }
     gx[i] = static_cast<float>(k) * gy[i] + a * (x[i] - mean[ch]) + b;
-  }
-}
-
-__global__ void BatchNormParamGradsKernel(const float* sum_g, const float* sum_gx, const float* invstd, int64_t c,
-                                          float* gw, float* gb) {
-  DDP_GRID_LOOP(ch, c) {
-    if (gw != nullptr) gw[ch] = sum_gx[ch] * invstd[ch];
-    if (gb != nullptr) gb[ch] = sum_g[ch];
   }
 }
 
@@ -254,10 +236,10 @@ cudaError_t MaxPoolBackward(const float* gy, const int32_t* index, float* gx, in
   return cudaGetLastError();
 }
 
-cudaError_t BatchNormStats(const float* x, int64_t n, int64_t c, int64_t inner, float eps, float* mean, float* var,
-                           float* invstd, cudaStream_t s) {
+cudaError_t BatchNormChannelSums(const float* x, int64_t n, int64_t c, int64_t inner, const float* mean, float* out,
+                                 cudaStream_t s) {
   if (c == 0) return cudaSuccess;
-  BatchNormStatsKernel<<<static_cast<unsigned>(c), kThreads, 0, s>>>(x, n, c, inner, eps, mean, var, invstd);
+  BatchNormChannelSumsKernel<<<static_cast<unsigned>(c), kThreads, 0, s>>>(x, n, c, inner, mean, out);
   return cudaGetLastError();
 }
 
@@ -270,12 +252,10 @@ cudaError_t BatchNormUpdateRunning(float* running_mean, int64_t mean_stride, flo
   return cudaGetLastError();
 }
 
-cudaError_t BatchNormEvalStats(const float* running_mean, int64_t mean_stride, const float* running_var,
-                               int64_t var_stride, int64_t c, float eps, float* mean, float* invstd,
-                               cudaStream_t s) {
+cudaError_t BatchNormInvStd(const float* var, int64_t var_stride, int64_t c, float eps, float* invstd,
+                            cudaStream_t s) {
   if (c == 0) return cudaSuccess;
-  BatchNormEvalStatsKernel<<<Blocks(c), kThreads, 0, s>>>(running_mean, mean_stride, running_var, var_stride, c,
-                                                           eps, mean, invstd);
+  BatchNormInvStdKernel<<<Blocks(c), kThreads, 0, s>>>(var, var_stride, c, eps, invstd);
   return cudaGetLastError();
 }
 
@@ -296,17 +276,13 @@ cudaError_t BatchNormBackwardSums(const float* gy, const float* x, const float* 
   return cudaGetLastError();
 }
 
-cudaError_t BatchNormBackward(const float* gy, const float* x, const float* mean, const float* invstd,
-                              const float* weight, int64_t weight_stride, const float* sum_g, const float* sum_gx,
-                              int64_t n, int64_t c, int64_t inner, bool training, float* gx, float* gw, float* gb,
-                              cudaStream_t s) {
-  if ((gw != nullptr || gb != nullptr) && c > 0) {
-    BatchNormParamGradsKernel<<<Blocks(c), kThreads, 0, s>>>(sum_g, sum_gx, invstd, c, gw, gb);
-  }
-  if (gx != nullptr && n * c * inner > 0) {
-    BatchNormBackwardKernel<<<Blocks(n * c * inner), kThreads, 0, s>>>(gy, x, mean, invstd, weight, weight_stride,
-                                                                       sum_g, sum_gx, n, c, inner, training, gx);
-  }
+cudaError_t BatchNormInputGrad(const float* gy, const float* x, const float* mean, const float* invstd,
+                               const float* weight, int64_t weight_stride, const float* sum_g, const float* sum_gx,
+                               int64_t n, int64_t c, int64_t inner, int64_t count, bool training, float* gx,
+                               cudaStream_t s) {
+  if (n * c * inner == 0) return cudaSuccess;
+  BatchNormInputGradKernel<<<Blocks(n * c * inner), kThreads, 0, s>>>(
+      gy, x, mean, invstd, weight, weight_stride, sum_g, sum_gx, n, c, inner, static_cast<double>(count), training, gx);
   return cudaGetLastError();
 }
 

@@ -35,8 +35,6 @@ Tensor Sqrt(const Tensor& a);
 Tensor Sum(const Tensor& x);
 Tensor Sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim);
 
-Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                 const Tensor& running_var, bool training, float momentum, float eps);
 Tensor Dropout(const Tensor& x, float p, bool training, Generator& generator);
 Tensor LogSoftmax(const Tensor& x, int64_t dim);
 Tensor NllLoss(const Tensor& log_probs, const Tensor& target);

@@ -94,32 +94,32 @@ cudaError_t MaxPoolForward(const float* x, float* y, int32_t* index, int64_t pla
 cudaError_t MaxPoolBackward(const float* gy, const int32_t* index, float* gx, int64_t planes, int64_t in_plane,
                             int64_t out_plane, cudaStream_t stream);
 
-// BatchNorm over contiguous x [n, c, inner]. Training statistics: mean, biased var and
-// invstd = 1/sqrt(var + eps) per channel (double accumulation, one block per channel).
-cudaError_t BatchNormStats(const float* x, int64_t n, int64_t c, int64_t inner, float eps, float* mean,
-                           float* var, float* invstd, cudaStream_t stream);
-// running = (1 - momentum) * running + momentum * batch (unbiased variance); pointers may be null;
-// strides in elements.
+// BatchNorm's pieces (tensor/batch_norm_kernels.h) over contiguous x [n, c, inner]; per-channel vectors
+// are contiguous [c] unless a stride is given (in elements).
+// out[ch] = Σ x (mean null) or Σ (x - mean[ch])^2 over the channel's n * inner values (double
+// accumulation, one block per channel).
+cudaError_t BatchNormChannelSums(const float* x, int64_t n, int64_t c, int64_t inner, const float* mean, float* out,
+                                 cudaStream_t stream);
+// invstd[ch] = 1 / sqrt(var[ch * var_stride] + eps).
+cudaError_t BatchNormInvStd(const float* var, int64_t var_stride, int64_t c, float eps, float* invstd,
+                            cudaStream_t stream);
+// running = (1 - momentum) * running + momentum * batch (unbiased variance); pointers may be null.
 cudaError_t BatchNormUpdateRunning(float* running_mean, int64_t mean_stride, float* running_var,
                                    int64_t var_stride, const float* mean, const float* var, int64_t c,
                                    int64_t count, float momentum, cudaStream_t stream);
-// Eval statistics from the running ones: mean = running_mean, invstd = 1/sqrt(running_var + eps).
-cudaError_t BatchNormEvalStats(const float* running_mean, int64_t mean_stride, const float* running_var,
-                               int64_t var_stride, int64_t c, float eps, float* mean, float* invstd,
-                               cudaStream_t stream);
-// y = (x - mean) * invstd * weight + bias (weight / bias nullable, with strides).
+// y = (x - mean) * invstd * weight + bias (weight / bias nullable).
 cudaError_t BatchNormApply(const float* x, int64_t n, int64_t c, int64_t inner, const float* mean,
                            const float* invstd, const float* weight, int64_t weight_stride, const float* bias,
                            int64_t bias_stride, float* y, cudaStream_t stream);
 // Per channel: sum_g = sum(gy), sum_gx = sum(gy * (x - mean)).
 cudaError_t BatchNormBackwardSums(const float* gy, const float* x, const float* mean, int64_t n, int64_t c,
                                   int64_t inner, float* sum_g, float* sum_gx, cudaStream_t stream);
-// gx = k * gy + a * (x - mean) + b per channel (tensor/ops_batchnorm.cc), gw = sum_gx * invstd,
-// gb = sum_g. gx / gw / gb may be null.
-cudaError_t BatchNormBackward(const float* gy, const float* x, const float* mean, const float* invstd,
-                              const float* weight, int64_t weight_stride, const float* sum_g,
-                              const float* sum_gx, int64_t n, int64_t c, int64_t inner, bool training,
-                              float* gx, float* gw, float* gb, cudaStream_t stream);
+// gx = k * gy + a * (x - mean) + b per channel (Note [BatchNorm pieces], tensor/ops_batchnorm.cc), with
+// the sums over `count` values per channel (training; a = b = 0 otherwise).
+cudaError_t BatchNormInputGrad(const float* gy, const float* x, const float* mean, const float* invstd,
+                               const float* weight, int64_t weight_stride, const float* sum_g, const float* sum_gx,
+                               int64_t n, int64_t c, int64_t inner, int64_t count, bool training, float* gx,
+                               cudaStream_t stream);
 
 // mask[i] = scale when a counter-based hash of (seed, i) gives a uniform >= p, else 0.
 cudaError_t DropoutMask(float* mask, int64_t n, float p, float scale, uint64_t seed, cudaStream_t stream);

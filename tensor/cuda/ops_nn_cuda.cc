@@ -1,7 +1,6 @@
-// CUDA convolution (im2col + cuBLAS), pooling, batch norm, dropout and losses
-// (contracts: tensor/ops.h; algorithms mirror the CPU files named in each section).
+// CUDA Conv2d kernels (im2col + cuBLAS), dropout and losses (contracts: tensor/ops.h and cuda_ops.h;
+// algorithms mirror the CPU files named in each section).
 #include <algorithm>
-#include <memory>
 
 #include "tensor/cuda/cuda_ops.h"
 #include "tensor/cuda/op_util.h"
@@ -69,83 +68,6 @@ void Conv2dBackward(const Tensor& x, const Tensor& w, const Tensor& gy, const ke
       DDP_CUDA_CHECK(kernels::Col2Im(col.data<float>(), g, first, count, gx.data<float>(), stream));
     }
   }
-}
-
-// ---- BatchNorm (tensor/ops_batchnorm.cc) ----
-
-namespace {
-
-const float* PtrOrNull(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
-int64_t StrideOrZero(const Tensor& t) { return t.defined() ? t.strides()[0] : 0; }
-
-void CheckChannels(const char* what, const Tensor& t, const Tensor& x) {
-  if (!t.defined()) return;
-  DDP_CHECK(t.dim() == 1 && t.shape()[0] == x.shape()[1])
-      << "BatchNorm: " << what << " " << ShapeToString(t.shape()) << " does not match the channels of input "
-      << ShapeToString(x.shape());
-}
-
-}  // namespace
-
-Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                 const Tensor& running_var, bool training, float momentum, float eps) {
-  RequireCudaFloat("BatchNorm", {&x, &weight, &bias, &running_mean, &running_var});
-  DDP_CHECK(x.dim() >= 2) << "BatchNorm expects [n, c] or [n, c, h, w], got " << ShapeToString(x.shape());
-  CheckChannels("weight", weight, x);
-  CheckChannels("bias", bias, x);
-  CheckChannels("running_mean", running_mean, x);
-  CheckChannels("running_var", running_var, x);
-  const int64_t n = x.shape()[0], c = x.shape()[1];
-  const int64_t inner = c == 0 || n == 0 ? 0 : x.numel() / (n * c);
-  Tensor xc = ContiguousNoGrad(x);
-  Tensor mean = Tensor::Empty({c}, DType::kFloat32, x.device());
-  Tensor invstd = Tensor::Empty({c}, DType::kFloat32, x.device());
-  DeviceGuard guard(x.device().index);
-  cudaStream_t stream = StreamOf(x);
-  if (training) {
-    DDP_CHECK(n * inner > 1) << "BatchNorm: expected more than 1 value per channel when training, got input "
-                             << ShapeToString(x.shape());
-    Tensor var = Tensor::Empty({c}, DType::kFloat32, x.device());
-    DDP_CUDA_CHECK(kernels::BatchNormStats(xc.data<float>(), n, c, inner, eps, mean.data<float>(), var.data<float>(),
-                                           invstd.data<float>(), stream));
-    DDP_CUDA_CHECK(kernels::BatchNormUpdateRunning(
-        running_mean.defined() ? running_mean.data<float>() : nullptr, StrideOrZero(running_mean),
-        running_var.defined() ? running_var.data<float>() : nullptr, StrideOrZero(running_var), mean.data<float>(),
-        var.data<float>(), c, n * inner, momentum, stream));
-  } else {
-    DDP_CHECK(running_mean.defined() && running_var.defined())
-        << "BatchNorm: eval mode needs running_mean and running_var";
-    DDP_CUDA_CHECK(kernels::BatchNormEvalStats(running_mean.data<float>(), StrideOrZero(running_mean),
-                                               running_var.data<float>(), StrideOrZero(running_var), c, eps,
-                                               mean.data<float>(), invstd.data<float>(), stream));
-  }
-  Tensor out = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
-  DDP_CUDA_CHECK(kernels::BatchNormApply(xc.data<float>(), n, c, inner, mean.data<float>(), invstd.data<float>(),
-                                         PtrOrNull(weight), StrideOrZero(weight), PtrOrNull(bias), StrideOrZero(bias),
-                                         out.data<float>(), stream));
-  const bool need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad();
-  const bool need_b = bias.defined() && bias.requires_grad();
-  Tensor wd = weight.defined() ? weight.Detach() : Tensor();
-  return RecordOp(out, "BatchNormBackward", {&x, &weight, &bias},
-                  [xc, wd, mean, invstd, n, c, inner, training, need_x, need_w, need_b](const Tensor& gy) {
-                    Tensor gyc = ContiguousNoGrad(gy);
-                    DeviceGuard guard(gy.device().index);
-                    cudaStream_t stream = StreamOf(gy);
-                    Tensor sum_g = Tensor::Empty({c}, DType::kFloat32, gy.device());
-                    Tensor sum_gx = Tensor::Empty({c}, DType::kFloat32, gy.device());
-                    DDP_CUDA_CHECK(kernels::BatchNormBackwardSums(gyc.data<float>(), xc.data<float>(),
-                                                                  mean.data<float>(), n, c, inner, sum_g.data<float>(),
-                                                                  sum_gx.data<float>(), stream));
-                    Tensor gx = need_x ? Tensor::Empty(xc.shape(), DType::kFloat32, gy.device()) : Tensor();
-                    Tensor gw = need_w ? Tensor::Empty({c}, DType::kFloat32, gy.device()) : Tensor();
-                    Tensor gb = need_b ? Tensor::Empty({c}, DType::kFloat32, gy.device()) : Tensor();
-                    DDP_CUDA_CHECK(kernels::BatchNormBackward(
-                        gyc.data<float>(), xc.data<float>(), mean.data<float>(), invstd.data<float>(), PtrOrNull(wd),
-                        StrideOrZero(wd), sum_g.data<float>(), sum_gx.data<float>(), n, c, inner, training,
-                        need_x ? gx.data<float>() : nullptr, need_w ? gw.data<float>() : nullptr,
-                        need_b ? gb.data<float>() : nullptr, stream));
-                    return std::vector<Tensor>{gx, gw, gb};
-                  });
 }
 
 // ---- Dropout (tensor/ops_dropout.cc; mask from a counter-based hash, see cuda_ops.h) ----

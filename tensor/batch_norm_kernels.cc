@@ -1,0 +1,210 @@
+// BatchNorm's per-channel kernels (contracts: tensor/batch_norm_kernels.h). Each runs its CUDA kernel
+// when the input is on a GPU and the CPU loop below otherwise; the CPU loops use OpenMP above 64 Ki
+// elements.
+#include "tensor/batch_norm_kernels.h"
+
+#include <cmath>
+#include <vector>
+
+#include "tensor/check.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/op_util.h"
+#endif
+
+namespace ddp {
+namespace {
+
+constexpr int64_t kParallelElements = int64_t{1} << 16;
+
+// Element ch of a [c] tensor of any stride, or `fallback` when it is undefined.
+float At(const Tensor& t, int64_t ch, float fallback) {
+  return t.defined() ? t.data<float>()[ch * t.strides()[0]] : fallback;
+}
+
+// Runs f(ch, offset) for every row x[i, ch, :] of `s` (offset of its first element), rows in parallel.
+template <typename F>
+void ForEachRow(const BatchNormShape& s, F f) {
+#pragma omp parallel for collapse(2) if (s.n * s.c * s.inner > kParallelElements)
+  for (int64_t i = 0; i < s.n; ++i) {
+    for (int64_t ch = 0; ch < s.c; ++ch) f(ch, (i * s.c + ch) * s.inner);
+  }
+}
+
+#ifdef DDP_WITH_CUDA
+float* PointerOrNull(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+int64_t StrideOrZero(const Tensor& t) { return t.defined() ? t.strides()[0] : 0; }
+#endif
+
+}  // namespace
+
+BatchNormShape BatchNormShapeOf(const Tensor& x) {
+  const int64_t n = x.shape()[0], c = x.shape()[1];
+  return {n, c, c == 0 || n == 0 ? 0 : x.numel() / (n * c)};
+}
+
+void ChannelSumsInto(const Tensor& x, const Tensor& mean, const Tensor& out) {
+  const BatchNormShape s = BatchNormShapeOf(x);
+  const float* px = x.data<float>();
+  const float* pm = mean.defined() ? mean.data<float>() : nullptr;
+  float* po = out.data<float>();
+#ifdef DDP_WITH_CUDA
+  if (x.device().is_cuda()) {
+    cuda::DeviceGuard guard(x.device().index);
+    DDP_CUDA_CHECK(cuda::kernels::BatchNormChannelSums(px, s.n, s.c, s.inner, pm, po, cuda::StreamOf(x)));
+    return;
+  }
+#endif
+#pragma omp parallel for if (s.n * s.c * s.inner > kParallelElements)
+  for (int64_t ch = 0; ch < s.c; ++ch) {
+    const double m = pm != nullptr ? pm[ch] : 0.0;
+    double total = 0.0;
+    for (int64_t i = 0; i < s.n; ++i) {
+      const float* p = px + (i * s.c + ch) * s.inner;
+      if (pm == nullptr) {
+#pragma omp simd reduction(+ : total)
+        for (int64_t j = 0; j < s.inner; ++j) total += p[j];
+        continue;
+      }
+#pragma omp simd reduction(+ : total)
+      for (int64_t j = 0; j < s.inner; ++j) total += (p[j] - m) * (p[j] - m);
+    }
+    po[ch] = static_cast<float>(total);
+  }
+}
+
+Tensor InverseStd(const Tensor& var, float eps) {
+  const int64_t c = var.shape()[0];
+  Tensor out = Tensor::Empty({c}, DType::kFloat32, var.device());
+#ifdef DDP_WITH_CUDA
+  if (var.device().is_cuda()) {
+    cuda::DeviceGuard guard(var.device().index);
+    DDP_CUDA_CHECK(cuda::kernels::BatchNormInvStd(var.data<float>(), var.strides()[0], c, eps, out.data<float>(),
+                                                  cuda::StreamOf(var)));
+    return out;
+  }
+#endif
+  for (int64_t ch = 0; ch < c; ++ch) {
+    out.data<float>()[ch] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(At(var, ch, 1.0f)) + eps));
+  }
+  return out;
+}
+
+void UpdateRunning(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean, const Tensor& var,
+                   int64_t count, float momentum) {
+  const int64_t c = mean.shape()[0];
+#ifdef DDP_WITH_CUDA
+  if (mean.device().is_cuda()) {
+    cuda::DeviceGuard guard(mean.device().index);
+    DDP_CUDA_CHECK(cuda::kernels::BatchNormUpdateRunning(
+        PointerOrNull(running_mean), StrideOrZero(running_mean), PointerOrNull(running_var), StrideOrZero(running_var),
+        mean.data<float>(), var.data<float>(), c, count, momentum, cuda::StreamOf(mean)));
+    return;
+  }
+#endif
+  const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    if (running_mean.defined()) {
+      float& r = running_mean.data<float>()[ch * running_mean.strides()[0]];
+      r = static_cast<float>((1.0 - momentum) * r + momentum * At(mean, ch, 0.0f));
+    }
+    if (running_var.defined()) {
+      float& r = running_var.data<float>()[ch * running_var.strides()[0]];
+      r = static_cast<float>((1.0 - momentum) * r + momentum * At(var, ch, 0.0f) * unbias);
+    }
+  }
+}
+
+Tensor Normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                 const Tensor& bias) {
+  const BatchNormShape s = BatchNormShapeOf(x);
+  Tensor y = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
+#ifdef DDP_WITH_CUDA
+  if (x.device().is_cuda()) {
+    cuda::DeviceGuard guard(x.device().index);
+    DDP_CUDA_CHECK(cuda::kernels::BatchNormApply(px, s.n, s.c, s.inner, mean.data<float>(), invstd.data<float>(),
+                                                 PointerOrNull(weight), StrideOrZero(weight), PointerOrNull(bias),
+                                                 StrideOrZero(bias), py, cuda::StreamOf(x)));
+    return y;
+  }
+#endif
+  std::vector<float> scale(s.c), shift(s.c);
+  for (int64_t ch = 0; ch < s.c; ++ch) {
+    const double a = static_cast<double>(At(invstd, ch, 1.0f)) * At(weight, ch, 1.0f);
+    scale[ch] = static_cast<float>(a);
+    shift[ch] = static_cast<float>(At(bias, ch, 0.0f) - At(mean, ch, 0.0f) * a);
+  }
+  ForEachRow(s, [&](int64_t ch, int64_t base) {
+    const float a = scale[ch], b = shift[ch];
+    for (int64_t j = 0; j < s.inner; ++j) py[base + j] = px[base + j] * a + b;
+  });
+  return y;
+}
+
+void BackwardSumsInto(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& sums) {
+  const BatchNormShape s = BatchNormShapeOf(x);
+  const float* pg = gy.data<float>();
+  const float* px = x.data<float>();
+  const float* pm = mean.data<float>();
+  float* sum_g = sums.data<float>();
+  float* sum_gx = sum_g + s.c;
+#ifdef DDP_WITH_CUDA
+  if (gy.device().is_cuda()) {
+    cuda::DeviceGuard guard(gy.device().index);
+    DDP_CUDA_CHECK(
+        cuda::kernels::BatchNormBackwardSums(pg, px, pm, s.n, s.c, s.inner, sum_g, sum_gx, cuda::StreamOf(gy)));
+    return;
+  }
+#endif
+#pragma omp parallel for if (s.n * s.c * s.inner > kParallelElements)
+  for (int64_t ch = 0; ch < s.c; ++ch) {
+    double total_g = 0.0, total_gx = 0.0;
+    const double m = pm[ch];
+    for (int64_t i = 0; i < s.n; ++i) {
+      const int64_t base = (i * s.c + ch) * s.inner;
+#pragma omp simd reduction(+ : total_g, total_gx)
+      for (int64_t j = 0; j < s.inner; ++j) {
+        total_g += pg[base + j];
+        total_gx += pg[base + j] * (px[base + j] - m);
+      }
+    }
+    sum_g[ch] = static_cast<float>(total_g);
+    sum_gx[ch] = static_cast<float>(total_gx);
+  }
+}
+
+Tensor InputGrad(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                 const Tensor& sums, int64_t count, bool training) {
+  const BatchNormShape s = BatchNormShapeOf(x);
+  Tensor gx = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
+  const float* pm = mean.data<float>();
+  const float* ps = sums.data<float>();
+#ifdef DDP_WITH_CUDA
+  if (x.device().is_cuda()) {
+    cuda::DeviceGuard guard(x.device().index);
+    DDP_CUDA_CHECK(cuda::kernels::BatchNormInputGrad(
+        gy.data<float>(), x.data<float>(), pm, invstd.data<float>(), PointerOrNull(weight), StrideOrZero(weight), ps,
+        ps + s.c, s.n, s.c, s.inner, count, training, gx.data<float>(), cuda::StreamOf(x)));
+    return gx;
+  }
+#endif
+  std::vector<float> k(s.c), a(s.c, 0.0f), b(s.c, 0.0f);
+  for (int64_t ch = 0; ch < s.c; ++ch) {
+    const double is = At(invstd, ch, 1.0f), kk = At(weight, ch, 1.0f) * is;
+    k[ch] = static_cast<float>(kk);
+    if (!training) continue;
+    a[ch] = static_cast<float>(-kk * is * is * ps[s.c + ch] / static_cast<double>(count));
+    b[ch] = static_cast<float>(-kk * ps[ch] / static_cast<double>(count));
+  }
+  const float* pg = gy.data<float>();
+  const float* px = x.data<float>();
+  float* out = gx.data<float>();
+  ForEachRow(s, [&](int64_t ch, int64_t base) {
+    const float kc = k[ch], ac = a[ch], bc = b[ch], mc = pm[ch];
+    for (int64_t j = 0; j < s.inner; ++j) out[base + j] = kc * pg[base + j] + ac * (px[base + j] - mc) + bc;
+  });
+  return gx;
+}
+
+}  // namespace ddp

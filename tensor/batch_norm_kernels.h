@@ -1,0 +1,52 @@
+// For tensor/ops_batchnorm.cc: BatchNorm's per-channel kernels on either device (CPU loops, or CUDA
+// kernels in tensor/cuda/conv_pool_bn.cu with --config=cuda), each branching on its input's device.
+// They check nothing and record no autograd; the shapes are the op's to check.
+//
+// x (and gy) are contiguous float32 [n, c, *] (channel dim 1, viewed as [n, c, inner]); mean and invstd
+// are contiguous float32 [c]; weight, bias, var and the running statistics are float32 [c] of any
+// stride. All on one device. Sums accumulate in double.
+#ifndef DDP_TENSOR_BATCH_NORM_KERNELS_H_
+#define DDP_TENSOR_BATCH_NORM_KERNELS_H_
+
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace ddp {
+
+// x [n, c, *] viewed as [n, c, inner]. REQUIRES: x.dim() >= 2.
+struct BatchNormShape {
+  int64_t n, c, inner;
+  int64_t count() const { return n * inner; }  // values per channel
+};
+BatchNormShape BatchNormShapeOf(const Tensor& x);
+
+// out[ch] = Σ x over channel ch when `mean` is undefined, else Σ (x - mean[ch])^2. `out` is a
+// contiguous float32 [c] (a view is fine) on x's device.
+void ChannelSumsInto(const Tensor& x, const Tensor& mean, const Tensor& out);
+
+// A new contiguous [c]: 1 / sqrt(var + eps).
+Tensor InverseStd(const Tensor& var, float eps);
+
+// running = (1 - momentum) * running + momentum * batch, the variance unbiased with `count` values per
+// channel (var * count / (count - 1), as PyTorch). Either running tensor may be undefined (skipped).
+// REQUIRES: count > 1.
+void UpdateRunning(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean, const Tensor& var,
+                   int64_t count, float momentum);
+
+// A new y = (x - mean) * invstd * weight + bias per channel; undefined weight / bias act as 1 / 0.
+Tensor Normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                 const Tensor& bias);
+
+// sums [2c] (contiguous, on x's device) = {Σ gy, Σ gy * (x - mean)} per channel.
+void BackwardSumsInto(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& sums);
+
+// A new input gradient gx = k * gy + a * (x - mean) + b per channel (Note [BatchNorm pieces],
+// tensor/ops_batchnorm.cc) from BackwardSumsInto's `sums` over `count` values per channel. Without
+// `training` the statistics are constants: a = b = 0 (sums and count unused).
+Tensor InputGrad(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                 const Tensor& sums, int64_t count, bool training);
+
+}  // namespace ddp
+
+#endif  // DDP_TENSOR_BATCH_NORM_KERNELS_H_
