@@ -4,6 +4,7 @@
 //   bazel run //bench:allreduce                                  # world 2,3,4; 4 B .. 64 MiB
 //   bazel run //bench:allreduce -- --max_bytes=268435456          # up to 256 MiB (about 2x longer)
 //   bazel run //bench:allreduce -- --world_sizes=2 --format=json  # one JSON object per row
+//   bazel run //bench:allreduce -- --world_sizes=2 --debug_detail # "ours" under DDP_DEBUG=detail
 //
 // For each world size the binary forks that many rank processes (ranks as processes, as in a real job),
 // which rendezvous through a FileStore in $TMPDIR and build two Gloo contexts over loopback TCP with the
@@ -54,6 +55,7 @@
 #include "comm/file_store.h"
 #include "comm/gloo_store_adapter.h"
 #include "comm/prefix_store.h"
+#include "comm/process_group_debug.h"
 #include "comm/process_group_gloo.h"
 #include "tensor/factory.h"
 #include "tensor/tensor.h"
@@ -67,6 +69,9 @@ ABSL_FLAG(double, target_ms, 50.0, "Aim for this much time per impl and size.");
 ABSL_FLAG(int, min_iters, 10, "Fewest timed calls per impl and size.");
 ABSL_FLAG(int, warmup, 2, "Untimed calls per impl and size.");
 ABSL_FLAG(bool, verbose, false, "Rank 0 also prints its own p10/p50/p90 per call and impl on stderr.");
+ABSL_FLAG(bool, debug_detail, false,
+          "\"ours\" runs under DDP_DEBUG=detail (ProcessGroupDebug: the ranks compare each call first), so "
+          "the difference against a run without the flag is that mode's cost per collective.");
 ABSL_FLAG(double, timeout_s, 120.0, "Gloo timeout of both contexts, and the rendezvous timeout.");
 
 namespace ddp {
@@ -82,17 +87,21 @@ struct BenchOptions {
   int min_iters = 10;                   // fewest timed calls per impl and size
   int warmup = 2;                       // untimed calls per impl and size
   absl::Duration timeout = absl::Seconds(120);  // Gloo and rendezvous timeout
+  bool debug_detail = false;            // "ours" through ProcessGroupDebug (DDP_DEBUG=detail)
 };
 
 // The two all-reduce implementations of one rank, over two independent Gloo contexts.
 class Ranks {
  public:
   // `store` and `group_store` (the group's rendezvous store, kept for failure reports) outlive `group`.
+  // With `debug_detail`, "ours" goes through a ProcessGroupDebug over the group (DDP_DEBUG=detail).
   Ranks(std::unique_ptr<FileStore> store, std::unique_ptr<PrefixStore> group_store,
-        std::unique_ptr<ProcessGroupGloo> group, std::shared_ptr<gloo::Context> raw, absl::Duration timeout)
+        std::unique_ptr<ProcessGroupGloo> group, std::shared_ptr<gloo::Context> raw, absl::Duration timeout,
+        bool debug_detail)
       : store_(std::move(store)),
         group_store_(std::move(group_store)),
         group_(std::move(group)),
+        debug_(debug_detail ? std::make_unique<ProcessGroupDebug>(group_.get()) : nullptr),
         raw_(std::move(raw)),
         timeout_(timeout) {}
 
@@ -101,7 +110,8 @@ class Ranks {
 
   // One all-reduce (sum) through ProcessGroupGloo. Aborts on failure (a benchmark has no recovery).
   void Ours(const Tensor& t) {
-    absl::Status status = group_->AllReduce(t)->Wait(timeout_);
+    ProcessGroup& group = debug_ != nullptr ? static_cast<ProcessGroup&>(*debug_) : *group_;
+    absl::Status status = group.AllReduce(t)->Wait(timeout_);
     if (!status.ok()) {
       std::fprintf(stderr, "allreduce_bench rank %d: %s\n", rank(), std::string(status.message()).c_str());
       std::_Exit(3);
@@ -151,6 +161,7 @@ class Ranks {
   std::unique_ptr<FileStore> store_;
   std::unique_ptr<PrefixStore> group_store_;
   std::unique_ptr<ProcessGroupGloo> group_;
+  std::unique_ptr<ProcessGroupDebug> debug_;  // null unless --debug_detail
   std::shared_ptr<gloo::Context> raw_;
   const absl::Duration timeout_;
   uint32_t raw_tag_ = 0;  // Tag of the last measured raw all-reduce.
@@ -262,7 +273,8 @@ void PrintSummary(const std::vector<Row>& rows, int world) {
 }
 
 // Joins both contexts through the FileStore at `store_path`.
-std::unique_ptr<Ranks> Join(const std::string& store_path, int rank, int world, absl::Duration timeout) {
+std::unique_ptr<Ranks> Join(const std::string& store_path, int rank, int world, absl::Duration timeout,
+                            bool debug_detail) {
   absl::StatusOr<std::unique_ptr<FileStore>> store = FileStore::Create(store_path);
   if (!store.ok()) {
     std::fprintf(stderr, "allreduce_bench: %s\n", std::string(store.status().message()).c_str());
@@ -287,12 +299,12 @@ std::unique_ptr<Ranks> Join(const std::string& store_path, int rank, int world, 
   std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
   raw->connectFullMesh(adapter, device);  // throws on failure
   return std::make_unique<Ranks>(*std::move(store), std::move(group_store), std::move(*group), std::move(raw),
-                                 timeout);
+                                 timeout, debug_detail);
 }
 
 // The body of one rank process.
 int RunRank(const std::string& store_path, int rank, int world, const BenchOptions& options) {
-  std::unique_ptr<Ranks> ranks = Join(store_path, rank, world, options.timeout);
+  std::unique_ptr<Ranks> ranks = Join(store_path, rank, world, options.timeout, options.debug_detail);
   if (rank == 0 && !options.json) {
     std::printf("# all-reduce, float32 sum, world size %d (processes over loopback TCP), median per call\n",
                 world);
@@ -376,6 +388,7 @@ int main(int argc, char** argv) {
   options.min_iters = std::max(1, absl::GetFlag(FLAGS_min_iters));
   options.warmup = std::max(0, absl::GetFlag(FLAGS_warmup));
   options.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
+  options.debug_detail = absl::GetFlag(FLAGS_debug_detail);
   if (absl::GetFlag(FLAGS_format) != "json" && absl::GetFlag(FLAGS_format) != "table") {
     std::fprintf(stderr, "allreduce_bench: --format must be table or json\n");
     return 2;
