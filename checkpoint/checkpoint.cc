@@ -1,15 +1,10 @@
 #include "checkpoint/checkpoint.h"
 
-#include "checkpoint/fnv1a.h"
-
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -23,6 +18,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "io/file.h"
+#include "io/fnv1a.h"
 #include "nn/safetensors.h"
 #include "tensor/check.h"
 #include "tensor/dtype.h"
@@ -36,7 +33,8 @@
 // dir/latest naming a complete checkpoint (or absent); a leftover .tmp-step-<N> is removed by the next
 // save of that step. The manifest is the last file written and carries a checksum of every file and
 // every tensor, so a reader also detects damage that happened after the save (bit rot, truncation by a
-// full disk, a copy interrupted by hand) and can name the tensor that was hit.
+// full disk, a copy interrupted by hand) and can name the tensor that was hit. The file operations
+// themselves (durable and atomic writes, verified reads) are io/file.h's.
 
 namespace ddp {
 namespace {
@@ -59,75 +57,8 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
-// An I/O error naming the operation and path, with a code that says what kind of failure it was.
-absl::Status IoError(const std::string& what, const std::string& path, int error) {
-  const std::string message =
-      absl::StrCat("checkpoint: cannot ", what, " ", path, ": ", std::strerror(error));
-  switch (error) {
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      return absl::PermissionDeniedError(message);
-    case ENOSPC:
-    case EDQUOT:
-      return absl::ResourceExhaustedError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
-
 absl::Status DataLoss(const std::string& file, const std::string& message) {
   return absl::DataLossError(absl::StrCat("checkpoint file ", file, ": ", message));
-}
-
-absl::Status FsyncDirectory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return IoError("open directory", dir, errno);
-  const int rc = ::fsync(fd);
-  const int error = errno;
-  ::close(fd);
-  return rc == 0 ? absl::OkStatus() : IoError("fsync directory", dir, error);
-}
-
-// Writes `bytes` to `path` (created or truncated) and fsyncs it.
-absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError("create", path, errno);
-  absl::Status status;
-  size_t done = 0;
-  while (status.ok() && done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) status = IoError("write", path, n < 0 ? errno : ENOSPC);
-    if (n > 0) done += static_cast<size_t>(n);
-  }
-  if (status.ok() && ::fsync(fd) != 0) status = IoError("fsync", path, errno);
-  if (::close(fd) != 0 && status.ok()) status = IoError("close", path, errno);
-  return status;
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int error = errno;
-    if (error == ENOENT) return absl::NotFoundError(absl::StrCat("checkpoint file ", path, " is missing"));
-    return IoError("open", path, error);
-  }
-  std::string out;
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int error = errno;
-      ::close(fd);
-      return IoError("read", path, error);
-    }
-    if (n == 0) break;
-    out.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
 }
 
 // ------------------------------------------------------------------------------------------ manifest
@@ -148,8 +79,10 @@ absl::StatusOr<Json> FileEntry(const std::string& name, const std::string& bytes
   if (!parsed.ok())
     return absl::InternalError(
         absl::StrCat("checkpoint: re-reading ", name, ": ", parsed.status().message()));
-  return Json{
-      {"size", bytes.size()}, {"fnv1a64", Hex(Fnv1a64(bytes))}, {"tensors", TensorEntries(parsed->tensors)}};
+  const FileFingerprint fingerprint = FingerprintOf(bytes);
+  return Json{{"size", fingerprint.size},
+              {"fnv1a64", Hex(fingerprint.fnv1a64)},
+              {"tensors", TensorEntries(parsed->tensors)}};
 }
 
 absl::StatusOr<std::string> BuildManifest(const Checkpoint& checkpoint, const std::string& model_bytes,
@@ -230,7 +163,36 @@ std::string FirstTensorDifference(const Json& expected, const Json& actual) {
   return "";
 }
 
-// Reads dir/name and checks it against its manifest entry; returns its tensors.
+// The size and checksum the manifest's `entry` records for the file `name`.
+absl::StatusOr<FileFingerprint> RecordedFingerprint(const std::string& manifest_path, const Json& entry,
+                                                    const std::string& name) {
+  int64_t size = 0;
+  std::string checksum;
+  DDP_RETURN_IF_ERROR(GetInt(manifest_path, entry, "size", &size));
+  DDP_RETURN_IF_ERROR(GetString(manifest_path, entry, "fnv1a64", &checksum));
+  FileFingerprint fingerprint;
+  if (size < 0 || !absl::SimpleHexAtoi(checksum, &fingerprint.fnv1a64)) {
+    return DataLoss(manifest_path, absl::StrCat("bad size or checksum for ", name));
+  }
+  fingerprint.size = static_cast<uint64_t>(size);
+  return fingerprint;
+}
+
+// The file at `path` failed its verified read with `damage` (size or checksum); adds which tensor was
+// hit when its header still parses.
+absl::Status NameDamagedTensor(const std::string& path, const absl::Status& damage, const Json& expected_tensors) {
+  const absl::StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) return damage;
+  const absl::StatusOr<SafetensorsContents> parsed = ParseSafetensors(*bytes, path);
+  // ParseSafetensors names the file and, where it can, the tensor.
+  std::string where(parsed.status().message());
+  if (parsed.ok()) where = FirstTensorDifference(expected_tensors, TensorEntries(parsed->tensors));
+  if (where.empty()) where = "the damage is in the header";
+  return absl::DataLossError(absl::StrCat("checkpoint file ", damage.message(), "; ", where));
+}
+
+// Reads dir/name, verified against the size and checksum its manifest entry records; returns its
+// tensors.
 absl::StatusOr<SafetensorsContents> ReadVerifiedFile(const std::string& dir, const std::string& name,
                                                      const Manifest& manifest,
                                                      const std::string& manifest_path) {
@@ -239,34 +201,18 @@ absl::StatusOr<SafetensorsContents> ReadVerifiedFile(const std::string& dir, con
   const auto entry = files.find(name);
   if (entry == files.end() || !entry->is_object())
     return DataLoss(manifest_path, absl::StrCat("no entry for ", name));
-  int64_t size = 0;
-  std::string checksum;
-  DDP_RETURN_IF_ERROR(GetInt(manifest_path, *entry, "size", &size));
-  DDP_RETURN_IF_ERROR(GetString(manifest_path, *entry, "fnv1a64", &checksum));
+  DDP_ASSIGN_OR_RETURN(const FileFingerprint expected, RecordedFingerprint(manifest_path, *entry, name));
   const Json expected_tensors = entry->value("tensors", Json::object());
 
-  absl::StatusOr<std::string> bytes = ReadWholeFile(path);
+  absl::StatusOr<std::string> bytes = ReadFileVerified(path, expected);
   if (absl::IsNotFound(bytes.status())) return DataLoss(path, "missing");
+  if (absl::IsDataLoss(bytes.status())) return NameDamagedTensor(path, bytes.status(), expected_tensors);
   if (!bytes.ok()) return bytes.status();
-  absl::StatusOr<SafetensorsContents> parsed = ParseSafetensors(*bytes, path);
-  std::string problem;
-  if (static_cast<int64_t>(bytes->size()) != size) {
-    problem = absl::StrCat("truncated or extended: ", bytes->size(), " bytes, the manifest says ", size);
-  } else if (Hex(Fnv1a64(*bytes)) != checksum) {
-    problem = "checksum mismatch (corrupt)";
-  }
-  if (!parsed.ok()) {
-    // ParseSafetensors names the file and, where it can, the tensor.
-    return absl::DataLossError(
-        absl::StrCat(problem.empty() ? "" : absl::StrCat("checkpoint file ", path, ": ", problem, "; "),
-                     parsed.status().message()));
-  }
-  const std::string difference = FirstTensorDifference(expected_tensors, TensorEntries(parsed->tensors));
-  if (!difference.empty()) {
-    return DataLoss(path, problem.empty() ? difference : absl::StrCat(problem, "; ", difference));
-  }
-  if (!problem.empty()) return DataLoss(path, absl::StrCat(problem, " in the header"));
-  return std::move(*parsed);
+  // The bytes are those that were written; the header must still agree with the manifest.
+  DDP_ASSIGN_OR_RETURN(SafetensorsContents parsed, ParseSafetensors(*bytes, path));
+  const std::string difference = FirstTensorDifference(expected_tensors, TensorEntries(parsed.tensors));
+  if (!difference.empty()) return DataLoss(path, difference);
+  return parsed;
 }
 
 // -------------------------------------------------------------------------------------------- saving
@@ -274,7 +220,7 @@ absl::StatusOr<SafetensorsContents> ReadVerifiedFile(const std::string& dir, con
 // Writes the three files into `tmp` (a new directory) and makes them durable.
 absl::Status WriteCheckpointDirectory(const std::string& tmp, const std::string& model_bytes,
                                       const std::string& optimizer_bytes, const std::string& manifest) {
-  if (::mkdir(tmp.c_str(), 0755) != 0) return IoError("create directory", tmp, errno);
+  if (::mkdir(tmp.c_str(), 0755) != 0) return FileError("create directory", tmp, errno);
   DDP_RETURN_IF_ERROR(WriteFileDurably(JoinPath(tmp, kModelFile), model_bytes));
   DDP_RETURN_IF_ERROR(WriteFileDurably(JoinPath(tmp, kOptimizerFile), optimizer_bytes));
   DDP_RETURN_IF_ERROR(WriteFileDurably(JoinPath(tmp, kManifestFile), manifest));  // last: marks completion
@@ -290,10 +236,10 @@ absl::Status Publish(const std::string& dir, const std::string& tmp, const std::
   const bool replacing = fs::is_directory(final_path, ec);
   if (replacing) {
     fs::remove_all(aside, ec);
-    if (std::rename(final_path.c_str(), aside.c_str()) != 0) return IoError("move aside", final_path, errno);
+    if (std::rename(final_path.c_str(), aside.c_str()) != 0) return FileError("move aside", final_path, errno);
   }
   if (std::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    const absl::Status status = IoError(absl::StrCat("rename ", tmp, " to"), final_path, errno);
+    const absl::Status status = FileError(absl::StrCat("rename ", tmp, " to"), final_path, errno);
     if (replacing) std::rename(aside.c_str(), final_path.c_str());
     return status;
   }
@@ -301,18 +247,9 @@ absl::Status Publish(const std::string& dir, const std::string& tmp, const std::
   return FsyncDirectory(dir);
 }
 
+// Points dir/latest at `name`, atomically.
 absl::Status WriteLatest(const std::string& dir, const std::string& name) {
-  const std::string latest = JoinPath(dir, kLatestFile);
-  const std::string tmp = latest + ".tmp";
-  absl::Status status = WriteFileDurably(tmp, name + "\n");
-  if (status.ok() && std::rename(tmp.c_str(), latest.c_str()) != 0) {
-    status = IoError(absl::StrCat("rename ", tmp, " to"), latest, errno);
-  }
-  if (!status.ok()) {
-    ::unlink(tmp.c_str());
-    return status;
-  }
-  return FsyncDirectory(dir);
+  return WriteFileAtomically(JoinPath(dir, kLatestFile), name + "\n");
 }
 
 // The step of a "step-<N>" directory name, or -1.
@@ -368,7 +305,7 @@ absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& checkpoint
 
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return IoError("create checkpoint directory", dir, ec.value());
+  if (ec) return FileError("create checkpoint directory", dir, ec.value());
   const std::string name = absl::StrCat(kStepPrefix, checkpoint.step);
   const std::string tmp = JoinPath(dir, ".tmp-" + name);
   fs::remove_all(tmp, ec);  // a leftover of an interrupted save
@@ -385,7 +322,7 @@ absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& checkpoint
 
 absl::StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
   const std::string manifest_path = JoinPath(path, kManifestFile);
-  absl::StatusOr<std::string> text = ReadWholeFile(manifest_path);
+  absl::StatusOr<std::string> text = ReadFile(manifest_path);
   if (absl::IsNotFound(text.status())) return DataLoss(manifest_path, "missing (incomplete checkpoint?)");
   if (!text.ok()) return text.status();
   DDP_ASSIGN_OR_RETURN(const Manifest manifest, ParseManifest(manifest_path, *text));
@@ -417,7 +354,7 @@ absl::StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
 
 absl::StatusOr<std::string> LatestCheckpointPath(const std::string& dir) {
   const std::string latest = JoinPath(dir, kLatestFile);
-  absl::StatusOr<std::string> text = ReadWholeFile(latest);
+  absl::StatusOr<std::string> text = ReadFile(latest);
   if (absl::IsNotFound(text.status())) {
     return absl::NotFoundError(absl::StrCat("no checkpoint in ", dir, " (", latest, " does not exist)"));
   }

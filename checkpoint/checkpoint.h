@@ -24,7 +24,8 @@
 //   DDP_RETURN_IF_ERROR(ApplyCheckpoint(*loaded, {model.get(), &optimizer, &generator}));
 //   DDP_RETURN_IF_ERROR(sampler->Restore(loaded->sampler));
 //
-// Error policy: every I/O failure is a Status naming the path and errno text; every integrity failure
+// Error policy: every I/O failure is a Status naming the path and errno text, with io/file.h's codes
+// (NotFound, PermissionDenied, ResourceExhausted, ... from the errno); every integrity failure
 // (missing, truncated or corrupt file, checksum, name, shape or dtype mismatch) is a DataLoss Status
 // naming the file and, where there is one, the tensor. Nothing here aborts on bad input.
 // Thread safety: the functions share no state; concurrent calls on different directories are safe.

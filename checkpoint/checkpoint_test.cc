@@ -1,15 +1,9 @@
 #include "checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/mount.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -24,6 +18,7 @@
 #include "nn/sgd.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
+#include "testing/child_process.h"
 
 namespace ddp {
 namespace {
@@ -335,42 +330,11 @@ TEST(CheckpointTest, FailedSaveKeepsPreviousCheckpoint) {
   EXPECT_THAT(std::string(status.message()), HasSubstr(saved.dir + "/latest/sub"));
 }
 
-// How a save of step 8 in a child process went: its exit code (0: failed as wanted, 1: succeeded,
-// kChildSkipped: the environment does not allow the set-up) and its error message (or why it skipped).
-constexpr int kChildSkipped = 77;
-struct ChildSave {
-  int exit_code = -1;
-  std::string message;
-};
-
-// Forks; the child runs `set_up` (limits or mounts that stay in the child; it returns an error text when
-// the environment does not allow them), then SaveCheckpoint(saved.dir, step 8), and reports back.
-ChildSave SaveStep8InChild(const Saved& saved, const std::function<std::string()>& set_up) {
+// Runs `set_up` (process-wide, so in a child: testing/child_process.h), then saves step 8 there.
+ChildRun SaveStep8InChild(const Saved& saved, const std::function<std::string()>& set_up) {
   Checkpoint next = saved.checkpoint;
   next.step = 8;
-  int pipe_fds[2];
-  EXPECT_EQ(::pipe(pipe_fds), 0);
-  const pid_t child = ::fork();
-  if (child == 0) {
-    std::string message = set_up();
-    int exit_code = kChildSkipped;
-    if (message.empty()) {
-      const absl::Status status = SaveCheckpoint(saved.dir, next);
-      message = std::string(status.message());
-      exit_code = status.ok() ? 1 : 0;
-    }
-    (void)!::write(pipe_fds[1], message.data(), message.size());
-    ::_exit(exit_code);
-  }
-  ::close(pipe_fds[1]);
-  ChildSave result;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) result.message.append(buffer, n);
-  ::close(pipe_fds[0]);
-  int wait_status = 0;
-  EXPECT_EQ(::waitpid(child, &wait_status, 0), child);
-  result.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
-  return result;
+  return RunInChild(set_up, [&] { return SaveCheckpoint(saved.dir, next); });
 }
 
 // After a failed save of step 8: `latest` still names step 7, which loads, and nothing of step 8 is left.
@@ -386,55 +350,34 @@ void ExpectPreviousCheckpointIntact(const Saved& saved) {
 
 // The child's save failed with an error naming the checkpoint directory and `reason`, and the previous
 // checkpoint is intact. The error is recorded in the test XML (save_error).
-void ExpectFailedSave(const ChildSave& child, const Saved& saved, const std::string& reason) {
-  ASSERT_EQ(child.exit_code, 0) << "the save did not fail: " << child.message;
-  EXPECT_THAT(child.message, HasSubstr(saved.dir)) << child.message;
-  EXPECT_THAT(child.message, HasSubstr(reason)) << child.message;
-  ::testing::Test::RecordProperty("save_error", child.message);
+void ExpectFailedSave(const ChildRun& child, const Saved& saved, const std::string& reason) {
+  ASSERT_FALSE(child.status.ok()) << "the save did not fail";
+  const std::string message(child.status.message());
+  EXPECT_THAT(message, HasSubstr(saved.dir)) << message;
+  EXPECT_THAT(message, HasSubstr(reason)) << message;
+  ::testing::Test::RecordProperty("save_error", message);
   ExpectPreviousCheckpointIntact(saved);
 }
 
-// Disk full, simulated with RLIMIT_FSIZE in a child process (writes past 256 KiB fail with EFBIG, as
-// they would with ENOSPC; works as root): the error names the file being written, and the previous
+// Disk full, simulated with a file size limit in a child process (writes past 256 KiB fail with EFBIG,
+// as they would with ENOSPC; works as root): the error names the file being written, and the previous
 // checkpoint is intact.
 TEST(CheckpointTest, DiskFullKeepsPreviousCheckpoint) {
   Saved saved = SaveTrained("disk_full");
-  const ChildSave child = SaveStep8InChild(saved, [] {
-    ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG instead of killing
-    const rlimit limit{256 << 10, 256 << 10};
-    ::setrlimit(RLIMIT_FSIZE, &limit);
-    return std::string();
-  });
+  const ChildRun child = SaveStep8InChild(saved, [] { return LimitFileSize(256 << 10); });
+  ASSERT_FALSE(child.skipped) << child.status;
   ExpectFailedSave(child, saved, "File too large");
 }
 
-// A read-only checkpoint directory: with chmod when not root; as root (which ignores permissions) with a
-// read-only bind mount in a private mount namespace of a child process.
+// A read-only checkpoint directory (chmod when not root; as root, which ignores permissions, a read-only
+// bind mount in the child's private mount namespace).
 TEST(CheckpointTest, ReadOnlyDirectoryKeepsPreviousCheckpoint) {
   Saved saved = SaveTrained("read_only");
-  if (::geteuid() != 0) {
-    Checkpoint next = saved.checkpoint;
-    next.step = 8;
-    ASSERT_EQ(::chmod(saved.dir.c_str(), 0500), 0);
-    const absl::Status status = SaveCheckpoint(saved.dir, next);
-    ::chmod(saved.dir.c_str(), 0755);
-    EXPECT_TRUE(absl::IsPermissionDenied(status)) << status;
-    EXPECT_THAT(std::string(status.message()), HasSubstr(saved.dir));
-    ExpectPreviousCheckpointIntact(saved);
-    return;
-  }
-  const char* dir = saved.dir.c_str();
-  const ChildSave child = SaveStep8InChild(saved, [dir]() -> std::string {
-    if (::unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
-    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-        ::mount(dir, dir, nullptr, MS_BIND, nullptr) != 0 ||
-        ::mount(nullptr, dir, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
-      return std::string("read-only bind mount: ") + std::strerror(errno);
-    }
-    return std::string();
-  });
-  if (child.exit_code == kChildSkipped) GTEST_SKIP() << "cannot make a read-only directory as root: " << child.message;
-  ExpectFailedSave(child, saved, "Read-only file system");
+  const ChildRun child = SaveStep8InChild(saved, [&] { return MakeDirectoryReadOnly(saved.dir); });
+  ::chmod(saved.dir.c_str(), 0755);
+  if (child.skipped) GTEST_SKIP() << "cannot make a read-only directory: " << child.status.message();
+  EXPECT_TRUE(absl::IsPermissionDenied(child.status)) << child.status;
+  ExpectFailedSave(child, saved, ::geteuid() == 0 ? "Read-only file system" : "Permission denied");
 }
 
 TEST(CheckpointTest, ResavingAStepReplacesItAndKeepLastPrunes) {

@@ -1,7 +1,7 @@
-// FNV-1a, 64 bits: a simple, dependency-free checksum, plenty to detect accidental damage (checkpoint
-// files) and divergence (replica desync checks). Not cryptographic.
-#ifndef DDP_CHECKPOINT_FNV1A_H_
-#define DDP_CHECKPOINT_FNV1A_H_
+// FNV-1a, 64 bits: a simple, dependency-free checksum, plenty to detect accidental damage (verified
+// reads, io/file.h; checkpoint files) and divergence (replica desync checks). Not cryptographic.
+#ifndef DDP_IO_FNV1A_H_
+#define DDP_IO_FNV1A_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -22,4 +22,4 @@ inline uint64_t Fnv1a64(const void* data, size_t size, uint64_t hash = kFnv1a64O
 
 }  // namespace ddp
 
-#endif  // DDP_CHECKPOINT_FNV1A_H_
+#endif  // DDP_IO_FNV1A_H_

@@ -1,11 +1,6 @@
 #include "nn/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -13,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "io/file.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 
@@ -111,38 +107,6 @@ absl::Status ParseMetadata(const std::string& source, const nlohmann::json& j, S
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  }
-  std::string bytes;
-  char buffer[1 << 16];
-  size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) bytes.append(buffer, n);
-  const bool failed = std::ferror(file) != 0;
-  std::fclose(file);
-  if (failed) return absl::DataLossError(absl::StrCat("error reading ", path));
-  return bytes;
-}
-
-absl::Status WriteAll(int fd, const std::string& bytes, const std::string& path) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return absl::InternalError(absl::StrCat("writing ", path, ": ", std::strerror(errno)));
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-std::string Directory(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 }  // namespace
 
 absl::StatusOr<std::string> SerializeSafetensors(const NamedTensors& tensors,
@@ -234,30 +198,7 @@ absl::StatusOr<SafetensorsContents> ParseSafetensors(const std::string& bytes, c
 absl::Status SaveSafetensors(const std::string& path, const NamedTensors& tensors,
                              const SafetensorsMetadata& metadata) {
   DDP_ASSIGN_OR_RETURN(const std::string bytes, SerializeSafetensors(tensors, metadata));
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
-  absl::Status status = WriteAll(fd, bytes, tmp);
-  if (status.ok() && ::fsync(fd) != 0) {
-    status = absl::InternalError(absl::StrCat("fsync ", tmp, ": ", std::strerror(errno)));
-  }
-  if (::close(fd) != 0 && status.ok()) {
-    status = absl::InternalError(absl::StrCat("close ", tmp, ": ", std::strerror(errno)));
-  }
-  if (status.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    status = absl::InternalError(absl::StrCat("rename ", tmp, " to ", path, ": ", std::strerror(errno)));
-  }
-  if (!status.ok()) {
-    ::unlink(tmp.c_str());
-    return status;
-  }
-  // Make the rename itself durable.
-  const int dir = ::open(Directory(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, bytes);
 }
 
 absl::StatusOr<SafetensorsContents> ReadSafetensors(const std::string& path) {

@@ -6,6 +6,7 @@
 //   the data: each tensor's bytes, row-major, little-endian, at [begin, end) from the end of the header.
 // Supported dtypes: F32, I64, F16, BF16 (tensor/dtype.h). Loading validates the whole file and never
 // trusts it: every failure is a Status naming the file and, where there is one, the tensor.
+// File I/O and its errors are io/file.h's.
 // Thread safety: the functions share no state; concurrent calls on different paths are safe.
 #ifndef DDP_NN_SAFETENSORS_H_
 #define DDP_NN_SAFETENSORS_H_
@@ -41,11 +42,12 @@ absl::StatusOr<std::string> SerializeSafetensors(const NamedTensors& tensors,
 // or not matching shape x dtype size; bytes after the last tensor; non-string metadata.
 absl::StatusOr<SafetensorsContents> ParseSafetensors(const std::string& bytes, const std::string& source);
 
-// Writes a file atomically: to "<path>.tmp", fsync, rename over `path`, fsync of the directory. On
-// error `path` is untouched (the temporary is removed).
+// Writes a file atomically (WriteFileAtomically, io/file.h): to "<path>.tmp", fsync, rename over
+// `path`, fsync of the directory. On error `path` is untouched (the temporary is removed); I/O errors
+// name the path and the errno text, with io/file.h's codes (NotFound for a missing directory, ...).
 absl::Status SaveSafetensors(const std::string& path, const NamedTensors& tensors,
                              const SafetensorsMetadata& metadata = {});
-// Reads and validates a file (see ParseSafetensors).
+// Reads and validates a file (see ParseSafetensors). NotFound when it does not exist.
 absl::StatusOr<NamedTensors> LoadSafetensors(const std::string& path);
 // Reads and validates a file, with its metadata.
 absl::StatusOr<SafetensorsContents> ReadSafetensors(const std::string& path);

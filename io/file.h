@@ -1,0 +1,66 @@
+// Whole-file I/O with one error policy, shared by every package that writes or reads files
+// (nn/safetensors.cc, checkpoint/checkpoint.cc): atomic, durable writes and verified reads.
+//
+// Errors: every failure is an absl::Status whose message names the path and, for a failed system call,
+// the errno text: "cannot create /ckpt/latest.tmp: Read-only file system". The code is
+// absl::ErrnoToStatusCode(errno): NotFound (ENOENT: the file or a directory on its path is missing),
+// PermissionDenied (EACCES, EPERM, EROFS), ResourceExhausted (ENOSPC, EDQUOT), OutOfRange (EFBIG),
+// and so on. A verified read whose bytes differ from what was expected is DataLoss.
+//
+// Example:
+//   DDP_RETURN_IF_ERROR(WriteFileAtomically("/out/w.bin", bytes));   // all or nothing
+//   const FileFingerprint expected = FingerprintOf(bytes);            // e.g. kept in a manifest
+//   absl::StatusOr<std::string> back = ReadFileVerified("/out/w.bin", expected);
+//
+// Thread safety: the functions share no state; concurrent calls on different paths are safe.
+#ifndef DDP_IO_FILE_H_
+#define DDP_IO_FILE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace ddp {
+
+// The error for system call failure `error` (an errno value) while doing `what` to `path`:
+// "cannot <what> <path>: <strerror(error)>" with the code absl::ErrnoToStatusCode(error).
+absl::Status FileError(absl::string_view what, absl::string_view path, int error);
+
+// Reads the whole file at `path`. NotFound when it does not exist.
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+// Writes `bytes` to `path` (created, or truncated when it exists) and fsyncs it. Not atomic: a failure
+// can leave `path` partly written, so use it only for files that become visible through a later
+// rename (a directory published whole), and WriteFileAtomically for the rest.
+absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes);
+
+// Replaces `path` with `bytes` all or nothing: writes "<path>.tmp" (WriteFileDurably), renames it over
+// `path` and fsyncs the directory. On any failure (missing or read-only directory, disk full, ...) the
+// previous `path`, if there was one, is unchanged and the temporary is removed; a crash leaves either
+// the old or the new file. REQUIRES: no other writer of `path` at the same time ("<path>.tmp" is
+// shared).
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes);
+
+// Fsyncs directory `dir`, making the names created, renamed or removed in it durable.
+absl::Status FsyncDirectory(const std::string& dir);
+
+// What a verified read expects of a file: its size and the FNV-1a 64 checksum of its bytes
+// (io/fnv1a.h). Both are recorded when the file is written, e.g. in a manifest.
+struct FileFingerprint {
+  uint64_t size = 0;
+  uint64_t fnv1a64 = 0;
+};
+
+// The fingerprint of `bytes`.
+FileFingerprint FingerprintOf(absl::string_view bytes);
+
+// Reads `path` (ReadFile) and checks its bytes against `expected`. A file of another size (truncated
+// or extended) or with another checksum (corrupt) is DataLoss naming the path and both values.
+absl::StatusOr<std::string> ReadFileVerified(const std::string& path, const FileFingerprint& expected);
+
+}  // namespace ddp
+
+#endif  // DDP_IO_FILE_H_

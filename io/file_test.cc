@@ -1,0 +1,132 @@
+// Atomic writes leave the old file whole when they fail (missing or read-only directory, a temporary
+// that cannot be created, a full disk); verified reads reject truncated, extended and corrupt files.
+#include "io/file.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/child_process.h"
+
+namespace ddp {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// A fresh, empty directory for one test.
+std::string FreshDir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/file_test_" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// The contents of `path`, or "<unreadable>".
+std::string Contents(const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  return bytes.ok() ? *bytes : "<unreadable>";
+}
+
+TEST(FileTest, WriteAtomicallyCreatesAndReplaces) {
+  const std::string path = FreshDir("write") + "/data.bin";
+  ASSERT_TRUE(WriteFileAtomically(path, std::string("first\0bytes", 11)).ok());
+  EXPECT_EQ(Contents(path), std::string("first\0bytes", 11));
+  ASSERT_TRUE(WriteFileAtomically(path, "second").ok());
+  EXPECT_EQ(Contents(path), "second");
+  ASSERT_TRUE(WriteFileAtomically(path, "").ok());
+  EXPECT_EQ(Contents(path), "");
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+TEST(FileTest, MissingDirectoryIsNotFoundNamingThePath) {
+  const std::string path = FreshDir("missing") + "/no_such_dir/data.bin";
+  const absl::Status status = WriteFileAtomically(path, "x");
+  EXPECT_TRUE(absl::IsNotFound(status)) << status;
+  EXPECT_EQ(status.message(), "cannot create " + path + ".tmp: No such file or directory");
+  const absl::StatusOr<std::string> read = ReadFile(path);
+  EXPECT_TRUE(absl::IsNotFound(read.status())) << read.status();
+  EXPECT_EQ(read.status().message(), "cannot open " + path + ": No such file or directory");
+}
+
+// The temporary cannot be created (a directory stands where it goes; works as root): the old file stays.
+TEST(FileTest, FailedCreateKeepsTheOldFile) {
+  const std::string path = FreshDir("create") + "/data.bin";
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+  fs::create_directory(path + ".tmp");
+  const absl::Status status = WriteFileAtomically(path, "new");
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr(path + ".tmp: Is a directory"));
+  EXPECT_EQ(Contents(path), "old");
+}
+
+// The disk fills up in the middle of the write: the old file stays and no temporary is left.
+TEST(FileTest, FailedWriteKeepsTheOldFileAndRemovesTheTemporary) {
+  const std::string path = FreshDir("full") + "/data.bin";
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+  const ChildRun child = RunInChild([] { return LimitFileSize(64 << 10); },
+                                    [&] { return WriteFileAtomically(path, std::string(1 << 20, 'x')); });
+  ASSERT_FALSE(child.skipped) << child.status;
+  EXPECT_FALSE(child.status.ok());
+  EXPECT_EQ(child.status.message(), "cannot write " + path + ".tmp: File too large");
+  EXPECT_EQ(Contents(path), "old");
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+TEST(FileTest, ReadOnlyDirectoryKeepsTheOldFile) {
+  const std::string dir = FreshDir("read_only");
+  const std::string path = dir + "/data.bin";
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+  const ChildRun child =
+      RunInChild([&] { return MakeDirectoryReadOnly(dir); }, [&] { return WriteFileAtomically(path, "new"); });
+  ::chmod(dir.c_str(), 0755);
+  if (child.skipped) GTEST_SKIP() << "cannot make a read-only directory: " << child.status.message();
+  EXPECT_TRUE(absl::IsPermissionDenied(child.status)) << child.status;
+  EXPECT_THAT(std::string(child.status.message()), HasSubstr("cannot create " + path + ".tmp: "));
+  EXPECT_EQ(Contents(path), "old");
+}
+
+TEST(FileTest, VerifiedReadAcceptsTheFileItWasGiven) {
+  const std::string path = FreshDir("verified") + "/data.bin";
+  const std::string bytes = "0123456789abcdef";
+  ASSERT_TRUE(WriteFileAtomically(path, bytes).ok());
+  const absl::StatusOr<std::string> read = ReadFileVerified(path, FingerprintOf(bytes));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, bytes);
+  EXPECT_EQ(FingerprintOf(bytes).size, bytes.size());
+}
+
+TEST(FileTest, VerifiedReadRejectsTruncationExtensionAndCorruption) {
+  const std::string path = FreshDir("damaged") + "/data.bin";
+  const std::string bytes = "0123456789abcdef";
+  const FileFingerprint expected = FingerprintOf(bytes);
+  ASSERT_TRUE(WriteFileAtomically(path, bytes.substr(0, 10)).ok());
+  absl::Status status = ReadFileVerified(path, expected).status();
+  EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+  EXPECT_EQ(status.message(), path + ": truncated or extended: 10 bytes, expected 16");
+  ASSERT_TRUE(WriteFileAtomically(path, bytes + "!").ok());
+  status = ReadFileVerified(path, expected).status();
+  EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("17 bytes, expected 16"));
+  std::string flipped = bytes;
+  flipped[3] ^= 0x01;
+  ASSERT_TRUE(WriteFileAtomically(path, flipped).ok());
+  status = ReadFileVerified(path, expected).status();
+  EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr(path + ": checksum mismatch (corrupt)"));
+  EXPECT_TRUE(absl::IsNotFound(ReadFileVerified(path + ".gone", expected).status()));
+}
+
+TEST(FileTest, FsyncDirectoryNamesAMissingDirectory) {
+  const std::string dir = FreshDir("fsync");
+  EXPECT_TRUE(FsyncDirectory(dir).ok());
+  const absl::Status status = FsyncDirectory(dir + "/gone");
+  EXPECT_TRUE(absl::IsNotFound(status)) << status;
+  EXPECT_EQ(status.message(), "cannot open directory " + dir + "/gone: No such file or directory");
+}
+
+}  // namespace
+}  // namespace ddp
