@@ -22,52 +22,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# The models live in tools/reference_models.py (shared with tools/gen_fixtures.py), found from this
+# file's location whatever the working directory.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import reference_models  # noqa: E402
+
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
-
-
-class Mlp(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(784, 512)
-        self.fc2 = nn.Linear(512, 256)
-        self.fc3 = nn.Linear(256, 10)
-
-    def forward(self, x):
-        x = torch.flatten(x, 1)
-        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
-
-
-class Cnn(nn.Module):
-    def __init__(self, batch_norm=False):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
-        self.bn1 = nn.BatchNorm2d(32) if batch_norm else None
-        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
-        self.bn2 = nn.BatchNorm2d(64) if batch_norm else None
-        self.fc1 = nn.Linear(3136, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = self.conv1(x)
-        if self.bn1 is not None:
-            x = self.bn1(x)
-        x = F.max_pool2d(F.relu(x), 2)
-        x = self.conv2(x)
-        if self.bn2 is not None:
-            x = self.bn2(x)
-        x = F.max_pool2d(F.relu(x), 2)
-        x = torch.flatten(x, 1)
-        return self.fc2(F.relu(self.fc1(x)))
-
-
-def make_model(name):
-    if name == "mlp":
-        return Mlp()
-    if name == "cnn":
-        return Cnn()
-    if name == "cnn_bn":
-        return Cnn(batch_norm=True)
-    raise SystemExit(f"unknown --model={name}")
 
 
 def load_train_images(limit):
@@ -85,7 +45,7 @@ def load_train_images(limit):
 def run(rank, args, result_queue=None):
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    model = make_model(args.model)
+    model = reference_models.make_model(args.model)
     use_ddp = args.world_size > 1 or args.ddp
     if use_ddp:
         import torch.distributed as dist
@@ -126,7 +86,7 @@ def run(rank, args, result_queue=None):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="cnn")
+    parser.add_argument("--model", default="cnn", choices=reference_models.MODELS)
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)

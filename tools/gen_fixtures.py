@@ -7,7 +7,8 @@ Run with the interpreter that has torch 1.13 (not necessarily the first python3 
 
 Every fixture is a safetensors file written by hand below (struct + json; the `safetensors` package
 is not needed) in exactly the format nn/safetensors.h reads. Tensor names are documented per fixture;
-configuration (stride, learning rate, ...) is in the "__metadata__" block.
+configuration (stride, learning rate, ...) is in the "__metadata__" block. The models are
+tools/reference_models.py's (shared with bench/pytorch_reference.py).
 
 Model fixtures (model_<name>.safetensors) would exceed the repository budget if they held the models'
 full weights and gradients (fc1 alone has 401k weights), so:
@@ -31,6 +32,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import reference_models  # beside this script: the models, shared with bench/pytorch_reference.py
 
 LARGE = 20000  # parameters with more elements get sampled gradients
 SAMPLE_TARGET = 4096  # about this many sampled gradient elements
@@ -82,47 +85,6 @@ def fixture_weight(shape, salt):
     else:
         e = 9
     return torch.from_numpy((v.astype(np.float32) * np.float32(2.0 ** -e)).reshape(shape))
-
-
-# ---- the models, as plain classes with the attribute names nn/models.cc uses ----
-
-
-class Mlp(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(784, 512)
-        self.fc2 = nn.Linear(512, 256)
-        self.fc3 = nn.Linear(256, 10)
-
-    def forward(self, x):
-        x = torch.flatten(x, 1)
-        x = F.relu(self.fc1(x))
-        x = F.relu(self.fc2(x))
-        return self.fc3(x)
-
-
-class Cnn(nn.Module):
-    def __init__(self, batch_norm):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
-        self.bn1 = nn.BatchNorm2d(32) if batch_norm else None
-        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
-        self.bn2 = nn.BatchNorm2d(64) if batch_norm else None
-        self.fc1 = nn.Linear(64 * 7 * 7, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = self.conv1(x)
-        if self.bn1 is not None:
-            x = self.bn1(x)
-        x = F.max_pool2d(F.relu(x), 2)
-        x = self.conv2(x)
-        if self.bn2 is not None:
-            x = self.bn2(x)
-        x = F.max_pool2d(F.relu(x), 2)
-        x = torch.flatten(x, 1)
-        x = F.relu(self.fc1(x))
-        return self.fc2(x)
 
 
 def grad_entries(name, grad, out):
@@ -288,9 +250,8 @@ def main():
     layer_fixtures(args.out)
     loss_fixture(args.out)
     torch.manual_seed(0)
-    model_fixture("mlp", Mlp(), args.out)
-    model_fixture("cnn", Cnn(batch_norm=False), args.out)
-    model_fixture("cnn_bn", Cnn(batch_norm=True), args.out)
+    for name in reference_models.MODELS:
+        model_fixture(name, reference_models.make_model(name), args.out)
     optimizer_fixtures(args.out)
     total = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out)
                 if f.endswith(".safetensors"))
