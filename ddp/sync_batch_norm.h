@@ -13,10 +13,12 @@
 
 namespace ddp {
 
-// Same parameters and buffers (and names) as BatchNorm2d. Training forward: two blocking all-reduces
-// (per-channel sum and count, then sum of squared deviations) over `group`; backward: one all-reduce of
-// per-channel sums of dy and dy * x_hat. Eval: the running statistics, no communication. Every rank
-// must run forward and backward on it the same number of times (collective). `group` is not owned.
+// Same parameters and buffers (and names) as BatchNorm2d. Training forward: BatchNorm's own statistics,
+// normalisation and backward (tensor/batch_norm.h) with blocking all-reduces over `group` in between:
+// two in the forward (per-channel sum and count, then sum of squared deviations), one in the backward
+// (per-channel sums of dy and dy * (x - mean)). The weight and bias gradients stay local (DDP averages
+// them). Eval: BatchNorm with the running statistics, no communication. Every rank must run forward
+// and backward on it the same number of times (collective). `group` is not owned.
 class SyncBatchNorm2d : public Module {
  public:
   // Takes over `bn`'s tensors (shared, not copied) and configuration.
