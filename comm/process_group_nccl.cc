@@ -256,7 +256,14 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNccl>> ProcessGroupNccl::Create(Store
 
 ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<NcclCommunicator> comm, int rank, int size,
                                    ProcessGroupNcclOptions options)
-    : comm_(std::move(comm)), rank_(rank), size_(size), options_(options) {}
+    : comm_(std::move(comm)), rank_(rank), size_(size), options_(options) {
+  NcclCommunicator* raw = comm_.get();
+  CollectiveWatchdogOptions watchdog_options;
+  watchdog_options.timeout = options_.timeout;
+  watchdog_ = std::make_unique<CollectiveWatchdog>(
+      absl::StrCat("rank ", rank_, "/", size_, " (nccl)"),
+      CommunicatorProbe{[raw] { return raw->Health(); }, [raw] { raw->Abort(); }}, watchdog_options);
+}
 
 ProcessGroupNccl::~ProcessGroupNccl() = default;
 
@@ -264,9 +271,13 @@ namespace {
 
 // Orders the communication stream after the caller's stream, runs `launch` on it between the Work's
 // events (Note [NCCL streams]).
-std::shared_ptr<Work> Launch(const std::shared_ptr<NcclCommunicator>& comm, std::string description,
-                             std::vector<Tensor> keep_alive, const std::function<absl::Status()>& launch) {
-  absl::Status health = comm->Health();
+// Once launched, the watchdog polls the Work's completion against the group's timeout (Note [Collective
+// watchdog]), so a hang fails it and every later collective even when nobody waits on the host.
+std::shared_ptr<Work> Launch(const std::shared_ptr<NcclCommunicator>& comm, CollectiveWatchdog& watchdog,
+                             std::string description, std::vector<Tensor> keep_alive,
+                             const std::function<absl::Status()>& launch) {
+  absl::Status health = watchdog.health();
+  if (health.ok()) health = comm->Health();
   if (!health.ok()) return std::make_shared<FailedWork>(absl::Status(health.code(), absl::StrCat(description, ": ", health.message())));
   auto work = std::make_shared<NcclWork>(comm, description, std::move(keep_alive));
   auto run = [&]() -> absl::Status {
@@ -285,7 +296,10 @@ std::shared_ptr<Work> Launch(const std::shared_ptr<NcclCommunicator>& comm, std:
   absl::Status status = run();
   if (!status.ok()) {
     work->Fail(absl::Status(status.code(), absl::StrCat(description, ": ", status.message())));
+    return work;
   }
+  watchdog.Watch(description, [work] { return work->IsCompleted(); },
+                 [work](const absl::Status& failure) { work->Fail(failure); });
   return work;
 }
 
@@ -302,7 +316,7 @@ std::shared_ptr<Work> ProcessGroupNccl::AllReduce(const Tensor& tensor, ReduceOp
   absl::Status valid = CheckTensor(tensor, options_.device, description.c_str());
   if (!valid.ok()) return std::make_shared<FailedWork>(valid);
   NcclCommunicator* comm = comm_.get();
-  return Launch(comm_, description, {tensor}, [&]() -> absl::Status {
+  return Launch(comm_, *watchdog_, description, {tensor}, [&]() -> absl::Status {
     DDP_NCCL_RETURN_IF_ERROR(ncclAllReduce(tensor.raw_data(), tensor.raw_data(), tensor.numel(),
                                            NcclType(tensor.dtype()).value(), NcclOp(op), comm->comm(),
                                            comm->stream()));
@@ -316,7 +330,7 @@ std::shared_ptr<Work> ProcessGroupNccl::Broadcast(const Tensor& tensor, int root
   absl::Status valid = CheckTensor(tensor, options_.device, description.c_str());
   if (!valid.ok()) return std::make_shared<FailedWork>(valid);
   NcclCommunicator* comm = comm_.get();
-  return Launch(comm_, description, {tensor}, [&]() -> absl::Status {
+  return Launch(comm_, *watchdog_, description, {tensor}, [&]() -> absl::Status {
     DDP_NCCL_RETURN_IF_ERROR(ncclBroadcast(tensor.raw_data(), tensor.raw_data(), tensor.numel(),
                                            NcclType(tensor.dtype()).value(), root, comm->comm(), comm->stream()));
     return absl::OkStatus();
@@ -344,7 +358,7 @@ std::shared_ptr<Work> ProcessGroupNccl::AllGather(const std::vector<Tensor>& out
   keep.push_back(input);
   keep.push_back(flat);
   NcclCommunicator* comm = comm_.get();
-  return Launch(comm_, description, keep, [&]() -> absl::Status {
+  return Launch(comm_, *watchdog_, description, keep, [&]() -> absl::Status {
     DDP_NCCL_RETURN_IF_ERROR(ncclAllGather(input.raw_data(), flat.raw_data(), input.numel(),
                                            NcclType(input.dtype()).value(), comm->comm(), comm->stream()));
     const size_t bytes = input.nbytes();
@@ -377,7 +391,7 @@ std::shared_ptr<Work> ProcessGroupNccl::ReduceScatter(const Tensor& output, cons
   keep.push_back(output);
   keep.push_back(flat);
   NcclCommunicator* comm = comm_.get();
-  return Launch(comm_, description, keep, [&]() -> absl::Status {
+  return Launch(comm_, *watchdog_, description, keep, [&]() -> absl::Status {
     const size_t bytes = output.nbytes();
     for (int r = 0; r < size_; ++r) {
       DDP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(static_cast<char*>(flat.raw_data()) + r * bytes, inputs[r].raw_data(),
@@ -396,7 +410,7 @@ std::shared_ptr<Work> ProcessGroupNccl::Reduce(const Tensor& tensor, int root, R
   absl::Status valid = CheckTensor(tensor, options_.device, description.c_str());
   if (!valid.ok()) return std::make_shared<FailedWork>(valid);
   NcclCommunicator* comm = comm_.get();
-  return Launch(comm_, description, {tensor}, [&]() -> absl::Status {
+  return Launch(comm_, *watchdog_, description, {tensor}, [&]() -> absl::Status {
     DDP_NCCL_RETURN_IF_ERROR(ncclReduce(tensor.raw_data(), tensor.raw_data(), tensor.numel(),
                                         NcclType(tensor.dtype()).value(), NcclOp(op), root, comm->comm(),
                                         comm->stream()));

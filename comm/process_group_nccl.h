@@ -7,8 +7,11 @@
 // the host at issue time. Work::WaitStream() makes the caller's current stream wait for the completion
 // event (no host block: the compute stream runs on once the data is ready); Work::Wait(timeout) blocks
 // the host, polling the event and ncclCommGetAsyncError, and aborts the communicator (ncclCommAbort)
-// when the timeout passes, so a hung peer fails the Work instead of hanging the job. After an abort or
-// an asynchronous NCCL error every later collective of the group fails at once.
+// when the timeout passes, so a hung peer fails the Work instead of hanging the job. Works only waited
+// on by the stream are watched too: the group's CollectiveWatchdog thread polls every in-flight
+// collective and the asynchronous error, and on expiry or error aborts the communicator and fails them
+// naming the collective (Note [Collective watchdog], comm/collective_watchdog.h). After an abort or an
+// asynchronous NCCL error every later collective of the group fails at once.
 //
 // NCCL refuses two ranks on one GPU (shared/FACTS.md), so on a one-GPU machine only world size 1 runs.
 #ifndef DDP_COMM_PROCESS_GROUP_NCCL_H_
@@ -21,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "comm/collective_watchdog.h"
 #include "comm/process_group.h"
 #include "comm/store.h"
 
@@ -65,6 +69,9 @@ class ProcessGroupNccl : public ProcessGroup {
   ProcessGroupNccl(std::shared_ptr<NcclCommunicator> comm, int rank, int size, ProcessGroupNcclOptions options);
 
   std::shared_ptr<NcclCommunicator> comm_;
+  // Polls in-flight collectives against the timeout (Note [Collective watchdog]); declared after comm_
+  // so it stops (and drops its Works) before the communicator goes.
+  std::unique_ptr<CollectiveWatchdog> watchdog_;
   int rank_;
   int size_;
   ProcessGroupNcclOptions options_;
