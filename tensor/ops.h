@@ -73,7 +73,7 @@ Tensor HostContiguous(const Tensor& x);
 // Converts element type (float32 <-> float16/bfloat16/int64). Not differentiable.
 Tensor ToDType(const Tensor& x, DType dtype);
 
-// ---- linear algebra (tensor/ops_matmul.cc; GEMM in tensor/cpu/gemm.h) ----
+// ---- linear algebra (tensor/ops_matmul.cc; GEMM in tensor/cpu_gemm.h) ----
 // [m, k] x [k, n] -> [m, n]. Transposed views are passed to GEMM without a copy.
 Tensor Matmul(const Tensor& a, const Tensor& b);
 // y = x w^T + b with x [n, in], w [out, in], b [out] (optional: undefined), as torch's F.linear.
