@@ -74,14 +74,15 @@ int Run() {
   Module* net = model->get();
   if (dist != nullptr) {
     DdpOptions options;
-    options.bucket_cap_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_cap_mb) * (1 << 20));
-    options.first_bucket_cap_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_first_bucket_mb) * (1 << 20));
+    BucketCaps& caps = options.reducer.caps;
+    caps.bucket_cap_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_cap_mb) * (1 << 20));
+    caps.first_bucket_cap_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_first_bucket_mb) * (1 << 20));
     const std::string ablation = absl::GetFlag(FLAGS_ablation);
     if (ablation == "single_allreduce") {
-      options.bucket_cap_bytes = options.first_bucket_cap_bytes = SIZE_MAX;
-      options.delay_reduction = true;
+      caps.bucket_cap_bytes = caps.first_bucket_cap_bytes = SIZE_MAX;
+      options.reducer.delay_reduction = true;
     } else if (ablation == "no_overlap") {
-      options.delay_reduction = true;
+      options.reducer.delay_reduction = true;
     } else if (ablation != "none") {
       return Fail(absl::InvalidArgumentError("--ablation must be none, single_allreduce or no_overlap"));
     }

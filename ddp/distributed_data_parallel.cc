@@ -113,16 +113,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
     params.push_back(p);
     names.push_back(name);
   }
-  ReducerOptions reducer_options;
-  reducer_options.first_bucket_cap_bytes = options_.first_bucket_cap_bytes;
-  reducer_options.bucket_cap_bytes = options_.bucket_cap_bytes;
-  reducer_options.gradient_as_bucket_view = options_.gradient_as_bucket_view;
-  reducer_options.find_unused_parameters = options_.find_unused_parameters;
-  reducer_options.rebuild_buckets = options_.rebuild_buckets;
-  reducer_options.comm_hook = options_.comm_hook;
-  reducer_options.record_trace = options_.record_trace;
-  reducer_options.delay_reduction = options_.delay_reduction;
-  reducer_ = std::make_unique<Reducer>(std::move(params), std::move(names), group_, reducer_options);
+  reducer_ = std::make_unique<Reducer>(std::move(params), std::move(names), group_, options_.reducer);
 }
 
 absl::Status DistributedDataParallel::BroadcastBuffers() {
@@ -132,7 +123,7 @@ absl::Status DistributedDataParallel::BroadcastBuffers() {
 }
 
 absl::StatusOr<Tensor> DistributedDataParallel::TryForward(const Tensor& x) {
-  const absl::Time start = absl::Now();
+  const absl::Time start = reducer_->observed() ? absl::Now() : absl::Time();  // Note [Reducer observers]
   DDP_RETURN_IF_ERROR(reducer_->status());
   if (is_training() && options_.broadcast_buffers) DDP_RETURN_IF_ERROR(BroadcastBuffers());
   Tensor out = module_->Forward(x);

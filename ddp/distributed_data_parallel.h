@@ -23,17 +23,11 @@
 
 namespace ddp {
 
+// How DDP wraps a module. Every default is written once, here or in ReducerOptions and BucketCaps.
 struct DdpOptions {
+  ReducerOptions reducer;                            // buckets, comm hook, unused search, stats, trace
   bool broadcast_buffers = true;                     // rank 0's buffers before every training forward
-  size_t first_bucket_cap_bytes = size_t{1} << 20;   // 1 MiB
-  size_t bucket_cap_bytes = size_t{25} << 20;        // 25 MiB; 0: one bucket per parameter
-  bool find_unused_parameters = false;               // see Reducer
-  bool gradient_as_bucket_view = false;              // .grad are views into the bucket buffers
-  bool rebuild_buckets = true;                       // Note [Bucket rebuild]
-  std::shared_ptr<CommHook> comm_hook;               // null: plain all-reduce
-  bool record_trace = false;                         // keep Chrome trace events (WriteTrace)
-  size_t broadcast_chunk_bytes = size_t{250} << 20;  // coalescing limit of the wrap-time broadcast
-  bool delay_reduction = false;                      // ablation: no overlap (reduce after backward)
+  size_t broadcast_chunk_bytes = size_t{250} << 20;  // coalescing limit of wrap-time and buffer broadcasts
 };
 
 // A Module whose only child is the wrapped module, registered as "module" (state dict names are
@@ -77,7 +71,8 @@ class DistributedDataParallel : public Module {
   // passes the same text; before the first backward pass.
   absl::Status RestoreBucketOrder(absl::string_view order_text) { return reducer_->RestoreBucketOrder(order_text); }
   ProcessGroup& group() const { return *group_; }
-  // Writes the Chrome trace of every rank into one file on rank 0 (collective; record_trace must be on).
+  // Writes the Chrome trace of every rank into one file on rank 0 (collective; without
+  // options.reducer.record_trace the file has only the track names).
   absl::Status WriteTrace(const std::string& path);
 
  private:

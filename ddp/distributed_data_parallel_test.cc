@@ -77,10 +77,10 @@ TEST_P(DdpParityTest, MatchesOneProcessOnTheConcatenatedBatch) {
     std::shared_ptr<Module> model = Model(c.model);
     if (c.model == "cnn_bn") ASSERT_EQ(ConvertSyncBatchNorm(*model, &group), 2);
     DdpOptions options;
-    options.first_bucket_cap_bytes = c.cap;
-    options.bucket_cap_bytes = c.cap;
-    options.gradient_as_bucket_view = c.bucket_view;
-    options.rebuild_buckets = c.rebuild;
+    options.reducer.caps.first_bucket_cap_bytes = c.cap;
+    options.reducer.caps.bucket_cap_bytes = c.cap;
+    options.reducer.gradient_as_bucket_view = c.bucket_view;
+    options.reducer.rebuild_buckets = c.rebuild;
     auto ddp = DistributedDataParallel::Create(model, &group, options);
     ASSERT_TRUE(ddp.ok()) << ddp.status();
     Sgd opt(model->Parameters(), sgd);

@@ -111,13 +111,13 @@ absl::StatusOr<std::shared_ptr<DistributedDataParallel>> WrapDdp(const TrainConf
   }
   if (config.sync_bn) ConvertSyncBatchNorm(*model, group);
   DdpOptions options;
-  options.bucket_cap_bytes = static_cast<size_t>(config.bucket_cap_mb * (1 << 20));
-  options.first_bucket_cap_bytes = static_cast<size_t>(config.first_bucket_mb * (1 << 20));
-  options.find_unused_parameters = config.find_unused_parameters;
-  options.gradient_as_bucket_view = config.grad_as_bucket_view;
-  options.rebuild_buckets = !config.no_rebuild_buckets;
-  options.record_trace = !config.trace_out.empty();
-  DDP_ASSIGN_OR_RETURN(options.comm_hook, MakeCommHook(config.comm_hook));
+  options.reducer.caps.bucket_cap_bytes = static_cast<size_t>(config.bucket_cap_mb * (1 << 20));
+  options.reducer.caps.first_bucket_cap_bytes = static_cast<size_t>(config.first_bucket_mb * (1 << 20));
+  options.reducer.find_unused_parameters = config.find_unused_parameters;
+  options.reducer.gradient_as_bucket_view = config.grad_as_bucket_view;
+  options.reducer.rebuild_buckets = !config.no_rebuild_buckets;
+  options.reducer.record_trace = !config.trace_out.empty();
+  DDP_ASSIGN_OR_RETURN(options.reducer.comm_hook, MakeCommHook(config.comm_hook));
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<DistributedDataParallel> ddp,
                        DistributedDataParallel::Create(std::move(model), group, options));
   if (group->rank() == 0) {

@@ -5,8 +5,12 @@
 #include <numeric>
 #include <tuple>
 
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "tensor/check.h"
 
 namespace ddp {
@@ -70,6 +74,26 @@ std::vector<std::vector<size_t>> AssignBuckets(const std::vector<BucketParameter
     return position[a.front()] < position[b.front()];
   });
   return closed;
+}
+
+std::string GradientOrderText(const std::vector<size_t>& order) { return absl::StrJoin(order, ","); }
+
+absl::StatusOr<std::vector<size_t>> ParseGradientOrder(absl::string_view text, size_t num_params) {
+  std::vector<size_t> order;
+  std::vector<bool> seen(num_params, false);
+  for (absl::string_view token : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    size_t index = 0;
+    if (!absl::SimpleAtoi(token, &index) || index >= num_params || seen[index]) {
+      return absl::DataLossError(absl::StrCat("DDP bucket order \"", text, "\" is not a list of distinct ",
+                                              "parameter indices below ", num_params));
+    }
+    seen[index] = true;
+    order.push_back(index);
+  }
+  for (size_t i = num_params; i-- > 0;) {
+    if (!seen[i]) order.push_back(i);
+  }
+  return order;
 }
 
 std::string DescribeBuckets(const std::vector<std::vector<size_t>>& buckets,

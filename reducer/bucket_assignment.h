@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 
@@ -29,9 +31,11 @@ struct BucketParameter {
   Device device;
 };
 
+// How large buckets grow (Note [Bucket assignment]). The defaults are PyTorch's and are written only here:
+// ReducerOptions and DdpOptions hold a BucketCaps.
 struct BucketCaps {
-  size_t first_bucket_cap_bytes = size_t{1} << 20;  // 1 MiB, PyTorch's default
-  size_t bucket_cap_bytes = size_t{25} << 20;       // 25 MiB, PyTorch's default
+  size_t first_bucket_cap_bytes = size_t{1} << 20;  // 1 MiB: the first bucket closes, and launches, early
+  size_t bucket_cap_bytes = size_t{25} << 20;       // 25 MiB; a cap of 0 means one bucket per parameter
 };
 
 // Returns the buckets as lists of parameter indices (into `params`), each list in visiting order, the
@@ -40,6 +44,15 @@ struct BucketCaps {
 std::vector<std::vector<size_t>> AssignBuckets(const std::vector<BucketParameter>& params,
                                                const BucketCaps& caps,
                                                const std::vector<size_t>& order = {});
+
+// A gradient order as text, the form checkpoints keep: comma-separated parameter indices ("4,3,0").
+std::string GradientOrderText(const std::vector<size_t>& order);
+
+// Parses GradientOrderText's form into a visiting order for AssignBuckets over `num_params` parameters:
+// the listed indices first, then the ones the text lacks (parameters that never became ready) in reverse
+// registration order. "" gives reverse registration order. Errors (kDataLoss) quote the text when a
+// token is not an index below num_params or repeats one.
+absl::StatusOr<std::vector<size_t>> ParseGradientOrder(absl::string_view text, size_t num_params);
 
 // A human-readable table of a bucket layout: one line per bucket with its index, parameter count,
 // bytes and parameter names ("bucket 0: 2 params, 5.0 KiB: fc3.bias fc3.weight").

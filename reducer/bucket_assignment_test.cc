@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace ddp {
 namespace {
 
@@ -64,6 +66,20 @@ TEST(BucketAssignmentTest, EveryParameterAppearsExactlyOnce) {
 TEST(BucketAssignmentTest, DescribeListsBytesAndNames) {
   const std::string text = DescribeBuckets({{1, 0}}, Floats({256, 2}), {"w", "b"});
   EXPECT_EQ(text, "bucket 0: 2 params, 1.0 KiB: b w\n");
+}
+
+TEST(BucketAssignmentTest, GradientOrderTextRoundTripsAndCompletes) {
+  EXPECT_EQ(GradientOrderText({4, 0, 2}), "4,0,2");
+  // The listed indices, then the rest in reverse registration order.
+  EXPECT_EQ(*ParseGradientOrder("4,0,2", 5), (std::vector<size_t>{4, 0, 2, 3, 1}));
+  EXPECT_EQ(*ParseGradientOrder("", 3), (std::vector<size_t>{2, 1, 0}));
+  for (const char* bad : {"0,0", "1,7", "x", "-1"}) {
+    const absl::StatusOr<std::vector<size_t>> order = ParseGradientOrder(bad, 5);
+    ASSERT_FALSE(order.ok()) << bad;
+    EXPECT_EQ(order.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(order.status().message().find(absl::StrCat("\"", bad, "\"")), std::string::npos)
+        << order.status();
+  }
 }
 
 TEST(BucketAssignmentDeathTest, OrderMustBeAPermutation) {

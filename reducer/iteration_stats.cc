@@ -44,6 +44,21 @@ void ComputeOverlap(const std::vector<TimeInterval>& comm, absl::Time backward_e
   stats->exposed_comm_s = absl::ToDoubleSeconds(last_end - backward_end);
 }
 
+void IterationStatsRecorder::OnBucketDone(const BucketDoneEvent& event) {
+  comm_.push_back({event.start, event.end});
+}
+
+void IterationStatsRecorder::OnIterationEnd(const IterationEndEvent& event) {
+  IterationStats stats;
+  stats.iteration = event.iteration;
+  stats.buckets = event.buckets;
+  stats.forward_s = absl::ToDoubleSeconds(event.backward_start - event.forward_start);
+  stats.backward_compute_s = absl::ToDoubleSeconds(event.backward_end - event.backward_start);
+  ComputeOverlap(comm_, event.backward_end, &stats);
+  comm_.clear();
+  history_.push_back(stats);
+}
+
 std::string FormatStatsTable(const std::vector<IterationStats>& history, int warmup) {
   const size_t skip = history.size() > static_cast<size_t>(warmup) ? warmup : 0;
   struct Field {

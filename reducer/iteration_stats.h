@@ -1,5 +1,6 @@
 // Per-iteration timing of DDP: forward, backward compute, communication, and how much of the
-// communication overlapped backward. Pure helpers, tested alone.
+// communication overlapped backward. Pure helpers, tested alone, and the Reducer observer that applies
+// them to every synchronised iteration (Note [Reducer observers] in reducer_observer.h).
 #ifndef DDP_REDUCER_ITERATION_STATS_H_
 #define DDP_REDUCER_ITERATION_STATS_H_
 
@@ -7,14 +8,16 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "reducer/reducer_observer.h"
 
 namespace ddp {
 
+// The timing of one synchronised iteration, in seconds.
 struct IterationStats {
-  int64_t iteration = 0;
-  int buckets = 0;
-  double forward_s = 0;           // DDP forward (buffer broadcast + module forward)
-  double backward_compute_s = 0;  // end of forward -> backward finished (all gradients produced)
+  int64_t iteration = 0;          // synchronised iterations before this one
+  int buckets = 0;                // buckets in the layout this iteration used
+  double forward_s = 0;           // DDP forward: buffer broadcast, module forward, a due bucket rebuild
+  double backward_compute_s = 0;  // end of forward -> every gradient produced; includes the unused search
   double comm_s = 0;              // union of the buckets' communication intervals
   double overlapped_comm_s = 0;   // the part of comm_s before backward finished
   double exposed_comm_s = 0;      // backward finished -> last bucket done (what the host waits for)
@@ -33,6 +36,22 @@ void ComputeOverlap(const std::vector<TimeInterval>& comm, absl::Time backward_e
 // A table with the mean and the 90th percentile of every field over `history` (skipping the first
 // `warmup` iterations when more remain), as rank 0 prints at the end of a run.
 std::string FormatStatsTable(const std::vector<IterationStats>& history, int warmup = 1);
+
+// Keeps the IterationStats of every iteration it observes: the communication intervals of the buckets
+// (OnBucketDone) and the iteration's times (OnIterationEnd), through ComputeOverlap. The Reducer attaches
+// one unless ReducerOptions::record_stats is off. Not thread-safe (the training thread records).
+class IterationStatsRecorder : public ReducerObserver {
+ public:
+  void OnBucketDone(const BucketDoneEvent& event) override;
+  void OnIterationEnd(const IterationEndEvent& event) override;
+
+  // One entry per observed iteration, oldest first.
+  const std::vector<IterationStats>& history() const { return history_; }
+
+ private:
+  std::vector<TimeInterval> comm_;  // the current iteration's bucket intervals
+  std::vector<IterationStats> history_;
+};
 
 }  // namespace ddp
 

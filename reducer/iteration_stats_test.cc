@@ -25,6 +25,25 @@ TEST(IterationStatsTest, AllAfterBackwardIsExposed) {
   EXPECT_EQ(stats.comm_s, 0.0);
 }
 
+TEST(IterationStatsTest, RecorderTurnsEventsIntoStats) {
+  IterationStatsRecorder recorder;
+  for (int64_t iteration = 0; iteration < 2; ++iteration) {
+    // Forward 0-10 ms, backward 10-40 ms, buckets [20, 30] and [35, 50]: comm 25 ms, 15 ms of it overlapped.
+    recorder.OnBucketDone({0, 4, 1, "allreduce", At(20), At(30)});
+    recorder.OnBucketDone({1, 4, 1, "allreduce", At(35), At(50)});
+    recorder.OnIterationEnd({iteration, 2, At(0), At(10), At(40)});
+  }
+  ASSERT_EQ(recorder.history().size(), 2u);
+  const IterationStats& stats = recorder.history()[1];  // the first iteration's buckets are not counted again
+  EXPECT_EQ(stats.iteration, 1);
+  EXPECT_EQ(stats.buckets, 2);
+  EXPECT_NEAR(stats.forward_s, 0.010, 1e-9);
+  EXPECT_NEAR(stats.backward_compute_s, 0.030, 1e-9);
+  EXPECT_NEAR(stats.comm_s, 0.025, 1e-9);
+  EXPECT_NEAR(stats.overlapped_comm_s, 0.015, 1e-9);
+  EXPECT_NEAR(stats.exposed_comm_s, 0.010, 1e-9);
+}
+
 TEST(IterationStatsTest, TableHasMeanAndP90) {
   std::vector<IterationStats> history(11);
   for (int i = 0; i < 11; ++i) history[i].forward_s = 0.001 * i;  // first one skipped as warm-up

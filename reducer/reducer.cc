@@ -1,7 +1,22 @@
-// The Reducer's iteration flow; see Note [Reducer flow] in reducer.h.
+// The Reducer: its iteration (Note [Reducer flow] in reducer.h), bucket buffers and the one-time rebuild
+// (Note [Bucket rebuild]). One file because these share one state: the rebuild replaces the buffers the
+// iteration fills.
+//
+// Note [Reducer iteration]
+// A synchronised iteration moves through the phases of Reducer::Phase:
+//
+//   kIdle --PrepareForBackward--> kArmed --first hook--> kBackward --backward finished--> kFinalizing
+//     ^                             |                                                         |
+//     +--------SkipNextSync---------+------------------------Finalize returns-----------------+
+//
+// The first hook of an armed pass queues Finalize (autograd's backward-finished callback) and marks the
+// unused parameters ready; hooks in kIdle only note local use (no_sync passes, or a backward that no
+// synchronising forward armed). Everything that lives for one iteration is in `Iteration`, reset by
+// PrepareForBackward; what outlives it is the bucket layout, the used map (it accumulates over no_sync
+// passes), the rebuild state (Reducer::Rebuild) and the first error. An error stops the machine: hooks
+// and Finalize do nothing more and PrepareForBackward returns it. Note [World size 1] is no separate
+// path: `reduces_` skips the steps that would change nothing.
 #include "reducer/reducer.h"
-
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -10,6 +25,19 @@
 #include "tensor/ops.h"
 
 namespace ddp {
+namespace {
+
+// Whether `a` and `b` are the same region of the same storage.
+bool SameRegion(const Tensor& a, const Tensor& b) {
+  return a.storage() == b.storage() && a.storage_offset() == b.storage_offset();
+}
+
+// Note [World size 1]: one rank and the plain all-reduce hook reduce nothing.
+bool Reduces(const ProcessGroup& group, const CommHook* hook) {
+  return group.size() > 1 || (hook != nullptr && dynamic_cast<const AllReduceHook*>(hook) == nullptr);
+}
+
+}  // namespace
 
 Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names, ProcessGroup* group,
                  ReducerOptions options)
@@ -17,6 +45,7 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names, Pro
       names_(std::move(names)),
       group_(group),
       options_(std::move(options)),
+      reduces_(Reduces(*group, options_.comm_hook.get())),
       trace_(group->rank()) {
   DDP_CHECK(names_.size() == params_.size()) << "Reducer: " << names_.size() << " names for " << params_.size()
                                              << " parameters";
@@ -26,14 +55,14 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names, Pro
         << "Reducer: parameter '" << p.name() << "' must be a float32 leaf that requires grad";
     specs_.push_back({p.numel(), p.dtype(), p.device()});
   }
-  BuildBuckets(AssignBuckets(specs_, {options_.first_bucket_cap_bytes, options_.bucket_cap_bytes}));
+  BuildBuckets(AssignBuckets(specs_, options_.caps));
   for (size_t i = 0; i < params_.size(); ++i) {
     hook_ids_.push_back(params_[i].RegisterPostAccumulateGradHook([this, i](const Tensor&) { OnGradientReady(i); }));
   }
-  ready_.assign(params_.size(), false);
   locally_used_.assign(params_.size(), false);
-  unused_this_pass_.assign(params_.size(), false);
-  passthrough_ = group_->size() == 1 && dynamic_cast<AllReduceHook*>(options_.comm_hook.get()) != nullptr;
+  rebuild_ = options_.rebuild_buckets && reduces_ ? Rebuild::kRecording : Rebuild::kOff;
+  if (options_.record_stats) observers_.push_back(&stats_);
+  if (options_.record_trace) observers_.push_back(&trace_);
 }
 
 Reducer::~Reducer() {
@@ -42,55 +71,132 @@ Reducer::~Reducer() {
 
 std::string Reducer::DescribeBuckets() const { return ddp::DescribeBuckets(assignment_, specs_, names_); }
 
+void Reducer::AddObserver(ReducerObserver* observer) {
+  DDP_CHECK(observer != nullptr && (phase_ == Phase::kIdle || phase_ == Phase::kArmed))
+      << "Reducer::AddObserver needs an observer, outside a backward pass";
+  observers_.push_back(observer);
+}
+
+template <typename Event>
+void Reducer::Notify(void (ReducerObserver::*method)(const Event&), const Event& event) {
+  for (ReducerObserver* observer : observers_) (observer->*method)(event);
+}
+
+// ---- Bucket buffers and the rebuild (Note [Bucket rebuild]) ----
+
+void Reducer::BuildBuckets(const std::vector<std::vector<size_t>>& assignment) {
+  assignment_ = assignment;
+  buckets_.clear();
+  buckets_.resize(assignment.size());
+  slots_.assign(params_.size(), Slot{});
+  for (size_t b = 0; b < assignment.size(); ++b) {
+    Bucket& bucket = buckets_[b];
+    bucket.params = assignment[b];
+    int64_t total = 0;
+    for (size_t index : bucket.params) total += params_[index].numel();
+    bucket.buffer = Tensor::Empty({total}, DType::kFloat32, params_[bucket.params.front()].device());
+    FillInPlace(bucket.buffer, 0.0f);
+    int64_t offset = 0;
+    for (size_t index : bucket.params) {
+      const Tensor& p = params_[index];
+      slots_[index].bucket = b;
+      slots_[index].view = Tensor::View(bucket.buffer.storage(), p.shape(), ContiguousStrides(p.shape()),
+                                        bucket.buffer.storage_offset() + offset, DType::kFloat32);
+      offset += p.numel();
+    }
+  }
+  // Gradients that already are bucket views move to their new slots (values kept).
+  if (options_.gradient_as_bucket_view) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Tensor grad = params_[i].grad();
+      if (!grad.defined()) continue;
+      CopyInPlace(slots_[i].view, grad);
+      params_[i].set_grad(slots_[i].view);
+    }
+  }
+}
+
+void Reducer::BuildBucketsInOrder(const std::vector<size_t>& order) {
+  BuildBuckets(AssignBuckets(specs_, options_.caps, order));
+  rebuilt_order_ = order;
+  rebuild_ = Rebuild::kDone;
+  ready_order_.clear();
+}
+
+absl::Status Reducer::RebuildBuckets() {
+  // Rank 0's ready order, as text, so every rank builds the same layout.
+  std::string order_text = GradientOrderText(ready_order_);
+  DDP_RETURN_IF_ERROR(group_->BroadcastObject(&order_text, 0));
+  absl::StatusOr<std::vector<size_t>> order = ParseGradientOrder(order_text, params_.size());
+  if (!order.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("DDP bucket rebuild: rank 0 sent a bad gradient order: ", order.status().message()));
+  }
+  BuildBucketsInOrder(*order);
+  return absl::OkStatus();
+}
+
+std::string Reducer::RebuiltOrderText() const {
+  if (rebuild_ == Rebuild::kDone) return GradientOrderText(rebuilt_order_);
+  if (rebuild_ != Rebuild::kPending) return "";
+  // Between the first synchronised iteration and the next PrepareForBackward: the order the rebuild is
+  // about to use (this rank's ready order, which rank 0 will broadcast).
+  absl::StatusOr<std::vector<size_t>> pending =
+      ParseGradientOrder(GradientOrderText(ready_order_), params_.size());
+  return pending.ok() ? GradientOrderText(*pending) : "";
+}
+
+absl::Status Reducer::RestoreBucketOrder(absl::string_view order_text) {
+  DDP_CHECK(finished_iterations_ == 0 && phase_ == Phase::kIdle)
+      << "RestoreBucketOrder must come before the first backward pass";
+  if (order_text.empty()) return absl::OkStatus();
+  DDP_ASSIGN_OR_RETURN(std::vector<size_t> order, ParseGradientOrder(order_text, params_.size()));
+  BuildBucketsInOrder(order);
+  return absl::OkStatus();
+}
+
+// ---- The iteration (Note [Reducer iteration]) ----
+
 absl::Status Reducer::PrepareForBackward(const std::vector<Tensor>& outputs, absl::Time forward_start) {
   DDP_RETURN_IF_ERROR(status_);
-  if (rebuild_pending_) {
-    rebuild_pending_ = false;
+  if (rebuild_ == Rebuild::kPending) {
+    rebuild_ = Rebuild::kOff;  // a failed rebuild is not retried (the error stops the Reducer)
     status_ = RebuildBuckets();
     DDP_RETURN_IF_ERROR(status_);
   }
-  forward_start_ = forward_start;
-  backward_start_ = absl::Now();
-  expect_hooks_ = true;
-  callback_queued_ = false;
-  finalizing_ = false;
-  next_bucket_ = 0;
-  ready_.assign(params_.size(), false);
-  for (Bucket& bucket : buckets_) {
-    bucket.pending = bucket.params.size();
-    bucket.work = nullptr;
-  }
+  StartIteration(forward_start);
   if (options_.find_unused_parameters) {
     const std::vector<bool> used = FindUsedParameters(outputs, params_);
-    for (size_t i = 0; i < used.size(); ++i) unused_this_pass_[i] = !used[i];
+    for (size_t i = 0; i < used.size(); ++i) iteration_.unused[i] = !used[i];
   }
+  phase_ = Phase::kArmed;
   return absl::OkStatus();
+}
+
+void Reducer::StartIteration(absl::Time forward_start) {
+  iteration_.ready.assign(params_.size(), false);
+  iteration_.unused.assign(params_.size(), false);
+  iteration_.pending.clear();
+  for (const Bucket& bucket : buckets_) iteration_.pending.push_back(bucket.params.size());
+  iteration_.works.assign(buckets_.size(), nullptr);
+  iteration_.next_bucket = 0;
+  if (observed()) {
+    iteration_.forward_start = forward_start;
+    iteration_.backward_start = absl::Now();
+  }
+}
+
+void Reducer::SkipNextSync() {
+  DDP_CHECK(phase_ == Phase::kIdle || phase_ == Phase::kArmed) << "SkipNextSync inside a backward pass";
+  phase_ = Phase::kIdle;
 }
 
 void Reducer::OnGradientReady(size_t index) {
   if (options_.find_unused_parameters) locally_used_[index] = true;
-  if (!expect_hooks_ || !status_.ok()) return;  // no_sync, or a broken iteration
-  if (passthrough_) {  // Note [World size 1]: only the bookkeeping that detects unused parameters
-    if (!callback_queued_) {
-      callback_queued_ = true;
-      QueueBackwardFinishedCallback([this] { FinalizePassthrough(); });
-      if (options_.find_unused_parameters) {
-        for (size_t i = 0; i < params_.size(); ++i) ready_[i] = ready_[i] || unused_this_pass_[i];
-      }
-    }
-    ready_[index] = true;
-    return;
-  }
-  if (!callback_queued_) {
-    callback_queued_ = true;
-    QueueBackwardFinishedCallback([this] { Finalize(); });
-    if (options_.find_unused_parameters) {
-      for (size_t i = 0; i < params_.size(); ++i) {
-        if (unused_this_pass_[i] && !ready_[i]) MarkReady(i, /*used=*/false);
-      }
-    }
-  }
-  if (ready_[index]) {
+  if (!status_.ok() || phase_ == Phase::kIdle) return;  // a broken iteration, or no_sync
+  DDP_CHECK(phase_ != Phase::kFinalizing) << "a gradient hook fired while the Reducer finalized";
+  if (phase_ == Phase::kArmed) BeginBackward();
+  if (iteration_.ready[index]) {
     status_ = absl::InternalError(absl::StrCat("gradient of '", names_[index],
                                                "' became ready twice in one backward pass"));
     return;
@@ -98,94 +204,98 @@ void Reducer::OnGradientReady(size_t index) {
   MarkReady(index, /*used=*/true);
 }
 
+void Reducer::BeginBackward() {
+  phase_ = Phase::kBackward;
+  QueueBackwardFinishedCallback([this] { Finalize(); });
+  if (!options_.find_unused_parameters) return;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (iteration_.unused[i] && !iteration_.ready[i]) MarkReady(i, /*used=*/false);
+  }
+}
+
 void Reducer::MarkReady(size_t index, bool used) {
-  ready_[index] = true;
-  if (!rebuilt_) ready_order_.push_back(index);
-  const Slot& slot = slots_[index];
-  const float scale = 1.0f / static_cast<float>(group_->size());
+  iteration_.ready[index] = true;
+  if (rebuild_ == Rebuild::kRecording) ready_order_.push_back(index);
+  if (reduces_) CopyIntoSlot(index, used);
+  if (observed()) {
+    Notify(&ReducerObserver::OnGradientReady, GradientReadyEvent{index, names_[index], used, absl::Now()});
+  }
+  if (--iteration_.pending[slots_[index].bucket] == 0) LaunchReadyBuckets();
+}
+
+void Reducer::CopyIntoSlot(size_t index, bool used) {
+  const Tensor& view = slots_[index].view;
   if (!used) {
-    FillInPlace(slot.view, 0.0f);
-  } else {
-    Tensor grad = params_[index].grad();
-    const bool is_view = grad.storage() == slot.view.storage() && grad.storage_offset() == slot.view.storage_offset();
-    if (is_view) {
-      MulScalarInPlace(slot.view, scale);
-    } else {
-      CopyScaledInPlace(slot.view, grad, scale);
-      // With gradient_as_bucket_view the gradient now aliases its slot: no copies from here on.
-      if (options_.gradient_as_bucket_view) params_[index].set_grad(slot.view);
-    }
+    FillInPlace(view, 0.0f);
+    return;
   }
-  if (options_.record_trace) {
-    trace_.Instant(absl::StrCat("grad ready: ", names_[index]), TraceRecorder::kComputeTrack, absl::Now());
+  const float scale = 1.0f / static_cast<float>(group_->size());
+  Tensor grad = params_[index].grad();
+  if (SameRegion(grad, view)) {
+    MulScalarInPlace(view, scale);
+    return;
   }
-  Bucket& bucket = buckets_[slot.bucket];
-  if (--bucket.pending == 0) LaunchReadyBuckets();
+  CopyScaledInPlace(view, grad, scale);
+  // With gradient_as_bucket_view the gradient now aliases its slot: no copies from here on.
+  if (options_.gradient_as_bucket_view) params_[index].set_grad(view);
 }
 
 void Reducer::LaunchReadyBuckets() {
-  if (options_.delay_reduction && !finalizing_) return;  // the "no overlap" ablation: Finalize launches
-  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
-    Bucket& bucket = buckets_[next_bucket_];
-    bucket.launch_time = absl::Now();
-    bucket.work = options_.comm_hook->RunHook(*group_, GradBucket{static_cast<int>(next_bucket_), bucket.buffer});
-    if (options_.record_trace) {
-      trace_.Instant(absl::StrCat("launch bucket ", next_bucket_), TraceRecorder::kComputeTrack, bucket.launch_time,
-                     absl::StrCat("\"bytes\": ", bucket.buffer.nbytes()));
-    }
-    ++next_bucket_;
+  if (options_.delay_reduction && phase_ != Phase::kFinalizing) return;  // the "no overlap" ablation
+  while (iteration_.next_bucket < buckets_.size() && iteration_.pending[iteration_.next_bucket] == 0) {
+    if (reduces_) LaunchBucket(iteration_.next_bucket);
+    ++iteration_.next_bucket;
   }
 }
 
-std::string Reducer::UnreadyParameterNames() const {
-  std::vector<std::string> names;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (!ready_[i]) names.push_back(names_[i]);
+void Reducer::LaunchBucket(size_t b) {
+  const Bucket& bucket = buckets_[b];
+  const absl::Time at = observed() ? absl::Now() : absl::Time();
+  iteration_.works[b] = options_.comm_hook->RunHook(*group_, GradBucket{static_cast<int>(b), bucket.buffer});
+  if (observed()) {
+    Notify(&ReducerObserver::OnBucketLaunched,
+           BucketLaunchedEvent{static_cast<int>(b), bucket.buffer.nbytes(), at});
   }
-  return absl::StrJoin(names, ", ");
-}
-
-void Reducer::FinalizePassthrough() {
-  const absl::Time backward_end = absl::Now();
-  expect_hooks_ = false;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (!ready_[i]) {
-      status_ = absl::FailedPreconditionError(absl::StrCat(
-          "DDP: the backward pass gave no gradient to these parameters (rank 0): ", UnreadyParameterNames(),
-          ". If the model has parameters that do not take part in producing the loss, pass "
-          "find_unused_parameters=true (--find_unused_parameters) to DistributedDataParallel."));
-      return;
-    }
-  }
-  RecordIteration(backward_end);
 }
 
 void Reducer::Finalize() {
-  const absl::Time backward_end = absl::Now();
-  expect_hooks_ = false;
-  if (!status_.ok()) return;
-  finalizing_ = true;
+  if (observed()) iteration_.backward_end = absl::Now();
+  phase_ = Phase::kFinalizing;
+  if (status_.ok()) status_ = FinishIteration();
+  phase_ = Phase::kIdle;
+}
+
+absl::Status Reducer::FinishIteration() {
   if (options_.delay_reduction) LaunchReadyBuckets();
-  if (next_bucket_ < buckets_.size()) {
-    status_ = absl::FailedPreconditionError(absl::StrCat(
-        "DDP: the backward pass gave no gradient to these parameters (rank ", group_->rank(),
-        "): ", UnreadyParameterNames(),
-        ". Their buckets were never reduced, so this iteration's gradients are not averaged. If the model has "
-        "parameters that do not take part in producing the loss, pass find_unused_parameters=true "
-        "(--find_unused_parameters) to DistributedDataParallel."));
+  if (iteration_.next_bucket < buckets_.size()) {
+    const absl::Status unready = UnreadyParametersError();
     WaitForBuckets().IgnoreError();  // keep the launched collectives matched before reporting
-    return;
+    return unready;
   }
-  status_ = WaitForBuckets();
-  if (!status_.ok()) return;
-  std::vector<bool> globally_used(params_.size(), true);
-  if (options_.find_unused_parameters) {
-    status_ = ReduceUsedMap(&globally_used);
-    if (!status_.ok()) return;
+  DDP_RETURN_IF_ERROR(WaitForBuckets());
+  if (reduces_) {
+    std::vector<bool> globally_used(params_.size(), true);
+    if (options_.find_unused_parameters) DDP_RETURN_IF_ERROR(ReduceUsedMap(&globally_used));
+    WriteBackGradients(globally_used);
   }
-  WriteBackGradients(globally_used);
-  RecordIteration(backward_end);
-  if (options_.rebuild_buckets && !rebuilt_) rebuild_pending_ = true;
+  locally_used_.assign(params_.size(), false);
+  NotifyIterationEnd();
+  ++finished_iterations_;
+  if (rebuild_ == Rebuild::kRecording) rebuild_ = Rebuild::kPending;
+  return absl::OkStatus();
+}
+
+absl::Status Reducer::UnreadyParametersError() const {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!iteration_.ready[i]) names.push_back(names_[i]);
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "DDP: the backward pass gave no gradient to these parameters (rank ", group_->rank(),
+      "): ", absl::StrJoin(names, ", "),
+      ". Their buckets were never reduced, so this iteration's gradients are not averaged. If the model has "
+      "parameters that do not take part in producing the loss, pass find_unused_parameters=true "
+      "(--find_unused_parameters) to DistributedDataParallel."));
 }
 
 absl::Status Reducer::WaitForBuckets() {
@@ -193,11 +303,13 @@ absl::Status Reducer::WaitForBuckets() {
   // on the communication stream instead; the host never blocks on communication, and the gradient
   // write-back that follows is ordered after the reductions on the device (Note [Reducer flow] step 5).
   const bool on_device = !params_.empty() && !params_.front().device().is_cpu();
-  for (size_t b = 0; b < next_bucket_; ++b) {
-    if (buckets_[b].work == nullptr) continue;
-    absl::Status status = on_device ? buckets_[b].work->WaitStream() : buckets_[b].work->Wait(group_->timeout());
+  for (size_t b = 0; b < iteration_.next_bucket; ++b) {
+    const std::shared_ptr<Work>& work = iteration_.works[b];
+    if (work == nullptr) continue;
+    absl::Status status = on_device ? work->WaitStream() : work->Wait(group_->timeout());
     if (!status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("DDP bucket ", b, " of ", buckets_.size(), ": ", status.message()));
+      return absl::Status(status.code(),
+                          absl::StrCat("DDP bucket ", b, " of ", buckets_.size(), ": ", status.message()));
     }
   }
   return absl::OkStatus();
@@ -213,7 +325,6 @@ absl::Status Reducer::ReduceUsedMap(std::vector<bool>* globally_used) {
   if (!status.ok()) return absl::Status(status.code(), absl::StrCat("DDP used-parameter map: ", status.message()));
   if (!device.is_cpu()) used = ToDevice(reduced, Device::CPU());
   for (size_t i = 0; i < params_.size(); ++i) (*globally_used)[i] = used.data<int64_t>()[i] > 0;
-  locally_used_.assign(params_.size(), false);
   return absl::OkStatus();
 }
 
@@ -226,35 +337,26 @@ void Reducer::WriteBackGradients(const std::vector<bool>& globally_used) {
     if (!grad.defined()) {
       // Locally unused but used elsewhere: the parameter gets the averaged gradient.
       param.set_grad(options_.gradient_as_bucket_view ? view : Clone(view));
-    } else if (!(grad.storage() == view.storage() && grad.storage_offset() == view.storage_offset())) {
+    } else if (!SameRegion(grad, view)) {
       CopyInPlace(grad, view);
     }
   }
 }
 
-void Reducer::RecordIteration(absl::Time backward_end) {
-  IterationStats stats;
-  stats.iteration = static_cast<int64_t>(stats_.size());
-  stats.buckets = static_cast<int>(buckets_.size());
-  stats.forward_s = absl::ToDoubleSeconds(backward_start_ - forward_start_);
-  stats.backward_compute_s = absl::ToDoubleSeconds(backward_end - backward_start_);
-  std::vector<TimeInterval> comm;
+void Reducer::NotifyIterationEnd() {
+  if (!observed()) return;
+  const std::string hook = options_.comm_hook->name();
   for (size_t b = 0; b < buckets_.size(); ++b) {
+    const std::shared_ptr<Work>& work = iteration_.works[b];
+    if (work == nullptr) continue;
     const Bucket& bucket = buckets_[b];
-    if (bucket.work == nullptr) continue;
-    comm.push_back({bucket.work->StartTime(), bucket.work->EndTime()});
-    if (options_.record_trace) {
-      trace_.Span(absl::StrCat("bucket ", b, " ", options_.comm_hook->name()), TraceRecorder::kCommTrack,
-                  bucket.work->StartTime(), bucket.work->EndTime(),
-                  absl::StrCat("\"bytes\": ", bucket.buffer.nbytes(), ", \"params\": ", bucket.params.size()));
-    }
+    Notify(&ReducerObserver::OnBucketDone, BucketDoneEvent{static_cast<int>(b), bucket.buffer.nbytes(),
+                                                           bucket.params.size(), hook, work->StartTime(),
+                                                           work->EndTime()});
   }
-  ComputeOverlap(comm, backward_end, &stats);
-  if (options_.record_trace) {
-    trace_.Span("forward", TraceRecorder::kComputeTrack, forward_start_, backward_start_);
-    trace_.Span("backward", TraceRecorder::kComputeTrack, backward_start_, backward_end);
-  }
-  stats_.push_back(stats);
+  Notify(&ReducerObserver::OnIterationEnd,
+         IterationEndEvent{finished_iterations_, static_cast<int>(buckets_.size()), iteration_.forward_start,
+                           iteration_.backward_start, iteration_.backward_end});
 }
 
 }  // namespace ddp

@@ -17,18 +17,20 @@
 //   5. Backward-finished callback (Finalize): wait for every bucket's Work (host-blocking on CPU; on a
 //      device, WaitStream: the compute stream waits for the communication stream), all-reduce the used-map
 //      (find_unused_parameters), write averaged gradients back into .grad (unless they are bucket views),
-//      record statistics and trace events.
+//      and tell the observers (statistics, trace: Note [Reducer observers] in reducer_observer.h).
 //   6. Note [Bucket rebuild]: the first synchronised iteration records the order in which gradients
 //      became ready. At the next PrepareForBackward rank 0 broadcasts its order, every rank reassigns
 //      buckets in that order (so buckets fill, and launch, as early as possible), and gradients move
-//      into the new buffers. This happens once, unless rebuild_buckets is off.
-//   Without find_unused_parameters, a parameter that got no gradient leaves its bucket unlaunched; the
-//   next PrepareForBackward fails with an error naming those parameters.
+//      into the new buffers. This happens once, unless rebuild_buckets is off (or Note [World size 1]).
+//   Without find_unused_parameters, a parameter that got no gradient leaves its bucket unlaunched:
+//   Finalize records an error naming those parameters (status(), and the next PrepareForBackward).
 //
 // Note [World size 1]: with one rank and the plain all-reduce hook the average of the gradients is the
-// gradient itself, so the Reducer copies and communicates nothing; it only tracks which parameters got a
-// gradient (so the unused-parameter error still fires) and records statistics. A compression hook is
-// still applied at world size 1, so its rounding can be studied on one process.
+// gradient itself. The iteration takes the same path as on many ranks (Note [Reducer iteration] in
+// reducer.cc), minus the work that would change nothing: no copy into bucket slots, no launch, no
+// used-map reduction, no write-back, and no bucket rebuild (there is no communication to start earlier).
+// What remains is the bookkeeping that names parameters without a gradient, and the observers. A
+// compression hook still runs at world size 1, so its rounding can be studied on one process.
 //
 // Thread safety: not thread-safe. One training thread calls PrepareForBackward and runs backward (hooks
 // and Finalize run on the thread running backward); the process group runs communication elsewhere.
@@ -45,61 +47,76 @@
 #include "reducer/bucket_assignment.h"
 #include "reducer/comm_hook.h"
 #include "reducer/iteration_stats.h"
+#include "reducer/reducer_observer.h"
 #include "reducer/trace.h"
 #include "tensor/tensor.h"
 
 namespace ddp {
 
+// How the Reducer buckets and reduces. Every default is written here once; DdpOptions holds one.
 struct ReducerOptions {
-  size_t first_bucket_cap_bytes = size_t{1} << 20;  // 1 MiB: the first bucket launches early
-  size_t bucket_cap_bytes = size_t{25} << 20;       // 25 MiB; 0 means one bucket per parameter
-  bool gradient_as_bucket_view = false;             // .grad tensors are views into bucket buffers
-  bool find_unused_parameters = false;              // search the graph for parameters without gradient
-  bool rebuild_buckets = true;                      // Note [Bucket rebuild]
-  std::shared_ptr<CommHook> comm_hook;              // null: AllReduceHook
-  bool record_trace = false;                        // keep Chrome trace events (trace())
-  bool delay_reduction = false;                     // ablation: launch every bucket only after backward
+  BucketCaps caps;                       // bucket sizes (Note [Bucket assignment])
+  bool gradient_as_bucket_view = false;  // .grad tensors are views into the bucket buffers (no copy back)
+  bool find_unused_parameters = false;   // search the graph for parameters without gradient every forward
+  bool rebuild_buckets = true;           // rebuild once in observed gradient order (Note [Bucket rebuild])
+  std::shared_ptr<CommHook> comm_hook;   // how buckets are reduced; null: AllReduceHook
+  bool record_stats = true;              // keep IterationStats of every iteration (stats())
+  bool record_trace = false;             // keep Chrome trace events (trace())
+  bool delay_reduction = false;          // ablation: launch every bucket only after backward (no overlap)
 };
 
+// Averages the gradients of a module's parameters across the ranks of a process group while backward
+// runs (Note [Reducer flow]); DistributedDataParallel owns one. Not thread-safe (see the top of this file).
 class Reducer {
  public:
   // `params` are the module's parameters in registration order with their dotted `names`; `group` is not
-  // owned and must outlive the Reducer. REQUIRES: params are float32 leaves that require grad, all on
-  // one device type; names.size() == params.size().
+  // owned and must outlive the Reducer. Registers one post-accumulate-grad hook per parameter.
+  // REQUIRES: params are float32 leaves that require grad, all on one device type;
+  // names.size() == params.size().
   Reducer(std::vector<Tensor> params, std::vector<std::string> names, ProcessGroup* group, ReducerOptions options);
   // Removes the hooks. REQUIRES: no backward pass running.
   ~Reducer();
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
-  // Arms the hooks for the next backward pass (Note [Reducer flow] step 2). Returns the error of the
-  // previous iteration, if any (unused parameters without find_unused_parameters, a failed or timed
-  // out collective): then the Reducer stays unusable. `forward_start` is when forward began (stats).
+  // Arms the hooks for the next backward pass (Note [Reducer flow] step 2). `forward_start` is when the
+  // forward began (statistics; any value when !observed()). Collective when a bucket rebuild is due (the
+  // first call after the first synchronised iteration broadcasts rank 0's gradient order), and the
+  // backward pass it arms is collective (bucket reductions): every rank must arm the same passes.
+  // Returns the error of the previous iteration, if any (unused parameters without
+  // find_unused_parameters, a failed or timed-out collective): then the Reducer stays unusable.
   absl::Status PrepareForBackward(const std::vector<Tensor>& outputs, absl::Time forward_start);
   // Disarms the hooks for the next backward pass: gradients accumulate locally (DDP's no_sync()).
-  void SkipNextSync() { expect_hooks_ = false; }
+  // REQUIRES: not inside a backward pass.
+  void SkipNextSync();
 
-  // The first error seen (OK when none). Check it after backward: a failed collective cannot be
-  // reported from inside the backward pass.
+  // The first error seen (OK when none). Finalize runs inside backward and cannot return one: check it
+  // after backward. The next PrepareForBackward returns it too.
   const absl::Status& status() const { return status_; }
+
+  // Adds an observer of every later iteration (Note [Reducer observers]). Not owned: it must outlive the
+  // Reducer. REQUIRES: observer != nullptr; not inside a backward pass.
+  void AddObserver(ReducerObserver* observer);
+  // Whether any observer listens (statistics, trace, AddObserver). When false the Reducer reads no clock.
+  bool observed() const { return !observers_.empty(); }
 
   // The current bucket layout, one line per bucket (bucket_assignment.h: DescribeBuckets).
   std::string DescribeBuckets() const;
   // The current buckets as parameter indices, in launch order.
   const std::vector<std::vector<size_t>>& bucket_assignment() const { return assignment_; }
-  // Statistics of every synchronised iteration so far.
-  const std::vector<IterationStats>& stats() const { return stats_; }
+  // Statistics of every synchronised iteration so far (empty unless options.record_stats).
+  const std::vector<IterationStats>& stats() const { return stats_.history(); }
   // Trace events (empty unless options.record_trace).
   const TraceRecorder& trace() const { return trace_; }
-  TraceRecorder& mutable_trace() { return trace_; }
-  bool buckets_rebuilt() const { return rebuilt_; }
+  // Whether the buckets follow an observed gradient order (rebuilt, or restored by RestoreBucketOrder).
+  bool buckets_rebuilt() const { return rebuild_ == Rebuild::kDone; }
 
   // The gradient order the rebuilt buckets follow, as comma-separated parameter indices: after the
   // rebuild, the order used; after the first synchronised iteration but before the rebuild (which the
   // next PrepareForBackward does), the order it will use on rank 0 (the rank that saves checkpoints);
-  // "" before that or with rebuild_buckets off. Checkpoints keep it: with more than two ranks the sum's
-  // rounding depends on where bucket boundaries fall (Gloo's ring splits each bucket into per-rank
-  // chunks), so a resumed run reduces bit-identically only in the same buckets.
+  // "" before that, with rebuild_buckets off, or at Note [World size 1]. Checkpoints keep it: with more
+  // than two ranks the sum's rounding depends on where bucket boundaries fall (Gloo's ring splits each
+  // bucket into per-rank chunks), so a resumed run reduces bit-identically only in the same buckets.
   std::string RebuiltOrderText() const;
   // Builds the buckets in a saved RebuiltOrderText() order now and skips the first-iteration rebuild
   // (every rank must restore the same order). "" changes nothing. Errors (kDataLoss) name a malformed
@@ -107,63 +124,82 @@ class Reducer {
   absl::Status RestoreBucketOrder(absl::string_view order_text);
 
  private:
+  // Where the current iteration stands (Note [Reducer iteration] in reducer.cc).
+  enum class Phase {
+    kIdle,        // not armed: hooks only note which parameters got a gradient
+    kArmed,       // PrepareForBackward ran; the first hook starts the pass
+    kBackward,    // hooks fill slots, full buckets launch in order; Finalize is queued
+    kFinalizing,  // Finalize: delayed launches, waits, write-back, observers
+  };
+  // The one-time bucket rebuild (Note [Bucket rebuild]).
+  enum class Rebuild {
+    kOff,        // rebuild_buckets off, Note [World size 1], or a rebuild failed
+    kRecording,  // the first synchronised iteration records the gradient ready order
+    kPending,    // recorded: the next PrepareForBackward rebuilds
+    kDone,       // the buckets follow an observed order
+  };
   struct Bucket {
     std::vector<size_t> params;  // indices into params_, in slot order
     Tensor buffer;               // flat
-    size_t pending = 0;          // parameters not yet ready this iteration
-    std::shared_ptr<Work> work;  // this iteration's reduction (null until launched)
-    absl::Time launch_time;
   };
   struct Slot {
     size_t bucket = 0;
     Tensor view;  // the parameter's region of the bucket buffer, shaped like the parameter
   };
+  // Everything that lives for one synchronised iteration; PrepareForBackward resets it.
+  struct Iteration {
+    std::vector<bool> ready;                   // per parameter: its gradient is final (and in its slot)
+    std::vector<bool> unused;                  // per parameter: find_unused_parameters found no path to it
+    std::vector<size_t> pending;               // per bucket: parameters not yet ready
+    std::vector<std::shared_ptr<Work>> works;  // per bucket: its reduction, null until launched
+    size_t next_bucket = 0;                    // buckets before it are launched
+    // Read only when observed() (Note [Reducer observers]).
+    absl::Time forward_start, backward_start, backward_end;
+  };
 
   void BuildBuckets(const std::vector<std::vector<size_t>>& assignment);
-  absl::Status RebuildBuckets();
-  // A gradient order from text, completed with the parameters it lacks (reverse registration order).
-  absl::StatusOr<std::vector<size_t>> ParseGradientOrder(absl::string_view order_text) const;
   void BuildBucketsInOrder(const std::vector<size_t>& order);
+  absl::Status RebuildBuckets();
+  void StartIteration(absl::Time forward_start);
   void OnGradientReady(size_t index);
+  void BeginBackward();
   void MarkReady(size_t index, bool used);
+  void CopyIntoSlot(size_t index, bool used);
   void LaunchReadyBuckets();
+  void LaunchBucket(size_t bucket);
   void Finalize();
-  void FinalizePassthrough();
+  absl::Status FinishIteration();
+  absl::Status UnreadyParametersError() const;
   absl::Status WaitForBuckets();
   absl::Status ReduceUsedMap(std::vector<bool>* globally_used);
   void WriteBackGradients(const std::vector<bool>& globally_used);
-  void RecordIteration(absl::Time backward_end);
-  std::string UnreadyParameterNames() const;
+  void NotifyIterationEnd();
+  template <typename Event>
+  void Notify(void (ReducerObserver::*method)(const Event&), const Event& event);
 
   std::vector<Tensor> params_;
   std::vector<std::string> names_;
   std::vector<int> hook_ids_;
   ProcessGroup* group_;
   ReducerOptions options_;
+  bool reduces_;  // buckets go through the comm hook; false at Note [World size 1]
   std::vector<BucketParameter> specs_;
   std::vector<std::vector<size_t>> assignment_;
   std::vector<Bucket> buckets_;
   std::vector<Slot> slots_;
-  bool passthrough_ = false;  // Note [World size 1]
 
-  // Per-iteration state.
-  bool expect_hooks_ = false;
-  bool callback_queued_ = false;
-  bool finalizing_ = false;  // Finalize is running (the delay_reduction ablation launches then)
-  std::vector<bool> ready_;
-  std::vector<bool> locally_used_;
-  std::vector<bool> unused_this_pass_;
-  size_t next_bucket_ = 0;
-  absl::Time forward_start_, backward_start_;
+  Phase phase_ = Phase::kIdle;
+  Iteration iteration_;
+  std::vector<bool> locally_used_;  // got a gradient since the last synchronised iteration (no_sync too)
+  int64_t finished_iterations_ = 0;  // synchronised iterations that ended OK
 
-  // Bucket rebuild.
-  std::vector<size_t> ready_order_;
-  std::vector<size_t> rebuilt_order_;  // the order the current buckets were built in (empty: initial)
-  bool rebuilt_ = false;
-  bool rebuild_pending_ = false;
+  Rebuild rebuild_ = Rebuild::kOff;
+  std::vector<size_t> ready_order_;    // kRecording: the order gradients became ready
+  std::vector<size_t> rebuilt_order_;  // kDone: the order the current buckets were built in
 
   absl::Status status_;
-  std::vector<IterationStats> stats_;
+  std::vector<ReducerObserver*> observers_;  // not owned; stats_ and trace_ when the options ask
+  IterationStatsRecorder stats_;
   TraceRecorder trace_;
 };
 

@@ -8,6 +8,8 @@
 #include <functional>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "comm/memory_store.h"
 #include "testing/run_ranks.h"
 #include "comm/process_group_gloo.h"
@@ -75,6 +77,31 @@ float MaxRelativeError(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
+// Records the Reducer's events in arrival order ("ready 4", "launch 0", "done 0", "end 0").
+class EventLog : public ReducerObserver {
+ public:
+  void OnGradientReady(const GradientReadyEvent& event) override {
+    events.push_back(absl::StrCat("ready ", event.param));
+    ready.push_back(event.param);
+  }
+  void OnBucketLaunched(const BucketLaunchedEvent& event) override {
+    events.push_back(absl::StrCat("launch ", event.bucket));
+  }
+  void OnBucketDone(const BucketDoneEvent& event) override {
+    events.push_back(absl::StrCat("done ", event.bucket));
+  }
+  void OnIterationEnd(const IterationEndEvent& event) override {
+    events.push_back(absl::StrCat("end ", event.iteration));
+  }
+  size_t Count(absl::string_view prefix) const {
+    return std::count_if(events.begin(), events.end(),
+                         [&](const std::string& e) { return absl::StartsWith(e, prefix); });
+  }
+
+  std::vector<std::string> events;
+  std::vector<size_t> ready;  // parameters in the order their gradients became ready
+};
+
 struct ParityCase {
   int world;
   size_t cap;
@@ -103,8 +130,8 @@ TEST_P(ReducerParityTest, AveragedGradientsAndParametersMatchOneProcess) {
   RunRanks(c.world, [&](int rank, ProcessGroup& group) {
     TinyModel model(7);
     ReducerOptions options;
-    options.first_bucket_cap_bytes = c.cap;
-    options.bucket_cap_bytes = c.cap;
+    options.caps.first_bucket_cap_bytes = c.cap;
+    options.caps.bucket_cap_bytes = c.cap;
     options.gradient_as_bucket_view = c.bucket_view;
     options.rebuild_buckets = c.rebuild;
     Reducer reducer(model.params, model.names, &group, options);
@@ -134,51 +161,68 @@ INSTANTIATE_TEST_SUITE_P(Caps, ReducerParityTest,
                                            ParityCase{3, 1 << 20, false, false}, ParityCase{3, 0, true, false},
                                            ParityCase{4, 128, false, true}, ParityCase{4, 25 << 20, true, true}));
 
+// One synchronised iteration of `model` on `batch`: the Reducer's status after backward.
+absl::Status RunIteration(Reducer& reducer, const TinyModel& model, const Batch& batch) {
+  Tensor loss = model.Loss(batch.x, batch.y, /*use_extra=*/true);
+  DDP_RETURN_IF_ERROR(reducer.PrepareForBackward({loss}, absl::Now()));
+  loss.Backward();
+  return reducer.status();
+}
+
+std::vector<std::vector<size_t>> OneBucketPerParameter(const std::vector<size_t>& order) {
+  std::vector<std::vector<size_t>> buckets;
+  for (size_t index : order) buckets.push_back({index});
+  return buckets;
+}
+
 TEST(ReducerTest, BucketsFollowReverseOrderThenReadyOrder) {
   RunRanks(2, [&](int rank, ProcessGroup& group) {
     TinyModel model(1);
     ReducerOptions options;
-    options.first_bucket_cap_bytes = 0;
-    options.bucket_cap_bytes = 0;
+    options.caps = BucketCaps{0, 0};  // one bucket per parameter: the layout is the order
     Reducer reducer(model.params, model.names, &group, options);
-    EXPECT_EQ(reducer.bucket_assignment(), (std::vector<std::vector<size_t>>{{4}, {3}, {2}, {1}, {0}}));
+    EventLog log;
+    reducer.AddObserver(&log);
+    EXPECT_EQ(reducer.bucket_assignment(), OneBucketPerParameter({4, 3, 2, 1, 0}));
     EXPECT_NE(reducer.DescribeBuckets().find("bucket 0: 1 params, 0.1 KiB: extra.weight"), std::string::npos)
         << reducer.DescribeBuckets();
-    std::string pending_order;
-    for (int it = 0; it < 2; ++it) {
-      EXPECT_EQ(reducer.RebuiltOrderText().empty(), it == 0);
-      Batch batch = GlobalBatch(it, 4);
-      Tensor loss = model.Loss(batch.x, batch.y, true);
-      ASSERT_TRUE(reducer.PrepareForBackward({loss}, absl::Now()).ok());
-      loss.Backward();
-      ASSERT_TRUE(reducer.status().ok());
-      if (it == 0) pending_order = reducer.RebuiltOrderText();  // the rebuild is pending
-    }
-    // After the rebuild each bucket holds what became ready together, in ready order: the launch order
-    // is a permutation that starts with the last layer's parameters.
-    ASSERT_TRUE(reducer.buckets_rebuilt());
-    EXPECT_EQ(reducer.bucket_assignment().size(), 5u);
+    EXPECT_EQ(reducer.RebuiltOrderText(), "");
+    ASSERT_TRUE(RunIteration(reducer, model, GlobalBatch(0, 4)).ok());
+    const std::string pending_order = reducer.RebuiltOrderText();  // the rebuild is pending
+    const std::vector<size_t> first_ready = log.ready;
+    ASSERT_TRUE(RunIteration(reducer, model, GlobalBatch(1, 4)).ok());
 
-    // A resumed run restores the rebuilt order before its first backward pass: the same buckets at
-    // once, and no rebuild later.
-    const std::string order = reducer.RebuiltOrderText();
-    EXPECT_EQ(std::count(order.begin(), order.end(), ','), 4) << order;
-    if (rank == 0) EXPECT_EQ(pending_order, order) << "rank 0 announced the order its rebuild then used";
-    TinyModel resumed_model(3);
-    Reducer resumed(resumed_model.params, resumed_model.names, &group, options);
-    EXPECT_FALSE(resumed.RestoreBucketOrder("0,0").ok());
-    EXPECT_NE(resumed.RestoreBucketOrder("1,7").message().find("\"1,7\" is not a list of distinct parameter "
+    // Every rank rebuilt in the order rank 0 observed in the first iteration.
+    ASSERT_EQ(first_ready.size(), 5u);
+    std::string observed = GradientOrderText(first_ready);
+    ASSERT_TRUE(group.BroadcastObject(&observed, 0).ok());
+    ASSERT_TRUE(reducer.buckets_rebuilt());
+    EXPECT_EQ(reducer.RebuiltOrderText(), observed);
+    EXPECT_EQ(reducer.bucket_assignment(), OneBucketPerParameter(*ParseGradientOrder(observed, 5)));
+    if (rank == 0) {
+      EXPECT_EQ(pending_order, observed) << "rank 0 announced the order its rebuild then used";
+    }
+  });
+}
+
+// A resumed run restores the rebuilt order before its first backward pass: those buckets at once, and
+// no rebuild later.
+TEST(ReducerTest, RestoredOrderBuildsTheBucketsAtOnce) {
+  RunRanks(2, [&](int, ProcessGroup& group) {
+    TinyModel model(3);
+    ReducerOptions options;
+    options.caps = BucketCaps{0, 0};
+    Reducer reducer(model.params, model.names, &group, options);
+    EXPECT_FALSE(reducer.RestoreBucketOrder("0,0").ok());
+    EXPECT_NE(reducer.RestoreBucketOrder("1,7").message().find("\"1,7\" is not a list of distinct parameter "
                                                                 "indices below 5"),
               std::string::npos);
-    ASSERT_TRUE(resumed.RestoreBucketOrder(order).ok());
-    EXPECT_TRUE(resumed.buckets_rebuilt());
-    EXPECT_EQ(resumed.bucket_assignment(), reducer.bucket_assignment());
-    Batch batch = GlobalBatch(2, 4);
-    Tensor loss = resumed_model.Loss(batch.x, batch.y, true);
-    ASSERT_TRUE(resumed.PrepareForBackward({loss}, absl::Now()).ok());
-    loss.Backward();
-    ASSERT_TRUE(resumed.status().ok());
-    EXPECT_EQ(resumed.bucket_assignment(), reducer.bucket_assignment());
+    ASSERT_TRUE(reducer.RestoreBucketOrder("2,4,3").ok());
+    EXPECT_TRUE(reducer.buckets_rebuilt());
+    EXPECT_EQ(reducer.RebuiltOrderText(), "2,4,3,1,0");
+    EXPECT_EQ(reducer.bucket_assignment(), OneBucketPerParameter({2, 4, 3, 1, 0}));
+    for (int it = 0; it < 2; ++it) ASSERT_TRUE(RunIteration(reducer, model, GlobalBatch(it, 4)).ok());
+    EXPECT_EQ(reducer.bucket_assignment(), OneBucketPerParameter({2, 4, 3, 1, 0}));
   });
 }
 
@@ -305,19 +349,32 @@ TEST(ReducerTest, CompressionHooksStayWithinTolerance) {
   EXPECT_FALSE(MakeCommHook("int8").ok());
 }
 
-TEST(ReducerTest, WorldSizeOneIsAPassThroughThatStillNamesUnusedParameters) {
+// Note [World size 1]: the gradients stay as backward left them, nothing is launched, the layout is
+// never rebuilt, and a parameter without gradient is still named.
+TEST(ReducerTest, WorldSizeOneReducesNothingAndStillNamesUnusedParameters) {
   RunRanks(1, [&](int, ProcessGroup& group) {
     TinyModel model(4), reference(4);
     Reducer reducer(model.params, model.names, &group, ReducerOptions{});
+    EventLog log;
+    reducer.AddObserver(&log);
     Batch batch = GlobalBatch(0, 4);
-    Tensor loss = model.Loss(batch.x, batch.y, true);
-    ASSERT_TRUE(reducer.PrepareForBackward({loss}, absl::Now()).ok());
-    loss.Backward();
+    for (int it = 0; it < 2; ++it) {
+      model.ZeroGrad();
+      Tensor loss = model.Loss(batch.x, batch.y, true);
+      ASSERT_TRUE(reducer.PrepareForBackward({loss}, absl::Now()).ok());
+      loss.Backward();
+      ASSERT_TRUE(reducer.status().ok()) << reducer.status();
+    }
     reference.Loss(batch.x, batch.y, true).Backward();
     for (size_t i = 0; i < model.params.size(); ++i) {
       EXPECT_EQ(model.params[i].grad().ToVector<float>(), reference.params[i].grad().ToVector<float>());
     }
-    EXPECT_EQ(reducer.stats().size(), 1u);
+    EXPECT_EQ(reducer.stats().size(), 2u);
+    EXPECT_EQ(log.Count("ready "), 10u);
+    EXPECT_EQ(log.Count("launch "), 0u);
+    EXPECT_EQ(log.Count("done "), 0u);
+    EXPECT_FALSE(reducer.buckets_rebuilt());
+    EXPECT_EQ(reducer.RebuiltOrderText(), "");
     Tensor partial = model.Loss(batch.x, batch.y, false);
     ASSERT_TRUE(reducer.PrepareForBackward({partial}, absl::Now()).ok());
     partial.Backward();
@@ -333,8 +390,8 @@ TEST(ReducerTest, DelayedReductionAblationGivesTheSameGradientsWithoutOverlap) {
     TinyModel model(12);
     ReducerOptions options;
     options.delay_reduction = true;
-    options.first_bucket_cap_bytes = 0;
-    options.bucket_cap_bytes = 0;
+    options.caps.first_bucket_cap_bytes = 0;
+    options.caps.bucket_cap_bytes = 0;
     Reducer reducer(model.params, model.names, &group, options);
     Batch shard = Shard(all, rank, 4);
     Tensor loss = model.Loss(shard.x, shard.y, true);
@@ -353,23 +410,103 @@ TEST(ReducerTest, StatsAndTraceAreRecorded) {
     TinyModel model(2);
     ReducerOptions options;
     options.record_trace = true;
-    options.first_bucket_cap_bytes = 0;
-    options.bucket_cap_bytes = 0;
+    options.caps = BucketCaps{0, 0};
     Reducer reducer(model.params, model.names, &group, options);
     Batch shard = Shard(GlobalBatch(0, 4), rank, 2);
-    Tensor loss = model.Loss(shard.x, shard.y, true);
-    ASSERT_TRUE(reducer.PrepareForBackward({loss}, absl::Now()).ok());
-    loss.Backward();
-    ASSERT_EQ(reducer.stats().size(), 1u);
-    const IterationStats& s = reducer.stats()[0];
-    EXPECT_EQ(s.buckets, 5);
-    EXPECT_GT(s.comm_s, 0.0);
-    EXPECT_GE(s.comm_s + 1e-9, s.overlapped_comm_s);
+    for (int it = 0; it < 2; ++it) {
+      Tensor loss = model.Loss(shard.x, shard.y, true);
+      const absl::Time before = absl::Now();
+      // The forward began 50 ms before PrepareForBackward.
+      ASSERT_TRUE(reducer.PrepareForBackward({loss}, before - absl::Milliseconds(50)).ok());
+      loss.Backward();
+      const double wall = absl::ToDoubleSeconds(absl::Now() - before);
+      ASSERT_EQ(reducer.stats().size(), static_cast<size_t>(it + 1));
+      const IterationStats& s = reducer.stats()[it];
+      EXPECT_EQ(s.iteration, it);
+      EXPECT_EQ(s.buckets, 5);
+      EXPECT_GE(s.forward_s, 0.05);
+      EXPECT_LE(s.forward_s, 0.05 + wall);
+      // Backward and every bucket's communication happened between `before` and now.
+      EXPECT_GT(s.backward_compute_s, 0.0);
+      EXPECT_LE(s.backward_compute_s, wall);
+      EXPECT_GT(s.comm_s, 0.0);
+      EXPECT_LE(s.comm_s, wall);
+      EXPECT_LE(s.exposed_comm_s, wall);
+    }
+    // Per iteration: 5 gradients ready, 5 launches, 5 bucket spans, forward and backward.
+    EXPECT_EQ(reducer.trace().size(), 2u * 17u);
     const std::string events = reducer.trace().EventsJson();
     EXPECT_NE(events.find("grad ready: fc2.bias"), std::string::npos);
+    EXPECT_LT(events.find("grad ready: extra.weight"), events.find("launch bucket 0"));
     EXPECT_NE(events.find("launch bucket 4"), std::string::npos);
     EXPECT_NE(events.find("\"name\": \"bucket 0 allreduce\""), std::string::npos);
   });
+}
+
+// Note [Reducer observers]: per iteration every gradient and launch comes first, then every bucket is
+// done in bucket order, and the iteration ends last.
+TEST(ReducerTest, ObserversSeeReadyAndLaunchThenDoneThenEnd) {
+  RunRanks(2, [&](int rank, ProcessGroup& group) {
+    TinyModel model(2);
+    ReducerOptions options;
+    options.caps = BucketCaps{0, 0};
+    options.record_stats = false;
+    Reducer reducer(model.params, model.names, &group, options);
+    EventLog log;
+    reducer.AddObserver(&log);
+    ASSERT_TRUE(RunIteration(reducer, model, Shard(GlobalBatch(0, 4), rank, 2)).ok());
+    ASSERT_EQ(log.events.size(), 16u);
+    const auto first_done = log.events.begin() + 10;
+    const auto is_ready = [](const std::string& e) { return absl::StartsWith(e, "ready "); };
+    EXPECT_EQ(std::count_if(log.events.begin(), first_done, is_ready), 5);  // and so 5 launches
+    EXPECT_EQ(std::vector<std::string>(first_done, log.events.end()),
+              (std::vector<std::string>{"done 0", "done 1", "done 2", "done 3", "done 4", "end 0"}));
+  });
+}
+
+TEST(ReducerTest, WithoutObserversNothingIsRecorded) {
+  RunRanks(2, [&](int rank, ProcessGroup& group) {
+    TinyModel model(2);
+    ReducerOptions options;
+    options.record_stats = false;
+    Reducer reducer(model.params, model.names, &group, options);
+    EXPECT_FALSE(reducer.observed());
+    Batch shard = Shard(GlobalBatch(0, 4), rank, 2);
+    Tensor loss = model.Loss(shard.x, shard.y, true);
+    ASSERT_TRUE(reducer.PrepareForBackward({loss}, absl::Time()).ok());
+    loss.Backward();
+    ASSERT_TRUE(reducer.status().ok()) << reducer.status();
+    EXPECT_TRUE(reducer.stats().empty());
+    EXPECT_EQ(reducer.trace().size(), 0u);
+    EventLog log;
+    reducer.AddObserver(&log);
+    EXPECT_TRUE(reducer.observed());
+  });
+}
+
+// Communication overlaps backward unless the delay_reduction ablation holds it back. Every gradient hook
+// ends with a 10 ms sleep, so each launched bucket has at least that much backward left to overlap.
+TEST(ReducerTest, BucketsOverlapASlowBackwardUnlessDelayed) {
+  for (const bool delay : {false, true}) {
+    RunRanks(2, [&](int rank, ProcessGroup& group) {
+      TinyModel model(6);
+      ReducerOptions options;
+      options.caps = BucketCaps{0, 0};
+      options.delay_reduction = delay;
+      Reducer reducer(model.params, model.names, &group, options);
+      for (const Tensor& p : model.params) {  // after the Reducer's hooks, so they run after MarkReady
+        p.RegisterPostAccumulateGradHook([](const Tensor&) { absl::SleepFor(absl::Milliseconds(10)); });
+      }
+      ASSERT_TRUE(RunIteration(reducer, model, Shard(GlobalBatch(0, 4), rank, 2)).ok());
+      const IterationStats& s = reducer.stats()[0];
+      EXPECT_GT(s.comm_s, 0.0);
+      if (delay) {
+        EXPECT_EQ(s.overlapped_comm_s, 0.0);
+      } else {
+        EXPECT_GT(s.overlapped_comm_s, 0.0);
+      }
+    });
+  }
 }
 
 }  // namespace

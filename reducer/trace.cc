@@ -36,6 +36,25 @@ void TraceRecorder::Instant(const std::string& name, int track, absl::Time at, c
       Escape(name), rank_, track, Micros(at), args_json));
 }
 
+void TraceRecorder::OnGradientReady(const GradientReadyEvent& event) {
+  Instant(absl::StrCat("grad ready: ", event.name), kComputeTrack, event.at);
+}
+
+void TraceRecorder::OnBucketLaunched(const BucketLaunchedEvent& event) {
+  Instant(absl::StrCat("launch bucket ", event.bucket), kComputeTrack, event.at,
+          absl::StrCat("\"bytes\": ", event.bytes));
+}
+
+void TraceRecorder::OnBucketDone(const BucketDoneEvent& event) {
+  Span(absl::StrCat("bucket ", event.bucket, " ", event.hook), kCommTrack, event.start, event.end,
+       absl::StrCat("\"bytes\": ", event.bytes, ", \"params\": ", event.params));
+}
+
+void TraceRecorder::OnIterationEnd(const IterationEndEvent& event) {
+  Span("forward", kComputeTrack, event.forward_start, event.backward_start);
+  Span("backward", kComputeTrack, event.backward_start, event.backward_end);
+}
+
 std::string TraceRecorder::EventsJson() const {
   std::string out;
   for (size_t i = 0; i < events_.size(); ++i) {

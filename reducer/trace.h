@@ -1,5 +1,6 @@
 // Chrome trace events (chrome://tracing, Perfetto) of DDP iterations: forward, backward, gradient
-// ready instants, bucket launches and all-reduce spans, one process track per rank.
+// ready instants, bucket launches and all-reduce spans, one process track per rank. The recorder is a
+// Reducer observer (Note [Reducer observers] in reducer_observer.h).
 #ifndef DDP_REDUCER_TRACE_H_
 #define DDP_REDUCER_TRACE_H_
 
@@ -8,19 +9,30 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "reducer/reducer_observer.h"
 
 namespace ddp {
 
 class ProcessGroup;
 
-// Collects events of one rank. Not thread-safe (the training thread records).
-class TraceRecorder {
+// Collects the events of one rank: the Reducer's (as an observer; the Reducer attaches one when
+// ReducerOptions::record_trace is on) and any added with Span and Instant. Not thread-safe (the training
+// thread records).
+class TraceRecorder : public ReducerObserver {
  public:
   // Thread (track) ids within a rank's process track.
   static constexpr int kComputeTrack = 0;
   static constexpr int kCommTrack = 1;
 
+  // `rank` names this recorder's process track.
   explicit TraceRecorder(int rank) : rank_(rank) {}
+
+  // Reducer events: "grad ready: <name>" and "launch bucket <b>" instants on the compute track;
+  // "bucket <b> <hook>" spans on the communication track; "forward" and "backward" spans per iteration.
+  void OnGradientReady(const GradientReadyEvent& event) override;
+  void OnBucketLaunched(const BucketLaunchedEvent& event) override;
+  void OnBucketDone(const BucketDoneEvent& event) override;
+  void OnIterationEnd(const IterationEndEvent& event) override;
 
   // A span [start, end] named `name` on `track`; `args_json` is "" or a JSON object body ("\"k\": 1").
   void Span(const std::string& name, int track, absl::Time start, absl::Time end, const std::string& args_json = "");
@@ -29,6 +41,7 @@ class TraceRecorder {
 
   // This rank's events as comma-separated JSON objects (no brackets).
   std::string EventsJson() const;
+  // The number of events recorded.
   size_t size() const { return events_.size(); }
 
  private:
