@@ -24,7 +24,6 @@ std::vector<std::string> ModelSignature(const Module& module) {
   return lines;
 }
 
-// Copies `tensors` into (or out of) one flat buffer, in order.
 // Copies contiguous `tensors` into consecutive regions of `flat` (or back, when `unpack`), on whatever
 // device they live (CopyInPlace dispatches; memcpy would read GPU pointers on the host).
 void PackInto(const std::vector<Tensor>& tensors, const Tensor& flat, bool unpack) {

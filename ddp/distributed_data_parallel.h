@@ -2,7 +2,7 @@
 // averaged across ranks during backward. START HERE for ddp/. Used like the plain module:
 //
 //   auto ddp = DistributedDataParallel::Create(model, context->group.get(), DdpOptions{});
-//   Tensor loss = CrossEntropy((*ddp)->Forward(x), y);
+//   Tensor loss = CrossEntropy((*ddp)->Forward(x), y);  // collective in training mode
 //   loss.Backward();                      // buckets are all-reduced while backward runs
 //   if (!(*ddp)->status().ok()) ...       // a failed collective is reported here
 //   optimizer.Step();
@@ -10,6 +10,15 @@
 // At wrap time it checks that every rank has the same parameter names, shapes and dtypes (the error
 // names the first differing parameter and the ranks), broadcasts every parameter and buffer from rank 0
 // in coalesced chunks, and builds a Reducer (reducer/reducer.h, Note [Reducer flow]).
+//
+// Collectives: Create, every training-mode Forward (buffer broadcast; once, the bucket rebuild's
+// broadcast of rank 0's gradient order, Note [Bucket rebuild]) and every synchronised backward (bucket
+// reductions) communicate, so every rank must make the same calls in the same order, with NoSync around
+// the same passes.
+//
+// Errors: the gradient reduction finishes in a callback at the end of backward (Reducer::Finalize), which
+// cannot return a Status. Its errors (a parameter without gradient, a failed or timed-out collective) are
+// kept: status() shows them right after backward, and the next TryForward returns them (Forward aborts).
 #ifndef DDP_DDP_DISTRIBUTED_DATA_PARALLEL_H_
 #define DDP_DDP_DISTRIBUTED_DATA_PARALLEL_H_
 
@@ -41,18 +50,22 @@ class DistributedDataParallel : public Module {
                                                                           DdpOptions options = {});
 
   // Broadcasts buffers (training, broadcast_buffers), runs the module, and arms the Reducer for the
-  // backward pass (training with grad mode on, unless inside NoSync). Aborts with the error message if
-  // the previous iteration failed; use TryForward to get it as a Status.
+  // backward pass (training with grad mode on, unless inside NoSync). Collective in training mode (see
+  // the top of this file). Aborts with the error message if the previous iteration failed or a
+  // broadcast fails; TryForward returns it as a Status instead.
   Tensor Forward(const Tensor& x) override;
+  // Forward, with the previous iteration's error (status()) or a failed broadcast as the Status.
   absl::StatusOr<Tensor> TryForward(const Tensor& x);
 
   // DDP modules are not replicated (DataParallel replicates the inner module). Aborts.
   std::shared_ptr<Module> Replicate() const override;
 
   // While the returned guard lives, backward passes accumulate gradients locally without communication
-  // (PyTorch's no_sync()); the first backward after it synchronises the accumulated gradients.
+  // (PyTorch's no_sync()); the first backward after it synchronises the accumulated gradients. The guard
+  // must not outlive this DDP module.
   class NoSyncGuard {
    public:
+    // Prefer NoSync(). `ddp` is not owned.
     explicit NoSyncGuard(DistributedDataParallel* ddp) : ddp_(ddp) { ddp_->require_sync_ = false; }
     ~NoSyncGuard() { ddp_->require_sync_ = true; }
     NoSyncGuard(const NoSyncGuard&) = delete;
@@ -63,13 +76,17 @@ class DistributedDataParallel : public Module {
   };
   NoSyncGuard NoSync() { return NoSyncGuard(this); }
 
-  // OK, or the first error of the Reducer (unused parameters, failed or timed-out collective).
+  // OK, or the first error of the Reducer (unused parameters, failed or timed-out collective); check it
+  // after every backward pass (see Errors at the top of this file).
   const absl::Status& status() const { return reducer_->status(); }
+  // The wrapped module (shared ownership with whoever passed it to Create).
   Module& module() const { return *module_; }
+  // The Reducer: bucket layout, statistics, trace, rebuilt order. Lives as long as this DDP module.
   const Reducer& reducer() const { return *reducer_; }
   // Resuming: rebuilds the buckets in a checkpoint's Reducer::RebuiltOrderText() (see there). Every rank
-  // passes the same text; before the first backward pass.
+  // passes the same text. REQUIRES: before the first backward pass.
   absl::Status RestoreBucketOrder(absl::string_view order_text) { return reducer_->RestoreBucketOrder(order_text); }
+  // The process group passed to Create.
   ProcessGroup& group() const { return *group_; }
   // Writes the Chrome trace of every rank into one file on rank 0 (collective; without
   // options.reducer.record_trace the file has only the track names).

@@ -10,6 +10,7 @@
 #include "testing/run_ranks.h"
 #include "comm/process_group_gloo.h"
 #include "ddp/sync_batch_norm.h"
+#include "nn/layers.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
 #include "tensor/factory.h"
@@ -75,7 +76,9 @@ TEST_P(DdpParityTest, MatchesOneProcessOnTheConcatenatedBatch) {
   }
   RunRanks(c.world, [&](int rank, ProcessGroup& group) {
     std::shared_ptr<Module> model = Model(c.model);
-    if (c.model == "cnn_bn") ASSERT_EQ(ConvertSyncBatchNorm(*model, &group), 2);
+    if (c.model == "cnn_bn") {
+      ASSERT_EQ(ConvertSyncBatchNorm(*model, &group), 2);
+    }
     DdpOptions options;
     options.reducer.caps.first_bucket_cap_bytes = c.cap;
     options.reducer.caps.bucket_cap_bytes = c.cap;
@@ -200,6 +203,43 @@ TEST(DdpTest, NoSyncAccumulatesLocallyThenSynchronises) {
     }
     EXPECT_EQ((*ddp)->reducer().stats().size(), 1u);  // only the synchronised pass communicated
   });
+}
+
+// fc maps images to logits; head is never used, so its parameters get no gradient.
+class NetWithUnusedHead : public Module {
+ public:
+  explicit NetWithUnusedHead(Generator& g) : Module("NetWithUnusedHead") {
+    RegisterModule("fc", std::make_shared<nn::Linear>(784, 10, g));
+    RegisterModule("head", std::make_shared<nn::Linear>(10, 10, g));
+  }
+  Tensor Forward(const Tensor& x) override { return Child("fc")->Forward(Flatten(x)); }
+  std::shared_ptr<Module> Replicate() const override { return ReplicateAs(*this); }
+};
+
+// Finalize runs at the end of backward and cannot return its error: status() has it right after
+// backward, and the next TryForward returns it.
+TEST(DdpTest, FinalizeErrorsSurfaceInStatusThenInTryForward) {
+  for (const bool find_unused : {false, true}) {
+    RunRanks(2, [&](int rank, ProcessGroup& group) {
+      Generator g(3);
+      auto model = std::make_shared<NetWithUnusedHead>(g);
+      DdpOptions options;
+      options.reducer.find_unused_parameters = find_unused;
+      auto ddp = DistributedDataParallel::Create(model, &group, options);
+      ASSERT_TRUE(ddp.ok()) << ddp.status();
+      Batch mine = Shard(GlobalBatch(0, 4), rank, 2);
+      CrossEntropy((*ddp)->Forward(mine.x), mine.y).Backward();
+      absl::StatusOr<Tensor> next = (*ddp)->TryForward(mine.x);
+      if (find_unused) {
+        EXPECT_TRUE((*ddp)->status().ok()) << (*ddp)->status();
+        EXPECT_TRUE(next.ok()) << next.status();
+        return;
+      }
+      EXPECT_NE((*ddp)->status().message().find("head.weight"), std::string::npos) << (*ddp)->status();
+      ASSERT_FALSE(next.ok());
+      EXPECT_EQ(next.status(), (*ddp)->status());
+    });
+  }
 }
 
 }  // namespace
