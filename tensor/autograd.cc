@@ -141,8 +141,6 @@ void QueueBackwardFinishedCallback(std::function<void()> callback) {
   backward_callbacks->push_back(std::move(callback));
 }
 
-bool InBackwardPass() { return backward_callbacks != nullptr; }
-
 bool GradModeEnabled() { return grad_mode_enabled; }
 
 NoGradGuard::NoGradGuard() : previous_(grad_mode_enabled) { grad_mode_enabled = false; }

@@ -79,9 +79,6 @@ void RunBackward(const Tensor& root, const Tensor& gradient);
 // point 2). REQUIRES: called from inside a backward pass (a hook or node), else it aborts.
 void QueueBackwardFinishedCallback(std::function<void()> callback);
 
-// True while this thread is inside RunBackward.
-bool InBackwardPass();
-
 // Whether ops record the graph on this thread (thread-local; on by default).
 bool GradModeEnabled();
 
