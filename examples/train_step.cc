@@ -1,3 +1,5 @@
+// TrainEpoch: the step loop (micro-batches, optimizer step, sample log, checkpoint, desync check,
+// injected faults, progress, SIGTERM) and its helpers.
 #include "examples/train_step.h"
 
 #include <cmath>
@@ -16,6 +18,7 @@
 namespace ddp {
 namespace {
 
+// --dump_grads: writes the gradients `model` holds (after DDP's all-reduce: averaged) to `path`.
 absl::Status DumpGradients(const Module& model, const std::string& path) {
   NamedTensors grads;
   for (const auto& [name, param] : model.NamedParameters()) {
@@ -46,13 +49,6 @@ absl::StatusOr<double> ForwardBackward(TrainState& state, const Example& batch, 
   return value;
 }
 
-}  // namespace
-
-double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps) {
-  if (config.lr_schedule == "constant" || total_steps <= 0) return config.lr;
-  return config.lr * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(step) / static_cast<double>(total_steps)));
-}
-
 // Starts `epoch` from its beginning, or (the first epoch after --resume) where the checkpoint left it.
 absl::Status StartEpoch(TrainState& state, int epoch, DistributedSampler& sampler) {
   if (state.resume_from.has_value() && state.resume_from->epoch == epoch) {
@@ -78,6 +74,13 @@ absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler& 
   options.keep_last = config.keep_checkpoints;
   if (state.group != nullptr) return SaveCheckpointCollective(*state.group, config.checkpoint_dir, checkpoint, options);
   return SaveCheckpoint(config.checkpoint_dir, checkpoint, options);
+}
+
+}  // namespace
+
+double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps) {
+  if (config.lr_schedule == "constant" || total_steps <= 0) return config.lr;
+  return config.lr * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(step) / static_cast<double>(total_steps)));
 }
 
 absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& loader) {

@@ -1,4 +1,5 @@
-// One epoch of training (single process or DDP), for examples/trainer.cc.
+// One epoch of training (one process, DDP or DataParallel) and the learning-rate schedule, for
+// examples/trainer.cc.
 #ifndef DDP_EXAMPLES_TRAIN_STEP_H_
 #define DDP_EXAMPLES_TRAIN_STEP_H_
 
@@ -37,6 +38,7 @@ struct TrainState {
   SampleLog* sample_log = nullptr;  // --log_samples (not owned; null: no log)
 };
 
+// What one epoch did, for the end-of-epoch report.
 struct EpochStats {
   int64_t steps = 0;           // optimizer steps this epoch
   double mean_loss = 0.0;      // rank 0's mean training loss
@@ -49,6 +51,11 @@ struct EpochStats {
 // index) ends the epoch with that error. A SIGTERM (examples/graceful_stop.h) ends it after the current
 // step with kCancelled.
 absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& loader);
+
+// The learning rate of optimizer step `step` (0-based) of `total_steps`: config.lr for "constant";
+// config.lr * (1 + cos(pi * step / total_steps)) / 2 for "cosine" (torch's CosineAnnealingLR, eta_min 0,
+// stepped per iteration). Pure.
+double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps);
 
 }  // namespace ddp
 

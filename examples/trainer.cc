@@ -320,12 +320,6 @@ absl::Status ValidateConfig(const TrainConfig& config) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<EvalResult> Evaluate(Module& model, const Dataset& dataset, int64_t batch_size) {
-  DistributedEvalOptions options;
-  options.batch_size = batch_size;
-  return EvaluateDistributed(model, dataset, /*group=*/nullptr, options);
-}
-
 absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   DDP_RETURN_IF_ERROR(ValidateConfig(config));
   SetNumThreads(config.threads);

@@ -1,16 +1,14 @@
-// The training loop behind examples/train: configuration, epochs, evaluation, metrics, and (when
-// started by ddprun / torchrun / mpirun / srun with WORLD_SIZE > 1) DistributedDataParallel.
+// The training loop behind examples/train: configuration, epochs, evaluation, metrics, checkpoints, and
+// (when started by ddprun / torchrun / mpirun / srun with WORLD_SIZE > 1) DistributedDataParallel, or
+// (--mode=dp) DataParallel in one process.
 #ifndef DDP_EXAMPLES_TRAINER_H_
 #define DDP_EXAMPLES_TRAINER_H_
 
 #include <cstdint>
-#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "data/dataset.h"
 #include "ddp/distributed_eval.h"
-#include "nn/module.h"
 
 namespace ddp {
 
@@ -67,25 +65,17 @@ struct TrainConfig {
   int dp_devices = 2;                // --mode=dp: CPU workers; --batch_size is the whole batch, split over them
 };
 
-// Evaluates `model` (switched to eval mode, then back) on every sample of `dataset` in this process,
-// without recording the graph: EvaluateDistributed with no group (ddp/distributed_eval.h). Errors come
-// from the dataset.
-absl::StatusOr<EvalResult> Evaluate(Module& model, const Dataset& dataset, int64_t batch_size);
-
 // Validates a configuration; the error names the bad flag (e.g. "--batch_size must be >= 1, got 0").
 absl::Status ValidateConfig(const TrainConfig& config);
 
-// Runs the whole training described by `config`: load data, build model and optimizer (and DDP when
-// distributed), train from a DistributedSampler through a DataLoader with a progress display on stderr
-// (rank 0), evaluate after each epoch on every rank (EvaluateDistributed: the whole test set, equal to
-// one process), write metrics / weights / gradients / trace. With eval_only, only evaluates init_from's
-// weights (under any world size). Returns the final test evaluation (the same on every rank).
+// Runs the whole training described by `config` (invalid: ValidateConfig's error): load data, build
+// model and optimizer (and DDP when distributed, DataParallel with --mode=dp), resume from the latest
+// checkpoint (resume), train from a DistributedSampler through a DataLoader with a progress display on
+// stderr (rank 0), checkpoint every checkpoint_every steps, evaluate after each epoch on every rank
+// (EvaluateDistributed: the whole test set, equal to one process), write metrics / weights / gradients
+// / trace. With eval_only, only evaluates init_from's weights (under any world size). Returns the final
+// test evaluation (the same on every rank); a SIGTERM ends it after the current step with kCancelled.
 absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config);
-
-// The learning rate of optimizer step `step` (0-based) of `total_steps`: config.lr for "constant";
-// config.lr * (1 + cos(pi * step / total_steps)) / 2 for "cosine" (torch's CosineAnnealingLR, eta_min 0,
-// stepped per iteration).
-double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps);
 
 }  // namespace ddp
 

@@ -1,6 +1,7 @@
 // examples/train end to end: a short run learns, flags are validated by name, the loader's worker count
-// does not change the batches, --eval_only agrees across world sizes, and 2-rank DDP under ddprun
-// writes the same averaged first gradients as one process on the joint batch.
+// does not change the batches, --eval_only agrees across world sizes, 2-rank DDP and --mode=dp write the
+// same first gradients as one process on the joint batch, --resume and a restarted group continue bit
+// for bit, rank 0's errors reach every rank, and SIGTERM stops after the step.
 #include "examples/trainer.h"
 
 #include <gtest/gtest.h>
@@ -137,8 +138,6 @@ TEST(TrainerTest, CosineScheduleAnnealsToZero) {
   EXPECT_DOUBLE_EQ(ScheduledLr(config, 99, 100), 0.1);
 }
 
-// The first averaged gradients of 2-rank DDP (batch 64 per rank, file order) equal one process's
-// gradients on the batch of 128: rank r takes samples r, r + 2, ..., which together are samples 0..127.
 // Max over tensors of max |a - b| / max |b| between two gradient files with the same names.
 double MaxRelativeDifference(const std::string& got_path, const std::string& want_path) {
   auto want = LoadSafetensors(want_path);
@@ -162,6 +161,8 @@ double MaxRelativeDifference(const std::string& got_path, const std::string& wan
 
 const char kOneStep[] = " --model=cnn --max_steps=1 --epochs=1 --shuffle=false --lr_schedule=constant";
 
+// The first averaged gradients of 2-rank DDP (batch 64 per rank, file order) equal one process's
+// gradients on the batch of 128: rank r takes samples r, r + 2, ..., which together are samples 0..127.
 TEST(TrainerTest, DdpDumpGradsEqualOneProcessOnTheJointBatch) {
   const std::string single = TempPath("single.safetensors"), ddp = TempPath("ddp.safetensors");
   std::string output;
