@@ -13,7 +13,7 @@
 #include "ddp/distributed_data_parallel.h"
 #include "examples/fault_injection.h"
 #include "examples/sample_log.h"
-#include "examples/trainer.h"
+#include "examples/train_config.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
 

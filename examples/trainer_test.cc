@@ -1,7 +1,8 @@
-// examples/train end to end: a short run learns, flags are validated by name, the loader's worker count
-// does not change the batches, --eval_only agrees across world sizes, 2-rank DDP and --mode=dp write the
-// same first gradients as one process on the joint batch, --resume and a restarted group continue bit
-// for bit, rank 0's errors reach every rank, and SIGTERM stops after the step.
+// examples/train end to end: a short run learns, flags are validated by name (the rules of
+// examples/train_flags.def), the loader's worker count does not change the batches, --eval_only agrees
+// across world sizes, 2-rank DDP and --mode=dp write the same first gradients as one process on the
+// joint batch, --resume and a restarted group continue bit for bit, rank 0's errors reach every rank, and
+// SIGTERM stops after the step.
 #include "examples/trainer.h"
 
 #include <gtest/gtest.h>
@@ -60,6 +61,16 @@ TEST(TrainerTest, BadConfigurationsNameTheFlag) {
   config.device = "cuda";
   EXPECT_NE(ValidateConfig(config).message().find("--device=cuda needs a CUDA build"), std::string::npos);
 #endif
+  config = TrainConfig();
+  config.momentum = 1;
+  EXPECT_EQ(ValidateConfig(config).message(), "--momentum must be in [0, 1), got 1");
+  config = TrainConfig();
+  config.lr = 0;
+  EXPECT_EQ(ValidateConfig(config).message(), "--lr must be > 0, got 0");
+  config = TrainConfig();
+  config.fault_inject_point = "forward";
+  EXPECT_EQ(ValidateConfig(config).message(),
+            "--fault_inject_point must be after_step or backward, got \"forward\"");
   config = TrainConfig();
   config.eval_only = true;
   EXPECT_NE(ValidateConfig(config).message().find("--eval_only needs --init_from"), std::string::npos);
@@ -127,6 +138,22 @@ TEST(TrainerTest, EvalOnlyGivesTheSameAccuracyUnderAnyWorldSize) {
     EXPECT_NEAR(distributed.second, single.second, 1e-4) << output;
     EXPECT_NE(output.find(absl::StrCat("over 10000 samples on ", world, " rank(s)")), std::string::npos) << output;
   }
+}
+
+TEST(TrainerTest, FlagRulesDescribeWhatTheyWant) {
+  EXPECT_EQ(FlagRule::Any().Check(std::string("x")), "");
+  EXPECT_EQ(FlagRule::AtLeast(1).Check(int64_t{1}), "");
+  EXPECT_EQ(FlagRule::AtLeast(1).Check(0), "must be >= 1, got 0");
+  EXPECT_EQ(FlagRule::Above(0).Check(0.0), "must be > 0, got 0");
+  EXPECT_EQ(FlagRule::Above(0).Check(std::nan("")), "must be > 0, got nan");
+  EXPECT_EQ(FlagRule::InRange(0, 1).Check(0.5), "");
+  EXPECT_EQ(FlagRule::InRange(0, 1).Check(-0.5), "must be in [0, 1), got -0.5");
+  EXPECT_EQ(FlagRule::OneOf({"a", "b", "c"}).Check(std::string("d")), "must be a, b or c, got \"d\"");
+  EXPECT_EQ(FlagRule::OneOf({"a", "b"}).Check(std::string("b")), "");
+  EXPECT_NE(FlagRule::OneOf({"a"}).Check(1), "") << "a string rule on a number rejects it";
+  EXPECT_EQ(TrainConfig().model, "cnn");  // the table's defaults are TrainConfig's
+  EXPECT_EQ(TrainConfig().bucket_cap_mb, 25);
+  EXPECT_TRUE(ValidateConfig(TrainConfig()).ok());
 }
 
 TEST(TrainerTest, CosineScheduleAnnealsToZero) {

@@ -1,0 +1,94 @@
+#include "examples/train_config.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_join.h"
+
+namespace ddp {
+namespace {
+
+// The rules that involve more than one flag, or the build.
+absl::Status CheckCombinations(const TrainConfig& config) {
+  auto bad = [](const char* message) { return absl::InvalidArgumentError(message); };
+#ifndef DDP_WITH_CUDA
+  if (config.device == "cuda") return bad("--device=cuda needs a CUDA build (bazel build --config=cuda)");
+#endif
+  if (config.backend == "nccl" && config.device != "cuda") return bad("--backend=nccl needs --device=cuda");
+  if (config.sync_bn && config.device == "cuda") return bad("--sync_bn runs on the CPU only (use --device=cpu)");
+  if ((config.resume || config.checkpoint_every > 0) && config.checkpoint_dir.empty()) {
+    return bad("--resume and --checkpoint_every need --checkpoint_dir");
+  }
+  if (config.eval_only && config.init_from.empty()) return bad("--eval_only needs --init_from=WEIGHTS");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+FlagRule::FlagRule(Kind kind, double low, double high, std::vector<std::string> choices)
+    : kind_(kind), low_(low), high_(high), choices_(std::move(choices)) {}
+
+FlagRule FlagRule::Any() { return FlagRule(Kind::kAny); }
+FlagRule FlagRule::AtLeast(double bound) { return FlagRule(Kind::kAtLeast, bound); }
+FlagRule FlagRule::Above(double bound) { return FlagRule(Kind::kAbove, bound); }
+FlagRule FlagRule::InRange(double low, double high) { return FlagRule(Kind::kInRange, low, high); }
+FlagRule FlagRule::OneOf(std::vector<std::string> choices) {
+  return FlagRule(Kind::kOneOf, 0, 0, std::move(choices));
+}
+
+bool FlagRule::Accepts(double value) const {
+  switch (kind_) {
+    case Kind::kAny:
+      return true;
+    case Kind::kAtLeast:
+      return value >= low_;
+    case Kind::kAbove:
+      return value > low_;
+    case Kind::kInRange:
+      return value >= low_ && value < high_;
+    case Kind::kOneOf:
+      return false;
+  }
+  return false;
+}
+
+bool FlagRule::Accepts(const std::string& value) const {
+  if (kind_ == Kind::kAny) return true;
+  return kind_ == Kind::kOneOf && std::find(choices_.begin(), choices_.end(), value) != choices_.end();
+}
+
+std::string FlagRule::Failure(const std::string& got) const {
+  std::string requirement;
+  switch (kind_) {
+    case Kind::kAny:
+      break;
+    case Kind::kAtLeast:
+      requirement = absl::StrCat(">= ", low_);
+      break;
+    case Kind::kAbove:
+      requirement = absl::StrCat("> ", low_);
+      break;
+    case Kind::kInRange:
+      requirement = absl::StrCat("in [", low_, ", ", high_, ")");
+      break;
+    case Kind::kOneOf:
+      requirement = choices_.size() < 2 ? absl::StrJoin(choices_, "")
+                                        : absl::StrCat(absl::StrJoin(choices_.begin(), choices_.end() - 1, ", "),
+                                                       " or ", choices_.back());
+      break;
+  }
+  return absl::StrCat("must be ", requirement, ", got ", got);
+}
+
+absl::Status ValidateConfig(const TrainConfig& config) {
+  // One check per row of the table, in its order.
+#define DDP_TRAIN_FLAG(type, name, default_value, rule, help)                       \
+  if (std::string problem = FlagRule::rule.Check(config.name); !problem.empty()) { \
+    return absl::InvalidArgumentError(absl::StrCat("--" #name " ", problem));      \
+  }
+#include "examples/train_flags.def"
+#undef DDP_TRAIN_FLAG
+  return CheckCombinations(config);
+}
+
+}  // namespace ddp
