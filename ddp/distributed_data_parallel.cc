@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "comm/rank_agreement.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 
@@ -87,19 +88,60 @@ absl::Status BroadcastCoalesced(const std::vector<Tensor>& tensors, ProcessGroup
   return absl::OkStatus();
 }
 
+namespace {
+
+// Bucket k's element count, dtype and device, e.g. "263680 float32 cpu; 1470 float32 cpu".
+std::string BucketLayoutText(const Reducer& reducer, const std::vector<Tensor>& params) {
+  std::vector<std::string> buckets;
+  for (const std::vector<size_t>& bucket : reducer.bucket_assignment()) {
+    int64_t numel = 0;
+    for (size_t index : bucket) numel += params[index].numel();
+    const Tensor& first = params[bucket.front()];
+    buckets.push_back(absl::StrCat(numel, " ", DTypeName(first.dtype()), " ", first.device().ToString()));
+  }
+  return absl::StrJoin(buckets, "; ");
+}
+
+// Note [DDP settings agreement]: what every rank must share, or its collectives stop matching (bucket
+// caps and so the layout, the hook, the unused-parameter search, buffer broadcasts and their chunking).
+// Ranks started by hand with different flags used to crash inside Gloo or reduce buffers of different
+// sizes against each other; one exchange at wrap time names the setting instead.
+std::vector<AgreedField> SettingsToAgree(const DdpOptions& options, const Reducer& reducer,
+                                         const std::vector<Tensor>& params, int world_size) {
+  const ReducerOptions& r = options.reducer;
+  auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+  return {
+      {"world_size", absl::StrCat(world_size)},
+      {"bucket_cap_bytes", absl::StrCat(r.caps.bucket_cap_bytes)},
+      {"first_bucket_cap_bytes", absl::StrCat(r.caps.first_bucket_cap_bytes)},
+      {"bucket layout", BucketLayoutText(reducer, params)},
+      {"comm_hook", r.comm_hook != nullptr ? r.comm_hook->name() : "allreduce"},
+      {"find_unused_parameters", flag(r.find_unused_parameters)},
+      {"gradient_as_bucket_view", flag(r.gradient_as_bucket_view)},
+      {"rebuild_buckets", flag(r.rebuild_buckets)},
+      {"broadcast_buffers", flag(options.broadcast_buffers)},
+      {"broadcast_chunk_bytes", absl::StrCat(options.broadcast_chunk_bytes)},
+  };
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<DistributedDataParallel>> DistributedDataParallel::Create(
     std::shared_ptr<Module> module, ProcessGroup* group, DdpOptions options) {
   DDP_CHECK(module != nullptr && group != nullptr) << "DistributedDataParallel needs a module and a group";
   module->AssignTensorNames();
   DDP_RETURN_IF_ERROR(VerifyModelsMatch(*module, *group));
+  std::shared_ptr<DistributedDataParallel> ddp(new DistributedDataParallel(module, group, std::move(options)));
+  const std::vector<Tensor> params = module->Parameters();
+  DDP_RETURN_IF_ERROR(
+      CheckRanksAgree(*group, SettingsToAgree(ddp->options_, *ddp->reducer_, params, group->size()), "DDP settings"));
   {
     NoGradGuard no_grad;
-    std::vector<Tensor> state = module->Parameters();
+    std::vector<Tensor> state = params;
     for (const Tensor& b : module->Buffers()) state.push_back(b);
-    DDP_RETURN_IF_ERROR(BroadcastCoalesced(state, *group, 0, options.broadcast_chunk_bytes));
+    DDP_RETURN_IF_ERROR(BroadcastCoalesced(state, *group, 0, ddp->options_.broadcast_chunk_bytes));
   }
-  return std::shared_ptr<DistributedDataParallel>(
-      new DistributedDataParallel(std::move(module), group, std::move(options)));
+  return ddp;
 }
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module, ProcessGroup* group,

@@ -8,8 +8,11 @@
 //   optimizer.Step();
 //
 // At wrap time it checks that every rank has the same parameter names, shapes and dtypes (the error
-// names the first differing parameter and the ranks), broadcasts every parameter and buffer from rank 0
-// in coalesced chunks, and builds a Reducer (reducer/reducer.h, Note [Reducer flow]).
+// names the first differing parameter and the ranks) and the same DDP settings: world size, bucket caps
+// and the resulting bucket layout (count, dtype and device per bucket), comm hook, find_unused_parameters,
+// gradient_as_bucket_view, rebuild_buckets and buffer broadcasting (the error names the setting and its
+// value on each rank, Note [DDP settings agreement]); then it broadcasts every parameter and buffer from
+// rank 0 in coalesced chunks and builds a Reducer (reducer/reducer.h, Note [Reducer flow]).
 //
 // Collectives: Create, every training-mode Forward (buffer broadcast; once, the bucket rebuild's
 // broadcast of rank 0's gradient order, Note [Bucket rebuild]) and every synchronised backward (bucket

@@ -175,6 +175,26 @@ TEST(DdpTest, MismatchedModelsNameTheParameterAndRanks) {
   });
 }
 
+// Ranks started with different bucket caps (or hooks) fail at wrap time naming the setting and each
+// rank's value, before any bucket is reduced (Note [DDP settings agreement]).
+TEST(DdpTest, MismatchedSettingsAreNamedAtWrapTime) {
+  RunRanks(3, [&](int rank, ProcessGroup& group) {
+    DdpOptions options;
+    if (rank == 1) options.reducer.caps.bucket_cap_bytes = 0;
+    auto ddp = DistributedDataParallel::Create(Model("mlp"), &group, options);
+    ASSERT_FALSE(ddp.ok());
+    EXPECT_EQ(ddp.status().message(),
+              "DDP settings differ across ranks: bucket_cap_bytes is 26214400 on ranks 0, 2 and 0 on rank 1");
+  });
+  RunRanks(2, [&](int rank, ProcessGroup& group) {
+    DdpOptions options;
+    options.reducer.find_unused_parameters = rank == 0;
+    auto ddp = DistributedDataParallel::Create(Model("mlp"), &group, options);
+    EXPECT_EQ(ddp.status().message(),
+              "DDP settings differ across ranks: find_unused_parameters is true on rank 0 and false on rank 1");
+  });
+}
+
 TEST(DdpTest, NoSyncAccumulatesLocallyThenSynchronises) {
   const int world = 2, k = 2;
   const int64_t per_rank = 2;
