@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "comm/async_work.h"
 #include "comm/gloo_store_adapter.h"
+#include "comm/rendezvous_checks.h"
 #include "comm/reduce_functions.h"
 #include "comm/socket_util.h"
 #include "tensor/ops.h"
@@ -112,10 +113,46 @@ void SetInput(Options& options, void* data, DType dtype, size_t count) {
   }
 }
 
+// "1000 float32": what a collective moves, as its description and signature name it.
+std::string Payload(const Tensor& t) { return absl::StrCat(t.numel(), " ", DTypeName(t.dtype())); }
+
 void CheckTensor(const char* op, const Tensor& t) {
   DDP_CHECK(t.device().is_cpu()) << op << " (gloo): tensor on " << t.device().ToString()
                                  << "; the gloo backend takes CPU tensors";
   DDP_CHECK(t.is_contiguous()) << op << " (gloo): tensor must be contiguous";
+}
+
+// The key libgloo's connectFullMesh writes first for rank `rank` (its host name; libgloo
+// 0.0~git20220518): a rank without it never reached Gloo's rendezvous. The missing-peer tests check it.
+std::string GlooPresenceKey(int rank) { return absl::StrCat("rank_", rank); }
+
+// Store keys of the calls that failed ranks publish (Note [Collective tags]).
+constexpr char kFailedCallKeyPrefix[] = "gloo/failed_call/";
+
+// Gloo's rendezvous: a full mesh of TCP pairs. Every exception becomes a Status naming the ranks that
+// never joined, when the store shows some.
+absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectFullMesh(Store& store, int rank, int size,
+                                                               const ProcessGroupGlooOptions& options) {
+  std::string what;
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.hostname;
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context->setTimeout(ToChrono(options.timeout));
+    GlooStoreAdapter adapter(&store, options.timeout);
+    context->connectFullMesh(adapter, device);
+    return context;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "unknown exception";
+  }
+  const std::string never_joined = DescribeNeverJoined(store, RanksNotJoined(store, rank, size, GlooPresenceKey));
+  return absl::UnavailableError(absl::StrCat("gloo: rank ", rank, " of ", size, " could not connect to its peers",
+                                             never_joined.empty() ? "" : ": " + never_joined, " (",
+                                             options.hostname, ", timeout ", absl::FormatDuration(options.timeout),
+                                             "): ", what));
 }
 
 }  // namespace
@@ -125,25 +162,18 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrCat("gloo: rank ", rank, " is outside a group of ", size));
   }
-  try {
-    gloo::transport::tcp::attr attr;
-    attr.hostname = options.hostname;
-    auto device = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    context->setTimeout(ToChrono(options.timeout));
-    GlooStoreAdapter adapter(&store, options.timeout);
-    context->connectFullMesh(adapter, device);
-    return std::unique_ptr<ProcessGroupGloo>(new ProcessGroupGloo(std::move(context), &store, rank, size, options));
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("gloo: rank ", rank, " of ", size, " could not connect to its peers (", options.hostname,
-                     ", timeout ", absl::FormatDuration(options.timeout), "): ", e.what()));
+  IgnoreSigpipeIfDefault();  // a dead peer must fail a collective, not kill the process
+  if (absl::Status same = CheckSameWorldSize(store, rank, size); !same.ok()) {
+    return absl::Status(same.code(), absl::StrCat("gloo: rank ", rank, " of ", size, " cannot join: ", same.message()));
   }
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<gloo::Context> context, ConnectFullMesh(store, rank, size, options));
+  return std::unique_ptr<ProcessGroupGloo>(new ProcessGroupGloo(std::move(context), &store, rank, size, options));
 }
 
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<gloo::Context> context, Store* store, int rank, int size,
                                    ProcessGroupGlooOptions options)
     : context_(std::move(context)),
+      store_(store),
       rank_(rank),
       size_(size),
       options_(std::move(options)),
@@ -152,36 +182,55 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<gloo::Context> context, Store
 
 ProcessGroupGloo::~ProcessGroupGloo() { worker_.reset(); }
 
-std::shared_ptr<Work> ProcessGroupGloo::Issue(const std::function<std::string(uint32_t)>& describe,
+std::shared_ptr<Work> ProcessGroupGloo::Issue(const std::string& name, const std::string& payload,
                                               std::function<void(uint32_t)> body) {
-  absl::MutexLock lock(&issue_mu_);  // tags and queue order agree across issuing threads
-  const uint32_t tag = next_tag_++;
-  auto work = std::make_shared<AsyncWork>(describe(tag));
+  absl::MutexLock lock(&issue_mu_);  // sequence numbers and queue order agree across issuing threads
+  const uint32_t sequence = next_sequence_++;
+  const CollectiveCall call{sequence, payload.empty() ? name : absl::StrCat(name, " of ", payload)};
+  auto work = std::make_shared<AsyncWork>(absl::StrCat(name, " #", sequence, payload.empty() ? "" : " of ",
+                                                       payload, " on rank ", rank_, "/", size_, " (gloo)"));
   AsyncWork* raw = work.get();
-  worker_->Enqueue(work, [this, raw, tag, body = std::move(body)] {
-    absl::Status status = absl::OkStatus();
+  worker_->Enqueue(work, [this, raw, call, body = std::move(body)] {
+    std::string what;
     try {
-      body(tag);
-    } catch (const std::exception& e) {
-      const std::string failure = absl::StrCat(raw->description(), " failed: ", e.what());
-      // The group is broken: closing every connection makes the peers still waiting on this rank fail
-      // now rather than at their timeout, so they report too (Note [Failure reports]).
-      context_->closeConnections();
-      status = absl::UnavailableError(absl::StrCat(failure, " ", failure_reports_.Report(failure)));
+      body(GlooTag(call));
+      raw->Complete(absl::OkStatus());
+      return;
+    } catch (const std::exception& e) {  // gloo::IoException, gloo::EnforceNotMet, std::bad_alloc, ...
+      what = e.what();
+    } catch (...) {
+      what = "unknown exception";
     }
-    raw->Complete(status);
+    raw->Complete(Fail(call, absl::StrCat(raw->description(), " failed: ", what)));
   });
   return work;
+}
+
+absl::Status ProcessGroupGloo::Fail(const CollectiveCall& call, const std::string& failure) {
+  // The group is broken: closing every connection makes the peers still waiting on this rank fail
+  // now rather than at their timeout, so they report too (Note [Failure reports]).
+  try {
+    context_->closeConnections();
+  } catch (...) {  // a pair that cannot close cleanly changes nothing: the group has failed already
+  }
+  // Only the call that broke the group is compared; it is published before the report, so a peer that
+  // sees this rank's report also finds its call. Later calls fail because the group is broken.
+  const bool first_failure = !failed_;
+  failed_ = true;
+  if (first_failure) PublishCall(*store_, kFailedCallKeyPrefix, rank_, call);
+  const std::string reports = failure_reports_.Report(failure);
+  const std::string mismatch =
+      first_failure ? DescribeCallMismatch(rank_, call, ReadOtherCalls(*store_, kFailedCallKeyPrefix, rank_, size_))
+                    : "";
+  if (mismatch.empty()) return absl::UnavailableError(absl::StrCat(failure, " ", reports));
+  return absl::FailedPreconditionError(absl::StrCat(failure, "; ", mismatch,
+                                                    " (DDP_DEBUG=detail reports this before the call) ", reports));
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::AllReduce(const Tensor& tensor, ReduceOp op) {
   CheckTensor("AllReduce", tensor);
   return Issue(
-      [&](uint32_t tag) {
-        return absl::StrCat("AllReduce(", ReduceOpName(op), ") #", tag, " of ", tensor.numel(), " ",
-                            DTypeName(tensor.dtype()), " on rank ", rank_, "/", size_, " (gloo)");
-      },
-      [this, tensor, op](uint32_t tag) {
+      absl::StrCat("AllReduce(", ReduceOpName(op), ")"), Payload(tensor), [this, tensor, op](uint32_t tag) {
         if (tensor.numel() == 0 || size_ == 1) {
           if (op == ReduceOp::kAvg && size_ > 1)
             DivideInPlace(tensor.raw_data(), tensor.dtype(), tensor.numel(), size_);
@@ -202,11 +251,7 @@ std::shared_ptr<Work> ProcessGroupGloo::Broadcast(const Tensor& tensor, int root
   CheckTensor("Broadcast", tensor);
   DDP_CHECK(root >= 0 && root < size_) << "Broadcast: root " << root << " outside a group of " << size_;
   return Issue(
-      [&](uint32_t tag) {
-        return absl::StrCat("Broadcast(root ", root, ") #", tag, " of ", tensor.numel(), " ",
-                            DTypeName(tensor.dtype()), " on rank ", rank_, "/", size_, " (gloo)");
-      },
-      [this, tensor, root](uint32_t tag) {
+      absl::StrCat("Broadcast(root ", root, ")"), Payload(tensor), [this, tensor, root](uint32_t tag) {
         if (tensor.numel() == 0 || size_ == 1) return;
         gloo::BroadcastOptions options(context_);
         SetOutput(options, tensor.raw_data(), tensor.dtype(), tensor.numel());
@@ -228,11 +273,7 @@ std::shared_ptr<Work> ProcessGroupGloo::AllGather(const std::vector<Tensor>& out
         << ShapeToString(input.shape());
   }
   return Issue(
-      [&](uint32_t tag) {
-        return absl::StrCat("AllGather #", tag, " of ", input.numel(), " ", DTypeName(input.dtype()),
-                            " on rank ", rank_, "/", size_, " (gloo)");
-      },
-      [this, outputs, input](uint32_t tag) {
+      "AllGather", Payload(input), [this, outputs, input](uint32_t tag) {
         const size_t bytes = input.nbytes();
         if (input.numel() == 0) return;
         Tensor flat = Tensor::Empty({static_cast<int64_t>(size_) * input.numel()}, input.dtype());
@@ -264,10 +305,7 @@ std::shared_ptr<Work> ProcessGroupGloo::ReduceScatter(const Tensor& output, cons
         << ShapeToString(output.shape());
   }
   return Issue(
-      [&](uint32_t tag) {
-        return absl::StrCat("ReduceScatter(", ReduceOpName(op), ") #", tag, " of ", output.numel(), " ",
-                            DTypeName(output.dtype()), " on rank ", rank_, "/", size_, " (gloo)");
-      },
+      absl::StrCat("ReduceScatter(", ReduceOpName(op), ")"), Payload(output),
       [this, output, inputs, op](uint32_t tag) {
         const size_t bytes = output.nbytes();
         if (output.numel() == 0) return;
@@ -293,10 +331,7 @@ std::shared_ptr<Work> ProcessGroupGloo::Reduce(const Tensor& tensor, int root, R
   CheckTensor("Reduce", tensor);
   DDP_CHECK(root >= 0 && root < size_) << "Reduce: root " << root << " outside a group of " << size_;
   return Issue(
-      [&](uint32_t tag) {
-        return absl::StrCat("Reduce(", ReduceOpName(op), ", root ", root, ") #", tag, " of ", tensor.numel(),
-                            " ", DTypeName(tensor.dtype()), " on rank ", rank_, "/", size_, " (gloo)");
-      },
+      absl::StrCat("Reduce(", ReduceOpName(op), ", root ", root, ")"), Payload(tensor),
       [this, tensor, root, op](uint32_t tag) {
         if (tensor.numel() == 0 || size_ == 1) return;
         gloo::ReduceOptions options(context_);
@@ -313,8 +348,7 @@ std::shared_ptr<Work> ProcessGroupGloo::Reduce(const Tensor& tensor, int root, R
 
 std::shared_ptr<Work> ProcessGroupGloo::Barrier() {
   return Issue(
-      [&](uint32_t tag) { return absl::StrCat("Barrier #", tag, " on rank ", rank_, "/", size_, " (gloo)"); },
-      [this](uint32_t tag) {
+      "Barrier", "", [this](uint32_t tag) {
         if (size_ == 1) return;
         gloo::BarrierOptions options(context_);
         options.setTag(tag);

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "comm/collective_call.h"
 #include "comm/failure_reports.h"
 #include "comm/process_group.h"
 #include "comm/store.h"
@@ -32,12 +33,19 @@ struct ProcessGroupGlooOptions {
 
 // Collectives on CPU tensors (float32, float16, bfloat16, int64). One background worker thread runs the
 // collectives in issue order, so every call returns at once with a Work. Thread-safe.
+// Errors: a failed collective's Work holds a Status naming the collective (operation, element count,
+// dtype, sequence number, rank) and, after the ranks exchanged failure reports, the lost rank; the group
+// is then broken and every later collective fails too. Ranks that call different collectives at the same
+// position (e.g. another element count) never exchange data: each fails at the timeout, naming what every
+// rank called (Note [Collective tags]); DDP_DEBUG=detail reports it at once instead.
 class ProcessGroupGloo : public ProcessGroup {
  public:
-  // Rendezvous through `store` and connect a full mesh of TCP pairs. Fails naming the rank and the store
-  // keys when peers do not show up within options.timeout. `store` is not owned and must outlive the
-  // group: a failed collective exchanges failure reports through it, so the error names the lost rank.
-  // REQUIRES: 0 <= rank < size.
+  // Rendezvous through `store` and connect a full mesh of TCP pairs. Fails with kFailedPrecondition
+  // naming both values when the ranks were started with different world sizes, and with kUnavailable
+  // naming the ranks that never joined ("rank 1 never joined") when peers do not show up within
+  // options.timeout (Note [Rendezvous checks]). Gloo's exceptions become Statuses; none escapes. `store`
+  // is not owned and must outlive the group: a failed collective exchanges failure reports through it,
+  // so the error names the lost rank. REQUIRES: 0 <= rank < size.
   static absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> Create(Store& store, int rank, int size,
                                                                    const ProcessGroupGlooOptions& options = {});
   // Drains the queue (pending works fail with "process group destroyed") and joins the worker.
@@ -61,18 +69,26 @@ class ProcessGroupGloo : public ProcessGroup {
   ProcessGroupGloo(std::shared_ptr<gloo::Context> context, Store* store, int rank, int size,
                    ProcessGroupGlooOptions options);
 
+  // Takes the next sequence number and queues `body`, run on the worker with the call's Gloo tag. `name`
+  // is e.g. "AllReduce(sum)", `payload` e.g. "1000 float32" ("" for none); the Work's description is
+  // "<name> #<sequence> of <payload> on rank <rank>/<size> (gloo)". Any exception `body` throws fails the
+  // Work through Fail.
+  std::shared_ptr<Work> Issue(const std::string& name, const std::string& payload,
+                              std::function<void(uint32_t tag)> body);
+  // The failure path of `call`: closes the connections, publishes the call and a failure report, and
+  // returns `failure` with the ranks that called something else and the failure reports' summary.
+  absl::Status Fail(const CollectiveCall& call, const std::string& failure);
+
   std::shared_ptr<gloo::Context> context_;
+  Store* const store_;  // Not owned.
   int rank_;
   int size_;
   ProcessGroupGlooOptions options_;
   FailureReports failure_reports_;
-  // Allocates the next tag, describes the collective, and queues `body` (run on the worker with the
-  // tag; a thrown exception fails the Work with the collective's description).
-  std::shared_ptr<Work> Issue(const std::function<std::string(uint32_t)>& describe,
-                              std::function<void(uint32_t)> body);
+  bool failed_ = false;  // A collective has failed. Used only on the worker thread (by Fail).
 
   absl::Mutex issue_mu_;
-  uint32_t next_tag_ ABSL_GUARDED_BY(issue_mu_) = 0;
+  uint32_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
   std::unique_ptr<Worker> worker_;
 };
 

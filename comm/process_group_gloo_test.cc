@@ -7,6 +7,8 @@
 #include <functional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "comm/memory_store.h"
 #include "testing/run_ranks.h"
 #include "comm/prefix_store.h"
@@ -164,9 +166,102 @@ TEST(GlooFailureTest, MissingPeerTimesOutNamingTheRank) {
   MemoryStore store;
   ProcessGroupGlooOptions options;
   options.timeout = absl::Seconds(1);
-  auto group = ProcessGroupGloo::Create(store, 1, 2, options);  // rank 0 never comes
+  auto group = ProcessGroupGloo::Create(store, 1, 3, options);  // ranks 0 and 2 never come
   ASSERT_FALSE(group.ok());
-  EXPECT_NE(group.status().message().find("rank 1 of 2"), std::string::npos) << group.status();
+  EXPECT_EQ(group.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(group.status().message().find("gloo: rank 1 of 3 could not connect to its peers: ranks 0, 2 never joined"),
+            std::string::npos)
+      << group.status();
+}
+
+// Ranks as threads, each creating its group with its own world size; returns each rank's Create status.
+std::vector<absl::Status> CreateWithWorldSizes(const std::vector<int>& sizes, absl::Duration timeout) {
+  MemoryStore store;
+  ProcessGroupGlooOptions options;
+  options.timeout = timeout;
+  std::vector<absl::Status> statuses(sizes.size());
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < static_cast<int>(sizes.size()); ++rank) {
+    threads.emplace_back([&, rank] {
+      if (rank > 0) absl::SleepFor(absl::Milliseconds(100));  // rank 0 arrives first
+      statuses[rank] = ProcessGroupGloo::Create(store, rank, sizes[rank], options).status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  return statuses;
+}
+
+// WORLD_SIZE 2 on rank 0 and 3 on rank 1 made Gloo fail with "enforce fail at address.cc:45 ... 136 vs
+// 272"; now the rank that disagrees fails at once naming both values, and the rank left waiting says
+// why its peer never joined.
+TEST(GlooFailureTest, DifferentWorldSizesAreNamed) {
+  const absl::Time start = absl::Now();
+  std::vector<absl::Status> statuses = CreateWithWorldSizes({2, 3}, absl::Seconds(2));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_EQ(statuses[1].code(), absl::StatusCode::kFailedPrecondition) << statuses[1];
+  EXPECT_NE(statuses[1].message().find("rank 1 was started with WORLD_SIZE=3 but rank 0 with WORLD_SIZE=2"),
+            std::string::npos)
+      << statuses[1];
+  EXPECT_NE(statuses[0].message().find("rank 1 never joined (rank 1 was started with WORLD_SIZE=3)"),
+            std::string::npos)
+      << statuses[0];
+}
+
+// Runs `call` on two ranks (threads) whose calls disagree and returns each rank's status; the group is
+// then broken, so a later collective must fail too instead of hanging.
+std::vector<absl::Status> CallOnTwoRanks(absl::Duration timeout,
+                                         const std::function<std::shared_ptr<Work>(int, ProcessGroup&)>& call) {
+  MemoryStore store;
+  ProcessGroupGlooOptions options;
+  options.timeout = timeout;
+  options.failure_report_window = absl::Milliseconds(500);
+  std::vector<absl::Status> statuses(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto group = ProcessGroupGloo::Create(store, rank, 2, options);
+      ASSERT_TRUE(group.ok()) << group.status();
+      statuses[rank] = call(rank, **group)->Wait(absl::Seconds(20));
+      EXPECT_FALSE((*group)->Barrier()->Wait(absl::Seconds(20)).ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+  return statuses;
+}
+
+// Rank 0 all-reduces 1000 floats while rank 1 all-reduces 3 (as DDP with different bucket caps did).
+// Gloo used to throw gloo::EnforceNotMet ("op.preamble.length <= op.nbytes") on its event-loop thread:
+// std::terminate. Now both ranks fail within the timeout with a Status naming the collective and what
+// each rank called (Note [Collective tags]).
+TEST(GlooFailureTest, RanksCallingDifferentCollectivesFailNamingThem) {
+  const absl::Time start = absl::Now();
+  std::vector<absl::Status> statuses = CallOnTwoRanks(absl::Seconds(2), [](int rank, ProcessGroup& group) {
+    return group.AllReduce(Ones({rank == 0 ? 1000 : 3}));
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(12));
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string message(statuses[rank].message());
+    EXPECT_EQ(statuses[rank].code(), absl::StatusCode::kFailedPrecondition) << statuses[rank];
+    EXPECT_NE(message.find(absl::StrCat("AllReduce(sum) #0 of ", rank == 0 ? 1000 : 3, " float32 on rank ", rank,
+                                        "/2 (gloo) failed")),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_NE(statuses[0].message().find("ranks called different collectives at call #0: this rank (0) AllReduce(sum) "
+                                       "of 1000 float32, rank 1 AllReduce(sum) of 3 float32"),
+            std::string::npos)
+      << statuses[0];
+}
+
+// Different reduce ops (or dtypes of one size) used to be reduced against each other silently; they now
+// fail like a size mismatch.
+TEST(GlooFailureTest, DifferentReduceOpsAreNotReducedTogether) {
+  std::vector<absl::Status> statuses = CallOnTwoRanks(absl::Seconds(1), [](int rank, ProcessGroup& group) {
+    return group.AllReduce(Ones({8}), rank == 0 ? ReduceOp::kSum : ReduceOp::kMax);
+  });
+  EXPECT_NE(statuses[1].message().find("this rank (1) AllReduce(max) of 8 float32, rank 0 AllReduce(sum) of 8 float32"),
+            std::string::npos)
+      << statuses[1];
 }
 
 TEST(GlooFailureTest, PeerThatLeavesFailsThePendingCollective) {
