@@ -6,13 +6,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "comm/file_store.h"
+#include "comm/job_token.h"
 #include "comm/prefix_store.h"
 #include "comm/process_group_debug.h"
 #include "comm/process_group_gloo.h"
+#include "comm/store_exposure.h"
 #include "comm/store_keys.h"
 #include "comm/socket_util.h"
 #include "comm/tcp_store.h"
@@ -40,14 +45,27 @@ absl::StatusOr<HostPort> ParseTcpUrl(const std::string& url) {
   return out;
 }
 
+// The TCP store at `address`; rank 0 hosts the server unless ddprun does. The server listens on
+// MASTER_ADDR itself when this host owns it (loopback stays loopback) and warns on stderr when it takes
+// clients from beyond loopback without a job token. Every store wait, the connection's hello included,
+// is bounded by `timeout` (DDP_TIMEOUT_S).
 absl::StatusOr<std::unique_ptr<Store>> MakeTcpStore(const HostPort& address, const LaunchEnv& launch,
                                                     const EnvLookup& env, absl::Duration timeout) {
   TcpStoreOptions store_options;
   store_options.host = address.host;
   store_options.port = address.port;
   store_options.is_server = launch.rank == 0 && env("DDP_STORE_IN_LAUNCHER").value_or("0") != "1";
+  if (store_options.is_server) store_options.server_bind_host = StoreListenHost(address.host);
+  store_options.job_token = env(kJobTokenEnv).value_or("");
   store_options.connect_timeout = timeout;
+  store_options.io_timeout = std::min(store_options.io_timeout, timeout);
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store, TcpStore::Create(store_options));
+  if (store_options.is_server) {
+    if (std::optional<std::string> warning =
+            OpenStoreWarning(store_options.server_bind_host, store->port(), *store_options.job_token)) {
+      std::fprintf(stderr, "ddp: rank 0: %s\n", warning->c_str());
+    }
+  }
   return std::unique_ptr<Store>(std::move(store));
 }
 

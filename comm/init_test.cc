@@ -8,6 +8,8 @@
 #include <map>
 #include <thread>
 
+#include "absl/time/clock.h"
+#include "comm/socket_util.h"
 #include "tensor/factory.h"
 
 namespace ddp {
@@ -116,6 +118,68 @@ TEST(InitTest, MissingPeersTimeOut) {
   EXPECT_NE(context.status().message().find("rank 0 of 3 could not connect to its peers: ranks 1, 2 never joined"),
             std::string::npos)
       << context.status();
+}
+
+// Joins as rank 0 of 1 with MASTER_ADDR=`master_addr` and DDP_JOB_TOKEN=`token` ("": unset), hosting
+// the store on `port`. Returns what InitProcessGroup printed on stderr, followed by whether the store
+// could be reached at 127.0.0.2, another address of this host.
+std::string JoinAloneAsRankZero(const std::string& master_addr, int port, const std::string& token = "") {
+  std::map<std::string, std::string> env = {{"RANK", "0"},
+                                            {"WORLD_SIZE", "1"},
+                                            {"MASTER_ADDR", master_addr},
+                                            {"MASTER_PORT", std::to_string(port)},
+                                            {"DDP_TIMEOUT_S", "5"}};
+  if (!token.empty()) env["DDP_JOB_TOKEN"] = token;
+  InitOptions options;
+  options.env = Fake(env);
+  testing::internal::CaptureStderr();
+  auto context = InitProcessGroup(options);
+  std::string printed = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(context.ok()) << context.status();
+  if (context.ok()) {  // probed while the store still listens
+    auto probe = ConnectTcp("127.0.0.2", port, absl::Now() + absl::Seconds(2));
+    printed += probe.ok() ? "[reachable at 127.0.0.2]" : "[unreachable at 127.0.0.2]";
+  }
+  return printed;
+}
+
+// MASTER_ADDR=127.0.0.1: rank 0's store listens on loopback 127.0.0.1 only (it used to bind 0.0.0.0
+// whatever MASTER_ADDR said), so another local address (127.0.0.2, or the host's network address) does
+// not reach it; loopback needs no warning.
+TEST(InitTest, StoreListensOnLoopbackMasterAddr) {
+  const std::string printed = JoinAloneAsRankZero("127.0.0.1", FreePort());
+  EXPECT_NE(printed.find("[unreachable at 127.0.0.2]"), std::string::npos) << printed;
+  EXPECT_EQ(printed.find("warning"), std::string::npos) << printed;
+}
+
+// MASTER_ADDR=0.0.0.0 without DDP_JOB_TOKEN: the store takes any client, and rank 0 says so in one line.
+TEST(InitTest, OpenStoreWithoutTokenWarns) {
+  const int port = FreePort();
+  const std::string printed = JoinAloneAsRankZero("0.0.0.0", port);
+  EXPECT_NE(printed.find("[reachable at 127.0.0.2]"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("ddp: rank 0: warning: the TCP store on 0.0.0.0:" + std::to_string(port) +
+                         " accepts any client that can reach it (no job token"),
+            std::string::npos)
+      << printed;
+  EXPECT_EQ(JoinAloneAsRankZero("0.0.0.0", FreePort(), "secret").find("warning"), std::string::npos);
+}
+
+// Another service on MASTER_PORT accepts connections and never answers: a rank fails within
+// DDP_TIMEOUT_S (not a fixed 60 s), and the error names that timeout.
+TEST(InitTest, SilentServiceOnMasterPortFailsWithinTheTimeout) {
+  auto silent = ListenTcp("127.0.0.1", 0, 16);
+  ASSERT_TRUE(silent.ok()) << silent.status();
+  InitOptions options;
+  options.env = Fake({{"RANK", "1"},
+                      {"WORLD_SIZE", "2"},
+                      {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", std::to_string(*LocalPort(silent->get()))},
+                      {"DDP_TIMEOUT_S", "2"}});
+  const absl::Time start = absl::Now();
+  auto context = InitProcessGroup(options);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(6));
+  ASSERT_FALSE(context.ok());
+  EXPECT_NE(context.status().message().find("within 2s"), std::string::npos) << context.status();
 }
 
 TEST(InitTest, LocalAddressTowardLoopback) { EXPECT_EQ(LocalAddressToward("127.0.0.1"), "127.0.0.1"); }

@@ -23,6 +23,7 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Create(TcpStoreOptions optio
   client_options.port = port;
   client_options.job_token = options.job_token;
   client_options.connect_timeout = options.connect_timeout;
+  client_options.io_timeout = options.io_timeout;
   client_options.limits = options.limits;
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> client,
                        TcpStoreClient::Create(std::move(client_options)));

@@ -23,12 +23,16 @@ struct TcpStoreOptions {
   int port = 29500;
   // Start a TcpStoreServer in this process (listening on server_bind_host:port) before connecting.
   bool is_server = false;
-  // Address the in-process server listens on.
+  // Address the in-process server listens on ("0.0.0.0": every interface). InitProcessGroup passes
+  // StoreListenHost(MASTER_ADDR) (comm/store_exposure.h).
   std::string server_bind_host = "0.0.0.0";
   // Job token for server and client. nullopt: $DDP_JOB_TOKEN when set, else none.
   std::optional<std::string> job_token;
-  // How long the client keeps retrying to reach the server.
+  // How long the client keeps retrying to reach the server (and to complete its hello).
   absl::Duration connect_timeout = absl::Seconds(60);
+  // How long the client waits for a response beyond the call's own timeout before declaring the
+  // server dead (TcpStoreClientOptions::io_timeout).
+  absl::Duration io_timeout = absl::Seconds(60);
   // Size limits, shared by server and client.
   StoreProtocolLimits limits;
 };
@@ -38,6 +42,9 @@ struct TcpStoreOptions {
 // keep its TcpStore alive until every other rank is done with the store.
 class TcpStore : public Store {
  public:
+  // Starts the server when options.is_server, then connects a client (retrying until
+  // options.connect_timeout). kUnavailable when the server cannot listen or cannot be reached,
+  // kPermissionDenied for a wrong job token.
   static absl::StatusOr<std::unique_ptr<TcpStore>> Create(TcpStoreOptions options);
 
   // The server's port (the picked one when is_server and port was 0).

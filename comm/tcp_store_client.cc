@@ -64,8 +64,10 @@ absl::StatusOr<UniqueFd> TcpStoreClient::Connect() const {
       StoreRequest hello = MakeRequest(StoreOp::kHello, {});
       hello.number = kStoreProtocolVersion;
       hello.value = token_;
+      // A peer that accepts and never answers (another service on the port) costs at most what is
+      // left of connect_timeout, which the error below names.
       absl::StatusOr<StoreResponse> response =
-          Exchange(fd->get(), hello, absl::Now() + options_.io_timeout);
+          Exchange(fd->get(), hello, std::min(deadline, absl::Now() + options_.io_timeout));
       if (response.ok() && response->code == absl::StatusCode::kOk) return fd;
       // A refused token or version is final; a broken hello is retried like a refused connect.
       if (response.ok()) return StatusFromResponse(*response);

@@ -25,7 +25,8 @@ struct TcpStoreClientOptions {
   // Token presented to the server. nullopt: $DDP_JOB_TOKEN when set, else none; "": none.
   std::optional<std::string> job_token;
   // How long to keep retrying to connect (exponential backoff from 10 ms to 1 s) before failing;
-  // the server may start after its clients.
+  // the server may start after its clients. It bounds the hello too: a peer that accepts the
+  // connection but never answers fails Connect within this time.
   absl::Duration connect_timeout = absl::Seconds(60);
   // How long to wait for a response beyond the call's own timeout (Get/Wait) before declaring the
   // server dead.

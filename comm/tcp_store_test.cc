@@ -133,6 +133,24 @@ TEST(TcpStoreTest, ConnectGivesUpAfterItsTimeout) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
 }
 
+// Another service on MASTER_PORT that accepts connections and never answers: the hello used to wait
+// a fixed 60 s (io_timeout) while the error said "within 10s"; now connect_timeout bounds it.
+TEST(TcpStoreTest, PeerThatNeverAnswersFailsWithinTheConnectTimeout) {
+  auto silent = ListenTcp("127.0.0.1", 0, 16);  // the kernel accepts; nobody ever reads or writes
+  ASSERT_TRUE(silent.ok()) << silent.status();
+  const int port = *LocalPort(silent->get());
+  TcpStoreOptions options;
+  options.port = port;
+  options.job_token = "";
+  options.connect_timeout = absl::Seconds(1);
+  options.io_timeout = absl::Seconds(60);
+  const absl::Time start = absl::Now();
+  auto store = TcpStore::Create(options);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(store.status().message(), HasSubstr(absl::StrCat("127.0.0.1:", port, " within 1s")));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(4));
+}
+
 TEST(TcpStoreTest, MalformedMessagesCloseOnlyThatConnection) {
   auto server = StartServer("tok");
   const int port = server->port();

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/job_token.h"
 #include "comm/prefix_store.h"
+#include "comm/store_exposure.h"
 #include "comm/store_keys.h"
 #include "comm/tcp_store_client.h"
 #include "comm/tcp_store_server.h"
@@ -67,18 +68,19 @@ class ScopedSignalPipe {
 
 void Say(absl::string_view message) { WriteFully(2, absl::StrCat("ddprun: ", message, "\n")); }
 
-// The job token: flag, then environment, then a fresh one for single-node jobs.
+// The job token: flag, then environment, then a fresh one for single-node jobs ("" for a multi-node job
+// without one: StartStore warns).
 std::string ChooseJobToken(const LaunchOptions& options) {
   if (!options.job_token.empty()) return options.job_token;
   std::string token = ResolveJobToken(std::nullopt);
   if (!token.empty()) return token;
   if (options.nnodes == 1) return GenerateJobToken();
-  Say("warning: no --job_token or DDP_JOB_TOKEN for a multi-node job; the store accepts any client");
   return "";
 }
 
 // Node 0 hosts the store; a single-node job listens on master_addr only, a multi-node job on every
-// interface.
+// interface. A store open beyond loopback without a token gets the same warning as rank 0's
+// (comm/store_exposure.h).
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> StartStore(const LaunchOptions& options,
                                                             const std::string& token) {
   TcpStoreServerOptions server_options;
@@ -90,6 +92,9 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> StartStore(const LaunchOptions& 
     return absl::Status(server.status().code(),
                         absl::StrCat("cannot start the store on ", options.master_addr, ":",
                                      options.master_port, ": ", server.status().message()));
+  }
+  if (std::optional<std::string> warning = OpenStoreWarning(server_options.host, (*server)->port(), token)) {
+    Say(*warning);
   }
   return server;
 }
