@@ -103,6 +103,15 @@ TEST(DataLoaderTest, ShuffleWithoutSamplerAndDistributedSampler) {
   EXPECT_EQ(got, DistributedShard(50, sampler_options, 2));
 }
 
+// Waits up to 10 s for `dataset` to have served `gets` samples; returns how many it served.
+int64_t AwaitGets(const FakeDataset& dataset, int64_t gets) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (dataset.gets() < gets && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  return dataset.gets();
+}
+
+// The loader prefetches (batches are loaded before Next asks for them) and the window bounds it: 2
+// workers x prefetch_factor 2 = 4 batches ahead of the one Next returns next.
 TEST(DataLoaderTest, PrefetchIsBounded) {
   auto dataset = std::make_shared<FakeDataset>(1000);
   DataLoaderOptions options;
@@ -111,10 +120,15 @@ TEST(DataLoaderTest, PrefetchIsBounded) {
   options.prefetch_factor = 2;
   auto loader = *DataLoader::Create(dataset, nullptr, options);
   ASSERT_TRUE(loader->Begin().ok());
-  ASSERT_TRUE(loader->Next().ok());
+  // Before any Next: the window of 4 batches fills, and stops there.
+  EXPECT_EQ(AwaitGets(*dataset, 10 * 4), 10 * 4) << "the loader does not prefetch";
   absl::SleepFor(absl::Milliseconds(100));
-  // One batch delivered plus a window of 4 batches ahead.
-  EXPECT_LE(dataset->gets(), 10 * (1 + 4));
+  EXPECT_EQ(dataset->gets(), 10 * 4) << "prefetch beyond the window";
+  // One batch delivered moves the window by one batch.
+  ASSERT_TRUE(loader->Next().ok());
+  EXPECT_EQ(AwaitGets(*dataset, 10 * (1 + 4)), 10 * (1 + 4)) << "the window does not move";
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(dataset->gets(), 10 * (1 + 4)) << "prefetch beyond the window";
 }
 
 TEST(DataLoaderTest, DestructionAndRestartMidEpochAreClean) {
