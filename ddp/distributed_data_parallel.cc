@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "comm/rank_agreement.h"
+#include "ddp/join.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 
@@ -166,6 +167,8 @@ absl::Status DistributedDataParallel::BroadcastBuffers() {
 absl::StatusOr<Tensor> DistributedDataParallel::TryForward(const Tensor& x) {
   const absl::Time start = reducer_->observed() ? absl::Now() : absl::Time();  // Note [Reducer observers]
   DDP_RETURN_IF_ERROR(reducer_->status());
+  const bool syncs = is_training() && GradModeEnabled() && require_sync_;
+  if (is_training() && join_ != nullptr) DDP_RETURN_IF_ERROR(join_->AnnounceTraining(syncs));  // Note [Join]
   if (is_training() && options_.broadcast_buffers) DDP_RETURN_IF_ERROR(BroadcastBuffers());
   Tensor out = module_->Forward(x);
   if (is_training() && GradModeEnabled()) {

@@ -19,6 +19,10 @@
 // reductions) communicate, so every rank must make the same calls in the same order, with NoSync around
 // the same passes.
 //
+// Uneven inputs (ranks with different numbers of batches): wrap the training loop in a Join
+// (ddp/join.h, Note [Join]); inside it every training forward also all-reduces a small "still training"
+// vector.
+//
 // Errors: the gradient reduction finishes in a callback at the end of backward (Reducer::Finalize), which
 // cannot return a Status. Its errors (a parameter without gradient, a failed or timed-out collective) are
 // kept: status() shows them right after backward, and the next TryForward returns them (Forward aborts).
@@ -34,6 +38,8 @@
 #include "reducer/reducer.h"
 
 namespace ddp {
+
+class Join;  // ddp/join.h
 
 // How DDP wraps a module. Every default is written once, here or in ReducerOptions and BucketCaps.
 struct DdpOptions {
@@ -104,6 +110,8 @@ class DistributedDataParallel : public Module {
   DdpOptions options_;
   std::unique_ptr<Reducer> reducer_;
   bool require_sync_ = true;
+  Join* join_ = nullptr;  // the active Join (ddp/join.h), which announces this rank in training forwards
+  friend class Join;
 };
 
 // Checks that every rank's model has the same parameter and buffer names, shapes and dtypes

@@ -46,6 +46,7 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names, Pro
       group_(group),
       options_(std::move(options)),
       reduces_(Reduces(*group, options_.comm_hook.get())),
+      gradient_divisor_(group->size()),
       trace_(group->rank()) {
   DDP_CHECK(names_.size() == params_.size()) << "Reducer: " << names_.size() << " names for " << params_.size()
                                              << " parameters";
@@ -186,6 +187,23 @@ void Reducer::StartIteration(absl::Time forward_start) {
   }
 }
 
+absl::Status Reducer::ShadowBackward() {
+  DDP_RETURN_IF_ERROR(status_);
+  DDP_CHECK(phase_ == Phase::kArmed) << "ShadowBackward needs a Reducer armed by PrepareForBackward";
+  phase_ = Phase::kBackward;  // no autograd pass: Finalize runs below instead of from its callback
+  for (size_t i = params_.size(); i-- > 0;) {
+    if (!iteration_.ready[i]) MarkReady(i, /*used=*/false);
+  }
+  Finalize();
+  return status_;
+}
+
+void Reducer::SetGradientDivisor(int divisor) {
+  DDP_CHECK(divisor > 0 && (phase_ == Phase::kIdle || phase_ == Phase::kArmed))
+      << "SetGradientDivisor(" << divisor << ") needs a positive divisor, outside a backward pass";
+  gradient_divisor_ = divisor;
+}
+
 void Reducer::SkipNextSync() {
   DDP_CHECK(phase_ == Phase::kIdle || phase_ == Phase::kArmed) << "SkipNextSync inside a backward pass";
   phase_ = Phase::kIdle;
@@ -229,7 +247,7 @@ void Reducer::CopyIntoSlot(size_t index, bool used) {
     FillInPlace(view, 0.0f);
     return;
   }
-  const float scale = 1.0f / static_cast<float>(group_->size());
+  const float scale = 1.0f / static_cast<float>(gradient_divisor_);
   Tensor grad = params_[index].grad();
   if (SameRegion(grad, view)) {
     MulScalarInPlace(view, scale);

@@ -89,6 +89,16 @@ class Reducer {
   // Disarms the hooks for the next backward pass: gradients accumulate locally (DDP's no_sync()).
   // REQUIRES: not inside a backward pass.
   void SkipNextSync();
+  // Join (ddp/join.h): this rank has run out of data and stands in for a synchronised backward pass of
+  // the ranks still training. Every parameter is marked ready with a zero gradient (and unused, under
+  // find_unused_parameters), so every bucket is reduced with zeros in this rank's place and the used map
+  // too; the averaged gradients are written back as after a real backward. Collective, like the pass it
+  // shadows. Returns the iteration's error. REQUIRES: armed by PrepareForBackward, no backward running.
+  absl::Status ShadowBackward();
+  // What gradients are divided by before they are summed across ranks (default: the group's size, so the
+  // sum is the average). Join sets it to the number of ranks still training when
+  // divide_by_initial_world_size is off. REQUIRES: divisor > 0; not inside a backward pass.
+  void SetGradientDivisor(int divisor);
 
   // The first error seen (OK when none). Finalize runs inside backward and cannot return one: check it
   // after backward. The next PrepareForBackward returns it too.
@@ -183,6 +193,7 @@ class Reducer {
   ProcessGroup* group_;
   ReducerOptions options_;
   bool reduces_;  // buckets go through the comm hook; false at Note [World size 1]
+  int gradient_divisor_;  // gradients are scaled by 1/gradient_divisor_ into the buckets (the group size)
   std::vector<BucketParameter> specs_;
   std::vector<std::vector<size_t>> assignment_;
   std::vector<Bucket> buckets_;
