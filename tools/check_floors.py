@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Proves that the floors of the house hold (//BUILD, DESIGN.md): an arrow points only downward.
+"""Proves that the floors of the house hold (//BUILD, README "Layout"): an arrow points only downward.
 
 Two checks, both against FLOORS below, the design's chart of which package may use which:
   1. Every #include "<pkg>/..." in a floor package names a package that the chart allows.
@@ -30,9 +30,10 @@ FLOORS = {
     "launch": {"tensor", "io", "comm"},
     "dp": {"tensor", "io", "nn"},
     "ddp": {"tensor", "io", "nn", "data", "comm", "reducer", "checkpoint"},
-    "examples": {"tensor", "io", "nn", "data", "comm", "reducer", "checkpoint", "launch", "dp", "ddp"},
+    "sim": {"tensor", "io", "nn", "reducer"},
+    "examples": {"tensor", "io", "nn", "data", "comm", "reducer", "checkpoint", "launch", "dp", "ddp", "sim"},
     "bench": {"tensor", "io", "nn", "data", "comm", "reducer", "checkpoint", "launch", "dp", "ddp",
-              "examples"},
+              "examples", "sim"},
 }
 
 # One library of each package that a probe depends on.
@@ -47,6 +48,7 @@ PROBE_TARGET = {
     "launch": "//launch:launcher",
     "dp": "//dp:data_parallel",
     "ddp": "//ddp",
+    "sim": "//sim:step_simulator",
     "examples": "//examples:trainer",
     "bench": None,  # nothing may depend on bench/
 }

@@ -1,0 +1,222 @@
+// ddp_sim validate and ddp_sim scale: the two reports that compare many configurations.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "io/file.h"
+#include "sim/cli_internal.h"
+
+namespace ddp {
+namespace sim {
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// One row of bench/bucket_sweep.sh's CSV (index,config,buckets,step_ms,comm_ms,exposed_comm_ms,...).
+struct SweepRow {
+  std::string config;
+  int buckets = 0;
+  double step_ms = 0, comm_ms = 0, exposed_ms = 0;
+};
+
+absl::StatusOr<std::vector<SweepRow>> ParseSweepCsv(const std::string& text) {
+  std::vector<SweepRow> rows;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+    if (absl::StartsWith(line, "index,")) continue;
+    std::vector<std::string> f = absl::StrSplit(line, ',');
+    SweepRow row;
+    if (f.size() < 6)
+      return absl::InvalidArgumentError(absl::StrCat("bucket sweep CSV: short line \"", line, "\""));
+    row.config = std::string(absl::StripSuffix(absl::StripPrefix(f[1], "\""), "\""));
+    if (!absl::SimpleAtoi(f[2], &row.buckets) || !absl::SimpleAtod(f[3], &row.step_ms) ||
+        !absl::SimpleAtod(f[4], &row.comm_ms) || !absl::SimpleAtod(f[5], &row.exposed_ms)) {
+      return absl::InvalidArgumentError(absl::StrCat("bucket sweep CSV: bad numbers in \"", line, "\""));
+    }
+    rows.push_back(row);
+  }
+  if (rows.empty()) return absl::InvalidArgumentError("bucket sweep CSV has no rows");
+  return rows;
+}
+
+// Several runs of the same sweep (comma-separated CSV paths) as one: per configuration, the median of
+// each measured time. Errors name a file that cannot be read or whose configurations differ.
+absl::StatusOr<std::vector<SweepRow>> ReadSweeps(const std::string& paths) {
+  std::vector<std::vector<SweepRow>> runs;
+  for (absl::string_view path : absl::StrSplit(paths, ',', absl::SkipWhitespace())) {
+    absl::StatusOr<std::string> text = ReadFile(std::string(path));
+    if (!text.ok()) return text.status();
+    absl::StatusOr<std::vector<SweepRow>> rows = ParseSweepCsv(*text);
+    if (!rows.ok()) return rows.status();
+    if (!runs.empty() && rows->size() != runs[0].size())
+      return absl::InvalidArgumentError(absl::StrCat(path, ": another sweep's configurations"));
+    runs.push_back(*std::move(rows));
+  }
+  if (runs.empty()) return absl::InvalidArgumentError("--sweep_csv names no file");
+  std::vector<SweepRow> merged = runs[0];
+  for (size_t i = 0; i < merged.size(); ++i) {
+    std::vector<double> step, comm, exposed;
+    for (const auto& run : runs) {
+      if (run[i].config != merged[i].config)
+        return absl::InvalidArgumentError(absl::StrCat("sweeps disagree on row ", i));
+      step.push_back(run[i].step_ms), comm.push_back(run[i].comm_ms), exposed.push_back(run[i].exposed_ms);
+    }
+    merged[i].step_ms = Median(step), merged[i].comm_ms = Median(comm),
+    merged[i].exposed_ms = Median(exposed);
+  }
+  return merged;
+}
+
+// How bench/bucket_sweep.sh ran a configuration: its caps, whether buckets overlap backward, and whether
+// it is a cap setting (a candidate for the best cap) rather than an ablation.
+struct SweepSetting {
+  BucketCaps caps;
+  bool overlap = true;
+  bool is_cap = true;
+};
+
+absl::StatusOr<SweepSetting> SettingOf(const std::string& config) {
+  SweepSetting s;
+  s.caps = BucketCaps{kMiB, 25 * kMiB};
+  if (config == "no_overlap") return SweepSetting{s.caps, false, false};
+  if (config == "single_allreduce") return SweepSetting{BucketCaps{SIZE_MAX, SIZE_MAX}, false, false};
+  if (absl::StartsWith(config, "default")) return s;
+  double mib = 0;
+  if (!absl::SimpleAtod(config, &mib))
+    return absl::InvalidArgumentError(absl::StrCat("unknown sweep config \"", config, "\""));
+  s.caps = BucketCaps{static_cast<size_t>(mib * kMiB), static_cast<size_t>(mib * kMiB)};
+  return s;
+}
+
+// The summary lines of a validation: errors, and the measured cost of trusting the predicted best cap.
+std::string ValidationSummary(const std::vector<SweepRow>& rows, const std::vector<double>& predicted_ms,
+                              const std::vector<bool>& is_cap) {
+  std::vector<double> errors;
+  size_t best_measured = rows.size(), best_predicted = rows.size();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    errors.push_back(std::abs(predicted_ms[i] / rows[i].step_ms - 1));
+    if (!is_cap[i]) continue;
+    if (best_measured == rows.size() || rows[i].step_ms < rows[best_measured].step_ms) best_measured = i;
+    if (best_predicted == rows.size() || predicted_ms[i] < predicted_ms[best_predicted]) best_predicted = i;
+  }
+  std::string out = absl::StrFormat("step time error: median %.1f%%, max %.1f%% over %d configurations\n",
+                                    100 * Median(errors),
+                                    100 * *std::max_element(errors.begin(), errors.end()), rows.size());
+  if (best_measured < rows.size()) {
+    absl::StrAppendFormat(
+        &out, "best cap: measured \"%s\" %.2f ms; predicted best \"%s\" measured %.2f ms (+%.1f%%)\n",
+        rows[best_measured].config, rows[best_measured].step_ms, rows[best_predicted].config,
+        rows[best_predicted].step_ms, 100 * (rows[best_predicted].step_ms / rows[best_measured].step_ms - 1));
+  }
+  return out;
+}
+
+// Every cap setting the scaling report tries: one bucket per parameter, and caps from 0.25 MiB to one
+// bucket, each with a first bucket of 1 MiB (PyTorch's) or of the same cap.
+std::vector<BucketCaps> CapCandidates() {
+  std::vector<BucketCaps> out = {BucketCaps{0, 0}};
+  for (double mib : {0.25, 1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0, -1.0}) {
+    const size_t cap = mib < 0 ? SIZE_MAX : static_cast<size_t>(mib * kMiB);
+    out.push_back(BucketCaps{cap, cap});
+    if (cap != kMiB) out.push_back(BucketCaps{kMiB, cap});
+  }
+  return out;
+}
+
+// The best (algorithm, caps) for `flags.preset`'s cluster at `world` ranks.
+absl::StatusOr<std::pair<AllReduceAlgorithm, CapChoice>> BestAt(const ComputeProfile& profile,
+                                                                const CliFlags& flags, int world) {
+  absl::StatusOr<SimOptions> options = LoadOptions(flags, world);
+  if (!options.ok()) return options.status();
+  std::pair<AllReduceAlgorithm, CapChoice> best;
+  bool first = true;
+  for (auto algorithm :
+       {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kTree, AllReduceAlgorithm::kHierarchical}) {
+    options->algorithm = algorithm;
+    CapChoice choice = ChooseCaps(profile, *options, CapCandidates());
+    if (first || choice.prediction.step_s < best.second.prediction.step_s)
+      best = {algorithm, std::move(choice)};
+    first = false;
+  }
+  return best;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RunValidate(const CliFlags& flags) {
+  absl::StatusOr<ComputeProfile> profile = LoadProfile(flags);
+  if (!profile.ok()) return profile.status();
+  absl::StatusOr<SimOptions> options = LoadOptions(flags, flags.world_size);
+  if (!options.ok()) return options.status();
+  absl::StatusOr<std::vector<SweepRow>> rows = ReadSweeps(flags.sweep_csv);
+  if (!rows.ok()) return rows.status();
+  std::string table = absl::StrFormat("%-17s %7s %9s %9s %7s %9s %9s %9s %9s\n", "config (MiB)", "buckets",
+                                      "step ms", "pred ms", "error", "comm ms", "pred", "exposed", "pred");
+  std::string out_csv =
+      "index,config,measured_step_ms,predicted_step_ms,error_pct,measured_comm_ms,predicted_comm_ms,"
+      "measured_exposed_ms,predicted_exposed_ms,measured_buckets,predicted_buckets\n";
+  std::vector<double> predicted;
+  std::vector<bool> is_cap;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    const SweepRow& r = (*rows)[i];
+    absl::StatusOr<SweepSetting> setting = SettingOf(r.config);
+    if (!setting.ok()) return setting.status();
+    options->caps = setting->caps;
+    options->overlap = setting->overlap && !flags.no_overlap;  // --no_overlap: this machine cannot overlap
+    const StepPrediction p = SimulateStep(*profile, *options);
+    const double error = 100 * (1e3 * p.step_s / r.step_ms - 1);
+    predicted.push_back(1e3 * p.step_s);
+    is_cap.push_back(setting->is_cap);
+    absl::StrAppendFormat(&table, "%-17s %3d/%-3d %9.2f %9.2f %+6.1f%% %9.2f %9.2f %9.2f %9.2f\n", r.config,
+                          r.buckets, p.buckets.size(), r.step_ms, 1e3 * p.step_s, error, r.comm_ms,
+                          1e3 * p.comm_s, r.exposed_ms, 1e3 * p.exposed_comm_s);
+    absl::StrAppendFormat(&out_csv, "%d,\"%s\",%.3f,%.3f,%.2f,%.3f,%.3f,%.3f,%.3f,%d,%d\n", i, r.config,
+                          r.step_ms, 1e3 * p.step_s, error, r.comm_ms, 1e3 * p.comm_s, r.exposed_ms,
+                          1e3 * p.exposed_comm_s, r.buckets, p.buckets.size());
+  }
+  absl::StrAppend(&table, ValidationSummary(*rows, predicted, is_cap));
+  if (!flags.out.empty()) {
+    absl::Status written = WriteFileAtomically(flags.out, out_csv);
+    if (!written.ok()) return written;
+    absl::StrAppend(&table, "wrote ", flags.out, "\n");
+  }
+  return table;
+}
+
+absl::StatusOr<std::string> RunScale(const CliFlags& flags) {
+  absl::StatusOr<ComputeProfile> profile = LoadProfile(flags);
+  if (!profile.ok()) return profile.status();
+  const double alone_s = profile->forward_s + profile->backward_s + profile->other_s;
+  std::string out = absl::StrFormat("one rank, no communication: %.3f ms per step\n\n", 1e3 * alone_s);
+  absl::StrAppend(
+      &out, "| link | ranks | step ms | comm ms | exposed ms | efficiency | best caps (MiB) | algorithm |\n",
+      "|---|---:|---:|---:|---:|---:|---|---|\n");
+  for (absl::string_view preset : absl::StrSplit(flags.presets, ',', absl::SkipWhitespace())) {
+    CliFlags f = flags;
+    f.preset = std::string(preset);
+    for (absl::string_view ranks : absl::StrSplit(flags.ranks, ',', absl::SkipWhitespace())) {
+      int world = 0;
+      if (!absl::SimpleAtoi(ranks, &world) || world < 1)
+        return absl::InvalidArgumentError(absl::StrCat("--ranks: bad entry \"", ranks, "\""));
+      auto best = BestAt(*profile, f, world);
+      if (!best.ok()) return best.status();
+      const StepPrediction& p = best->second.prediction;
+      absl::StrAppendFormat(&out, "| %s | %d | %.2f | %.2f | %.2f | %.1f%% | %s | %s |\n", preset, world,
+                            1e3 * p.step_s, 1e3 * p.comm_s, 1e3 * p.exposed_comm_s, 100 * alone_s / p.step_s,
+                            CapsLabel(best->second.caps), AlgorithmName(best->first));
+    }
+  }
+  return out;
+}
+
+}  // namespace sim
+}  // namespace ddp

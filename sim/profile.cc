@@ -1,0 +1,198 @@
+#include "sim/profile.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace ddp {
+namespace sim {
+namespace {
+
+using nlohmann::json;
+
+// One rank's events, times in microseconds, sorted by start.
+struct RankEvents {
+  std::vector<std::pair<double, double>> forward, backward, comm;  // (start, end)
+  std::vector<std::pair<double, std::string>> ready;               // (at, parameter name)
+};
+
+absl::StatusOr<RankEvents> CollectEvents(absl::string_view text, int rank) {
+  const json trace = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array()) {
+    return absl::InvalidArgumentError("not a Chrome trace (no \"traceEvents\" array)");
+  }
+  RankEvents events;
+  for (const json& e : trace["traceEvents"]) {
+    if (!e.is_object() || e.value("pid", -1) != rank || !e.contains("ts")) continue;
+    const std::string name = e.value("name", "");
+    const double ts = e["ts"].get<double>(), end = ts + e.value("dur", 0.0);
+    if (name == "forward") events.forward.emplace_back(ts, end);
+    if (name == "backward") events.backward.emplace_back(ts, end);
+    if (absl::StartsWith(name, "bucket ")) events.comm.emplace_back(ts, end);
+    if (absl::StartsWith(name, "grad ready: ")) events.ready.emplace_back(ts, name.substr(12));
+  }
+  for (auto* v : {&events.forward, &events.backward, &events.comm}) std::sort(v->begin(), v->end());
+  std::stable_sort(events.ready.begin(), events.ready.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (events.forward.size() != events.backward.size() || events.forward.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, "'s track has ", events.forward.size(),
+                                                   " forward and ", events.backward.size(),
+                                                   " backward spans"));
+  }
+  return events;
+}
+
+// Sums (over iterations `used`) one iteration's contributions into `sums`; see Note [Profile from a trace].
+struct Sums {
+  double forward = 0, backward = 0, other = 0;
+  std::vector<double> ready;  // per parameter, microseconds after backward start
+  std::vector<int> ready_count;
+};
+
+absl::Status AddIteration(const RankEvents& ev, size_t i, const std::map<std::string, size_t>& index,
+                          Sums* sums) {
+  const double bwd_start = ev.backward[i].first, bwd_end = ev.backward[i].second;
+  const double next = ev.forward[i + 1].first;
+  double last_comm = bwd_end;
+  for (const auto& [start, end] : ev.comm) {
+    if (start >= bwd_start && start < next) last_comm = std::max(last_comm, end);
+  }
+  sums->forward += ev.forward[i].second - ev.forward[i].first;
+  sums->backward += bwd_end - bwd_start;
+  sums->other += next - last_comm;
+  for (const auto& [at, name] : ev.ready) {
+    if (at < bwd_start || at >= next) continue;
+    auto it = index.find(name);
+    if (it == index.end())
+      return absl::InvalidArgumentError(
+          absl::StrCat("the trace names parameter \"", name, "\", which the model lacks"));
+    sums->ready[it->second] += at - bwd_start;
+    ++sums->ready_count[it->second];
+  }
+  return absl::OkStatus();
+}
+
+// The order of the first iteration's grad-ready events (what the bucket rebuild records).
+std::vector<size_t> FirstReadyOrder(const RankEvents& ev, const std::map<std::string, size_t>& index) {
+  std::vector<size_t> order;
+  const double end = ev.forward.size() > 1 ? ev.forward[1].first : 1e300;
+  std::vector<bool> seen(index.size(), false);
+  for (const auto& [at, name] : ev.ready) {
+    auto it = index.find(name);
+    if (at < ev.backward[0].first || at >= end || it == index.end() || seen[it->second]) continue;
+    order.push_back(it->second);
+    seen[it->second] = true;
+  }
+  for (size_t i = index.size(); i-- > 0;) {  // never ready: reverse registration order, after the rest
+    if (!seen[i]) order.push_back(i);
+  }
+  return order;
+}
+
+// The optional fields of a profile JSON: "dtype" (float32 when absent) and "ready_order" (a permutation
+// of the parameter indices; by ready time when absent).
+absl::StatusOr<ComputeProfile> ProfileOrderAndDtype(const json& in, ComputeProfile profile) {
+  const std::string dtype = in.value("dtype", "float32");
+  bool known = false;
+  for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    if (DTypeName(d) == dtype) profile.dtype = d, known = true;
+  }
+  if (!known) return absl::InvalidArgumentError(absl::StrCat("profile: unknown dtype \"", dtype, "\""));
+  if (!in.contains("ready_order")) return profile;
+  std::vector<bool> seen(profile.params.size(), false);
+  for (const json& i : in["ready_order"]) {
+    if (!i.is_number_unsigned() || i.get<size_t>() >= seen.size() || seen[i.get<size_t>()]) {
+      return absl::InvalidArgumentError(
+          "profile: \"ready_order\" must be a permutation of the parameter indices");
+    }
+    seen[i.get<size_t>()] = true;
+    profile.ready_order.push_back(i.get<size_t>());
+  }
+  if (!profile.ready_order.empty() && profile.ready_order.size() != seen.size()) {
+    return absl::InvalidArgumentError("profile: \"ready_order\" must list every parameter once");
+  }
+  return profile;
+}
+
+}  // namespace
+
+absl::StatusOr<ComputeProfile> ProfileFromTrace(absl::string_view trace_json,
+                                                const std::vector<ParameterShape>& params,
+                                                const TraceProfileOptions& options) {
+  absl::StatusOr<RankEvents> events = CollectEvents(trace_json, options.rank);
+  if (!events.ok()) return events.status();
+  const size_t first = static_cast<size_t>(std::max(options.skip_iterations, 0));
+  const size_t iterations = events->forward.size();
+  if (iterations < first + 2) {
+    return absl::InvalidArgumentError(absl::StrCat("the trace has ", iterations, " iterations of rank ",
+                                                   options.rank, "; need more than ", first + 1,
+                                                   " (skip_iterations + 2)"));
+  }
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < params.size(); ++i) index[params[i].name] = i;
+  Sums sums;
+  sums.ready.assign(params.size(), 0);
+  sums.ready_count.assign(params.size(), 0);
+  for (size_t i = first; i + 1 < iterations; ++i) {
+    absl::Status added = AddIteration(*events, i, index, &sums);
+    if (!added.ok()) return added;
+  }
+  const double n = static_cast<double>(iterations - 1 - first), us = 1e-6;
+  ComputeProfile profile;
+  profile.forward_s = sums.forward / n * us;
+  profile.backward_s = sums.backward / n * us;
+  profile.other_s = sums.other / n * us;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const double ready =
+        sums.ready_count[i] > 0 ? sums.ready[i] / sums.ready_count[i] * us : profile.backward_s;
+    profile.params.push_back(ParameterTiming{params[i].name, params[i].numel, ready});
+  }
+  profile.ready_order = FirstReadyOrder(*events, index);
+  return profile;
+}
+
+std::string ProfileToJson(const ComputeProfile& profile) {
+  json out = {{"forward_ms", 1e3 * profile.forward_s},
+              {"backward_ms", 1e3 * profile.backward_s},
+              {"other_ms", 1e3 * profile.other_s},
+              {"dtype", DTypeName(profile.dtype)},
+              {"ready_order", profile.ready_order}};
+  json params = json::array();
+  for (const ParameterTiming& p : profile.params) {
+    params.push_back({{"name", p.name}, {"numel", p.numel}, {"ready_ms", 1e3 * p.ready_s}});
+  }
+  out["params"] = params;
+  return out.dump(1);
+}
+
+absl::StatusOr<ComputeProfile> ProfileFromJson(absl::string_view text) {
+  const json in = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (!in.is_object()) return absl::InvalidArgumentError("a profile must be a JSON object");
+  for (const char* key : {"forward_ms", "backward_ms", "other_ms"}) {
+    if (!in.contains(key) || !in[key].is_number())
+      return absl::InvalidArgumentError(absl::StrCat("profile: \"", key, "\" must be a number"));
+  }
+  if (!in.contains("params") || !in["params"].is_array())
+    return absl::InvalidArgumentError("profile: \"params\" must be an array");
+  ComputeProfile profile;
+  profile.forward_s = in["forward_ms"].get<double>() * 1e-3;
+  profile.backward_s = in["backward_ms"].get<double>() * 1e-3;
+  profile.other_s = in["other_ms"].get<double>() * 1e-3;
+  for (const json& p : in["params"]) {
+    if (!p.is_object() || !p.contains("numel") || !p["numel"].is_number_integer() ||
+        !p.contains("ready_ms") || !p["ready_ms"].is_number()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("profile: parameter ", profile.params.size(),
+                       " needs an integer \"numel\" and a number \"ready_ms\""));
+    }
+    profile.params.push_back(ParameterTiming{p.value("name", absl::StrCat("param", profile.params.size())),
+                                             p["numel"].get<int64_t>(), p["ready_ms"].get<double>() * 1e-3});
+  }
+  return ProfileOrderAndDtype(in, std::move(profile));
+}
+
+}  // namespace sim
+}  // namespace ddp

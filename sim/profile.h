@@ -1,0 +1,60 @@
+// Where the simulator's compute profiles come from: a Chrome trace of a real DDP run (examples/train
+// --trace_out), a profile JSON file (what `ddp_sim profile` writes, or a hand-written model description),
+// (synthetic models: sim/synthetic_models.h). Pure functions.
+//
+// Note [Profile from a trace]
+// A trace (reducer/trace.h) has, per rank and iteration, a "forward" span, a "backward" span (backward
+// start -> every gradient produced), a "grad ready: <name>" instant per parameter and a "bucket <b> ..."
+// span per all-reduce. For each iteration i of rank `rank` whose next forward is in the trace:
+//   ready offset of p    = (its grad-ready instant) - backward_i start
+//   exposed_i            = max(0, last all-reduce end before the next forward - backward_i end)
+//   other_i              = next forward start - backward_i end - exposed_i
+// (other: waiting for nothing else, the write-back, optimizer, zero_grad and the loop itself). The profile
+// is the mean over the iterations after the first `skip_iterations` (the first ones run before the bucket
+// rebuild and while caches warm). The ready order is rank 0's first iteration's, the order the Reducer's
+// rebuild records (Note [Bucket rebuild]).
+#ifndef DDP_SIM_PROFILE_H_
+#define DDP_SIM_PROFILE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "sim/step_simulator.h"
+
+namespace ddp {
+namespace sim {
+
+// A parameter's name and size, in registration order: what a profile needs besides the timings.
+struct ParameterShape {
+  std::string name;
+  int64_t numel = 0;
+};
+
+// How to read a trace.
+struct TraceProfileOptions {
+  int rank = 0;              // whose track to read
+  int skip_iterations = 10;  // iterations left out at the start (warm-up, before the bucket rebuild)
+};
+
+// The compute profile of `params` (registration order) from the Chrome trace text `trace_json` (Note
+// [Profile from a trace]). Errors (kInvalidArgument) when the text is not a trace, has no iteration of
+// `options.rank` after the skipped ones, or names a parameter that `params` lacks.
+absl::StatusOr<ComputeProfile> ProfileFromTrace(absl::string_view trace_json,
+                                                const std::vector<ParameterShape>& params,
+                                                const TraceProfileOptions& options);
+
+// A profile as JSON: {"forward_ms", "backward_ms", "other_ms", "dtype": "float32", "params": [{"name",
+// "numel", "ready_ms"}...], "ready_order": [...]}. Times in milliseconds, parameters in registration order.
+std::string ProfileToJson(const ComputeProfile& profile);
+// Parses ProfileToJson's form; "ready_order" and "dtype" may be left out (by ready time; float32), so a
+// hand-written model description is a list of parameter sizes with their ready times. Errors
+// (kInvalidArgument) name the missing or malformed field.
+absl::StatusOr<ComputeProfile> ProfileFromJson(absl::string_view json);
+
+}  // namespace sim
+}  // namespace ddp
+
+#endif  // DDP_SIM_PROFILE_H_
