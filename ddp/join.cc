@@ -24,27 +24,29 @@ Join::~Join() {
 
 absl::Status Join::ExchangeSlots(bool training, bool syncs) {
   const int world = ddp_->group().size();
-  Tensor slots = Tensor::Empty({world + 1}, DType::kInt64);
+  Tensor slots = Tensor::Empty({world + 2}, DType::kInt64);
   int64_t* data = slots.data<int64_t>();
-  std::fill(data, data + world + 1, 0);
+  std::fill(data, data + world + 2, 0);
   data[ddp_->group().rank()] = training ? 1 : 0;
   data[world] = training && syncs ? 1 : 0;
+  data[world + 1] = stop_requested_ ? 1 : 0;
   const absl::Status status = ddp_->group().AllReduceHost(slots, ReduceOp::kSum);
   if (!status.ok()) return absl::Status(status.code(), absl::StrCat("Join: ", status.message()));
-  slots_.assign(data, data + world + 1);
+  slots_.assign(data, data + world + 2);
+  stop_agreed_ = data[world + 1] > 0;
   if (TrainingRanks() > 0) last_round_ = slots_;
   return absl::OkStatus();
 }
 
 int Join::TrainingRanks() const {
   int training = 0;
-  for (size_t r = 0; r + 1 < slots_.size(); ++r) training += slots_[r] > 0;
+  for (size_t r = 0; r + 2 < slots_.size(); ++r) training += slots_[r] > 0;
   return training;
 }
 
 std::vector<int> Join::StoppedRanks() const {
   std::vector<int> stopped;
-  for (size_t r = 0; r + 1 < slots_.size(); ++r) {
+  for (size_t r = 0; r + 2 < slots_.size(); ++r) {
     if (slots_[r] == 0) stopped.push_back(static_cast<int>(r));
   }
   return stopped;
@@ -91,7 +93,7 @@ absl::Status Join::Finish() {
     DDP_RETURN_IF_ERROR(ShadowStep());
   }
   if (!options_.divide_by_initial_world_size) ddp_->reducer_->SetGradientDivisor(ddp_->group().size());
-  for (int r = static_cast<int>(last_round_.size()) - 2; r >= 0; --r) {
+  for (int r = static_cast<int>(last_round_.size()) - 3; r >= 0; --r) {
     if (last_round_[r] > 0) {
       last_joiner_ = r;
       break;

@@ -15,7 +15,8 @@
 //   }
 //
 // Note [Join]: every training-mode Forward inside a Join first all-reduces a small vector: one slot per
-// rank (1: still training) and the number of ranks whose backward will synchronise. A joined rank loops
+// rank (1: still training), the number of ranks whose backward will synchronise, and the number of
+// ranks asking to stop (set_stop_requested). A joined rank loops
 // on the same all-reduce with its slot 0; while some rank still trains it mirrors one training step's
 // collectives in order: the buffer broadcast (broadcast_buffers), the bucket rebuild's broadcast when
 // due, each bucket's reduction with zeros in its place and, under find_unused_parameters, the used-map
@@ -27,7 +28,7 @@
 // Gradients are divided by the initial world size (joined ranks contribute zeros) unless
 // divide_by_initial_world_size is off, when they are averaged over the ranks still training.
 // With throw_on_early_termination, every rank fails at the first step at which some rank has run out,
-// naming the ranks that did. Cost: one all-reduce of world_size + 1 int64 per training forward.
+// naming the ranks that did. Cost: one all-reduce of world_size + 2 int64 per training forward.
 //
 // Thread safety: one training thread, as DistributedDataParallel. Collective: every rank of the DDP
 // module's group creates a Join at the same point and calls Finish.
@@ -66,6 +67,12 @@ class Join {
   // termination), it communicates nothing and returns that error: the group is no longer in step.
   absl::Status Finish();
 
+  // Preemption rides on the announcement (examples/train): this rank's request to stop goes into every
+  // later exchange, and stop_agreed() says whether any rank had requested it in the last one, which
+  // every rank saw alike, so the ranks still training stop after the same step.
+  void set_stop_requested(bool requested) { stop_requested_ = requested; }
+  bool stop_agreed() const { return stop_agreed_; }
+
   // The rank whose model every rank took in Finish (-1 before Finish, or when no rank trained a step).
   int last_joiner() const { return last_joiner_; }
   // How many steps this rank shadowed in Finish.
@@ -88,9 +95,12 @@ class Join {
 
   DistributedDataParallel* const ddp_;
   const JoinOptions options_;
-  std::vector<int64_t> slots_;       // last exchange: [rank] 1 if training, [world] ranks that sync
+  std::vector<int64_t> slots_;       // last exchange: [rank] 1 if training, [world] ranks that sync,
+                                     // [world + 1] ranks that requested a stop
   std::vector<int64_t> last_round_;  // the last exchange in which some rank still trained
   bool finished_ = false;
+  bool stop_requested_ = false;
+  bool stop_agreed_ = false;
   absl::Status failed_;  // the first failed announcement: Finish returns it without communicating
   int last_joiner_ = -1;
   int64_t shadowed_steps_ = 0;

@@ -161,6 +161,25 @@ TEST(JoinTest, ThrowOnEarlyTerminationFailsEveryRankNamingTheOneThatRanOut) {
   });
 }
 
+// A stop request rides on the announcement: every rank still training sees it after the same forward.
+TEST(JoinTest, StopRequestsAreAgreedInTheSameStep) {
+  RunRanks(3, [&](int rank, ProcessGroup& group) {
+    std::shared_ptr<Module> model = Model("mlp");
+    auto ddp = DistributedDataParallel::Create(model, &group);
+    ASSERT_TRUE(ddp.ok());
+    Join join(ddp->get());
+    std::vector<bool> agreed;
+    for (int s = 0; s < 3; ++s) {
+      join.set_stop_requested(rank == 1 && s == 1);
+      const Batch b = BatchOf(rank, s);
+      CrossEntropy((*ddp)->Forward(b.x), b.y).Backward();
+      agreed.push_back(join.stop_agreed());
+    }
+    EXPECT_EQ(agreed, (std::vector<bool>{false, true, false})) << "rank " << rank;
+    EXPECT_TRUE(join.Finish().ok());
+  });
+}
+
 TEST(JoinTest, DisabledJoinAnnouncesNothing) {
   RunRanks(2, [&](int rank, ProcessGroup& group) {
     std::shared_ptr<Module> model = Model("mlp");

@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<ddp::EvalResult> result = ddp::RunTraining(config);
   if (!result.ok()) {
     std::fprintf(stderr, "train: %s\n", result.status().ToString().c_str());
-    return absl::IsCancelled(result.status()) && ddp::GracefulStopRequested() ? 128 + SIGTERM : 1;
+    return absl::IsCancelled(result.status()) ? 128 + SIGTERM : 1;  // the agreed stop (Note [Stop agreement])
   }
   // Every rank holds the same (distributed) evaluation; rank 0 reports it.
   absl::StatusOr<ddp::LaunchEnv> launch = ddp::ResolveLaunchEnv(ddp::ProcessEnv());
