@@ -9,6 +9,7 @@
 //   bazel-bin/launch/ddprun --nproc_per_node=2 bazel-bin/bench/train_throughput --model=mlp
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/flags/flag.h"
@@ -16,8 +17,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "comm/init.h"
+#include "comm/rank_agreement.h"
 #include "data/fashion_mnist.h"
 #include "ddp/distributed_data_parallel.h"
+#include "ddp/join.h"
+#include "examples/stop_agreement.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
 #include "tensor/ops.h"
@@ -33,6 +37,10 @@ ABSL_FLAG(double, bucket_cap_mb, 25, "DDP bucket cap (MiB); 0: one bucket per pa
 ABSL_FLAG(double, first_bucket_mb, 1, "DDP first bucket cap (MiB)");
 ABSL_FLAG(std::string, ablation, "none",
           "none | single_allreduce (one bucket, reduced after backward) | no_overlap (buckets reduced after backward)");
+ABSL_FLAG(std::string, per_step, "none",
+          "DDP: none | join (the timed loop inside a ddp/join.h Join, as examples/train's default: one small "
+          "all-reduce per forward) | stop_check (examples/stop_agreement.h without Join: an overlapped "
+          "one-element all-reduce per step)");
 ABSL_FLAG(std::string, data_dir, ddp::kDefaultFashionMnistDir, "Fashion-MNIST folder");
 
 namespace ddp {
@@ -53,6 +61,21 @@ struct Timings {
   absl::Duration forward, backward, update;
 };
 
+// The exchange DDP makes at wrap time to check its settings (Note [DDP settings agreement]), timed
+// alone: the same number of fields and about the same bytes, median of 20 calls, in milliseconds.
+absl::StatusOr<double> TimeSettingsAgreement(ProcessGroup& group) {
+  std::vector<AgreedField> fields;
+  for (int i = 0; i < 10; ++i) fields.push_back({absl::StrCat("setting_", i), std::string(24, 'x')});
+  std::vector<double> ms;
+  for (int i = 0; i < 20; ++i) {
+    const absl::Time start = absl::Now();
+    DDP_RETURN_IF_ERROR(CheckRanksAgree(group, fields, "bench"));
+    ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 int Run() {
   SetNumThreads(absl::GetFlag(FLAGS_threads));
   const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
@@ -72,6 +95,7 @@ int Run() {
   if (!model.ok()) return Fail(model.status());
   std::shared_ptr<DistributedDataParallel> ddp;
   Module* net = model->get();
+  double wrap_ms = 0, agreement_ms = 0;
   if (dist != nullptr) {
     DdpOptions options;
     BucketCaps& caps = options.reducer.caps;
@@ -86,11 +110,23 @@ int Run() {
     } else if (ablation != "none") {
       return Fail(absl::InvalidArgumentError("--ablation must be none, single_allreduce or no_overlap"));
     }
+    const absl::Time wrap_start = absl::Now();
     auto wrapped = DistributedDataParallel::Create(*model, dist->group.get(), options);
     if (!wrapped.ok()) return Fail(wrapped.status());
+    wrap_ms = absl::ToDoubleMilliseconds(absl::Now() - wrap_start);
     ddp = *wrapped;
     net = ddp.get();
+    absl::StatusOr<double> agreement = TimeSettingsAgreement(*dist->group);
+    if (!agreement.ok()) return Fail(agreement.status());
+    agreement_ms = *agreement;
   }
+  const std::string per_step = absl::GetFlag(FLAGS_per_step);
+  if (per_step != "none" && per_step != "join" && per_step != "stop_check") {
+    return Fail(absl::InvalidArgumentError("--per_step must be none, join or stop_check"));
+  }
+  std::unique_ptr<Join> join;
+  if (ddp != nullptr && per_step == "join") join = std::make_unique<Join>(ddp.get());
+  StopAgreement stop(ddp != nullptr && per_step != "none" ? dist->group.get() : nullptr, join.get());
   SgdOptions options;
   options.lr = 0.01f;
   options.momentum = 0.9f;
@@ -112,6 +148,7 @@ int Run() {
     }
     const Example& batch = batches[(i * world + rank) % batches.size()];
     const absl::Time t0 = absl::Now();
+    if (absl::Status begun = stop.BeginStep(false); !begun.ok()) return Fail(begun);
     (*model)->ZeroGrad();
     Tensor loss = CrossEntropy(net->Forward(batch.input), batch.target);
     const absl::Time t1 = absl::Now();
@@ -119,6 +156,7 @@ int Run() {
     if (ddp != nullptr && !ddp->status().ok()) return Fail(ddp->status());
     const absl::Time t2 = absl::Now();
     optimizer.Step();
+    if (absl::StatusOr<bool> stopped = stop.EndStep(); !stopped.ok()) return Fail(stopped.status());
     t.update += absl::Now() - t2;
     t.forward += t1 - t0;
     t.backward += t2 - t1;
@@ -134,6 +172,10 @@ int Run() {
       overlapped_ms += 1000.0 * stats[i].overlapped_comm_s / steps;
     }
     buckets = static_cast<int>(ddp->reducer().bucket_assignment().size());
+    if (join != nullptr) {
+      absl::Status joined = join->Finish();
+      if (!joined.ok()) return Fail(joined);
+    }
     absl::Status done = dist->group->Barrier()->Wait(dist->group->timeout());
     if (!done.ok()) return Fail(done);
   }
@@ -142,12 +184,14 @@ int Run() {
       "{\"impl\": \"ddpengine\", \"model\": \"%s\", \"batch_size\": %ld, \"steps\": %d, \"world_size\": %d, "
       "\"ddp\": %s, \"samples_per_s\": %.1f, \"step_ms\": %.3f, \"peak_rss_mb\": %.1f, \"forward_ms\": %.3f, "
       "\"backward_ms\": %.3f, \"optimizer_ms\": %.3f, \"comm_ms\": %.3f, \"overlapped_comm_ms\": %.3f, \"exposed_comm_ms\": %.3f, \"buckets\": %d, "
-      "\"bucket_cap_mb\": %g, \"ablation\": \"%s\"}\n",
+      "\"bucket_cap_mb\": %g, \"ablation\": \"%s\", \"per_step\": \"%s\", \"wrap_ms\": %.3f, "
+      "\"settings_agreement_ms\": %.3f}\n",
       absl::GetFlag(FLAGS_model).c_str(), static_cast<long>(batch_size), steps, world, ddp != nullptr ? "true" : "false",
       steps * batch_size * world / elapsed, 1000.0 * elapsed / steps, PeakRssMb(),
       absl::ToDoubleMilliseconds(t.forward) / steps, absl::ToDoubleMilliseconds(t.backward) / steps,
       absl::ToDoubleMilliseconds(t.update) / steps, comm_ms, overlapped_ms, exposed_ms, buckets,
-      absl::GetFlag(FLAGS_bucket_cap_mb), absl::GetFlag(FLAGS_ablation).c_str());
+      absl::GetFlag(FLAGS_bucket_cap_mb), absl::GetFlag(FLAGS_ablation).c_str(), per_step.c_str(), wrap_ms,
+      agreement_ms);
   return 0;
 }
 
