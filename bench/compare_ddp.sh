@@ -13,17 +13,20 @@ bazel build //bench:train_throughput //launch:ddprun 2>&1 | grep -vE '^[0-9.]+: 
 MODELS=${MODELS:-"mlp cnn"}
 ROUNDS=${ROUNDS:-3}
 out=$(mktemp)
-ours() { bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 "$@"; }
+# World-size-1 runs are pinned to core 0 on both sides; PyTorch gets OMP_NUM_THREADS=1 and
+# OPENBLAS_NUM_THREADS=1 everywhere (its BLAS otherwise starts threads on the other core).
+ours() { taskset -c 0 bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 "$@"; }
 ours2() { bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 "$@" | sed 's/^\[rank 0\] //'; }
-theirs() { OMP_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_reference.py --steps="$STEPS" --threads=1 "$@"; }
+theirs() { OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_reference.py --steps="$STEPS" --threads=1 "$@"; }
+theirs1() { OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 /usr/bin/python3 bench/pytorch_reference.py --steps="$STEPS" --threads=1 "$@"; }
 for model in $MODELS; do
   # About 4 s of timed steps per run, so that a 3% difference is above the noise (mlp steps are ~2 ms).
   if [[ $model == mlp ]]; then STEPS=${MLP_STEPS:-2000}; else STEPS=${CNN_STEPS:-200}; fi
   for round in $(seq "$ROUNDS"); do
     ours --model="$model" | tee -a "$out"
     ours --model="$model" --ddp | tee -a "$out"
-    theirs --model="$model" | tee -a "$out"
-    theirs --model="$model" --ddp | tee -a "$out"
+    theirs1 --model="$model" | tee -a "$out"
+    theirs1 --model="$model" --ddp | tee -a "$out"
     ours2 --model="$model" | tee -a "$out"
     theirs --model="$model" --world_size=2 | tee -a "$out"
   done

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Single-process training throughput, ours vs PyTorch 1.13 (Debian python3-torch), in the same run,
 # alternating the two so machine load hits both alike. Prints each run's JSON and a ratio table.
+# One thread on both sides, pinned to core 0 (taskset), PyTorch with OMP_NUM_THREADS=1 and
+# OPENBLAS_NUM_THREADS=1: its BLAS otherwise starts threads on the other core (shared/FACTS.md).
 #
 #   bash bench/compare_train.sh                # mlp and cnn, batch 64, 1 thread, 3 rounds
 #   MODELS="cnn" ROUNDS=5 bash bench/compare_train.sh
@@ -15,8 +17,9 @@ STEPS=${STEPS:-200}
 out=$(mktemp)
 for model in $MODELS; do
   for round in $(seq "$ROUNDS"); do
-    bazel-bin/bench/train_throughput --model="$model" --batch_size="$BATCH" --steps="$STEPS" --threads=1 | tee -a "$out"
-    OMP_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_reference.py --model="$model" --batch_size="$BATCH" \
+    taskset -c 0 bazel-bin/bench/train_throughput --model="$model" --batch_size="$BATCH" --steps="$STEPS" --threads=1 |
+      tee -a "$out"
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 /usr/bin/python3 bench/pytorch_reference.py --model="$model" --batch_size="$BATCH" \
       --steps="$STEPS" --threads=1 | tee -a "$out"
   done
 done
