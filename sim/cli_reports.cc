@@ -132,22 +132,33 @@ std::vector<BucketCaps> CapCandidates() {
   return out;
 }
 
-// The best (algorithm, caps) for `flags.preset`'s cluster at `world` ranks.
-absl::StatusOr<std::pair<AllReduceAlgorithm, CapChoice>> BestAt(const ComputeProfile& profile,
-                                                                const CliFlags& flags, int world) {
+// The best (algorithm, caps) for `flags.preset`'s cluster at `world` ranks, and that algorithm's step
+// with PyTorch's default caps (1 MiB, then 25 MiB).
+struct ScalePoint {
+  AllReduceAlgorithm algorithm = AllReduceAlgorithm::kRing;
+  CapChoice best;
+  double default_caps_step_s = 0;
+};
+
+absl::StatusOr<ScalePoint> BestAt(const ComputeProfile& profile, const CliFlags& flags, int world) {
   absl::StatusOr<SimOptions> options = LoadOptions(flags, world);
   if (!options.ok()) return options.status();
-  std::pair<AllReduceAlgorithm, CapChoice> best;
+  ScalePoint point;
   bool first = true;
   for (auto algorithm :
        {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kTree, AllReduceAlgorithm::kHierarchical}) {
     options->algorithm = algorithm;
     CapChoice choice = ChooseCaps(profile, *options, CapCandidates());
-    if (first || choice.prediction.step_s < best.second.prediction.step_s)
-      best = {algorithm, std::move(choice)};
+    if (first || choice.prediction.step_s < point.best.prediction.step_s) {
+      point.algorithm = algorithm;
+      point.best = std::move(choice);
+    }
     first = false;
   }
-  return best;
+  options->algorithm = point.algorithm;
+  options->caps = BucketCaps{};
+  point.default_caps_step_s = SimulateStep(profile, *options).step_s;
+  return point;
 }
 
 }  // namespace
@@ -198,8 +209,10 @@ absl::StatusOr<std::string> RunScale(const CliFlags& flags) {
   const double alone_s = profile->forward_s + profile->backward_s + profile->other_s;
   std::string out = absl::StrFormat("one rank, no communication: %.3f ms per step\n\n", 1e3 * alone_s);
   absl::StrAppend(
-      &out, "| link | ranks | step ms | comm ms | exposed ms | efficiency | best caps (MiB) | algorithm |\n",
-      "|---|---:|---:|---:|---:|---:|---|---|\n");
+      &out,
+      "| link | ranks | step ms | comm ms | exposed ms | efficiency | best caps (MiB) | algorithm | "
+      "step ms at 1/25 |\n",
+      "|---|---:|---:|---:|---:|---:|---|---|---:|\n");
   for (absl::string_view preset : absl::StrSplit(flags.presets, ',', absl::SkipWhitespace())) {
     CliFlags f = flags;
     f.preset = std::string(preset);
@@ -207,12 +220,13 @@ absl::StatusOr<std::string> RunScale(const CliFlags& flags) {
       int world = 0;
       if (!absl::SimpleAtoi(ranks, &world) || world < 1)
         return absl::InvalidArgumentError(absl::StrCat("--ranks: bad entry \"", ranks, "\""));
-      auto best = BestAt(*profile, f, world);
-      if (!best.ok()) return best.status();
-      const StepPrediction& p = best->second.prediction;
-      absl::StrAppendFormat(&out, "| %s | %d | %.2f | %.2f | %.2f | %.1f%% | %s | %s |\n", preset, world,
-                            1e3 * p.step_s, 1e3 * p.comm_s, 1e3 * p.exposed_comm_s, 100 * alone_s / p.step_s,
-                            CapsLabel(best->second.caps), AlgorithmName(best->first));
+      absl::StatusOr<ScalePoint> point = BestAt(*profile, f, world);
+      if (!point.ok()) return point.status();
+      const StepPrediction& p = point->best.prediction;
+      absl::StrAppendFormat(&out, "| %s | %d | %.2f | %.2f | %.2f | %.1f%% | %s | %s | %.2f |\n", preset,
+                            world, 1e3 * p.step_s, 1e3 * p.comm_s, 1e3 * p.exposed_comm_s,
+                            100 * alone_s / p.step_s, CapsLabel(point->best.caps),
+                            AlgorithmName(point->algorithm), 1e3 * point->default_caps_step_s);
     }
   }
   return out;

@@ -116,7 +116,7 @@ TEST(SyntheticModelsTest, MlpTimesFromFlops) {
   EXPECT_NEAR(p.params[2].ready_s, 640e-9, 1e-15);
   EXPECT_NEAR(p.params[0].ready_s, 1920e-9, 1e-15);
   EXPECT_NEAR(p.backward_s, 1920e-9, 1e-15);
-  EXPECT_EQ(p.ready_order, (std::vector<size_t>{2, 3, 0, 1}));
+  EXPECT_EQ(p.ready_order, (std::vector<size_t>{3, 2, 1, 0}));
   EXPECT_NEAR(p.other_s, 16.0 * (32 + 8 + 16 + 2) / 1e9, 1e-15);
 }
 

@@ -47,7 +47,7 @@ ComputeProfile SyntheticProfile(const std::vector<SyntheticLayer>& layers, const
   double clock = 0;
   for (size_t l = layers.size(); l-- > 0;) {
     clock += 2.0 * rates.batch * layers[l].forward_flop_per_sample / rates.flop_per_s;
-    for (size_t i = 0; i < layers[l].params.size(); ++i) {
+    for (size_t i = layers[l].params.size(); i-- > 0;) {  // ties: reverse registration order
       profile.params[first_param[l] + i].ready_s = clock;
       profile.ready_order.push_back(first_param[l] + i);
     }

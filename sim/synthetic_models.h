@@ -5,9 +5,10 @@
 // Note [Synthetic timing]
 // A layer's forward takes batch * forward_flop_per_sample / flop_per_s; its backward twice that (the
 // input gradient and the weight gradient each cost as much as the forward). Backward visits the layers
-// last to first; every parameter of a layer is ready when that layer's backward ends. other_s, the
-// optimizer step, moves optimizer_bytes_per_param bytes per parameter at memory_bytes_per_s (SGD with
-// momentum on float32 reads and writes about 16 bytes per parameter). Kernel launch gaps, the loss and
+// last to first; every parameter of a layer is ready when that layer's backward ends (in reverse
+// registration order, as the Reducer would record them). other_s, the optimizer step, moves
+// optimizer_bytes_per_param bytes per parameter at memory_bytes_per_s (SGD with momentum on float32
+// reads and writes about 16 bytes per parameter). Kernel launch gaps, the loss and
 // the data pipeline are not modelled: name them in the rates (a lower sustained flop_per_s).
 #ifndef DDP_SIM_SYNTHETIC_MODELS_H_
 #define DDP_SIM_SYNTHETIC_MODELS_H_
