@@ -13,11 +13,13 @@
 //       per row), with the errors and the measured cost of the predicted best cap.
 //   ddp_sim scale (--profile=FILE | --synthetic=...) --presets=nvlink,100gbe,10gbe --ranks=2,4,...,1024
 //       step time, weak-scaling efficiency, best caps and algorithm per preset and world size.
+// Relative paths are the caller's, also under `bazel run`.
 // LINK is --link=link.json (a fit; its world size's curve, read as a ring) or --alpha_us=A --gbps=B
 // (bytes per second / 1e9 of one link) or --preset=NAME (Note [Cluster presets]).
 // Caps are MiB: "C" sets the first bucket cap and the bucket cap to C, "F/C" sets them apart, "inf" is
 // one bucket. Synthetic models take --batch, --tflops (sustained) and --mem_gbps (Note [Synthetic timing]).
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "sim/cli.h"
 
 ABSL_FLAG(std::string, bench, "", "fit: bench/allreduce --format=json output (one JSON object per line)");
@@ -64,23 +68,39 @@ namespace ddp {
 namespace sim {
 namespace {
 
+// Under `bazel run` the program runs in its runfiles folder: a relative path means the caller's.
+std::string FromCaller(const std::string& path) {
+  const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+  if (workspace == nullptr || path.empty() || path[0] == '/') return path;
+  return std::string(workspace) + "/" + path;
+}
+
+// A comma-separated list of paths, each through FromCaller.
+std::string ListFromCaller(const std::string& paths) {
+  std::string out;
+  for (absl::string_view path : absl::StrSplit(paths, ',', absl::SkipEmpty())) {
+    out += (out.empty() ? "" : ",") + FromCaller(std::string(path));
+  }
+  return out;
+}
+
 // The flags as the subcommands' inputs.
 CliFlags ReadFlags() {
   CliFlags f;
-  f.bench = absl::GetFlag(FLAGS_bench);
+  f.bench = FromCaller(absl::GetFlag(FLAGS_bench));
   f.impl = absl::GetFlag(FLAGS_impl);
   f.backend = absl::GetFlag(FLAGS_backend);
-  f.out = absl::GetFlag(FLAGS_out);
-  f.trace = absl::GetFlag(FLAGS_trace);
+  f.out = FromCaller(absl::GetFlag(FLAGS_out));
+  f.trace = FromCaller(absl::GetFlag(FLAGS_trace));
   f.model = absl::GetFlag(FLAGS_model);
   f.rank = absl::GetFlag(FLAGS_rank);
   f.skip = absl::GetFlag(FLAGS_skip);
-  f.profile = absl::GetFlag(FLAGS_profile);
+  f.profile = FromCaller(absl::GetFlag(FLAGS_profile));
   f.synthetic = absl::GetFlag(FLAGS_synthetic);
   f.rates.batch = absl::GetFlag(FLAGS_batch);
   f.rates.flop_per_s = absl::GetFlag(FLAGS_tflops) * 1e12;
   f.rates.memory_bytes_per_s = absl::GetFlag(FLAGS_mem_gbps) * 1e9;
-  f.link = absl::GetFlag(FLAGS_link);
+  f.link = FromCaller(absl::GetFlag(FLAGS_link));
   f.link_world_size = absl::GetFlag(FLAGS_link_world_size);
   f.alpha_us = absl::GetFlag(FLAGS_alpha_us);
   f.gbps = absl::GetFlag(FLAGS_gbps);
@@ -92,7 +112,7 @@ CliFlags ReadFlags() {
   f.caps = absl::GetFlag(FLAGS_caps);
   f.per_bucket = absl::GetFlag(FLAGS_per_bucket);
   f.no_overlap = absl::GetFlag(FLAGS_no_overlap);
-  f.sweep_csv = absl::GetFlag(FLAGS_sweep_csv);
+  f.sweep_csv = ListFromCaller(absl::GetFlag(FLAGS_sweep_csv));
   f.presets = absl::GetFlag(FLAGS_presets);
   f.ranks = absl::GetFlag(FLAGS_ranks);
   return f;
