@@ -32,9 +32,11 @@ bool SameRegion(const Tensor& a, const Tensor& b) {
   return a.storage() == b.storage() && a.storage_offset() == b.storage_offset();
 }
 
-// Note [World size 1]: one rank and the plain all-reduce hook reduce nothing.
-bool Reduces(const ProcessGroup& group, const CommHook* hook) {
-  return group.size() > 1 || (hook != nullptr && dynamic_cast<const AllReduceHook*>(hook) == nullptr);
+// Note [World size 1]: one rank and the plain all-reduce hook reduce nothing (unless a test asks for the
+// whole bucketed path anyway: ReducerOptions::reduce_at_world_size_1).
+bool Reduces(const ProcessGroup& group, const ReducerOptions& options) {
+  return group.size() > 1 || options.reduce_at_world_size_1 ||
+         (options.comm_hook != nullptr && dynamic_cast<const AllReduceHook*>(options.comm_hook.get()) == nullptr);
 }
 
 }  // namespace
@@ -45,7 +47,7 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names, Pro
       names_(std::move(names)),
       group_(group),
       options_(std::move(options)),
-      reduces_(Reduces(*group, options_.comm_hook.get())),
+      reduces_(Reduces(*group, options_)),
       gradient_divisor_(group->size()),
       trace_(group->rank()) {
   DDP_CHECK(names_.size() == params_.size()) << "Reducer: " << names_.size() << " names for " << params_.size()

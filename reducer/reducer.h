@@ -63,6 +63,8 @@ struct ReducerOptions {
   bool record_stats = true;              // keep IterationStats of every iteration (stats())
   bool record_trace = false;             // keep Chrome trace events (trace())
   bool delay_reduction = false;          // ablation: launch every bucket only after backward (no overlap)
+  bool reduce_at_world_size_1 = false;   // testing: buckets go through the hook even at Note [World size 1]
+                                         // (so a one-GPU test moves every bucket through NCCL)
 };
 
 // Averages the gradients of a module's parameters across the ranks of a process group while backward

@@ -382,6 +382,32 @@ TEST(ReducerTest, WorldSizeOneReducesNothingAndStillNamesUnusedParameters) {
   });
 }
 
+// ReducerOptions::reduce_at_world_size_1: every bucket goes through the hook at world size 1 (how a
+// one-GPU test exercises NCCL buckets), and the gradients equal the plain module's.
+TEST(ReducerTest, ForcedReductionAtWorldSizeOneLaunchesEveryBucket) {
+  RunRanks(1, [&](int, ProcessGroup& group) {
+    TinyModel model(4), reference(4);
+    ReducerOptions options;
+    options.reduce_at_world_size_1 = true;
+    options.caps.first_bucket_cap_bytes = 0;
+    options.caps.bucket_cap_bytes = 0;  // one bucket per parameter
+    Reducer reducer(model.params, model.names, &group, options);
+    EventLog log;
+    reducer.AddObserver(&log);
+    Batch batch = GlobalBatch(0, 4);
+    Tensor loss = model.Loss(batch.x, batch.y, true);
+    ASSERT_TRUE(reducer.PrepareForBackward({loss}, absl::Now()).ok());
+    loss.Backward();
+    ASSERT_TRUE(reducer.status().ok()) << reducer.status();
+    reference.Loss(batch.x, batch.y, true).Backward();
+    for (size_t i = 0; i < model.params.size(); ++i) {
+      EXPECT_EQ(model.params[i].grad().ToVector<float>(), reference.params[i].grad().ToVector<float>());
+    }
+    EXPECT_EQ(log.Count("launch "), model.params.size());
+    EXPECT_EQ(log.Count("done "), model.params.size());
+  });
+}
+
 TEST(ReducerTest, DelayedReductionAblationGivesTheSameGradientsWithoutOverlap) {
   TinyModel reference(12);
   Batch all = GlobalBatch(0, 8);

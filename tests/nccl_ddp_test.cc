@@ -29,32 +29,45 @@ const Device kGpu = Device::CUDA(0);
 
 using NcclDdpTest = NcclWorldOneTest;
 
-// DDP over NCCL at world size 1 gives exactly the plain module's gradients (averaging over one rank).
-TEST_F(NcclDdpTest, DdpGradientsEqualPlainModule) {
-  for (const std::string name : {"mlp", "cnn"}) {
-    Generator g1(5), g2(5);
-    auto plain = MakeModel(name, g1).value();
-    auto wrapped = MakeModel(name, g2).value();
-    for (const Tensor& p : plain->Parameters()) cuda::MoveToDeviceInPlace(p, kGpu);
-    for (const Tensor& p : wrapped->Parameters()) cuda::MoveToDeviceInPlace(p, kGpu);
-    auto ddp_model = DistributedDataParallel::Create(wrapped, group_.get(), DdpOptions{});
-    ASSERT_TRUE(ddp_model.ok()) << ddp_model.status();
-    Generator data(9);
-    Tensor x = ToDevice(Uniform({16, 1, 28, 28}, 0.0f, 1.0f, data), kGpu);
-    std::vector<int64_t> labels;
-    for (int i = 0; i < 16; ++i) labels.push_back(i % 10);
-    Tensor y = FromVector(labels, {16}, kGpu);
-    CrossEntropy(plain->Forward(x), y).Backward();
-    CrossEntropy((*ddp_model)->Forward(x), y).Backward();
-    ASSERT_TRUE((*ddp_model)->status().ok()) << (*ddp_model)->status();
-    const auto a = plain->NamedParameters(), b = wrapped->NamedParameters();
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      const std::vector<float> ga = a[i].second.grad().ToVector<float>();
-      const std::vector<float> gb = b[i].second.grad().ToVector<float>();
-      ASSERT_EQ(ga.size(), gb.size());
-      for (size_t e = 0; e < ga.size(); ++e) ASSERT_NEAR(ga[e], gb[e], 1e-6f) << name << " " << a[i].first;
+// One DDP backward of `name` at world size 1 against the plain module; `forced` sends every bucket
+// through NCCL.
+void ExpectDdpGradientsEqualPlain(ProcessGroup* group, const std::string& name, bool forced) {
+  Generator g1(5), g2(5);
+  auto plain = MakeModel(name, g1).value();
+  auto wrapped = MakeModel(name, g2).value();
+  for (const Tensor& p : plain->Parameters()) cuda::MoveToDeviceInPlace(p, kGpu);
+  for (const Tensor& p : wrapped->Parameters()) cuda::MoveToDeviceInPlace(p, kGpu);
+  DdpOptions options;
+  options.reducer.reduce_at_world_size_1 = forced;
+  if (forced) options.reducer.caps.bucket_cap_bytes = 0;
+  auto ddp_model = DistributedDataParallel::Create(wrapped, group, options);
+  ASSERT_TRUE(ddp_model.ok()) << ddp_model.status();
+  Generator data(9);
+  Tensor x = ToDevice(Uniform({16, 1, 28, 28}, 0.0f, 1.0f, data), kGpu);
+  std::vector<int64_t> labels;
+  for (int i = 0; i < 16; ++i) labels.push_back(i % 10);
+  Tensor y = FromVector(labels, {16}, kGpu);
+  CrossEntropy(plain->Forward(x), y).Backward();
+  CrossEntropy((*ddp_model)->Forward(x), y).Backward();
+  ASSERT_TRUE((*ddp_model)->status().ok()) << (*ddp_model)->status();
+  const auto a = plain->NamedParameters(), b = wrapped->NamedParameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::vector<float> ga = a[i].second.grad().ToVector<float>();
+    const std::vector<float> gb = b[i].second.grad().ToVector<float>();
+    ASSERT_EQ(ga.size(), gb.size());
+    for (size_t e = 0; e < ga.size(); ++e) {
+      ASSERT_NEAR(ga[e], gb[e], 1e-6f) << name << " " << a[i].first << (forced ? " (forced buckets)" : "");
     }
+  }
+}
+
+// DDP over NCCL at world size 1 gives exactly the plain module's gradients (averaging over one rank),
+// both on the pass-through path and with every bucket forced through NCCL on the communication stream
+// (ReducerOptions::reduce_at_world_size_1, one bucket per parameter).
+TEST_F(NcclDdpTest, DdpGradientsEqualPlainModule) {
+  for (const bool forced : {false, true}) {
+    for (const std::string name : {"mlp", "cnn"}) ExpectDdpGradientsEqualPlain(group_.get(), name, forced);
   }
 }
 
