@@ -1,6 +1,8 @@
 // GPU benchmark (--config=cuda; run by tools/gpu_check.sh on the GPU machine). Prints one line per
 // figure, "name value unit", for BENCHMARKS.md next to bench/pytorch_gpu_reference.py's numbers:
 //   train/<model>/b<batch>   single-GPU training throughput (samples/s), SGD momentum 0.9, synthetic data
+//   train/<model>/b<batch>/ddp_forced   the same under DDP over NCCL at world size 1 with every bucket
+//                             forced through NCCL (ReducerOptions::reduce_at_world_size_1): DDP's own cost
 //   sgemm/<n>                 cuBLAS SGEMM TFLOP/s through the engine's Gemm (DDP_CUDA_TF32=1: TF32)
 //   bandwidth/mulscalar       GB/s of a memory-bound element-wise kernel (read + write)
 //   allreduce/<bytes>         NCCL all-reduce at world size 1 (path overhead), microseconds
@@ -16,6 +18,7 @@
 
 #include "comm/memory_store.h"
 #include "comm/process_group_nccl.h"
+#include "ddp/distributed_data_parallel.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
 #include "tensor/cuda/allocator.h"
@@ -36,11 +39,18 @@ double Now() {
 
 void Sync() { DDP_CUDA_CHECK(cudaDeviceSynchronize()); }
 
-void Train(const std::string& model_name, int64_t batch) {
+// `group` non-null: the model trains under DDP over it, every bucket forced through the group.
+void Train(const std::string& model_name, int64_t batch, ProcessGroup* group = nullptr) {
   Generator gen(1);
   auto model = MakeModel(model_name, gen).value();
   for (const Tensor& p : model->Parameters()) cuda::MoveToDeviceInPlace(p, kGpu);
   for (const Tensor& b : model->Buffers()) cuda::MoveToDeviceInPlace(b, kGpu);
+  std::shared_ptr<Module> net = model;
+  if (group != nullptr) {
+    DdpOptions ddp_options;
+    ddp_options.reducer.reduce_at_world_size_1 = true;
+    net = DistributedDataParallel::Create(model, group, ddp_options).value();
+  }
   SgdOptions options;
   options.lr = 0.01f;
   options.momentum = 0.9f;
@@ -51,7 +61,7 @@ void Train(const std::string& model_name, int64_t batch) {
   Tensor y = FromVector(labels, {batch}, kGpu);
   auto step = [&] {
     sgd.ZeroGrad();
-    CrossEntropy(model->Forward(x), y).Backward();
+    CrossEntropy(net->Forward(x), y).Backward();
     sgd.Step();
   };
   for (int i = 0; i < 10; ++i) step();
@@ -61,8 +71,8 @@ void Train(const std::string& model_name, int64_t batch) {
   for (int i = 0; i < steps; ++i) step();
   Sync();
   const double seconds = Now() - start;
-  std::printf("train/%s/b%lld %.1f samples/s\n", model_name.c_str(), static_cast<long long>(batch),
-              steps * batch / seconds);
+  std::printf("train/%s/b%lld%s %.1f samples/s\n", model_name.c_str(), static_cast<long long>(batch),
+              group != nullptr ? "/ddp_forced" : "", steps * batch / seconds);
   std::printf("memory/%s/b%lld %s\n", model_name.c_str(), static_cast<long long>(batch),
               cuda::MemoryStatsToString(cuda::GetMemoryStats(0)).c_str());
 }
@@ -125,8 +135,13 @@ int main(int argc, char** argv) {
   }
   const std::string only = argc > 1 && std::strncmp(argv[1], "--only=", 7) == 0 ? argv[1] + 7 : "";
   if (only.empty() || only == "train") {
+    ddp::MemoryStore store;
+    auto group = ddp::ProcessGroupNccl::Create(store, 0, 1).value();
     for (const char* model : {"mlp", "cnn"}) {
-      for (int64_t batch : {64, 512}) ddp::Train(model, batch);
+      for (int64_t batch : {64, 512}) {
+        ddp::Train(model, batch);
+        ddp::Train(model, batch, group.get());
+      }
     }
   }
   if (only.empty() || only == "sgemm") ddp::Sgemm(8192);
