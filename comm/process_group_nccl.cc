@@ -36,6 +36,7 @@ class NcclCommunicator {
       cudaStreamSynchronize(stream_);
       ncclCommDestroy(comm_);
     }
+    if (anchor_ != nullptr) cudaEventDestroy(anchor_);
     cudaStreamDestroy(stream_);
   }
   ncclComm_t comm() const { return comm_; }
@@ -54,6 +55,27 @@ class NcclCommunicator {
     return absl::OkStatus();
   }
 
+  // Note [Device clock]: statistics and traces run on host wall-clock times, which say nothing about
+  // when an asynchronous kernel ran. An anchor event recorded on the stream (and waited for) at creation
+  // pairs a device instant with a host time; a later event's host time is the anchor's plus the
+  // elapsed device time between the two (cudaEventElapsedTime), so a collective's start and end are
+  // the device's, in the host's clock. InfinitePast() while `event` has not completed.
+  absl::Status RecordAnchor() {
+    DDP_CUDA_RETURN_IF_ERROR(cudaEventCreate(&anchor_));
+    DDP_CUDA_RETURN_IF_ERROR(cudaEventRecord(anchor_, stream_));
+    DDP_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(anchor_));
+    anchor_time_ = absl::Now();
+    return absl::OkStatus();
+  }
+  absl::Time DeviceTime(cudaEvent_t event) const {
+    float ms = 0.0f;
+    if (anchor_ == nullptr || event == nullptr || cudaEventQuery(event) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, anchor_, event) != cudaSuccess) {
+      return absl::InfinitePast();
+    }
+    return anchor_time_ + absl::Microseconds(static_cast<int64_t>(ms * 1000.0f));
+  }
+
   // Aborts the communicator once (pending NCCL kernels return; every later call fails).
   void Abort() {
     bool expected = false;
@@ -65,6 +87,8 @@ class NcclCommunicator {
   cudaStream_t stream_;
   int device_;
   std::atomic<bool> aborted_{false};
+  cudaEvent_t anchor_ = nullptr;  // Note [Device clock]
+  absl::Time anchor_time_;
 };
 
 namespace {
@@ -148,8 +172,15 @@ class NcclWork : public Work {
     if (cudaEventQuery(end_) != cudaSuccess || cudaEventElapsedTime(&ms, start_, end_) != cudaSuccess) return 0.0;
     return ms / 1000.0;
   }
-  absl::Time StartTime() const override { return started_; }
+  // The device's start and end of the collective in host time (Note [Device clock]); before the device
+  // finished, the host's issue time and InfinitePast().
+  absl::Time StartTime() const override {
+    const absl::Time device = comm_->DeviceTime(start_);
+    return device == absl::InfinitePast() ? started_ : device;
+  }
   absl::Time EndTime() const override {
+    const absl::Time device = comm_->DeviceTime(end_);
+    if (device != absl::InfinitePast()) return device;
     absl::MutexLock lock(&mu_);
     return ended_;
   }
@@ -251,6 +282,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNccl>> ProcessGroupNccl::Create(Store
     return cuda::CudaErrorStatus(created, "cudaStreamCreateWithFlags", __FILE__, __LINE__);
   }
   auto shared = std::make_shared<NcclCommunicator>(comm, stream, options.device);
+  DDP_RETURN_IF_ERROR(shared->RecordAnchor());
   return std::unique_ptr<ProcessGroupNccl>(new ProcessGroupNccl(std::move(shared), rank, size, options));
 }
 
