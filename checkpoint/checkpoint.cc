@@ -1,6 +1,7 @@
 #include "checkpoint/checkpoint.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -259,19 +260,41 @@ int64_t StepOfName(absl::string_view name) {
   return step;
 }
 
+// The step-<N> directories of `dir` as (N, name), newest first; `*ec` is set when `dir` cannot be read.
+std::vector<std::pair<int64_t, std::string>> StepDirectories(const std::string& dir, std::error_code* ec) {
+  std::vector<std::pair<int64_t, std::string>> steps;
+  for (const auto& entry : fs::directory_iterator(dir, *ec)) {
+    const std::string name = entry.path().filename().string();
+    const int64_t step = StepOfName(name);
+    std::error_code is_dir_error;
+    if (step >= 0 && entry.is_directory(is_dir_error)) steps.emplace_back(step, name);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
 // Deletes all but the newest `keep_last` step-* directories, never `current`. Best effort.
 void Prune(const std::string& dir, int keep_last, const std::string& current) {
   std::error_code ec;
-  std::vector<std::pair<int64_t, std::string>> steps;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    const int64_t step = StepOfName(name);
-    if (step >= 0 && entry.is_directory(ec)) steps.emplace_back(step, name);
-  }
-  std::sort(steps.rbegin(), steps.rend());
+  const std::vector<std::pair<int64_t, std::string>> steps = StepDirectories(dir, &ec);
   for (size_t i = static_cast<size_t>(keep_last); i < steps.size(); ++i) {
     if (steps[i].second != current) fs::remove_all(JoinPath(dir, steps[i].second), ec);
   }
+}
+
+// What dir/latest says, for FindNewestCheckpoint's note: "" when it names the step `taken`, else
+// "<dir>/latest does not exist" / "... names step-9, which does not exist" / "... is malformed: ..." /
+// "... names step-4".
+std::string LatestDisagreement(const std::string& dir, const std::string& taken) {
+  const std::string latest = JoinPath(dir, kLatestFile);
+  const absl::StatusOr<std::string> path = LatestCheckpointPath(dir);
+  if (absl::IsNotFound(path.status())) return absl::StrCat(latest, " does not exist");
+  if (!path.ok()) return absl::StrCat(latest, " is unusable: ", path.status().message());
+  const std::string named = fs::path(*path).filename().string();
+  if (named == taken) return "";
+  std::error_code ec;
+  if (!fs::is_directory(*path, ec)) return absl::StrCat(latest, " names ", named, ", which does not exist");
+  return absl::StrCat(latest, " names ", named);
 }
 
 absl::Status Prefixed(const absl::Status& status, const std::string& prefix) {
@@ -368,6 +391,66 @@ absl::StatusOr<std::string> LatestCheckpointPath(const std::string& dir) {
 absl::StatusOr<Checkpoint> LoadLatestCheckpoint(const std::string& dir) {
   DDP_ASSIGN_OR_RETURN(const std::string path, LatestCheckpointPath(dir));
   return LoadCheckpoint(path);
+}
+
+absl::StatusOr<std::vector<int64_t>> ListCheckpointSteps(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return std::vector<int64_t>{};
+  const std::vector<std::pair<int64_t, std::string>> found = StepDirectories(dir, &ec);
+  if (ec) return FileError("list checkpoint directory", dir, ec.value());
+  std::vector<int64_t> steps;
+  for (const auto& [step, name] : found) steps.push_back(step);
+  return steps;
+}
+
+// Note [Finding the newest checkpoint]
+// dir/latest is a pointer that can be missing (deleted by hand, a copy of the step directories only)
+// or behind (a crash between publishing step-<N> and replacing dir/latest, Note [Checkpoint
+// atomicity]), while a step-<N> directory is complete by construction and verifiable on its own. So a
+// resume trusts the directories: it tries them newest first and takes the first that verifies, which is
+// dir/latest's step whenever dir/latest is right. Newer steps that fail to verify are named in the note
+// rather than silently passed over; a caller that is about to write checkpoints decides what happens to
+// them (examples/train refuses to overwrite them without --overwrite_checkpoints).
+absl::StatusOr<FoundCheckpoint> FindNewestCheckpoint(const std::string& dir) {
+  DDP_ASSIGN_OR_RETURN(const std::vector<int64_t> steps, ListCheckpointSteps(dir));
+  if (steps.empty()) return absl::NotFoundError(absl::StrCat("no checkpoint in ", dir, " (no step-<N> directory)"));
+  std::vector<std::string> skipped;
+  for (const int64_t step : steps) {
+    const std::string name = absl::StrCat(kStepPrefix, step);
+    absl::StatusOr<Checkpoint> loaded = LoadCheckpoint(JoinPath(dir, name));
+    if (!loaded.ok()) {
+      skipped.push_back(absl::StrCat("skipped ", name, ": ", loaded.status().message()));
+      continue;
+    }
+    FoundCheckpoint found{*std::move(loaded), ""};
+    const std::string latest = LatestDisagreement(dir, name);
+    if (!latest.empty()) found.scan_note = absl::StrCat(latest, "; took ", name, ", the newest complete step");
+    if (!skipped.empty()) {
+      if (found.scan_note.empty()) found.scan_note = absl::StrCat("took ", name, ", the newest complete step");
+      found.scan_note = absl::StrCat(found.scan_note, "; ", absl::StrJoin(skipped, "; "));
+    }
+    return found;
+  }
+  return absl::DataLossError(
+      absl::StrCat("no complete checkpoint in ", dir, ": ", absl::StrJoin(skipped, "; ")));
+}
+
+absl::StatusOr<std::vector<std::string>> RemoveCheckpointsAfter(const std::string& dir, int64_t step) {
+  DDP_ASSIGN_OR_RETURN(std::vector<int64_t> steps, ListCheckpointSteps(dir));
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    if (*it <= step) continue;
+    const std::string name = absl::StrCat(kStepPrefix, *it);
+    fs::remove_all(JoinPath(dir, name), ec);
+    if (ec) return FileError("remove", JoinPath(dir, name), ec.value());
+    removed.push_back(name);
+  }
+  const absl::StatusOr<std::string> latest = LatestCheckpointPath(dir);
+  if (latest.ok() && !fs::is_directory(*latest, ec) && ::unlink(JoinPath(dir, kLatestFile).c_str()) != 0) {
+    return FileError("remove", JoinPath(dir, kLatestFile), errno);
+  }
+  return removed;
 }
 
 absl::Status ApplyCheckpoint(const Checkpoint& checkpoint, const CheckpointTargets& targets) {

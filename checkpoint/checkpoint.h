@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -87,6 +88,35 @@ absl::StatusOr<std::string> LatestCheckpointPath(const std::string& dir);
 
 // LoadCheckpoint(LatestCheckpointPath(dir)). NotFound when there is no checkpoint yet.
 absl::StatusOr<Checkpoint> LoadLatestCheckpoint(const std::string& dir);
+
+// The steps N of the dir/step-<N> directories, newest first, complete or not (dir/.tmp-step-<N> and
+// other names are not steps). Empty when `dir` does not exist; an error naming `dir` when it cannot be
+// read (e.g. it is a file).
+absl::StatusOr<std::vector<int64_t>> ListCheckpointSteps(const std::string& dir);
+
+// What FindNewestCheckpoint found, and how.
+struct FoundCheckpoint {
+  Checkpoint checkpoint;  // loaded and verified (LoadCheckpoint)
+  // Empty when dir/latest named this checkpoint and nothing newer was skipped. Otherwise why a scan
+  // chose it, for the log: "<dir>/latest does not exist" (or "names step-9, which does not exist", or
+  // "is malformed: ...", or "names step-4") "; took step-7, the newest complete step", followed by
+  // "; skipped step-8: <LoadCheckpoint's error>" for each newer step that did not verify.
+  std::string scan_note;
+};
+
+// The newest complete checkpoint in `dir`, for resuming (Note [Finding the newest checkpoint] in
+// checkpoint.cc): the step-<N> directories are tried newest first, and the first whose manifest and
+// files verify (LoadCheckpoint) is taken. Normally that is the one dir/latest names; a scan also finds
+// it when dir/latest is missing, malformed or names a missing step, or when a crash came between
+// publishing a step and updating dir/latest. NotFound when `dir` holds no step-<N> directory (a fresh
+// start); DataLoss, naming each step and its error, when there are some but none verifies.
+absl::StatusOr<FoundCheckpoint> FindNewestCheckpoint(const std::string& dir);
+
+// Deletes the dir/step-<N> directories with N > `step`, and dir/latest when it names one of them (or
+// nothing that exists), so that the next SaveCheckpoint of a step <= those leaves a consistent
+// directory. Returns the names removed, oldest first. Errors name the path that could not be removed.
+// REQUIRES: nobody writes checkpoints into `dir` at the same time.
+absl::StatusOr<std::vector<std::string>> RemoveCheckpointsAfter(const std::string& dir, int64_t step);
 
 // Where ApplyCheckpoint puts the state; null members are skipped. Not owned.
 struct CheckpointTargets {

@@ -398,5 +398,91 @@ TEST(CheckpointTest, ResavingAStepReplacesItAndKeepLastPrunes) {
   EXPECT_EQ(ReadAll(saved.dir + "/latest"), "step-10\n");
 }
 
+// Saves steps 7 and 10 (SaveTrained's checkpoint under two step numbers) into a fresh directory.
+Saved SaveSteps7And10(const std::string& name) {
+  Saved saved = SaveTrained(name);
+  Checkpoint newer = saved.checkpoint;
+  newer.step = 10;
+  EXPECT_TRUE(SaveCheckpoint(saved.dir, newer).ok());
+  return saved;
+}
+
+// FindNewestCheckpoint(dir) takes `step`, with no note (`note` empty) or one that contains `note`.
+void ExpectFinds(const std::string& dir, int64_t step, const std::string& note) {
+  absl::StatusOr<FoundCheckpoint> found = FindNewestCheckpoint(dir);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->checkpoint.step, step);
+  EXPECT_EQ(found->checkpoint.source, dir + "/step-" + std::to_string(step));
+  if (note.empty()) {
+    EXPECT_EQ(found->scan_note, "");
+  } else {
+    EXPECT_THAT(found->scan_note, HasSubstr(note));
+  }
+}
+
+TEST(FindNewestCheckpointTest, TakesLatestsStepWithoutANote) {
+  Saved saved = SaveSteps7And10("find_latest");
+  ExpectFinds(saved.dir, 10, "");
+}
+
+// The bug of issue 13 item 4: with dir/latest gone, complete steps were ignored ("starting fresh").
+TEST(FindNewestCheckpointTest, ScansWhenLatestIsMissing) {
+  Saved saved = SaveSteps7And10("find_no_latest");
+  ASSERT_EQ(::unlink((saved.dir + "/latest").c_str()), 0);
+  ExpectFinds(saved.dir, 10, saved.dir + "/latest does not exist; took step-10, the newest complete step");
+}
+
+TEST(FindNewestCheckpointTest, ScansWhenLatestNamesAMissingOrOlderStep) {
+  Saved saved = SaveSteps7And10("find_bad_latest");
+  WriteAll(saved.dir + "/latest", "step-99\n");
+  ExpectFinds(saved.dir, 10, "/latest names step-99, which does not exist; took step-10");
+  // A crash between publishing step-10 and replacing dir/latest leaves dir/latest behind.
+  WriteAll(saved.dir + "/latest", "step-7\n");
+  ExpectFinds(saved.dir, 10, "/latest names step-7; took step-10");
+}
+
+TEST(FindNewestCheckpointTest, SkipsADamagedNewerStepAndSaysWhy) {
+  Saved saved = SaveSteps7And10("find_damaged");
+  WriteAll(saved.dir + "/step-10/manifest.json", "{");
+  ExpectFinds(saved.dir, 7,
+              "took step-7, the newest complete step; skipped step-10: checkpoint file " + saved.dir +
+                  "/step-10/manifest.json");
+  WriteAll(saved.dir + "/step-7/manifest.json", "");
+  const absl::Status none = FindNewestCheckpoint(saved.dir).status();
+  EXPECT_TRUE(absl::IsDataLoss(none)) << none;
+  EXPECT_THAT(std::string(none.message()), HasSubstr("skipped step-10"));
+  EXPECT_THAT(std::string(none.message()), HasSubstr("skipped step-7"));
+}
+
+TEST(FindNewestCheckpointTest, NoStepDirectoryIsNotFound) {
+  const std::string dir = FreshDir("find_none");
+  EXPECT_TRUE(absl::IsNotFound(FindNewestCheckpoint(dir).status()));
+  fs::create_directories(dir + "/.tmp-step-3");
+  WriteAll(dir + "/latest", "step-3\n");
+  WriteAll(dir + "/step-4", "a file, not a step directory");
+  EXPECT_TRUE(absl::IsNotFound(FindNewestCheckpoint(dir).status()));
+  absl::StatusOr<std::vector<int64_t>> steps = ListCheckpointSteps(dir);
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  EXPECT_TRUE(steps->empty());
+  EXPECT_FALSE(ListCheckpointSteps(dir + "/step-4").ok()) << "a file is not a checkpoint directory";
+}
+
+TEST(RemoveCheckpointsAfterTest, RemovesNewerStepsAndTheirLatest) {
+  Saved saved = SaveSteps7And10("remove_after");
+  fs::create_directories(saved.dir + "/step-12");  // incomplete: removed all the same
+  absl::StatusOr<std::vector<int64_t>> steps = ListCheckpointSteps(saved.dir);
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  EXPECT_EQ(*steps, (std::vector<int64_t>{12, 10, 7}));
+  absl::StatusOr<std::vector<std::string>> removed = RemoveCheckpointsAfter(saved.dir, 7);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, (std::vector<std::string>{"step-10", "step-12"}));
+  EXPECT_TRUE(fs::exists(saved.dir + "/step-7"));
+  EXPECT_FALSE(fs::exists(saved.dir + "/latest")) << "it named step-10";
+  removed = RemoveCheckpointsAfter(saved.dir, 0);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, (std::vector<std::string>{"step-7"}));
+  EXPECT_TRUE(absl::IsNotFound(FindNewestCheckpoint(saved.dir).status()));
+}
+
 }  // namespace
 }  // namespace ddp
