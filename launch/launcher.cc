@@ -128,7 +128,10 @@ void RecordExitNotice(const JobLayout& layout, int restart, int rank, int exit_c
 }  // namespace
 
 absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
-  if (o.nproc_per_node < 1) return absl::InvalidArgumentError("--nproc_per_node must be >= 1");
+  if (o.nproc_per_node < 1 || o.nproc_per_node > kMaxProcPerNode) {
+    return absl::InvalidArgumentError(absl::StrCat("--nproc_per_node must be in [1, ", kMaxProcPerNode,
+                                                   "] (workers on this node), got ", o.nproc_per_node));
+  }
   if (o.nnodes < 1) return absl::InvalidArgumentError("--nnodes must be >= 1");
   if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
     return absl::InvalidArgumentError(

@@ -44,7 +44,13 @@ struct LaunchOptions {
   std::vector<std::string> command;
 };
 
-// Checks ranges (nproc_per_node >= 1, 0 <= node_rank < nnodes, ports, a command given, ...).
+// The most workers one ddprun starts. Each worker is a process with its own kernel threads, two output
+// pipes into ddprun and a store connection; a node has at most a few hundred cores (or 8-16 GPUs), so
+// more than this is a typo, and would exhaust process and file-descriptor limits long before training.
+inline constexpr int kMaxProcPerNode = 1024;
+
+// Checks ranges (1 <= nproc_per_node <= kMaxProcPerNode, 0 <= node_rank < nnodes, ports, a command
+// given, ...).
 absl::Status ValidateLaunchOptions(const LaunchOptions& options);
 
 // Runs the job to completion and returns the exit code ddprun should exit with: 0 when every worker

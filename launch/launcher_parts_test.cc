@@ -123,5 +123,17 @@ TEST(ValidateLaunchOptionsTest, RejectsBadRanges) {
   EXPECT_FALSE(ValidateLaunchOptions(o).ok());
 }
 
+// --nproc_per_node=100000 would try to fork 100000 workers; the bound is named in the error.
+TEST(ValidateLaunchOptionsTest, BoundsWorkersPerNode) {
+  LaunchOptions o;
+  o.command = {"true"};
+  o.nproc_per_node = kMaxProcPerNode;
+  EXPECT_TRUE(ValidateLaunchOptions(o).ok());
+  o.nproc_per_node = 100000;
+  EXPECT_EQ(ValidateLaunchOptions(o).message(), "--nproc_per_node must be in [1, 1024] (workers on this node), got 100000");
+  o.nproc_per_node = 0;
+  EXPECT_EQ(ValidateLaunchOptions(o).message(), "--nproc_per_node must be in [1, 1024] (workers on this node), got 0");
+}
+
 }  // namespace
 }  // namespace ddp
