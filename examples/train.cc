@@ -71,7 +71,11 @@ int main(int argc, char** argv) {
   // Every rank holds the same (distributed) evaluation; rank 0 reports it.
   absl::StatusOr<ddp::LaunchEnv> launch = ddp::ResolveLaunchEnv(ddp::ProcessEnv());
   if (launch.ok() && launch->rank == 0) {
-    std::printf("final test_acc %.4f test_loss %.4f\n", result->accuracy, result->loss);
+    if (result->count == 0) {
+      std::printf("final: nothing evaluated (the test set is empty)\n");  // never a made-up number
+    } else {
+      std::printf("final test_acc %.4f test_loss %.4f\n", result->accuracy, result->loss);
+    }
   }
   return 0;
 }

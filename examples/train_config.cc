@@ -36,6 +36,7 @@ FlagRule FlagRule::Any() { return FlagRule(Kind::kAny); }
 FlagRule FlagRule::AtLeast(double bound) { return FlagRule(Kind::kAtLeast, bound); }
 FlagRule FlagRule::Above(double bound) { return FlagRule(Kind::kAbove, bound); }
 FlagRule FlagRule::InRange(double low, double high) { return FlagRule(Kind::kInRange, low, high); }
+FlagRule FlagRule::Between(double low, double high) { return FlagRule(Kind::kBetween, low, high); }
 FlagRule FlagRule::OneOf(std::vector<std::string> choices) {
   return FlagRule(Kind::kOneOf, 0, 0, std::move(choices));
 }
@@ -50,6 +51,8 @@ bool FlagRule::Accepts(double value) const {
       return value > low_;
     case Kind::kInRange:
       return value >= low_ && value < high_;
+    case Kind::kBetween:
+      return value >= low_ && value <= high_;
     case Kind::kOneOf:
       return false;
   }
@@ -74,6 +77,9 @@ std::string FlagRule::Failure(const std::string& got) const {
       break;
     case Kind::kInRange:
       requirement = absl::StrCat("in [", low_, ", ", high_, ")");
+      break;
+    case Kind::kBetween:
+      requirement = absl::StrCat("in [", low_, ", ", high_, "]");
       break;
     case Kind::kOneOf:
       requirement = choices_.size() < 2 ? absl::StrJoin(choices_, "")

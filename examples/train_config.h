@@ -31,6 +31,7 @@ class FlagRule {
   static FlagRule AtLeast(double bound);                     // ">= bound"
   static FlagRule Above(double bound);                       // "> bound"
   static FlagRule InRange(double low, double high);          // "in [low, high)"
+  static FlagRule Between(double low, double high);          // "in [low, high]"
   static FlagRule OneOf(std::vector<std::string> choices);  // "a, b or c"
 
   // "" when `value` meets the rule, else "must be <requirement>, got <value>" (a string value quoted),
@@ -47,7 +48,7 @@ class FlagRule {
   }
 
  private:
-  enum class Kind { kAny, kAtLeast, kAbove, kInRange, kOneOf };
+  enum class Kind { kAny, kAtLeast, kAbove, kInRange, kBetween, kOneOf };
   explicit FlagRule(Kind kind, double low = 0, double high = 0, std::vector<std::string> choices = {});
 
   bool Accepts(double value) const;

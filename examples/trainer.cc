@@ -3,7 +3,8 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <functional>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,7 @@
 #include "ddp/distributed_eval.h"
 #include "ddp/sync_batch_norm.h"
 #include "examples/fault_injection.h"
+#include "examples/output_guard.h"
 #include "examples/progress.h"
 #include "examples/sample_log.h"
 #include "examples/train_step.h"
@@ -91,14 +93,6 @@ int RestartAttempt() {
   int attempt = 0;
   if (value == nullptr || !absl::SimpleAtoi(value, &attempt)) return 0;
   return attempt;
-}
-
-absl::Status AppendMetrics(const std::string& path, const std::string& line) {
-  std::ofstream out(path, std::ios::app);
-  out << line << "\n";
-  out.flush();
-  if (!out.good()) return absl::UnavailableError(absl::StrCat("cannot write metrics to ", path));
-  return absl::OkStatus();
 }
 
 // Wraps `model` (on `device`) in DDP over `group` with the configuration's options; rank 0 prints the
@@ -177,15 +171,39 @@ absl::StatusOr<std::unique_ptr<DataLoader>> MakeTrainLoader(const TrainConfig& c
   return DataLoader::Create(std::move(train), std::move(sampler), options);
 }
 
-// --eval_only: every rank evaluates the loaded weights; rank 0 reports.
+// `fn` on rank 0 only: under DDP through RunOnRankZero (rank 0's error reaches every rank at once), in
+// one process directly.
+absl::Status OnRankZero(ProcessGroup* group, const std::function<absl::Status()>& fn) {
+  return group != nullptr ? RunOnRankZero(*group, fn) : fn();
+}
+
+// The test metrics of a --metrics_out record: null when there was nothing to evaluate (never a
+// made-up number).
+std::string TestMetricsJson(const EvalResult& eval) {
+  if (eval.count == 0) return "\"test_loss\": null, \"test_acc\": null";
+  return absl::StrFormat("\"test_loss\": %.6f, \"test_acc\": %.6f", eval.loss, eval.accuracy);
+}
+
+// --eval_only: every rank evaluates the loaded weights; rank 0 reports and appends the --metrics_out
+// record (test_loss, test_acc, samples, world_size). An empty test set is an error: there is nothing to
+// evaluate.
 absl::StatusOr<EvalResult> EvaluateOnly(const TrainConfig& config, Module& model, const Dataset& test,
                                         ProcessGroup* group) {
+  if (test.Size() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--eval_only: the test set in ", config.data_dir, " is empty: nothing to evaluate"));
+  }
   DDP_ASSIGN_OR_RETURN(EvalResult result, EvaluateTestSet(config, model, test, group));
-  if (group == nullptr || group->rank() == 0) {
+  const int world = group != nullptr ? group->size() : 1;
+  DDP_RETURN_IF_ERROR(OnRankZero(group, [&]() -> absl::Status {
     std::fprintf(stderr, "eval_only %s: test_loss %.4f test_acc %.4f over %lld samples on %d rank(s)\n",
                  config.init_from.c_str(), result.loss, result.accuracy, static_cast<long long>(result.count),
-                 group != nullptr ? group->size() : 1);
-  }
+                 world);
+    if (config.metrics_out.empty()) return absl::OkStatus();
+    return AppendLine(config.metrics_out, absl::StrFormat("{%s, \"samples\": %lld, \"world_size\": %d}",
+                                                          TestMetricsJson(result),
+                                                          static_cast<long long>(result.count), world));
+  }));
   return result;
 }
 
@@ -193,10 +211,9 @@ absl::StatusOr<EvalResult> EvaluateOnly(const TrainConfig& config, Module& model
 absl::Status Finish(const TrainConfig& config, const Module& model, DistributedDataParallel* ddp, ProcessGroup* group) {
   const bool rank0 = group == nullptr || group->rank() == 0;
   if (!config.save.empty()) {
-    auto save = [&] { return SaveModuleToSafetensors(model, config.save); };
     // Under DDP rank 0 saves and its error, if any, reaches every rank at once (no rank waits on a
     // barrier that rank 0 will never reach).
-    DDP_RETURN_IF_ERROR(group != nullptr ? RunOnRankZero(*group, save) : save());
+    DDP_RETURN_IF_ERROR(OnRankZero(group, [&] { return SaveModuleToSafetensors(model, config.save); }));
   }
   if (ddp != nullptr) {
     if (rank0) std::fprintf(stderr, "%s", FormatStatsTable(ddp->reducer().stats()).c_str());
@@ -206,27 +223,31 @@ absl::Status Finish(const TrainConfig& config, const Module& model, DistributedD
   return absl::OkStatus();
 }
 
-// --resume: loads config.checkpoint_dir's latest checkpoint (if any) into the model, the optimizer,
-// DDP's bucket order, the step count and the sampler position. Returns the epoch to start with.
-absl::StatusOr<int> ResumeFromLatest(const TrainConfig& config, TrainState& state) {
-  absl::StatusOr<Checkpoint> checkpoint = LoadLatestCheckpoint(config.checkpoint_dir);
-  if (absl::IsNotFound(checkpoint.status())) {
+// --resume: loads config.checkpoint_dir's newest complete checkpoint (FindNewestCheckpoint: dir/latest's,
+// or found by scanning, which rank 0 says) into the model, the optimizer, DDP's bucket order, the step
+// count and the sampler position. Returns the epoch to start with.
+absl::StatusOr<int> ResumeFromNewest(const TrainConfig& config, TrainState& state) {
+  absl::StatusOr<FoundCheckpoint> found = FindNewestCheckpoint(config.checkpoint_dir);
+  if (absl::IsNotFound(found.status())) {
     if (state.rank == 0) {
-      std::fprintf(stderr, "--resume: no checkpoint in %s yet, starting fresh\n", config.checkpoint_dir.c_str());
+      std::fprintf(stderr, "--resume: no checkpoint in %s yet (no step-N directory), starting fresh\n",
+                   config.checkpoint_dir.c_str());
     }
     return 1;
   }
-  if (!checkpoint.ok()) return checkpoint.status();
-  DDP_RETURN_IF_ERROR(ApplyCheckpoint(*checkpoint, CheckpointTargets{&state.model, &state.optimizer, nullptr}));
+  if (!found.ok()) return found.status();
+  const Checkpoint& checkpoint = found->checkpoint;
+  DDP_RETURN_IF_ERROR(ApplyCheckpoint(checkpoint, CheckpointTargets{&state.model, &state.optimizer, nullptr}));
   // The same buckets as before the interruption: the same rounding (Reducer::RebuiltOrderText).
-  if (state.ddp != nullptr) DDP_RETURN_IF_ERROR(state.ddp->RestoreBucketOrder(checkpoint->ddp_bucket_order));
-  state.global_step = checkpoint->step;
-  state.resume_from = checkpoint->sampler;
-  const int epoch = static_cast<int>(checkpoint->epoch);
+  if (state.ddp != nullptr) DDP_RETURN_IF_ERROR(state.ddp->RestoreBucketOrder(checkpoint.ddp_bucket_order));
+  state.global_step = checkpoint.step;
+  state.resume_from = checkpoint.sampler;
+  const int epoch = static_cast<int>(checkpoint.epoch);
   if (state.rank == 0) {
+    if (!found->scan_note.empty()) std::fprintf(stderr, "--resume: %s\n", found->scan_note.c_str());
     std::fprintf(stderr, "resuming from %s: step %lld, epoch %d, %lld samples of the epoch consumed\n",
-                 checkpoint->source.c_str(), static_cast<long long>(checkpoint->step), epoch,
-                 static_cast<long long>(checkpoint->sampler.consumed));
+                 checkpoint.source.c_str(), static_cast<long long>(checkpoint.step), epoch,
+                 static_cast<long long>(checkpoint.sampler.consumed));
   }
   return epoch;
 }
@@ -235,41 +256,50 @@ absl::StatusOr<int> ResumeFromLatest(const TrainConfig& config, TrainState& stat
 // RunOnRankZero, so a failed metrics write fails every rank at once (ddp/rank_zero.h).
 absl::Status ReportEpoch(const TrainConfig& config, int epoch, const EpochStats& stats, const EvalResult& eval,
                          double wall, int world, ProcessGroup* group) {
-  auto report = [&]() -> absl::Status {
-    std::fprintf(stderr, "epoch %d: train_loss %.4f test_loss %.4f test_acc %.4f (%.0f samples/s, %s)\n", epoch,
-                 stats.mean_loss, eval.loss, eval.accuracy, stats.samples_per_s, FormatDuration(wall).c_str());
+  return OnRankZero(group, [&]() -> absl::Status {
+    const std::string test = eval.count == 0 ? std::string("no test samples, nothing evaluated")
+                                             : absl::StrFormat("test_loss %.4f test_acc %.4f", eval.loss, eval.accuracy);
+    std::fprintf(stderr, "epoch %d: train_loss %.4f %s (%.0f samples/s, %s)\n", epoch, stats.mean_loss, test.c_str(),
+                 stats.samples_per_s, FormatDuration(wall).c_str());
     if (config.metrics_out.empty()) return absl::OkStatus();
-    return AppendMetrics(
-        config.metrics_out,
-        absl::StrFormat("{\"epoch\": %d, \"steps\": %d, \"train_loss\": %.6f, \"test_loss\": %.6f, "
-                        "\"test_acc\": %.6f, \"samples_per_s\": %.1f, \"wall_s\": %.3f, \"world_size\": %d}",
-                        epoch, stats.steps, stats.mean_loss, eval.loss, eval.accuracy, stats.samples_per_s, wall,
-                        world));
-  };
-  return group != nullptr ? RunOnRankZero(*group, report) : report();
+    return AppendLine(config.metrics_out,
+                      absl::StrFormat("{\"epoch\": %d, \"steps\": %d, \"train_loss\": %.6f, %s, "
+                                      "\"samples_per_s\": %.1f, \"wall_s\": %.3f, \"world_size\": %d}",
+                                      epoch, stats.steps, stats.mean_loss, TestMetricsJson(eval),
+                                      stats.samples_per_s, wall, world));
+  });
 }
 
-}  // namespace
-
-absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
-  DDP_RETURN_IF_ERROR(ValidateConfig(config));
-  SetNumThreads(config.threads);
-  DDP_ASSIGN_OR_RETURN(LaunchEnv launch, ResolveLaunchEnv(ProcessEnv()));
-  std::unique_ptr<DistributedContext> dist;
-  if (launch.world_size > 1) {
-    InitOptions init;
-    init.backend = config.backend;
-    DDP_ASSIGN_OR_RETURN(dist, InitProcessGroup(init));
+// The epochs from `first_epoch` on, each evaluated and reported; returns the last evaluation. When no
+// epoch is left to train (a resume at or past --max_steps, or after the last epoch) the resumed weights
+// are evaluated instead, so the final result is always a real evaluation.
+absl::StatusOr<EvalResult> RunEpochs(const TrainConfig& config, TrainState& state, int first_epoch,
+                                     DataLoader& loader, const Dataset& test) {
+  std::optional<EvalResult> last;
+  const absl::Time start = absl::Now();
+  for (int epoch = first_epoch; epoch <= config.epochs; ++epoch) {
+    if (config.max_steps > 0 && state.global_step >= config.max_steps) break;
+    DDP_ASSIGN_OR_RETURN(EpochStats stats, TrainEpoch(state, epoch, loader));
+    DDP_ASSIGN_OR_RETURN(last, EvaluateTestSet(config, state.model, test, state.group));
+    DDP_RETURN_IF_ERROR(ReportEpoch(config, epoch, stats, *last, absl::ToDoubleSeconds(absl::Now() - start),
+                                    state.world_size, state.group));
   }
-  ProcessGroup* group = dist != nullptr ? dist->group.get() : nullptr;
+  if (last.has_value()) return *last;
+  if (state.rank == 0) {
+    std::fprintf(stderr, "nothing left to train (step %lld, --max_steps=%lld, --epochs=%d): evaluating the resumed "
+                 "weights\n", static_cast<long long>(state.global_step), static_cast<long long>(config.max_steps),
+                 config.epochs);
+  }
+  return EvaluateTestSet(config, state.model, test, state.group);
+}
+
+// The training part of RunTraining, after the data and the model: loader, DDP or DataParallel, optimizer,
+// --resume, the checkpoint guard (GuardExistingCheckpoints on rank 0), the epochs and the end-of-run
+// artefacts.
+absl::StatusOr<EvalResult> Train(const TrainConfig& config, std::shared_ptr<Module> model, Device device,
+                                 ProcessGroup* group, std::shared_ptr<const Dataset> train, const Dataset& test) {
   const int rank = group != nullptr ? group->rank() : 0;
   const int world = group != nullptr ? group->size() : 1;
-
-  DDP_ASSIGN_OR_RETURN(auto test, LoadFashionMnist(config.data_dir, Split::kTest));
-  DDP_ASSIGN_OR_RETURN(const Device device, TrainingDevice(config, launch));
-  DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, BuildModel(config, device));
-  if (config.eval_only) return EvaluateOnly(config, *model, *test, group);
-  DDP_ASSIGN_OR_RETURN(auto train, LoadFashionMnist(config.data_dir, Split::kTrain));
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> loader, MakeTrainLoader(config, train, rank, world));
   std::shared_ptr<DistributedDataParallel> ddp;
   if (group != nullptr && config.mode != "dp") {
@@ -296,22 +326,42 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   state.sample_log = sample_log.get();
   int first_epoch = 1;
   if (config.resume) {
-    DDP_ASSIGN_OR_RETURN(first_epoch, ResumeFromLatest(config, state));
+    DDP_ASSIGN_OR_RETURN(first_epoch, ResumeFromNewest(config, state));
   }
+  DDP_RETURN_IF_ERROR(OnRankZero(group, [&] { return GuardExistingCheckpoints(config, state.global_step); }));
   const int64_t steps_per_epoch = loader->NumBatches() / config.accumulate_steps;
   state.total_steps = steps_per_epoch * config.epochs;
   if (config.max_steps > 0) state.total_steps = std::min(state.total_steps, config.max_steps);
-  EvalResult last;
-  const absl::Time start = absl::Now();
-  for (int epoch = first_epoch; epoch <= config.epochs; ++epoch) {
-    if (config.max_steps > 0 && state.global_step >= config.max_steps) break;
-    DDP_ASSIGN_OR_RETURN(EpochStats stats, TrainEpoch(state, epoch, *loader));
-    DDP_ASSIGN_OR_RETURN(last, EvaluateTestSet(config, *model, *test, group));
-    DDP_RETURN_IF_ERROR(
-        ReportEpoch(config, epoch, stats, last, absl::ToDoubleSeconds(absl::Now() - start), world, group));
-  }
+  DDP_ASSIGN_OR_RETURN(const EvalResult last, RunEpochs(config, state, first_epoch, *loader, test));
   DDP_RETURN_IF_ERROR(Finish(config, *model, ddp.get(), group));
   return last;
+}
+
+}  // namespace
+
+absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
+  DDP_RETURN_IF_ERROR(ValidateConfig(config));
+  SetNumThreads(config.threads);
+  DDP_ASSIGN_OR_RETURN(LaunchEnv launch, ResolveLaunchEnv(ProcessEnv()));
+  std::unique_ptr<DistributedContext> dist;
+  if (launch.world_size > 1) {
+    InitOptions init;
+    init.backend = config.backend;
+    DDP_ASSIGN_OR_RETURN(dist, InitProcessGroup(init));
+  }
+  ProcessGroup* group = dist != nullptr ? dist->group.get() : nullptr;
+  // Every output is tried before any work, by rank 0 which writes them all (the trace exists under DDP).
+  const bool writes_trace = group != nullptr && config.mode != "dp" && !config.eval_only;
+  DDP_RETURN_IF_ERROR(OnRankZero(group, [&] { return ProbeRankZeroOutputs(config, writes_trace); }));
+
+  DDP_ASSIGN_OR_RETURN(auto test, LoadFashionMnist(config.data_dir, Split::kTest));
+  DDP_RETURN_IF_ERROR(CheckDataFitsModel(config, *test, "test"));
+  DDP_ASSIGN_OR_RETURN(const Device device, TrainingDevice(config, launch));
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, BuildModel(config, device));
+  if (config.eval_only) return EvaluateOnly(config, *model, *test, group);
+  DDP_ASSIGN_OR_RETURN(auto train, LoadFashionMnist(config.data_dir, Split::kTrain));
+  DDP_RETURN_IF_ERROR(CheckDataFitsModel(config, *train, "training"));
+  return Train(config, std::move(model), device, group, std::move(train), *test);
 }
 
 }  // namespace ddp

@@ -148,6 +148,8 @@ TEST(TrainerTest, FlagRulesDescribeWhatTheyWant) {
   EXPECT_EQ(FlagRule::Above(0).Check(std::nan("")), "must be > 0, got nan");
   EXPECT_EQ(FlagRule::InRange(0, 1).Check(0.5), "");
   EXPECT_EQ(FlagRule::InRange(0, 1).Check(-0.5), "must be in [0, 1), got -0.5");
+  EXPECT_EQ(FlagRule::Between(1, 1024).Check(1024), "");
+  EXPECT_EQ(FlagRule::Between(1, 1024).Check(1025), "must be in [1, 1024], got 1025");
   EXPECT_EQ(FlagRule::OneOf({"a", "b", "c"}).Check(std::string("d")), "must be a, b or c, got \"d\"");
   EXPECT_EQ(FlagRule::OneOf({"a", "b"}).Check(std::string("b")), "");
   EXPECT_NE(FlagRule::OneOf({"a"}).Check(1), "") << "a string rule on a number rejects it";
@@ -281,8 +283,9 @@ TEST(TrainerTest, KilledWorkerRestartsAndResumesBitForBit) {
   EXPECT_EQ(RunShell("cmp " + undisturbed + " " + restarted, &diff), 0) << diff;
 }
 
-// Rank-0-only work that fails (here: saving into a missing directory) fails every rank at once with
-// rank 0's error, instead of leaving the others waiting at a barrier.
+// Rank-0-only work that fails (here: the start-up probe of --save and --metrics_out, which rank 0 writes,
+// into a missing directory) fails every rank at once with rank 0's error, instead of leaving the others
+// waiting at a barrier.
 TEST(TrainerTest, RankZeroSaveErrorReachesEveryRank) {
   std::string output;
   EXPECT_EQ(RunShell(absl::StrCat(Runfile("launch/ddprun"), " --nproc_per_node=2 --master_port=0 ",
@@ -292,7 +295,8 @@ TEST(TrainerTest, RankZeroSaveErrorReachesEveryRank) {
             1)
       << output;
   const std::string error =
-      "train: NOT_FOUND: rank 0: cannot create /nonexistent_dir/weights.safetensors.tmp: No such file or directory";
+      "train: NOT_FOUND: rank 0: --save=/nonexistent_dir/weights.safetensors: cannot create files in "
+      "/nonexistent_dir: No such file or directory";
   EXPECT_NE(output.find("[rank 0] " + error), std::string::npos) << output;
   EXPECT_NE(output.find("[rank 1] " + error), std::string::npos) << output;
   // The per-epoch report (progress line and --metrics_out) is rank-0-only work too.
@@ -303,7 +307,8 @@ TEST(TrainerTest, RankZeroSaveErrorReachesEveryRank) {
                      &output),
             1)
       << output;
-  EXPECT_NE(output.find("[rank 1] train: UNAVAILABLE: rank 0: cannot write metrics to /nonexistent_dir/metrics.jsonl"),
+  EXPECT_NE(output.find("[rank 1] train: NOT_FOUND: rank 0: --metrics_out=/nonexistent_dir/metrics.jsonl: cannot "
+                        "create files in /nonexistent_dir: No such file or directory"),
             std::string::npos)
       << output;
 }

@@ -149,11 +149,19 @@ TEST(LayersTest, SequentialRunsInOrder) {
   EXPECT_EQ(seq.size(), 3u);
 }
 
+TEST(LayersTest, ModelInputShapeIsMnists) {
+  EXPECT_EQ(*ModelInputShape("cnn"), (Shape{1, 28, 28}));
+  EXPECT_FALSE(ModelInputShape("resnet").ok());
+}
+
 TEST(LayersTest, ModelsRunForwardAndBackward) {
   for (const std::string& name : ModelNames()) {
     Generator g(1);
     auto model = *MakeModel(name, g);
-    Tensor x = Uniform({2, 1, 28, 28}, 0.0f, 1.0f, g);
+    // The input ModelInputShape promises, with a batch dimension.
+    Shape input = *ModelInputShape(name);
+    input.insert(input.begin(), 2);
+    Tensor x = Uniform(input, 0.0f, 1.0f, g);
     Tensor logits = model->Forward(x);
     EXPECT_EQ(logits.shape(), (Shape{2, 10})) << name;
     CrossEntropy(logits, FromVector(std::vector<int64_t>{3, 7}, {2})).Backward();

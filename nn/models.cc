@@ -1,5 +1,7 @@
 #include "nn/models.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nn/layers.h"
@@ -59,6 +61,15 @@ absl::StatusOr<std::shared_ptr<Module>> MakeModel(const std::string& name, Gener
   }
   model->AssignTensorNames();
   return model;
+}
+
+absl::StatusOr<Shape> ModelInputShape(const std::string& name) {
+  const std::vector<std::string> names = ModelNames();
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown model \"", name, "\"; valid models: ", absl::StrJoin(names, ", ")));
+  }
+  return Shape{1, 28, 28};
 }
 
 }  // namespace ddp

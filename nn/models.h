@@ -26,6 +26,11 @@ std::vector<std::string> ModelNames();
 //   cnn_bn: cnn with bn1 / bn2 (BatchNorm2d) after conv1 / conv2, before their ReLU.
 absl::StatusOr<std::shared_ptr<Module>> MakeModel(const std::string& name, Generator& generator);
 
+// The shape of one input sample MakeModel(name) takes, without the batch dimension: [1, 28, 28] for
+// every model here (the cnn's fc1 needs exactly 7x7 after two poolings; the mlp's fc1 784 = 28 * 28
+// inputs). An unknown name is MakeModel's error.
+absl::StatusOr<Shape> ModelInputShape(const std::string& name);
+
 }  // namespace ddp
 
 #endif  // DDP_NN_MODELS_H_
