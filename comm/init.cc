@@ -13,10 +13,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "comm/file_store.h"
+#include "comm/host_identity.h"
 #include "comm/job_token.h"
 #include "comm/prefix_store.h"
 #include "comm/process_group_debug.h"
 #include "comm/process_group_gloo.h"
+#include "comm/process_group_shm.h"
 #include "comm/store_exposure.h"
 #include "comm/store_keys.h"
 #include "comm/socket_util.h"
@@ -129,6 +131,27 @@ std::unique_ptr<ProcessGroup> MaybeDebugWrapped(std::unique_ptr<ProcessGroup> gr
   return std::make_unique<ProcessGroupDebug>(std::move(group));
 }
 
+// "gloo" or "shm" for a CPU backend name: auto is shm when every rank reported the same host
+// identity through the store (hostname and boot id, comm/host_identity.h), gloo otherwise.
+absl::StatusOr<std::string> ResolveCpuBackend(const InitOptions& options, DistributedContext& context) {
+  if (options.backend != "auto") return options.backend;
+  DDP_ASSIGN_OR_RETURN(std::vector<std::string> hosts,
+                       ExchangeHostIdentities(*context.store, context.launch.rank, context.launch.world_size,
+                                              LocalHostIdentity(), context.timeout));
+  return AllOnOneHost(hosts) ? std::string("shm") : std::string("gloo");
+}
+
+// The shared-memory group; $DDP_SHM_NAME_TAG (tests) replaces the segment names' tag.
+absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeShmGroup(const EnvLookup& env, DistributedContext& context) {
+  ProcessGroupShmOptions shm_options;
+  shm_options.timeout = context.timeout;
+  shm_options.channel.name_tag = env("DDP_SHM_NAME_TAG").value_or(shm_options.channel.name_tag);
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupShm> group,
+                       ProcessGroupShm::Create(*context.store, context.launch.rank, context.launch.world_size,
+                                               shm_options));
+  return std::unique_ptr<ProcessGroup>(std::move(group));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitOptions& options) {
@@ -147,9 +170,10 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitO
     return absl::UnimplementedError("backend nccl needs a build with --config=cuda (and a GPU)");
   }
 #endif
-  if (options.backend != "gloo" && options.backend != "nccl") {
+  if (options.backend != "gloo" && options.backend != "nccl" && options.backend != "shm" &&
+      options.backend != "auto") {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown backend \"", options.backend, "\": expected gloo or nccl"));
+        absl::StrCat("unknown backend \"", options.backend, "\": expected auto, gloo, shm or nccl"));
   }
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<Store> base, MakeStore(options, context->launch, context->timeout));
   // A restarted group (ddprun --max_restarts) meets in a fresh namespace: the store outlives attempts and
@@ -168,6 +192,12 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitO
     return context;
   }
 #endif
+  DDP_ASSIGN_OR_RETURN(const std::string backend, ResolveCpuBackend(options, *context));
+  if (backend == "shm") {
+    DDP_ASSIGN_OR_RETURN(context->group, MakeShmGroup(options.env, *context));
+    context->group = MaybeDebugWrapped(std::move(context->group), debug);
+    return context;
+  }
   ProcessGroupGlooOptions gloo_options;
   gloo_options.timeout = context->timeout;
   DDP_ASSIGN_OR_RETURN(gloo_options.failure_report_window, ResolveFailureReportWindow(options.env));

@@ -16,7 +16,8 @@
 namespace ddp {
 
 struct InitOptions {
-  std::string backend = "gloo";        // "gloo" (CPU); "nccl" needs a --config=cuda build
+  std::string backend = "gloo";        // "gloo" (CPU, TCP); "shm" (CPU, ranks of one host); "auto" (shm
+                                       // when every rank is on one host, else gloo); "nccl" (--config=cuda)
   std::string init_method = "env://";  // env://, tcp://host:port or file:///path
   int rank = -1;                        // -1: from the environment (comm/launch_env.h)
   int world_size = -1;                  // -1: from the environment

@@ -1,0 +1,279 @@
+#include "comm/process_group_shm.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "comm/reduce_functions.h"
+#include "comm/rendezvous_checks.h"
+#include "tensor/check.h"
+
+// Every collective here is a sequence of steps of the protocol in Note [Shared-memory protocol]
+// (comm/shm_channel.cc). Each rank computes the same chunking from the same shapes and slot size, so
+// every rank takes the same step numbers.
+
+namespace ddp {
+namespace {
+
+std::string Payload(const Tensor& t) { return absl::StrCat(t.numel(), " ", DTypeName(t.dtype())); }
+
+void CheckTensor(const char* op, const Tensor& t) {
+  DDP_CHECK(t.device().is_cpu()) << op << " (shm): tensor on " << t.device().ToString()
+                                 << "; the shm backend takes CPU tensors";
+  DDP_CHECK(t.is_contiguous()) << op << " (shm): tensor must be contiguous";
+}
+
+void CheckSameShape(const char* op, const Tensor& a, const Tensor& b) {
+  CheckTensor(op, b);
+  DDP_CHECK(a.numel() == b.numel() && a.dtype() == b.dtype())
+      << op << ": tensor " << ShapeToString(b.shape()) << " does not match " << ShapeToString(a.shape());
+}
+
+char* Bytes(const Tensor& t) { return static_cast<char*>(t.raw_data()); }
+
+// Rank r's slice [begin, end) of `count` elements in a large all-reduce: equal parts of whole cache
+// lines (64 bytes), the last one shorter.
+std::pair<size_t, size_t> Slice(size_t count, size_t element_size, int size, int r) {
+  const size_t line = std::max<size_t>(1, 64 / element_size);
+  size_t per = (count + size - 1) / size;
+  per = (per + line - 1) / line * line;
+  const size_t begin = std::min(count, per * r);
+  return {begin, std::min(count, begin + per)};
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ProcessGroupShm>> ProcessGroupShm::Create(Store& store, int rank, int size,
+                                                                          const ProcessGroupShmOptions& options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat("shm: rank ", rank, " is outside a group of ", size));
+  }
+  if (absl::Status same = CheckSameWorldSize(store, rank, size); !same.ok()) {
+    return absl::Status(same.code(), absl::StrCat("shm: rank ", rank, " of ", size, " cannot join: ", same.message()));
+  }
+  ShmChannelOptions channel_options = options.channel;
+  channel_options.rendezvous_timeout = options.timeout;
+  absl::StatusOr<std::unique_ptr<ShmChannel>> channel = ShmChannel::Create(store, rank, size, channel_options);
+  if (!channel.ok()) {
+    return absl::Status(channel.status().code(), absl::StrCat("shm: rank ", rank, " of ", size,
+                                                              " could not join: ", channel.status().message()));
+  }
+  return std::unique_ptr<ProcessGroupShm>(new ProcessGroupShm(*std::move(channel), options));
+}
+
+ProcessGroupShm::ProcessGroupShm(std::unique_ptr<ShmChannel> channel, ProcessGroupShmOptions options)
+    : channel_(std::move(channel)), options_(std::move(options)), queue_(std::make_unique<WorkQueue>()) {}
+
+ProcessGroupShm::~ProcessGroupShm() { queue_.reset(); }
+
+std::shared_ptr<Work> ProcessGroupShm::Issue(const std::string& name, const std::string& payload,
+                                             std::function<absl::Status(const Call&)> body) {
+  absl::MutexLock lock(&issue_mu_);  // sequence numbers and queue order agree across issuing threads
+  const uint64_t sequence = next_sequence_++;
+  auto work = std::make_shared<AsyncWork>(absl::StrCat(name, " #", sequence, payload.empty() ? "" : " of ", payload,
+                                                       " on rank ", rank(), "/", size(), " (shm)"));
+  AsyncWork* raw = work.get();
+  queue_->Enqueue(work, [this, raw, body = std::move(body)]() -> absl::Status {
+    if (!broken_.ok()) {
+      return absl::Status(broken_.code(), absl::StrCat(raw->description(), " not run: the group failed before (",
+                                                       broken_.message(), ")"));
+    }
+    const Call call{absl::StrCat(raw->description(), " failed"), absl::Now() + options_.timeout};
+    absl::Status status = body(call);
+    if (!status.ok()) {
+      broken_ = status;
+      channel_->Abort(-1);  // keeps the lost rank a peer already named; else says "broken"
+    }
+    return status;
+  });
+  return work;
+}
+
+void ProcessGroupShm::ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op,
+                                  uint32_t step) {
+  const size_t bytes = count * ElementSize(dtype);
+  if (size() == 1) {
+    std::memcpy(out, channel_->Slot(0, step) + offset_bytes, bytes);
+    return;
+  }
+  RawReduceFunction fn = GetReduceFunction(dtype, op);
+  fn(out, channel_->Slot(0, step) + offset_bytes, channel_->Slot(1, step) + offset_bytes, count);
+  for (int q = 2; q < size(); ++q) fn(out, out, channel_->Slot(q, step) + offset_bytes, count);
+}
+
+absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, const Call& call) {
+  if (size() == 1 || tensor.numel() == 0) return absl::OkStatus();
+  const size_t element = ElementSize(tensor.dtype());
+  const size_t chunk = channel_->slot_bytes() / element;
+  const size_t count = tensor.numel();
+  for (size_t begin = 0; begin < count; begin += chunk) {
+    DDP_RETURN_IF_ERROR(
+        AllReduceChunk(Bytes(tensor) + begin * element, std::min(chunk, count - begin), tensor.dtype(), op, call));
+  }
+  if (op == ReduceOp::kAvg) DivideInPlace(tensor.raw_data(), tensor.dtype(), count, size());
+  return absl::OkStatus();
+}
+
+absl::Status ProcessGroupShm::AllReduceChunk(char* data, size_t count, DType dtype, ReduceOp op, const Call& call) {
+  const uint32_t step = NextStep();
+  const size_t element = ElementSize(dtype);
+  DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call.what));
+  std::memcpy(channel_->Slot(rank(), step), data, count * element);
+  channel_->Post(ShmWord::kReady, step);
+  DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call.what));
+  if (count * element <= options_.small_allreduce_bytes) {
+    ReduceSlots(data, 0, count, dtype, op, step);
+  } else {
+    const auto [begin, end] = Slice(count, element, size(), rank());
+    ReduceSlots(data + begin * element, begin * element, end - begin, dtype, op, step);
+    std::memcpy(channel_->Slot(rank(), step) + begin * element, data + begin * element, (end - begin) * element);
+    channel_->Post(ShmWord::kReduced, step);
+    for (int q = 0; q < size(); ++q) {
+      if (q == rank()) continue;
+      DDP_RETURN_IF_ERROR(channel_->Wait(q, ShmWord::kReduced, step, call.deadline, call.what));
+      const auto [qb, qe] = Slice(count, element, size(), q);
+      std::memcpy(data + qb * element, channel_->Slot(q, step) + qb * element, (qe - qb) * element);
+    }
+  }
+  channel_->Post(ShmWord::kDone, step);
+  return absl::OkStatus();
+}
+
+absl::Status ProcessGroupShm::RunBroadcast(const Tensor& tensor, int root, const Call& call) {
+  if (size() == 1) return absl::OkStatus();
+  const size_t bytes = tensor.nbytes();
+  const size_t chunk = channel_->slot_bytes();
+  for (size_t begin = 0; begin < bytes; begin += chunk) {
+    const size_t n = std::min(chunk, bytes - begin);
+    const uint32_t step = NextStep();
+    if (rank() == root) {
+      DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call.what));
+      std::memcpy(channel_->Slot(root, step), Bytes(tensor) + begin, n);
+      channel_->Post(ShmWord::kReady, step);
+    } else {
+      DDP_RETURN_IF_ERROR(channel_->Wait(root, ShmWord::kReady, step, call.deadline, call.what));
+      std::memcpy(Bytes(tensor) + begin, channel_->Slot(root, step), n);
+    }
+    channel_->Post(ShmWord::kDone, step);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProcessGroupShm::RunAllGather(const std::vector<Tensor>& outputs, const Tensor& input, const Call& call) {
+  const size_t bytes = input.nbytes();
+  if (size() == 1) {
+    if (bytes > 0) std::memcpy(Bytes(outputs[0]), Bytes(input), bytes);
+    return absl::OkStatus();
+  }
+  const size_t chunk = channel_->slot_bytes();
+  for (size_t begin = 0; begin < bytes; begin += chunk) {
+    const size_t n = std::min(chunk, bytes - begin);
+    const uint32_t step = NextStep();
+    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call.what));
+    std::memcpy(channel_->Slot(rank(), step), Bytes(input) + begin, n);
+    channel_->Post(ShmWord::kReady, step);
+    for (int q = 0; q < size(); ++q) {
+      if (q != rank()) DDP_RETURN_IF_ERROR(channel_->Wait(q, ShmWord::kReady, step, call.deadline, call.what));
+      std::memcpy(Bytes(outputs[q]) + begin, channel_->Slot(q, step), n);
+    }
+    channel_->Post(ShmWord::kDone, step);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProcessGroupShm::RunReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
+                                               const Call& call) {
+  const size_t element = ElementSize(output.dtype());
+  const size_t count = output.numel();
+  // Each step carries `chunk` elements of every destination rank's part, destination c at c * chunk.
+  const size_t chunk = channel_->slot_bytes() / element / size();
+  for (size_t begin = 0; begin < count; begin += chunk) {
+    const size_t n = std::min(chunk, count - begin);
+    const uint32_t step = NextStep();
+    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call.what));
+    for (int c = 0; c < size(); ++c) {
+      std::memcpy(channel_->Slot(rank(), step) + c * n * element, Bytes(inputs[c]) + begin * element, n * element);
+    }
+    channel_->Post(ShmWord::kReady, step);
+    DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call.what));
+    ReduceSlots(Bytes(output) + begin * element, rank() * n * element, n, output.dtype(), op, step);
+    channel_->Post(ShmWord::kDone, step);
+  }
+  if (op == ReduceOp::kAvg && count > 0) DivideInPlace(output.raw_data(), output.dtype(), count, size());
+  return absl::OkStatus();
+}
+
+absl::Status ProcessGroupShm::RunReduce(const Tensor& tensor, int root, ReduceOp op, const Call& call) {
+  if (size() == 1 || tensor.numel() == 0) return absl::OkStatus();
+  const size_t element = ElementSize(tensor.dtype());
+  const size_t chunk = channel_->slot_bytes() / element;
+  const size_t count = tensor.numel();
+  for (size_t begin = 0; begin < count; begin += chunk) {
+    const size_t n = std::min(chunk, count - begin);
+    const uint32_t step = NextStep();
+    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call.what));
+    std::memcpy(channel_->Slot(rank(), step), Bytes(tensor) + begin * element, n * element);
+    channel_->Post(ShmWord::kReady, step);
+    if (rank() == root) {
+      DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call.what));
+      ReduceSlots(Bytes(tensor) + begin * element, 0, n, tensor.dtype(), op, step);
+    }
+    channel_->Post(ShmWord::kDone, step);
+  }
+  if (op == ReduceOp::kAvg && rank() == root) DivideInPlace(tensor.raw_data(), tensor.dtype(), count, size());
+  return absl::OkStatus();
+}
+
+absl::Status ProcessGroupShm::RunBarrier(const Call& call) {
+  if (size() == 1) return absl::OkStatus();
+  const uint32_t step = NextStep();
+  channel_->Post(ShmWord::kReady, step);
+  DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call.what));
+  channel_->Post(ShmWord::kDone, step);
+  return absl::OkStatus();
+}
+
+std::shared_ptr<Work> ProcessGroupShm::AllReduce(const Tensor& tensor, ReduceOp op) {
+  CheckTensor("AllReduce", tensor);
+  return Issue(absl::StrCat("AllReduce(", ReduceOpName(op), ")"), Payload(tensor),
+               [this, tensor, op](const Call& call) { return RunAllReduce(tensor, op, call); });
+}
+
+std::shared_ptr<Work> ProcessGroupShm::Broadcast(const Tensor& tensor, int root) {
+  CheckTensor("Broadcast", tensor);
+  DDP_CHECK(root >= 0 && root < size()) << "Broadcast: root " << root << " outside a group of " << size();
+  return Issue(absl::StrCat("Broadcast(root ", root, ")"), Payload(tensor),
+               [this, tensor, root](const Call& call) { return RunBroadcast(tensor, root, call); });
+}
+
+std::shared_ptr<Work> ProcessGroupShm::AllGather(const std::vector<Tensor>& outputs, const Tensor& input) {
+  CheckTensor("AllGather", input);
+  DDP_CHECK(static_cast<int>(outputs.size()) == size())
+      << "AllGather: " << outputs.size() << " outputs for a group of " << size();
+  for (const Tensor& out : outputs) CheckSameShape("AllGather", input, out);
+  return Issue("AllGather", Payload(input),
+               [this, outputs, input](const Call& call) { return RunAllGather(outputs, input, call); });
+}
+
+std::shared_ptr<Work> ProcessGroupShm::ReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                                     ReduceOp op) {
+  CheckTensor("ReduceScatter", output);
+  DDP_CHECK(static_cast<int>(inputs.size()) == size())
+      << "ReduceScatter: " << inputs.size() << " inputs for a group of " << size();
+  for (const Tensor& in : inputs) CheckSameShape("ReduceScatter", output, in);
+  return Issue(absl::StrCat("ReduceScatter(", ReduceOpName(op), ")"), Payload(output),
+               [this, output, inputs, op](const Call& call) { return RunReduceScatter(output, inputs, op, call); });
+}
+
+std::shared_ptr<Work> ProcessGroupShm::Reduce(const Tensor& tensor, int root, ReduceOp op) {
+  CheckTensor("Reduce", tensor);
+  DDP_CHECK(root >= 0 && root < size()) << "Reduce: root " << root << " outside a group of " << size();
+  return Issue(absl::StrCat("Reduce(", ReduceOpName(op), ", root ", root, ")"), Payload(tensor),
+               [this, tensor, root, op](const Call& call) { return RunReduce(tensor, root, op, call); });
+}
+
+std::shared_ptr<Work> ProcessGroupShm::Barrier() {
+  return Issue("Barrier", "", [this](const Call& call) { return RunBarrier(call); });
+}
+
+}  // namespace ddp

@@ -1,0 +1,105 @@
+// ProcessGroupShm: the intra-node CPU backend, through shared memory (ranks of one host only).
+// InitProcessGroup picks it for --backend=shm, and for --backend=auto when every rank is on one host
+// (comm/host_identity.h). Protocol: Note [Shared-memory protocol] in comm/shm_channel.cc.
+#ifndef DDP_COMM_PROCESS_GROUP_SHM_H_
+#define DDP_COMM_PROCESS_GROUP_SHM_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "comm/process_group.h"
+#include "comm/shm_channel.h"
+#include "comm/store.h"
+#include "comm/work_queue.h"
+
+namespace ddp {
+
+struct ProcessGroupShmOptions {
+  // Bound on the rendezvous and on every collective (PyTorch's default process-group timeout).
+  absl::Duration timeout = absl::Seconds(300);
+  // All-reduces of at most this many bytes per chunk: every rank reduces every input (one exchange);
+  // larger chunks: each rank reduces its slice and gathers the others' (two exchanges, 1/size of the
+  // arithmetic each).
+  size_t small_allreduce_bytes = size_t{32} << 10;
+  // Segments, waiting and liveness checks (slot size, spin, check interval, segment name tag). Its
+  // rendezvous_timeout is replaced by `timeout`. REQUIRES: the same slot_bytes on every rank.
+  ShmChannelOptions channel;
+};
+
+// Collectives on contiguous CPU tensors (float32, int64, float16, bfloat16; sum, avg, min, max,
+// product) between the ranks of one host. One background worker runs the collectives in issue order,
+// so every call returns at once with a Work. Thread-safe.
+// Errors: a failed collective's Work names the collective (operation, element count, dtype, sequence
+// number, rank) and, when a rank's process exited, that rank ("lost rank 2 (process 81 exited)"), within
+// about channel.liveness_interval of its death. The group is then broken: later collectives fail with
+// the first error. Ranks that issue different collectives are not detected (DDP_DEBUG=detail does).
+class ProcessGroupShm : public ProcessGroup {
+ public:
+  // Rendezvous through `store` (keys under "shm/"; `store` is not kept): checks the world size, maps
+  // every rank's segment. Fails with kUnavailable naming a rank that never arrived within
+  // options.timeout, or one whose segment cannot be mapped (another host). REQUIRES: 0 <= rank < size.
+  static absl::StatusOr<std::unique_ptr<ProcessGroupShm>> Create(Store& store, int rank, int size,
+                                                                 const ProcessGroupShmOptions& options = {});
+  // Pending works fail with "process group destroyed"; the running one finishes (bounded) first.
+  ~ProcessGroupShm() override;
+
+  int rank() const override { return channel_->rank(); }
+  int size() const override { return channel_->size(); }
+  std::string backend_name() const override { return "shm"; }
+  absl::Duration timeout() const override { return options_.timeout; }
+
+  std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) override;
+  std::shared_ptr<Work> Broadcast(const Tensor& tensor, int root) override;
+  std::shared_ptr<Work> AllGather(const std::vector<Tensor>& outputs, const Tensor& input) override;
+  std::shared_ptr<Work> ReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                      ReduceOp op = ReduceOp::kSum) override;
+  std::shared_ptr<Work> Reduce(const Tensor& tensor, int root, ReduceOp op = ReduceOp::kSum) override;
+  std::shared_ptr<Work> Barrier() override;
+
+ private:
+  // What a running collective's steps need: its description (for errors) and its deadline.
+  struct Call {
+    std::string what;
+    absl::Time deadline;
+  };
+  ProcessGroupShm(std::unique_ptr<ShmChannel> channel, ProcessGroupShmOptions options);
+
+  // Queues `body` under the next sequence number. `name` e.g. "AllReduce(sum)", `payload` e.g.
+  // "1000 float32"; the Work's description is "<name> #<seq> of <payload> on rank <r>/<size> (shm)".
+  std::shared_ptr<Work> Issue(const std::string& name, const std::string& payload,
+                              std::function<absl::Status(const Call&)> body);
+  // The next step number (worker thread only).
+  uint32_t NextStep() { return ++step_; }
+
+  // Worker-thread bodies of the collectives; each moves its data in chunks of at most one slot.
+  absl::Status RunAllReduce(const Tensor& tensor, ReduceOp op, const Call& call);
+  absl::Status AllReduceChunk(char* data, size_t count, DType dtype, ReduceOp op, const Call& call);
+  absl::Status RunBroadcast(const Tensor& tensor, int root, const Call& call);
+  absl::Status RunAllGather(const std::vector<Tensor>& outputs, const Tensor& input, const Call& call);
+  absl::Status RunReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
+                                const Call& call);
+  absl::Status RunReduce(const Tensor& tensor, int root, ReduceOp op, const Call& call);
+  absl::Status RunBarrier(const Call& call);
+  // out[0..count) = op over ranks (in rank order) of slot(q, step)[offset .. offset + count elements).
+  void ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op, uint32_t step);
+
+  std::unique_ptr<ShmChannel> channel_;
+  const ProcessGroupShmOptions options_;
+  uint32_t step_ = 0;          // worker thread only
+  absl::Status broken_;        // worker thread only: the first failure, repeated by later collectives
+
+  absl::Mutex issue_mu_;
+  uint64_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
+  std::unique_ptr<WorkQueue> queue_;  // last: its thread uses the members above
+};
+
+}  // namespace ddp
+
+#endif  // DDP_COMM_PROCESS_GROUP_SHM_H_

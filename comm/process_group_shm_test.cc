@@ -1,0 +1,218 @@
+// ProcessGroupShm with ranks as threads over one MemoryStore: every collective against a sequential
+// reference (float32 and int64, every op, sizes around and beyond a slot), timeouts, and /dev/shm
+// left clean. The process tests (a SIGKILLed rank) are in tests/collectives_process_test.cc.
+#include "comm/process_group_shm.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "comm/memory_store.h"
+#include "gtest/gtest.h"
+#include "tensor/tensor.h"
+
+namespace ddp {
+namespace {
+
+// Calls fn(rank, group) on `world` threads, each with its own ProcessGroupShm over one MemoryStore, and
+// joins them; then every rank passes a barrier before its group is destroyed.
+void RunShmRanks(int world, const std::function<void(int rank, ProcessGroup& group)>& fn,
+                 const ProcessGroupShmOptions& options = {}) {
+  MemoryStore store;
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto group = ProcessGroupShm::Create(store, rank, world, options);
+      ASSERT_TRUE(group.ok()) << group.status();
+      fn(rank, **group);
+      EXPECT_TRUE((*group)->Barrier()->Wait(absl::Seconds(60)).ok()) << "final barrier of rank " << rank;
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// Entries of /dev/shm whose name starts with `tag`.
+std::vector<std::string> ShmEntries(const std::string& tag) {
+  std::vector<std::string> out;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return out;
+  while (dirent* e = readdir(dir)) {
+    if (absl::StartsWith(e->d_name, tag)) out.push_back(e->d_name);
+  }
+  closedir(dir);
+  return out;
+}
+
+// Rank r's element i: small integers, so every reduction order gives exact results.
+double Value(int rank, int64_t i, int salt) { return (rank + 1 + salt) * (i % 5 + 1) - 2; }
+
+template <typename T>
+Tensor Input(int rank, int64_t n, int salt, DType dtype) {
+  Tensor t = Tensor::Empty({n}, dtype);
+  T* p = static_cast<T*>(t.raw_data());
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(Value(rank, i, salt));
+  return t;
+}
+
+template <typename T>
+std::vector<T> Reference(int world, int64_t n, int salt, ReduceOp op, int shift = 0) {
+  std::vector<T> out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    T acc = static_cast<T>(Value(shift, i, salt));
+    for (int r = 1; r < world; ++r) {
+      const T x = static_cast<T>(Value(r + shift, i, salt));
+      if (op == ReduceOp::kSum || op == ReduceOp::kAvg) acc += x;
+      if (op == ReduceOp::kProduct) acc *= x;
+      if (op == ReduceOp::kMin) acc = std::min(acc, x);
+      if (op == ReduceOp::kMax) acc = std::max(acc, x);
+    }
+    if (op == ReduceOp::kAvg) {
+      if constexpr (std::is_integral_v<T>) {
+        acc = static_cast<T>(std::floor(static_cast<double>(acc) / world));
+      } else {
+        acc /= static_cast<T>(world);
+      }
+    }
+    out[i] = acc;
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<T> Values(const Tensor& t) {
+  const T* p = static_cast<const T*>(t.raw_data());
+  return std::vector<T>(p, p + t.numel());
+}
+
+struct Config {
+  int world;
+  size_t slot_bytes;  // small slots make 1001 and 5000 elements run in several chunks and the large path
+};
+
+class ShmCollectivesTest : public ::testing::TestWithParam<Config> {
+ protected:
+  ProcessGroupShmOptions Options() const {
+    ProcessGroupShmOptions options;
+    options.timeout = absl::Seconds(60);
+    options.channel.slot_bytes = GetParam().slot_bytes;
+    options.small_allreduce_bytes = std::min<size_t>(options.small_allreduce_bytes, GetParam().slot_bytes / 4);
+    return options;
+  }
+
+  template <typename T>
+  void CheckEveryCollective(DType dtype) {
+    const int world = GetParam().world;
+    RunShmRanks(world, [&](int rank, ProcessGroup& group) {
+      for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{1001}, int64_t{5000}}) {
+        int salt = 0;
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+          Tensor t = Input<T>(rank, n, ++salt % 3, dtype);
+          ASSERT_TRUE(group.AllReduce(t, op)->Wait(absl::Seconds(60)).ok());
+          EXPECT_EQ(Values<T>(t), Reference<T>(world, n, salt % 3, op)) << ReduceOpName(op) << " n=" << n;
+          Tensor r = Input<T>(rank, n, 1, dtype);
+          ASSERT_TRUE(group.Reduce(r, world - 1, op)->Wait(absl::Seconds(60)).ok());
+          if (rank == world - 1) {
+            EXPECT_EQ(Values<T>(r), Reference<T>(world, n, 1, op)) << "Reduce n=" << n;
+          }
+          Tensor out = Tensor::Empty({n}, dtype);
+          std::vector<Tensor> inputs;
+          for (int c = 0; c < world; ++c) inputs.push_back(Input<T>(rank + c, n, 0, dtype));
+          ASSERT_TRUE(group.ReduceScatter(out, inputs, op)->Wait(absl::Seconds(60)).ok());
+          EXPECT_EQ(Values<T>(out), Reference<T>(world, n, 0, op, rank)) << "ReduceScatter n=" << n;
+        }
+        for (int root : {0, world - 1}) {
+          Tensor b = Input<T>(rank, n, 2, dtype);
+          ASSERT_TRUE(group.Broadcast(b, root)->Wait(absl::Seconds(60)).ok());
+          EXPECT_EQ(Values<T>(b), Values<T>(Input<T>(root, n, 2, dtype))) << "Broadcast n=" << n;
+        }
+        std::vector<Tensor> outputs;
+        for (int q = 0; q < world; ++q) outputs.push_back(Tensor::Empty({n}, dtype));
+        ASSERT_TRUE(group.AllGather(outputs, Input<T>(rank, n, 3, dtype))->Wait(absl::Seconds(60)).ok());
+        for (int q = 0; q < world; ++q) EXPECT_EQ(Values<T>(outputs[q]), Values<T>(Input<T>(q, n, 3, dtype)));
+        ASSERT_TRUE(group.Barrier()->Wait(absl::Seconds(60)).ok());
+      }
+    }, Options());
+  }
+};
+
+TEST_P(ShmCollectivesTest, Float32MatchesTheSequentialReference) { CheckEveryCollective<float>(DType::kFloat32); }
+
+TEST_P(ShmCollectivesTest, Int64MatchesTheSequentialReference) { CheckEveryCollective<int64_t>(DType::kInt64); }
+
+INSTANTIATE_TEST_SUITE_P(WorldsAndSlots, ShmCollectivesTest,
+                         ::testing::Values(Config{1, 1 << 20}, Config{2, 1 << 20}, Config{3, 1 << 20},
+                                           Config{4, 1 << 20}, Config{2, 4096}, Config{3, 4096},
+                                           Config{4, 4096}),
+                         [](const ::testing::TestParamInfo<Config>& info) {
+                           return absl::StrCat("world", info.param.world, "_slot", info.param.slot_bytes);
+                         });
+
+TEST(ShmObjectsTest, ObjectCollectivesFromTheBaseClass) {
+  RunShmRanks(3, [](int rank, ProcessGroup& group) {
+    std::string data = rank == 2 ? std::string("hello\0world", 11) : "stale";
+    ASSERT_TRUE(group.BroadcastObject(&data, 2).ok());
+    EXPECT_EQ(data, std::string("hello\0world", 11));
+    std::vector<std::string> all;
+    ASSERT_TRUE(group.AllGatherObject(std::string(rank * 3, 'x'), &all).ok());
+    ASSERT_EQ(all.size(), 3u);
+    for (int q = 0; q < 3; ++q) EXPECT_EQ(all[q], std::string(q * 3, 'x'));
+  });
+}
+
+TEST(ShmSegmentsTest, NothingIsLeftInDevShm) {
+  ProcessGroupShmOptions options;
+  options.channel.name_tag = absl::StrCat("ddp-shm-test-", getpid());
+  RunShmRanks(3, [&](int rank, ProcessGroup& group) {
+    // Create unlinked the names once every rank had mapped every segment, before any collective (the
+    // barrier makes sure every rank's Create returned).
+    ASSERT_TRUE(group.Barrier()->Wait(absl::Seconds(60)).ok());
+    EXPECT_TRUE(ShmEntries(options.channel.name_tag).empty());
+    Tensor t = Input<float>(rank, 100000, 0, DType::kFloat32);
+    ASSERT_TRUE(group.AllReduce(t)->Wait(absl::Seconds(60)).ok());
+  }, options);
+  EXPECT_TRUE(ShmEntries(options.channel.name_tag).empty());
+}
+
+TEST(ShmTimeoutTest, TheErrorNamesTheCollectiveAndTheRankWaitedFor) {
+  ProcessGroupShmOptions options;
+  options.timeout = absl::Milliseconds(300);
+  MemoryStore store;
+  std::unique_ptr<ProcessGroupShm> groups[2];
+  std::thread peer([&] { groups[1] = *ProcessGroupShm::Create(store, 1, 2, options); });
+  groups[0] = *ProcessGroupShm::Create(store, 0, 2, options);
+  peer.join();
+  Tensor t = Input<float>(0, 10, 0, DType::kFloat32);
+  const absl::Time start = absl::Now();
+  absl::Status status = groups[0]->AllReduce(t)->Wait(absl::Seconds(10));  // rank 1 never calls
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "AllReduce(sum) #0 of 10 float32 on rank 0/2 (shm)")) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "waiting for rank 1")) << status;
+  // The group is broken: later collectives fail at once, and the peer learns it from the abort word.
+  EXPECT_FALSE(groups[0]->Barrier()->Wait(absl::Seconds(10)).ok());
+  groups[1]->Barrier()->Wait(absl::Seconds(10)).IgnoreError();  // may pass: rank 0 posted step 1
+  absl::Status peer_status = groups[1]->Barrier()->Wait(absl::Seconds(10));
+  EXPECT_EQ(peer_status.code(), absl::StatusCode::kUnavailable) << peer_status;
+  EXPECT_TRUE(absl::StrContains(peer_status.message(), "rank 0 failed")) << peer_status;
+}
+
+TEST(ShmCreateTest, AMissingRankIsNamed) {
+  ProcessGroupShmOptions options;
+  options.timeout = absl::Milliseconds(300);
+  MemoryStore store;
+  auto group = ProcessGroupShm::Create(store, 0, 2, options);
+  ASSERT_FALSE(group.ok());
+  EXPECT_TRUE(absl::StrContains(group.status().message(), "rank 1 never published")) << group.status();
+}
+
+}  // namespace
+}  // namespace ddp

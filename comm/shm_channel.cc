@@ -1,0 +1,306 @@
+#include "comm/shm_channel.h"
+
+#include <fcntl.h>
+#include <immintrin.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <random>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "comm/unique_fd.h"
+#include "tensor/check.h"
+
+// Note [Shared-memory protocol]
+// Every rank owns one segment: a control block (three step words, a sleeper count and an abort word,
+// each step word on its own cache line) and two data slots. Only the owner writes its segment; every
+// rank maps all segments. Collectives are cut into steps (one chunk of at most slot_bytes each); ranks
+// count steps identically because they issue the same collectives with the same shapes, so no global
+// barrier is needed per call: the step numbers themselves say who is where.
+//   * Before writing its slot for step s (slot s % 2), a rank waits until every peer's kDone reached
+//     s - 2: nobody still reads that slot (double buffering: step s+1 proceeds while a slow peer
+//     still reads step s).
+//   * After copying its input in, it posts kReady = s; a reader waits for the writer's kReady >= s.
+//   * Small all-reduces: every rank reduces all slots (in rank order, so every rank gets bit-identical
+//     results) into its output. Large ones: rank r reduces slice r of every slot into its output,
+//     copies it back into slice r of its own slot (no peer reads slice r of rank r's slot in this
+//     step) and posts kReduced = s; then it copies slice q from rank q's slot once q's kReduced >= s.
+//   * After its last read of step s a rank posts kDone = s. Words only grow, so waits compare ">=".
+// Waiting: spin for options.spin, then sleep on the word's futex (a shared futex: the word lives in
+// shared memory). Sleepers count themselves in the owner's control block, so Post makes the wake
+// system call only when someone sleeps (sequentially consistent store and load on both sides: either
+// the poster sees the sleeper or the sleeper sees the new value before it sleeps). A sleeper wakes
+// every liveness_interval to check the peers: each rank's pid (a pidfd, readable once the process
+// exited) and the peers' abort words. A rank that finds a peer dead, or fails otherwise, writes the
+// lost rank into its own abort word and wakes its words' sleepers, so the loss spreads to every
+// survivor within about one interval and nobody waits for the timeout.
+// Segments never leak: each is created with shm_open under a random name, and its owner unlinks the
+// name as soon as every rank has mapped every segment (or when Create fails), before any collective
+// runs; the mappings keep the memory alive, and the kernel frees it with the last mapping, whatever
+// way the processes end. Only a SIGKILL inside Create itself, between shm_open and the unlink, leaves
+// a name behind.
+
+namespace ddp {
+namespace {
+
+constexpr size_t kControlBytes = 4096;
+constexpr int kNumWords = 3;
+
+struct alignas(64) WordLine {
+  std::atomic<uint32_t> value;
+};
+
+// The control block at the start of every segment. Zero-initialised by ftruncate.
+struct Control {
+  WordLine words[kNumWords];
+  alignas(64) std::atomic<uint32_t> sleepers;  // threads sleeping on one of this segment's words
+  std::atomic<int32_t> abort;                  // 0: fine; 1: broken, lost rank unknown; r + 2: lost rank r
+};
+static_assert(sizeof(Control) <= kControlBytes, "control block must fit its page");
+
+bool Reached(uint32_t value, uint32_t step) { return static_cast<int32_t>(value - step) >= 0; }
+
+const char* WordName(ShmWord word) {
+  switch (word) {
+    case ShmWord::kReady:
+      return "post its input";
+    case ShmWord::kReduced:
+      return "post its reduced slice";
+    case ShmWord::kDone:
+      return "finish reading";
+  }
+  return "?";
+}
+
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout) {
+  const timespec ts = absl::ToTimespec(timeout);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void FutexWakeAll(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// A pidfd for `pid` (readable once the process exited), or -1 where the kernel has none.
+int OpenPidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  return -1;
+#endif
+}
+
+std::string SegmentKey(int rank) { return absl::StrCat("shm/segment/", rank); }
+std::string MappedKey(int rank) { return absl::StrCat("shm/mapped/", rank); }
+
+std::string RandomSuffix() {
+  std::random_device device;
+  return absl::StrCat(absl::Hex(static_cast<uint64_t>(device()) << 32 | device()));
+}
+
+}  // namespace
+
+struct ShmChannel::Peer {
+  char* base = nullptr;
+  size_t bytes = 0;
+  pid_t pid = 0;
+  UniqueFd pidfd;
+  Control* control() const { return reinterpret_cast<Control*>(base); }
+  std::atomic<uint32_t>& word(ShmWord w) const { return control()->words[static_cast<int>(w)].value; }
+};
+
+namespace {
+
+// Maps the segment called `name` of `bytes` bytes; the descriptor is closed again (the mapping stays).
+absl::StatusOr<char*> MapSegment(const std::string& name, size_t bytes, bool create) {
+  UniqueFd fd(shm_open(name.c_str(), create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600));
+  if (!fd.valid()) return absl::UnavailableError(absl::StrCat("shm_open(", name, "): ", std::strerror(errno)));
+  if (create && ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
+    return absl::ResourceExhaustedError(absl::StrCat("ftruncate(", name, ", ", bytes, "): ", std::strerror(errno)));
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+    return absl::FailedPreconditionError(absl::StrCat("segment ", name, " has ", st.st_size, " bytes, expected ",
+                                                      bytes, " (ranks started with different slot sizes?)"));
+  }
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (base == MAP_FAILED) return absl::ResourceExhaustedError(absl::StrCat("mmap(", name, "): ", std::strerror(errno)));
+  return static_cast<char*>(base);
+}
+
+// Reads rank `rank`'s "<pid> <bytes> <name>" from the store.
+absl::Status ReadPeerRecord(Store& store, int rank, absl::Duration timeout, pid_t* pid, size_t* bytes,
+                            std::string* name) {
+  absl::StatusOr<std::string> record = store.Get(SegmentKey(rank), timeout);
+  if (!record.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("rank ", rank, " never published its shared-memory segment: ", record.status().message()));
+  }
+  std::vector<std::string> parts = absl::StrSplit(*record, ' ');
+  int64_t pid64 = 0;
+  uint64_t bytes64 = 0;
+  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &pid64) || !absl::SimpleAtoi(parts[1], &bytes64)) {
+    return absl::DataLossError(absl::StrCat("rank ", rank, "'s segment record \"", *record, "\" is malformed"));
+  }
+  *pid = static_cast<pid_t>(pid64);
+  *bytes = bytes64;
+  *name = parts[2];
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ShmChannel::ShmChannel(int rank, int size, ShmChannelOptions options)
+    : rank_(rank), size_(size), options_(std::move(options)), peers_(size) {}
+
+ShmChannel::~ShmChannel() {
+  for (Peer& peer : peers_) {
+    if (peer.base != nullptr) munmap(peer.base, peer.bytes);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Create(Store& store, int rank, int size,
+                                                               const ShmChannelOptions& options) {
+  std::unique_ptr<ShmChannel> channel(new ShmChannel(rank, size, options));
+  const size_t bytes = kControlBytes + 2 * options.slot_bytes;
+  const std::string name = absl::StrCat("/", options.name_tag, "-", getpid(), "-", rank, "-", RandomSuffix());
+  Peer& self = channel->peers_[rank];
+  DDP_ASSIGN_OR_RETURN(self.base, MapSegment(name, bytes, /*create=*/true));
+  absl::Cleanup unlink_name = [&name] { shm_unlink(name.c_str()); };  // on every path out of Create
+  self.bytes = bytes;
+  self.pid = getpid();
+  DDP_RETURN_IF_ERROR(store.Set(SegmentKey(rank), absl::StrCat(getpid(), " ", bytes, " ", name)));
+  for (int q = 0; q < size; ++q) {
+    if (q == rank) continue;
+    Peer& peer = channel->peers_[q];
+    std::string peer_name;
+    DDP_RETURN_IF_ERROR(ReadPeerRecord(store, q, options.rendezvous_timeout, &peer.pid, &peer.bytes, &peer_name));
+    absl::StatusOr<char*> base = MapSegment(peer_name, peer.bytes, /*create=*/false);
+    if (!base.ok()) {
+      return absl::Status(base.status().code(), absl::StrCat("cannot map rank ", q, "'s segment (is rank ", q,
+                                                             " on another host?): ", base.status().message()));
+    }
+    peer.base = *base;
+    if (peer.pid != getpid()) peer.pidfd.Reset(OpenPidfd(peer.pid));
+  }
+  DDP_RETURN_IF_ERROR(store.Set(MappedKey(rank), "1"));
+  std::vector<std::string> mapped;
+  for (int q = 0; q < size; ++q) mapped.push_back(MappedKey(q));
+  if (absl::Status all = store.Wait(mapped, options.rendezvous_timeout); !all.ok()) {
+    return absl::UnavailableError(absl::StrCat("not every rank mapped the segments: ", all.message()));
+  }
+  return channel;
+}
+
+char* ShmChannel::Slot(int owner, uint32_t step) const {
+  return peers_[owner].base + kControlBytes + (step % 2) * options_.slot_bytes;
+}
+
+void ShmChannel::Post(ShmWord word, uint32_t step) {
+  Peer& self = peers_[rank_];
+  std::atomic<uint32_t>& w = self.word(word);
+  w.store(step, std::memory_order_seq_cst);
+  if (self.control()->sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll(&w);
+}
+
+absl::Status ShmChannel::WaitSlotFree(uint32_t step, absl::Time deadline, const std::string& what) {
+  if (step <= 2) return absl::OkStatus();
+  return WaitAll(ShmWord::kDone, step - 2, deadline, what);
+}
+
+absl::Status ShmChannel::WaitAll(ShmWord word, uint32_t step, absl::Time deadline, const std::string& what) {
+  for (int q = 0; q < size_; ++q) {
+    if (q != rank_) DDP_RETURN_IF_ERROR(Wait(q, word, step, deadline, what));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmChannel::Wait(int peer, ShmWord word, uint32_t step, absl::Time deadline, const std::string& what) {
+  std::atomic<uint32_t>& w = peers_[peer].word(word);
+  if (Reached(w.load(std::memory_order_acquire), step)) return absl::OkStatus();
+  const absl::Time spin_end = absl::Now() + options_.spin;
+  for (int i = 1;; ++i) {
+    _mm_pause();
+    if (Reached(w.load(std::memory_order_acquire), step)) return absl::OkStatus();
+    if (i % 64 == 0 && absl::Now() >= spin_end) break;
+  }
+  return Sleep(peer, word, step, deadline, what);
+}
+
+absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline,
+                               const std::string& what) {
+  std::atomic<uint32_t>& w = peers_[peer].word(word);
+  std::atomic<uint32_t>& sleepers = peers_[peer].control()->sleepers;
+  absl::Time next_check = absl::Now();
+  while (true) {
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = w.load(std::memory_order_seq_cst);
+    if (!Reached(seen, step)) {
+      FutexWait(&w, seen, std::max(absl::ZeroDuration(), std::min(options_.liveness_interval, deadline - absl::Now())));
+    }
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    const uint32_t now_value = w.load(std::memory_order_acquire);
+    if (Reached(now_value, step)) return absl::OkStatus();
+    const absl::Time now = absl::Now();
+    const bool check_processes = now >= next_check;
+    if (check_processes) next_check = now + options_.liveness_interval;
+    if (std::string lost = CheckPeers(check_processes); !lost.empty()) {
+      return absl::UnavailableError(absl::StrCat(what, ": ", lost));
+    }
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(what, ": timed out waiting for rank ", peer, " to ",
+                                                      WordName(word), " for step ", step, " (rank ", peer,
+                                                      " is at step ", now_value, ")"));
+    }
+  }
+}
+
+std::string ShmChannel::CheckPeers(bool check_processes) {
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    const Peer& peer = peers_[q];
+    bool exited = false;
+    if (check_processes && peer.pid != getpid()) {
+      if (peer.pidfd.valid()) {
+        pollfd p{peer.pidfd.get(), POLLIN, 0};
+        exited = poll(&p, 1, 0) > 0;
+      } else {
+        exited = kill(peer.pid, 0) != 0 && errno == ESRCH;
+      }
+    }
+    if (exited) {
+      Abort(q);
+      return absl::StrCat("lost rank ", q, " (process ", peer.pid, " exited)");
+    }
+    const int32_t abort = peer.control()->abort.load(std::memory_order_acquire);
+    if (abort != 0) {
+      Abort(abort >= 2 ? abort - 2 : -1);
+      if (abort >= 2) return absl::StrCat("lost rank ", abort - 2, " (reported by rank ", q, ")");
+      return absl::StrCat("rank ", q, " failed and left the group broken");
+    }
+  }
+  return "";
+}
+
+void ShmChannel::Abort(int lost_rank) {
+  Peer& self = peers_[rank_];
+  int32_t expected = 0;
+  self.control()->abort.compare_exchange_strong(expected, lost_rank >= 0 ? lost_rank + 2 : 1);
+  for (int w = 0; w < kNumWords; ++w) FutexWakeAll(&self.control()->words[w].value);
+}
+
+}  // namespace ddp

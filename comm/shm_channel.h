@@ -1,0 +1,98 @@
+// ShmChannel: the shared-memory segments and the step protocol under ProcessGroupShm (ranks of one host).
+// Each rank owns one POSIX shared-memory segment: a control block of step words and two data slots
+// (double buffers). Every rank maps every rank's segment, so a rank writes only its own slots and words
+// and reads anyone's. See Note [Shared-memory protocol] in comm/shm_channel.cc.
+#ifndef DDP_COMM_SHM_CHANNEL_H_
+#define DDP_COMM_SHM_CHANNEL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "comm/store.h"
+
+namespace ddp {
+
+struct ShmChannelOptions {
+  // Bytes of each of the two data slots of every rank's segment (a collective larger than a slot runs
+  // in chunks of at most this size).
+  size_t slot_bytes = size_t{1} << 20;
+  // How long a waiter spins before it sleeps on a futex (short: two ranks on two cores must not burn a
+  // core each while the other computes).
+  absl::Duration spin = absl::Microseconds(30);
+  // How often a sleeping waiter wakes to check that the rank it waits for is alive.
+  absl::Duration liveness_interval = absl::Milliseconds(100);
+  // Bound on the rendezvous (segment names and mappings exchanged through the store).
+  absl::Duration rendezvous_timeout = absl::Seconds(300);
+  // First part of the segment names in /dev/shm ("<tag>-<pid>-<rank>-<random>"); tests set their own
+  // to prove that nothing is left behind.
+  std::string name_tag = "ddp-shm";
+};
+
+// The step words each rank publishes in its own control block (all start at 0; steps count from 1).
+enum class ShmWord : int {
+  kReady = 0,    // the rank's input for this step is in its slot
+  kReduced = 1,  // the rank's reduced slice of this step is in its slot (large all-reduce)
+  kDone = 2,     // the rank finished reading every slot of this step (its slots may be reused)
+};
+
+// The mapped segments of a group of `size` ranks of one host. Not thread-safe: one thread (the
+// group's worker) drives it. The segments' names are unlinked before Create returns, so nothing is left
+// in /dev/shm whatever happens to the processes afterwards.
+class ShmChannel {
+ public:
+  // Creates this rank's segment, exchanges names and process ids through `store` (keys under "shm/"),
+  // maps every rank's segment, waits until every rank has mapped all of them, and unlinks its own name
+  // (also on failure). `store` is used only during Create. Errors name the rank that never arrived.
+  // REQUIRES: 0 <= rank < size.
+  static absl::StatusOr<std::unique_ptr<ShmChannel>> Create(Store& store, int rank, int size,
+                                                            const ShmChannelOptions& options);
+  // Unmaps the segments (the kernel frees a segment once its last mapping is gone).
+  ~ShmChannel();
+  ShmChannel(const ShmChannel&) = delete;
+  ShmChannel& operator=(const ShmChannel&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  size_t slot_bytes() const { return options_.slot_bytes; }
+
+  // Rank `owner`'s data slot for `step` (slot step % 2). Only the owner writes it.
+  char* Slot(int owner, uint32_t step) const;
+  // Blocks until every other rank's kDone word reached step - 2, so this rank may overwrite the slot
+  // of `step`. `what` names the collective in errors.
+  absl::Status WaitSlotFree(uint32_t step, absl::Time deadline, const std::string& what);
+  // Publishes `word` = `step` for this rank and wakes the peers sleeping on it.
+  void Post(ShmWord word, uint32_t step);
+  // Blocks until rank `peer`'s `word` reached `step`, `deadline` passed (DeadlineExceeded naming the
+  // word, step and peer), or a rank was lost (Unavailable naming it: its process exited, or a peer
+  // announced it lost). `what` prefixes the error.
+  absl::Status Wait(int peer, ShmWord word, uint32_t step, absl::Time deadline, const std::string& what);
+  // Wait for every rank other than this one.
+  absl::Status WaitAll(ShmWord word, uint32_t step, absl::Time deadline, const std::string& what);
+  // Announces that the group is broken (`lost_rank`, or -1 when unknown) so that ranks waiting on this
+  // one fail at their next check instead of at the timeout.
+  void Abort(int lost_rank);
+
+ private:
+  struct Peer;
+  ShmChannel(int rank, int size, ShmChannelOptions options);
+  // "" while every rank looks alive and no rank announced a loss; otherwise the reason, e.g. "lost rank
+  // 2 (process 81 exited)". Records the lost rank in this rank's own control block (Abort).
+  std::string CheckPeers(bool check_processes);
+  // Sleeps on a futex until rank `peer`'s `word` reached `step` (the slow path of Wait).
+  absl::Status Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline, const std::string& what);
+
+  const int rank_;
+  const int size_;
+  const ShmChannelOptions options_;
+  std::vector<Peer> peers_;  // index = rank, this rank included
+};
+
+}  // namespace ddp
+
+#endif  // DDP_COMM_SHM_CHANNEL_H_

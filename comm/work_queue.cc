@@ -1,0 +1,44 @@
+#include "comm/work_queue.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace ddp {
+
+WorkQueue::WorkQueue() : thread_([this] { Loop(); }) {}
+
+WorkQueue::~WorkQueue() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+void WorkQueue::Enqueue(std::shared_ptr<AsyncWork> work, Task task) {
+  absl::MutexLock lock(&mu_);
+  queue_.emplace_back(std::move(work), std::move(task));
+}
+
+void WorkQueue::Loop() {
+  while (true) {
+    std::pair<std::shared_ptr<AsyncWork>, Task> item;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](WorkQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) { return q->stopping_ || !q->queue_.empty(); },
+          this));
+      if (queue_.empty()) return;  // stopping with nothing left
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      if (stopping_) {
+        item.first->Complete(absl::CancelledError(
+            absl::StrCat(item.first->description(), ": process group destroyed before it ran")));
+        continue;
+      }
+    }
+    item.first->MarkStarted();
+    item.first->Complete(item.second());
+  }
+}
+
+}  // namespace ddp

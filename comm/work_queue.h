@@ -1,0 +1,45 @@
+// WorkQueue: runs a backend's collectives one at a time, in issue order, on its own thread, and
+// completes their AsyncWork handles.
+#ifndef DDP_COMM_WORK_QUEUE_H_
+#define DDP_COMM_WORK_QUEUE_H_
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "comm/async_work.h"
+
+namespace ddp {
+
+// One worker thread and a FIFO of (work, task). Thread-safe: any thread may Enqueue.
+class WorkQueue {
+ public:
+  // A task returns the status its work completes with.
+  using Task = std::function<absl::Status()>;
+
+  WorkQueue();
+  // Works still queued complete with kCancelled ("process group destroyed before it ran"); the task
+  // running now finishes first (its waits are bounded by the group's timeout). Then joins the thread.
+  ~WorkQueue();
+  WorkQueue(const WorkQueue&) = delete;
+  WorkQueue& operator=(const WorkQueue&) = delete;
+
+  // Queues `task`; the worker calls work->MarkStarted(), runs it and completes `work` with its status.
+  void Enqueue(std::shared_ptr<AsyncWork> work, Task task);
+
+ private:
+  void Loop();
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<std::pair<std::shared_ptr<AsyncWork>, Task>> queue_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;  // last: starts after the members above exist
+};
+
+}  // namespace ddp
+
+#endif  // DDP_COMM_WORK_QUEUE_H_
