@@ -75,7 +75,7 @@ absl::StatusOr<std::unique_ptr<Store>> MakeStore(const InitOptions& options, con
                                                  absl::Duration timeout) {
   const std::string& url = options.init_method;
   if (url == "env://")
-    return MakeTcpStore({launch.master_addr, launch.master_port}, launch, options.env, timeout);
+    return MakeTcpStore({launch.store_addr, launch.store_port}, launch, options.env, timeout);
   if (absl::StartsWith(url, "tcp://")) {
     DDP_ASSIGN_OR_RETURN(HostPort address, ParseTcpUrl(url));
     return MakeTcpStore(address, launch, options.env, timeout);

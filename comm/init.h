@@ -34,8 +34,10 @@ struct DistributedContext {
   std::unique_ptr<ProcessGroup> group;
 };
 
-// Joins the group described by `options`. env:// reads MASTER_ADDR/MASTER_PORT (rank 0 starts the TCP
-// store server unless DDP_STORE_IN_LAUNCHER=1 says ddprun already runs it); tcp://host:port is the same
+// Joins the group described by `options`. env:// reads MASTER_ADDR/MASTER_PORT, or DDP_STORE_ADDR/
+// DDP_STORE_PORT when set (ddprun's and Spawn's store, off the workers' MASTER_PORT: Note [Two ports] in
+// launch/worker_env.h); rank 0 starts the TCP store server unless DDP_STORE_IN_LAUNCHER=1 says the
+// launcher already runs it; tcp://host:port is the same
 // with an explicit address; file:///path uses a FileStore on a shared filesystem. Errors name the bad
 // variable, URL or backend, or the peers that did not arrive within the timeout.
 absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitOptions& options);

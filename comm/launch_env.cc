@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "comm/scheduler_env.h"
 #include "tensor/check.h"
 
 namespace ddp {
@@ -35,15 +36,19 @@ struct VariableNames {
 constexpr VariableNames kTorchrun = {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"};
 constexpr VariableNames kOpenMpi = {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                                     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"};
-constexpr VariableNames kSlurm = {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-                                  "SLURM_NTASKS_PER_NODE"};
+// Slurm's local world size is read by SlurmLocalWorldSize (its compressed form is no integer).
+constexpr VariableNames kSlurm = {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr};
 
 absl::Status ReadRanks(const EnvLookup& env, const VariableNames& names, LaunchEnv* out) {
   out->source = names.source;
   DDP_ASSIGN_OR_RETURN(out->rank, ReadInt(env, names.rank, std::nullopt));
   DDP_ASSIGN_OR_RETURN(out->world_size, ReadInt(env, names.world_size, std::nullopt));
   DDP_ASSIGN_OR_RETURN(out->local_rank, ReadInt(env, names.local_rank, out->rank));
-  DDP_ASSIGN_OR_RETURN(out->local_world_size, ReadInt(env, names.local_world_size, out->world_size));
+  if (names.local_world_size != nullptr) {
+    DDP_ASSIGN_OR_RETURN(out->local_world_size, ReadInt(env, names.local_world_size, out->world_size));
+  } else if (out->local_world_size < 1) {  // the caller found none
+    out->local_world_size = out->world_size;
+  }
   if (out->world_size < 1) return absl::InvalidArgumentError(absl::StrCat(names.world_size, " must be >= 1"));
   if (out->rank >= out->world_size) {
     return absl::InvalidArgumentError(
@@ -52,6 +57,64 @@ absl::Status ReadRanks(const EnvLookup& env, const VariableNames& names, LaunchE
   if (out->local_rank >= out->local_world_size) {
     return absl::InvalidArgumentError(absl::StrCat(names.local_rank, "=", out->local_rank, " is not below ",
                                                    names.local_world_size, "=", out->local_world_size));
+  }
+  return absl::OkStatus();
+}
+
+// This node's task count under srun: entry SLURM_NODEID of SLURM_NTASKS_PER_NODE (else
+// SLURM_TASKS_PER_NODE), expanded from forms such as "2(x3),1"; `unset` when neither is set.
+absl::StatusOr<int> SlurmLocalWorldSize(const EnvLookup& env, int unset) {
+  std::optional<std::string> value = env("SLURM_NTASKS_PER_NODE");
+  if (!value.has_value()) value = env("SLURM_TASKS_PER_NODE");
+  if (!value.has_value()) return unset;
+  DDP_ASSIGN_OR_RETURN(std::vector<int> counts, ExpandSlurmTasksPerNode(*value));
+  DDP_ASSIGN_OR_RETURN(int node, ReadInt(env, "SLURM_NODEID", 0));
+  if (counts.size() == 1) return counts[0];  // --ntasks-per-node=N: the same on every node
+  if (node >= static_cast<int>(counts.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SLURM_NODEID=", node, " has no entry in tasks per node \"", *value, "\""));
+  }
+  return counts[node];
+}
+
+// MASTER_ADDR derived from mpirun's or srun's variables (see ResolveLaunchEnv); nullopt when there is
+// nothing to derive it from.
+absl::StatusOr<std::optional<std::string>> DerivedMasterAddr(const EnvLookup& env, const std::string& source) {
+  if (source == "openmpi") {
+    if (env("OMPI_MCA_orte_num_nodes").value_or("") == "1") return std::optional<std::string>("127.0.0.1");
+    std::optional<std::string> uri = env("OMPI_MCA_orte_hnp_uri");
+    if (!uri.has_value()) return std::optional<std::string>();
+    return OpenMpiLauncherAddress(*uri);
+  }
+  if (source != "slurm") return std::optional<std::string>();
+  const std::string nodes = env("SLURM_STEP_NUM_NODES").value_or(env("SLURM_NNODES").value_or(""));
+  if (nodes == "1") return std::optional<std::string>("127.0.0.1");
+  for (const char* name : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
+    std::optional<std::string> list = env(name);
+    if (!list.has_value()) continue;
+    absl::StatusOr<std::vector<std::string>> hosts = ExpandSlurmNodeList(*list);
+    if (!hosts.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", hosts.status().message()));
+    return std::optional<std::string>(hosts->front());
+  }
+  return std::optional<std::string>();
+}
+
+// MASTER_ADDR/MASTER_PORT (or derived) and DDP_STORE_ADDR/DDP_STORE_PORT into `out`.
+absl::Status ReadAddresses(const EnvLookup& env, LaunchEnv* out) {
+  if (std::optional<std::string> addr = env("MASTER_ADDR"); addr.has_value()) {
+    out->master_addr = *addr;
+  } else {
+    DDP_ASSIGN_OR_RETURN(std::optional<std::string> derived, DerivedMasterAddr(env, out->source));
+    if (derived.has_value()) out->master_addr = *derived;
+  }
+  DDP_ASSIGN_OR_RETURN(out->master_port, ReadInt(env, "MASTER_PORT", 29500));
+  if (out->master_port < 1 || out->master_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("MASTER_PORT=", out->master_port, " is not a TCP port"));
+  }
+  out->store_addr = env("DDP_STORE_ADDR").value_or(out->master_addr);
+  DDP_ASSIGN_OR_RETURN(out->store_port, ReadInt(env, "DDP_STORE_PORT", out->master_port));
+  if (out->store_port < 1 || out->store_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("DDP_STORE_PORT=", out->store_port, " is not a TCP port"));
   }
   return absl::OkStatus();
 }
@@ -73,6 +136,7 @@ absl::StatusOr<LaunchEnv> ResolveLaunchEnv(const EnvLookup& env, int rank, int w
   } else if (env("OMPI_COMM_WORLD_RANK").has_value()) {
     DDP_RETURN_IF_ERROR(ReadRanks(env, kOpenMpi, &out));
   } else if (env("SLURM_PROCID").has_value()) {
+    DDP_ASSIGN_OR_RETURN(out.local_world_size, SlurmLocalWorldSize(env, /*unset=*/0));
     DDP_RETURN_IF_ERROR(ReadRanks(env, kSlurm, &out));
   } else {
     out.rank = rank >= 0 ? rank : 0;
@@ -93,11 +157,7 @@ absl::StatusOr<LaunchEnv> ResolveLaunchEnv(const EnvLookup& env, int rank, int w
                                                    " contradicts the environment's world size ",
                                                    out.world_size, " (", out.source, ")"));
   }
-  if (std::optional<std::string> addr = env("MASTER_ADDR"); addr.has_value()) out.master_addr = *addr;
-  DDP_ASSIGN_OR_RETURN(out.master_port, ReadInt(env, "MASTER_PORT", 29500));
-  if (out.master_port < 1 || out.master_port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("MASTER_PORT=", out.master_port, " is not a TCP port"));
-  }
+  DDP_RETURN_IF_ERROR(ReadAddresses(env, &out));
   return out;
 }
 

@@ -24,8 +24,12 @@ struct LaunchEnv {
   int world_size = 1;
   int local_rank = 0;
   int local_world_size = 1;
-  std::string master_addr = "127.0.0.1";  // MASTER_ADDR (default for single-process runs)
+  std::string master_addr = "127.0.0.1";  // MASTER_ADDR, else derived (below), else loopback
   int master_port = 29500;                // MASTER_PORT
+  // Where our TCP store is: DDP_STORE_ADDR/DDP_STORE_PORT when set (ddprun's and Spawn's own store,
+  // Note [Two ports] in launch/worker_env.h), else master_addr/master_port.
+  std::string store_addr = "127.0.0.1";
+  int store_port = 29500;
   std::string source = "default";        // "torchrun", "openmpi", "slurm" or "default" (nothing set)
 };
 
@@ -33,8 +37,15 @@ struct LaunchEnv {
 //   * RANK set: torchrun's RANK, WORLD_SIZE (required), LOCAL_RANK, LOCAL_WORLD_SIZE (default: rank and
 //     world size), MASTER_ADDR, MASTER_PORT.
 //   * else OMPI_COMM_WORLD_RANK set: OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE} (mpirun).
-//   * else SLURM_PROCID set: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE (srun).
+//   * else SLURM_PROCID set: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and this node's (SLURM_NODEID)
+//     entry of SLURM_NTASKS_PER_NODE or SLURM_TASKS_PER_NODE, compressed forms such as "2(x3),1"
+//     included (srun).
 //   * else a single process: rank 0 of 1.
+// MASTER_ADDR, when unset, is derived: under mpirun, 127.0.0.1 on one node (OMPI_MCA_orte_num_nodes=1),
+// else the first IPv4 address of mpirun's host (OMPI_MCA_orte_hnp_uri; right when rank 0 runs there,
+// mpirun's default mapping when it runs on the first host); under srun, 127.0.0.1 on one node
+// (SLURM_STEP_NUM_NODES or SLURM_NNODES = 1), else the first host of SLURM_STEP_NODELIST (else
+// SLURM_JOB_NODELIST, SLURM_NODELIST), where srun puts rank 0. MASTER_PORT defaults to 29500.
 // `rank` / `world_size` >= 0 are explicit values that override nothing: they must agree with the
 // environment when it sets them too. Errors name the variable: missing, not an integer, out of range
 // (RANK >= WORLD_SIZE) or contradicting the explicit value.

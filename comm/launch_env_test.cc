@@ -4,6 +4,9 @@
 
 #include <map>
 
+#include "comm/scheduler_env.h"
+#include "gmock/gmock.h"
+
 namespace ddp {
 namespace {
 
@@ -79,6 +82,85 @@ TEST(LaunchEnvTest, TimeoutFromEnvironment) {
   EXPECT_NE(ResolveFailureReportWindow(Fake({{"DDP_FAILURE_REPORT_WINDOW_S", "soon"}})).status().message().find(
                 "DDP_FAILURE_REPORT_WINDOW_S=\"soon\" is not a non-negative number of seconds"),
             std::string::npos);
+}
+
+TEST(LaunchEnvTest, DdprunStoreAddressIsPreferredForTheStore) {
+  auto env = ResolveLaunchEnv(Fake({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.1"},
+                                    {"MASTER_PORT", "1234"}}));
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->store_addr, "10.0.0.1");
+  EXPECT_EQ(env->store_port, 1234);
+  env = ResolveLaunchEnv(Fake({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.1"},
+                               {"MASTER_PORT", "1234"}, {"DDP_STORE_ADDR", "10.0.0.2"}, {"DDP_STORE_PORT", "29400"}}));
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->master_port, 1234);
+  EXPECT_EQ(env->store_addr, "10.0.0.2");
+  EXPECT_EQ(env->store_port, 29400);
+  EXPECT_EQ(ResolveLaunchEnv(Fake({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"DDP_STORE_PORT", "0"}})).status().message(),
+            "DDP_STORE_PORT=0 is not a TCP port");
+}
+
+TEST(LaunchEnvTest, MasterAddrFromMpirunsHost) {
+  std::map<std::string, std::string> vars = {
+      {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_MCA_orte_num_nodes", "2"},
+      {"OMPI_MCA_orte_hnp_uri", "461307904.0;tcp://10.0.0.5,192.168.1.5:43541;tcp6://[fd00::2]:55791"}};
+  EXPECT_EQ(ResolveLaunchEnv(Fake(vars))->master_addr, "10.0.0.5");
+  vars["OMPI_MCA_orte_num_nodes"] = "1";
+  EXPECT_EQ(ResolveLaunchEnv(Fake(vars))->master_addr, "127.0.0.1");
+  vars["MASTER_ADDR"] = "host0";  // an exported MASTER_ADDR wins
+  EXPECT_EQ(ResolveLaunchEnv(Fake(vars))->master_addr, "host0");
+}
+
+TEST(LaunchEnvTest, SlurmMasterAddrAndCompressedTasksPerNode) {
+  std::map<std::string, std::string> vars = {
+      {"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "7"}, {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "1"},
+      {"SLURM_NNODES", "4"}, {"SLURM_JOB_NODELIST", "gpu[07-09,12]"}, {"SLURM_TASKS_PER_NODE", "2(x3),1"}};
+  auto env = ResolveLaunchEnv(Fake(vars));
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->master_addr, "gpu07");
+  EXPECT_EQ(env->local_world_size, 2);
+  vars["SLURM_STEP_NODELIST"] = "gpu[08-09]";  // the step's first node runs rank 0
+  vars["SLURM_NODEID"] = "3";
+  vars["SLURM_LOCALID"] = "0";
+  env = ResolveLaunchEnv(Fake(vars));
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->master_addr, "gpu08");
+  EXPECT_EQ(env->local_world_size, 1);
+  vars["SLURM_NTASKS_PER_NODE"] = "2";  // --ntasks-per-node: one count for every node
+  EXPECT_EQ(ResolveLaunchEnv(Fake(vars))->local_world_size, 2);
+  vars["SLURM_NNODES"] = "1";
+  EXPECT_EQ(ResolveLaunchEnv(Fake(vars))->master_addr, "127.0.0.1");
+  vars["SLURM_NTASKS_PER_NODE"] = "2(x";
+  EXPECT_THAT(std::string(ResolveLaunchEnv(Fake(vars)).status().message()),
+              ::testing::HasSubstr("Slurm tasks per node \"2(x\""));
+}
+
+TEST(SchedulerEnvTest, ExpandsSlurmNodeLists) {
+  using ::testing::ElementsAre;
+  EXPECT_THAT(*ExpandSlurmNodeList("node[01-04,07]"), ElementsAre("node01", "node02", "node03", "node04", "node07"));
+  EXPECT_THAT(*ExpandSlurmNodeList("a1,b[8-10],c"), ElementsAre("a1", "b8", "b9", "b10", "c"));
+  EXPECT_THAT(*ExpandSlurmNodeList("r[1-2]n[09-10]"), ElementsAre("r1n09", "r1n10", "r2n09", "r2n10"));
+  EXPECT_THAT(*ExpandSlurmNodeList("x[5]-ib"), ElementsAre("x5-ib"));
+  EXPECT_THAT(*ExpandSlurmNodeList("host"), ElementsAre("host"));
+  for (const char* bad : {"", "node[1-", "node]1[", "node[4-2]", "node[a-b]", "a,,b", "n[0-99999999]"}) {
+    EXPECT_EQ(ExpandSlurmNodeList(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(SchedulerEnvTest, ExpandsSlurmTasksPerNode) {
+  using ::testing::ElementsAre;
+  EXPECT_THAT(*ExpandSlurmTasksPerNode("2(x3),1"), ElementsAre(2, 2, 2, 1));
+  EXPECT_THAT(*ExpandSlurmTasksPerNode("4"), ElementsAre(4));
+  EXPECT_THAT(*ExpandSlurmTasksPerNode("1,3(x2)"), ElementsAre(1, 3, 3));
+  for (const char* bad : {"", "2(x0)", "2(3)", "x", "2(x3", "0"}) {
+    EXPECT_FALSE(ExpandSlurmTasksPerNode(bad).ok()) << bad;
+  }
+}
+
+TEST(SchedulerEnvTest, OpenMpiLauncherAddress) {
+  EXPECT_EQ(OpenMpiLauncherAddress("461307904.0;tcp://192.0.2.2:43541;tcp6://[fd00::2]:55791"), "192.0.2.2");
+  EXPECT_EQ(OpenMpiLauncherAddress("1.0;tcp6://[fd00::2]:1;tcp://10.0.0.1,10.0.0.2:5"), "10.0.0.1");
+  EXPECT_EQ(OpenMpiLauncherAddress("1.0;tcp6://[fd00::2]:1"), std::nullopt);
 }
 
 }  // namespace

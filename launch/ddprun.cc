@@ -1,6 +1,6 @@
 // ddprun: torchrun for this engine. Starts --nproc_per_node workers running the given program with
 // RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, ... set (launch/worker_env.h); node 0 also
-// hosts the TCP store. Examples:
+// hosts the TCP store, on its own port (Note [Two ports]), so PyTorch DDP scripts run unchanged. Examples:
 //   ddprun --nproc_per_node=4 bazel-bin/examples/train --model=mlp
 //   ddprun --nnodes=2 --node_rank=1 --master_addr=10.0.0.1 --job_token=$TOKEN -- ./train
 // Exit code: 0, or the first failing worker's code (128 + signal), see launch/launcher.h.
@@ -18,8 +18,10 @@
 ABSL_FLAG(int, nproc_per_node, 1, "Workers to start on this node.");
 ABSL_FLAG(int, nnodes, 1, "Nodes in the job (one ddprun per node).");
 ABSL_FLAG(int, node_rank, 0, "This node's index in [0, nnodes); node 0 hosts the store.");
-ABSL_FLAG(std::string, master_addr, "127.0.0.1", "Address of node 0 (MASTER_ADDR).");
-ABSL_FLAG(int, master_port, 29500, "Port of the store on node 0 (MASTER_PORT); 0 picks one.");
+ABSL_FLAG(std::string, master_addr, "127.0.0.1", "Address of node 0 (MASTER_ADDR, DDP_STORE_ADDR).");
+ABSL_FLAG(int, master_port, 29500,
+          "Port of ddprun's store on node 0 (DDP_STORE_PORT); 0 picks one. The workers' MASTER_PORT is "
+          "another, free port of node 0, for their own rendezvous (a PyTorch script's TCPStore).");
 ABSL_FLAG(int, max_restarts, 0, "Restarts of the local worker group after a failure.");
 ABSL_FLAG(std::string, log_dir, "", "Also write each rank's output to <log_dir>/rank_N.log.");
 ABSL_FLAG(std::string, redirect, "all",

@@ -12,7 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/job_token.h"
+#include "absl/strings/numbers.h"
 #include "comm/prefix_store.h"
+#include "comm/socket_util.h"
 #include "comm/store_exposure.h"
 #include "comm/store_keys.h"
 #include "comm/tcp_store_client.h"
@@ -99,6 +101,59 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> StartStore(const LaunchOptions& 
   return server;
 }
 
+// How long a node other than 0 waits for node 0's store and its word on MASTER_PORT (torchrun's join
+// timeout).
+constexpr absl::Duration kNodeJoinTimeout = absl::Seconds(900);
+constexpr char kWorkerMasterPortKey[] = "ddprun/worker_master_port";
+
+// A port that is free on every interface of this host now (PyTorch's rank 0 binds them all).
+absl::StatusOr<int> PickFreePort() {
+  DDP_ASSIGN_OR_RETURN(UniqueFd fd, ListenTcp("0.0.0.0", 0, 1));
+  return LocalPort(fd.get());
+}
+
+// The workers' MASTER_PORT (Note [Two ports]): node 0 picks a free port and, in a multi-node job,
+// publishes it in its store; the other nodes read it from there.
+absl::StatusOr<int> AgreeWorkerMasterPort(const LaunchOptions& options, int store_port,
+                                          const std::string& token) {
+  int port = 0;
+  if (options.node_rank == 0) {
+    DDP_ASSIGN_OR_RETURN(port, PickFreePort());
+    if (options.nnodes == 1) return port;
+  }
+  TcpStoreClientOptions client_options;
+  client_options.host = options.node_rank == 0 ? "127.0.0.1" : options.master_addr;
+  client_options.port = store_port;
+  client_options.job_token = token;
+  client_options.connect_timeout = kNodeJoinTimeout;
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> client, TcpStoreClient::Create(client_options));
+  if (options.node_rank == 0) {
+    DDP_RETURN_IF_ERROR(client->Set(kWorkerMasterPortKey, absl::StrCat(port)));
+    return port;
+  }
+  DDP_ASSIGN_OR_RETURN(std::string text, client->Get(kWorkerMasterPortKey, kNodeJoinTimeout));
+  if (!absl::SimpleAtoi(text, &port)) {
+    return absl::InternalError(absl::StrCat("node 0 published MASTER_PORT \"", text, "\""));
+  }
+  return port;
+}
+
+// The layout of the first attempt; prints torchrun's notice when it sets OMP_NUM_THREADS=1.
+absl::StatusOr<JobLayout> FirstLayout(const LaunchOptions& options, int store_port, const std::string& token) {
+  JobLayout layout;
+  layout.nproc_per_node = options.nproc_per_node;
+  layout.nnodes = options.nnodes;
+  layout.node_rank = options.node_rank;
+  layout.master_addr = options.master_addr;
+  layout.store_port = store_port;
+  DDP_ASSIGN_OR_RETURN(layout.master_port, AgreeWorkerMasterPort(options, store_port, token));
+  layout.max_restarts = options.max_restarts;
+  layout.job_token = token;
+  layout.default_omp_num_threads = options.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr;
+  if (layout.default_omp_num_threads) WriteFully(2, kOmpNumThreadsNotice);
+  return layout;
+}
+
 void ReportFailure(const GroupOutcome& outcome) {
   Say(absl::StrCat("rank ", outcome.failed_rank, " failed first with exit code ", outcome.exit_code,
                    outcome.exit_code > 128 ? absl::StrCat(" (signal ", outcome.exit_code - 128, ")")
@@ -113,7 +168,7 @@ void ReportFailure(const GroupOutcome& outcome) {
 void RecordExitNotice(const JobLayout& layout, int restart, int rank, int exit_code) {
   TcpStoreClientOptions options;
   options.host = layout.master_addr;
-  options.port = layout.master_port;
+  options.port = layout.store_port;
   options.job_token = layout.job_token;
   options.connect_timeout = absl::Seconds(2);
   options.io_timeout = absl::Seconds(2);
@@ -159,16 +214,14 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
   }
   const std::string token = ChooseJobToken(options);
   std::unique_ptr<TcpStoreServer> store;
-  int port = options.master_port;
+  int store_port = options.master_port;
   if (options.node_rank == 0) {
     DDP_ASSIGN_OR_RETURN(store, StartStore(options, token));
-    port = store->port();
+    store_port = store->port();
   }
-  ScopedSignalPipe signals;
   WorkerGroupConfig config;
-  config.layout = JobLayout{options.nproc_per_node, options.nnodes,      options.node_rank,
-                            options.master_addr,    port,                0,
-                            options.max_restarts,   token};
+  DDP_ASSIGN_OR_RETURN(config.layout, FirstLayout(options, store_port, token));
+  ScopedSignalPipe signals;
   config.command = options.command;
   config.redirect = options.redirect;
   config.log_dir = options.log_dir;

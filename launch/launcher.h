@@ -22,9 +22,10 @@ struct LaunchOptions {
   int nnodes = 1;
   // This node's index in [0, nnodes). Node 0 hosts the TCP store server.
   int node_rank = 0;
-  // Address of node 0, where the store listens (MASTER_ADDR for the workers).
+  // Address of node 0, where the store listens (MASTER_ADDR and DDP_STORE_ADDR for the workers).
   std::string master_addr = "127.0.0.1";
-  // Port of the store (MASTER_PORT). 0 picks a free port (single-node jobs only).
+  // Port of ddprun's store (DDP_STORE_PORT). 0 picks a free port (single-node jobs only). The workers'
+  // MASTER_PORT is another, free port of node 0 (Note [Two ports] in launch/worker_env.h).
   int master_port = 29500;
   // How many times the whole local worker group is restarted after a failure. The store (and its
   // keys) lives on across restarts: workers should put DDP_RESTART_COUNT into their keys (e.g. a

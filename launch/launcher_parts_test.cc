@@ -43,6 +43,31 @@ TEST(WorkerEnvironmentTest, GlobalRankAndWorldSizeSpanNodes) {
   EXPECT_EQ(WorkerEnvironment(layout, 0).count("DDP_JOB_TOKEN"), 0u);
 }
 
+// Every variable torchrun 1.13 sets; ddprun's store on its own port (Note [Two ports]).
+TEST(WorkerEnvironmentTest, TorchrunsVariablesAndTheStoreOffMasterPort) {
+  JobLayout layout;
+  layout.nproc_per_node = 3;
+  layout.nnodes = 2;
+  layout.node_rank = 1;
+  layout.master_addr = "10.0.0.1";
+  layout.master_port = 1234;
+  layout.store_port = 29500;
+  layout.max_restarts = 4;
+  auto env = WorkerEnvironment(layout, 2);
+  EXPECT_EQ(env["ROLE_RANK"], "5");
+  EXPECT_EQ(env["ROLE_WORLD_SIZE"], "6");
+  EXPECT_EQ(env["GROUP_WORLD_SIZE"], "2");
+  EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "4");
+  EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "none");
+  EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "False");
+  EXPECT_EQ(env["MASTER_PORT"], "1234");
+  EXPECT_EQ(env["DDP_STORE_ADDR"], "10.0.0.1");
+  EXPECT_EQ(env["DDP_STORE_PORT"], "29500");
+  EXPECT_EQ(env.count("OMP_NUM_THREADS"), 0u);
+  layout.default_omp_num_threads = true;
+  EXPECT_EQ(WorkerEnvironment(layout, 0)["OMP_NUM_THREADS"], "1");
+}
+
 const std::vector<std::string> kValueFlags = {"nproc_per_node", "master_port"};
 
 TEST(SplitLauncherArgsTest, StopsAtFirstPositional) {

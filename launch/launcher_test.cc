@@ -44,7 +44,7 @@ TEST(LauncherTest, ThreeWorkersGetTheirEnvironment) {
                            "echo R=$RANK W=$WORLD_SIZE L=$LOCAL_RANK LW=$LOCAL_WORLD_SIZE "
                            "G=$GROUP_RANK A=$MASTER_ADDR C=$TORCHELASTIC_RESTART_COUNT "
                            "D=$DDP_RESTART_COUNT S=$DDP_STORE_IN_LAUNCHER T=${#DDP_JOB_TOKEN} "
-                           "P=$MASTER_PORT"});
+                           "P=$MASTER_PORT SP=$DDP_STORE_PORT O=$OMP_NUM_THREADS"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::set<std::string> ports;
   for (int rank = 0; rank < 3; ++rank) {
@@ -56,8 +56,16 @@ TEST(LauncherTest, ThreeWorkersGetTheirEnvironment) {
       ports.insert(r.out.substr(at + expected.size(), r.out.find('\n', at) - at - expected.size()));
     }
   }
-  ASSERT_EQ(ports.size(), 1u) << r.out;  // Everyone got the same, real port.
-  EXPECT_NE(*ports.begin(), "0");
+  ASSERT_EQ(ports.size(), 1u) << r.out;  // Everyone got the same, real ports.
+  const std::vector<std::string> p = absl::StrSplit(*ports.begin(), ' ');
+  ASSERT_EQ(p.size(), 3u) << r.out;
+  EXPECT_NE(p[0], "0");
+  EXPECT_NE(p[0], "SP=0");
+  EXPECT_NE(absl::StrCat("SP=", p[0]), p[1]) << "the store must not hold the workers' MASTER_PORT";
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    EXPECT_EQ(p[2], "O=1");
+    EXPECT_THAT(r.err, HasSubstr("Setting OMP_NUM_THREADS environment variable for each process to be 1"));
+  }
 }
 
 TEST(LauncherTest, WorkersRendezvousThroughTheLaunchersStore) {

@@ -1,53 +1,54 @@
+// Spawn starts real processes: runs launch/spawn_check (which calls Spawn on itself) and checks its
+// ranks rendezvous, and that a failing rank is named with how it ended while the others are stopped.
 #include "launch/spawn.h"
 
-#include <atomic>
-#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "comm/memory_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/process.h"
 
 namespace ddp {
 namespace {
 
-TEST(SpawnTest, RanksRendezvousThroughASharedMemoryStore) {
-  MemoryStore store;
-  absl::Status status = Spawn(4, [&](int rank) -> absl::Status {
-    absl::Status s = store.Set(absl::StrCat("rank", rank), "here");
-    if (!s.ok()) return s;
-    return store.Wait({"rank0", "rank1", "rank2", "rank3"}, absl::Seconds(10));
-  });
-  EXPECT_TRUE(status.ok()) << status;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+ProcessResult RunSpawnCheck(std::vector<std::string> args) {
+  args.insert(args.begin(), Runfile("launch/spawn_check"));
+  RunOptions options;
+  options.timeout = absl::Seconds(60);
+  return RunProcess(args, options);
 }
 
-TEST(SpawnTest, ReturnsTheFirstErrorNamedByRank) {
-  absl::Status status = Spawn(3, [](int rank) -> absl::Status {
-    if (rank == 2) return absl::InvalidArgumentError("bad shape");
-    return absl::OkStatus();
-  });
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "rank 2: bad shape");
+TEST(SpawnTest, ThreeProcessesJoinOneGroup) {
+  const ProcessResult r = RunSpawnCheck({"--nprocs=3"});
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[rank ", rank, "] rank ", rank, " of 3: sum 6 env ok")));
+  }
+  EXPECT_THAT(r.out, HasSubstr("spawn ok"));
+  // The code before Spawn runs in the parent and in each child; the code after it in the parent only.
+  EXPECT_EQ(r.out.find("spawn ok"), r.out.rfind("spawn ok"));
+  EXPECT_THAT(r.out, HasSubstr("[rank 2] before Spawn (every process)"));
 }
 
-TEST(SpawnTest, FirstErrorInTimeWins) {
-  absl::Status status = Spawn(2, [](int rank) -> absl::Status {
-    if (rank == 0) {
-      absl::SleepFor(absl::Milliseconds(200));
-      return absl::InternalError("late");
-    }
-    return absl::DeadlineExceededError("early");
-  });
-  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("rank 1: early"));
+TEST(SpawnTest, AnErrorStatusNamesTheRankAndItsMessage) {
+  const ProcessResult r = RunSpawnCheck({"--nprocs=2", "--fail_rank=1", "--fail_how=status"});
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("Spawn: rank 1 failed first: it exited with code 1"));
+  EXPECT_THAT(r.err, HasSubstr("spawned rank 1: INVALID_ARGUMENT: bad shape"));
+  EXPECT_THAT(r.out, Not(HasSubstr("spawn ok")));
 }
 
-TEST(SpawnTest, ExceptionsBecomeErrors) {
-  absl::Status status = Spawn(2, [](int rank) -> absl::Status {
-    if (rank == 1) throw std::runtime_error("boom");
-    return absl::OkStatus();
-  });
-  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("rank 1: uncaught exception: boom"));
+TEST(SpawnTest, ASignalIsNamedAndTheOthersAreStopped) {
+  const ProcessResult r =
+      RunSpawnCheck({"--nprocs=3", "--fail_rank=2", "--fail_how=signal", "--others_sleep_s=50"});
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("Spawn: rank 2 failed first: it died of signal 9"));
+  EXPECT_LT(r.elapsed, absl::Seconds(30)) << "the sleeping ranks were not stopped";
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Test worker for ddprun: proves the launcher's store, token and variables work together.
+// Test worker for ddprun: proves the launcher's store (DDP_STORE_ADDR/DDP_STORE_PORT), token and
+// variables work together.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -24,11 +25,11 @@ int Fail(const absl::Status& status) {
 
 int main() {
   int port = 0, world = 0;
-  if (!absl::SimpleAtoi(Env("MASTER_PORT"), &port) || !absl::SimpleAtoi(Env("WORLD_SIZE"), &world)) {
-    return Fail(absl::InvalidArgumentError("MASTER_PORT/WORLD_SIZE not set"));
+  if (!absl::SimpleAtoi(Env("DDP_STORE_PORT"), &port) || !absl::SimpleAtoi(Env("WORLD_SIZE"), &world)) {
+    return Fail(absl::InvalidArgumentError("DDP_STORE_PORT/WORLD_SIZE not set"));
   }
   ddp::TcpStoreClientOptions options;
-  options.host = Env("MASTER_ADDR");
+  options.host = Env("DDP_STORE_ADDR");
   options.port = port;  // Token from DDP_JOB_TOKEN.
   options.connect_timeout = absl::Seconds(10);
   auto client = ddp::TcpStoreClient::Create(options);
