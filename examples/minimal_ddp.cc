@@ -8,17 +8,26 @@
 //   accuracy: all_reduce(correct), all_reduce(count)
 //
 // Run: bazel-bin/launch/ddprun --nproc_per_node=2 bazel-bin/examples/minimal_ddp
+//  or: bazel-bin/examples/minimal_ddp --nprocs=2          (no launcher: Spawn, as mp.spawn)
+//  or: mpirun -np 2 bazel-bin/examples/minimal_ddp         (or srun)
 #include <cstdio>
 #include <numeric>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
 #include "comm/init.h"
 #include "data/fashion_mnist.h"
 #include "ddp/distributed_data_parallel.h"
+#include "launch/spawn.h"
 #include "nn/models.h"
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
+
+ABSL_FLAG(int, nprocs, 0,
+          "Start this many ranks of this program itself (Spawn, as torch.multiprocessing.spawn); 0: the "
+          "ranks were started by a launcher (ddprun, mpirun, srun).");
 
 namespace {
 
@@ -38,8 +47,12 @@ std::vector<int64_t> Strided(int64_t size, int rank, int world) {
 
 }  // namespace
 
-int main() {
-  using namespace ddp;  // NOLINT: a short example
+namespace ddp {
+
+void Evaluate(Module& model, ProcessGroup& group);
+
+// One epoch of DDP training on this rank's shard, then the evaluation. Exits the process on an error.
+void Train() {
   // 1. Join the group described by RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (set by ddprun).
   auto dist = InitProcessGroup(InitOptions{});
   OrDie(dist.status());
@@ -58,9 +71,7 @@ int main() {
 
   // 3. This rank's shard of the training set; one epoch of batches of 64.
   auto train = LoadFashionMnist(kDefaultFashionMnistDir, Split::kTrain);
-  auto test = LoadFashionMnist(kDefaultFashionMnistDir, Split::kTest);
   OrDie(train.status());
-  OrDie(test.status());
   const std::vector<int64_t> shard = Strided((*train)->Size() / world * world, rank, world);  // equal counts
   for (size_t begin = 0; begin + 64 <= shard.size(); begin += 64) {
     Example batch = *(*train)->GetBatch({shard.begin() + begin, shard.begin() + begin + 64});
@@ -75,13 +86,19 @@ int main() {
   // 4. Rank 0 saves a checkpoint; the others wait until it is written.
   if (rank == 0) OrDie(SaveModuleToSafetensors(*model, "/tmp/minimal_ddp.safetensors"));
   OrDie(group.Barrier()->Wait(group.timeout()));
+  Evaluate(*model, group);
+}
 
-  // 5. Distributed accuracy: each rank scores its share of the test set, then sum (correct, count).
-  model->Eval();
+// 5. Distributed accuracy: each rank scores its share of the test set, then sum (correct, count).
+void Evaluate(Module& model, ProcessGroup& group) {
+  const int rank = group.rank(), world = group.size();
+  auto test = LoadFashionMnist(kDefaultFashionMnistDir, Split::kTest);
+  OrDie(test.status());
+  model.Eval();
   NoGradGuard no_grad;
   const std::vector<int64_t> mine = Strided((*test)->Size(), rank, world);
   Example batch = *(*test)->GetBatch(mine);
-  std::vector<int64_t> predicted = Argmax(model->Forward(batch.input), 1).ToVector<int64_t>();
+  std::vector<int64_t> predicted = Argmax(model.Forward(batch.input), 1).ToVector<int64_t>();
   std::vector<int64_t> labels = batch.target.ToVector<int64_t>();
   Tensor totals = Tensor::Empty({2}, DType::kInt64);
   totals.data<int64_t>()[0] = 0;
@@ -93,5 +110,19 @@ int main() {
                 static_cast<double>(totals.data<int64_t>()[0]) / totals.data<int64_t>()[1],
                 static_cast<long>(totals.data<int64_t>()[1]), world);
   }
+}
+
+}  // namespace ddp
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const int nprocs = absl::GetFlag(FLAGS_nprocs);
+  if (nprocs <= 0) {
+    ddp::Train();  // started by a launcher, which set RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+    return 0;
+  }
+  // mp.spawn(train, nprocs=N): each rank is this program run again with RANK etc. set; in those
+  // processes Spawn runs the function and exits, here it waits for all of them.
+  OrDie(ddp::Spawn([](int) { ddp::Train(); return absl::OkStatus(); }, nprocs));
   return 0;
 }

@@ -18,6 +18,7 @@ PACKAGES=(
   python3-torch          # PyTorch 1.13 CPU for /usr/bin/python3: the benchmark reference and fixture generator
   gnuplot-nox            # plots in bench/
   iproute2               # network namespaces for the multi-host tests
+  libopenmpi-dev openmpi-bin  # mpirun, for the test that starts examples/minimal_ddp under a real mpirun
   clang-14 libclang-rt-14-dev  # libFuzzer for tools/fuzz_store_protocol.sh
 )
 
