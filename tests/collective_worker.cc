@@ -4,7 +4,7 @@
 // all-reduce) and compares every result with a sequential reference it computes itself: every rank's
 // input is a pure function of (rank, element, salt), so each rank knows all of them.
 //
-//   ddprun --nproc_per_node=4 --master_port=0 bazel-bin/tests/collective_worker [--large]
+//   ddprun --nproc_per_node=4 --master_port=0 bazel-bin/tests/collective_worker [--large] [--backend=shm]
 //
 // Failure injection (tests/collectives_process_test.cc): with --die_at_rank=R every rank loops over
 // large all-reduces and rank R kills itself with SIGKILL after --die_after_ms; the survivors must see
@@ -41,6 +41,7 @@
 ABSL_FLAG(std::string, init_method, "env://",
           "env://, tcp://host:port or file:///path. With tcp:// and file:// rank 0 hosts the store "
           "itself even when ddprun runs one (DDP_STORE_IN_LAUNCHER is ignored).");
+ABSL_FLAG(std::string, backend, "gloo", "auto, gloo or shm (InitOptions::backend).");
 ABSL_FLAG(bool, large, false, "Also all-reduce (sum) one 64 MiB float32 tensor.");
 ABSL_FLAG(int, corrupt_at_rank, -1,
           "Self-test of the checker: this rank perturbs its first non-empty all-reduce result before "
@@ -292,15 +293,17 @@ int RunFailureScenario(ProcessGroup& group, int die_at_rank, absl::Duration die_
   Tensor t = Zeros({n});
   const absl::Time give_up = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_die_loop_max_s));
   int iterations = 0;
+  absl::Time last_success = absl::Now();
   while (absl::Now() < give_up) {
     absl::Status status = group.AllReduce(t)->Wait(group.timeout() + absl::Seconds(10));
     if (!status.ok()) {
-      std::fprintf(stderr, "collective_worker rank %d: collective failed after %d all-reduces%s: %s\n", rank,
-                   iterations, g_got_sigterm.load() ? " (SIGTERM received meanwhile)" : "",
-                   std::string(status.message()).c_str());
+      std::fprintf(stderr, "collective_worker rank %d: collective failed after %d all-reduces%s (%.2f s after the "
+                   "last success): %s\n", rank, iterations, g_got_sigterm.load() ? " (SIGTERM received meanwhile)" : "",
+                   absl::ToDoubleSeconds(absl::Now() - last_success), std::string(status.message()).c_str());
       return kExitCollectiveFailed;
     }
     ++iterations;
+    last_success = absl::Now();
   }
   std::fprintf(stderr, "collective_worker rank %d: no collective failed in %d all-reduces\n", rank, iterations);
   return kExitNoFailure;
@@ -321,6 +324,7 @@ int Main() {
   if (absl::GetFlag(FLAGS_ignore_sigpipe)) signal(SIGPIPE, SIG_IGN);
   InitOptions options;
   options.init_method = absl::GetFlag(FLAGS_init_method);
+  options.backend = absl::GetFlag(FLAGS_backend);
   options.env = WorkerEnv(options.init_method);
   absl::StatusOr<std::unique_ptr<DistributedContext>> context = InitProcessGroup(options);
   if (!context.ok()) {
@@ -330,10 +334,10 @@ int Main() {
   }
   ProcessGroup& group = *(*context)->group;
   const LaunchEnv& launch = (*context)->launch;
-  std::printf("collective_worker rank %d/%d joined via %s (gloo address %s, timeout %s)\n", group.rank(),
+  std::printf("collective_worker rank %d/%d joined via %s (gloo address %s, timeout %s, backend %s)\n", group.rank(),
               group.size(), options.init_method.c_str(),
               options.env("GLOO_SOCKET_IFADDR").value_or(LocalAddressToward(launch.master_addr)).c_str(),
-              absl::FormatDuration(group.timeout()).c_str());
+              absl::FormatDuration(group.timeout()).c_str(), group.backend_name().c_str());
   std::fflush(stdout);
 
   const int die_at_rank = absl::GetFlag(FLAGS_die_at_rank);

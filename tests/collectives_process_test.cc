@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -74,6 +76,42 @@ TEST_P(CollectivesProcessTest, EveryCollectiveMatchesTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesProcessTest, ::testing::Values(1, 2, 3, 4));
+
+// Entries of /dev/shm whose name starts with `tag`.
+std::vector<std::string> ShmEntries(const std::string& tag) {
+  std::vector<std::string> out;
+  if (DIR* dir = opendir("/dev/shm")) {
+    while (dirent* e = readdir(dir)) {
+      if (std::string(e->d_name).rfind(tag, 0) == 0) out.push_back(e->d_name);
+    }
+    closedir(dir);
+  }
+  return out;
+}
+
+class ShmCollectivesProcessTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShmCollectivesProcessTest, EveryCollectiveMatchesTheReferenceAndNoSegmentIsLeft) {
+  const int world = GetParam();
+  const std::string tag = absl::StrCat("ddp-shm-ptest-", ::getpid(), "-", world);
+  std::vector<std::string> args = {absl::StrCat("--nproc_per_node=", world), "--master_port=0",
+                                   Runfile("tests/collective_worker"), "--backend=shm"};
+  if (world == 2) args.push_back("--large");
+  const RunResult r = RunDdprun(args, {absl::StrCat("DDP_SHM_NAME_TAG=", tag)});
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  ExpectEveryRankPassed(r, world);
+  EXPECT_TRUE(ShmEntries(tag).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmCollectivesProcessTest, ::testing::Values(1, 2, 3, 4));
+
+TEST(CollectivesProcessInitTest, AutoPicksShmOnOneHost) {
+  const RunResult r = RunDdprun({"--nproc_per_node=2", "--master_port=0", Runfile("tests/collective_worker"),
+                                 "--backend=auto"});
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.out, HasSubstr("backend shm)")) << r.all();
+  ExpectEveryRankPassed(r, 2);
+}
 
 TEST(CollectivesProcessInitTest, FileInitMethod) {
   const std::string path = absl::StrCat(::testing::TempDir(), "/collectives_store_", ::getpid());
@@ -142,6 +180,32 @@ TEST(CollectivesProcessFailureTest, SigkilledRankFailsTheSurvivorsCollective) {
 // run in 4 to 12. InitProcessGroup / ProcessGroupGloo::Create now ignore SIGPIPE themselves.
 TEST(CollectivesProcessFailureTest, SurvivorsReportWithTheDefaultSigpipeAction) {
   ExpectSurvivorsReportTheDeadRank({"--ignore_sigpipe=false"});
+}
+
+// Over shared memory the survivors notice the dead process itself (pidfd, every 100 ms) or a peer's
+// abort word: each fails within 2 s naming rank 2, and nothing is left in /dev/shm.
+TEST(CollectivesProcessFailureTest, ShmSurvivorsNameTheSigkilledRankWithinTwoSeconds) {
+  const std::string tag = absl::StrCat("ddp-shm-kill-", ::getpid());
+  const RunResult r = RunDdprun({"--nproc_per_node=4", "--master_port=0", "--grace_period_s=15",
+                                 Runfile("tests/collective_worker"), "--backend=shm", "--die_at_rank=2",
+                                 "--die_after_ms=1500"},
+                                {"DDP_TIMEOUT_S=10", absl::StrCat("DDP_SHM_NAME_TAG=", tag)}, absl::Seconds(45));
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.all();
+  for (int rank : {0, 1, 3}) {
+    const std::string report = absl::StrCat("[rank ", rank, "] collective_worker rank ", rank,
+                                            ": collective failed after ");
+    const size_t at = r.all().find(report);
+    ASSERT_NE(at, std::string::npos) << "rank " << rank << " did not report\n" << r.all();
+    const std::string line = r.all().substr(at, r.all().find('\n', at) - at);
+    EXPECT_THAT(line, HasSubstr("AllReduce(sum)"));
+    EXPECT_THAT(line, HasSubstr(absl::StrCat("on rank ", rank, "/4 (shm)")));
+    EXPECT_THAT(line, HasSubstr("lost rank 2 (")) << "rank " << rank;
+    const size_t s = line.find(" s after the last success");
+    ASSERT_NE(s, std::string::npos) << line;
+    const double seconds = std::atof(line.substr(line.rfind('(', s) + 1).c_str());
+    EXPECT_LT(seconds, 2.0) << line;
+  }
+  EXPECT_TRUE(ShmEntries(tag).empty());
 }
 
 }  // namespace
