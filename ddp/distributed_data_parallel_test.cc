@@ -11,6 +11,7 @@
 #include "comm/process_group_gloo.h"
 #include "ddp/sync_batch_norm.h"
 #include "nn/layers.h"
+#include "nn/clip_grad.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
 #include "tensor/factory.h"
@@ -192,6 +193,45 @@ TEST(DdpTest, MismatchedSettingsAreNamedAtWrapTime) {
     auto ddp = DistributedDataParallel::Create(Model("mlp"), &group, options);
     EXPECT_EQ(ddp.status().message(),
               "DDP settings differ across ranks: find_unused_parameters is true on rank 0 and false on rank 1");
+  });
+}
+
+// Clipping by global norm after DDP's averaging equals clipping one process's gradients of the joint
+// batch (the averaged gradients are identical on every rank, so no rank needs to communicate).
+TEST(DdpTest, GlobalNormClippingEqualsOneProcessOnTheJointBatch) {
+  const int world = 2;
+  const int64_t per_rank = 4;
+  const double max_norm = 0.05;  // small enough to clip
+  SgdOptions sgd;
+  sgd.lr = 0.1f;
+  std::shared_ptr<Module> reference = Model("mlp");
+  Sgd reference_opt(reference->Parameters(), sgd);
+  double reference_norm = 0;
+  for (int s = 0; s < 3; ++s) {
+    reference->ZeroGrad();
+    Batch batch = GlobalBatch(s, world * per_rank);
+    CrossEntropy(reference->Forward(batch.x), batch.y).Backward();
+    reference_norm = ClipGradNorm(reference->Parameters(), max_norm).value();
+    reference_opt.Step();
+  }
+  ASSERT_GT(reference_norm, max_norm);
+  RunRanks(world, [&](int rank, ProcessGroup& group) {
+    std::shared_ptr<Module> model = Model("mlp");
+    auto ddp = DistributedDataParallel::Create(model, &group);
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    Sgd opt(model->Parameters(), sgd);
+    double norm = 0;
+    for (int s = 0; s < 3; ++s) {
+      model->ZeroGrad();
+      Batch shard = Shard(GlobalBatch(s, world * per_rank), rank, per_rank);
+      CrossEntropy((*ddp)->Forward(shard.x), shard.y).Backward();
+      ASSERT_TRUE((*ddp)->status().ok());
+      norm = ClipGradNorm(model->Parameters(), max_norm).value();
+      opt.Step();
+    }
+    EXPECT_NEAR(norm, reference_norm, 1e-5 * reference_norm);
+    NamedTensors got = model->NamedParameters(), want = reference->NamedParameters();
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(Agree(got[i].second, want[i].second)) << got[i].first;
   });
 }
 

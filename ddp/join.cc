@@ -17,9 +17,7 @@ Join::Join(DistributedDataParallel* ddp, JoinOptions options) : ddp_(ddp), optio
 }
 
 Join::~Join() {
-  if (!options_.enable) return;
-  ddp_->join_ = nullptr;
-  DDP_CHECK(finished_) << "Join left without Finish(): the other ranks would wait for this one";
+  if (options_.enable) ddp_->join_ = nullptr;
 }
 
 absl::Status Join::ExchangeSlots(bool training, bool syncs) {

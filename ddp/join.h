@@ -54,8 +54,9 @@ class Join {
   // Enters the join context for `ddp` (not owned; must outlive the Join). Collectives start with the
   // next training forward. REQUIRES: no other Join is active on `ddp`.
   explicit Join(DistributedDataParallel* ddp, JoinOptions options = {});
-  // Leaves the context. REQUIRES: Finish was called (or options.enable is false), otherwise the other
-  // ranks would wait for this one: aborts naming the mistake.
+  // Leaves the context. Normally after Finish; on an error path (a failed step returned early) it only
+  // detaches from the DDP module: the other ranks then fail at their next collective, through the
+  // group's failure reports or timeout, as after any failed step.
   ~Join();
   Join(const Join&) = delete;
   Join& operator=(const Join&) = delete;

@@ -16,6 +16,7 @@
 #include "examples/graceful_stop.h"
 #include "examples/progress.h"
 #include "examples/stop_agreement.h"
+#include "nn/clip_grad.h"
 #include "nn/safetensors.h"
 #include "tensor/ops.h"
 
@@ -86,8 +87,12 @@ absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler& 
 }  // namespace
 
 double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps) {
-  if (config.lr_schedule == "constant" || total_steps <= 0) return config.lr;
-  return config.lr * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(step) / static_cast<double>(total_steps)));
+  const int64_t warmup = config.warmup_steps;
+  if (step < warmup) return config.lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
+  const int64_t annealed = total_steps - warmup;
+  if (config.lr_schedule == "constant" || annealed <= 0) return config.lr;
+  return config.lr * 0.5 *
+         (1.0 + std::cos(M_PI * static_cast<double>(step - warmup) / static_cast<double>(annealed)));
 }
 
 namespace {
@@ -135,6 +140,9 @@ absl::StatusOr<double> TrainStep(TrainState& state, int epoch, DataLoader& loade
   }
   if (state.global_step == 0 && !config.dump_grads.empty() && state.rank == 0) {
     DDP_RETURN_IF_ERROR(DumpGradients(state.model, config.dump_grads));
+  }
+  if (config.clip_grad_norm > 0) {
+    DDP_RETURN_IF_ERROR(ClipGradNorm(state.optimizer.params(), config.clip_grad_norm).status());
   }
   state.optimizer.set_lr(static_cast<float>(ScheduledLr(config, state.global_step, state.total_steps)));
   state.optimizer.Step();

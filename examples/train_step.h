@@ -52,9 +52,10 @@ struct EpochStats {
 // step with kCancelled.
 absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& loader);
 
-// The learning rate of optimizer step `step` (0-based) of `total_steps`: config.lr for "constant";
-// config.lr * (1 + cos(pi * step / total_steps)) / 2 for "cosine" (torch's CosineAnnealingLR, eta_min 0,
-// stepped per iteration). Pure.
+// The learning rate of optimizer step `step` (0-based) of `total_steps`: during the first
+// config.warmup_steps = W steps config.lr * (step + 1) / W (linear warmup); after them config.lr for
+// "constant", config.lr * (1 + cos(pi * (step - W) / (total_steps - W))) / 2 for "cosine" (torch's
+// CosineAnnealingLR over the remaining steps, eta_min 0, stepped per iteration). Pure.
 double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps);
 
 }  // namespace ddp

@@ -167,6 +167,21 @@ TEST(TrainerTest, CosineScheduleAnnealsToZero) {
   EXPECT_DOUBLE_EQ(ScheduledLr(config, 99, 100), 0.1);
 }
 
+// --warmup_steps=W: lr/W, 2lr/W, ..., lr over the first W steps, then the schedule over the rest.
+TEST(TrainerTest, LinearWarmupThenCosineOverTheRemainingSteps) {
+  TrainConfig config;
+  config.lr = 0.1;
+  config.warmup_steps = 10;
+  EXPECT_NEAR(ScheduledLr(config, 0, 110), 0.01, 1e-12);
+  EXPECT_NEAR(ScheduledLr(config, 4, 110), 0.05, 1e-12);
+  EXPECT_NEAR(ScheduledLr(config, 9, 110), 0.1, 1e-12);
+  EXPECT_NEAR(ScheduledLr(config, 10, 110), 0.1, 1e-12);  // cosine starts at lr
+  EXPECT_NEAR(ScheduledLr(config, 60, 110), 0.05, 1e-12);  // halfway through the 100 annealed steps
+  config.lr_schedule = "constant";
+  EXPECT_NEAR(ScheduledLr(config, 3, 110), 0.04, 1e-12);
+  EXPECT_DOUBLE_EQ(ScheduledLr(config, 50, 110), 0.1);
+}
+
 // Max over tensors of max |a - b| / max |b| between two gradient files with the same names.
 double MaxRelativeDifference(const std::string& got_path, const std::string& want_path) {
   auto want = LoadSafetensors(want_path);
