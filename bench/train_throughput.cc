@@ -27,6 +27,7 @@
 #include "tensor/ops.h"
 #include "tensor/threads.h"
 
+ABSL_FLAG(std::string, backend, "gloo", "Under a launcher: auto, gloo or shm.");
 ABSL_FLAG(std::string, model, "cnn", "mlp | cnn | cnn_bn");
 ABSL_FLAG(int64_t, batch_size, 64, "samples per step and rank");
 ABSL_FLAG(int, steps, 200, "timed steps");
@@ -83,7 +84,9 @@ int Run() {
   if (!launch.ok()) return Fail(launch.status());
   std::unique_ptr<DistributedContext> dist;
   if (launch->world_size > 1 || absl::GetFlag(FLAGS_ddp)) {
-    auto joined = InitProcessGroup(InitOptions{});
+    InitOptions init;
+    init.backend = absl::GetFlag(FLAGS_backend);
+    auto joined = InitProcessGroup(init);
     if (!joined.ok()) return Fail(joined.status());
     dist = std::move(*joined);
   }
