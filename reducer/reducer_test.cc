@@ -459,9 +459,15 @@ TEST(ReducerTest, StatsAndTraceAreRecorded) {
       EXPECT_LE(s.comm_s, wall);
       EXPECT_LE(s.exposed_comm_s, wall);
     }
-    // Per iteration: 5 gradients ready, 5 launches, 5 bucket spans, forward and backward.
-    EXPECT_EQ(reducer.trace().size(), 2u * 17u);
+    // Per iteration: 5 gradients ready, 5 launches, 5 bucket spans, forward and backward, plus the
+    // exposed-communication slices (how many depends on timing: the merged parts after backward).
     const std::string events = reducer.trace().EventsJson();
+    size_t exposed = 0;
+    for (size_t at = events.find("\"exposed communication\""); at != std::string::npos;
+         at = events.find("\"exposed communication\"", at + 1)) {
+      ++exposed;
+    }
+    EXPECT_EQ(reducer.trace().size() - exposed, 2u * 17u);
     EXPECT_NE(events.find("grad ready: fc2.bias"), std::string::npos);
     EXPECT_LT(events.find("grad ready: extra.weight"), events.find("launch bucket 0"));
     EXPECT_NE(events.find("launch bucket 4"), std::string::npos);

@@ -1,11 +1,12 @@
 #include "reducer/trace.h"
 
+#include <algorithm>
 #include <cstdio>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "comm/process_group.h"
+#include "io/file.h"
 
 namespace ddp {
 namespace {
@@ -46,6 +47,7 @@ void TraceRecorder::OnBucketLaunched(const BucketLaunchedEvent& event) {
 }
 
 void TraceRecorder::OnBucketDone(const BucketDoneEvent& event) {
+  iteration_comm_.emplace_back(event.start, event.end);
   Span(absl::StrCat("bucket ", event.bucket, " ", event.hook), kCommTrack, event.start, event.end,
        absl::StrCat("\"bytes\": ", event.bytes, ", \"params\": ", event.params));
 }
@@ -53,6 +55,18 @@ void TraceRecorder::OnBucketDone(const BucketDoneEvent& event) {
 void TraceRecorder::OnIterationEnd(const IterationEndEvent& event) {
   Span("forward", kComputeTrack, event.forward_start, event.backward_start);
   Span("backward", kComputeTrack, event.backward_start, event.backward_end);
+  // The parts of the bucket spans after backward ended, merged where they overlap.
+  std::vector<std::pair<absl::Time, absl::Time>> after;
+  for (const auto& [start, end] : iteration_comm_) {
+    if (end > event.backward_end) after.emplace_back(std::max(start, event.backward_end), end);
+  }
+  iteration_comm_.clear();
+  std::sort(after.begin(), after.end());
+  for (size_t i = 0; i < after.size();) {
+    absl::Time start = after[i].first, end = after[i].second;
+    for (++i; i < after.size() && after[i].first <= end; ++i) end = std::max(end, after[i].second);
+    Span("exposed communication", kExposedTrack, start, end);
+  }
 }
 
 std::string TraceRecorder::EventsJson() const {
@@ -69,23 +83,21 @@ absl::Status WriteMergedTrace(const TraceRecorder& recorder, ProcessGroup& group
   absl::Status gathered = group.AllGatherObject(recorder.EventsJson(), &all);
   if (!gathered.ok()) return absl::Status(gathered.code(), absl::StrCat("gathering trace events: ", gathered.message()));
   if (group.rank() != 0) return absl::OkStatus();
-  std::ofstream out(path);
-  out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
-  bool first = true;
+  std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   for (size_t r = 0; r < all.size(); ++r) {
-    const std::string meta = absl::StrFormat(
-        "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"rank %d\"}},\n"
-        "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, \"args\": {\"name\": \"compute\"}},\n"
-        "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 1, \"args\": {\"name\": \"communication\"}}",
-        r, r, r, r);
-    out << (first ? "" : ",\n") << meta;
-    first = false;
-    if (!all[r].empty()) out << ",\n" << all[r];
+    absl::StrAppendFormat(
+        &out,
+        "%s{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"rank %d\"}},\n"
+        "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"compute\"}},\n"
+        "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"communication\"}},\n"
+        "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
+        "\"args\": {\"name\": \"exposed communication\"}}",
+        r == 0 ? "" : ",\n", r, r, r, TraceRecorder::kComputeTrack, r, TraceRecorder::kCommTrack, r,
+        TraceRecorder::kExposedTrack);
+    if (!all[r].empty()) absl::StrAppend(&out, ",\n", all[r]);
   }
-  out << "\n]}\n";
-  out.close();
-  if (!out) return absl::UnavailableError(absl::StrCat("cannot write trace file ", path));
-  return absl::OkStatus();
+  out += "\n]}\n";
+  return WriteFileAtomically(path, out);
 }
 
 }  // namespace ddp

@@ -1,10 +1,13 @@
 // Chrome trace events (chrome://tracing, Perfetto) of DDP iterations: forward, backward, gradient
-// ready instants, bucket launches and all-reduce spans, one process track per rank. The recorder is a
+// ready instants, bucket launches and all-reduce spans, and the exposed part of the communication (what
+// ran after backward's compute ended, which the step waits for: the stats table's "exposed"), one
+// process per rank with three tracks: compute, communication, exposed communication. The recorder is a
 // Reducer observer (Note [Reducer observers] in reducer_observer.h).
 #ifndef DDP_REDUCER_TRACE_H_
 #define DDP_REDUCER_TRACE_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -23,12 +26,15 @@ class TraceRecorder : public ReducerObserver {
   // Thread (track) ids within a rank's process track.
   static constexpr int kComputeTrack = 0;
   static constexpr int kCommTrack = 1;
+  static constexpr int kExposedTrack = 2;
 
   // `rank` names this recorder's process track.
   explicit TraceRecorder(int rank) : rank_(rank) {}
 
   // Reducer events: "grad ready: <name>" and "launch bucket <b>" instants on the compute track;
-  // "bucket <b> <hook>" spans on the communication track; "forward" and "backward" spans per iteration.
+  // "bucket <b> <hook>" spans on the communication track; "forward" and "backward" spans per iteration;
+  // "exposed communication" spans on the exposed track: the union of the iteration's bucket spans after
+  // backward_end (the same quantity as IterationStats::exposed_comm_s).
   void OnGradientReady(const GradientReadyEvent& event) override;
   void OnBucketLaunched(const BucketLaunchedEvent& event) override;
   void OnBucketDone(const BucketDoneEvent& event) override;
@@ -47,10 +53,12 @@ class TraceRecorder : public ReducerObserver {
  private:
   int rank_;
   std::vector<std::string> events_;
+  std::vector<std::pair<absl::Time, absl::Time>> iteration_comm_;  // this iteration's bucket spans
 };
 
 // Gathers every rank's events to rank 0 (collective: every rank must call it) and rank 0 writes one
-// Chrome trace JSON file at `path` with a named track per rank. Errors name the file or the collective.
+// Chrome trace JSON file at `path` (atomically) with a named process per rank and named tracks. Errors
+// name the file and the errno text, or the collective.
 absl::Status WriteMergedTrace(const TraceRecorder& recorder, ProcessGroup& group, const std::string& path);
 
 }  // namespace ddp
