@@ -58,25 +58,46 @@ std::map<int64_t, int> Occurrences(const std::vector<SampleLogEntry>& entries, i
 }
 
 // The survivors of a 4-rank job whose rank 2 dies during the backward pass of step 21 each fail with an
-// error that names rank 2, well within DDP_TIMEOUT_S; ddprun exits with rank 2's signal.
-TEST(FaultToleranceTest, WorkerKilledDuringBackwardFailsTheOthersNamingIt) {
+// error that names rank 2, well within DDP_TIMEOUT_S; ddprun exits with rank 2's signal. Returns the
+// output; `backend` is the --backend flag.
+ProcessResult KillRank2DuringBackward(const std::string& backend) {
   const ProcessResult r =
       RunJob(Train({"--nproc_per_node=4", "--grace_period_s=20"},
-                {"--model=mlp", "--epochs=1", "--max_steps=200", "--fault_inject_step=20",
-                 "--fault_inject_point=backward", "--fault_inject_rank=2"}),
-          {"DDP_TIMEOUT_S=30"});
+                   {"--model=mlp", "--epochs=1", "--max_steps=200", "--fault_inject_step=20",
+                    "--fault_inject_point=backward", "--fault_inject_rank=2", "--backend=" + backend}),
+             {"DDP_TIMEOUT_S=30"});
   EXPECT_EQ(r.exit_code, 128 + 9) << r.all();
   EXPECT_LT(r.elapsed, absl::Seconds(30)) << r.all();
   EXPECT_THAT(r.all(), HasSubstr("rank 2 kills itself during the backward pass of step 21"));
   EXPECT_THAT(r.err, HasSubstr("ddprun: rank 2 failed first with exit code 137 (signal 9)"));
+  return r;
+}
+
+// Survivor `rank`'s error line, or "" (failing the test) when it printed none.
+std::string SurvivorLine(const ProcessResult& r, int rank) {
+  const std::string prefix = absl::StrCat("[rank ", rank, "] train: UNAVAILABLE: DDP bucket");
+  const size_t at = r.all().find(prefix);
+  EXPECT_NE(at, std::string::npos) << "rank " << rank << " did not report\n" << r.all();
+  return at == std::string::npos ? "" : r.all().substr(at, r.all().find('\n', at) - at);
+}
+
+TEST(FaultToleranceTest, WorkerKilledDuringBackwardFailsTheOthersNamingIt) {
+  const ProcessResult r = KillRank2DuringBackward("gloo");
   for (int rank : {0, 1, 3}) {
-    const std::string prefix = absl::StrCat("[rank ", rank, "] train: UNAVAILABLE: DDP bucket");
-    const size_t at = r.all().find(prefix);
-    ASSERT_NE(at, std::string::npos) << "rank " << rank << " did not report\n" << r.all();
-    const std::string line = r.all().substr(at, r.all().find('\n', at) - at);
+    const std::string line = SurvivorLine(r, rank);
     EXPECT_THAT(line, HasSubstr(absl::StrCat("on rank ", rank, "/4 (gloo) failed")));
     // ddprun recorded how rank 2 ended, so the survivors name it without waiting for a report window.
     EXPECT_THAT(line, HasSubstr("[failure reports: lost rank 2 (launcher: exit code 137 (signal 9))"));
+  }
+}
+
+// The same over shared memory (train's default on one host): waiters notice the dead process.
+TEST(FaultToleranceTest, WorkerKilledDuringBackwardOverShmFailsTheOthersNamingIt) {
+  const ProcessResult r = KillRank2DuringBackward("shm");
+  for (int rank : {0, 1, 3}) {
+    const std::string line = SurvivorLine(r, rank);
+    EXPECT_THAT(line, HasSubstr(absl::StrCat("on rank ", rank, "/4 (shm) failed")));
+    EXPECT_THAT(line, HasSubstr("lost rank 2"));
   }
 }
 
