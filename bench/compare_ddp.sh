@@ -2,7 +2,8 @@
 # DDP throughput, ours vs PyTorch 1.13 DDP over gloo, in the same run (alternating, so load on the
 # machine hits both alike). 1 thread per rank, batch 64 per rank, pre-loaded Fashion-MNIST batches.
 #   * world size 1: DDP-wrapped vs plain module (DDP's own overhead), for ours and PyTorch;
-#   * world size 2: samples/s over both ranks, plus our communication / exposed communication.
+#   * world size 2: samples/s over both ranks, ours over Gloo (like for like) and over shared memory
+#     (`--backend=shm`, what examples/train picks on one host), plus communication / exposed communication.
 #
 #   bash bench/compare_ddp.sh                    # mlp and cnn, 3 rounds
 #   MODELS=cnn ROUNDS=5 bash bench/compare_ddp.sh      (MLP_STEPS / CNN_STEPS change the step counts)
@@ -27,24 +28,30 @@ for model in $MODELS; do
     ours --model="$model" --ddp | tee -a "$out"
     theirs1 --model="$model" | tee -a "$out"
     theirs1 --model="$model" --ddp | tee -a "$out"
-    ours2 --model="$model" | tee -a "$out"
+    ours2 --model="$model" --backend=gloo | tee -a "$out"
+    ours2 --model="$model" --backend=shm | tee -a "$out"
     theirs --model="$model" --world_size=2 | tee -a "$out"
   done
 done
 /usr/bin/python3 - "$out" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-def med(model, impl, world, ddp, key="samples_per_s"):
+def med(model, impl, world, ddp, key="samples_per_s", backend=None):
     vals = [r[key] for r in rows if r["model"] == model and r["impl"] == impl and r["world_size"] == world
-            and bool(r.get("ddp")) == ddp]
+            and bool(r.get("ddp")) == ddp and (backend is None or r.get("backend") == backend)]
     return statistics.median(vals) if vals else float("nan")
 print("\nmedians over rounds (samples/s summed over ranks)")
-print("model  world-1 DDP/plain step time: ours  pytorch | world 2 samples/s: ours  pytorch  ratio | ours comm ms  exposed ms")
+print("model  world-1 DDP/plain step time: ours  pytorch | world 2 samples/s: ours gloo  ours shm  pytorch"
+      "  gloo/pt  shm/pt | ours gloo comm ms  exposed ms | shm comm ms  exposed ms | single process: ours")
 for model in dict.fromkeys(r["model"] for r in rows):
     o1 = med(model, "ddpengine", 1, False) / med(model, "ddpengine", 1, True)
     p1 = med(model, "pytorch", 1, False) / med(model, "pytorch", 1, True)
-    o2, p2 = med(model, "ddpengine", 2, True), med(model, "pytorch", 2, True)
-    comm, exposed = med(model, "ddpengine", 2, True, "comm_ms"), med(model, "ddpengine", 2, True, "exposed_comm_ms")
-    print(f"{model:6s} {o1:33.3f} {p1:8.3f} | {o2:23.0f} {p2:8.0f} {o2 / p2:6.2f}x | {comm:12.2f} {exposed:11.2f}")
+    g2, s2 = med(model, "ddpengine", 2, True, backend="gloo"), med(model, "ddpengine", 2, True, backend="shm")
+    p2 = med(model, "pytorch", 2, True)
+    gc, ge = (med(model, "ddpengine", 2, True, k, "gloo") for k in ("comm_ms", "exposed_comm_ms"))
+    sc, se = (med(model, "ddpengine", 2, True, k, "shm") for k in ("comm_ms", "exposed_comm_ms"))
+    single = med(model, "ddpengine", 1, False)
+    print(f"{model:6s} {o1:33.3f} {p1:8.3f} | {g2:28.0f} {s2:9.0f} {p2:8.0f} {g2 / p2:7.2f}x {s2 / p2:6.2f}x |"
+          f" {gc:17.2f} {ge:11.2f} | {sc:11.2f} {se:11.2f} | {single:22.0f}")
 PY
 rm -f "$out"
