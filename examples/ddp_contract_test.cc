@@ -128,5 +128,22 @@ TEST(DdpContractTest, SigtermSavesTheAgreedStepAndResumesBitExactly) {
   EXPECT_EQ(RunShell(absl::StrCat("cmp ", dir, "/whole ", dir, "/resumed"), &diff), 0) << diff;
 }
 
+// A single-process run ignores the DDP-only flags: it says so once, naming them; plain flags say nothing.
+TEST(DdpContractTest, SingleProcessWarnsOnceAboutDdpOnlyFlags) {
+  const std::string dir = TempDir("single");
+  std::string output;
+  ASSERT_EQ(RunShell(absl::StrCat(Runfile("examples/train"), " --model=mlp --max_steps=1 --bucket_cap_mb=5 ",
+                                  "--comm_hook=fp16 --trace_out=", dir, "/trace.json"),
+                     &output),
+            0)
+      << output;
+  EXPECT_THAT(output, HasSubstr("train: warning: --bucket_cap_mb, --comm_hook, --trace_out take effect only "
+                                "under DDP (WORLD_SIZE > 1, e.g. under ddprun); ignored in this single-process run"));
+  EXPECT_EQ(output.find("warning"), output.rfind("warning"));  // once
+  std::string plain;
+  ASSERT_EQ(RunShell(absl::StrCat(Runfile("examples/train"), " --model=mlp --max_steps=1"), &plain), 0) << plain;
+  EXPECT_THAT(plain, Not(HasSubstr("warning")));
+}
+
 }  // namespace
 }  // namespace ddp

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace ddp {
@@ -99,6 +100,28 @@ absl::Status ValidateConfig(const TrainConfig& config) {
 #include "examples/train_flags.def"
 #undef DDP_TRAIN_FLAG
   return CheckCombinations(config);
+}
+
+std::vector<std::string> DdpOnlyFlagsSet(const TrainConfig& config) {
+  const TrainConfig defaults;
+  std::vector<std::string> set;
+  auto check = [&](const char* name, bool differs) {
+    if (differs) set.push_back(absl::StrCat("--", name));
+  };
+  check("backend", config.backend != defaults.backend);
+  check("bucket_cap_mb", config.bucket_cap_mb != defaults.bucket_cap_mb);
+  check("first_bucket_mb", config.first_bucket_mb != defaults.first_bucket_mb);
+  check("find_unused_parameters", config.find_unused_parameters != defaults.find_unused_parameters);
+  check("grad_as_bucket_view", config.grad_as_bucket_view != defaults.grad_as_bucket_view);
+  check("comm_hook", config.comm_hook != defaults.comm_hook);
+  check("no_rebuild_buckets", config.no_rebuild_buckets != defaults.no_rebuild_buckets);
+  check("print_buckets", config.print_buckets != defaults.print_buckets);
+  check("trace_out", config.trace_out != defaults.trace_out);
+  check("sync_bn", config.sync_bn != defaults.sync_bn);
+  check("join", config.join != defaults.join);
+  check("uneven_drop_batches", config.uneven_drop_batches != defaults.uneven_drop_batches);
+  check("check_sync_every", config.check_sync_every != defaults.check_sync_every);
+  return set;
 }
 
 }  // namespace ddp

@@ -65,6 +65,11 @@ class FlagRule {
 // ("--backend=nccl needs --device=cuda", "--eval_only needs --init_from=WEIGHTS").
 absl::Status ValidateConfig(const TrainConfig& config);
 
+// The DDP-only flags (--backend, --bucket_cap_mb, --trace_out, --comm_hook, ...) that `config` sets to
+// something other than their default, as "--name" in table order. A single-process run ignores them;
+// RunTraining warns once, naming them. Pure.
+std::vector<std::string> DdpOnlyFlagsSet(const TrainConfig& config);
+
 }  // namespace ddp
 
 #endif  // DDP_EXAMPLES_TRAIN_CONFIG_H_

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "comm/init.h"
@@ -337,6 +338,15 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, std::shared_ptr<Modu
   return last;
 }
 
+// A single-process run (no launcher, or WORLD_SIZE=1) ignores the DDP-only flags: say so once.
+void WarnIgnoredDdpFlags(const TrainConfig& config) {
+  const std::vector<std::string> ignored = DdpOnlyFlagsSet(config);
+  if (ignored.empty()) return;
+  std::fprintf(stderr, "train: warning: %s %s effect only under DDP (WORLD_SIZE > 1, e.g. under ddprun); "
+               "ignored in this single-process run\n",
+               absl::StrJoin(ignored, ", ").c_str(), ignored.size() == 1 ? "takes" : "take");
+}
+
 }  // namespace
 
 absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
@@ -350,6 +360,7 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
     DDP_ASSIGN_OR_RETURN(dist, InitProcessGroup(init));
   }
   ProcessGroup* group = dist != nullptr ? dist->group.get() : nullptr;
+  if (group == nullptr) WarnIgnoredDdpFlags(config);
   // Every output is tried before any work, by rank 0 which writes them all (the trace exists under DDP).
   const bool writes_trace = group != nullptr && config.mode != "dp" && !config.eval_only;
   DDP_RETURN_IF_ERROR(OnRankZero(group, [&] { return ProbeRankZeroOutputs(config, writes_trace); }));
