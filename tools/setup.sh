@@ -16,6 +16,7 @@ PACKAGES=(
   nlohmann-json3-dev     # safetensors headers
   dataset-fashion-mnist  # /usr/share/datasets/fashion-mnist
   python3-torch          # PyTorch 1.13 CPU for /usr/bin/python3: the benchmark reference and fixture generator
+  python3-pip            # pip for /usr/bin/python3: Hugging Face's safetensors below
   gnuplot-nox            # plots in bench/
   iproute2               # network namespaces for the multi-host tests
   libopenmpi-dev openmpi-bin  # mpirun, for the test that starts examples/minimal_ddp under a real mpirun
@@ -35,4 +36,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}" >/dev/null
+fi
+
+# Hugging Face's safetensors (PyPI; Debian has none) for /usr/bin/python3, the PyTorch side of
+# //tests:safetensors_interop_test, which puts this directory on PYTHONPATH. Skipped when importable.
+PY_TARGET=/opt/ddpengine-py
+if ! PYTHONPATH="$PY_TARGET" /usr/bin/python3 -c "import safetensors.torch" 2>/dev/null; then
+  echo "setup: installing safetensors (PyPI) into $PY_TARGET" >&2
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO /usr/bin/python3 -m pip install -q --no-warn-script-location --target "$PY_TARGET" safetensors
 fi
