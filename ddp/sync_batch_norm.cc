@@ -61,7 +61,7 @@ Tensor SyncBatchNorm2d::TrainingForward(const Tensor& x) {
   };
   const BatchNormStats stats = BatchNormBatchStats(xc, eps_, all_reduce);
   UpdateRunningStats(running_mean, running_var, stats, momentum_);
-  GetBuffer("num_batches_tracked").data<int64_t>()[0] += 1;
+  nn::IncrementBatchCount(GetBuffer("num_batches_tracked"));  // on the device the module lives on
   return BatchNormNormalize(xc, weight, bias, stats, /*training=*/true, all_reduce);
 }
 

@@ -16,7 +16,6 @@ absl::Status CheckCombinations(const TrainConfig& config) {
   if (config.device == "cuda") return bad("--device=cuda needs a CUDA build (bazel build --config=cuda)");
 #endif
   if (config.backend == "nccl" && config.device != "cuda") return bad("--backend=nccl needs --device=cuda");
-  if (config.sync_bn && config.device == "cuda") return bad("--sync_bn runs on the CPU only (use --device=cpu)");
   if (config.uneven_drop_batches > 0 && (config.checkpoint_every > 0 || config.check_sync_every > 0)) {
     return bad("--uneven_drop_batches cannot be combined with --checkpoint_every or --check_sync_every (their "
                "per-step collectives need every rank at every step)");

@@ -113,19 +113,21 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, float eps, float momentum)
   RegisterBuffer("num_batches_tracked", Zeros({}, DType::kInt64));
 }
 
+void IncrementBatchCount(const Tensor& count) {
+  DDP_CHECK(count.dtype() == DType::kInt64 && count.numel() == 1) << "IncrementBatchCount needs an int64 scalar";
+  if (count.device().is_cpu()) {
+    ++*count.data<int64_t>();
+    return;
+  }
+  const int64_t next = static_cast<int64_t>(count.item()) + 1;
+  CopyInPlace(count, FromVector(std::vector<int64_t>{next}, {}));
+}
+
 Tensor BatchNorm2d::Forward(const Tensor& x) {
   DDP_CHECK(x.dim() == 4 && x.size(1) == num_features_)
       << "BatchNorm2d(" << num_features_ << ") got input " << ShapeToString(x.shape())
       << ", expected [n, " << num_features_ << ", h, w]";
-  if (is_training()) {
-    const Tensor count = num_batches_tracked();
-    if (count.device().is_cpu()) {
-      ++*count.data<int64_t>();
-    } else {
-      const int64_t next = static_cast<int64_t>(count.item()) + 1;
-      CopyInPlace(count, FromVector(std::vector<int64_t>{next}, {}));
-    }
-  }
+  if (is_training()) IncrementBatchCount(num_batches_tracked());
   return BatchNorm(x, weight(), bias(), running_mean(), running_var(), is_training(), momentum_, eps_);
 }
 

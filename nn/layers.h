@@ -90,6 +90,10 @@ class MaxPool2d : public Module {
   int64_t kernel_size_, stride_;
 };
 
+// Adds 1 to BatchNorm's int64 scalar "num_batches_tracked" in place, on whatever device it lives
+// (BatchNorm2d and SyncBatchNorm2d share it). REQUIRES: an int64 tensor of one element.
+void IncrementBatchCount(const Tensor& count);
+
 // torch.nn.BatchNorm2d(num_features, eps, momentum) with affine=True and track_running_stats=True.
 // Parameters "weight" (ones) and "bias" (zeros) [c]; buffers "running_mean" (zeros), "running_var"
 // (ones) [c] and "num_batches_tracked" (int64 scalar, +1 per training forward). Training forward

@@ -1,6 +1,7 @@
 // DDP and distributed evaluation over NCCL at world size 1 (NCCL refuses two ranks on one GPU), against
 // the plain module and the CPU. Crosses comm, ddp, nn and data, so it lives here rather than in comm/.
 // Skips with a printed reason where there is no GPU (or in builds without --config=cuda).
+#include <cmath>
 #include <cstdio>
 
 #include "gtest/gtest.h"
@@ -11,6 +12,7 @@
 #include "data/tensor_dataset.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/distributed_eval.h"
+#include "ddp/sync_batch_norm.h"
 #include "nn/models.h"
 #include "tensor/cuda/cuda_ops.h"
 #include "testing/nccl_test.h"
@@ -68,6 +70,41 @@ void ExpectDdpGradientsEqualPlain(ProcessGroup* group, const std::string& name, 
 TEST_F(NcclDdpTest, DdpGradientsEqualPlainModule) {
   for (const bool forced : {false, true}) {
     for (const std::string name : {"mlp", "cnn"}) ExpectDdpGradientsEqualPlain(group_.get(), name, forced);
+  }
+}
+
+// SyncBatchNorm2d on the GPU over NCCL at world size 1 is plain BatchNorm2d: the same output, input
+// gradients and running statistics (its all-reduces of device tensors go through NCCL).
+TEST_F(NcclDdpTest, SyncBatchNormOnTheGpuEqualsBatchNorm) {
+  Generator g1(6), g2(6), data(8);
+  auto plain = MakeModel("cnn_bn", g1).value();
+  auto synced = MakeModel("cnn_bn", g2).value();
+  for (auto* m : {plain.get(), synced.get()}) {
+    for (const Tensor& p : m->Parameters()) cuda::MoveToDeviceInPlace(p, kGpu);
+    for (const Tensor& b : m->Buffers()) cuda::MoveToDeviceInPlace(b, kGpu);
+  }
+  ASSERT_EQ(ConvertSyncBatchNorm(*synced, group_.get()), 2);
+  Tensor x = ToDevice(Uniform({8, 1, 28, 28}, 0.0f, 1.0f, data), kGpu);
+  std::vector<int64_t> labels;
+  for (int i = 0; i < 8; ++i) labels.push_back(i % 10);
+  Tensor y = FromVector(labels, {8}, kGpu);
+  CrossEntropy(plain->Forward(x), y).Backward();
+  CrossEntropy(synced->Forward(x), y).Backward();
+  const auto a = plain->NamedParameters(), b = synced->NamedParameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::vector<float> ga = a[i].second.grad().ToVector<float>(), gb = b[i].second.grad().ToVector<float>();
+    for (size_t e = 0; e < ga.size(); ++e) ASSERT_NEAR(ga[e], gb[e], 1e-4f * (1 + std::fabs(ga[e]))) << a[i].first;
+  }
+  const auto sa = plain->StateDict(), sb = synced->StateDict();
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t i = 0; i < sa.size(); ++i) {
+    if (sa[i].second.dtype() != DType::kFloat32) {
+      EXPECT_EQ(sa[i].second.ToVector<int64_t>(), sb[i].second.ToVector<int64_t>()) << sa[i].first;
+      continue;
+    }
+    const std::vector<float> va = sa[i].second.ToVector<float>(), vb = sb[i].second.ToVector<float>();
+    for (size_t e = 0; e < va.size(); ++e) ASSERT_NEAR(va[e], vb[e], 1e-5f * (1 + std::fabs(va[e]))) << sa[i].first;
   }
 }
 
