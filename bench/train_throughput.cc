@@ -38,6 +38,8 @@ ABSL_FLAG(double, bucket_cap_mb, 25, "DDP bucket cap (MiB); 0: one bucket per pa
 ABSL_FLAG(double, first_bucket_mb, 1, "DDP first bucket cap (MiB)");
 ABSL_FLAG(std::string, ablation, "none",
           "none | single_allreduce (one bucket, reduced after backward) | no_overlap (buckets reduced after backward)");
+ABSL_FLAG(bool, find_unused_parameters, false, "DDP: search for unused parameters every iteration");
+ABSL_FLAG(bool, static_graph, false, "DDP: static_graph (with --find_unused_parameters: search once)");
 ABSL_FLAG(std::string, per_step, "none",
           "DDP: none | join (the timed loop inside a ddp/join.h Join, as examples/train's default: one small "
           "all-reduce per forward) | stop_check (examples/stop_agreement.h without Join: an overlapped "
@@ -104,6 +106,8 @@ int Run() {
     BucketCaps& caps = options.reducer.caps;
     caps.bucket_cap_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_cap_mb) * (1 << 20));
     caps.first_bucket_cap_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_first_bucket_mb) * (1 << 20));
+    options.reducer.find_unused_parameters = absl::GetFlag(FLAGS_find_unused_parameters);
+    options.reducer.static_graph = absl::GetFlag(FLAGS_static_graph);
     const std::string ablation = absl::GetFlag(FLAGS_ablation);
     if (ablation == "single_allreduce") {
       caps.bucket_cap_bytes = caps.first_bucket_cap_bytes = SIZE_MAX;

@@ -118,6 +118,7 @@ std::vector<AgreedField> SettingsToAgree(const DdpOptions& options, const Reduce
       {"bucket layout", BucketLayoutText(reducer, params)},
       {"comm_hook", r.comm_hook != nullptr ? r.comm_hook->name() : "allreduce"},
       {"find_unused_parameters", flag(r.find_unused_parameters)},
+      {"static_graph", flag(r.static_graph)},
       {"gradient_as_bucket_view", flag(r.gradient_as_bucket_view)},
       {"rebuild_buckets", flag(r.rebuild_buckets)},
       {"broadcast_buffers", flag(options.broadcast_buffers)},

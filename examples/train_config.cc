@@ -111,6 +111,7 @@ std::vector<std::string> DdpOnlyFlagsSet(const TrainConfig& config) {
   check("bucket_cap_mb", config.bucket_cap_mb != defaults.bucket_cap_mb);
   check("first_bucket_mb", config.first_bucket_mb != defaults.first_bucket_mb);
   check("find_unused_parameters", config.find_unused_parameters != defaults.find_unused_parameters);
+  check("static_graph", config.static_graph != defaults.static_graph);
   check("grad_as_bucket_view", config.grad_as_bucket_view != defaults.grad_as_bucket_view);
   check("comm_hook", config.comm_hook != defaults.comm_hook);
   check("no_rebuild_buckets", config.no_rebuild_buckets != defaults.no_rebuild_buckets);

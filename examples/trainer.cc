@@ -109,6 +109,7 @@ absl::StatusOr<std::shared_ptr<DistributedDataParallel>> WrapDdp(const TrainConf
   options.reducer.caps.bucket_cap_bytes = static_cast<size_t>(config.bucket_cap_mb * (1 << 20));
   options.reducer.caps.first_bucket_cap_bytes = static_cast<size_t>(config.first_bucket_mb * (1 << 20));
   options.reducer.find_unused_parameters = config.find_unused_parameters;
+  options.reducer.static_graph = config.static_graph;
   options.reducer.gradient_as_bucket_view = config.grad_as_bucket_view;
   options.reducer.rebuild_buckets = !config.no_rebuild_buckets;
   options.reducer.record_trace = !config.trace_out.empty();

@@ -168,7 +168,9 @@ absl::Status Reducer::PrepareForBackward(const std::vector<Tensor>& outputs, abs
     DDP_RETURN_IF_ERROR(status_);
   }
   StartIteration(forward_start);
-  if (options_.find_unused_parameters) {
+  if (options_.find_unused_parameters && static_recorded_) {
+    iteration_.unused = static_unused_;  // static_graph: the first iteration's search
+  } else if (options_.find_unused_parameters) {
     const std::vector<bool> used = FindUsedParameters(outputs, params_);
     for (size_t i = 0; i < used.size(); ++i) iteration_.unused[i] = !used[i];
   }
@@ -295,7 +297,16 @@ absl::Status Reducer::FinishIteration() {
   DDP_RETURN_IF_ERROR(WaitForBuckets());
   if (reduces_) {
     std::vector<bool> globally_used(params_.size(), true);
-    if (options_.find_unused_parameters) DDP_RETURN_IF_ERROR(ReduceUsedMap(&globally_used));
+    if (options_.find_unused_parameters && static_recorded_) {
+      globally_used = static_globally_used_;  // static_graph: no used-map all-reduce after the first
+    } else if (options_.find_unused_parameters) {
+      DDP_RETURN_IF_ERROR(ReduceUsedMap(&globally_used));
+      if (options_.static_graph) {
+        static_unused_ = iteration_.unused;
+        static_globally_used_ = globally_used;
+        static_recorded_ = true;
+      }
+    }
     WriteBackGradients(globally_used);
   }
   locally_used_.assign(params_.size(), false);

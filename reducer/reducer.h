@@ -58,6 +58,9 @@ struct ReducerOptions {
   BucketCaps caps;                       // bucket sizes (Note [Bucket assignment])
   bool gradient_as_bucket_view = false;  // .grad tensors are views into the bucket buffers (no copy back)
   bool find_unused_parameters = false;   // search the graph for parameters without gradient every forward
+  bool static_graph = false;             // the graph is the same every iteration (PyTorch's static_graph):
+                                         // the unused search and the used-map all-reduce run in the first
+                                         // synchronised iteration only; later ones reuse their result
   bool rebuild_buckets = true;           // rebuild once in observed gradient order (Note [Bucket rebuild])
   std::shared_ptr<CommHook> comm_hook;   // how buckets are reduced; null: AllReduceHook
   bool record_stats = true;              // keep IterationStats of every iteration (stats())
@@ -205,6 +208,11 @@ class Reducer {
   Iteration iteration_;
   std::vector<bool> locally_used_;  // got a gradient since the last synchronised iteration (no_sync too)
   int64_t finished_iterations_ = 0;  // synchronised iterations that ended OK
+  // static_graph with find_unused_parameters: the first synchronised iteration's unused set (this rank)
+  // and globally-used map, reused by every later one; recorded once it finished OK.
+  bool static_recorded_ = false;
+  std::vector<bool> static_unused_;
+  std::vector<bool> static_globally_used_;
 
   Rebuild rebuild_ = Rebuild::kOff;
   std::vector<size_t> ready_order_;    // kRecording: the order gradients became ready

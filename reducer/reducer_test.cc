@@ -289,6 +289,65 @@ TEST(ReducerTest, ParameterUnusedOnEveryRankKeepsNoGradient) {
   });
 }
 
+// Counts the int64 all-reduces a Reducer issues (the used map; buckets are float32) and forwards
+// everything to `inner`.
+class CountingGroup : public ProcessGroup {
+ public:
+  explicit CountingGroup(ProcessGroup& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string backend_name() const override { return inner_.backend_name(); }
+  absl::Duration timeout() const override { return inner_.timeout(); }
+  std::shared_ptr<Work> AllReduce(const Tensor& t, ReduceOp op) override {
+    if (t.dtype() == DType::kInt64) ++int64_all_reduces;
+    return inner_.AllReduce(t, op);
+  }
+  std::shared_ptr<Work> Broadcast(const Tensor& t, int root) override { return inner_.Broadcast(t, root); }
+  std::shared_ptr<Work> AllGather(const std::vector<Tensor>& out, const Tensor& in) override {
+    return inner_.AllGather(out, in);
+  }
+  std::shared_ptr<Work> ReduceScatter(const Tensor& out, const std::vector<Tensor>& in, ReduceOp op) override {
+    return inner_.ReduceScatter(out, in, op);
+  }
+  std::shared_ptr<Work> Reduce(const Tensor& t, int root, ReduceOp op) override { return inner_.Reduce(t, root, op); }
+  std::shared_ptr<Work> Barrier() override { return inner_.Barrier(); }
+  int int64_all_reduces = 0;
+
+ private:
+  ProcessGroup& inner_;
+};
+
+// static_graph with find_unused_parameters: the used map is all-reduced in the first iteration only, and
+// every iteration's gradients equal those of the search-every-iteration mode.
+TEST(ReducerTest, StaticGraphReducesTheUsedMapOnce) {
+  RunRanks(2, [&](int rank, ProcessGroup& gloo) {
+    std::vector<std::vector<float>> grads[2];
+    int used_map_reductions[2];
+    for (bool is_static : {false, true}) {
+      CountingGroup group(gloo);
+      TinyModel model(5);
+      ReducerOptions options;
+      options.find_unused_parameters = true;
+      options.static_graph = is_static;
+      Reducer reducer(model.params, model.names, &group, options);
+      for (int it = 0; it < 3; ++it) {
+        model.ZeroGrad();
+        Batch shard = Shard(GlobalBatch(it, 4), rank, 2);
+        Tensor loss = model.Loss(shard.x, shard.y, /*use_extra=*/false);  // the same graph every time
+        ASSERT_TRUE(reducer.PrepareForBackward({loss}, absl::Now()).ok());
+        loss.Backward();
+        ASSERT_TRUE(reducer.status().ok()) << reducer.status();
+        for (int p = 0; p < 4; ++p) grads[is_static].push_back(model.params[p].grad().ToVector<float>());
+        EXPECT_FALSE(model.params[4].grad().defined());
+      }
+      used_map_reductions[is_static] = group.int64_all_reduces;
+    }
+    EXPECT_EQ(used_map_reductions[0], 3);
+    EXPECT_EQ(used_map_reductions[1], 1);
+    EXPECT_EQ(grads[0], grads[1]);
+  });
+}
+
 TEST(ReducerTest, NoSyncAccumulationEqualsOneLargerBatch) {
   const int world = 2, k = 3;
   const int64_t per_rank = 2;
