@@ -13,9 +13,7 @@
 
 #include <chrono>
 #include <cstring>
-#include <deque>
 #include <functional>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -24,58 +22,10 @@
 #include "comm/rendezvous_checks.h"
 #include "comm/reduce_functions.h"
 #include "comm/socket_util.h"
+#include "comm/work_queue.h"
 #include "tensor/ops.h"
 
 namespace ddp {
-
-// Runs queued collectives one at a time, in issue order, on its own thread.
-class ProcessGroupGloo::Worker {
- public:
-  using Task = std::function<void()>;
-
-  Worker() : thread_([this] { Loop(); }) {}
-  ~Worker() {
-    {
-      absl::MutexLock lock(&mu_);
-      stopping_ = true;
-    }
-    thread_.join();
-  }
-
-  void Enqueue(std::shared_ptr<AsyncWork> work, Task task) {
-    absl::MutexLock lock(&mu_);
-    queue_.emplace_back(std::move(work), std::move(task));
-  }
-
- private:
-  void Loop() {
-    while (true) {
-      std::pair<std::shared_ptr<AsyncWork>, Task> item;
-      {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(
-            +[](Worker* w)
-                 ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) { return w->stopping_ || !w->queue_.empty(); },
-            this));
-        if (queue_.empty()) return;  // stopping with nothing left
-        item = std::move(queue_.front());
-        queue_.pop_front();
-        if (stopping_) {
-          item.first->Complete(absl::CancelledError(
-              absl::StrCat(item.first->description(), ": process group destroyed before it ran")));
-          continue;
-        }
-      }
-      item.first->MarkStarted();
-      item.second();
-    }
-  }
-
-  absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<std::pair<std::shared_ptr<AsyncWork>, Task>> queue_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;
-};
 
 namespace {
 
@@ -178,7 +128,7 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<gloo::Context> context, Store
       size_(size),
       options_(std::move(options)),
       failure_reports_(store, "gloo/failure_report/", rank, size, options_.failure_report_window),
-      worker_(std::make_unique<Worker>()) {}
+      worker_(std::make_unique<WorkQueue>()) {}
 
 ProcessGroupGloo::~ProcessGroupGloo() { worker_.reset(); }
 
@@ -190,18 +140,17 @@ std::shared_ptr<Work> ProcessGroupGloo::Issue(const std::string& name, const std
   auto work = std::make_shared<AsyncWork>(absl::StrCat(name, " #", sequence, payload.empty() ? "" : " of ",
                                                        payload, " on rank ", rank_, "/", size_, " (gloo)"));
   AsyncWork* raw = work.get();
-  worker_->Enqueue(work, [this, raw, call, body = std::move(body)] {
+  worker_->Enqueue(work, [this, raw, call, body = std::move(body)]() -> absl::Status {
     std::string what;
     try {
       body(GlooTag(call));
-      raw->Complete(absl::OkStatus());
-      return;
+      return absl::OkStatus();
     } catch (const std::exception& e) {  // gloo::IoException, gloo::EnforceNotMet, std::bad_alloc, ...
       what = e.what();
     } catch (...) {
       what = "unknown exception";
     }
-    raw->Complete(Fail(call, absl::StrCat(raw->description(), " failed: ", what)));
+    return Fail(call, absl::StrCat(raw->description(), " failed: ", what));
   });
   return work;
 }

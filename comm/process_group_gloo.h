@@ -12,6 +12,7 @@
 #include "comm/collective_call.h"
 #include "comm/failure_reports.h"
 #include "comm/process_group.h"
+#include "comm/work_queue.h"
 #include "comm/store.h"
 
 namespace gloo {
@@ -65,7 +66,6 @@ class ProcessGroupGloo : public ProcessGroup {
   std::shared_ptr<Work> Barrier() override;
 
  private:
-  class Worker;
   ProcessGroupGloo(std::shared_ptr<gloo::Context> context, Store* store, int rank, int size,
                    ProcessGroupGlooOptions options);
 
@@ -89,7 +89,7 @@ class ProcessGroupGloo : public ProcessGroup {
 
   absl::Mutex issue_mu_;
   uint32_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
-  std::unique_ptr<Worker> worker_;
+  std::unique_ptr<WorkQueue> worker_;  // runs the collectives in issue order (comm/work_queue.h)
 };
 
 }  // namespace ddp

@@ -142,6 +142,11 @@ absl::StatusOr<int> LocalPort(int fd) {
   return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
 }
 
+absl::StatusOr<int> PickFreePort() {
+  DDP_ASSIGN_OR_RETURN(UniqueFd fd, ListenTcp("0.0.0.0", 0, 1));
+  return LocalPort(fd.get());
+}
+
 absl::Status SendAll(int fd, absl::string_view data, absl::Time deadline) {
   size_t done = 0;
   while (done < data.size()) {

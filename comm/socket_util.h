@@ -30,6 +30,10 @@ absl::StatusOr<UniqueFd> ListenTcp(const std::string& host, int port, int backlo
 // Returns the local port a socket is bound to.
 absl::StatusOr<int> LocalPort(int fd);
 
+// A TCP port free on every IPv4 interface of this host now (bound, read and closed: another process may
+// take it before the caller binds it, as with torchrun's own pick).
+absl::StatusOr<int> PickFreePort();
+
 // Sets or clears O_NONBLOCK.
 absl::Status SetNonBlocking(int fd, bool non_blocking);
 

@@ -106,12 +106,6 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> StartStore(const LaunchOptions& 
 constexpr absl::Duration kNodeJoinTimeout = absl::Seconds(900);
 constexpr char kWorkerMasterPortKey[] = "ddprun/worker_master_port";
 
-// A port that is free on every interface of this host now (PyTorch's rank 0 binds them all).
-absl::StatusOr<int> PickFreePort() {
-  DDP_ASSIGN_OR_RETURN(UniqueFd fd, ListenTcp("0.0.0.0", 0, 1));
-  return LocalPort(fd.get());
-}
-
 // The workers' MASTER_PORT (Note [Two ports]): node 0 picks a free port and, in a multi-node job,
 // publishes it in its store; the other nodes read it from there.
 absl::StatusOr<int> AgreeWorkerMasterPort(const LaunchOptions& options, int store_port,

@@ -71,12 +71,6 @@ absl::StatusOr<std::vector<std::string>> OwnCommand() {
   return command;
 }
 
-// A port that is free on every interface now (for the children's MASTER_PORT).
-absl::StatusOr<int> FreePort() {
-  DDP_ASSIGN_OR_RETURN(UniqueFd fd, ListenTcp("0.0.0.0", 0, 1));
-  return LocalPort(fd.get());
-}
-
 absl::Status FailureStatus(const GroupOutcome& outcome) {
   const std::string how = outcome.exit_code > 128
                               ? absl::StrCat("died of signal ", outcome.exit_code - 128)
@@ -102,7 +96,7 @@ absl::Status Spawn(const std::function<absl::Status(int rank)>& fn, int nprocs, 
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreServer> store, TcpStoreServer::Create(server_options));
   config.layout.nproc_per_node = nprocs;
   config.layout.master_addr = options.master_addr;
-  DDP_ASSIGN_OR_RETURN(config.layout.master_port, FreePort());
+  DDP_ASSIGN_OR_RETURN(config.layout.master_port, PickFreePort());
   config.layout.store_port = store->port();
   config.layout.job_token = token;
   config.layout.spawned = true;

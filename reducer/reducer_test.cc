@@ -11,96 +11,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "comm/memory_store.h"
-#include "testing/run_ranks.h"
 #include "comm/process_group_gloo.h"
+#include "reducer/reducer_test_util.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
+#include "testing/run_ranks.h"
 
 namespace ddp {
 namespace {
 
-
-// A two-layer MLP as raw leaves: fc1 [8, 4] + [8], fc2 [3, 8] + [3], plus an optional extra head.
-struct TinyModel {
-  std::vector<Tensor> params;
-  std::vector<std::string> names = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "extra.weight"};
-
-  explicit TinyModel(uint64_t seed) {
-    Generator g(seed);
-    for (const Shape& shape : {Shape{8, 4}, Shape{8}, Shape{3, 8}, Shape{3}, Shape{3, 8}}) {
-      Tensor p = Uniform(shape, -0.5f, 0.5f, g);
-      p.set_requires_grad(true);
-      params.push_back(p);
-    }
-    for (size_t i = 0; i < params.size(); ++i) params[i].set_name(names[i]);
-  }
-  // use_extra: whether the extra head contributes to the output.
-  Tensor Loss(const Tensor& x, const Tensor& y, bool use_extra) const {
-    Tensor h = Relu(Linear(x, params[0], params[1]));
-    Tensor logits = Linear(h, params[2], params[3]);
-    if (use_extra) logits = Add(logits, Linear(h, params[4], Tensor()));
-    return CrossEntropy(logits, y);
-  }
-  void ZeroGrad() const {
-    for (const Tensor& p : params) {
-      if (p.grad().defined()) FillInPlace(p.grad(), 0.0f);
-    }
-  }
-  void SgdStep(float lr) const {
-    for (const Tensor& p : params) {
-      if (p.grad().defined()) AddInPlace(p, p.grad(), -lr);
-    }
-  }
-};
-
-// The global batch of an iteration: `world * per_rank` samples; rank r owns rows [r*per_rank, ...).
-struct Batch {
-  Tensor x, y;
-};
-Batch GlobalBatch(int iteration, int64_t rows) {
-  Generator g(1000 + iteration);
-  std::vector<int64_t> labels(rows);
-  for (auto& l : labels) l = static_cast<int64_t>(g.RandomIndex(3));
-  return {Uniform({rows, 4}, -1.0f, 1.0f, g), FromVector(labels, {rows})};
-}
-Batch Shard(const Batch& global, int rank, int64_t per_rank) {
-  return {Contiguous(Narrow(global.x, 0, rank * per_rank, per_rank)),
-          Contiguous(Narrow(global.y, 0, rank * per_rank, per_rank))};
-}
-
-float MaxRelativeError(const Tensor& a, const Tensor& b) {
-  std::vector<float> va = a.ToVector<float>(), vb = b.ToVector<float>();
-  float worst = 0;
-  for (size_t i = 0; i < va.size(); ++i) {
-    worst = std::max(worst, std::abs(va[i] - vb[i]) / std::max(std::abs(vb[i]), 1e-3f));
-  }
-  return worst;
-}
-
-// Records the Reducer's events in arrival order ("ready 4", "launch 0", "done 0", "end 0").
-class EventLog : public ReducerObserver {
- public:
-  void OnGradientReady(const GradientReadyEvent& event) override {
-    events.push_back(absl::StrCat("ready ", event.param));
-    ready.push_back(event.param);
-  }
-  void OnBucketLaunched(const BucketLaunchedEvent& event) override {
-    events.push_back(absl::StrCat("launch ", event.bucket));
-  }
-  void OnBucketDone(const BucketDoneEvent& event) override {
-    events.push_back(absl::StrCat("done ", event.bucket));
-  }
-  void OnIterationEnd(const IterationEndEvent& event) override {
-    events.push_back(absl::StrCat("end ", event.iteration));
-  }
-  size_t Count(absl::string_view prefix) const {
-    return std::count_if(events.begin(), events.end(),
-                         [&](const std::string& e) { return absl::StartsWith(e, prefix); });
-  }
-
-  std::vector<std::string> events;
-  std::vector<size_t> ready;  // parameters in the order their gradients became ready
-};
 
 struct ParityCase {
   int world;
@@ -161,13 +80,6 @@ INSTANTIATE_TEST_SUITE_P(Caps, ReducerParityTest,
                                            ParityCase{3, 1 << 20, false, false}, ParityCase{3, 0, true, false},
                                            ParityCase{4, 128, false, true}, ParityCase{4, 25 << 20, true, true}));
 
-// One synchronised iteration of `model` on `batch`: the Reducer's status after backward.
-absl::Status RunIteration(Reducer& reducer, const TinyModel& model, const Batch& batch) {
-  Tensor loss = model.Loss(batch.x, batch.y, /*use_extra=*/true);
-  DDP_RETURN_IF_ERROR(reducer.PrepareForBackward({loss}, absl::Now()));
-  loss.Backward();
-  return reducer.status();
-}
 
 std::vector<std::vector<size_t>> OneBucketPerParameter(const std::vector<size_t>& order) {
   std::vector<std::vector<size_t>> buckets;
@@ -223,128 +135,6 @@ TEST(ReducerTest, RestoredOrderBuildsTheBucketsAtOnce) {
     EXPECT_EQ(reducer.bucket_assignment(), OneBucketPerParameter({2, 4, 3, 1, 0}));
     for (int it = 0; it < 2; ++it) ASSERT_TRUE(RunIteration(reducer, model, GlobalBatch(it, 4)).ok());
     EXPECT_EQ(reducer.bucket_assignment(), OneBucketPerParameter({2, 4, 3, 1, 0}));
-  });
-}
-
-TEST(ReducerTest, UnusedParameterWithoutFindUnusedIsNamedAtNextIteration) {
-  RunRanks(2, [&](int rank, ProcessGroup& group) {
-    TinyModel model(3);
-    Reducer reducer(model.params, model.names, &group, ReducerOptions{});
-    Batch shard = Shard(GlobalBatch(0, 4), rank, 2);
-    Tensor loss = model.Loss(shard.x, shard.y, /*use_extra=*/false);
-    ASSERT_TRUE(reducer.PrepareForBackward({loss}, absl::Now()).ok());
-    loss.Backward();
-    Tensor next = model.Loss(shard.x, shard.y, false);
-    absl::Status status = reducer.PrepareForBackward({next}, absl::Now());
-    ASSERT_FALSE(status.ok());
-    EXPECT_NE(status.message().find("extra.weight"), std::string::npos) << status;
-    EXPECT_NE(status.message().find("find_unused_parameters"), std::string::npos) << status;
-  });
-}
-
-TEST(ReducerTest, FindUnusedParametersAveragesBranchUsedOnSomeRanks) {
-  const int world = 2;
-  RunRanks(world, [&](int rank, ProcessGroup& group) {
-    TinyModel model(5);
-    ReducerOptions options;
-    options.find_unused_parameters = true;
-    options.rebuild_buckets = false;
-    Reducer reducer(model.params, model.names, &group, options);
-    Batch shard = Shard(GlobalBatch(0, 4), rank, 2);
-    // Rank 0 uses the extra head, rank 1 does not.
-    Tensor loss = model.Loss(shard.x, shard.y, /*use_extra=*/rank == 0);
-    ASSERT_TRUE(reducer.PrepareForBackward({loss}, absl::Now()).ok());
-    loss.Backward();
-    ASSERT_TRUE(reducer.status().ok()) << reducer.status();
-    // Expected: rank 0's local extra.weight gradient divided by 2, on both ranks.
-    TinyModel local(5);
-    Batch shard0 = Shard(GlobalBatch(0, 4), 0, 2);
-    local.Loss(shard0.x, shard0.y, true).Backward();
-    ASSERT_TRUE(model.params[4].grad().defined());
-    EXPECT_LE(MaxRelativeError(model.params[4].grad(), MulScalar(local.params[4].grad(), 0.5f)), 1e-5);
-
-    // A second iteration where nobody uses it: the gradient stays as it was (not overwritten).
-    model.ZeroGrad();
-    Tensor loss2 = model.Loss(shard.x, shard.y, false);
-    ASSERT_TRUE(reducer.PrepareForBackward({loss2}, absl::Now()).ok());
-    loss2.Backward();
-    ASSERT_TRUE(reducer.status().ok()) << reducer.status();
-    EXPECT_EQ(Sum(model.params[4].grad()).item(), 0.0);
-  });
-}
-
-TEST(ReducerTest, ParameterUnusedOnEveryRankKeepsNoGradient) {
-  RunRanks(2, [&](int rank, ProcessGroup& group) {
-    TinyModel model(5);
-    ReducerOptions options;
-    options.find_unused_parameters = true;
-    Reducer reducer(model.params, model.names, &group, options);
-    Batch shard = Shard(GlobalBatch(0, 4), rank, 2);
-    Tensor loss = model.Loss(shard.x, shard.y, false);
-    ASSERT_TRUE(reducer.PrepareForBackward({loss}, absl::Now()).ok());
-    loss.Backward();
-    ASSERT_TRUE(reducer.status().ok()) << reducer.status();
-    EXPECT_FALSE(model.params[4].grad().defined());
-    EXPECT_TRUE(model.params[0].grad().defined());
-  });
-}
-
-// Counts the int64 all-reduces a Reducer issues (the used map; buckets are float32) and forwards
-// everything to `inner`.
-class CountingGroup : public ProcessGroup {
- public:
-  explicit CountingGroup(ProcessGroup& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  std::string backend_name() const override { return inner_.backend_name(); }
-  absl::Duration timeout() const override { return inner_.timeout(); }
-  std::shared_ptr<Work> AllReduce(const Tensor& t, ReduceOp op) override {
-    if (t.dtype() == DType::kInt64) ++int64_all_reduces;
-    return inner_.AllReduce(t, op);
-  }
-  std::shared_ptr<Work> Broadcast(const Tensor& t, int root) override { return inner_.Broadcast(t, root); }
-  std::shared_ptr<Work> AllGather(const std::vector<Tensor>& out, const Tensor& in) override {
-    return inner_.AllGather(out, in);
-  }
-  std::shared_ptr<Work> ReduceScatter(const Tensor& out, const std::vector<Tensor>& in, ReduceOp op) override {
-    return inner_.ReduceScatter(out, in, op);
-  }
-  std::shared_ptr<Work> Reduce(const Tensor& t, int root, ReduceOp op) override { return inner_.Reduce(t, root, op); }
-  std::shared_ptr<Work> Barrier() override { return inner_.Barrier(); }
-  int int64_all_reduces = 0;
-
- private:
-  ProcessGroup& inner_;
-};
-
-// static_graph with find_unused_parameters: the used map is all-reduced in the first iteration only, and
-// every iteration's gradients equal those of the search-every-iteration mode.
-TEST(ReducerTest, StaticGraphReducesTheUsedMapOnce) {
-  RunRanks(2, [&](int rank, ProcessGroup& gloo) {
-    std::vector<std::vector<float>> grads[2];
-    int used_map_reductions[2];
-    for (bool is_static : {false, true}) {
-      CountingGroup group(gloo);
-      TinyModel model(5);
-      ReducerOptions options;
-      options.find_unused_parameters = true;
-      options.static_graph = is_static;
-      Reducer reducer(model.params, model.names, &group, options);
-      for (int it = 0; it < 3; ++it) {
-        model.ZeroGrad();
-        Batch shard = Shard(GlobalBatch(it, 4), rank, 2);
-        Tensor loss = model.Loss(shard.x, shard.y, /*use_extra=*/false);  // the same graph every time
-        ASSERT_TRUE(reducer.PrepareForBackward({loss}, absl::Now()).ok());
-        loss.Backward();
-        ASSERT_TRUE(reducer.status().ok()) << reducer.status();
-        for (int p = 0; p < 4; ++p) grads[is_static].push_back(model.params[p].grad().ToVector<float>());
-        EXPECT_FALSE(model.params[4].grad().defined());
-      }
-      used_map_reductions[is_static] = group.int64_all_reduces;
-    }
-    EXPECT_EQ(used_map_reductions[0], 3);
-    EXPECT_EQ(used_map_reductions[1], 1);
-    EXPECT_EQ(grads[0], grads[1]);
   });
 }
 
@@ -408,64 +198,6 @@ TEST(ReducerTest, CompressionHooksStayWithinTolerance) {
   EXPECT_FALSE(MakeCommHook("int8").ok());
 }
 
-// Note [World size 1]: the gradients stay as backward left them, nothing is launched, the layout is
-// never rebuilt, and a parameter without gradient is still named.
-TEST(ReducerTest, WorldSizeOneReducesNothingAndStillNamesUnusedParameters) {
-  RunRanks(1, [&](int, ProcessGroup& group) {
-    TinyModel model(4), reference(4);
-    Reducer reducer(model.params, model.names, &group, ReducerOptions{});
-    EventLog log;
-    reducer.AddObserver(&log);
-    Batch batch = GlobalBatch(0, 4);
-    for (int it = 0; it < 2; ++it) {
-      model.ZeroGrad();
-      Tensor loss = model.Loss(batch.x, batch.y, true);
-      ASSERT_TRUE(reducer.PrepareForBackward({loss}, absl::Now()).ok());
-      loss.Backward();
-      ASSERT_TRUE(reducer.status().ok()) << reducer.status();
-    }
-    reference.Loss(batch.x, batch.y, true).Backward();
-    for (size_t i = 0; i < model.params.size(); ++i) {
-      EXPECT_EQ(model.params[i].grad().ToVector<float>(), reference.params[i].grad().ToVector<float>());
-    }
-    EXPECT_EQ(reducer.stats().size(), 2u);
-    EXPECT_EQ(log.Count("ready "), 10u);
-    EXPECT_EQ(log.Count("launch "), 0u);
-    EXPECT_EQ(log.Count("done "), 0u);
-    EXPECT_FALSE(reducer.buckets_rebuilt());
-    EXPECT_EQ(reducer.RebuiltOrderText(), "");
-    Tensor partial = model.Loss(batch.x, batch.y, false);
-    ASSERT_TRUE(reducer.PrepareForBackward({partial}, absl::Now()).ok());
-    partial.Backward();
-    EXPECT_NE(reducer.status().message().find("extra.weight"), std::string::npos) << reducer.status();
-  });
-}
-
-// ReducerOptions::reduce_at_world_size_1: every bucket goes through the hook at world size 1 (how a
-// one-GPU test exercises NCCL buckets), and the gradients equal the plain module's.
-TEST(ReducerTest, ForcedReductionAtWorldSizeOneLaunchesEveryBucket) {
-  RunRanks(1, [&](int, ProcessGroup& group) {
-    TinyModel model(4), reference(4);
-    ReducerOptions options;
-    options.reduce_at_world_size_1 = true;
-    options.caps.first_bucket_cap_bytes = 0;
-    options.caps.bucket_cap_bytes = 0;  // one bucket per parameter
-    Reducer reducer(model.params, model.names, &group, options);
-    EventLog log;
-    reducer.AddObserver(&log);
-    Batch batch = GlobalBatch(0, 4);
-    Tensor loss = model.Loss(batch.x, batch.y, true);
-    ASSERT_TRUE(reducer.PrepareForBackward({loss}, absl::Now()).ok());
-    loss.Backward();
-    ASSERT_TRUE(reducer.status().ok()) << reducer.status();
-    reference.Loss(batch.x, batch.y, true).Backward();
-    for (size_t i = 0; i < model.params.size(); ++i) {
-      EXPECT_EQ(model.params[i].grad().ToVector<float>(), reference.params[i].grad().ToVector<float>());
-    }
-    EXPECT_EQ(log.Count("launch "), model.params.size());
-    EXPECT_EQ(log.Count("done "), model.params.size());
-  });
-}
 
 TEST(ReducerTest, DelayedReductionAblationGivesTheSameGradientsWithoutOverlap) {
   TinyModel reference(12);
