@@ -270,27 +270,31 @@ absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time
 }
 
 std::string ShmChannel::CheckPeers(bool check_processes) {
+  // Reports first: a peer that found the first loss wrote it into its abort word, which stays readable
+  // after that peer itself exits (the mapping outlives it), so the rank lost first is named, not a
+  // survivor that left after reporting it.
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
+    const int32_t abort = peers_[q].control()->abort.load(std::memory_order_acquire);
+    if (abort == 0) continue;
+    Abort(abort >= 2 ? abort - 2 : -1);
+    if (abort >= 2) return absl::StrCat("lost rank ", abort - 2, " (reported by rank ", q, ")");
+    return absl::StrCat("rank ", q, " failed and left the group broken");
+  }
+  if (!check_processes) return "";
+  for (int q = 0; q < size_; ++q) {
     const Peer& peer = peers_[q];
+    if (q == rank_ || peer.pid == getpid()) continue;
     bool exited = false;
-    if (check_processes && peer.pid != getpid()) {
-      if (peer.pidfd.valid()) {
-        pollfd p{peer.pidfd.get(), POLLIN, 0};
-        exited = poll(&p, 1, 0) > 0;
-      } else {
-        exited = kill(peer.pid, 0) != 0 && errno == ESRCH;
-      }
+    if (peer.pidfd.valid()) {
+      pollfd p{peer.pidfd.get(), POLLIN, 0};
+      exited = poll(&p, 1, 0) > 0;
+    } else {
+      exited = kill(peer.pid, 0) != 0 && errno == ESRCH;
     }
     if (exited) {
       Abort(q);
       return absl::StrCat("lost rank ", q, " (process ", peer.pid, " exited)");
-    }
-    const int32_t abort = peer.control()->abort.load(std::memory_order_acquire);
-    if (abort != 0) {
-      Abort(abort >= 2 ? abort - 2 : -1);
-      if (abort >= 2) return absl::StrCat("lost rank ", abort - 2, " (reported by rank ", q, ")");
-      return absl::StrCat("rank ", q, " failed and left the group broken");
     }
   }
   return "";
