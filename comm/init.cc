@@ -18,6 +18,7 @@
 #include "comm/prefix_store.h"
 #include "comm/process_group_debug.h"
 #include "comm/process_group_gloo.h"
+#include "comm/process_group_hierarchical.h"
 #include "comm/process_group_shm.h"
 #include "comm/store_exposure.h"
 #include "comm/store_keys.h"
@@ -131,24 +132,63 @@ std::unique_ptr<ProcessGroup> MaybeDebugWrapped(std::unique_ptr<ProcessGroup> gr
   return std::make_unique<ProcessGroupDebug>(std::move(group));
 }
 
-// "gloo" or "shm" for a CPU backend name: auto is shm when every rank reported the same host
-// identity through the store (hostname and boot id, comm/host_identity.h), gloo otherwise.
-absl::StatusOr<std::string> ResolveCpuBackend(const InitOptions& options, DistributedContext& context) {
+// The CPU backend for a backend name: auto is shm when every rank reported the same host identity
+// through the store (hostname and boot id, comm/host_identity.h); on several hosts with several ranks
+// each (the same count everywhere) it is "hier" (Note [Hierarchical all-reduce]), else gloo.
+// `identities` receives every rank's identity when they were exchanged.
+absl::StatusOr<std::string> ResolveCpuBackend(const InitOptions& options, DistributedContext& context,
+                                              std::vector<std::string>* identities) {
   if (options.backend != "auto") return options.backend;
-  DDP_ASSIGN_OR_RETURN(std::vector<std::string> hosts,
+  DDP_ASSIGN_OR_RETURN(*identities,
                        ExchangeHostIdentities(*context.store, context.launch.rank, context.launch.world_size,
                                               LocalHostIdentity(), context.timeout));
-  return AllOnOneHost(hosts) ? std::string("shm") : std::string("gloo");
+  if (AllOnOneHost(*identities)) return std::string("shm");
+  const absl::StatusOr<HostLayout> layout = ComputeHostLayout(*identities, context.launch.rank);
+  if (!layout.ok()) {
+    if (context.launch.rank == 0) std::fprintf(stderr, "backend auto: gloo, since %s\n", layout.status().ToString().c_str());
+    return std::string("gloo");
+  }
+  return std::string(layout->local_size > 1 ? "hier" : "gloo");
 }
 
-// The shared-memory group; $DDP_SHM_NAME_TAG (tests) replaces the segment names' tag.
-absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeShmGroup(const EnvLookup& env, DistributedContext& context) {
+// The shared-memory group of `rank` of `size` over `store`; $DDP_SHM_NAME_TAG (tests) replaces the
+// segment names' tag.
+absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeShmGroup(const EnvLookup& env, Store& store, int rank, int size,
+                                                           absl::Duration timeout) {
   ProcessGroupShmOptions shm_options;
-  shm_options.timeout = context.timeout;
+  shm_options.timeout = timeout;
   shm_options.channel.name_tag = env("DDP_SHM_NAME_TAG").value_or(shm_options.channel.name_tag);
-  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupShm> group,
-                       ProcessGroupShm::Create(*context.store, context.launch.rank, context.launch.world_size,
-                                               shm_options));
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupShm> group, ProcessGroupShm::Create(store, rank, size, shm_options));
+  return std::unique_ptr<ProcessGroup>(std::move(group));
+}
+
+// The Gloo group of `rank` of `size` over `store`.
+absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeGlooGroup(const InitOptions& options, const DistributedContext& context,
+                                                            Store& store, int rank, int size) {
+  ProcessGroupGlooOptions gloo_options;
+  gloo_options.timeout = context.timeout;
+  DDP_ASSIGN_OR_RETURN(gloo_options.failure_report_window, ResolveFailureReportWindow(options.env));
+  gloo_options.hostname =
+      options.env("GLOO_SOCKET_IFADDR").value_or(LocalAddressToward(context.launch.master_addr));
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupGloo> group, ProcessGroupGloo::Create(store, rank, size, gloo_options));
+  return std::unique_ptr<ProcessGroup>(std::move(group));
+}
+
+// The CPU group `backend` ("gloo", "shm" or "hier") names, for this process's rank of the whole job.
+absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeCpuGroup(const InitOptions& options, DistributedContext& context,
+                                                           const std::string& backend,
+                                                           const std::vector<std::string>& identities) {
+  const int rank = context.launch.rank;
+  const int size = context.launch.world_size;
+  if (backend == "shm") return MakeShmGroup(options.env, *context.store, rank, size, context.timeout);
+  if (backend == "gloo") return MakeGlooGroup(options, context, *context.store, rank, size);
+  InnerGroupFactory shm = [&](Store& store, int r, int s) {
+    return MakeShmGroup(options.env, store, r, s, context.timeout);
+  };
+  InnerGroupFactory gloo = [&](Store& store, int r, int s) { return MakeGlooGroup(options, context, store, r, s); };
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupHierarchical> group,
+                       ProcessGroupHierarchical::Create(*context.store, rank, size, identities, context.timeout,
+                                                        shm, gloo));
   return std::unique_ptr<ProcessGroup>(std::move(group));
 }
 
@@ -192,20 +232,9 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitO
     return context;
   }
 #endif
-  DDP_ASSIGN_OR_RETURN(const std::string backend, ResolveCpuBackend(options, *context));
-  if (backend == "shm") {
-    DDP_ASSIGN_OR_RETURN(context->group, MakeShmGroup(options.env, *context));
-    context->group = MaybeDebugWrapped(std::move(context->group), debug);
-    return context;
-  }
-  ProcessGroupGlooOptions gloo_options;
-  gloo_options.timeout = context->timeout;
-  DDP_ASSIGN_OR_RETURN(gloo_options.failure_report_window, ResolveFailureReportWindow(options.env));
-  gloo_options.hostname =
-      options.env("GLOO_SOCKET_IFADDR").value_or(LocalAddressToward(context->launch.master_addr));
-  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupGloo> group,
-                       ProcessGroupGloo::Create(*context->store, context->launch.rank,
-                                                context->launch.world_size, gloo_options));
+  std::vector<std::string> identities;
+  DDP_ASSIGN_OR_RETURN(const std::string backend, ResolveCpuBackend(options, *context, &identities));
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroup> group, MakeCpuGroup(options, *context, backend, identities));
   context->group = MaybeDebugWrapped(std::move(group), debug);
   return context;
 }

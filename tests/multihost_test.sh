@@ -1,8 +1,13 @@
 #!/bin/bash
 # Two "hosts" on one machine: network namespaces ddpA<pid> and ddpB<pid>, joined by a veth pair with a
 # private 10.x.y.z/30 chosen here. Node 0 (ddprun --node_rank 0, hosting the store) runs in A, node 1 in
-# B; each runs one collective_worker, which must pass every collective check over the veth link and
-# advertise its own veth address to Gloo. Only the two addresses created here are ever contacted.
+# B. Two jobs run:
+#   1. one collective_worker per node over Gloo: every collective check over the veth link, each rank
+#      advertising its own veth address to Gloo;
+#   2. two collective_workers per node with --backend=auto, each node in its own UTS namespace with its
+#      own hostname (so the ranks see two hosts): auto must choose the hierarchical group (shared memory
+#      inside a node, Gloo across; Note [Hierarchical all-reduce]) and pass every collective check.
+# Only the two addresses created here are ever contacted.
 #
 # Needs root and iproute2; otherwise (or when the kernel refuses namespaces or veth) it prints
 # "SKIPPED: ..." and exits 0. The namespaces are always removed (trap EXIT). Every step is bounded by
@@ -73,33 +78,59 @@ if command -v ping >/dev/null 2>&1; then
 fi
 
 mkdir -p "$WORK_DIR"
-run_node() {  # namespace node_rank
-  DDP_TIMEOUT_S=30 timeout 90 ip netns exec "$1" "$DDPRUN" --nnodes 2 --node_rank "$2" \
-    --nproc_per_node 1 --master_addr "$ADDR_A" --master_port "$PORT" --job_token "$TOKEN" \
-    --grace_period_s 2 -- "$WORKER"
-}
-run_node "$NS_B" 1 >"$WORK_DIR/node1.out" 2>&1 &
-NODE1_PID=$!
-run_node "$NS_A" 0 >"$WORK_DIR/node0.out" 2>&1
-CODE0=$?
-wait "$NODE1_PID"
-CODE1=$?
-NODE1_PID=""
-
-echo "---- node 0 (namespace $NS_A, $ADDR_A), exit $CODE0"
-cat "$WORK_DIR/node0.out"
-echo "---- node 1 (namespace $NS_B, $ADDR_B), exit $CODE1"
-cat "$WORK_DIR/node1.out"
-
 FAILED=0
-[[ "$CODE0" == 0 ]] || { echo "FAIL: node 0 exited $CODE0"; FAILED=1; }
-[[ "$CODE1" == 0 ]] || { echo "FAIL: node 1 exited $CODE1"; FAILED=1; }
 expect_line() {  # file text
   grep -qF -- "$2" "$1" || { echo "FAIL: $1 lacks: $2"; FAILED=1; }
 }
-expect_line "$WORK_DIR/node0.out" "collective_worker rank 0/2 joined via env:// (gloo address $ADDR_A,"
-expect_line "$WORK_DIR/node1.out" "collective_worker rank 1/2 joined via env:// (gloo address $ADDR_B,"
-expect_line "$WORK_DIR/node0.out" "collective_worker rank 0/2: all "
-expect_line "$WORK_DIR/node1.out" "collective_worker rank 1/2: all "
-[[ "$FAILED" == 0 ]] && echo "PASSED: two nodes over a veth pair ($ADDR_A <-> $ADDR_B)"
+# Runs one job: node 1 in B (background), node 0 in A; prints both outputs; fails on a non-zero exit.
+# Arguments: job name, ranks per node, hostname prefix ("" keeps the machine's hostname), worker flags.
+run_job() {
+  local job="$1" nproc="$2" hostprefix="$3"
+  shift 3
+  run_node() {  # namespace node_rank worker-flags...
+    local ns="$1" node="$2"
+    shift 2
+    local -a cmd=("$DDPRUN" --nnodes 2 --node_rank "$node" --nproc_per_node "$nproc" --master_addr "$ADDR_A"
+                  --master_port "$PORT" --job_token "$TOKEN" --grace_period_s 2 -- "$WORKER" "$@")
+    if [[ -n "$hostprefix" ]]; then  # its own hostname: a separate host identity (comm/host_identity.h)
+      DDP_TIMEOUT_S=30 timeout 90 ip netns exec "$ns" unshare --uts -- sh -c 'hostname "$0" && exec "$@"' \
+        "${hostprefix}${node}" "${cmd[@]}"
+    else
+      DDP_TIMEOUT_S=30 timeout 90 ip netns exec "$ns" "${cmd[@]}"
+    fi
+  }
+  run_node "$NS_B" 1 "$@" >"$WORK_DIR/$job.node1.out" 2>&1 &
+  NODE1_PID=$!
+  run_node "$NS_A" 0 "$@" >"$WORK_DIR/$job.node0.out" 2>&1
+  local code0=$?
+  wait "$NODE1_PID"
+  local code1=$?
+  NODE1_PID=""
+  echo "---- $job: node 0 (namespace $NS_A, $ADDR_A), exit $code0"
+  cat "$WORK_DIR/$job.node0.out"
+  echo "---- $job: node 1 (namespace $NS_B, $ADDR_B), exit $code1"
+  cat "$WORK_DIR/$job.node1.out"
+  [[ "$code0" == 0 ]] || { echo "FAIL: $job: node 0 exited $code0"; FAILED=1; }
+  [[ "$code1" == 0 ]] || { echo "FAIL: $job: node 1 exited $code1"; FAILED=1; }
+}
+
+run_job gloo 1 ""
+expect_line "$WORK_DIR/gloo.node0.out" "collective_worker rank 0/2 joined via env:// (gloo address $ADDR_A,"
+expect_line "$WORK_DIR/gloo.node1.out" "collective_worker rank 1/2 joined via env:// (gloo address $ADDR_B,"
+expect_line "$WORK_DIR/gloo.node0.out" "collective_worker rank 0/2: all "
+expect_line "$WORK_DIR/gloo.node1.out" "collective_worker rank 1/2: all "
+
+if ! command -v unshare >/dev/null 2>&1; then
+  echo "note: unshare (util-linux) is missing: the hierarchical job is not run"
+else
+  PORT=29501
+  run_job hier 2 "ddphost$$-" --backend=auto
+  for rank in 0 1; do
+    expect_line "$WORK_DIR/hier.node0.out" "collective_worker rank $rank/4: all "
+    expect_line "$WORK_DIR/hier.node1.out" "collective_worker rank $((rank + 2))/4: all "
+  done
+  expect_line "$WORK_DIR/hier.node0.out" "backend hier(shm+gloo))"
+  expect_line "$WORK_DIR/hier.node1.out" "backend hier(shm+gloo))"
+fi
+[[ "$FAILED" == 0 ]] && echo "PASSED: two nodes over a veth pair ($ADDR_A <-> $ADDR_B): gloo, and shm+gloo hierarchical"
 exit "$FAILED"
