@@ -5,6 +5,8 @@
 //   bazel run //bench:allreduce -- --max_bytes=268435456          # up to 256 MiB (about 2x longer)
 //   bazel run //bench:allreduce -- --world_sizes=2 --format=json  # one JSON object per row
 //   bazel run //bench:allreduce -- --world_sizes=2 --debug_detail # "ours" under DDP_DEBUG=detail
+//   bazel run //bench:allreduce -- --world_sizes=2 --min_bytes=1048576 --reduce_scatter
+//                                                  # adds a reduce-scatter row ("rs") beside "ours"
 //
 // For each world size the binary forks that many rank processes (ranks as processes, as in a real job),
 // which rendezvous through a FileStore in $TMPDIR and build two Gloo contexts over loopback TCP with the
@@ -24,6 +26,11 @@
 // --world_sizes=1 isolates our fixed cost: no communication happens, so "ours" is the pure round trip
 // through the group's worker thread (issue, wake-up, completion, wake-up of the waiter).
 // algbw = bytes / time; busbw = algbw * 2(n-1)/n (nccl-tests' all-reduce bus bandwidth). Rank 0 prints.
+// With --reduce_scatter, each size also times ProcessGroupGloo::ReduceScatter of the same `bytes` per rank
+// (n chunks of bytes/4/n floats: the ring of Note [Ring reduce-scatter] in
+// comm/process_group_gloo_collectives.cc), after the ABBA loop, and prints it as an "rs" row whose ratio
+// column is rs/ours (reduce-scatter time over all-reduce time of the same buffer); its busbw is
+// algbw * (n-1)/n, as nccl-tests reports reduce-scatter.
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -72,6 +79,8 @@ ABSL_FLAG(bool, verbose, false, "Rank 0 also prints its own p10/p50/p90 per call
 ABSL_FLAG(bool, debug_detail, false,
           "\"ours\" runs under DDP_DEBUG=detail (ProcessGroupDebug: the ranks compare each call first), so "
           "the difference against a run without the flag is that mode's cost per collective.");
+ABSL_FLAG(bool, reduce_scatter, false,
+          "Also time ProcessGroupGloo::ReduceScatter of each size (one row \"rs\" beside \"ours\").");
 ABSL_FLAG(double, timeout_s, 120.0, "Gloo timeout of both contexts, and the rendezvous timeout.");
 
 namespace ddp {
@@ -88,6 +97,7 @@ struct BenchOptions {
   int warmup = 2;                       // untimed calls per impl and size
   absl::Duration timeout = absl::Seconds(120);  // Gloo and rendezvous timeout
   bool debug_detail = false;            // "ours" through ProcessGroupDebug (DDP_DEBUG=detail)
+  bool reduce_scatter = false;          // also time ProcessGroupGloo::ReduceScatter per size
 };
 
 // The two all-reduce implementations of one rank, over two independent Gloo contexts.
@@ -112,6 +122,15 @@ class Ranks {
   void Ours(const Tensor& t) {
     ProcessGroup& group = debug_ != nullptr ? static_cast<ProcessGroup&>(*debug_) : *group_;
     absl::Status status = group.AllReduce(t)->Wait(timeout_);
+    if (!status.ok()) {
+      std::fprintf(stderr, "allreduce_bench rank %d: %s\n", rank(), std::string(status.message()).c_str());
+      std::_Exit(3);
+    }
+  }
+
+  // One reduce-scatter (sum) through ProcessGroupGloo. Aborts on failure.
+  void OursReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs) {
+    absl::Status status = group_->ReduceScatter(output, inputs)->Wait(timeout_);
     if (!status.ok()) {
       std::fprintf(stderr, "allreduce_bench rank %d: %s\n", rank(), std::string(status.message()).c_str());
       std::_Exit(3);
@@ -180,7 +199,25 @@ struct Row {
   int64_t bytes;
   double ours_s;  // median seconds per call, maximum over ranks
   double raw_s;
+  double reduce_scatter_s = 0.0;  // with --reduce_scatter: median seconds per reduce-scatter, max over ranks
 };
+
+// Median seconds per ProcessGroupGloo::ReduceScatter (sum) of `bytes` per rank, after `warmup` calls.
+double MeasureReduceScatter(Ranks& ranks, int64_t bytes, int iters, const BenchOptions& options) {
+  const int64_t chunk = bytes / 4 / ranks.size();
+  std::vector<Tensor> inputs;
+  for (int r = 0; r < ranks.size(); ++r) inputs.push_back(Zeros({chunk}));
+  Tensor output = Zeros({chunk});
+  for (int i = 0; i < options.warmup; ++i) ranks.OursReduceScatter(output, inputs);
+  std::vector<double> seconds;
+  ranks.Barrier();
+  for (int i = 0; i < iters; ++i) {
+    const Clock::time_point start = Clock::now();
+    ranks.OursReduceScatter(output, inputs);
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return ranks.MaxOverRanks(Median(seconds));
+}
 
 // Both impls at one size: warm-up, an iteration count agreed from rank 0's warm-up, then `iters` timed
 // calls of each impl interleaved ABBA (ours, raw, raw, ours, ...), so load on the machine hits both alike.
@@ -215,7 +252,9 @@ Row MeasureSize(Ranks& ranks, int64_t bytes, const BenchOptions& options) {
                    v[v.size() / 2] * 1e6, v[v.size() * 9 / 10] * 1e6);
     }
   }
-  return Row{bytes, ranks.MaxOverRanks(Median(seconds[0])), ranks.MaxOverRanks(Median(seconds[1]))};
+  Row row{bytes, ranks.MaxOverRanks(Median(seconds[0])), ranks.MaxOverRanks(Median(seconds[1]))};
+  if (options.reduce_scatter) row.reduce_scatter_s = MeasureReduceScatter(ranks, bytes, iters, options);
+  return row;
 }
 
 void PrintRow(const Row& row, int world, bool json) {
@@ -237,6 +276,21 @@ void PrintRow(const Row& row, int world, bool json) {
       } else {
         std::printf("\n");
       }
+    }
+  }
+  if (row.reduce_scatter_s > 0.0) {
+    const double algbw = row.bytes / row.reduce_scatter_s / 1e9;
+    const double busbw = algbw * (world - 1) / world;
+    const double over_allreduce = row.reduce_scatter_s / row.ours_s;
+    if (json) {
+      std::printf(
+          "{\"bytes\": %lld, \"time_us\": %.2f, \"algbw_gbps\": %.4f, \"busbw_gbps\": %.4f, \"impl\": "
+          "\"reduce_scatter\", \"world_size\": %d, \"rs_over_allreduce\": %.4f}\n",
+          static_cast<long long>(row.bytes), row.reduce_scatter_s * 1e6, algbw, busbw, world, over_allreduce);
+    } else {
+      std::printf("%12lld %12.2f %11.4f %11.4f %6s %9.3f %+10.2f\n", static_cast<long long>(row.bytes),
+                  row.reduce_scatter_s * 1e6, algbw, busbw, "rs", over_allreduce,
+                  (row.reduce_scatter_s - row.ours_s) * 1e6);
     }
   }
   std::fflush(stdout);
@@ -310,6 +364,10 @@ int RunRank(const std::string& store_path, int rank, int world, const BenchOptio
                 world);
     std::printf("%12s %12s %11s %11s %6s %9s %10s\n", "bytes", "time_us", "algbw_gbps", "busbw_gbps", "impl",
                 "ours/raw", "extra_us");
+    if (options.reduce_scatter) {
+      std::printf("# rs: ReduceScatter (sum) of the same bytes per rank; its ratio and extra columns are "
+                  "against \"ours\" (the all-reduce)\n");
+    }
     std::fflush(stdout);
   }
   std::vector<Row> rows;
@@ -389,6 +447,7 @@ int main(int argc, char** argv) {
   options.warmup = std::max(0, absl::GetFlag(FLAGS_warmup));
   options.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
   options.debug_detail = absl::GetFlag(FLAGS_debug_detail);
+  options.reduce_scatter = absl::GetFlag(FLAGS_reduce_scatter);
   if (absl::GetFlag(FLAGS_format) != "json" && absl::GetFlag(FLAGS_format) != "table") {
     std::fprintf(stderr, "allreduce_bench: --format must be table or json\n");
     return 2;

@@ -25,6 +25,8 @@ namespace ddp {
 // collective needs every peer to have posted its side), so only neighbouring calls are in flight
 // together. Two different signatures share a hash with probability 1/65536; only then does Gloo's crash
 // remain possible.
+// Send and Recv, which only two ranks take part in, build their slot from the signature and the user's
+// tag instead of a sequence number (Note [Point-to-point tags] in comm/process_group_gloo_collectives.cc).
 
 uint32_t GlooTag(const CollectiveCall& call) {
   const uint64_t hash = Fnv1a64(call.signature.data(), call.signature.size());

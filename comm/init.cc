@@ -18,6 +18,7 @@
 #include "comm/prefix_store.h"
 #include "comm/process_group_debug.h"
 #include "comm/process_group_gloo.h"
+#include "comm/process_group_mpi.h"
 #include "comm/process_group_hierarchical.h"
 #include "comm/process_group_shm.h"
 #include "comm/store_exposure.h"
@@ -192,6 +193,28 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeCpuGroup(const InitOptions& op
   return std::unique_ptr<ProcessGroup>(std::move(group));
 }
 
+// Backend "mpi": MPI itself decides rank and size (no store; context->store stays null). Explicit
+// rank/world_size arguments must agree with MPI's.
+absl::StatusOr<std::unique_ptr<DistributedContext>> JoinMpi(const InitOptions& options, DebugMode debug,
+                                                            std::unique_ptr<DistributedContext> context) {
+  ProcessGroupMpiOptions mpi_options;
+  mpi_options.timeout = context->timeout;
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupMpi> group, ProcessGroupMpi::Create(mpi_options));
+  if ((options.rank >= 0 && options.rank != group->rank()) ||
+      (options.world_size >= 0 && options.world_size != group->size())) {
+    return absl::InvalidArgumentError(absl::StrCat("backend mpi: rank ", options.rank, " of ", options.world_size,
+                                                   " requested, but MPI says rank ", group->rank(), " of ",
+                                                   group->size()));
+  }
+  context->launch.rank = group->rank();
+  context->launch.world_size = group->size();
+  context->launch.local_rank = group->local_rank();
+  context->launch.local_world_size = group->local_size();
+  context->launch.source = "mpi";
+  context->group = MaybeDebugWrapped(std::move(group), debug);
+  return context;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitOptions& options) {
@@ -210,10 +233,11 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitO
     return absl::UnimplementedError("backend nccl needs a build with --config=cuda (and a GPU)");
   }
 #endif
+  if (options.backend == "mpi") return JoinMpi(options, debug, std::move(context));
   if (options.backend != "gloo" && options.backend != "nccl" && options.backend != "shm" &&
       options.backend != "auto") {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown backend \"", options.backend, "\": expected auto, gloo, shm or nccl"));
+        absl::StrCat("unknown backend \"", options.backend, "\": expected auto, gloo, shm, mpi or nccl"));
   }
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<Store> base, MakeStore(options, context->launch, context->timeout));
   // A restarted group (ddprun --max_restarts) meets in a fresh namespace: the store outlives attempts and

@@ -3,6 +3,7 @@
 #ifndef DDP_COMM_INIT_H_
 #define DDP_COMM_INIT_H_
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,7 +18,8 @@ namespace ddp {
 
 struct InitOptions {
   std::string backend = "gloo";        // "gloo" (CPU, TCP); "shm" (CPU, ranks of one host); "auto" (shm
-                                       // when every rank is on one host, else gloo); "nccl" (--config=cuda)
+                                       // when every rank is on one host, else gloo); "nccl" (--config=cuda);
+                                       // "mpi" (under mpirun/srun: rank and size from MPI, no store)
   std::string init_method = "env://";  // env://, tcp://host:port or file:///path
   int rank = -1;                        // -1: from the environment (comm/launch_env.h)
   int world_size = -1;                  // -1: from the environment
@@ -30,8 +32,10 @@ struct InitOptions {
 struct DistributedContext {
   LaunchEnv launch;
   absl::Duration timeout;
-  std::unique_ptr<Store> store;
+  std::unique_ptr<Store> store;  // null for backend "mpi" (MPI does its own rendezvous)
   std::unique_ptr<ProcessGroup> group;
+  // Subgroups NewGroup (comm/new_group.h) created so far: their store prefixes are numbered by it.
+  int64_t groups_created = 0;
 };
 
 // Joins the group described by `options`. env:// reads MASTER_ADDR/MASTER_PORT, or DDP_STORE_ADDR/

@@ -101,8 +101,8 @@ TEST(InitTest, BadMethodsAndBackendsAreNamed) {
   options.init_method = "tcp://nohost";
   EXPECT_NE(InitProcessGroup(options).status().message().find("expected tcp://host:port"), std::string::npos);
   options.init_method = "env://";
-  options.backend = "mpi";
-  EXPECT_NE(InitProcessGroup(options).status().message().find("unknown backend \"mpi\""), std::string::npos);
+  options.backend = "mpx";
+  EXPECT_NE(InitProcessGroup(options).status().message().find("unknown backend \"mpx\""), std::string::npos);
 }
 
 TEST(InitTest, MissingPeersTimeOut) {

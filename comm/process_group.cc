@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "comm/async_work.h"
 #include "tensor/ops.h"
 
 namespace ddp {
@@ -98,6 +99,33 @@ absl::Status ProcessGroup::AllGatherObject(const std::string& input, std::vector
     outputs->emplace_back(static_cast<const char*>(payloads[r].raw_data()), len);
   }
   return absl::OkStatus();
+}
+
+// The defaults of the collectives a backend may lack: a Work that failed with kUnimplemented.
+namespace {
+std::shared_ptr<Work> UnimplementedWork(const ProcessGroup& group, const std::string& call) {
+  auto work = std::make_shared<AsyncWork>(absl::StrCat(call, " on rank ", group.rank(), "/", group.size()));
+  work->MarkStarted();
+  work->Complete(absl::UnimplementedError(
+      absl::StrCat(call, " is not implemented by the ", group.backend_name(), " backend (gloo has it)")));
+  return work;
+}
+}  // namespace
+
+std::shared_ptr<Work> ProcessGroup::Gather(const std::vector<Tensor>&, const Tensor&, int) {
+  return UnimplementedWork(*this, "Gather");
+}
+std::shared_ptr<Work> ProcessGroup::Scatter(const Tensor&, const std::vector<Tensor>&, int) {
+  return UnimplementedWork(*this, "Scatter");
+}
+std::shared_ptr<Work> ProcessGroup::AllToAll(const std::vector<Tensor>&, const std::vector<Tensor>&) {
+  return UnimplementedWork(*this, "AllToAll");
+}
+std::shared_ptr<Work> ProcessGroup::Send(const Tensor&, int, int) { return UnimplementedWork(*this, "Send"); }
+std::shared_ptr<Work> ProcessGroup::Recv(const Tensor&, int, int) { return UnimplementedWork(*this, "Recv"); }
+absl::Status ProcessGroup::MonitoredBarrier(absl::Duration, bool) {
+  return absl::UnimplementedError(
+      absl::StrCat("MonitoredBarrier is not implemented by the ", backend_name(), " backend (gloo has it)"));
 }
 
 }  // namespace ddp

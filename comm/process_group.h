@@ -80,6 +80,32 @@ class ProcessGroup {
   // Completes once every rank reached it.
   virtual std::shared_ptr<Work> Barrier() = 0;
 
+  // The collectives below (Note [More collectives] in comm/process_group_gloo_collectives.cc) have
+  // defaults that return a failed Work (or Status) with kUnimplemented naming the call and the backend;
+  // ProcessGroupGloo implements all of them.
+  //
+  // On `root`, outputs[r] receives rank r's `input`; other ranks pass no outputs (ignored if given).
+  // REQUIRES: on root outputs.size() == size(); every tensor has input's element count and dtype.
+  virtual std::shared_ptr<Work> Gather(const std::vector<Tensor>& outputs, const Tensor& input, int root);
+  // Every rank's `output` receives root's inputs[rank()]; other ranks pass no inputs (ignored if given).
+  // REQUIRES: on root inputs.size() == size(); every tensor has output's element count and dtype.
+  virtual std::shared_ptr<Work> Scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root);
+  // outputs[r] receives rank r's inputs[rank()] (PyTorch's all_to_all with lists, equal-size chunks).
+  // REQUIRES: inputs.size() == outputs.size() == size(); all tensors of one element count and dtype.
+  virtual std::shared_ptr<Work> AllToAll(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs);
+  // Point to point: `tensor` goes to rank `dst`, whose Recv(tensor, this rank, tag) with the same element
+  // count and dtype receives it. Only the two ranks take part; sends on one (peer, tag) arrive in order.
+  // The Work completes once the data went out, which needs the peer's matching Recv posted (Gloo), bounded
+  // by timeout(). REQUIRES: tag >= 0, dst != rank(), contiguous CPU tensor for Gloo.
+  virtual std::shared_ptr<Work> Send(const Tensor& tensor, int dst, int tag = 0);
+  // Receives into `tensor` what rank `src` sent with Send(..., tag). REQUIRES: as Send.
+  virtual std::shared_ptr<Work> Recv(const Tensor& tensor, int src, int tag = 0);
+  // PyTorch's monitored_barrier, blocking: rank 0 waits (at most `timeout`) until every other rank
+  // arrived, then releases them. On timeout rank 0 returns kDeadlineExceeded naming the ranks that did
+  // not arrive (every missing rank when `wait_all_ranks`, else the first one), and the other ranks
+  // return that error too. Does not wait for collectives still in flight.
+  virtual absl::Status MonitoredBarrier(absl::Duration timeout, bool wait_all_ranks = false);
+
   // The device whose tensors this group's collectives take: the CPU for Gloo, the rank's GPU for NCCL.
   virtual Device tensor_device() const { return Device::CPU(); }
 

@@ -15,7 +15,17 @@ namespace ddp {
 namespace {
 
 // Operation codes in a fingerprint.
-enum CallKind : int64_t { kAllReduce = 1, kBroadcast, kAllGather, kReduceScatter, kReduce, kBarrier };
+enum CallKind : int64_t {
+  kAllReduce = 1,
+  kBroadcast,
+  kAllGather,
+  kReduceScatter,
+  kReduce,
+  kBarrier,
+  kGather,
+  kScatter,
+  kAllToAll,
+};
 constexpr int64_t kFingerprintLength = 6;  // sequence, kind, reduce op, root, dtype, numel
 constexpr int64_t kNoArgument = -1;
 
@@ -27,6 +37,9 @@ const char* KindName(int64_t kind) {
     case kReduceScatter: return "ReduceScatter";
     case kReduce: return "Reduce";
     case kBarrier: return "Barrier";
+    case kGather: return "Gather";
+    case kScatter: return "Scatter";
+    case kAllToAll: return "AllToAll";
     default: return "an unknown collective";
   }
 }
@@ -133,6 +146,35 @@ std::shared_ptr<Work> ProcessGroupDebug::Reduce(const Tensor& tensor, int root, 
 
 std::shared_ptr<Work> ProcessGroupDebug::Barrier() {
   return Checked({kBarrier, kNoArgument, kNoArgument, 0, 0}, [&] { return inner_->Barrier(); });
+}
+
+std::shared_ptr<Work> ProcessGroupDebug::Gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) {
+  return Checked({kGather, kNoArgument, root, static_cast<int64_t>(input.dtype()), input.numel()},
+                 [&] { return inner_->Gather(outputs, input, root); });
+}
+
+std::shared_ptr<Work> ProcessGroupDebug::Scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) {
+  return Checked({kScatter, kNoArgument, root, static_cast<int64_t>(output.dtype()), output.numel()},
+                 [&] { return inner_->Scatter(output, inputs, root); });
+}
+
+std::shared_ptr<Work> ProcessGroupDebug::AllToAll(const std::vector<Tensor>& outputs,
+                                                  const std::vector<Tensor>& inputs) {
+  DDP_CHECK(!inputs.empty()) << "AllToAll: no inputs";
+  return Checked({kAllToAll, kNoArgument, kNoArgument, static_cast<int64_t>(inputs[0].dtype()), inputs[0].numel()},
+                 [&] { return inner_->AllToAll(outputs, inputs); });
+}
+
+std::shared_ptr<Work> ProcessGroupDebug::Send(const Tensor& tensor, int dst, int tag) {
+  return inner_->Send(tensor, dst, tag);
+}
+
+std::shared_ptr<Work> ProcessGroupDebug::Recv(const Tensor& tensor, int src, int tag) {
+  return inner_->Recv(tensor, src, tag);
+}
+
+absl::Status ProcessGroupDebug::MonitoredBarrier(absl::Duration timeout, bool wait_all_ranks) {
+  return inner_->MonitoredBarrier(timeout, wait_all_ranks);
 }
 
 }  // namespace ddp

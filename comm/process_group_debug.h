@@ -5,7 +5,7 @@
 //   DDP_DEBUG=detail: collective mismatch at call #12: rank 0 calls AllReduce(sum) of 535820 float32,
 //   rank 1 calls AllReduce(sum) of 3 float32
 // instead of a backend crash, a hang, or two differently sized buffers reduced against each other.
-// Note [Collective fingerprints]: the comparison is itself one all-gather of 6 int64 per rank (sequence, operation, reduce op, root, dtype, count) on the
+// Note [Collective fingerprints]: the comparison (of the collectives, not Send/Recv) is one all-gather of 6 int64 per rank (sequence, operation, reduce op, root, dtype, count) on the
 // wrapped group, issued and waited for (bounded by timeout()) before the real call, so a mismatched
 // call is never issued. Its cost per collective is in BENCHMARKS.md (bench/allreduce --debug_detail).
 //
@@ -53,6 +53,15 @@ class ProcessGroupDebug : public ProcessGroup {
                                       ReduceOp op = ReduceOp::kSum) override;
   std::shared_ptr<Work> Reduce(const Tensor& tensor, int root, ReduceOp op = ReduceOp::kSum) override;
   std::shared_ptr<Work> Barrier() override;
+  // Gather, Scatter and AllToAll are compared like the collectives above (with their root). Send, Recv
+  // and MonitoredBarrier are forwarded unchecked: point to point involves two ranks only, and the
+  // monitored barrier is a check of its own.
+  std::shared_ptr<Work> Gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) override;
+  std::shared_ptr<Work> Scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) override;
+  std::shared_ptr<Work> AllToAll(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) override;
+  std::shared_ptr<Work> Send(const Tensor& tensor, int dst, int tag = 0) override;
+  std::shared_ptr<Work> Recv(const Tensor& tensor, int src, int tag = 0) override;
+  absl::Status MonitoredBarrier(absl::Duration timeout, bool wait_all_ranks = false) override;
 
   // The wrapped group.
   ProcessGroup& inner() const { return *inner_; }

@@ -120,6 +120,14 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(
   return std::unique_ptr<ProcessGroupGloo>(new ProcessGroupGloo(std::move(context), &store, rank, size, options));
 }
 
+absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::CreateOwningStore(
+    std::unique_ptr<Store> store, int rank, int size, const ProcessGroupGlooOptions& options) {
+  DDP_CHECK(store != nullptr) << "ProcessGroupGloo::CreateOwningStore needs a store";
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupGloo> group, Create(*store, rank, size, options));
+  group->owned_store_ = std::move(store);
+  return group;
+}
+
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<gloo::Context> context, Store* store, int rank, int size,
                                    ProcessGroupGlooOptions options)
     : context_(std::move(context)),
@@ -137,8 +145,15 @@ std::shared_ptr<Work> ProcessGroupGloo::Issue(const std::string& name, const std
   absl::MutexLock lock(&issue_mu_);  // sequence numbers and queue order agree across issuing threads
   const uint32_t sequence = next_sequence_++;
   const CollectiveCall call{sequence, payload.empty() ? name : absl::StrCat(name, " of ", payload)};
-  auto work = std::make_shared<AsyncWork>(absl::StrCat(name, " #", sequence, payload.empty() ? "" : " of ",
-                                                       payload, " on rank ", rank_, "/", size_, " (gloo)"));
+  return Enqueue(call,
+                 absl::StrCat(name, " #", sequence, payload.empty() ? "" : " of ", payload, " on rank ", rank_, "/",
+                              size_, " (gloo)"),
+                 std::move(body));
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::Enqueue(const CollectiveCall& call, const std::string& description,
+                                                std::function<void(uint32_t)> body) {
+  auto work = std::make_shared<AsyncWork>(description);
   AsyncWork* raw = work.get();
   worker_->Enqueue(work, [this, raw, call, body = std::move(body)]() -> absl::Status {
     std::string what;
@@ -255,25 +270,7 @@ std::shared_ptr<Work> ProcessGroupGloo::ReduceScatter(const Tensor& output, cons
   }
   return Issue(
       absl::StrCat("ReduceScatter(", ReduceOpName(op), ")"), Payload(output),
-      [this, output, inputs, op](uint32_t tag) {
-        const size_t bytes = output.nbytes();
-        if (output.numel() == 0) return;
-        Tensor flat = Tensor::Empty({static_cast<int64_t>(size_) * output.numel()}, output.dtype());
-        for (int r = 0; r < size_; ++r) {
-          std::memcpy(static_cast<char*>(flat.raw_data()) + r * bytes, inputs[r].raw_data(), bytes);
-        }
-        if (size_ > 1) {
-          gloo::AllreduceOptions options(context_);
-          SetOutput(options, flat.raw_data(), flat.dtype(), flat.numel());
-          options.setReduceFunction(GetReduceFunction(flat.dtype(), op));
-          options.setTag(tag);
-          options.setTimeout(ToChrono(options_.timeout));
-          gloo::allreduce(options);
-        }
-        std::memcpy(output.raw_data(), static_cast<char*>(flat.raw_data()) + rank_ * bytes, bytes);
-        if (op == ReduceOp::kAvg && size_ > 1)
-          DivideInPlace(output.raw_data(), output.dtype(), output.numel(), size_);
-      });
+      [this, output, inputs, op](uint32_t tag) { RingReduceScatter(output, inputs, op, tag); });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::Reduce(const Tensor& tensor, int root, ReduceOp op) {

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -49,6 +50,10 @@ class ProcessGroupGloo : public ProcessGroup {
   // so the error names the lost rank. REQUIRES: 0 <= rank < size.
   static absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> Create(Store& store, int rank, int size,
                                                                    const ProcessGroupGlooOptions& options = {});
+  // As above, with a store the group owns (a subgroup's PrefixStore, comm/new_group.h).
+  // REQUIRES: store != nullptr.
+  static absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> CreateOwningStore(
+      std::unique_ptr<Store> store, int rank, int size, const ProcessGroupGlooOptions& options = {});
   // Drains the queue (pending works fail with "process group destroyed") and joins the worker.
   ~ProcessGroupGloo() override;
 
@@ -56,6 +61,8 @@ class ProcessGroupGloo : public ProcessGroup {
   int size() const override { return size_; }
   std::string backend_name() const override { return "gloo"; }
   absl::Duration timeout() const override { return options_.timeout; }
+  // The options the group was created with.
+  const ProcessGroupGlooOptions& options() const { return options_; }
 
   std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) override;
   std::shared_ptr<Work> Broadcast(const Tensor& tensor, int root) override;
@@ -64,6 +71,13 @@ class ProcessGroupGloo : public ProcessGroup {
                                       ReduceOp op = ReduceOp::kSum) override;
   std::shared_ptr<Work> Reduce(const Tensor& tensor, int root, ReduceOp op = ReduceOp::kSum) override;
   std::shared_ptr<Work> Barrier() override;
+  // In comm/process_group_gloo_collectives.cc (Note [More collectives]).
+  std::shared_ptr<Work> Gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) override;
+  std::shared_ptr<Work> Scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) override;
+  std::shared_ptr<Work> AllToAll(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) override;
+  std::shared_ptr<Work> Send(const Tensor& tensor, int dst, int tag = 0) override;
+  std::shared_ptr<Work> Recv(const Tensor& tensor, int src, int tag = 0) override;
+  absl::Status MonitoredBarrier(absl::Duration timeout, bool wait_all_ranks = false) override;
 
  private:
   ProcessGroupGloo(std::shared_ptr<gloo::Context> context, Store* store, int rank, int size,
@@ -75,12 +89,21 @@ class ProcessGroupGloo : public ProcessGroup {
   // Work through Fail.
   std::shared_ptr<Work> Issue(const std::string& name, const std::string& payload,
                               std::function<void(uint32_t tag)> body);
+  // Queues `body` for `call` with the Work description `description` (Issue and the point-to-point calls,
+  // which take no sequence number: Note [Point-to-point tags]).
+  std::shared_ptr<Work> Enqueue(const CollectiveCall& call, const std::string& description,
+                                std::function<void(uint32_t tag)> body);
+  // Send and Recv: posts the transfer on the calling thread and queues its wait.
+  std::shared_ptr<Work> PointToPoint(bool send, const Tensor& tensor, int peer, int tag);
+  // The ring reduce-scatter of the ReduceScatter body (Note [Ring reduce-scatter]).
+  void RingReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, uint32_t tag);
   // The failure path of `call`: closes the connections, publishes the call and a failure report, and
   // returns `failure` with the ranks that called something else and the failure reports' summary.
   absl::Status Fail(const CollectiveCall& call, const std::string& failure);
 
   std::shared_ptr<gloo::Context> context_;
-  Store* const store_;  // Not owned.
+  std::unique_ptr<Store> owned_store_;  // Set by CreateOwningStore; store_ points into it.
+  Store* const store_;  // Not owned (unless owned_store_).
   int rank_;
   int size_;
   ProcessGroupGlooOptions options_;
@@ -89,6 +112,7 @@ class ProcessGroupGloo : public ProcessGroup {
 
   absl::Mutex issue_mu_;
   uint32_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
+  int64_t monitored_barriers_ ABSL_GUARDED_BY(issue_mu_) = 0;  // MonitoredBarrier calls so far
   std::unique_ptr<WorkQueue> worker_;  // runs the collectives in issue order (comm/work_queue.h)
 };
 

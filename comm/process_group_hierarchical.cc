@@ -184,4 +184,37 @@ std::shared_ptr<Work> ProcessGroupHierarchical::Barrier() {
   return Issue("Barrier", [this] { return Await(flat_->Barrier(), "barrier (flat gloo)"); });
 }
 
+std::shared_ptr<Work> ProcessGroupHierarchical::Gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                                       int root) {
+  return Issue(absl::StrCat("Gather(root ", root, ")"), [this, outputs, input, root] {
+    return Await(flat_->Gather(outputs, input, root), "gather (flat gloo)");
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupHierarchical::Scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                                        int root) {
+  return Issue(absl::StrCat("Scatter(root ", root, ")"), [this, output, inputs, root] {
+    return Await(flat_->Scatter(output, inputs, root), "scatter (flat gloo)");
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupHierarchical::AllToAll(const std::vector<Tensor>& outputs,
+                                                         const std::vector<Tensor>& inputs) {
+  return Issue("AllToAll", [this, outputs, inputs] {
+    return Await(flat_->AllToAll(outputs, inputs), "all-to-all (flat gloo)");
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupHierarchical::Send(const Tensor& tensor, int dst, int tag) {
+  return flat_->Send(tensor, dst, tag);
+}
+
+std::shared_ptr<Work> ProcessGroupHierarchical::Recv(const Tensor& tensor, int src, int tag) {
+  return flat_->Recv(tensor, src, tag);
+}
+
+absl::Status ProcessGroupHierarchical::MonitoredBarrier(absl::Duration timeout, bool wait_all_ranks) {
+  return flat_->MonitoredBarrier(timeout, wait_all_ranks);
+}
+
 }  // namespace ddp

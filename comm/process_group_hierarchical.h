@@ -83,6 +83,14 @@ class ProcessGroupHierarchical : public ProcessGroup {
                                       ReduceOp op = ReduceOp::kSum) override;
   std::shared_ptr<Work> Reduce(const Tensor& tensor, int root, ReduceOp op = ReduceOp::kSum) override;
   std::shared_ptr<Work> Barrier() override;
+  std::shared_ptr<Work> Gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) override;
+  std::shared_ptr<Work> Scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) override;
+  std::shared_ptr<Work> AllToAll(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) override;
+  // Point to point and the monitored barrier go straight to the flat group (they take no part in the
+  // issue order: a Send completes only once the peer posted its Recv, so queueing it could deadlock).
+  std::shared_ptr<Work> Send(const Tensor& tensor, int dst, int tag = 0) override;
+  std::shared_ptr<Work> Recv(const Tensor& tensor, int src, int tag = 0) override;
+  absl::Status MonitoredBarrier(absl::Duration timeout, bool wait_all_ranks = false) override;
 
  private:
   ProcessGroupHierarchical(int rank, int size, absl::Duration timeout, HostLayout layout);

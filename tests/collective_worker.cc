@@ -30,9 +30,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "comm/init.h"
+#include "comm/new_group.h"
 #include "comm/process_group.h"
 #include "tensor/check.h"
 #include "tensor/factory.h"
@@ -125,6 +127,12 @@ std::vector<float> Reference(int world, int64_t n, int salt, ReduceOp op, int sh
   return out;
 }
 
+// Whether `group` implements Gather, Scatter, AllToAll, Send/Recv, MonitoredBarrier and NewGroup: Gloo,
+// and the hierarchical group (which runs them on its flat Gloo group).
+bool TakesMoreCollectives(const ProcessGroup& group) {
+  return group.backend_name() == "gloo" || group.backend_name() == "hier(shm+gloo)";
+}
+
 // Runs the checks of one rank. Every method returns OK, a DataLoss error naming the first mismatch,
 // or the collective's own error.
 class CollectiveChecks {
@@ -145,6 +153,7 @@ class CollectiveChecks {
       DDP_RETURN_IF_ERROR(Reduce(n, 0, ReduceOp::kMin));
       DDP_RETURN_IF_ERROR(Run("Barrier", group_.Barrier()));
       DDP_RETURN_IF_ERROR(Objects(n));
+      if (TakesMoreCollectives(group_)) DDP_RETURN_IF_ERROR(MoreCollectives(n));
     }
     if (large) DDP_RETURN_IF_ERROR(AllReduce(int64_t{16} << 20, ReduceOp::kSum, /*salt=*/1));
     return Run("Barrier (final)", group_.Barrier());
@@ -224,6 +233,46 @@ class CollectiveChecks {
     return Expect(what, output.ToVector<float>(), Reference(world_, n, 0, op, /*shift=*/rank_));
   }
 
+  // Gather, Scatter, AllToAll, Send/Recv and the rest of the ring ReduceScatter's ops (gloo only).
+  absl::Status MoreCollectives(int64_t n) {
+    for (ReduceOp op : {ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kProduct}) DDP_RETURN_IF_ERROR(ReduceScatter(n, op));
+    const int root = world_ - 1;
+    const std::string what_g = absl::StrCat("Gather(root ", root, ") n=", n);
+    std::vector<Tensor> gathered;
+    for (int r = 0; r < world_ && rank_ == root; ++r) gathered.push_back(Zeros({n}));
+    DDP_RETURN_IF_ERROR(Run(what_g, group_.Gather(gathered, InputTensor(rank_, n, 5), root)));
+    for (int r = 0; r < world_ && rank_ == root; ++r) {
+      DDP_RETURN_IF_ERROR(Expect(absl::StrCat(what_g, " (from rank ", r, ")"), gathered[r].ToVector<float>(),
+                                 Input(r, n, 5)));
+    }
+    const std::string what_s = absl::StrCat("Scatter(root 0) n=", n);
+    std::vector<Tensor> pieces;
+    for (int r = 0; r < world_ && rank_ == 0; ++r) pieces.push_back(InputTensor(10 + r, n, 6));
+    Tensor piece = Zeros({n});
+    DDP_RETURN_IF_ERROR(Run(what_s, group_.Scatter(piece, pieces, 0)));
+    DDP_RETURN_IF_ERROR(Expect(what_s, piece.ToVector<float>(), Input(10 + rank_, n, 6)));
+    const std::string what_a = absl::StrCat("AllToAll n=", n);
+    std::vector<Tensor> inputs, outputs;
+    for (int r = 0; r < world_; ++r) {
+      inputs.push_back(InputTensor(10 * rank_ + r, n, 7));
+      outputs.push_back(Zeros({n}));
+    }
+    DDP_RETURN_IF_ERROR(Run(what_a, group_.AllToAll(outputs, inputs)));
+    for (int q = 0; q < world_; ++q) {
+      DDP_RETURN_IF_ERROR(Expect(absl::StrCat(what_a, " (from rank ", q, ")"), outputs[q].ToVector<float>(),
+                                 Input(10 * q + rank_, n, 7)));
+    }
+    if (world_ == 1) return absl::OkStatus();
+    // Around the ring: every rank sends to the right before it receives from the left.
+    const int right = (rank_ + 1) % world_, left = (rank_ + world_ - 1) % world_;
+    const std::string what_p = absl::StrCat("Send/Recv (tag ", n, ") n=", n);
+    Tensor received = Zeros({n});
+    std::shared_ptr<Work> sent = group_.Send(InputTensor(rank_, n, 8), right, static_cast<int>(n));
+    DDP_RETURN_IF_ERROR(Run(what_p, group_.Recv(received, left, static_cast<int>(n))));
+    DDP_RETURN_IF_ERROR(Run(what_p, sent));
+    return Expect(what_p, received.ToVector<float>(), Input(left, n, 8));
+  }
+
   absl::Status Reduce(int64_t n, int root, ReduceOp op) {
     const std::string what = absl::StrCat("Reduce(", ReduceOpName(op), ", root ", root, ") n=", n);
     Tensor t = InputTensor(rank_, n, 1);
@@ -273,6 +322,50 @@ class CollectiveChecks {
   const absl::Duration wait_;
   int checks_passed_ = 0;
 };
+
+// NewGroup end to end (gloo, world >= 2): the odd ranks all-reduce over their subgroup while the even
+// ranks exchange tensors pairwise (0 and 2) over the parent group; then every rank passes a
+// MonitoredBarrier of the parent. Returns OK, a DataLoss error naming the mismatch, or the call's error.
+absl::Status CheckSubgroup(DistributedContext& context) {
+  ProcessGroup& parent = *context.group;
+  const int rank = parent.rank(), world = parent.size();
+  const absl::Duration wait = parent.timeout() + absl::Seconds(30);
+  std::vector<int> odd;
+  for (int r = 1; r < world; r += 2) odd.push_back(r);
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroup> sub, NewGroup(context, odd));
+  const int64_t n = 1001;
+  if (rank % 2 == 1) {
+    if (sub == nullptr || sub->size() != static_cast<int>(odd.size()) || sub->rank() != rank / 2) {
+      return absl::DataLossError(absl::StrCat("MISMATCH in NewGroup: rank ", rank, " is not rank ", rank / 2,
+                                              " of a subgroup of ", odd.size()));
+    }
+    Tensor t = InputTensor(rank, n, 9);
+    DDP_RETURN_IF_ERROR(sub->AllReduce(t)->Wait(wait));
+    std::vector<float> expected(n, 0.0f);
+    for (int r : odd) {
+      for (int64_t i = 0; i < n; ++i) expected[i] += Value(r, i, 9);
+    }
+    if (t.ToVector<float>() != expected) {
+      return absl::DataLossError(absl::StrCat("MISMATCH in the subgroup's AllReduce(sum) on rank ", rank));
+    }
+    DDP_RETURN_IF_ERROR(sub->Barrier()->Wait(wait));
+  } else {
+    if (sub != nullptr) return absl::DataLossError(absl::StrCat("MISMATCH in NewGroup: even rank ", rank, " is a member"));
+    const int partner = rank ^ 2;
+    if (partner < world) {
+      Tensor received = Zeros({n});
+      std::shared_ptr<Work> sent = parent.Send(InputTensor(rank, n, 10), partner, /*tag=*/42);
+      DDP_RETURN_IF_ERROR(parent.Recv(received, partner, /*tag=*/42)->Wait(wait));
+      DDP_RETURN_IF_ERROR(sent->Wait(wait));
+      if (received.ToVector<float>() != Input(partner, n, 10)) {
+        return absl::DataLossError(absl::StrCat("MISMATCH in Recv from rank ", partner, " on rank ", rank));
+      }
+    }
+  }
+  DDP_RETURN_IF_ERROR(parent.MonitoredBarrier(parent.timeout(), /*wait_all_ranks=*/true));
+  std::printf("collective_worker rank %d/%d: subgroup [%s] checked\n", rank, world, absl::StrJoin(odd, ", ").c_str());
+  return absl::OkStatus();
+}
 
 // Every rank all-reduces in a loop; rank `die_at_rank` SIGKILLs itself after `die_after`. Returns the
 // exit code: kExitCollectiveFailed once a collective failed (the error is printed), kExitNoFailure
@@ -351,6 +444,7 @@ int Main() {
   CollectiveChecks checks(group);
   const absl::Time start = absl::Now();
   absl::Status status = checks.RunAll(absl::GetFlag(FLAGS_large));
+  if (status.ok() && TakesMoreCollectives(group) && group.size() > 1) status = CheckSubgroup(**context);
   if (!status.ok()) {
     std::fprintf(stderr, "collective_worker rank %d: FAILED: %s\n", group.rank(),
                  std::string(status.message()).c_str());

@@ -73,6 +73,13 @@ TEST_P(CollectivesProcessTest, EveryCollectiveMatchesTheReference) {
   const RunResult r = RunDdprun(args);
   ASSERT_EQ(r.exit_code, 0) << r.all();
   ExpectEveryRankPassed(r, world);
+  // Gloo also checks NewGroup: the odd ranks all-reduce over their subgroup while ranks 0 and 2
+  // exchange tensors, then a MonitoredBarrier (tests/collective_worker.cc, CheckSubgroup).
+  for (int rank = 0; rank < world && world > 1; ++rank) {
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("collective_worker rank ", rank, "/", world, ": subgroup [",
+                                              world == 4 ? "1, 3" : "1", "] checked")))
+        << r.all();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesProcessTest, ::testing::Values(1, 2, 3, 4));
