@@ -1,7 +1,5 @@
 #include "launch/launcher.h"
 
-#include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,60 +11,17 @@
 #include "absl/strings/str_cat.h"
 #include "comm/job_token.h"
 #include "absl/strings/numbers.h"
-#include "comm/prefix_store.h"
 #include "comm/socket_util.h"
 #include "comm/store_exposure.h"
 #include "comm/store_keys.h"
 #include "comm/tcp_store_client.h"
 #include "comm/tcp_store_server.h"
-#include "comm/unique_fd.h"
+#include "launch/job_control.h"
 #include "launch/worker_group.h"
 #include "tensor/check.h"
 
 namespace ddp {
 namespace {
-
-int g_signal_pipe_write = -1;  // Written by the signal handler only.
-
-void OnSignal(int signo) {
-  const int saved = errno;
-  const unsigned char byte = static_cast<unsigned char>(signo);
-  (void)!::write(g_signal_pipe_write, &byte, 1);
-  errno = saved;
-}
-
-// While alive, SIGINT/SIGTERM become bytes on a pipe (read by the worker group) and SIGPIPE is
-// ignored; the previous dispositions come back in the destructor.
-class ScopedSignalPipe {
- public:
-  ScopedSignalPipe() {
-    int fds[2];
-    DDP_CHECK(::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) << "pipe: " << std::strerror(errno);
-    read_.Reset(fds[0]);
-    write_.Reset(fds[1]);
-    g_signal_pipe_write = write_.get();
-    struct sigaction action = {};
-    action.sa_handler = OnSignal;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART;
-    ::sigaction(SIGINT, &action, &old_int_);
-    ::sigaction(SIGTERM, &action, &old_term_);
-    struct sigaction ignore = {};
-    ignore.sa_handler = SIG_IGN;
-    ::sigaction(SIGPIPE, &ignore, &old_pipe_);
-  }
-  ~ScopedSignalPipe() {
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
-    g_signal_pipe_write = -1;
-  }
-  int read_fd() const { return read_.get(); }
-
- private:
-  UniqueFd read_, write_;
-  struct sigaction old_int_, old_term_, old_pipe_;
-};
 
 void Say(absl::string_view message) { WriteFully(2, absl::StrCat("ddprun: ", message, "\n")); }
 
@@ -154,24 +109,6 @@ void ReportFailure(const GroupOutcome& outcome) {
                                            : std::string()));
   Say(absl::StrCat("last ", outcome.tail.size(), " line(s) of rank ", outcome.failed_rank, ":"));
   for (const std::string& line : outcome.tail) WriteFully(2, absl::StrCat("  | ", line, "\n"));
-}
-
-// Writes how worker `rank` ended into the store namespace of its group (comm/store_keys.h), so the
-// survivors' failure reports name it at once (Note [Failure reports]). Best effort, bounded by a short
-// connect timeout: a notice that cannot be written only makes the survivors wait for their window.
-void RecordExitNotice(const JobLayout& layout, int restart, int rank, int exit_code) {
-  TcpStoreClientOptions options;
-  options.host = layout.master_addr;
-  options.port = layout.store_port;
-  options.job_token = layout.job_token;
-  options.connect_timeout = absl::Seconds(2);
-  options.io_timeout = absl::Seconds(2);
-  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client = TcpStoreClient::Create(options);
-  if (!client.ok()) return;
-  PrefixStore group_store(DefaultGroupStorePrefix(absl::StrCat(restart)), client->get());
-  const std::string how = exit_code > 128 ? absl::StrCat("exit code ", exit_code, " (signal ", exit_code - 128, ")")
-                                          : absl::StrCat("exit code ", exit_code);
-  (void)group_store.Set(LauncherExitNoticeKey(rank), how);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "comm/socket_util.h"
 #include "comm/tcp_store_server.h"
 #include "comm/unique_fd.h"
+#include "launch/job_control.h"
 #include "launch/worker_group.h"
 #include "tensor/check.h"
 
@@ -101,6 +102,13 @@ absl::Status Spawn(const std::function<absl::Status(int rank)>& fn, int nprocs, 
   config.layout.job_token = token;
   config.layout.spawned = true;
   config.grace_period = options.grace_period;
+  // As under ddprun: SIGINT/SIGTERM to this process reach every rank, and the first rank to fail is
+  // recorded in the store before the others are stopped, so their errors name it.
+  ScopedSignalPipe signals;
+  config.signal_fd = signals.read_fd();
+  config.on_first_failure = [&config](int rank, int exit_code) {
+    RecordExitNotice(config.layout, /*restart=*/0, rank, exit_code);
+  };
   DDP_ASSIGN_OR_RETURN(GroupOutcome outcome, RunWorkerGroup(config));
   if (outcome.kind == GroupOutcome::Kind::kSucceeded) return absl::OkStatus();
   if (outcome.kind == GroupOutcome::Kind::kInterrupted) {

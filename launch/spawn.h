@@ -25,13 +25,18 @@ struct SpawnOptions {
 // children's output with "[rank N] " prefixes; and returns when all have exited: OK when every child
 // exited 0, else an error naming the first rank to fail, how it ended (exit code or signal) and its last
 // lines; the other ranks are then stopped (SIGTERM, then SIGKILL after options.grace_period), as under
-// ddprun. kInternal errors when the store or a child cannot be started.
+// ddprun, after the failed rank's exit notice ("exit code 137 (signal 9)") was written into the store,
+// so the survivors' failure reports name it (Note [Failure reports] in comm/failure_reports.h). SIGINT
+// and SIGTERM sent to the parent while the ranks run are forwarded to every rank (their own process
+// groups do not get a terminal's Ctrl-C), and Spawn then returns kCancelled "Spawn: interrupted by
+// signal N" once all have exited (SIGKILL after grace_period). kInternal errors when the store or a
+// child cannot be started.
 // In a child (DDP_SPAWN_RANK set), the same call runs fn(DDP_SPAWN_RANK) and exits the process: 0 when fn
 // returns OK, else 1 after printing "spawned rank R: <status>" on stderr (an escaping exception counts as
 // an error). So the code before the call runs in every process, and the code after it only in the
 // parent. fn should join its group through InitProcessGroup(InitOptions{}) (comm/init.h).
-// REQUIRES: nprocs >= 1; in a child, the same nprocs as the parent's call. Not thread-safe (forks; one
-// Spawn at a time per process).
+// REQUIRES: nprocs >= 1; in a child, the same nprocs as the parent's call. Not thread-safe (forks,
+// installs SIGINT/SIGTERM handlers and ignores SIGPIPE for its duration; one Spawn at a time per process).
 absl::Status Spawn(const std::function<absl::Status(int rank)>& fn, int nprocs, const SpawnOptions& options = {});
 
 // True in a process started by Spawn (DDP_SPAWN_RANK is set).

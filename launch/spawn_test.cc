@@ -1,6 +1,9 @@
 // Spawn starts real processes: runs launch/spawn_check (which calls Spawn on itself) and checks its
-// ranks rendezvous, and that a failing rank is named with how it ended while the others are stopped.
+// ranks rendezvous, that a failing rank is named with how it ended while the others are stopped (and
+// named in the survivors' errors through the exit notice), and that SIGINT/SIGTERM reach every rank.
 #include "launch/spawn.h"
+
+#include <signal.h>
 
 #include <string>
 #include <vector>
@@ -16,10 +19,13 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-ProcessResult RunSpawnCheck(std::vector<std::string> args) {
+ProcessResult RunSpawnCheck(std::vector<std::string> args, int signal = 0,
+                            absl::Duration signal_after = absl::ZeroDuration()) {
   args.insert(args.begin(), Runfile("launch/spawn_check"));
   RunOptions options;
   options.timeout = absl::Seconds(60);
+  options.signal = signal;
+  options.signal_after = signal_after;
   return RunProcess(args, options);
 }
 
@@ -50,6 +56,35 @@ TEST(SpawnTest, ASignalIsNamedAndTheOthersAreStopped) {
   EXPECT_THAT(r.err, HasSubstr("Spawn: rank 2 failed first: it died of signal 9"));
   EXPECT_LT(r.elapsed, absl::Seconds(30)) << "the sleeping ranks were not stopped";
 }
+
+// Rank 1 dies of SIGKILL while rank 0 waits for it in an all-reduce: Spawn writes the exit notice before
+// stopping the others, so rank 0's error names rank 1 and how it ended, as under ddprun.
+TEST(SpawnTest, ARankLostInACollectiveIsNamedInTheSurvivorsError) {
+  const ProcessResult r = RunSpawnCheck({"--nprocs=2", "--fail_rank=1", "--fail_how=signal_in_group"});
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("Spawn: rank 1 failed first: it died of signal 9"));
+  EXPECT_THAT(r.all(), HasSubstr("[rank 0] spawned rank 0: "));
+  EXPECT_THAT(r.all(), HasSubstr("lost rank 1 (launcher: exit code 137 (signal 9))"));
+  EXPECT_LT(r.elapsed, absl::Seconds(30)) << r.all();
+}
+
+class SpawnSignalTest : public ::testing::TestWithParam<int> {};
+
+// A signal to the parent reaches every rank (each reports it), Spawn returns kCancelled naming it, and
+// the ranks, which would otherwise sleep 50 s, are gone long before.
+TEST_P(SpawnSignalTest, ASignalToTheParentReachesEveryRank) {
+  const int signal = GetParam();
+  const ProcessResult r = RunSpawnCheck({"--nprocs=3", "--others_sleep_s=50", "--report_signals"}, signal,
+                                        absl::Seconds(3));
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("Spawn: interrupted by signal ", signal)));
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[rank ", rank, "] rank ", rank, " got signal ", signal)));
+  }
+  EXPECT_LT(r.elapsed, absl::Seconds(30)) << r.all();
+}
+
+INSTANTIATE_TEST_SUITE_P(SigtermAndSigint, SpawnSignalTest, ::testing::Values(SIGTERM, SIGINT));
 
 }  // namespace
 }  // namespace ddp

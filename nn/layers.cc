@@ -179,7 +179,7 @@ Sequential& Sequential::Add(const std::string& name, std::shared_ptr<Module> mod
 
 Tensor Sequential::Forward(const Tensor& x) {
   Tensor y = x;
-  for (const auto& entry : NamedChildren()) y = entry.second->Forward(y);
+  for (const auto& entry : NamedChildren()) y = (*entry.second)(y);  // Note [Module call observer]
   return y;
 }
 

@@ -28,7 +28,22 @@ Tensor DeepCopy(const Tensor& t) {
   return copy;
 }
 
+thread_local ModuleCallObserver* module_call_observer = nullptr;
+
 }  // namespace
+
+ModuleCallObserver* SetModuleCallObserver(ModuleCallObserver* observer) {
+  ModuleCallObserver* previous = module_call_observer;
+  module_call_observer = observer;
+  return previous;
+}
+
+Tensor Module::operator()(const Tensor& x) {
+  ModuleCallObserver* observer = module_call_observer;
+  if (observer == nullptr) return Forward(x);
+  const Tensor output = Forward(observer->BeforeForward(*this, x));
+  return observer->AfterForward(*this, output);
+}
 
 void Module::CheckNewName(const std::string& name) const {
   DDP_CHECK(!name.empty() && name.find('.') == std::string::npos)

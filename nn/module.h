@@ -41,6 +41,27 @@ namespace ddp {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+class Module;
+
+// Note [Module call observer]
+// A hook point for tools that follow module calls (the per-module trace slices of ddp/module_trace.h),
+// like PyTorch's global forward pre- and post-hooks. Module::operator() tells the observer set on the
+// calling thread before and after the call, and uses what it returns as the input and the output, so an
+// observer may put an identity node of its own into the autograd graph (to see when the gradient reaches
+// the module in backward). Without an observer operator() costs one thread-local load.
+class ModuleCallObserver {
+ public:
+  virtual ~ModuleCallObserver() = default;
+  // Before module.Forward: returns the tensor Forward gets (`input` itself, or an alias of it).
+  virtual Tensor BeforeForward(const Module& module, const Tensor& input) = 0;
+  // After module.Forward: returns the tensor the caller gets (`output` itself, or an alias of it).
+  virtual Tensor AfterForward(const Module& module, const Tensor& output) = 0;
+};
+
+// Sets the calling thread's module call observer (null: none) and returns the previous one. Not owned:
+// it must stay alive while set.
+ModuleCallObserver* SetModuleCallObserver(ModuleCallObserver* observer);
+
 class Module {
  public:
   virtual ~Module() = default;
@@ -48,7 +69,10 @@ class Module {
 
   // The computation. REQUIRES: x has the shape the layer documents (checked by the ops).
   virtual Tensor Forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return Forward(x); }
+  // Forward(x), seen by this thread's ModuleCallObserver when one is set (Note [Module call observer]):
+  // containers call their children this way (Sequential does), as PyTorch's __call__ runs the forward
+  // hooks and a direct .forward() call does not.
+  Tensor operator()(const Tensor& x);
 
   // A deep copy: same structure, configuration and values, but new storages for every parameter and
   // buffer (parameters are fresh leaves without gradients; hooks are not copied). Used by DataParallel

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "comm/process_group.h"
 #include "io/file.h"
+#include "tensor/check.h"
 
 namespace ddp {
 namespace {
@@ -79,8 +80,21 @@ std::string TraceRecorder::EventsJson() const {
 }
 
 absl::Status WriteMergedTrace(const TraceRecorder& recorder, ProcessGroup& group, const std::string& path) {
+  return WriteMergedTrace(std::vector<const TraceRecorder*>{&recorder}, group, path);
+}
+
+absl::Status WriteMergedTrace(const std::vector<const TraceRecorder*>& recorders, ProcessGroup& group,
+                              const std::string& path) {
+  std::string events;
+  for (const TraceRecorder* recorder : recorders) {
+    DDP_CHECK(recorder != nullptr && recorder->rank() == group.rank())
+        << "WriteMergedTrace: a recorder is null or records another rank";
+    if (recorder->size() == 0) continue;
+    if (!events.empty()) events += ",\n";
+    events += recorder->EventsJson();
+  }
   std::vector<std::string> all;
-  absl::Status gathered = group.AllGatherObject(recorder.EventsJson(), &all);
+  absl::Status gathered = group.AllGatherObject(events, &all);
   if (!gathered.ok()) return absl::Status(gathered.code(), absl::StrCat("gathering trace events: ", gathered.message()));
   if (group.rank() != 0) return absl::OkStatus();
   std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
@@ -91,9 +105,10 @@ absl::Status WriteMergedTrace(const TraceRecorder& recorder, ProcessGroup& group
         "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"compute\"}},\n"
         "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"communication\"}},\n"
         "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
-        "\"args\": {\"name\": \"exposed communication\"}}",
+        "\"args\": {\"name\": \"exposed communication\"}},\n"
+        "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"modules\"}}",
         r == 0 ? "" : ",\n", r, r, r, TraceRecorder::kComputeTrack, r, TraceRecorder::kCommTrack, r,
-        TraceRecorder::kExposedTrack);
+        TraceRecorder::kExposedTrack, r, TraceRecorder::kModuleTrack);
     if (!all[r].empty()) absl::StrAppend(&out, ",\n", all[r]);
   }
   out += "\n]}\n";

@@ -1,7 +1,8 @@
 // Chrome trace events (chrome://tracing, Perfetto) of DDP iterations: forward, backward, gradient
 // ready instants, bucket launches and all-reduce spans, and the exposed part of the communication (what
 // ran after backward's compute ended, which the step waits for: the stats table's "exposed"), one
-// process per rank with three tracks: compute, communication, exposed communication. The recorder is a
+// process per rank with four tracks: compute, communication, exposed communication, and modules (the
+// per-module forward/backward slices of ddp/module_trace.h, on the same clock). The recorder is a
 // Reducer observer (Note [Reducer observers] in reducer_observer.h).
 #ifndef DDP_REDUCER_TRACE_H_
 #define DDP_REDUCER_TRACE_H_
@@ -27,9 +28,12 @@ class TraceRecorder : public ReducerObserver {
   static constexpr int kComputeTrack = 0;
   static constexpr int kCommTrack = 1;
   static constexpr int kExposedTrack = 2;
+  static constexpr int kModuleTrack = 3;  // "forward <module path>" / "backward <module path>" slices
 
   // `rank` names this recorder's process track.
   explicit TraceRecorder(int rank) : rank_(rank) {}
+  // The rank given to the constructor.
+  int rank() const { return rank_; }
 
   // Reducer events: "grad ready: <name>" and "launch bucket <b>" instants on the compute track;
   // "bucket <b> <hook>" spans on the communication track; "forward" and "backward" spans per iteration;
@@ -60,6 +64,10 @@ class TraceRecorder : public ReducerObserver {
 // Chrome trace JSON file at `path` (atomically) with a named process per rank and named tracks. Errors
 // name the file and the errno text, or the collective.
 absl::Status WriteMergedTrace(const TraceRecorder& recorder, ProcessGroup& group, const std::string& path);
+// The same with the events of several recorders of this rank (e.g. the Reducer's and a ModuleTracer's,
+// all on absl::Now()'s clock), concatenated. REQUIRES: every recorder is non-null and records this rank.
+absl::Status WriteMergedTrace(const std::vector<const TraceRecorder*>& recorders, ProcessGroup& group,
+                              const std::string& path);
 
 }  // namespace ddp
 

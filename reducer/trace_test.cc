@@ -41,8 +41,8 @@ TEST(TraceTest, ExposedCommunicationIsTheUnionAfterBackward) {
   EXPECT_EQ(exposed, 1);
 }
 
-// The merged file is valid JSON with one named process per rank, three named tracks each, and every
-// rank's own events.
+// The merged file is valid JSON with one named process per rank, four named tracks each, and every
+// rank's own events, from both of its recorders.
 TEST(TraceTest, MergedTraceHasEveryRank) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string path = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/merged_trace.json");
@@ -50,11 +50,13 @@ TEST(TraceTest, MergedTraceHasEveryRank) {
     TraceRecorder trace(rank);
     RecordIteration(trace);
     trace.Span(absl::StrCat("rank ", rank, "'s own span"), TraceRecorder::kComputeTrack, At(0), At(1));
-    ASSERT_TRUE(WriteMergedTrace(trace, group, path).ok());
+    TraceRecorder modules(rank);
+    modules.Span(absl::StrCat("rank ", rank, "'s module span"), TraceRecorder::kModuleTrack, At(0), At(1));
+    ASSERT_TRUE(WriteMergedTrace({&trace, &modules}, group, path).ok());
   });
   std::ifstream in(path);
   const nlohmann::json trace = nlohmann::json::parse(in);
-  std::set<int> processes, own;
+  std::set<int> processes, own, module_spans;
   std::set<std::pair<int, int>> tracks;
   for (const auto& e : trace["traceEvents"]) {
     if (e["name"] == "process_name") processes.insert(e["pid"].get<int>());
@@ -64,10 +66,15 @@ TEST(TraceTest, MergedTraceHasEveryRank) {
       EXPECT_EQ(name, absl::StrCat("rank ", e["pid"].get<int>(), "'s own span"));
       own.insert(e["pid"].get<int>());
     }
+    if (name.find("'s module span") != std::string::npos) {
+      EXPECT_EQ(e["tid"], TraceRecorder::kModuleTrack);
+      module_spans.insert(e["pid"].get<int>());
+    }
   }
   EXPECT_EQ(processes, (std::set<int>{0, 1, 2}));
-  EXPECT_EQ(tracks.size(), 9u);
+  EXPECT_EQ(tracks.size(), 12u);
   EXPECT_EQ(own, (std::set<int>{0, 1, 2}));
+  EXPECT_EQ(module_spans, (std::set<int>{0, 1, 2}));
 }
 
 TEST(TraceTest, UnwritablePathNamesTheFileAndTheError) {

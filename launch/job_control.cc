@@ -1,0 +1,71 @@
+#include "launch/job_control.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "comm/prefix_store.h"
+#include "comm/store_keys.h"
+#include "comm/tcp_store_client.h"
+#include "tensor/check.h"
+
+namespace ddp {
+namespace {
+
+int g_signal_pipe_write = -1;  // Written by the signal handler only.
+
+void OnSignal(int signo) {
+  const int saved = errno;
+  const unsigned char byte = static_cast<unsigned char>(signo);
+  (void)!::write(g_signal_pipe_write, &byte, 1);
+  errno = saved;
+}
+
+}  // namespace
+
+ScopedSignalPipe::ScopedSignalPipe() {
+  DDP_CHECK(g_signal_pipe_write == -1) << "two ScopedSignalPipes at once";
+  int fds[2];
+  DDP_CHECK(::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) << "pipe: " << std::strerror(errno);
+  read_.Reset(fds[0]);
+  write_.Reset(fds[1]);
+  g_signal_pipe_write = write_.get();
+  struct sigaction action = {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &action, &old_int_);
+  ::sigaction(SIGTERM, &action, &old_term_);
+  struct sigaction ignore = {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &old_pipe_);
+}
+
+ScopedSignalPipe::~ScopedSignalPipe() {
+  ::sigaction(SIGINT, &old_int_, nullptr);
+  ::sigaction(SIGTERM, &old_term_, nullptr);
+  ::sigaction(SIGPIPE, &old_pipe_, nullptr);
+  g_signal_pipe_write = -1;
+}
+
+void RecordExitNotice(const JobLayout& layout, int restart, int rank, int exit_code) {
+  TcpStoreClientOptions options;
+  options.host = layout.master_addr;
+  options.port = layout.store_port;
+  options.job_token = layout.job_token;
+  options.connect_timeout = absl::Seconds(2);
+  options.io_timeout = absl::Seconds(2);
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client = TcpStoreClient::Create(options);
+  if (!client.ok()) return;
+  PrefixStore group_store(DefaultGroupStorePrefix(absl::StrCat(restart)), client->get());
+  const std::string how = exit_code > 128 ? absl::StrCat("exit code ", exit_code, " (signal ", exit_code - 128, ")")
+                                          : absl::StrCat("exit code ", exit_code);
+  (void)group_store.Set(LauncherExitNoticeKey(rank), how);
+}
+
+}  // namespace ddp

@@ -1,0 +1,42 @@
+// What ddprun (launch/launcher.h) and Spawn (launch/spawn.h) both do around a worker group: forward
+// SIGINT/SIGTERM to the workers, and record in the store how the first failed worker ended, so the
+// survivors' errors name it (Note [Failure reports] in comm/failure_reports.h).
+#ifndef DDP_LAUNCH_JOB_CONTROL_H_
+#define DDP_LAUNCH_JOB_CONTROL_H_
+
+#include <signal.h>
+
+#include "comm/unique_fd.h"
+#include "launch/worker_env.h"
+
+namespace ddp {
+
+// While alive, SIGINT and SIGTERM sent to this process become one byte each (the signal number) on a
+// pipe, whose read end goes to WorkerGroupConfig::signal_fd (the worker group forwards them to every
+// worker), and SIGPIPE is ignored; the destructor restores the previous dispositions. One at a time per
+// process (the handler writes to a process-wide descriptor); not thread-safe.
+class ScopedSignalPipe {
+ public:
+  ScopedSignalPipe();
+  ~ScopedSignalPipe();
+  ScopedSignalPipe(const ScopedSignalPipe&) = delete;
+  ScopedSignalPipe& operator=(const ScopedSignalPipe&) = delete;
+
+  // The non-blocking read end (owned by this object).
+  int read_fd() const { return read_.get(); }
+
+ private:
+  UniqueFd read_, write_;
+  struct sigaction old_int_, old_term_, old_pipe_;
+};
+
+// Writes how worker `rank` ended ("exit code 1", "exit code 137 (signal 9)"; `exit_code` is 128 + the
+// signal number for a signal) into the store namespace of attempt `restart` of `layout`'s job
+// (comm/store_keys.h: LauncherExitNoticeKey), so the survivors' failure reports name it at once. Best
+// effort, bounded by 2 s connect and I/O timeouts: a notice that cannot be written only makes the
+// survivors wait for their report window.
+void RecordExitNotice(const JobLayout& layout, int restart, int rank, int exit_code);
+
+}  // namespace ddp
+
+#endif  // DDP_LAUNCH_JOB_CONTROL_H_
