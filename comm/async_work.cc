@@ -41,12 +41,34 @@ void AsyncWork::MarkStarted() {
 }
 
 void AsyncWork::Complete(absl::Status status) {
-  absl::MutexLock lock(&mu_);
-  if (completed_) return;
-  completed_ = true;
-  status_ = std::move(status);
-  ended_ = absl::Now();
-  if (started_ == absl::InfinitePast()) started_ = ended_;
+  std::vector<std::function<void(const absl::Status&)>> callbacks;
+  absl::Status outcome;
+  {
+    absl::MutexLock lock(&mu_);
+    if (completed_) return;
+    completed_ = true;
+    status_ = std::move(status);
+    ended_ = absl::Now();
+    if (started_ == absl::InfinitePast()) started_ = ended_;
+    callbacks.swap(callbacks_);
+    outcome = status_;
+  }
+  // Outside the lock: a callback may issue new collectives or query this Work.
+  for (auto& callback : callbacks) callback(outcome);
+}
+
+bool AsyncWork::AddCompletionCallback(std::function<void(const absl::Status&)> callback) {
+  absl::Status outcome;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!completed_) {
+      callbacks_.push_back(std::move(callback));
+      return true;
+    }
+    outcome = status_;
+  }
+  callback(outcome);
+  return true;
 }
 
 }  // namespace ddp

@@ -2,7 +2,9 @@
 #ifndef DDP_COMM_ASYNC_WORK_H_
 #define DDP_COMM_ASYNC_WORK_H_
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -21,6 +23,9 @@ class AsyncWork : public Work {
   double ExecutionSeconds() const override;
   absl::Time StartTime() const override;
   absl::Time EndTime() const override;
+  // Supported: `callback` runs inside Complete() (after waiters are woken, no lock held), or at once if
+  // already completed.
+  bool AddCompletionCallback(std::function<void(const absl::Status&)> callback) override;
 
   // Records that the backend began executing the operation.
   void MarkStarted();
@@ -35,6 +40,7 @@ class AsyncWork : public Work {
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   absl::Time started_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time ended_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::vector<std::function<void(const absl::Status&)>> callbacks_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ddp

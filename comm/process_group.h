@@ -16,6 +16,7 @@
 #ifndef DDP_COMM_PROCESS_GROUP_H_
 #define DDP_COMM_PROCESS_GROUP_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,12 @@ class Work {
   // Makes later work on the caller's current CUDA stream wait for this operation without blocking the
   // host. For CPU backends it equals Wait(infinite-but-bounded-by-the-group-timeout).
   virtual absl::Status WaitStream() { return Wait(absl::InfiniteDuration()); }
+  // Completion callback (future-like chaining, Note [Hook completion] in reducer/comm_hook.h): runs
+  // `callback` once with the outcome when the operation finishes, on the thread that completes it (a
+  // backend's worker), or at once on the calling thread if it already finished. The callback must be
+  // short and must not Wait on other Works. Returns false, and never calls `callback`, where the backend
+  // cannot notify completion (the default; then the caller waits instead). AsyncWork supports it.
+  virtual bool AddCompletionCallback(std::function<void(const absl::Status&)> /*callback*/) { return false; }
   // Seconds the operation spent executing (from start on the backend to completion); 0 before.
   virtual double ExecutionSeconds() const { return 0.0; }
   // When the backend started and finished executing it (absl::InfinitePast() until known). Used for

@@ -159,6 +159,18 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   reducer_ = std::make_unique<Reducer>(std::move(params), std::move(names), group_, options_.reducer);
 }
 
+absl::Status DistributedDataParallel::RegisterCommHook(std::shared_ptr<CommHook> hook) {
+  if (forward_ran_) {
+    return absl::FailedPreconditionError(
+        "DDP RegisterCommHook: a forward pass already ran; register the hook right after wrapping the module");
+  }
+  const std::string name = hook != nullptr ? hook->name() : "allreduce";
+  DDP_RETURN_IF_ERROR(CheckRanksAgree(*group_, {{"comm_hook", name}}, "DDP RegisterCommHook"));
+  options_.reducer.comm_hook = hook;
+  reducer_->SetCommHook(std::move(hook));
+  return absl::OkStatus();
+}
+
 absl::Status DistributedDataParallel::BroadcastBuffers() {
   std::vector<Tensor> buffers = module_->Buffers();
   if (buffers.empty() || group_->size() == 1) return absl::OkStatus();
@@ -168,6 +180,7 @@ absl::Status DistributedDataParallel::BroadcastBuffers() {
 absl::StatusOr<Tensor> DistributedDataParallel::TryForward(const Tensor& x) {
   const absl::Time start = reducer_->observed() ? absl::Now() : absl::Time();  // Note [Reducer observers]
   DDP_RETURN_IF_ERROR(reducer_->status());
+  forward_ran_ = true;
   const bool syncs = is_training() && GradModeEnabled() && require_sync_;
   if (is_training() && join_ != nullptr) DDP_RETURN_IF_ERROR(join_->AnnounceTraining(syncs));  // Note [Join]
   if (is_training() && options_.broadcast_buffers) DDP_RETURN_IF_ERROR(BroadcastBuffers());

@@ -110,6 +110,7 @@ class DistributedDataParallel : public Module {
   DdpOptions options_;
   std::unique_ptr<Reducer> reducer_;
   bool require_sync_ = true;
+  bool forward_ran_ = false;  // RegisterCommHook is refused after the first forward
   Join* join_ = nullptr;  // the active Join (ddp/join.h), which announces this rank in training forwards
   friend class Join;
 };

@@ -196,6 +196,25 @@ TEST(DdpTest, MismatchedSettingsAreNamedAtWrapTime) {
   });
 }
 
+// RegisterCommHook: before the first forward only, agreed across ranks by the hook's name().
+TEST(DdpTest, RegisterCommHookIsAgreedAndOnlyBeforeTheFirstForward) {
+  RunRanks(2, [&](int rank, ProcessGroup& group) {
+    auto ddp = DistributedDataParallel::Create(Model("mlp"), &group);
+    ASSERT_TRUE(ddp.ok());
+    PowerSgdOptions powersgd;
+    powersgd.matrix_approximation_rank = rank == 0 ? 1 : 2;
+    const absl::Status mismatch = (*ddp)->RegisterCommHook(*MakeCommHook("powersgd", powersgd));
+    EXPECT_NE(mismatch.message().find("comm_hook is powersgd(rank=1"), std::string::npos) << mismatch;
+    powersgd.matrix_approximation_rank = 2;
+    ASSERT_TRUE((*ddp)->RegisterCommHook(*MakeCommHook("powersgd", powersgd)).ok());
+    EXPECT_EQ((*ddp)->reducer().comm_hook().name().rfind("powersgd(rank=2", 0), 0u);
+    Batch own = Shard(GlobalBatch(0, 4), rank, 2);
+    CrossEntropy((*ddp)->Forward(own.x), own.y).Backward();
+    ASSERT_TRUE((*ddp)->status().ok());
+    EXPECT_TRUE(absl::IsFailedPrecondition((*ddp)->RegisterCommHook(*MakeCommHook("fp16"))));
+  });
+}
+
 // Clipping by global norm after DDP's averaging equals clipping one process's gradients of the joint
 // batch (the averaged gradients are identical on every rank, so no rank needs to communicate).
 TEST(DdpTest, GlobalNormClippingEqualsOneProcessOnTheJointBatch) {

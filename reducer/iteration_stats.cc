@@ -46,6 +46,7 @@ void ComputeOverlap(const std::vector<TimeInterval>& comm, absl::Time backward_e
 
 void IterationStatsRecorder::OnBucketDone(const BucketDoneEvent& event) {
   comm_.push_back({event.start, event.end});
+  bytes_sent_ += event.bytes_sent;
 }
 
 void IterationStatsRecorder::OnIterationEnd(const IterationEndEvent& event) {
@@ -55,7 +56,9 @@ void IterationStatsRecorder::OnIterationEnd(const IterationEndEvent& event) {
   stats.forward_s = absl::ToDoubleSeconds(event.backward_start - event.forward_start);
   stats.backward_compute_s = absl::ToDoubleSeconds(event.backward_end - event.backward_start);
   ComputeOverlap(comm_, event.backward_end, &stats);
+  stats.bytes_sent = bytes_sent_;
   comm_.clear();
+  bytes_sent_ = 0;
   history_.push_back(stats);
 }
 
@@ -80,6 +83,12 @@ std::string FormatStatsTable(const std::vector<IterationStats>& history, int war
     if (!values.empty()) mean /= values.size();
     absl::StrAppendFormat(&out, "%-18s %10.3f %10.3f\n", field.name, mean, Percentile(values, 0.9));
   }
+  std::vector<double> kib;
+  for (size_t i = skip; i < history.size(); ++i) kib.push_back(history[i].bytes_sent / 1024.0);
+  double mean_kib = 0;
+  for (double v : kib) mean_kib += v;
+  if (!kib.empty()) mean_kib /= kib.size();
+  absl::StrAppendFormat(&out, "%-18s %10.1f %10.1f\n", "sent/step (KiB)", mean_kib, Percentile(kib, 0.9));
   return out;
 }
 

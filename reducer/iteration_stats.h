@@ -21,6 +21,8 @@ struct IterationStats {
   double comm_s = 0;              // union of the buckets' communication intervals
   double overlapped_comm_s = 0;   // the part of comm_s before backward finished
   double exposed_comm_s = 0;      // backward finished -> last bucket done (what the host waits for)
+  int64_t bytes_sent = 0;         // bytes this rank handed to the buckets' collectives (the hooks' payloads;
+                                  // a ring all-reduce moves about 2 (W-1)/W times that over the wire)
 };
 
 // A closed time interval.
@@ -34,7 +36,8 @@ struct TimeInterval {
 void ComputeOverlap(const std::vector<TimeInterval>& comm, absl::Time backward_end, IterationStats* stats);
 
 // A table with the mean and the 90th percentile of every field over `history` (skipping the first
-// `warmup` iterations when more remain), as rank 0 prints at the end of a run.
+// `warmup` iterations when more remain), as rank 0 prints at the end of a run: the times in ms, then
+// the bytes sent per step in KiB.
 std::string FormatStatsTable(const std::vector<IterationStats>& history, int warmup = 1);
 
 // Keeps the IterationStats of every iteration it observes: the communication intervals of the buckets
@@ -50,6 +53,7 @@ class IterationStatsRecorder : public ReducerObserver {
 
  private:
   std::vector<TimeInterval> comm_;  // the current iteration's bucket intervals
+  int64_t bytes_sent_ = 0;          // the current iteration's bucket payloads
   std::vector<IterationStats> history_;
 };
 

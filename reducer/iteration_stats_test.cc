@@ -29,8 +29,8 @@ TEST(IterationStatsTest, RecorderTurnsEventsIntoStats) {
   IterationStatsRecorder recorder;
   for (int64_t iteration = 0; iteration < 2; ++iteration) {
     // Forward 0-10 ms, backward 10-40 ms, buckets [20, 30] and [35, 50]: comm 25 ms, 15 ms of it overlapped.
-    recorder.OnBucketDone({0, 4, 1, "allreduce", At(20), At(30)});
-    recorder.OnBucketDone({1, 4, 1, "allreduce", At(35), At(50)});
+    recorder.OnBucketDone({0, 4, 1, "allreduce", At(20), At(30), 4});
+    recorder.OnBucketDone({1, 4, 1, "allreduce", At(35), At(50), 2});
     recorder.OnIterationEnd({iteration, 2, At(0), At(10), At(40)});
   }
   ASSERT_EQ(recorder.history().size(), 2u);
@@ -42,6 +42,7 @@ TEST(IterationStatsTest, RecorderTurnsEventsIntoStats) {
   EXPECT_NEAR(stats.comm_s, 0.025, 1e-9);
   EXPECT_NEAR(stats.overlapped_comm_s, 0.015, 1e-9);
   EXPECT_NEAR(stats.exposed_comm_s, 0.010, 1e-9);
+  EXPECT_EQ(stats.bytes_sent, 6);  // this iteration's buckets only
 }
 
 TEST(IterationStatsTest, TableHasMeanAndP90) {
@@ -50,6 +51,13 @@ TEST(IterationStatsTest, TableHasMeanAndP90) {
   const std::string table = FormatStatsTable(history);
   EXPECT_NE(table.find("over 10 iterations"), std::string::npos) << table;
   EXPECT_NE(table.find("forward                 5.500      9.000"), std::string::npos) << table;
+}
+
+TEST(IterationStatsTest, TableShowsBytesSentPerStep) {
+  std::vector<IterationStats> history(11);
+  for (int i = 0; i < 11; ++i) history[i].bytes_sent = 1024 * i;  // KiB 1..10 after the warm-up
+  const std::string table = FormatStatsTable(history);
+  EXPECT_NE(table.find("sent/step (KiB)           5.5        9.0"), std::string::npos) << table;
 }
 
 }  // namespace

@@ -94,6 +94,7 @@ void Reducer::BuildBuckets(const std::vector<std::vector<size_t>>& assignment) {
   slots_.assign(params_.size(), Slot{});
   for (size_t b = 0; b < assignment.size(); ++b) {
     Bucket& bucket = buckets_[b];
+    bucket.layout.clear();
     bucket.params = assignment[b];
     int64_t total = 0;
     for (size_t index : bucket.params) total += params_[index].numel();
@@ -105,6 +106,7 @@ void Reducer::BuildBuckets(const std::vector<std::vector<size_t>>& assignment) {
       slots_[index].bucket = b;
       slots_[index].view = Tensor::View(bucket.buffer.storage(), p.shape(), ContiguousStrides(p.shape()),
                                         bucket.buffer.storage_offset() + offset, DType::kFloat32);
+      bucket.layout.push_back({index, names_[index], p.shape(), offset, p.numel(), slots_[index].view});
       offset += p.numel();
     }
   }
@@ -184,6 +186,7 @@ void Reducer::StartIteration(absl::Time forward_start) {
   iteration_.pending.clear();
   for (const Bucket& bucket : buckets_) iteration_.pending.push_back(bucket.params.size());
   iteration_.works.assign(buckets_.size(), nullptr);
+  iteration_.bytes_sent.assign(buckets_.size(), 0);
   iteration_.next_bucket = 0;
   if (observed()) {
     iteration_.forward_start = forward_start;
@@ -206,6 +209,17 @@ void Reducer::SetGradientDivisor(int divisor) {
   DDP_CHECK(divisor > 0 && (phase_ == Phase::kIdle || phase_ == Phase::kArmed))
       << "SetGradientDivisor(" << divisor << ") needs a positive divisor, outside a backward pass";
   gradient_divisor_ = divisor;
+}
+
+void Reducer::SetCommHook(std::shared_ptr<CommHook> hook) {
+  DDP_CHECK(finished_iterations_ == 0 && phase_ == Phase::kIdle && ready_order_.empty())
+      << "Reducer::SetCommHook must come before the first backward pass";
+  options_.comm_hook = hook != nullptr ? std::move(hook) : std::make_shared<AllReduceHook>();
+  const bool reduced = reduces_;
+  reduces_ = Reduces(*group_, options_);
+  // A hook that makes world size 1 reduce after all also records the order for the rebuild.
+  if (reduces_ && !reduced && options_.rebuild_buckets && rebuild_ == Rebuild::kOff) rebuild_ = Rebuild::kRecording;
+  if (!reduces_ && rebuild_ == Rebuild::kRecording) rebuild_ = Rebuild::kOff;
 }
 
 void Reducer::SkipNextSync() {
@@ -273,7 +287,10 @@ void Reducer::LaunchReadyBuckets() {
 void Reducer::LaunchBucket(size_t b) {
   const Bucket& bucket = buckets_[b];
   const absl::Time at = observed() ? absl::Now() : absl::Time();
-  iteration_.works[b] = options_.comm_hook->RunHook(*group_, GradBucket{static_cast<int>(b), bucket.buffer});
+  GradBucket grad_bucket{static_cast<int>(b), bucket.buffer, bucket.layout, b + 1 == buckets_.size()};
+  iteration_.works[b] = options_.comm_hook->RunHook(*group_, grad_bucket);
+  iteration_.bytes_sent[b] =
+      grad_bucket.bytes_sent >= 0 ? grad_bucket.bytes_sent : static_cast<int64_t>(bucket.buffer.nbytes());
   if (observed()) {
     Notify(&ReducerObserver::OnBucketLaunched,
            BucketLaunchedEvent{static_cast<int>(b), bucket.buffer.nbytes(), at});
@@ -381,9 +398,9 @@ void Reducer::NotifyIterationEnd() {
     const std::shared_ptr<Work>& work = iteration_.works[b];
     if (work == nullptr) continue;
     const Bucket& bucket = buckets_[b];
-    Notify(&ReducerObserver::OnBucketDone, BucketDoneEvent{static_cast<int>(b), bucket.buffer.nbytes(),
-                                                           bucket.params.size(), hook, work->StartTime(),
-                                                           work->EndTime()});
+    Notify(&ReducerObserver::OnBucketDone,
+           BucketDoneEvent{static_cast<int>(b), bucket.buffer.nbytes(), bucket.params.size(), hook,
+                           work->StartTime(), work->EndTime(), iteration_.bytes_sent[b]});
   }
   Notify(&ReducerObserver::OnIterationEnd,
          IterationEndEvent{finished_iterations_, static_cast<int>(buckets_.size()), iteration_.forward_start,

@@ -104,6 +104,11 @@ class Reducer {
   // sum is the average). Join sets it to the number of ranks still training when
   // divide_by_initial_world_size is off. REQUIRES: divisor > 0; not inside a backward pass.
   void SetGradientDivisor(int divisor);
+  // Replaces the communication hook (DistributedDataParallel::RegisterCommHook). null: AllReduceHook.
+  // REQUIRES: no backward pass has been armed yet (the hook sees every iteration from the first).
+  void SetCommHook(std::shared_ptr<CommHook> hook);
+  // The communication hook in use (never null).
+  const CommHook& comm_hook() const { return *options_.comm_hook; }
 
   // The first error seen (OK when none). Finalize runs inside backward and cannot return one: check it
   // after backward. The next PrepareForBackward returns it too.
@@ -154,8 +159,9 @@ class Reducer {
     kDone,       // the buckets follow an observed order
   };
   struct Bucket {
-    std::vector<size_t> params;  // indices into params_, in slot order
-    Tensor buffer;               // flat
+    std::vector<size_t> params;               // indices into params_, in slot order
+    Tensor buffer;                            // flat
+    std::vector<GradBucketParameter> layout;  // what the comm hook sees of each parameter (GradBucket)
   };
   struct Slot {
     size_t bucket = 0;
@@ -167,6 +173,7 @@ class Reducer {
     std::vector<bool> unused;                  // per parameter: find_unused_parameters found no path to it
     std::vector<size_t> pending;               // per bucket: parameters not yet ready
     std::vector<std::shared_ptr<Work>> works;  // per bucket: its reduction, null until launched
+    std::vector<int64_t> bytes_sent;           // per bucket: what its hook put on the wire (GradBucket)
     size_t next_bucket = 0;                    // buckets before it are launched
     // Read only when observed() (Note [Reducer observers]).
     absl::Time forward_start, backward_start, backward_end;

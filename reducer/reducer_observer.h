@@ -44,6 +44,7 @@ struct BucketDoneEvent {
   size_t params = 0;       // parameters in the bucket
   absl::string_view hook;  // CommHook::name() ("allreduce", "fp16", ...); valid only during the call
   absl::Time start, end;   // the communication interval, as the Work measured it (Work::StartTime/EndTime)
+  int64_t bytes_sent = 0;  // bytes the hook handed to collectives for it (GradBucket::bytes_sent)
 };
 
 // A synchronised iteration finished: its gradients are averaged and in .grad.
