@@ -110,6 +110,10 @@ absl::Status EnsureMpiInitialized() {
   MPI_Initialized(&initialized);
   int provided = MPI_THREAD_SINGLE;
   if (!initialized) {
+    // Note [Non-blocking all-reduce algorithm]: OpenMPI's default choice for MPI_Iallreduce (libnbc) ran
+    // 2-4x slower than the blocking MPI_Allreduce at 1-64 MiB on 2 ranks; Rabenseifner's algorithm (3)
+    // matched it up to 16 MiB (BENCHMARKS.md, "MPI backend"). A value the user set is kept.
+    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", /*overwrite=*/0);
     const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
     if (rc != MPI_SUCCESS) {
       return absl::FailedPreconditionError(absl::StrCat("mpi: MPI_Init_thread failed: ", MpiErrorText(rc)));
