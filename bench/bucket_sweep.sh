@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bucket-size sweep for DDP on 2 ranks (//bench:bucket_sweep): runs a model for bucket caps 0 (one
 # bucket per parameter), 0.0625, 0.25, 1, 5, 25 and 100 MiB (first bucket cap = bucket cap), PyTorch's
-# default layout (first 1 MiB, then 25 MiB), and two ablations: "single_allreduce" (one bucket reduced
+# default layout (first 1 MiB, then 25 MiB), the caps --bucket_cap_mb=auto chooses (row "auto F/C";
+# examples/auto_bucket_caps.h), and two ablations: "single_allreduce" (one bucket reduced
 # after backward) and "no_overlap" (default buckets, all reduced after backward). Prints a table
 # (cap, buckets, step ms, comm ms, exposed comm ms), writes CSV and a PNG plot (gnuplot).
 #
@@ -93,6 +94,9 @@ for cap in 0 0.0625 0.25 1 5 25 100; do
   rows+=("$cap|$(run_config --bucket_cap_mb="$cap" --first_bucket_mb="$cap")")
 done
 rows+=("default 1/25|$(run_config --bucket_cap_mb=25 --first_bucket_mb=1)")
+# --bucket_cap_mb=auto: the choice (20 measured steps after 5 skipped, then 21 more for its report) happens
+# inside a longer untimed warm-up, so the timed steps all run under the chosen caps.
+rows+=("auto|$(run_config --auto_bucket_caps --auto_caps_steps=20 --warmup=50)")
 rows+=("single_allreduce|$(run_config --ablation=single_allreduce)")
 rows+=("no_overlap|$(run_config --ablation=no_overlap)")
 

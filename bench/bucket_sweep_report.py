@@ -19,6 +19,8 @@ def main():
                 print("%17s  (run failed)" % label)
                 continue
             r = json.loads(payload)
+            if label == "auto" and r.get("auto_caps"):
+                label = "auto %s" % r["auto_caps"]  # the caps --bucket_cap_mb=auto chose
             print("%17s %8d %9.2f %9.2f %11.2f %10.0f" % (label, r["buckets"], r["step_ms"], r["comm_ms"],
                                                           r["exposed_comm_ms"], r["samples_per_s"]))
             csv.write('%d,"%s",%d,%.3f,%.3f,%.3f,%.1f\n' % (i, label, r["buckets"], r["step_ms"], r["comm_ms"],

@@ -21,6 +21,7 @@
 #include "data/fashion_mnist.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/join.h"
+#include "examples/auto_bucket_caps.h"
 #include "examples/stop_agreement.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
@@ -36,6 +37,11 @@ ABSL_FLAG(int, threads, 1, "kernel threads per rank");
 ABSL_FLAG(bool, ddp, false, "wrap in DDP even when WORLD_SIZE is 1 (measures DDP's own overhead)");
 ABSL_FLAG(double, bucket_cap_mb, 25, "DDP bucket cap (MiB); 0: one bucket per parameter");
 ABSL_FLAG(double, first_bucket_mb, 1, "DDP first bucket cap (MiB)");
+ABSL_FLAG(bool, auto_bucket_caps, false,
+          "DDP: --bucket_cap_mb=auto (examples/auto_bucket_caps.h): measure, choose the caps with the "
+          "step simulator, rebucket; give enough --warmup steps (5 + --auto_caps_steps + 1) that the "
+          "timed steps all run under the chosen caps");
+ABSL_FLAG(int, auto_caps_steps, 20, "--auto_bucket_caps: steps measured before the choice and after it");
 ABSL_FLAG(std::string, ablation, "none",
           "none | single_allreduce (one bucket, reduced after backward) | no_overlap (buckets reduced after backward)");
 ABSL_FLAG(bool, find_unused_parameters, false, "DDP: search for unused parameters every iteration");
@@ -127,6 +133,12 @@ int Run() {
     if (!agreement.ok()) return Fail(agreement.status());
     agreement_ms = *agreement;
   }
+  std::unique_ptr<AutoBucketCaps> auto_caps;  // --auto_bucket_caps (Note [Auto bucket caps])
+  if (ddp != nullptr && absl::GetFlag(FLAGS_auto_bucket_caps)) {
+    AutoBucketCapsOptions auto_options;
+    auto_options.measure_steps = auto_options.report_steps = absl::GetFlag(FLAGS_auto_caps_steps);
+    auto_caps = AutoBucketCaps::Attach(*ddp, auto_options, stderr);
+  }
   const std::string per_step = absl::GetFlag(FLAGS_per_step);
   if (per_step != "none" && per_step != "join" && per_step != "stop_check") {
     return Fail(absl::InvalidArgumentError("--per_step must be none, join or stop_check"));
@@ -164,6 +176,9 @@ int Run() {
     const absl::Time t2 = absl::Now();
     optimizer.Step();
     if (absl::StatusOr<bool> stopped = stop.EndStep(); !stopped.ok()) return Fail(stopped.status());
+    if (auto_caps != nullptr) {
+      if (absl::Status chosen = auto_caps->AfterStep(); !chosen.ok()) return Fail(chosen);
+    }
     t.update += absl::Now() - t2;
     t.forward += t1 - t0;
     t.backward += t2 - t1;
@@ -187,19 +202,22 @@ int Run() {
     if (!done.ok()) return Fail(done);
   }
   if (rank != 0) return 0;
+  const bool auto_chosen = auto_caps != nullptr && auto_caps->chosen();
+  const std::string auto_label = auto_chosen ? CapsMiBLabel(auto_caps->choice().caps) : "";
+  const double auto_predicted_ms = auto_chosen ? 1e3 * auto_caps->choice().predicted_step_s : 0.0;
   std::printf(
       "{\"impl\": \"ddpengine\", \"model\": \"%s\", \"batch_size\": %ld, \"steps\": %d, \"world_size\": %d, "
       "\"ddp\": %s, \"samples_per_s\": %.1f, \"step_ms\": %.3f, \"peak_rss_mb\": %.1f, \"forward_ms\": %.3f, "
       "\"backward_ms\": %.3f, \"optimizer_ms\": %.3f, \"comm_ms\": %.3f, \"overlapped_comm_ms\": %.3f, \"exposed_comm_ms\": %.3f, \"buckets\": %d, "
       "\"bucket_cap_mb\": %g, \"ablation\": \"%s\", \"per_step\": \"%s\", \"backend\": \"%s\", \"wrap_ms\": %.3f, "
-      "\"settings_agreement_ms\": %.3f}\n",
+      "\"settings_agreement_ms\": %.3f, \"auto_caps\": \"%s\", \"auto_predicted_step_ms\": %.3f}\n",
       absl::GetFlag(FLAGS_model).c_str(), static_cast<long>(batch_size), steps, world, ddp != nullptr ? "true" : "false",
       steps * batch_size * world / elapsed, 1000.0 * elapsed / steps, PeakRssMb(),
       absl::ToDoubleMilliseconds(t.forward) / steps, absl::ToDoubleMilliseconds(t.backward) / steps,
       absl::ToDoubleMilliseconds(t.update) / steps, comm_ms, overlapped_ms, exposed_ms, buckets,
       absl::GetFlag(FLAGS_bucket_cap_mb), absl::GetFlag(FLAGS_ablation).c_str(), per_step.c_str(),
       dist != nullptr ? dist->group->backend_name().c_str() : "none", wrap_ms,
-      agreement_ms);
+      agreement_ms, auto_label.c_str(), auto_predicted_ms);
   return 0;
 }
 

@@ -97,6 +97,17 @@ class DistributedDataParallel : public Module {
   absl::Status RestoreBucketOrder(absl::string_view order_text) { return reducer_->RestoreBucketOrder(order_text); }
   // The process group passed to Create.
   ProcessGroup& group() const { return *group_; }
+  // Reducer::Rebucket: new bucket caps between iterations (--bucket_cap_mb=auto, examples/
+  // auto_bucket_caps.h). Not collective: every rank must pass the same caps (the caller agrees them first).
+  // REQUIRES: between iterations (no forward armed a backward that has not run).
+  void Rebucket(const BucketCaps& caps) { reducer_->Rebucket(caps); }
+  // Reducer::AddObserver: `observer` (not owned, must outlive this module) sees every later iteration.
+  void AddReducerObserver(ReducerObserver* observer) { reducer_->AddObserver(observer); }
+  // Replaces how buckets are reduced (PyTorch's register_comm_hook; reducer/comm_hook.h). The hook object
+  // owns its state. Collective: every rank must register a hook of the same name() (part of Note [DDP
+  // settings agreement]; the error names each rank's hook). null: back to the plain all-reduce. Errors
+  // (kFailedPrecondition) if a forward pass already ran: the hook must see every iteration.
+  absl::Status RegisterCommHook(std::shared_ptr<CommHook> hook);
   // Writes the Chrome trace of every rank into one file on rank 0 (collective; without
   // options.reducer.record_trace the file has only the track names).
   absl::Status WriteTrace(const std::string& path);

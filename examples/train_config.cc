@@ -1,10 +1,13 @@
 #include "examples/train_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "tensor/check.h"
 
 namespace ddp {
 namespace {
@@ -24,6 +27,25 @@ absl::Status CheckCombinations(const TrainConfig& config) {
     return bad("--resume and --checkpoint_every need --checkpoint_dir");
   }
   if (config.eval_only && config.init_from.empty()) return bad("--eval_only needs --init_from=WEIGHTS");
+  if (double cap = 0; !AutoBucketCapsRequested(config) &&
+                      (!absl::SimpleAtod(config.bucket_cap_mb, &cap) || !(cap >= 0) || std::isinf(cap))) {
+    return absl::InvalidArgumentError(absl::StrCat("--bucket_cap_mb must be a number >= 0 (MiB) or auto, got \"",
+                                                   config.bucket_cap_mb, "\""));
+  }
+  if (AutoBucketCapsRequested(config) &&
+      (config.zero || config.comm_hook == "powersgd" || config.uneven_drop_batches > 0)) {
+    return bad("--bucket_cap_mb=auto rebuilds the buckets mid-run after collectives on every rank: it cannot "
+               "be combined with --zero (shards follow the buckets), --comm_hook=powersgd (state per bucket) "
+               "or --uneven_drop_batches (a rank that ran out of data would miss them)");
+  }
+  if (config.zero && (config.device != "cpu" || config.mode == "dp" || config.uneven_drop_batches > 0)) {
+    return bad("--zero needs --device=cpu, DDP (not --mode=dp) and even inputs (no --uneven_drop_batches): every "
+               "rank all-gathers the parameters at every step");
+  }
+  if (config.zero && (config.comm_hook != "none" || !config.dump_grads.empty())) {
+    return bad("--zero brings its own reduce-scatter comm hook (ddp/zero_reduce_scatter_hook.h): it cannot be "
+               "combined with --comm_hook, and --dump_grads would see unreduced gradients outside each shard");
+  }
   return absl::OkStatus();
 }
 
@@ -101,6 +123,17 @@ absl::Status ValidateConfig(const TrainConfig& config) {
   return CheckCombinations(config);
 }
 
+bool AutoBucketCapsRequested(const TrainConfig& config) { return config.bucket_cap_mb == "auto"; }
+
+double BucketCapMiB(const TrainConfig& config) {
+  double cap = 25;  // auto starts from PyTorch's default
+  if (!AutoBucketCapsRequested(config)) {
+    DDP_CHECK(absl::SimpleAtod(config.bucket_cap_mb, &cap))
+        << "unvalidated --bucket_cap_mb " << config.bucket_cap_mb;
+  }
+  return cap;
+}
+
 std::vector<std::string> DdpOnlyFlagsSet(const TrainConfig& config) {
   const TrainConfig defaults;
   std::vector<std::string> set;
@@ -110,10 +143,15 @@ std::vector<std::string> DdpOnlyFlagsSet(const TrainConfig& config) {
   check("backend", config.backend != defaults.backend);
   check("bucket_cap_mb", config.bucket_cap_mb != defaults.bucket_cap_mb);
   check("first_bucket_mb", config.first_bucket_mb != defaults.first_bucket_mb);
+  check("auto_caps_steps", config.auto_caps_steps != defaults.auto_caps_steps);
   check("find_unused_parameters", config.find_unused_parameters != defaults.find_unused_parameters);
   check("static_graph", config.static_graph != defaults.static_graph);
   check("grad_as_bucket_view", config.grad_as_bucket_view != defaults.grad_as_bucket_view);
   check("comm_hook", config.comm_hook != defaults.comm_hook);
+  check("powersgd_rank", config.powersgd_rank != defaults.powersgd_rank);
+  check("powersgd_start_iter", config.powersgd_start_iter != defaults.powersgd_start_iter);
+  check("powersgd_min_compression_rate",
+        config.powersgd_min_compression_rate != defaults.powersgd_min_compression_rate);
   check("no_rebuild_buckets", config.no_rebuild_buckets != defaults.no_rebuild_buckets);
   check("print_buckets", config.print_buckets != defaults.print_buckets);
   check("trace_out", config.trace_out != defaults.trace_out);
@@ -121,6 +159,7 @@ std::vector<std::string> DdpOnlyFlagsSet(const TrainConfig& config) {
   check("join", config.join != defaults.join);
   check("uneven_drop_batches", config.uneven_drop_batches != defaults.uneven_drop_batches);
   check("check_sync_every", config.check_sync_every != defaults.check_sync_every);
+  check("zero", config.zero != defaults.zero);
   return set;
 }
 

@@ -65,6 +65,12 @@ class FlagRule {
 // ("--backend=nccl needs --device=cuda", "--eval_only needs --init_from=WEIGHTS").
 absl::Status ValidateConfig(const TrainConfig& config);
 
+// Whether --bucket_cap_mb=auto (examples/auto_bucket_caps.h) asks DDP to choose its own caps.
+bool AutoBucketCapsRequested(const TrainConfig& config);
+// The bucket cap in MiB that --bucket_cap_mb names; with auto, the caps the run starts with (25).
+// REQUIRES: ValidateConfig(config) is OK.
+double BucketCapMiB(const TrainConfig& config);
+
 // The DDP-only flags (--backend, --bucket_cap_mb, --trace_out, --comm_hook, ...) that `config` sets to
 // something other than their default, as "--name" in table order. A single-process run ignores them;
 // RunTraining warns once, naming them. Pure.

@@ -13,6 +13,8 @@
 #include "ddp/join.h"
 #include "ddp/desync_check.h"
 #include "ddp/rank_zero.h"
+#include "ddp/zero_redundancy_optimizer.h"
+#include "examples/auto_bucket_caps.h"
 #include "examples/graceful_stop.h"
 #include "examples/progress.h"
 #include "examples/stop_agreement.h"
@@ -74,6 +76,8 @@ absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler& 
   if (!force && (config.checkpoint_every <= 0 || state.global_step % config.checkpoint_every != 0)) {
     return absl::OkStatus();
   }
+  // --zero: the shards' state is gathered to rank 0 in the unsharded form, which rank 0 saves.
+  if (state.zero != nullptr) DDP_RETURN_IF_ERROR(state.zero->ConsolidateStateDict(0));
   Checkpoint checkpoint =
       CaptureCheckpoint(state.model, &state.optimizer, sampler.State(std::min(local_consumed, sampler.Length())),
                         /*generator=*/nullptr, state.global_step, epoch);
@@ -110,6 +114,7 @@ absl::Status CheckTrainSettingsAgree(const TrainState& state, int64_t planned_st
       {"--epochs", absl::StrCat(c.epochs)},
       {"--max_steps", absl::StrCat(c.max_steps)},
       {"--optimizer", c.optimizer},
+      {"--zero", c.zero ? "true" : "false"},
       {"--lr", absl::StrCat(c.lr)},
       {"--momentum", absl::StrCat(c.momentum)},
       {"--lr_schedule", c.lr_schedule},
@@ -142,10 +147,16 @@ absl::StatusOr<double> TrainStep(TrainState& state, int epoch, DataLoader& loade
     DDP_RETURN_IF_ERROR(DumpGradients(state.model, config.dump_grads));
   }
   if (config.clip_grad_norm > 0) {
-    DDP_RETURN_IF_ERROR(ClipGradNorm(state.optimizer.params(), config.clip_grad_norm).status());
+    // Under --zero each rank holds a shard: the squared norms are summed across ranks (Note [ZeRO-1]).
+    DDP_RETURN_IF_ERROR(state.zero != nullptr ? state.zero->ClipGradNorm(config.clip_grad_norm).status()
+                                              : ClipGradNorm(state.optimizer.params(), config.clip_grad_norm).status());
   }
   state.optimizer.set_lr(static_cast<float>(ScheduledLr(config, state.global_step, state.total_steps)));
-  state.optimizer.Step();
+  if (state.zero != nullptr) {
+    DDP_RETURN_IF_ERROR(state.zero->TryStep());
+  } else {
+    state.optimizer.Step();
+  }
   ++state.global_step;
   if (state.sample_log != nullptr) {
     DDP_RETURN_IF_ERROR(state.sample_log->Append(
@@ -166,6 +177,8 @@ absl::Status AfterStep(TrainState& state, const DistributedSampler& sampler, int
         MaybeCheckReplicasInSync(state.model, *state.group, state.global_step, config.check_sync_every, compared));
   }
   MaybeKillAfterStep(state.fault, state.rank, state.global_step);
+  // --bucket_cap_mb=auto: measures, and once chooses and rebuckets (Note [Auto bucket caps]).
+  if (state.auto_caps != nullptr) DDP_RETURN_IF_ERROR(state.auto_caps->AfterStep());
   if (state.ddp != nullptr && config.print_buckets && state.rank == 0 && state.global_step == 2) {
     std::fprintf(stderr, "buckets after the rebuild:\n%s", state.ddp->reducer().DescribeBuckets().c_str());
   }

@@ -19,6 +19,9 @@
 
 namespace ddp {
 
+class ZeroRedundancyOptimizer;  // ddp/zero_redundancy_optimizer.h
+class AutoBucketCaps;           // examples/auto_bucket_caps.h
+
 // What the epoch loop needs; references are not owned. `ddp` is null in a single-process run.
 struct TrainState {
   const TrainConfig& config;
@@ -36,6 +39,8 @@ struct TrainState {
   int attempt = 0;          // DDP_RESTART_COUNT (ddprun's restart number)
   FaultInjection fault;     // testing: --fault_inject_*
   SampleLog* sample_log = nullptr;  // --log_samples (not owned; null: no log)
+  ZeroRedundancyOptimizer* zero = nullptr;  // --zero: `optimizer` itself, sharded (not owned; null: off)
+  AutoBucketCaps* auto_caps = nullptr;      // --bucket_cap_mb=auto, after every step (not owned; null: off)
 };
 
 // What one epoch did, for the end-of-epoch report.

@@ -19,8 +19,12 @@
 #include "dp/data_parallel.h"
 #include "ddp/rank_zero.h"
 #include "ddp/distributed_data_parallel.h"
+#include "ddp/module_trace.h"
 #include "ddp/distributed_eval.h"
 #include "ddp/sync_batch_norm.h"
+#include "ddp/zero_reduce_scatter_hook.h"
+#include "ddp/zero_redundancy_optimizer.h"
+#include "examples/auto_bucket_caps.h"
 #include "examples/fault_injection.h"
 #include "examples/output_guard.h"
 #include "examples/progress.h"
@@ -55,6 +59,41 @@ absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TrainConfig& conf
   options.weight_decay = config.weight_decay;
   if (config.optimizer == "adamw") return std::unique_ptr<Optimizer>(new AdamW(params, options));
   return std::unique_ptr<Optimizer>(new Adam(params, options));
+}
+
+// --zero: the same update rule as MakeOptimizer, sharded over DDP's group with shards that follow its
+// buckets, and the reduce-scatter hook registered on `ddp` (Note [ZeRO-1]).
+absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> MakeZeroOptimizer(const TrainConfig& config,
+                                                                          const std::vector<Tensor>& params,
+                                                                          DistributedDataParallel& ddp) {
+  ZeroOptions options;
+  options.groups = ddp.reducer().bucket_assignment();
+  DDP_ASSIGN_OR_RETURN(options.optimizer, ParseZeroInnerOptimizer(config.optimizer));
+  options.sgd.lr = options.adam.lr = static_cast<float>(config.lr);
+  options.sgd.momentum = static_cast<float>(config.momentum);
+  options.sgd.weight_decay = options.adam.weight_decay = static_cast<float>(config.weight_decay);
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ZeroRedundancyOptimizer> zero,
+                       ZeroRedundancyOptimizer::Create(params, &ddp.group(), options));
+  DDP_RETURN_IF_ERROR(ddp.RegisterCommHook(MakeZeroReduceScatterHook(*zero)));
+  return zero;
+}
+
+// Under DDP, rank 0 prints the optimizer-state bytes every rank holds (with --zero each holds its shard).
+absl::Status ReportOptimizerMemory(const Optimizer& optimizer, const ZeroRedundancyOptimizer* zero,
+                                   ProcessGroup& group) {
+  size_t mine = 0;
+  if (zero != nullptr) {
+    mine = zero->state_bytes();
+  } else {
+    for (const auto& [key, tensor] : optimizer.StateDict().tensors) mine += tensor.nbytes();
+  }
+  std::vector<std::string> all;
+  DDP_RETURN_IF_ERROR(group.AllGatherObject(absl::StrCat(mine), &all));
+  if (group.rank() == 0) {
+    std::fprintf(stderr, "optimizer state bytes per rank%s: %s\n", zero != nullptr ? " (ZeRO-1 shards)" : "",
+                 absl::StrJoin(all, " ").c_str());
+  }
+  return absl::OkStatus();
 }
 
 // The device this rank trains on: the CPU, or (--device=cuda) GPU LOCAL_RANK (GPU 0 for one process
@@ -106,14 +145,18 @@ absl::StatusOr<std::shared_ptr<DistributedDataParallel>> WrapDdp(const TrainConf
   }
   if (config.sync_bn) ConvertSyncBatchNorm(*model, group);
   DdpOptions options;
-  options.reducer.caps.bucket_cap_bytes = static_cast<size_t>(config.bucket_cap_mb * (1 << 20));
+  options.reducer.caps.bucket_cap_bytes = static_cast<size_t>(BucketCapMiB(config) * (1 << 20));
   options.reducer.caps.first_bucket_cap_bytes = static_cast<size_t>(config.first_bucket_mb * (1 << 20));
   options.reducer.find_unused_parameters = config.find_unused_parameters;
   options.reducer.static_graph = config.static_graph;
   options.reducer.gradient_as_bucket_view = config.grad_as_bucket_view;
   options.reducer.rebuild_buckets = !config.no_rebuild_buckets;
   options.reducer.record_trace = !config.trace_out.empty();
-  DDP_ASSIGN_OR_RETURN(options.reducer.comm_hook, MakeCommHook(config.comm_hook));
+  PowerSgdOptions powersgd;
+  powersgd.matrix_approximation_rank = config.powersgd_rank;
+  powersgd.start_iter = config.powersgd_start_iter;
+  powersgd.min_compression_rate = config.powersgd_min_compression_rate;
+  DDP_ASSIGN_OR_RETURN(options.reducer.comm_hook, MakeCommHook(config.comm_hook, powersgd));
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<DistributedDataParallel> ddp,
                        DistributedDataParallel::Create(std::move(model), group, options));
   if (group->rank() == 0) {
@@ -210,7 +253,10 @@ absl::StatusOr<EvalResult> EvaluateOnly(const TrainConfig& config, Module& model
 }
 
 // Rank 0 writes end-of-run artefacts; every rank takes part in the trace gather and the final barrier.
-absl::Status Finish(const TrainConfig& config, const Module& model, DistributedDataParallel* ddp, ProcessGroup* group) {
+// `module_tracer` is null unless --trace_out (then its slices join the Reducer's in the trace file).
+absl::Status Finish(const TrainConfig& config, const TrainState& state, DistributedDataParallel* ddp,
+                    const ModuleTracer* module_tracer, ProcessGroup* group) {
+  const Module& model = state.model;
   const bool rank0 = group == nullptr || group->rank() == 0;
   if (!config.save.empty()) {
     // Under DDP rank 0 saves and its error, if any, reaches every rank at once (no rank waits on a
@@ -219,7 +265,12 @@ absl::Status Finish(const TrainConfig& config, const Module& model, DistributedD
   }
   if (ddp != nullptr) {
     if (rank0) std::fprintf(stderr, "%s", FormatStatsTable(ddp->reducer().stats()).c_str());
-    if (!config.trace_out.empty()) DDP_RETURN_IF_ERROR(ddp->WriteTrace(config.trace_out));
+    DDP_RETURN_IF_ERROR(ReportOptimizerMemory(state.optimizer, state.zero, *group));
+    if (!config.trace_out.empty()) {
+      std::vector<const TraceRecorder*> recorders = {&ddp->reducer().trace()};
+      if (module_tracer != nullptr) recorders.push_back(&module_tracer->trace());
+      DDP_RETURN_IF_ERROR(WriteMergedTrace(recorders, *group, config.trace_out));
+    }
     DDP_RETURN_IF_ERROR(group->Barrier()->Wait(group->timeout()));
   }
   return absl::OkStatus();
@@ -242,6 +293,8 @@ absl::StatusOr<int> ResumeFromNewest(const TrainConfig& config, TrainState& stat
   DDP_RETURN_IF_ERROR(ApplyCheckpoint(checkpoint, CheckpointTargets{&state.model, &state.optimizer, nullptr}));
   // The same buckets as before the interruption: the same rounding (Reducer::RebuiltOrderText).
   if (state.ddp != nullptr) DDP_RETURN_IF_ERROR(state.ddp->RestoreBucketOrder(checkpoint.ddp_bucket_order));
+  // --zero: shards follow the restored buckets from the first step, as they did before the interruption.
+  if (state.zero != nullptr) DDP_RETURN_IF_ERROR(state.zero->Reshard(state.ddp->reducer().bucket_assignment()));
   state.global_step = checkpoint.step;
   state.resume_from = checkpoint.sampler;
   const int epoch = static_cast<int>(checkpoint.epoch);
@@ -307,14 +360,35 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, std::shared_ptr<Modu
   if (group != nullptr && config.mode != "dp") {
     DDP_ASSIGN_OR_RETURN(ddp, WrapDdp(config, model, device, group));
   }
+  // --trace_out: per-module forward/backward slices (ddp/module_trace.h), made after DDP so that its
+  // gradient hooks follow the Reducer's; without the flag nothing is traced or measured.
+  std::unique_ptr<ModuleTracer> module_tracer;
+  if (ddp != nullptr && !config.trace_out.empty()) module_tracer = std::make_unique<ModuleTracer>(*model, rank);
+  // --bucket_cap_mb=auto (Note [Auto bucket caps]): observes from the first forward, runs after each step.
+  std::unique_ptr<AutoBucketCaps> auto_caps;
+  if (ddp != nullptr && AutoBucketCapsRequested(config)) {
+    AutoBucketCapsOptions auto_options;
+    auto_options.measure_steps = auto_options.report_steps = config.auto_caps_steps;
+    auto_caps = AutoBucketCaps::Attach(*ddp, auto_options, stderr);
+  }
   std::shared_ptr<DataParallel> dp;
   if (config.mode == "dp") {
     if (group != nullptr) return absl::InvalidArgumentError("--mode=dp runs in one process; start it without ddprun");
     DDP_ASSIGN_OR_RETURN(dp, WrapDataParallel(config, model, device));
   }
-  DDP_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, MakeOptimizer(config, model->Parameters()));
+  std::unique_ptr<Optimizer> optimizer;
+  ZeroRedundancyOptimizer* zero = nullptr;
+  if (config.zero && ddp != nullptr) {
+    DDP_ASSIGN_OR_RETURN(std::unique_ptr<ZeroRedundancyOptimizer> sharded,
+                         MakeZeroOptimizer(config, model->Parameters(), *ddp));
+    zero = sharded.get();
+    optimizer = std::move(sharded);
+  } else {
+    DDP_ASSIGN_OR_RETURN(optimizer, MakeOptimizer(config, model->Parameters()));
+  }
 
   TrainState state{config, *model, ddp.get(), *optimizer, rank, world};
+  state.zero = zero;
   state.device = device;
   state.dp = dp.get();
   state.group = group;
@@ -326,6 +400,7 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, std::shared_ptr<Modu
     DDP_ASSIGN_OR_RETURN(sample_log, SampleLog::Open(config.log_samples));
   }
   state.sample_log = sample_log.get();
+  state.auto_caps = auto_caps.get();
   int first_epoch = 1;
   if (config.resume) {
     DDP_ASSIGN_OR_RETURN(first_epoch, ResumeFromNewest(config, state));
@@ -335,7 +410,7 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, std::shared_ptr<Modu
   state.total_steps = steps_per_epoch * config.epochs;
   if (config.max_steps > 0) state.total_steps = std::min(state.total_steps, config.max_steps);
   DDP_ASSIGN_OR_RETURN(const EvalResult last, RunEpochs(config, state, first_epoch, *loader, test));
-  DDP_RETURN_IF_ERROR(Finish(config, *model, ddp.get(), group));
+  DDP_RETURN_IF_ERROR(Finish(config, state, ddp.get(), module_tracer.get(), group));
   return last;
 }
 

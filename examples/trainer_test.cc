@@ -154,7 +154,7 @@ TEST(TrainerTest, FlagRulesDescribeWhatTheyWant) {
   EXPECT_EQ(FlagRule::OneOf({"a", "b"}).Check(std::string("b")), "");
   EXPECT_NE(FlagRule::OneOf({"a"}).Check(1), "") << "a string rule on a number rejects it";
   EXPECT_EQ(TrainConfig().model, "cnn");  // the table's defaults are TrainConfig's
-  EXPECT_EQ(TrainConfig().bucket_cap_mb, 25);
+  EXPECT_EQ(TrainConfig().bucket_cap_mb, "25");
   EXPECT_TRUE(ValidateConfig(TrainConfig()).ok());
 }
 

@@ -160,6 +160,16 @@ absl::Status Reducer::RestoreBucketOrder(absl::string_view order_text) {
   return absl::OkStatus();
 }
 
+void Reducer::Rebucket(const BucketCaps& caps) {
+  DDP_CHECK(phase_ == Phase::kIdle) << "Reducer::Rebucket needs a Reducer between iterations (not armed)";
+  options_.caps = caps;
+  if (rebuild_ == Rebuild::kDone) {
+    BuildBucketsInOrder(rebuilt_order_);
+  } else {
+    BuildBuckets(AssignBuckets(specs_, options_.caps));
+  }
+}
+
 // ---- The iteration (Note [Reducer iteration]) ----
 
 absl::Status Reducer::PrepareForBackward(const std::vector<Tensor>& outputs, absl::Time forward_start) {

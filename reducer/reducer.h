@@ -142,6 +142,15 @@ class Reducer {
   // (every rank must restore the same order). "" changes nothing. Errors (kDataLoss) name a malformed
   // order. REQUIRES: no backward pass has run yet.
   absl::Status RestoreBucketOrder(absl::string_view order_text);
+  // Rebuilds the buckets under new `caps` between iterations (--bucket_cap_mb=auto, examples/
+  // auto_bucket_caps.h): in the rebuilt gradient order when the buckets follow one, otherwise in reverse
+  // registration order (and a pending rebuild then uses the new caps). Gradients that are bucket views move
+  // into the new buffers with their values. Not collective: the caller makes every rank pass the same caps
+  // (e.g. rank 0's, broadcast), or the ranks' buckets would not match. A hook that keeps state per bucket
+  // index (PowerSGD) sees different buckets afterwards. REQUIRES: not armed and no backward pass running.
+  void Rebucket(const BucketCaps& caps);
+  // The caps the current buckets were built with.
+  const BucketCaps& caps() const { return options_.caps; }
 
  private:
   // Where the current iteration stands (Note [Reducer iteration] in reducer.cc).

@@ -2,8 +2,8 @@
 # Validates the DDP step simulator against measured bucket sweeps (issue 16 item 4), end to end:
 #   1. fits the loopback link from bench/allreduce (2 ranks, Gloo) -> link_loopback.json
 #   2. traces 400 steps of examples/train (2 ranks, default caps) per model -> profile_<model>.json
-#   3. runs bench/bucket_sweep.sh --repeats times per model on loopback, and for the cnn over a 1 Gbit/s
-#      network-namespace link, the runs interleaved -> sweeps/r<k>/bucket_sweep_<tag>.csv
+#   3. runs bench/bucket_sweep.sh --repeats times per model on loopback, and per --netns_models model over
+#      a network-namespace link at each of --rates, the runs interleaved -> sweeps/r<k>/bucket_sweep_<tag>.csv
 #   4. predicts every sweep row against the median of the runs (ddp_sim validate) -> validation_<tag>.{csv,txt},
 #      and plots them all -> validation.png
 # Everything runs at real-time priority (chrt -f 5), as BENCHMARKS.md's all-reduce table does: on this
@@ -12,12 +12,14 @@
 # backward to end: the simulator is told so (--no_overlap), and an overlapped configuration then costs what
 # the no_overlap ablation costs.
 #
-#   bash sim/validate.sh [--out=DIR] [--steps=100] [--repeats=3] [--models=cnn,mlp] [--no_netns] [--rate=1gbit]
+#   bash sim/validate.sh [--out=DIR] [--steps=100] [--repeats=3] [--models=cnn,mlp] [--no_netns]
+#                        [--netns_models=cnn] [--rates=1gbit[,100mbit]] [--no_loopback]
+# --no_loopback skips the loopback sweeps (the link fit and the profiles still run: the namespace rows need them).
 # --plot_only redraws validation.png from the validation CSVs already in --out.
 # The namespace link needs root and iproute2 (bench/bucket_sweep.sh --netns). About 6 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=sim/results STEPS=100 REPEATS=3 MODELS=cnn,mlp NETNS=1 RATE=1gbit PLOT_ONLY=0
+OUT=sim/results STEPS=100 REPEATS=3 MODELS=cnn,mlp NETNS=1 NETNS_MODELS=cnn RATES=1gbit LOOPBACK=1 PLOT_ONLY=0
 for arg in "$@"; do
   case "$arg" in
     --out=*) OUT="${arg#*=}" ;;
@@ -25,13 +27,19 @@ for arg in "$@"; do
     --repeats=*) REPEATS="${arg#*=}" ;;
     --models=*) MODELS="${arg#*=}" ;;
     --no_netns) NETNS=0 ;;
-    --rate=*) RATE="${arg#*=}" ;;
+    --rates=* | --rate=*) RATES="${arg#*=}" ;;
+    --netns_models=*) NETNS_MODELS="${arg#*=}" ;;
+    --no_loopback) LOOPBACK=0 ;;
     --plot_only) PLOT_ONLY=1 ;;
     *) echo "validate.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
-TAGS=(${MODELS//,/ })
-[[ $NETNS == 1 ]] && TAGS+=("cnn_netns_$RATE")
+TAGS=()
+[[ $LOOPBACK == 1 ]] && TAGS+=(${MODELS//,/ })
+if [[ $NETNS == 1 ]]; then
+  for rate in ${RATES//,/ }; do for model in ${NETNS_MODELS//,/ }; do TAGS+=("${model}_netns_$rate"); done; done
+fi
+PROFILE_MODELS=$(echo "${MODELS//,/ } ${NETNS_MODELS//,/ }" | tr ' ' '\n' | sort -u | tr '\n' ' ')
 
 plot_validation() {
   local plot=""
@@ -67,7 +75,7 @@ trap 'rm -rf "$TMP"' EXIT
 # 1 and 2: the link and the compute side, each measured once.
 $RT bazel-bin/bench/allreduce --world_sizes=2 --format=json > "$OUT/allreduce_loopback.jsonl"
 $SIM fit --bench="$OUT/allreduce_loopback.jsonl" --out="$OUT/link_loopback.json"
-for model in ${MODELS//,/ }; do
+for model in $PROFILE_MODELS; do
   timeout 600 $RT bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/examples/train --model="$model" \
     --max_steps=400 --epochs=1 --num_workers=0 --trace_out="$TMP/trace_$model.json" > /dev/null
   $SIM profile --trace="$TMP/trace_$model.json" --model="$model" --skip=20 --out="$OUT/profile_$model.json"
@@ -75,11 +83,17 @@ done
 
 # 3: the sweeps.
 for ((k = 1; k <= REPEATS; k++)); do
-  for model in ${MODELS//,/ }; do
-    $RT bash bench/bucket_sweep.sh --model="$model" --steps="$STEPS" --out="$OUT/sweeps/r$k" > /dev/null
-  done
+  if [[ $LOOPBACK == 1 ]]; then
+    for model in ${MODELS//,/ }; do
+      $RT bash bench/bucket_sweep.sh --model="$model" --steps="$STEPS" --out="$OUT/sweeps/r$k" > /dev/null
+    done
+  fi
   if [[ $NETNS == 1 ]]; then
-    $RT bash bench/bucket_sweep.sh --model=cnn --steps="$STEPS" --out="$OUT/sweeps/r$k" --netns --rate="$RATE" > /dev/null
+    for rate in ${RATES//,/ }; do
+      for model in ${NETNS_MODELS//,/ }; do
+        $RT bash bench/bucket_sweep.sh --model="$model" --steps="$STEPS" --out="$OUT/sweeps/r$k" --netns --rate="$rate" > /dev/null
+      done
+    done
   fi
 done
 rm -f "$OUT"/sweeps/r*/*.png  # the per-sweep plots; validation.png shows them all
@@ -91,14 +105,20 @@ validate() {  # validate TAG MODEL LINK_FLAGS...
   $SIM validate --profile="$OUT/profile_$model.json" --world_size=2 --no_overlap "$@" \
     --sweep_csv="$(csvs "$tag")" --out="$OUT/validation_$tag.csv" | tee "$OUT/validation_$tag.txt"
 }
-for model in ${MODELS//,/ }; do validate "$model" "$model" --link="$OUT/link_loopback.json"; done
+if [[ $LOOPBACK == 1 ]]; then
+  for model in ${MODELS//,/ }; do validate "$model" "$model" --link="$OUT/link_loopback.json"; done
+fi
 if [[ $NETNS == 1 ]]; then
   # The namespace link as a user gives a link we cannot measure: alpha per message from the loopback fit
   # (a ring of 2 sends 2 messages per all-reduce), bandwidth the tbf rate times TCP's payload share of an
   # Ethernet frame (1448 of 1514 bytes).
   alpha_us=$(/usr/bin/python3 -c "import json; print(json.load(open('$OUT/link_loopback.json'))['fits'][0]['alpha_s'] / 2 * 1e6)")
-  gbps=$(/usr/bin/python3 -c "r='$RATE'; m={'gbit':1e9,'mbit':1e6}; u=[k for k in m if r.endswith(k)][0]; print(float(r[:-len(u)]) * m[u] / 8 * 1448 / 1514 / 1e9)")
-  validate "cnn_netns_$RATE" cnn --alpha_us="$alpha_us" --gbps="$gbps"
+  for rate in ${RATES//,/ }; do
+    gbps=$(/usr/bin/python3 -c "r='$rate'; m={'gbit':1e9,'mbit':1e6}; u=[k for k in m if r.endswith(k)][0]; print(float(r[:-len(u)]) * m[u] / 8 * 1448 / 1514 / 1e9)")
+    for model in ${NETNS_MODELS//,/ }; do
+      validate "${model}_netns_$rate" "$model" --alpha_us="$alpha_us" --gbps="$gbps"
+    done
+  done
 fi
 
 plot_validation
