@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -84,16 +86,31 @@ struct SweepSetting {
   bool is_cap = true;
 };
 
+// Bytes of a cap written in MiB ("inf": one bucket), or nullopt.
+std::optional<size_t> CapBytesOf(absl::string_view mib_text) {
+  if (mib_text == "inf") return SIZE_MAX;
+  double mib = 0;
+  if (!absl::SimpleAtod(mib_text, &mib) || mib < 0) return std::nullopt;
+  return static_cast<size_t>(mib * kMiB);
+}
+
 absl::StatusOr<SweepSetting> SettingOf(const std::string& config) {
   SweepSetting s;
   s.caps = BucketCaps{kMiB, 25 * kMiB};
   if (config == "no_overlap") return SweepSetting{s.caps, false, false};
   if (config == "single_allreduce") return SweepSetting{BucketCaps{SIZE_MAX, SIZE_MAX}, false, false};
   if (absl::StartsWith(config, "default")) return s;
-  double mib = 0;
-  if (!absl::SimpleAtod(config, &mib))
+  // "auto F/C" or "auto C": the caps --bucket_cap_mb=auto chose, predicted as such but not a candidate
+  // of the sweep's own best cap.
+  absl::string_view text = config;
+  const bool chosen = absl::ConsumePrefix(&text, "auto ");
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, '/');
+  std::optional<size_t> first = CapBytesOf(parts[0]);
+  std::optional<size_t> cap = CapBytesOf(parts.back());
+  if (parts.size() > 2 || !first || !cap)
     return absl::InvalidArgumentError(absl::StrCat("unknown sweep config \"", config, "\""));
-  s.caps = BucketCaps{static_cast<size_t>(mib * kMiB), static_cast<size_t>(mib * kMiB)};
+  s.caps = BucketCaps{*first, *cap};
+  s.is_cap = !chosen;
   return s;
 }
 
