@@ -7,6 +7,11 @@
 # (cap, buckets, step ms, comm ms, exposed comm ms), writes CSV and a PNG plot (gnuplot).
 #
 #   bazel run //bench:bucket_sweep -- [--model=cnn] [--steps=100] [--out=DIR] [--netns [--rate=1gbit]]
+#                                     [--comm_hook=none|fp16|bf16|powersgd]
+#
+# --comm_hook runs every configuration with that DDP comm hook (PowerSGD with rank 1, start_iter 10: the
+# warm-up covers the plain iterations) and tags the outputs "<model>[_netns_<rate>]_<hook>"; the auto row
+# is skipped (its link probes model the plain all-reduce). The JSON rows carry sent_kib_per_step.
 #
 # --netns runs the two ranks in two network namespaces joined by a veth pair whose both directions are
 # limited by a token bucket (tc tbf) to --rate, so the bucket trade-off shows as between machines. It
@@ -23,7 +28,7 @@ runfile() {
   if [[ -e "$root/bazel-bin/$path" ]]; then echo "$root/bazel-bin/$path"; else echo "$root/$path"; fi
 }
 
-MODEL=cnn STEPS=100 OUT="${BUILD_WORKSPACE_DIRECTORY:-$PWD}/bench_out" NETNS=0 RATE=1gbit
+MODEL=cnn STEPS=100 OUT="${BUILD_WORKSPACE_DIRECTORY:-$PWD}/bench_out" NETNS=0 RATE=1gbit HOOK=none
 for arg in "$@"; do
   case "$arg" in
     --model=*) MODEL="${arg#*=}" ;;
@@ -31,6 +36,7 @@ for arg in "$@"; do
     --out=*) OUT="${arg#*=}" ;;
     --netns) NETNS=1 ;;
     --rate=*) RATE="${arg#*=}" ;;
+    --comm_hook=*) HOOK="${arg#*=}" ;;
     *) echo "bucket_sweep: unknown argument $arg (see the header of bench/bucket_sweep.sh)" >&2; exit 2 ;;
   esac
 done
@@ -42,6 +48,10 @@ link_note=""
 if [[ $NETNS == 1 ]]; then
   tag="${MODEL}_netns_${RATE}"
   link_note=", link $RATE"
+fi
+if [[ $HOOK != none ]]; then
+  tag="${tag}_${HOOK}"
+  link_note="${link_note}, comm hook $HOOK"
 fi
 CSV="$OUT/bucket_sweep_${tag}.csv"
 PNG="$OUT/bucket_sweep_${tag}.png"
@@ -78,14 +88,14 @@ run_config() {
     token="$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
     DDP_TIMEOUT_S=120 timeout 600 ip netns exec "$NS_B" "$DDPRUN" --nnodes 2 --node_rank 1 --nproc_per_node 1 \
       --master_addr "$ADDR_A" --master_port $port --job_token "$token" "$BENCH" --model="$MODEL" --steps="$STEPS" \
-      "$@" >/dev/null 2>&1 &
+      --comm_hook="$HOOK" "$@" >/dev/null 2>&1 &
     DDP_TIMEOUT_S=120 timeout 600 ip netns exec "$NS_A" "$DDPRUN" --nnodes 2 --node_rank 0 --nproc_per_node 1 \
       --master_addr "$ADDR_A" --master_port $port --job_token "$token" "$BENCH" --model="$MODEL" --steps="$STEPS" \
-      "$@" 2>/dev/null | sed -n 's/^\[rank 0\] //p' | grep '^{'
+      --comm_hook="$HOOK" "$@" 2>/dev/null | sed -n 's/^\[rank 0\] //p' | grep '^{'
     wait
   else
     DDP_TIMEOUT_S=120 timeout 600 "$DDPRUN" --nproc_per_node 2 --master_port 0 "$BENCH" --model="$MODEL" \
-      --steps="$STEPS" "$@" 2>/dev/null | sed -n 's/^\[rank 0\] //p' | grep '^{'
+      --steps="$STEPS" --comm_hook="$HOOK" "$@" 2>/dev/null | sed -n 's/^\[rank 0\] //p' | grep '^{'
   fi
 }
 
@@ -96,7 +106,9 @@ done
 rows+=("default 1/25|$(run_config --bucket_cap_mb=25 --first_bucket_mb=1)")
 # --bucket_cap_mb=auto: the choice (20 measured steps after 5 skipped, then 21 more for its report) happens
 # inside a longer untimed warm-up, so the timed steps all run under the chosen caps.
-rows+=("auto|$(run_config --auto_bucket_caps --auto_caps_steps=20 --warmup=50)")
+if [[ $HOOK == none ]]; then  # auto's link probes and predictions assume the plain all-reduce
+  rows+=("auto|$(run_config --auto_bucket_caps --auto_caps_steps=20 --warmup=50)")
+fi
 rows+=("single_allreduce|$(run_config --ablation=single_allreduce)")
 rows+=("no_overlap|$(run_config --ablation=no_overlap)")
 

@@ -21,6 +21,7 @@
 #include "data/fashion_mnist.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/join.h"
+#include "reducer/comm_hook.h"
 #include "examples/auto_bucket_caps.h"
 #include "examples/stop_agreement.h"
 #include "nn/models.h"
@@ -46,6 +47,9 @@ ABSL_FLAG(std::string, ablation, "none",
           "none | single_allreduce (one bucket, reduced after backward) | no_overlap (buckets reduced after backward)");
 ABSL_FLAG(bool, find_unused_parameters, false, "DDP: search for unused parameters every iteration");
 ABSL_FLAG(bool, static_graph, false, "DDP: static_graph (with --find_unused_parameters: search once)");
+ABSL_FLAG(std::string, comm_hook, "none", "DDP comm hook: none | fp16 | bf16 | powersgd (reducer/comm_hook.h)");
+ABSL_FLAG(int, powersgd_rank, 1, "--comm_hook=powersgd: matrix approximation rank");
+ABSL_FLAG(int, powersgd_start_iter, 10, "--comm_hook=powersgd: plain all-reduce for this many iterations first");
 ABSL_FLAG(std::string, per_step, "none",
           "DDP: none | join (the timed loop inside a ddp/join.h Join, as examples/train's default: one small "
           "all-reduce per forward) | stop_check (examples/stop_agreement.h without Join: an overlapped "
@@ -114,6 +118,12 @@ int Run() {
     caps.first_bucket_cap_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_first_bucket_mb) * (1 << 20));
     options.reducer.find_unused_parameters = absl::GetFlag(FLAGS_find_unused_parameters);
     options.reducer.static_graph = absl::GetFlag(FLAGS_static_graph);
+    PowerSgdOptions powersgd;
+    powersgd.matrix_approximation_rank = absl::GetFlag(FLAGS_powersgd_rank);
+    powersgd.start_iter = absl::GetFlag(FLAGS_powersgd_start_iter);
+    absl::StatusOr<std::shared_ptr<CommHook>> hook = MakeCommHook(absl::GetFlag(FLAGS_comm_hook), powersgd);
+    if (!hook.ok()) return Fail(hook.status());
+    options.reducer.comm_hook = *hook;
     const std::string ablation = absl::GetFlag(FLAGS_ablation);
     if (ablation == "single_allreduce") {
       caps.bucket_cap_bytes = caps.first_bucket_cap_bytes = SIZE_MAX;
@@ -184,7 +194,7 @@ int Run() {
     t.backward += t2 - t1;
   }
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
-  double comm_ms = 0, exposed_ms = 0, overlapped_ms = 0;
+  double comm_ms = 0, exposed_ms = 0, overlapped_ms = 0, sent_kib = 0;
   int buckets = 0;
   if (ddp != nullptr) {
     const auto& stats = ddp->reducer().stats();
@@ -192,6 +202,7 @@ int Run() {
       comm_ms += 1000.0 * stats[i].comm_s / steps;
       exposed_ms += 1000.0 * stats[i].exposed_comm_s / steps;
       overlapped_ms += 1000.0 * stats[i].overlapped_comm_s / steps;
+      sent_kib += stats[i].bytes_sent / 1024.0 / steps;
     }
     buckets = static_cast<int>(ddp->reducer().bucket_assignment().size());
     if (join != nullptr) {
@@ -210,14 +221,15 @@ int Run() {
       "\"ddp\": %s, \"samples_per_s\": %.1f, \"step_ms\": %.3f, \"peak_rss_mb\": %.1f, \"forward_ms\": %.3f, "
       "\"backward_ms\": %.3f, \"optimizer_ms\": %.3f, \"comm_ms\": %.3f, \"overlapped_comm_ms\": %.3f, \"exposed_comm_ms\": %.3f, \"buckets\": %d, "
       "\"bucket_cap_mb\": %g, \"ablation\": \"%s\", \"per_step\": \"%s\", \"backend\": \"%s\", \"wrap_ms\": %.3f, "
-      "\"settings_agreement_ms\": %.3f, \"auto_caps\": \"%s\", \"auto_predicted_step_ms\": %.3f}\n",
+      "\"settings_agreement_ms\": %.3f, \"auto_caps\": \"%s\", \"auto_predicted_step_ms\": %.3f, \"comm_hook\": \"%s\", "
+      "\"sent_kib_per_step\": %.1f}\n",
       absl::GetFlag(FLAGS_model).c_str(), static_cast<long>(batch_size), steps, world, ddp != nullptr ? "true" : "false",
       steps * batch_size * world / elapsed, 1000.0 * elapsed / steps, PeakRssMb(),
       absl::ToDoubleMilliseconds(t.forward) / steps, absl::ToDoubleMilliseconds(t.backward) / steps,
       absl::ToDoubleMilliseconds(t.update) / steps, comm_ms, overlapped_ms, exposed_ms, buckets,
       absl::GetFlag(FLAGS_bucket_cap_mb), absl::GetFlag(FLAGS_ablation).c_str(), per_step.c_str(),
       dist != nullptr ? dist->group->backend_name().c_str() : "none", wrap_ms,
-      agreement_ms, auto_label.c_str(), auto_predicted_ms);
+      agreement_ms, auto_label.c_str(), auto_predicted_ms, absl::GetFlag(FLAGS_comm_hook).c_str(), sent_kib);
   return 0;
 }
 
