@@ -14,11 +14,13 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "comm/async_work.h"
 #include "comm/gloo_store_adapter.h"
+#include "comm/host_staging.h"
 #include "comm/rendezvous_checks.h"
 #include "comm/reduce_functions.h"
 #include "comm/socket_util.h"
@@ -68,8 +70,25 @@ std::string Payload(const Tensor& t) { return absl::StrCat(t.numel(), " ", DType
 
 void CheckTensor(const char* op, const Tensor& t) {
   DDP_CHECK(t.device().is_cpu()) << op << " (gloo): tensor on " << t.device().ToString()
-                                 << "; the gloo backend takes CPU tensors";
+                                 << "; the gloo backend takes CPU tensors (CUDA tensors in AllReduce and "
+                                    "Broadcast only, with --config=cuda)";
   DDP_CHECK(t.is_contiguous()) << op << " (gloo): tensor must be contiguous";
+}
+
+// AllReduce and Broadcast also take CUDA tensors in CUDA builds, staged through host memory.
+void CheckStageableTensor(const char* op, const Tensor& t) {
+#ifdef DDP_WITH_CUDA
+  if (t.device().is_cuda()) {
+    DDP_CHECK(t.is_contiguous()) << op << " (gloo): tensor must be contiguous";
+    return;
+  }
+#endif
+  CheckTensor(op, t);
+}
+
+// Throws the failed Status of a staging step (Issue's body turns exceptions into the Work's failure).
+void ThrowIfError(const absl::Status& status) {
+  if (!status.ok()) throw std::runtime_error(std::string(status.message()));
 }
 
 // The key libgloo's connectFullMesh writes first for rank `rank` (its host name; libgloo
@@ -192,37 +211,52 @@ absl::Status ProcessGroupGloo::Fail(const CollectiveCall& call, const std::strin
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::AllReduce(const Tensor& tensor, ReduceOp op) {
-  CheckTensor("AllReduce", tensor);
+  CheckStageableTensor("AllReduce", tensor);
+  absl::StatusOr<std::shared_ptr<HostStaging>> staging = HostStaging::Begin(tensor);
   return Issue(
-      absl::StrCat("AllReduce(", ReduceOpName(op), ")"), Payload(tensor), [this, tensor, op](uint32_t tag) {
-        if (tensor.numel() == 0 || size_ == 1) {
-          if (op == ReduceOp::kAvg && size_ > 1)
-            DivideInPlace(tensor.raw_data(), tensor.dtype(), tensor.numel(), size_);
-          return;
-        }
-        gloo::AllreduceOptions options(context_);
-        SetOutput(options, tensor.raw_data(), tensor.dtype(), tensor.numel());
-        RawReduceFunction fn = GetReduceFunction(tensor.dtype(), op);
-        options.setReduceFunction(fn);
-        options.setTag(tag);
-        options.setTimeout(ToChrono(options_.timeout));
-        gloo::allreduce(options);
-        if (op == ReduceOp::kAvg) DivideInPlace(tensor.raw_data(), tensor.dtype(), tensor.numel(), size_);
+      absl::StrCat("AllReduce(", ReduceOpName(op), ")"), Payload(tensor),
+      [this, staging, op](uint32_t tag) {
+        ThrowIfError(staging.status());
+        absl::StatusOr<Tensor> host = (*staging)->CopyToHost(options_.timeout);
+        ThrowIfError(host.status());
+        AllReduceOnHost(*host, op, tag);
+        ThrowIfError((*staging)->CopyBack(options_.timeout));
       });
 }
 
+void ProcessGroupGloo::AllReduceOnHost(const Tensor& tensor, ReduceOp op, uint32_t tag) {
+  if (tensor.numel() == 0 || size_ == 1) {
+    if (op == ReduceOp::kAvg && size_ > 1) DivideInPlace(tensor.raw_data(), tensor.dtype(), tensor.numel(), size_);
+    return;
+  }
+  gloo::AllreduceOptions options(context_);
+  SetOutput(options, tensor.raw_data(), tensor.dtype(), tensor.numel());
+  RawReduceFunction fn = GetReduceFunction(tensor.dtype(), op);
+  options.setReduceFunction(fn);
+  options.setTag(tag);
+  options.setTimeout(ToChrono(options_.timeout));
+  gloo::allreduce(options);
+  if (op == ReduceOp::kAvg) DivideInPlace(tensor.raw_data(), tensor.dtype(), tensor.numel(), size_);
+}
+
 std::shared_ptr<Work> ProcessGroupGloo::Broadcast(const Tensor& tensor, int root) {
-  CheckTensor("Broadcast", tensor);
+  CheckStageableTensor("Broadcast", tensor);
   DDP_CHECK(root >= 0 && root < size_) << "Broadcast: root " << root << " outside a group of " << size_;
+  absl::StatusOr<std::shared_ptr<HostStaging>> staging = HostStaging::Begin(tensor);
   return Issue(
-      absl::StrCat("Broadcast(root ", root, ")"), Payload(tensor), [this, tensor, root](uint32_t tag) {
-        if (tensor.numel() == 0 || size_ == 1) return;
+      absl::StrCat("Broadcast(root ", root, ")"), Payload(tensor),
+      [this, staging, root, numel = tensor.numel()](uint32_t tag) {
+        ThrowIfError(staging.status());
+        if (numel == 0 || size_ == 1) return;
+        absl::StatusOr<Tensor> host = (*staging)->CopyToHost(options_.timeout);
+        ThrowIfError(host.status());
         gloo::BroadcastOptions options(context_);
-        SetOutput(options, tensor.raw_data(), tensor.dtype(), tensor.numel());
+        SetOutput(options, host->raw_data(), host->dtype(), host->numel());
         options.setRoot(root);
         options.setTag(tag);
         options.setTimeout(ToChrono(options_.timeout));
         gloo::broadcast(options);
+        ThrowIfError((*staging)->CopyBack(options_.timeout));
       });
 }
 

@@ -35,6 +35,10 @@ struct ProcessGroupGlooOptions {
 
 // Collectives on CPU tensors (float32, float16, bfloat16, int64). One background worker thread runs the
 // collectives in issue order, so every call returns at once with a Work. Thread-safe.
+// CUDA tensors (builds with --config=cuda): AllReduce and Broadcast also take them, staged through host
+// memory on the worker (Note [Host staging] in comm/host_staging.cc): the copy waits for the work the
+// caller enqueued on its current stream before the call, and the Work completes once the result is back
+// in device memory. Every other collective takes CPU tensors only (aborts otherwise).
 // Errors: a failed collective's Work holds a Status naming the collective (operation, element count,
 // dtype, sequence number, rank) and, after the ranks exchanged failure reports, the lost rank; the group
 // is then broken and every later collective fails too. Ranks that call different collectives at the same
@@ -93,6 +97,9 @@ class ProcessGroupGloo : public ProcessGroup {
   // which take no sequence number: Note [Point-to-point tags]).
   std::shared_ptr<Work> Enqueue(const CollectiveCall& call, const std::string& description,
                                 std::function<void(uint32_t tag)> body);
+  // The AllReduce body on a host tensor (a CPU tensor, or a CUDA tensor's host copy: Note [Host staging]
+  // in comm/host_staging.cc). Runs on the worker; Gloo's exceptions propagate to Enqueue.
+  void AllReduceOnHost(const Tensor& tensor, ReduceOp op, uint32_t tag);
   // Send and Recv: posts the transfer on the calling thread and queues its wait.
   std::shared_ptr<Work> PointToPoint(bool send, const Tensor& tensor, int peer, int tag);
   // The ring reduce-scatter of the ReduceScatter body (Note [Ring reduce-scatter]).

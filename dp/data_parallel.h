@@ -18,8 +18,10 @@
 //   * kCUDA: GPU ordinals (the module must be on cuda:device_ids[0]; replicas and chunks are copied to
 //     each GPU, outputs to cuda:output_device), with PyTorch's load-balance warning (CheckDeviceBalance
 //     in dp/data_parallel_plan.h); each worker makes its GPU current while it runs its replica. A binary
-//     built without --config=cuda reports CUDA device_ids as FailedPrecondition. (The CUDA path compiles
-//     but has not yet run on a GPU; the tests cover CPU workers.)
+//     built without --config=cuda reports CUDA device_ids as FailedPrecondition. device_ids {0} is
+//     checked against the plain module by dp/data_parallel_cuda_test (with two replicas on that one GPU
+//     standing in for two devices; skipped without a GPU; not yet run on one). Several GPUs are unsafe
+//     until copies between GPUs wait for the source device's kernels (README, "GPUs").
 //
 // Note [DataParallel buffers]
 // As in PyTorch, buffers (BatchNorm's running statistics, num_batches_tracked) are broadcast from the

@@ -4,7 +4,8 @@
 #   tools/gpu_check.sh bundle        (here: Bazel, no GPU) builds --config=cuda and gathers the CUDA test
 #                                    binaries, the GPU benchmark, examples/train, the non-CUDA shared
 #                                    libraries they need (from ldd: Abseil, Gloo, oneDNN, GoogleTest, ...;
-#                                    xz-compressed, oneDNN alone is 38 MB) and Fashion-MNIST into
+#                                    xz-compressed, oneDNN alone is 38 MB; the test binaries xz-compressed
+#                                    too) and Fashion-MNIST into
 #                                    gpu_bundle/ (ignored by git; must stay <= 64 MiB, checked).
 #   tools/gpu_check.sh run OUT_DIR   (on the GPU machine: no Bazel) unpacks the libraries, runs the
 #                                    bundled tests, the benchmark, and cnn training for 2 epochs on the GPU
@@ -17,7 +18,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUNDLE="${ROOT}/gpu_bundle"
-TESTS=(tensor/cuda/cuda_ops_test comm/process_group_nccl_test nn/optimizer_cuda_test tests/nccl_ddp_test)
+TESTS=(tensor/cuda/cuda_ops_test comm/process_group_nccl_test nn/optimizer_cuda_test tests/nccl_ddp_test
+       tests/gloo_cuda_ddp_test dp/data_parallel_cuda_test ddp/cuda_backward_timer_test comm/host_staging_test)
 BENCH=bench/gpu_bench
 TRAIN=examples/train
 DATA=/usr/share/datasets/fashion-mnist
@@ -59,6 +61,10 @@ bundle() {
   strip --strip-unneeded "${BUNDLE}"/lib/*.so* 2>/dev/null || true
   tar -C "${BUNDLE}" -cf - lib | xz -T0 -6 > "${BUNDLE}/lib.tar.xz"
   rm -rf "${BUNDLE}/lib"
+  # The test binaries travel xz-compressed too (each holds our statically linked libraries; several MB).
+  local test_bins=("${TESTS[@]##*/}")
+  tar -C "${BUNDLE}/bin" -cf - "${test_bins[@]}" | xz -T0 -6 > "${BUNDLE}/tests.tar.xz"
+  for bin in "${test_bins[@]}"; do rm "${BUNDLE}/bin/${bin}"; done
   mkdir -p "${BUNDLE}/fashion-mnist"
   cp "${DATA}"/*.gz "${BUNDLE}/fashion-mnist/"
   cp "${ROOT}/tools/gpu_check.sh" "${BUNDLE}/"
@@ -66,7 +72,7 @@ bundle() {
   local size
   size=$(du -sb "${BUNDLE}" | cut -f1)
   echo "gpu_bundle: $(du -sh "${BUNDLE}" | cut -f1) (${size} bytes)"
-  du -sh "${BUNDLE}"/bin/* "${BUNDLE}"/lib.tar.xz "${BUNDLE}"/fashion-mnist | sort -h | tail -8
+  du -sh "${BUNDLE}"/bin/* "${BUNDLE}"/lib.tar.xz "${BUNDLE}"/tests.tar.xz "${BUNDLE}"/fashion-mnist | sort -h | tail -8
   if (( size > LIMIT_BYTES )); then
     echo "gpu_bundle is over 64 MiB" >&2
     exit 1
@@ -84,11 +90,14 @@ run() {
   local libs="${TMPDIR:-/tmp}/ddp_gpu_check_lib"
   rm -rf "${libs}" && mkdir -p "${libs}"
   xz -dc "${bundle}/lib.tar.xz" | tar -C "${libs}" -xf -
+  local tests_dir="${TMPDIR:-/tmp}/ddp_gpu_check_tests"
+  rm -rf "${tests_dir}" && mkdir -p "${tests_dir}"
+  xz -dc "${bundle}/tests.tar.xz" | tar -C "${tests_dir}" -xf -
   export LD_LIBRARY_PATH="${libs}/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
   nvidia-smi > "${out}/nvidia-smi.txt" 2>&1 || true
   local failed=0
   for bin in "${TESTS[@]##*/}"; do
-    if "${bundle}/bin/${bin}" --gtest_output="xml:${out}/${bin}.xml" > "${out}/${bin}.log" 2>&1; then
+    if "${tests_dir}/${bin}" --gtest_output="xml:${out}/${bin}.xml" > "${out}/${bin}.log" 2>&1; then
       echo "${bin}: PASSED" | tee -a "${out}/summary.txt"
     else
       echo "${bin}: FAILED (see ${bin}.log)" | tee -a "${out}/summary.txt"

@@ -1,0 +1,142 @@
+// DataParallel on a CUDA device against the plain module on the same device. With device_ids {0} the
+// batch is copied ("scattered") to cuda:0, the module runs there and the output is gathered on
+// output_device. Two replicas on one GPU (the pieces DataParallel uses per device: ReplicateOnDevice,
+// parallel apply on DeviceWorkers, RecordParallelBackward) stand in for two GPUs, which this machine class
+// does not have. Skips with a printed reason without a GPU (or without --config=cuda).
+#include <functional>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "testing/cuda_test.h"
+#ifdef DDP_WITH_CUDA
+#include "dp/data_parallel.h"
+#include "dp/data_parallel_replicate.h"
+#include "nn/models.h"
+#include "tensor/autograd.h"
+#include "tensor/cuda/cuda_ops.h"
+#include "tensor/factory.h"
+#include "tensor/ops.h"
+#include "testing/tensor_agreement.h"
+#endif
+
+namespace ddp {
+namespace {
+
+#ifndef DDP_WITH_CUDA
+
+DDP_CUDA_TESTS_NEED_A_CUDA_BUILD(DataParallelCudaTest)
+
+#else
+
+const Device kGpu = Device::CUDA(0);
+
+using DataParallelCudaTest = CudaTest;
+
+// `name` built from seed 42 with its parameters and buffers on the GPU.
+std::shared_ptr<Module> ModelOnGpu(const std::string& name) {
+  Generator generator(42);
+  std::shared_ptr<Module> model = MakeModel(name, generator).value();
+  for (const Tensor& p : model->Parameters()) cuda::MoveToDeviceInPlace(p, kGpu);
+  for (const Tensor& b : model->Buffers()) cuda::MoveToDeviceInPlace(b, kGpu);
+  return model;
+}
+
+struct Batch {
+  Tensor x;  // [12, 1, 28, 28] on the CPU
+  Tensor y;  // [12] labels on the GPU
+};
+
+Batch MakeBatch() {
+  Generator data(7);
+  std::vector<int64_t> labels;
+  for (int i = 0; i < 12; ++i) labels.push_back((3 * i) % 10);
+  return {Uniform({12, 1, 28, 28}, 0.0f, 1.0f, data), FromVector(labels, {12}, kGpu)};
+}
+
+// Output and parameter gradients of `got` (one step of `forward`) agree with `plain` run on the GPU.
+void ExpectSameStep(Module& plain, Module& got, const std::function<Tensor(const Tensor&)>& forward) {
+  const Batch batch = MakeBatch();
+  const Tensor want_out = plain.Forward(ToDevice(batch.x, kGpu));
+  CrossEntropy(want_out, batch.y).Backward();
+  const Tensor got_out = forward(batch.x);
+  ASSERT_TRUE(got_out.device() == kGpu) << got_out.device().ToString();
+  EXPECT_TRUE(Agree(got_out, want_out)) << "output";
+  CrossEntropy(got_out, batch.y).Backward();
+  const NamedTensors a = plain.NamedParameters(), b = got.NamedParameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_TRUE(b[i].second.grad().defined()) << b[i].first;
+    const Tensor& grad = b[i].second.grad();
+    EXPECT_TRUE(grad.device() == kGpu) << b[i].first << " on " << grad.device().ToString();
+    EXPECT_TRUE(Agree(b[i].second.grad(), a[i].second.grad())) << b[i].first;
+  }
+}
+
+// DataParallel with device_ids {0}: a CPU batch goes to cuda:0, the output comes back on cuda:0, and
+// the output and gradients equal the plain module's, for a CNN with batch norm too (training mode).
+TEST_F(DataParallelCudaTest, OneDeviceEqualsThePlainModule) {
+  for (const std::string name : {"mlp", "cnn", "cnn_bn"}) {
+    std::shared_ptr<Module> plain = ModelOnGpu(name), wrapped = ModelOnGpu(name);
+    DataParallelOptions options;
+    options.device_type = DeviceType::kCUDA;
+    options.device_ids = {0};
+    auto dp = DataParallel::Create(wrapped, options);
+    ASSERT_TRUE(dp.ok()) << dp.status();
+    ExpectSameStep(*plain, *wrapped, [&](const Tensor& x) { return (*dp)->Forward(x); });
+  }
+}
+
+// A CPU-module DataParallel cannot claim the GPU: the module must be on cuda:device_ids[0].
+TEST_F(DataParallelCudaTest, ModuleOnTheCpuIsRefusedForCudaDevices) {
+  Generator generator(1);
+  DataParallelOptions options;
+  options.device_type = DeviceType::kCUDA;
+  options.device_ids = {0};
+  auto dp = DataParallel::Create(MakeModel("mlp", generator).value(), options);
+  ASSERT_FALSE(dp.ok());
+  EXPECT_NE(dp.status().message().find("is on cpu"), std::string::npos) << dp.status();
+}
+
+// Two replicas on cuda:0, each with half the batch on its own worker thread, gathered on cuda:0 and
+// backpropagated in parallel (what DataParallel does per GPU, with both "GPUs" being device 0): the
+// output and the summed gradients equal the plain module's on the whole batch.
+TEST_F(DataParallelCudaTest, TwoReplicasOnOneGpuEqualThePlainModule) {
+  for (const std::string name : {"mlp", "cnn"}) {
+    std::shared_ptr<Module> plain = ModelOnGpu(name), original = ModelOnGpu(name);
+    DeviceWorkersOptions worker_options;
+    worker_options.num_workers = 2;
+    auto workers = std::make_shared<DeviceWorkers>(worker_options);
+    ExpectSameStep(*plain, *original, [&](const Tensor& x) {
+      std::vector<ReplicaRun> runs(2);
+      std::vector<std::shared_ptr<Module>> replicas;
+      std::vector<std::function<void()>> tasks;
+      for (int i = 0; i < 2; ++i) {
+        ReplicaOptions replica_options;
+        replica_options.device = kGpu;
+        replica_options.share_buffers = i == 0;
+        replicas.push_back(ReplicateOnDevice(*original, replica_options));
+        runs[i].device = kGpu;
+        runs[i].input = Narrow(x, 0, 6 * i, 6);
+        tasks.push_back([&run = runs[i], replica = replicas.back().get()] {
+          const ScopedDevice on_device(run.device);
+          run.input = ToDevice(Contiguous(run.input), run.device);
+          run.output = replica->Forward(run.input);
+        });
+      }
+      workers->Run(tasks);
+      Tensor gathered;
+      {
+        NoGradGuard no_grad;
+        gathered = Cat({runs[0].output.Detach(), runs[1].output.Detach()}, 0);
+      }
+      for (int i = 0; i < 2; ++i) runs[i].params = replicas[i]->Parameters();
+      RecordParallelBackward(gathered, x, original->Parameters(), std::move(runs), 0, workers);
+      return gathered;
+    });
+  }
+}
+
+#endif  // DDP_WITH_CUDA
+
+}  // namespace
+}  // namespace ddp
