@@ -66,39 +66,95 @@ ProcessGroupShm::ProcessGroupShm(std::unique_ptr<ShmChannel> channel, ProcessGro
 
 ProcessGroupShm::~ProcessGroupShm() { queue_.reset(); }
 
+std::shared_ptr<AsyncWork> ProcessGroupShm::NewWork(const std::string& name, const std::string& payload) {
+  const uint64_t sequence = next_sequence_++;
+  return std::make_shared<AsyncWork>(absl::StrCat(name, " #", sequence, payload.empty() ? "" : " of ", payload,
+                                                  " on rank ", rank(), "/", size(), " (shm)"));
+}
+
+absl::Status ProcessGroupShm::Guarded(const AsyncWork& work, const std::function<absl::Status(const Call&)>& body) {
+  if (!broken_.ok()) {
+    return absl::Status(broken_.code(), absl::StrCat(work.description(), " not run: the group failed before (",
+                                                     broken_.message(), ")"));
+  }
+  const Call call{absl::StrCat(work.description(), " failed"), absl::Now() + options_.timeout};
+  absl::Status status = body(call);
+  if (!status.ok()) {
+    broken_ = status;
+    channel_->Abort(-1);  // keeps the lost rank a peer already named; else says "broken"
+  }
+  return status;
+}
+
 std::shared_ptr<Work> ProcessGroupShm::Issue(const std::string& name, const std::string& payload,
                                              std::function<absl::Status(const Call&)> body) {
   absl::MutexLock lock(&issue_mu_);  // sequence numbers and queue order agree across issuing threads
-  const uint64_t sequence = next_sequence_++;
-  auto work = std::make_shared<AsyncWork>(absl::StrCat(name, " #", sequence, payload.empty() ? "" : " of ", payload,
-                                                       " on rank ", rank(), "/", size(), " (shm)"));
+  std::shared_ptr<AsyncWork> work = NewWork(name, payload);
   AsyncWork* raw = work.get();
-  queue_->Enqueue(work, [this, raw, body = std::move(body)]() -> absl::Status {
-    if (!broken_.ok()) {
-      return absl::Status(broken_.code(), absl::StrCat(raw->description(), " not run: the group failed before (",
-                                                       broken_.message(), ")"));
-    }
-    const Call call{absl::StrCat(raw->description(), " failed"), absl::Now() + options_.timeout};
-    absl::Status status = body(call);
-    if (!status.ok()) {
-      broken_ = status;
-      channel_->Abort(-1);  // keeps the lost rank a peer already named; else says "broken"
-    }
-    return status;
+  queue_->Enqueue(work, [this, raw, body = std::move(body)] { return Guarded(*raw, body); });
+  return work;
+}
+
+// Note [Inline collectives]
+// Handing a small all-reduce to the worker thread and waking the caller again costs two thread
+// switches, several microseconds, more than the protocol itself. So when the queue is idle (nothing
+// queued, nothing running) and the message fits inline_allreduce_bytes and one slot, the caller takes
+// the queue's turn (WorkQueue::TryBeginInline) and runs the all-reduce itself; collectives issued
+// meanwhile by other threads queue behind it, so issue order holds and step_/broken_ have one user at a
+// time. The caller must not block, though: Work is asynchronous, and a rank that blocked on a peer that
+// first waits for a collective of another group from this rank would deadlock. So the inline attempt
+// never sleeps: at each wait of the protocol it spins at most channel.spin, and if a peer is not there
+// yet it hands the all-reduce, at the phase it reached (ChunkAllReduce), to the worker, at the front
+// of the queue (WorkQueue::EndInline), and returns a pending Work. The Work completes before the turn is
+// given back, so completion order is issue order as well.
+
+std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const Tensor& tensor, ReduceOp op) {
+  std::shared_ptr<AsyncWork> work;
+  {
+    absl::MutexLock lock(&issue_mu_);
+    if (!queue_->TryBeginInline()) return nullptr;
+    work = NewWork(absl::StrCat("AllReduce(", ReduceOpName(op), ")"), Payload(tensor));
+  }
+  work->MarkStarted();
+  ChunkAllReduce chunk{Bytes(tensor), static_cast<size_t>(tensor.numel()), tensor.dtype(), op};
+  bool done = false;
+  absl::Status status = Guarded(*work, [&](const Call& call) {
+    absl::StatusOr<bool> advanced = AdvanceAllReduceChunk(chunk, /*blocking=*/false, call);
+    if (!advanced.ok()) return advanced.status();
+    done = *advanced;
+    return absl::OkStatus();
   });
+  if (status.ok() && !done) {
+    AsyncWork* raw = work.get();
+    queue_->EndInline(work, [this, raw, chunk, tensor]() mutable {
+      return Guarded(*raw, [&](const Call& call) {
+        absl::StatusOr<bool> advanced = AdvanceAllReduceChunk(chunk, /*blocking=*/true, call);
+        if (!advanced.ok()) return advanced.status();
+        if (chunk.op == ReduceOp::kAvg) DivideInPlace(tensor.raw_data(), tensor.dtype(), chunk.count, size());
+        return absl::OkStatus();
+      });
+    });
+    return work;
+  }
+  if (status.ok() && op == ReduceOp::kAvg) DivideInPlace(tensor.raw_data(), tensor.dtype(), chunk.count, size());
+  work->Complete(status);
+  queue_->EndInline();
   return work;
 }
 
 void ProcessGroupShm::ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op,
-                                  uint32_t step) {
+                                  uint32_t step, const char* own) {
   const size_t bytes = count * ElementSize(dtype);
+  auto input = [&](int q) -> const char* {
+    return q == rank() && own != nullptr ? own : channel_->Slot(q, step) + offset_bytes;
+  };
   if (size() == 1) {
-    std::memcpy(out, channel_->Slot(0, step) + offset_bytes, bytes);
+    if (out != input(0)) std::memcpy(out, input(0), bytes);
     return;
   }
   RawReduceFunction fn = GetReduceFunction(dtype, op);
-  fn(out, channel_->Slot(0, step) + offset_bytes, channel_->Slot(1, step) + offset_bytes, count);
-  for (int q = 2; q < size(); ++q) fn(out, out, channel_->Slot(q, step) + offset_bytes, count);
+  fn(out, input(0), input(1), count);
+  for (int q = 2; q < size(); ++q) fn(out, out, input(q), count);
 }
 
 absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, const Call& call) {
@@ -107,36 +163,62 @@ absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, co
   const size_t chunk = channel_->slot_bytes() / element;
   const size_t count = tensor.numel();
   for (size_t begin = 0; begin < count; begin += chunk) {
-    DDP_RETURN_IF_ERROR(
-        AllReduceChunk(Bytes(tensor) + begin * element, std::min(chunk, count - begin), tensor.dtype(), op, call));
+    ChunkAllReduce part{Bytes(tensor) + begin * element, std::min(chunk, count - begin), tensor.dtype(), op};
+    DDP_RETURN_IF_ERROR(AdvanceAllReduceChunk(part, /*blocking=*/true, call).status());
   }
   if (op == ReduceOp::kAvg) DivideInPlace(tensor.raw_data(), tensor.dtype(), count, size());
   return absl::OkStatus();
 }
 
-absl::Status ProcessGroupShm::AllReduceChunk(char* data, size_t count, DType dtype, ReduceOp op, const Call& call) {
-  const uint32_t step = NextStep();
-  const size_t element = ElementSize(dtype);
-  DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call.what));
-  std::memcpy(channel_->Slot(rank(), step), data, count * element);
-  channel_->Post(ShmWord::kReady, step);
-  DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call.what));
-  if (count * element <= options_.small_allreduce_bytes) {
-    ReduceSlots(data, 0, count, dtype, op, step);
-  } else {
-    const auto [begin, end] = Slice(count, element, size(), rank());
-    ReduceSlots(data + begin * element, begin * element, end - begin, dtype, op, step);
-    std::memcpy(channel_->Slot(rank(), step) + begin * element, data + begin * element, (end - begin) * element);
-    channel_->Post(ShmWord::kReduced, step);
+absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, bool blocking, const Call& call) {
+  const size_t element = ElementSize(c.dtype);
+  if (c.phase == 0) {
+    if (c.step == 0) c.step = NextStep();
+    if (!blocking && !channel_->TrySlotFree(c.step)) return false;
+    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(c.step, call.deadline, call.what));
+    char* slot = channel_->Slot(rank(), c.step);
+    if (c.count * element <= options_.small_allreduce_bytes) {
+      std::memcpy(slot, c.data, c.count * element);
+    } else {
+      // Only this rank reads its own slice of its input: it reads it from c.data, so it skips the copy.
+      const auto [begin, end] = Slice(c.count, element, size(), rank());
+      std::memcpy(slot, c.data, begin * element);
+      std::memcpy(slot + end * element, c.data + end * element, (c.count - end) * element);
+    }
+    channel_->Post(ShmWord::kReady, c.step);
+    c.phase = 1;
+  }
+  if (c.phase == 1) {
+    if (!blocking && !channel_->TrySpinAll(ShmWord::kReady, c.step)) return false;
+    DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, c.step, call.deadline, call.what));
+    if (c.count * element <= options_.small_allreduce_bytes) {
+      ReduceSlots(c.data, 0, c.count, c.dtype, c.op, c.step);
+      channel_->Post(ShmWord::kDone, c.step);
+      c.phase = 3;
+      return true;
+    }
+    const auto [begin, end] = Slice(c.count, element, size(), rank());
+    // Reduced into this rank's slot (whose slice r holds nothing yet), then copied out: `out` must not
+    // alias this rank's input, which the reduction reads after its first step when rank >= 2.
+    char* reduced = channel_->Slot(rank(), c.step) + begin * element;
+    ReduceSlots(reduced, begin * element, end - begin, c.dtype, c.op, c.step, /*own=*/c.data + begin * element);
+    std::memcpy(c.data + begin * element, reduced, (end - begin) * element);
+    channel_->Post(ShmWord::kReduced, c.step);
+    c.phase = 2;
+  }
+  if (c.phase == 2) {
+    // Gathering a slice twice (a resumed attempt) copies the same bytes again: harmless.
     for (int q = 0; q < size(); ++q) {
       if (q == rank()) continue;
-      DDP_RETURN_IF_ERROR(channel_->Wait(q, ShmWord::kReduced, step, call.deadline, call.what));
-      const auto [qb, qe] = Slice(count, element, size(), q);
-      std::memcpy(data + qb * element, channel_->Slot(q, step) + qb * element, (qe - qb) * element);
+      if (!blocking && !channel_->TrySpin(q, ShmWord::kReduced, c.step)) return false;
+      DDP_RETURN_IF_ERROR(channel_->Wait(q, ShmWord::kReduced, c.step, call.deadline, call.what));
+      const auto [qb, qe] = Slice(c.count, element, size(), q);
+      std::memcpy(c.data + qb * element, channel_->Slot(q, c.step) + qb * element, (qe - qb) * element);
     }
+    channel_->Post(ShmWord::kDone, c.step);
+    c.phase = 3;
   }
-  channel_->Post(ShmWord::kDone, step);
-  return absl::OkStatus();
+  return true;
 }
 
 absl::Status ProcessGroupShm::RunBroadcast(const Tensor& tensor, int root, const Call& call) {
@@ -235,6 +317,10 @@ absl::Status ProcessGroupShm::RunBarrier(const Call& call) {
 
 std::shared_ptr<Work> ProcessGroupShm::AllReduce(const Tensor& tensor, ReduceOp op) {
   CheckTensor("AllReduce", tensor);
+  if (size() > 1 && tensor.numel() > 0 && tensor.nbytes() <= options_.inline_allreduce_bytes &&
+      tensor.nbytes() <= channel_->slot_bytes()) {
+    if (std::shared_ptr<Work> work = TryAllReduceInline(tensor, op)) return work;
+  }
   return Issue(absl::StrCat("AllReduce(", ReduceOpName(op), ")"), Payload(tensor),
                [this, tensor, op](const Call& call) { return RunAllReduce(tensor, op, call); });
 }

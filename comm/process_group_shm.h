@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "comm/async_work.h"
 #include "comm/process_group.h"
 #include "comm/shm_channel.h"
 #include "comm/store.h"
@@ -28,6 +29,9 @@ struct ProcessGroupShmOptions {
   // larger chunks: each rank reduces its slice and gathers the others' (two exchanges, 1/size of the
   // arithmetic each).
   size_t small_allreduce_bytes = size_t{32} << 10;
+  // All-reduces of at most this many bytes (and one slot) run on the calling thread when nothing is
+  // queued (Note [Inline collectives] in process_group_shm.cc); 0 turns the inline path off.
+  size_t inline_allreduce_bytes = size_t{64} << 10;
   // Segments, waiting and liveness checks (slot size, spin, check interval, segment name tag). Its
   // rendezvous_timeout is replaced by `timeout`. REQUIRES: the same slot_bytes on every rank.
   ShmChannelOptions channel;
@@ -35,7 +39,9 @@ struct ProcessGroupShmOptions {
 
 // Collectives on contiguous CPU tensors (float32, int64, float16, bfloat16; sum, avg, min, max,
 // product) between the ranks of one host. One background worker runs the collectives in issue order,
-// so every call returns at once with a Work. Thread-safe.
+// so every call returns at once with a Work; a small all-reduce issued while the worker is idle runs
+// on the calling thread instead, which never sleeps on a peer: it spins at most channel.spin per wait
+// and otherwise leaves the rest to the worker (Note [Inline collectives]). Thread-safe.
 // Errors: a failed collective's Work names the collective (operation, element count, dtype, sequence
 // number, rank) and, when a rank's process exited, that rank ("lost rank 2 (process 81 exited)"), within
 // about channel.liveness_interval of its death. The group is then broken: later collectives fail with
@@ -71,29 +77,53 @@ class ProcessGroupShm : public ProcessGroup {
   };
   ProcessGroupShm(std::unique_ptr<ShmChannel> channel, ProcessGroupShmOptions options);
 
+  // A one-chunk all-reduce in progress: where it stands in the protocol, so that the worker can resume
+  // one the inline path began (Note [Inline collectives]).
+  struct ChunkAllReduce {
+    char* data;
+    size_t count;
+    DType dtype;
+    ReduceOp op;
+    uint32_t step = 0;  // 0: no step taken yet
+    int phase = 0;      // 0: input not posted; 1: input posted; 2: reduced slice posted; 3: done
+  };
+
+  // The sequence number and Work of a collective named `name` of `payload` (issue_mu_ held).
+  std::shared_ptr<AsyncWork> NewWork(const std::string& name, const std::string& payload)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_);
+  // Runs `body` unless the group is broken; a failure breaks the group (worker's turn only).
+  absl::Status Guarded(const AsyncWork& work, const std::function<absl::Status(const Call&)>& body);
+  // The inline path of AllReduce: nullptr when it does not apply (queue busy), else a Work that is
+  // complete, or whose rest was queued ahead of any later collective.
+  std::shared_ptr<Work> TryAllReduceInline(const Tensor& tensor, ReduceOp op);
+  // Advances `chunk` through the protocol. blocking: waits (bounded by call.deadline) until it is done
+  // and returns true. Not blocking: spins at most channel.spin at each wait and returns false when a
+  // peer is not there yet (nothing failed; call again, blocking, to finish).
+  absl::StatusOr<bool> AdvanceAllReduceChunk(ChunkAllReduce& chunk, bool blocking, const Call& call);
   // Queues `body` under the next sequence number. `name` e.g. "AllReduce(sum)", `payload` e.g.
   // "1000 float32"; the Work's description is "<name> #<seq> of <payload> on rank <r>/<size> (shm)".
   std::shared_ptr<Work> Issue(const std::string& name, const std::string& payload,
                               std::function<absl::Status(const Call&)> body);
-  // The next step number (worker thread only).
+  // The next step number (the queue's turn held).
   uint32_t NextStep() { return ++step_; }
 
   // Worker-thread bodies of the collectives; each moves its data in chunks of at most one slot.
   absl::Status RunAllReduce(const Tensor& tensor, ReduceOp op, const Call& call);
-  absl::Status AllReduceChunk(char* data, size_t count, DType dtype, ReduceOp op, const Call& call);
   absl::Status RunBroadcast(const Tensor& tensor, int root, const Call& call);
   absl::Status RunAllGather(const std::vector<Tensor>& outputs, const Tensor& input, const Call& call);
   absl::Status RunReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
                                 const Call& call);
   absl::Status RunReduce(const Tensor& tensor, int root, ReduceOp op, const Call& call);
   absl::Status RunBarrier(const Call& call);
-  // out[0..count) = op over ranks (in rank order) of slot(q, step)[offset .. offset + count elements).
-  void ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op, uint32_t step);
+  // out[0..count) = op over ranks (in rank order) of slot(q, step)[offset .. offset + count elements),
+  // this rank's input read from `own` instead of its slot when `own` is set (`own` must not overlap `out`).
+  void ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op, uint32_t step,
+                   const char* own = nullptr);
 
   std::unique_ptr<ShmChannel> channel_;
   const ProcessGroupShmOptions options_;
-  uint32_t step_ = 0;          // worker thread only
-  absl::Status broken_;        // worker thread only: the first failure, repeated by later collectives
+  uint32_t step_ = 0;          // whoever holds the queue's turn (worker, or an inline caller)
+  absl::Status broken_;        // as step_: the first failure, repeated by later collectives
 
   absl::Mutex issue_mu_;
   uint64_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;

@@ -156,6 +156,72 @@ INSTANTIATE_TEST_SUITE_P(WorldsAndSlots, ShmCollectivesTest,
                            return absl::StrCat("world", info.param.world, "_slot", info.param.slot_bytes);
                          });
 
+// Note [Inline collectives]: issue-order completion and correct results whether a small all-reduce
+// runs on the caller's thread, is handed to the worker half-way, or queues behind one running inline.
+class ShmInlineTest : public ::testing::Test {
+ protected:
+  static constexpr int64_t kSmall = 1000;     // 4000 bytes: the inline path
+  static constexpr int64_t kLarge = 100000;   // 400 KB: always queued
+  // Rank 1 arrives `delay` late and issues AllReduce a (small, salt 0), b (small, salt 1), c (large,
+  // salt 2) from one thread. Rank 0 runs `issue(group, a, b, c)`, which must issue the same three in
+  // that order and return their Works. Both check results and completion order (a, b, c).
+  void Run(const ProcessGroupShmOptions& options, absl::Duration delay,
+           const std::function<std::vector<std::shared_ptr<Work>>(ProcessGroup&, Tensor, Tensor, Tensor)>& issue) {
+    RunShmRanks(2, [&](int rank, ProcessGroup& group) {
+      Tensor a = Input<float>(rank, kSmall, 0, DType::kFloat32);
+      Tensor b = Input<float>(rank, kSmall, 1, DType::kFloat32);
+      Tensor c = Input<float>(rank, kLarge, 2, DType::kFloat32);
+      std::vector<std::shared_ptr<Work>> works;
+      if (rank == 0) {
+        works = issue(group, a, b, c);
+      } else {
+        absl::SleepFor(delay);
+        works = {group.AllReduce(a), group.AllReduce(b), group.AllReduce(c)};
+      }
+      ASSERT_EQ(works.size(), 3u);
+      for (auto& work : works) ASSERT_TRUE(work->Wait(absl::Seconds(60)).ok());
+      EXPECT_EQ(Values<float>(a), Reference<float>(2, kSmall, 0, ReduceOp::kSum)) << "rank " << rank;
+      EXPECT_EQ(Values<float>(b), Reference<float>(2, kSmall, 1, ReduceOp::kSum)) << "rank " << rank;
+      EXPECT_EQ(Values<float>(c), Reference<float>(2, kLarge, 2, ReduceOp::kSum)) << "rank " << rank;
+      // Issue-order completion: each Work was completed no earlier than the one issued before it.
+      EXPECT_LE(works[0]->EndTime(), works[1]->EndTime()) << "rank " << rank;
+      EXPECT_LE(works[1]->EndTime(), works[2]->EndTime()) << "rank " << rank;
+    }, options);
+  }
+};
+
+TEST_F(ShmInlineTest, ACallIssuedWhileAnotherRunsInlineQueuesBehindIt) {
+  ProcessGroupShmOptions options;
+  options.timeout = absl::Seconds(60);
+  options.channel.spin = absl::Seconds(5);  // the inline attempt outlasts rank 1's delay
+  Run(options, absl::Milliseconds(200), [](ProcessGroup& group, Tensor a, Tensor b, Tensor c) {
+    std::vector<std::shared_ptr<Work>> works(3);
+    std::thread second([&] {
+      absl::SleepFor(absl::Milliseconds(50));  // while the first thread is inside AllReduce(a)
+      works[1] = group.AllReduce(b);
+      EXPECT_FALSE(works[1]->IsCompleted()) << "b ran inline while a held the queue's turn";
+      works[2] = group.AllReduce(c);
+    });
+    works[0] = group.AllReduce(a);
+    EXPECT_TRUE(works[0]->IsCompleted()) << "a did not complete inline";
+    second.join();
+    return works;
+  });
+}
+
+TEST_F(ShmInlineTest, AnInlineCallWhosePeerIsLateContinuesOnTheWorker) {
+  ProcessGroupShmOptions options;
+  options.timeout = absl::Seconds(60);
+  options.channel.spin = absl::Microseconds(30);
+  Run(options, absl::Milliseconds(200), [](ProcessGroup& group, Tensor a, Tensor b, Tensor c) {
+    const absl::Time start = absl::Now();
+    std::vector<std::shared_ptr<Work>> works = {group.AllReduce(a), group.AllReduce(b), group.AllReduce(c)};
+    EXPECT_LT(absl::Now() - start, absl::Milliseconds(100)) << "the caller blocked on the late peer";
+    EXPECT_FALSE(works[0]->IsCompleted());
+    return works;
+  });
+}
+
 TEST(ShmObjectsTest, ObjectCollectivesFromTheBaseClass) {
   RunShmRanks(3, [](int rank, ProcessGroup& group) {
     std::string data = rank == 2 ? std::string("hello\0world", 11) : "stale";

@@ -36,9 +36,11 @@
 //     still reads step s).
 //   * After copying its input in, it posts kReady = s; a reader waits for the writer's kReady >= s.
 //   * Small all-reduces: every rank reduces all slots (in rank order, so every rank gets bit-identical
-//     results) into its output. Large ones: rank r reduces slice r of every slot into its output,
-//     copies it back into slice r of its own slot (no peer reads slice r of rank r's slot in this
-//     step) and posts kReduced = s; then it copies slice q from rank q's slot once q's kReduced >= s.
+//     results) into its output. Large ones: rank r reduces slice r of every
+//     rank's input into slice r of its own slot (no peer reads slice r of rank r's slot in this step;
+//     rank r never copies its own input's slice r in, it reads that from its output buffer), copies
+//     it to its output and posts kReduced = s; then it copies slice q from rank q's slot once q's
+//     kReduced >= s.
 //   * After its last read of step s a rank posts kDone = s. Words only grow, so waits compare ">=".
 // Waiting: spin for options.spin, then sleep on the word's futex (a shared futex: the word lives in
 // shared memory). Sleepers count themselves in the owner's control block, so Post makes the wake
@@ -240,6 +242,26 @@ absl::Status ShmChannel::Wait(int peer, ShmWord word, uint32_t step, absl::Time 
   }
   return Sleep(peer, word, step, deadline, what);
 }
+
+bool ShmChannel::TrySpin(int peer, ShmWord word, uint32_t step) {
+  std::atomic<uint32_t>& w = peers_[peer].word(word);
+  if (Reached(w.load(std::memory_order_acquire), step)) return true;
+  const absl::Time spin_end = absl::Now() + options_.spin;
+  for (int i = 1;; ++i) {
+    _mm_pause();
+    if (Reached(w.load(std::memory_order_acquire), step)) return true;
+    if (i % 64 == 0 && absl::Now() >= spin_end) return false;
+  }
+}
+
+bool ShmChannel::TrySpinAll(ShmWord word, uint32_t step) {
+  for (int q = 0; q < size_; ++q) {
+    if (q != rank_ && !TrySpin(q, word, step)) return false;
+  }
+  return true;
+}
+
+bool ShmChannel::TrySlotFree(uint32_t step) { return step <= 2 || TrySpinAll(ShmWord::kDone, step - 2); }
 
 absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline,
                                const std::string& what) {

@@ -74,6 +74,13 @@ class ShmChannel {
   absl::Status Wait(int peer, ShmWord word, uint32_t step, absl::Time deadline, const std::string& what);
   // Wait for every rank other than this one.
   absl::Status WaitAll(ShmWord word, uint32_t step, absl::Time deadline, const std::string& what);
+  // Spins at most options.spin until rank `peer`'s `word` reached `step`; never sleeps and never fails
+  // (false: not yet; a lost peer is found by the blocking Wait that follows). For the inline path.
+  bool TrySpin(int peer, ShmWord word, uint32_t step);
+  // TrySpin for every rank other than this one (each gets up to options.spin).
+  bool TrySpinAll(ShmWord word, uint32_t step);
+  // TrySpinAll(kDone, step - 2): WaitSlotFree without blocking.
+  bool TrySlotFree(uint32_t step);
   // Announces that the group is broken (`lost_rank`, or -1 when unknown) so that ranks waiting on this
   // one fail at their next check instead of at the timeout.
   void Abort(int lost_rank);

@@ -1,6 +1,7 @@
 #include "comm/work_queue.h"
 
 #include "absl/strings/str_cat.h"
+#include "tensor/check.h"
 
 namespace ddp {
 
@@ -25,7 +26,9 @@ void WorkQueue::Loop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](WorkQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) { return q->stopping_ || !q->queue_.empty(); },
+          +[](WorkQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
+            return !q->busy_ && (q->stopping_ || !q->queue_.empty());
+          },
           this));
       if (queue_.empty()) return;  // stopping with nothing left
       item = std::move(queue_.front());
@@ -35,10 +38,27 @@ void WorkQueue::Loop() {
             absl::StrCat(item.first->description(), ": process group destroyed before it ran")));
         continue;
       }
+      busy_ = true;
     }
     item.first->MarkStarted();
     item.first->Complete(item.second());
+    absl::MutexLock lock(&mu_);
+    busy_ = false;
   }
+}
+
+bool WorkQueue::TryBeginInline() {
+  absl::MutexLock lock(&mu_);
+  if (busy_ || stopping_ || !queue_.empty()) return false;
+  busy_ = true;
+  return true;
+}
+
+void WorkQueue::EndInline(std::shared_ptr<AsyncWork> work, Task task) {
+  absl::MutexLock lock(&mu_);
+  DDP_CHECK(busy_) << "WorkQueue::EndInline without TryBeginInline";
+  if (task) queue_.emplace_front(std::move(work), std::move(task));
+  busy_ = false;
 }
 
 }  // namespace ddp

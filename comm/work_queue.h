@@ -31,11 +31,20 @@ class WorkQueue {
   // Queues `task`; the worker calls work->MarkStarted(), runs it and completes `work` with its status.
   void Enqueue(std::shared_ptr<AsyncWork> work, Task task);
 
+  // The inline fast path (Note [Inline collectives] in comm/process_group_shm.cc): true when nothing is
+  // queued or running; the caller then owns the queue's turn and may run a collective on its own thread
+  // while later Enqueues wait behind it. Every true must be followed by exactly one EndInline.
+  bool TryBeginInline();
+  // Gives the turn back. With a `task`, queues (work, task) ahead of everything enqueued meanwhile, so a
+  // collective the caller could not finish without blocking continues on the worker, still in issue order.
+  void EndInline(std::shared_ptr<AsyncWork> work = nullptr, Task task = nullptr);
+
  private:
   void Loop();
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // a task runs (on the worker, or inline on a caller)
   std::deque<std::pair<std::shared_ptr<AsyncWork>, Task>> queue_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // last: starts after the members above exist
 };
