@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "comm/async_work.h"
+#include "comm/collective_tensors.h"
 #include "comm/gloo_store_adapter.h"
 #include "comm/host_staging.h"
 #include "comm/rendezvous_checks.h"
@@ -66,13 +67,10 @@ void SetInput(Options& options, void* data, DType dtype, size_t count) {
 }
 
 // "1000 float32": what a collective moves, as its description and signature name it.
-std::string Payload(const Tensor& t) { return absl::StrCat(t.numel(), " ", DTypeName(t.dtype())); }
+std::string Payload(const Tensor& t) { return CollectivePayload(t); }
 
 void CheckTensor(const char* op, const Tensor& t) {
-  DDP_CHECK(t.device().is_cpu()) << op << " (gloo): tensor on " << t.device().ToString()
-                                 << "; the gloo backend takes CPU tensors (CUDA tensors in AllReduce and "
-                                    "Broadcast only, with --config=cuda)";
-  DDP_CHECK(t.is_contiguous()) << op << " (gloo): tensor must be contiguous";
+  CheckCpuCollectiveTensor(op, "gloo", t, " (CUDA tensors in AllReduce and Broadcast only, with --config=cuda)");
 }
 
 // AllReduce and Broadcast also take CUDA tensors in CUDA builds, staged through host memory.

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "comm/collective_tensors.h"
 #include "comm/process_group_gloo.h"
 #include "comm/reduce_functions.h"
 #include "tensor/check.h"
@@ -77,15 +78,11 @@ std::chrono::milliseconds ToChrono(absl::Duration d) {
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
 }
 
-std::string Payload(const Tensor& t) { return absl::StrCat(t.numel(), " ", DTypeName(t.dtype())); }
+std::string Payload(const Tensor& t) { return CollectivePayload(t); }
 
 uint8_t* Bytes(const Tensor& t) { return static_cast<uint8_t*>(t.raw_data()); }
 
-void CheckTensor(const char* op, const Tensor& t) {
-  DDP_CHECK(t.device().is_cpu()) << op << " (gloo): tensor on " << t.device().ToString()
-                                 << "; the gloo backend takes CPU tensors";
-  DDP_CHECK(t.is_contiguous()) << op << " (gloo): tensor must be contiguous";
-}
+void CheckTensor(const char* op, const Tensor& t) { CheckCpuCollectiveTensor(op, "gloo", t); }
 
 // Every tensor of `list` checked, with `like`'s element count and dtype, and `expected` of them.
 void CheckList(const char* op, const char* what, const std::vector<Tensor>& list, size_t expected,

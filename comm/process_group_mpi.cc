@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "comm/collective_tensors.h"
 #include "comm/reduce_functions.h"
 #include "tensor/check.h"
 
@@ -195,19 +196,9 @@ absl::Status RunNonBlocking(const std::string& what, absl::Time deadline, const 
   }
 }
 
-std::string Payload(const Tensor& t) { return absl::StrCat(t.numel(), " ", DTypeName(t.dtype())); }
-
-void CheckTensor(const char* op, const Tensor& t) {
-  DDP_CHECK(t.device().is_cpu()) << op << " (mpi): tensor on " << t.device().ToString()
-                                 << "; the mpi backend takes CPU tensors";
-  DDP_CHECK(t.is_contiguous()) << op << " (mpi): tensor must be contiguous";
-}
-
-void CheckSameShape(const char* op, const Tensor& a, const Tensor& b) {
-  CheckTensor(op, b);
-  DDP_CHECK(a.numel() == b.numel() && a.dtype() == b.dtype())
-      << op << ": tensor " << ShapeToString(b.shape()) << " does not match " << ShapeToString(a.shape());
-}
+std::string Payload(const Tensor& t) { return CollectivePayload(t); }
+void CheckTensor(const char* op, const Tensor& t) { CheckCpuCollectiveTensor(op, "mpi", t); }
+void CheckSameShape(const char* op, const Tensor& a, const Tensor& b) { CheckMatchingCollectiveTensor(op, "mpi", a, b); }
 
 // MPI counts are ints.
 absl::Status CheckCount(const std::string& what, int64_t count) {

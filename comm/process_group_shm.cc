@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "comm/collective_tensors.h"
 #include "comm/reduce_functions.h"
 #include "comm/rendezvous_checks.h"
 #include "tensor/check.h"
@@ -15,19 +16,9 @@
 namespace ddp {
 namespace {
 
-std::string Payload(const Tensor& t) { return absl::StrCat(t.numel(), " ", DTypeName(t.dtype())); }
-
-void CheckTensor(const char* op, const Tensor& t) {
-  DDP_CHECK(t.device().is_cpu()) << op << " (shm): tensor on " << t.device().ToString()
-                                 << "; the shm backend takes CPU tensors";
-  DDP_CHECK(t.is_contiguous()) << op << " (shm): tensor must be contiguous";
-}
-
-void CheckSameShape(const char* op, const Tensor& a, const Tensor& b) {
-  CheckTensor(op, b);
-  DDP_CHECK(a.numel() == b.numel() && a.dtype() == b.dtype())
-      << op << ": tensor " << ShapeToString(b.shape()) << " does not match " << ShapeToString(a.shape());
-}
+std::string Payload(const Tensor& t) { return CollectivePayload(t); }
+void CheckTensor(const char* op, const Tensor& t) { CheckCpuCollectiveTensor(op, "shm", t); }
+void CheckSameShape(const char* op, const Tensor& a, const Tensor& b) { CheckMatchingCollectiveTensor(op, "shm", a, b); }
 
 char* Bytes(const Tensor& t) { return static_cast<char*>(t.raw_data()); }
 

@@ -76,7 +76,7 @@ trap 'rm -rf "$TMP"' EXIT
 $RT bazel-bin/bench/allreduce --world_sizes=2 --format=json > "$OUT/allreduce_loopback.jsonl"
 $SIM fit --bench="$OUT/allreduce_loopback.jsonl" --out="$OUT/link_loopback.json"
 for model in $PROFILE_MODELS; do
-  timeout 600 $RT bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/examples/train --model="$model" \
+  timeout 600 $RT bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/examples/train --model="$model" --backend=gloo \
     --max_steps=400 --epochs=1 --num_workers=0 --trace_out="$TMP/trace_$model.json" > /dev/null
   $SIM profile --trace="$TMP/trace_$model.json" --model="$model" --skip=20 --out="$OUT/profile_$model.json"
 done
