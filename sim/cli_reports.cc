@@ -2,9 +2,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -50,8 +52,28 @@ absl::StatusOr<std::vector<SweepRow>> ParseSweepCsv(const std::string& text) {
   return rows;
 }
 
+// The label most of `runs` give row `i` (the first such run's on a tie), when every run's label starts
+// with "auto ": --bucket_cap_mb=auto may choose other caps in another run of the sweep. Else the first
+// run's label, or an error when the runs disagree.
+absl::StatusOr<std::string> RowLabel(const std::vector<std::vector<SweepRow>>& runs, size_t i) {
+  std::map<std::string, int> votes;
+  bool automatic = true;
+  for (const auto& run : runs) {
+    ++votes[run[i].config];
+    automatic = automatic && absl::StartsWith(run[i].config, "auto ");
+  }
+  if (votes.size() == 1) return runs[0][i].config;
+  if (!automatic) return absl::InvalidArgumentError(absl::StrCat("sweeps disagree on row ", i));
+  std::string best = runs[0][i].config;
+  for (const auto& run : runs) {
+    if (votes[run[i].config] > votes[best]) best = run[i].config;
+  }
+  return best;
+}
+
 // Several runs of the same sweep (comma-separated CSV paths) as one: per configuration, the median of
-// each measured time. Errors name a file that cannot be read or whose configurations differ.
+// each measured time (for the auto row, over the runs that chose the most common caps). Errors name a
+// file that cannot be read or whose configurations differ.
 absl::StatusOr<std::vector<SweepRow>> ReadSweeps(const std::string& paths) {
   std::vector<std::vector<SweepRow>> runs;
   for (absl::string_view path : absl::StrSplit(paths, ',', absl::SkipWhitespace())) {
@@ -66,10 +88,12 @@ absl::StatusOr<std::vector<SweepRow>> ReadSweeps(const std::string& paths) {
   if (runs.empty()) return absl::InvalidArgumentError("--sweep_csv names no file");
   std::vector<SweepRow> merged = runs[0];
   for (size_t i = 0; i < merged.size(); ++i) {
+    absl::StatusOr<std::string> label = RowLabel(runs, i);
+    if (!label.ok()) return label.status();
     std::vector<double> step, comm, exposed;
     for (const auto& run : runs) {
-      if (run[i].config != merged[i].config)
-        return absl::InvalidArgumentError(absl::StrCat("sweeps disagree on row ", i));
+      if (run[i].config != *label) continue;
+      if (step.empty()) merged[i] = run[i];
       step.push_back(run[i].step_ms), comm.push_back(run[i].comm_ms), exposed.push_back(run[i].exposed_ms);
     }
     merged[i].step_ms = Median(step), merged[i].comm_ms = Median(comm),

@@ -15,11 +15,12 @@
 #   bash sim/validate.sh [--out=DIR] [--steps=100] [--repeats=3] [--models=cnn,mlp] [--no_netns]
 #                        [--netns_models=cnn] [--rates=1gbit[,100mbit]] [--no_loopback]
 # --no_loopback skips the loopback sweeps (the link fit and the profiles still run: the namespace rows need them).
-# --plot_only redraws validation.png from the validation CSVs already in --out.
+# --plot_only redraws validation.png from the validation CSVs already in --out; --predict_only redoes step 4
+# (and the plot) from the link, profiles and sweeps already in --out.
 # The namespace link needs root and iproute2 (bench/bucket_sweep.sh --netns). About 6 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=sim/results STEPS=100 REPEATS=3 MODELS=cnn,mlp NETNS=1 NETNS_MODELS=cnn RATES=1gbit LOOPBACK=1 PLOT_ONLY=0
+OUT=sim/results STEPS=100 REPEATS=3 MODELS=cnn,mlp NETNS=1 NETNS_MODELS=cnn RATES=1gbit LOOPBACK=1 PLOT_ONLY=0 PREDICT_ONLY=0
 for arg in "$@"; do
   case "$arg" in
     --out=*) OUT="${arg#*=}" ;;
@@ -31,6 +32,7 @@ for arg in "$@"; do
     --netns_models=*) NETNS_MODELS="${arg#*=}" ;;
     --no_loopback) LOOPBACK=0 ;;
     --plot_only) PLOT_ONLY=1 ;;
+    --predict_only) PREDICT_ONLY=1 ;;
     *) echo "validate.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -72,6 +74,7 @@ SIM=bazel-bin/sim/ddp_sim
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 
+if [[ $PREDICT_ONLY == 0 ]]; then
 # 1 and 2: the link and the compute side, each measured once.
 $RT bazel-bin/bench/allreduce --world_sizes=2 --format=json > "$OUT/allreduce_loopback.jsonl"
 $SIM fit --bench="$OUT/allreduce_loopback.jsonl" --out="$OUT/link_loopback.json"
@@ -97,6 +100,7 @@ for ((k = 1; k <= REPEATS; k++)); do
   fi
 done
 rm -f "$OUT"/sweeps/r*/*.png  # the per-sweep plots; validation.png shows them all
+fi
 
 # 4: predictions against the medians.
 csvs() { local list=""; for ((k = 1; k <= REPEATS; k++)); do list+="${list:+,}$OUT/sweeps/r$k/bucket_sweep_$1.csv"; done; echo "$list"; }
