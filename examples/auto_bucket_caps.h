@@ -21,7 +21,7 @@
 //   3. Choose. Rank 0 simulates every candidate (first cap x cap, the current caps first so that a tie
 //      keeps them) with ChooseCaps; the winner replaces the current caps only if it is predicted to save
 //      at least `min_predicted_gain` (3%) of a step: the simulator's median error against measured
-//      sweeps is 2.5-8.4% (README "Predicting scale"), and on a 1 Gbit link on two busy cores choices
+//      sweeps is 1.0-5.4% (README "Predicting scale"), and on a 1 Gbit link on two busy cores choices
 //      predicted to save 1% ran slower. Rank 0 broadcasts the choice; every rank calls Rebucket with it
 //      unless it keeps the caps (then the buckets stay as they are). Rank 0 prints the choice with its
 //      predicted step time, and after `report_steps` more iterations (the first after the choice left
@@ -57,9 +57,9 @@ struct AutoBucketCapsOptions {
   std::vector<BucketCaps> candidates;  // empty: DefaultCapCandidates()
   std::vector<int64_t> probe_bytes = {16 << 10, 256 << 10, 1 << 20, 4 << 20,
                                       8 << 20};  // probed at the choice
-  int probe_repeats = 3;
-  double min_predicted_gain = 0.03;  // change the caps only if the prediction saves this share of a step //
-                                     // each probe size this many times
+  int probe_repeats = 3;             // each probe size this many times
+  double min_predicted_gain = sim::kMinPredictedGain;  // change the caps only if the prediction saves
+                                                       // this share of a step
 };
 
 // first cap x cap over {0, 1/16, 1/4, 1, 5, 25} MiB x {0, 1/16, 1/4, 1, 5, 25, 100, one bucket}, first <=

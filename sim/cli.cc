@@ -214,10 +214,13 @@ absl::StatusOr<SimOptions> LoadOptions(const CliFlags& flags, int world_size) {
     return absl::InvalidArgumentError("--compute_lost_to_comm must be between 0 and 1");
   }
   options.compute_lost_to_comm = flags.compute_lost_to_comm;
+  if (flags.burst_kib < 0) return absl::InvalidArgumentError("--burst_kib must be >= 0");
+  const double burst_bytes = flags.burst_kib * 1024;
   if (!flags.preset.empty()) {
     absl::StatusOr<Cluster> cluster = PresetCluster(flags.preset, world_size);
     if (!cluster.ok()) return cluster.status();
     options.cluster = *cluster;
+    options.cluster.inter.burst_bytes = burst_bytes;
     return options;
   }
   options.cluster.world_size = world_size;
@@ -230,6 +233,7 @@ absl::StatusOr<SimOptions> LoadOptions(const CliFlags& flags, int world_size) {
   } else {
     return absl::InvalidArgumentError("name the link: --link=FILE, --alpha_us and --gbps, or --preset");
   }
+  options.cluster.intra.burst_bytes = burst_bytes;
   return options;
 }
 

@@ -27,6 +27,7 @@ struct CliFlags {
   std::string link;                                         // the link: a fit file,
   int link_world_size = 2;                                  //   its world size,
   double alpha_us = -1, gbps = -1;                          //   or alpha and bandwidth,
+  double burst_kib = 0;                                     //   its token-bucket depth,
   std::string preset;                                       //   or a preset
   int world_size = 2;
   std::string algorithm = "ring";

@@ -138,25 +138,36 @@ absl::StatusOr<SweepSetting> SettingOf(const std::string& config) {
   return s;
 }
 
-// The summary lines of a validation: errors, and the measured cost of trusting the predicted best cap.
+// The summary lines of a validation: errors, and the measured cost of trusting the prediction: of its
+// best cap (the shortest predicted step), and of the caps a chooser would take from it (the default caps
+// unless another setting is predicted to save kMinPredictedGain of a step, as --bucket_cap_mb=auto does).
 std::string ValidationSummary(const std::vector<SweepRow>& rows, const std::vector<double>& predicted_ms,
                               const std::vector<bool>& is_cap) {
   std::vector<double> errors;
-  size_t best_measured = rows.size(), best_predicted = rows.size();
+  size_t best_measured = rows.size(), best_predicted = rows.size(), default_row = rows.size();
   for (size_t i = 0; i < rows.size(); ++i) {
     errors.push_back(std::abs(predicted_ms[i] / rows[i].step_ms - 1));
     if (!is_cap[i]) continue;
+    if (absl::StartsWith(rows[i].config, "default")) default_row = i;
     if (best_measured == rows.size() || rows[i].step_ms < rows[best_measured].step_ms) best_measured = i;
     if (best_predicted == rows.size() || predicted_ms[i] < predicted_ms[best_predicted]) best_predicted = i;
   }
   std::string out = absl::StrFormat("step time error: median %.1f%%, max %.1f%% over %d configurations\n",
                                     100 * Median(errors),
                                     100 * *std::max_element(errors.begin(), errors.end()), rows.size());
-  if (best_measured < rows.size()) {
-    absl::StrAppendFormat(
-        &out, "best cap: measured \"%s\" %.2f ms; predicted best \"%s\" measured %.2f ms (+%.1f%%)\n",
-        rows[best_measured].config, rows[best_measured].step_ms, rows[best_predicted].config,
-        rows[best_predicted].step_ms, 100 * (rows[best_predicted].step_ms / rows[best_measured].step_ms - 1));
+  if (best_measured == rows.size()) return out;
+  const double best_ms = rows[best_measured].step_ms;
+  absl::StrAppendFormat(&out, "best cap: measured \"%s\" %.2f ms; predicted best \"%s\" measured %.2f ms (+%.1f%%)\n",
+                        rows[best_measured].config, best_ms, rows[best_predicted].config,
+                        rows[best_predicted].step_ms, 100 * (rows[best_predicted].step_ms / best_ms - 1));
+  if (default_row < rows.size()) {
+    const bool worth_it = predicted_ms[best_predicted] < (1 - kMinPredictedGain) * predicted_ms[default_row];
+    const size_t chosen = worth_it ? best_predicted : default_row;
+    absl::StrAppendFormat(&out,
+                          "chosen cap (default unless another is predicted to save %.0f%% of a step): \"%s\" "
+                          "measured %.2f ms (+%.1f%%)\n",
+                          100 * kMinPredictedGain, rows[chosen].config, rows[chosen].step_ms,
+                          100 * (rows[chosen].step_ms / best_ms - 1));
   }
   return out;
 }

@@ -15,7 +15,8 @@
 //       step time, weak-scaling efficiency, best caps and algorithm per preset and world size.
 // Relative paths are the caller's, also under `bazel run`.
 // LINK is --link=link.json (a fit; its world size's curve, read as a ring) or --alpha_us=A --gbps=B
-// (bytes per second / 1e9 of one link) or --preset=NAME (Note [Cluster presets]).
+// (bytes per second / 1e9 of one link) or --preset=NAME (Note [Cluster presets]); --burst_kib=K makes the
+// link a token bucket of K KiB (Note [Token-bucket links]: a tc tbf link, as bench/bucket_sweep.sh --netns).
 // Caps are MiB: "C" sets the first bucket cap and the bucket cap to C, "F/C" sets them apart, "inf" is
 // one bucket. Synthetic models take --batch, --tflops (sustained) and --mem_gbps (Note [Synthetic timing]).
 #include <cstdio>
@@ -48,6 +49,9 @@ ABSL_FLAG(std::string, link, "", "a link fit JSON (ddp_sim fit)");
 ABSL_FLAG(int, link_world_size, 2, "which world size's fit of --link to use");
 ABSL_FLAG(double, alpha_us, -1, "link latency per message (us), with --gbps");
 ABSL_FLAG(double, gbps, -1, "link bandwidth (GB/s), with --alpha_us");
+ABSL_FLAG(double, burst_kib, 0,
+          "the limited link's token-bucket depth in KiB of payload (tc tbf's burst; Note [Token-bucket "
+          "links]); with --link or --alpha_us it is the link's, with --preset the inter-host link's");
 ABSL_FLAG(std::string, preset, "", "a cluster preset: nvlink | 100gbe | 10gbe | dgx1_ib");
 ABSL_FLAG(int, world_size, 2, "ranks");
 ABSL_FLAG(std::string, algorithm, "ring", "ring | tree | hierarchical");
@@ -104,6 +108,7 @@ CliFlags ReadFlags() {
   f.link_world_size = absl::GetFlag(FLAGS_link_world_size);
   f.alpha_us = absl::GetFlag(FLAGS_alpha_us);
   f.gbps = absl::GetFlag(FLAGS_gbps);
+  f.burst_kib = absl::GetFlag(FLAGS_burst_kib);
   f.preset = absl::GetFlag(FLAGS_preset);
   f.world_size = absl::GetFlag(FLAGS_world_size);
   f.algorithm = absl::GetFlag(FLAGS_algorithm);

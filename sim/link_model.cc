@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "tensor/check.h"
@@ -11,11 +12,20 @@ namespace ddp {
 namespace sim {
 namespace {
 
-// The link a flat algorithm runs at: the slowest one it crosses.
+// The link a flat algorithm runs at: the slowest one it crosses, with that link's burst.
 LinkSpec SlowestLink(const Cluster& cluster, bool spans_hosts) {
   if (!spans_hosts) return cluster.intra;
+  const bool inter_slower = cluster.inter.beta_s_per_byte >= cluster.intra.beta_s_per_byte;
   return LinkSpec{std::max(cluster.intra.alpha_s, cluster.inter.alpha_s),
-                  std::max(cluster.intra.beta_s_per_byte, cluster.inter.beta_s_per_byte)};
+                  std::max(cluster.intra.beta_s_per_byte, cluster.inter.beta_s_per_byte),
+                  inter_slower ? cluster.inter.burst_bytes : cluster.intra.burst_bytes};
+}
+
+// Ranks per host (g) and hosts (h) of `cluster`.
+std::pair<int, int> HostShape(const Cluster& cluster) {
+  const int p = cluster.world_size;
+  const int g = cluster.ranks_per_host <= 0 ? p : std::min(cluster.ranks_per_host, p);
+  return {g, (p + g - 1) / g};
 }
 
 // A ring all-reduce of `bytes` over `p` members on `link`.
@@ -87,8 +97,7 @@ std::string AlgorithmName(AllReduceAlgorithm algorithm) {
 double AllReduceSeconds(AllReduceAlgorithm algorithm, const Cluster& cluster, double bytes) {
   const int p = cluster.world_size;
   DDP_CHECK(p >= 1 && bytes >= 0) << "world size " << p << ", bytes " << bytes;
-  const int g = cluster.ranks_per_host <= 0 ? p : std::min(cluster.ranks_per_host, p);
-  const int hosts = (p + g - 1) / g;
+  const auto [g, hosts] = HostShape(cluster);
   const double gamma = cluster.gamma_s_per_byte;
   switch (algorithm) {
     case AllReduceAlgorithm::kRing:
@@ -99,6 +108,33 @@ double AllReduceSeconds(AllReduceAlgorithm algorithm, const Cluster& cluster, do
       return p <= 1 ? 0 : HierarchicalSeconds(g, hosts, cluster, bytes);
   }
   return 0;
+}
+
+BurstLimit BurstLimitedLink(AllReduceAlgorithm algorithm, const Cluster& cluster, double bytes) {
+  const int p = cluster.world_size;
+  DDP_CHECK(p >= 1 && bytes >= 0) << "world size " << p << ", bytes " << bytes;
+  if (p <= 1) return BurstLimit{cluster.intra, 0};
+  const auto [g, hosts] = HostShape(cluster);
+  switch (algorithm) {
+    case AllReduceAlgorithm::kRing:
+      return BurstLimit{SlowestLink(cluster, hosts > 1), 2.0 * (p - 1) / p * bytes};
+    case AllReduceAlgorithm::kTree:
+      return BurstLimit{SlowestLink(cluster, hosts > 1), 2.0 * bytes};
+    case AllReduceAlgorithm::kHierarchical:
+      if (hosts <= 1) return BurstLimit{cluster.intra, 2.0 * (g - 1) / g * bytes};
+      return BurstLimit{cluster.inter, 2.0 * (hosts - 1) / hosts * bytes};
+  }
+  return BurstLimit{};
+}
+
+double AllReduceSecondsWithTokens(AllReduceAlgorithm algorithm, const Cluster& cluster, double bytes,
+                                  double* tokens) {
+  DDP_CHECK(tokens != nullptr && *tokens >= 0) << "tokens must be a count >= 0";
+  const double full = AllReduceSeconds(algorithm, cluster, bytes);
+  const BurstLimit limit = BurstLimitedLink(algorithm, cluster, bytes);
+  const double covered = std::min(*tokens, limit.bytes_per_direction);
+  *tokens -= covered;
+  return std::max(0.0, full - covered * limit.link.beta_s_per_byte);
 }
 
 absl::StatusOr<LineFit> FitLine(const std::vector<Sample>& samples) {

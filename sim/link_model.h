@@ -19,6 +19,19 @@
 // alpha = A / (2(p-1)), beta = B / (2(p-1)/p) (LinkFromRingFit). The ring formula then gives back the
 // measured curve exactly at p. For a ring, gamma scales with (p-1)/p n like beta, so no fit over sizes
 // or world sizes can tell them apart: a measured curve's reduction arithmetic is folded into beta.
+//
+// Note [Token-bucket links]
+// A rate-limited link (Linux tc tbf, which bench/bucket_sweep.sh --netns uses; a cloud NIC's policer) lets a
+// burst through at line rate after it has idled: tokens accrue at the link's rate (1/beta bytes per second)
+// up to burst_bytes, and each byte sent spends one. Bytes covered by tokens cost nothing; the rest cost beta
+// each. An all-reduce that moves D bytes per direction over the limited link with T tokens in hand therefore
+// takes AllReduceSeconds - min(T, D) beta and leaves max(0, T - D) tokens (the link then sends at its rate,
+// so no tokens accrue while it is busy). The limited link is the one a flat algorithm runs at (the slowest
+// it crosses, with that link's burst), and the inter-host link of the hierarchical algorithm (the intra
+// link of one host). D is what one rank (for hierarchical: one host) sends on it: ring 2((p-1)/p) n, tree
+// 2n, hierarchical 2((h-1)/h) n. A burst matters when the link idles long enough between all-reduces to
+// refill it (burst * beta): e.g. 256 KB at 100 Mbit/s takes 21 ms to refill, so it shortens a model's
+// communication only if the compute between its all-reduces is that long; sweeps at 1 Gbit/s refill it in 2 ms.
 #ifndef DDP_SIM_LINK_MODEL_H_
 #define DDP_SIM_LINK_MODEL_H_
 
@@ -35,6 +48,7 @@ namespace sim {
 struct LinkSpec {
   double alpha_s = 0;          // per-message latency, seconds
   double beta_s_per_byte = 0;  // inverse bandwidth, seconds per byte (1 / bytes per second)
+  double burst_bytes = 0;      // token-bucket depth (Note [Token-bucket links]); 0: no burst
 };
 
 // The all-reduce algorithms the model knows (Note [Link model]).
@@ -57,6 +71,21 @@ struct Cluster {
 // Seconds one all-reduce of `bytes` takes on `cluster` with `algorithm` (Note [Link model]). 0 for
 // world size 1. REQUIRES: cluster.world_size >= 1, bytes >= 0.
 double AllReduceSeconds(AllReduceAlgorithm algorithm, const Cluster& cluster, double bytes);
+
+// The link whose token bucket limits an all-reduce under `algorithm` on `cluster`, and the bytes one rank
+// (hierarchical: one host) sends on it per direction in an all-reduce of `bytes` (Note [Token-bucket links]).
+struct BurstLimit {
+  LinkSpec link;
+  double bytes_per_direction = 0;
+};
+// REQUIRES: what AllReduceSeconds requires.
+BurstLimit BurstLimitedLink(AllReduceAlgorithm algorithm, const Cluster& cluster, double bytes);
+
+// AllReduceSeconds when the limited link holds `*tokens` bytes of burst at the start; `*tokens` becomes what
+// is left at the end (Note [Token-bucket links]). REQUIRES: tokens non-null, *tokens >= 0, and what
+// AllReduceSeconds requires.
+double AllReduceSecondsWithTokens(AllReduceAlgorithm algorithm, const Cluster& cluster, double bytes,
+                                  double* tokens);
 
 // Note [Cluster presets]
 // Links we cannot measure, with every assumption named (alpha per message, bandwidth per direction):

@@ -50,6 +50,35 @@ TEST(AllReduceSecondsTest, OneHostHierarchicalIsARing) {
   EXPECT_EQ(AllReduceSeconds(AllReduceAlgorithm::kRing, OneHost(1, 10e-6, 1e-9), 1e6), 0);
 }
 
+TEST(AllReduceSecondsWithTokensTest, BurstCoversTheFirstBytesOfTheLimitedLink) {
+  // Ring of 4 at 1 ns/B moves 1.5 MB per direction for n = 1 MB (1.56 ms). 500 KB of burst saves 0.5 ms
+  // and is used up; 2 MB of burst covers all 1.5 MB (only the 60 us of latency remain) and 0.5 MB is left.
+  Cluster c = OneHost(4, 10e-6, 1e-9);
+  c.intra.burst_bytes = 2e6;
+  double tokens = 5e5;
+  EXPECT_NEAR(AllReduceSecondsWithTokens(AllReduceAlgorithm::kRing, c, 1e6, &tokens), 1.06e-3, 1e-12);
+  EXPECT_EQ(tokens, 0);
+  tokens = 2e6;
+  EXPECT_NEAR(AllReduceSecondsWithTokens(AllReduceAlgorithm::kRing, c, 1e6, &tokens), 60e-6, 1e-12);
+  EXPECT_NEAR(tokens, 5e5, 1e-6);
+}
+
+TEST(BurstLimitedLinkTest, HierarchicalIsLimitedByTheInterHostLink) {
+  // 8 ranks, 4 per host: the host sends 2 * (1/2) * n on the inter-host link; a flat ring over the same
+  // hosts is limited by its slowest link (the inter-host one) and sends 2 * (7/8) * n.
+  Cluster c;
+  c.world_size = 8;
+  c.ranks_per_host = 4;
+  c.intra = LinkSpec{1e-6, 1e-10, 0};
+  c.inter = LinkSpec{10e-6, 1e-9, 4096};
+  const BurstLimit hier = BurstLimitedLink(AllReduceAlgorithm::kHierarchical, c, 1e6);
+  EXPECT_EQ(hier.link.burst_bytes, 4096);
+  EXPECT_NEAR(hier.bytes_per_direction, 1e6, 1e-6);
+  const BurstLimit ring = BurstLimitedLink(AllReduceAlgorithm::kRing, c, 1e6);
+  EXPECT_EQ(ring.link.burst_bytes, 4096);
+  EXPECT_NEAR(ring.bytes_per_direction, 1.75e6, 1e-6);
+}
+
 TEST(FitLineTest, RecoversAnExactLine) {
   std::vector<Sample> samples;
   for (double n = 4; n <= 64 << 20; n *= 4) samples.push_back({n, 50e-6 + n * 1e-9});

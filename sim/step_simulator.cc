@@ -1,6 +1,7 @@
 #include "sim/step_simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
@@ -60,6 +61,52 @@ void MeasureComm(const std::vector<BucketTiming>& times, double backward_end, St
   }
 }
 
+// The burst of `link` after it has idled `idle_s` with `tokens` in hand (Note [Token-bucket links]).
+double Refill(double tokens, double idle_s, const LinkSpec& link) {
+  if (link.burst_bytes <= 0) return 0;
+  if (link.beta_s_per_byte <= 0) return link.burst_bytes;
+  return std::min(link.burst_bytes, tokens + std::max(0.0, idle_s) / link.beta_s_per_byte);
+}
+
+// One pass of Note [Simulated schedule] with `tokens` bytes of burst in hand when the first all-reduce
+// starts; `*tokens_left` gets what is left after the last one.
+StepPrediction SimulateWithTokens(const ComputeProfile& profile, const SimOptions& options, double tokens,
+                                  double* tokens_left) {
+  StepPrediction out;
+  const double lost = options.compute_lost_to_comm;
+  out.buckets = SimulatedBuckets(profile, options);
+  out.bucket_times.resize(out.buckets.size());
+  out.first_burst_bytes = tokens;
+  const LinkSpec limited = BurstLimitedLink(options.algorithm, options.cluster, 0).link;
+  const size_t k = static_cast<size_t>(options.max_in_flight);
+  double last_end = 0, previous_launch = 0;
+  for (size_t b = 0; b < out.buckets.size(); ++b) {
+    // Launches are in index order and a bucket starts after its launch, so only buckets before b can slow
+    // the compute that makes b ready (Note [Simulated schedule]).
+    BucketTiming& t = out.bucket_times[b];
+    for (size_t i : out.buckets[b])
+      t.bytes += static_cast<size_t>(profile.params[i].numel) * ElementSize(profile.dtype);
+    t.params = out.buckets[b].size();
+    t.ready_s = WallOf(ReadyWork(profile, out.buckets[b]), out.bucket_times, b, lost);
+    const double earliest =
+        options.overlap ? previous_launch : WallOf(profile.backward_s, out.bucket_times, b, lost);
+    t.launch_s = previous_launch = std::max(t.ready_s, earliest);
+    t.start_s = std::max(t.launch_s, b >= k ? out.bucket_times[b - k].end_s : 0.0);
+    if (b > 0) tokens = Refill(tokens, t.start_s - last_end, limited);
+    t.end_s = t.start_s + AllReduceSecondsWithTokens(options.algorithm, options.cluster,
+                                                     static_cast<double>(t.bytes), &tokens);
+    last_end = std::max(last_end, t.end_s);
+  }
+  *tokens_left = tokens;
+  out.forward_s = profile.forward_s;
+  out.backward_s = WallOf(profile.backward_s, out.bucket_times, out.bucket_times.size(), lost);
+  out.other_s = profile.other_s;
+  MeasureComm(out.bucket_times, out.backward_s, &out);
+  out.exposed_comm_s = std::max(0.0, last_end - out.backward_s);
+  out.step_s = out.forward_s + out.backward_s + out.exposed_comm_s + out.other_s;
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::vector<size_t>> SimulatedBuckets(const ComputeProfile& profile, const SimOptions& options) {
@@ -76,34 +123,22 @@ std::vector<std::vector<size_t>> SimulatedBuckets(const ComputeProfile& profile,
 
 StepPrediction SimulateStep(const ComputeProfile& profile, const SimOptions& options) {
   DDP_CHECK(options.max_in_flight >= 1) << "max_in_flight " << options.max_in_flight;
-  StepPrediction out;
-  const double lost = options.compute_lost_to_comm;
-  DDP_CHECK(lost >= 0 && lost <= 1) << "compute_lost_to_comm " << lost;
-  out.buckets = SimulatedBuckets(profile, options);
-  out.bucket_times.resize(out.buckets.size());
-  const size_t k = static_cast<size_t>(options.max_in_flight);
-  double last_end = 0, previous_launch = 0;
-  for (size_t b = 0; b < out.buckets.size(); ++b) {
-    // Launches are in index order and a bucket starts after its launch, so only buckets before b can slow
-    // the compute that makes b ready (Note [Simulated schedule]).
-    BucketTiming& t = out.bucket_times[b];
-    for (size_t i : out.buckets[b])
-      t.bytes += static_cast<size_t>(profile.params[i].numel) * ElementSize(profile.dtype);
-    t.params = out.buckets[b].size();
-    t.ready_s = WallOf(ReadyWork(profile, out.buckets[b]), out.bucket_times, b, lost);
-    const double earliest =
-        options.overlap ? previous_launch : WallOf(profile.backward_s, out.bucket_times, b, lost);
-    t.launch_s = previous_launch = std::max(t.ready_s, earliest);
-    t.start_s = std::max(t.launch_s, b >= k ? out.bucket_times[b - k].end_s : 0.0);
-    t.end_s = t.start_s + AllReduceSeconds(options.algorithm, options.cluster, static_cast<double>(t.bytes));
-    last_end = std::max(last_end, t.end_s);
+  DDP_CHECK(options.compute_lost_to_comm >= 0 && options.compute_lost_to_comm <= 1)
+      << "compute_lost_to_comm " << options.compute_lost_to_comm;
+  const LinkSpec limited = BurstLimitedLink(options.algorithm, options.cluster, 0).link;
+  double tokens = std::max(0.0, limited.burst_bytes), left = 0;
+  StepPrediction out = SimulateWithTokens(profile, options, tokens, &left);
+  // The steady state: the next step's first all-reduce starts step_s after this one's, and the link
+  // refills from this step's last end until then. Starting from a full bucket, the burst in hand can only
+  // fall (less burst, longer communication, no longer an idle gap), so the passes settle on the fixed point.
+  for (int pass = 0; pass < 50 && limited.burst_bytes > 0 && !out.bucket_times.empty(); ++pass) {
+    double last_end = 0;
+    for (const BucketTiming& t : out.bucket_times) last_end = std::max(last_end, t.end_s);
+    const double next = Refill(left, out.step_s + out.bucket_times.front().start_s - last_end, limited);
+    if (std::abs(next - tokens) < 1.0) break;
+    tokens = next;
+    out = SimulateWithTokens(profile, options, tokens, &left);
   }
-  out.forward_s = profile.forward_s;
-  out.backward_s = WallOf(profile.backward_s, out.bucket_times, out.bucket_times.size(), lost);
-  out.other_s = profile.other_s;
-  MeasureComm(out.bucket_times, out.backward_s, &out);
-  out.exposed_comm_s = std::max(0.0, last_end - out.backward_s);
-  out.step_s = out.forward_s + out.backward_s + out.exposed_comm_s + out.other_s;
   return out;
 }
 

@@ -19,6 +19,10 @@
 // ready times and the end of backward stretch (0: communication has its own engine, e.g. a spare core or
 // DMA; 1: communication takes the compute core, e.g. two ranks on two cores, where overlap saves nothing).
 // The profile's ready times are compute time without contention.
+// Token-bucket links (Note [Token-bucket links] in sim/link_model.h): each all-reduce spends the burst in
+// hand and the link refills it while idle, between the buckets of a step and from one step's last
+// all-reduce to the next step's first. The steady state's burst at the first all-reduce is found by
+// repeating the step until it settles.
 #ifndef DDP_SIM_STEP_SIMULATOR_H_
 #define DDP_SIM_STEP_SIMULATOR_H_
 
@@ -84,6 +88,7 @@ struct StepPrediction {
   double overlapped_comm_s = 0;  // the part of comm_s before backward ended
   double exposed_comm_s = 0;     // backward end -> last all-reduce end
   double step_s = 0;             // forward + backward + exposed + other
+  double first_burst_bytes = 0;  // burst in hand when the first all-reduce starts (token-bucket links)
 };
 
 // The bucket layout the Reducer would use for `profile` under `options` (step 1 of Note [Simulated
@@ -100,6 +105,11 @@ struct CapChoice {
   BucketCaps caps;
   StepPrediction prediction;
 };
+
+// The share of a step a cap setting must be predicted to save before a chooser moves off the current caps:
+// the simulator's median error against measured sweeps is a few percent (README "Predicting scale"), so a
+// smaller predicted gain is inside the model's error. --bucket_cap_mb=auto and `ddp_sim validate` use it.
+inline constexpr double kMinPredictedGain = 0.03;
 
 // Simulates `options` once per entry of `candidates` (options.caps replaced) and returns the one with the
 // shortest step; ties go to the earlier candidate. REQUIRES: candidates non-empty, and what SimulateStep

@@ -116,6 +116,36 @@ TEST(SimulateStepTest, ContentionStretchesBackward) {
   EXPECT_NEAR(SimulateStep(FourParameters(), o).step_s, 13.4e-3, 1e-12);
 }
 
+TEST(SimulateStepTest, BurstCoversTheStartOfAnAllReduceAfterIdle) {
+  // A 1000-byte burst (Note [Token-bucket links]): the steady state's link idles from 5.4 ms to the next
+  // step's first start (9.4 + 2 ms), far longer than the 1 ms a refill takes, so bucket 0 starts with the
+  // whole burst: 2 -> 4 ms (0.2 + 2.8 - 1.0); bucket 1 starts at once with none left: 4 -> 5.4 ms.
+  SimOptions o = TwoBuckets();
+  o.cluster.intra.burst_bytes = 1000;
+  const StepPrediction p = SimulateStep(FourParameters(), o);
+  EXPECT_NEAR(p.first_burst_bytes, 1000, 1e-9);
+  EXPECT_NEAR(p.bucket_times[0].end_s, 4e-3, 1e-12);
+  EXPECT_NEAR(p.bucket_times[1].start_s, 4e-3, 1e-12);
+  EXPECT_NEAR(p.bucket_times[1].end_s, 5.4e-3, 1e-12);
+  EXPECT_NEAR(p.exposed_comm_s, 0.4e-3, 1e-12);
+  EXPECT_NEAR(p.step_s, 9.4e-3, 1e-12);
+}
+
+TEST(SimulateStepTest, BurstRefillsOnlyWhatTheIdleGapAllows) {
+  // One 40,000-byte bucket ready at 1 ms; forward, backward and other 1 ms each. With a 10,000-byte burst
+  // the link idles 3 ms a step (forward, backward before the launch, other), which refills 3,000 bytes at
+  // 1 us/B: the all-reduce takes 0.2 + 40 - 3 = 37.2 ms and the step 1 + 1 + 37.2 + 1 = 40.2 ms.
+  ComputeProfile profile;
+  profile.params = {{"w", 10000, 1e-3}};
+  profile.forward_s = profile.backward_s = profile.other_s = 1e-3;
+  SimOptions o = TwoBuckets();
+  o.cluster.intra.burst_bytes = 10000;
+  const StepPrediction p = SimulateStep(profile, o);
+  EXPECT_NEAR(p.first_burst_bytes, 3000, 1e-6);
+  EXPECT_NEAR(p.comm_s, 37.2e-3, 1e-9);
+  EXPECT_NEAR(p.step_s, 40.2e-3, 1e-9);
+}
+
 TEST(ChooseCapsTest, PicksTheShortestStep) {
   // One bucket of 4000 B launches at 4 ms and ends at 8.2 ms (exposed 3.2 ms); the 2000-byte caps give
   // 1.4 ms exposed (TwoBucketsOneInFlight); one bucket per parameter pays alpha four times:

@@ -115,12 +115,14 @@ fi
 if [[ $NETNS == 1 ]]; then
   # The namespace link as a user gives a link we cannot measure: alpha per message from the loopback fit
   # (a ring of 2 sends 2 messages per all-reduce), bandwidth the tbf rate times TCP's payload share of an
-  # Ethernet frame (1448 of 1514 bytes).
+  # Ethernet frame (1448 of 1514 bytes), and tbf's burst (256 KiB of frames, bench/bucket_sweep.sh) in
+  # payload bytes: after an idle gap that much passes at line rate (Note [Token-bucket links]).
+  burst_kib=$(/usr/bin/python3 -c "print(256 * 1448 / 1514)")
   alpha_us=$(/usr/bin/python3 -c "import json; print(json.load(open('$OUT/link_loopback.json'))['fits'][0]['alpha_s'] / 2 * 1e6)")
   for rate in ${RATES//,/ }; do
     gbps=$(/usr/bin/python3 -c "r='$rate'; m={'gbit':1e9,'mbit':1e6}; u=[k for k in m if r.endswith(k)][0]; print(float(r[:-len(u)]) * m[u] / 8 * 1448 / 1514 / 1e9)")
     for model in ${NETNS_MODELS//,/ }; do
-      validate "${model}_netns_$rate" "$model" --alpha_us="$alpha_us" --gbps="$gbps"
+      validate "${model}_netns_$rate" "$model" --alpha_us="$alpha_us" --gbps="$gbps" --burst_kib="$burst_kib"
     done
   done
 fi
