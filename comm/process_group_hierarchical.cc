@@ -124,6 +124,15 @@ std::vector<Tensor> Pieces(const Tensor& tensor, int count, int64_t chunk) {
 
 }  // namespace
 
+Tensor ProcessGroupHierarchical::Scratch(int which, int64_t numel, DType dtype) {
+  Tensor& buffer = scratch_[which];
+  const size_t bytes = static_cast<size_t>(numel) * ElementSize(dtype);
+  if (!buffer.defined() || buffer.nbytes() < bytes) {
+    buffer = Tensor::Empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::kInt64);  // 8-byte aligned
+  }
+  return Tensor::View(buffer.storage(), {numel}, {1}, 0, dtype);
+}
+
 absl::Status ProcessGroupHierarchical::RunAllReduce(const Tensor& tensor, ReduceOp op) {
   const int64_t n = tensor.numel();
   if (n == 0) return absl::OkStatus();
@@ -134,12 +143,12 @@ absl::Status ProcessGroupHierarchical::RunAllReduce(const Tensor& tensor, Reduce
   const bool in_place = chunk * local == n;
   Tensor padded = tensor;
   if (!in_place) {  // the tail of the last piece is padding: reduced and gathered, never read
-    padded = Tensor::Empty({chunk * local}, tensor.dtype());
+    padded = Scratch(1, chunk * local, tensor.dtype());
     std::memcpy(padded.raw_data(), tensor.raw_data(), tensor.nbytes());
     std::memset(static_cast<char*>(padded.raw_data()) + tensor.nbytes(), 0, padded.nbytes() - tensor.nbytes());
   }
   const std::vector<Tensor> pieces = Pieces(padded, local, chunk);
-  Tensor slice = Tensor::Empty({chunk}, tensor.dtype());
+  const Tensor slice = Scratch(0, chunk, tensor.dtype());
   DDP_RETURN_IF_ERROR(Await(local_->ReduceScatter(slice, pieces, stage_op), "reduce-scatter inside the host (shm)"));
   DDP_RETURN_IF_ERROR(Await(cross_->AllReduce(slice, stage_op),
                             absl::StrCat("all-reduce across hosts (gloo, global ranks ",

@@ -100,6 +100,10 @@ class ProcessGroupHierarchical : public ProcessGroup {
   // Waits for an inner work (bounded by timeout()); errors name `stage`.
   absl::Status Await(const std::shared_ptr<Work>& work, const std::string& stage) const;
   absl::Status RunAllReduce(const Tensor& tensor, ReduceOp op);
+  // A flat scratch tensor of `numel` elements of `dtype` for the running task: a view of a buffer kept
+  // across calls (`which`: 0 the slice, 1 the padded copy) and grown when too small, so a training loop's
+  // all-reduces do not allocate (and first-touch fresh pages) on every call. Worker thread only.
+  Tensor Scratch(int which, int64_t numel, DType dtype);
 
   const int rank_;
   const int size_;
@@ -112,6 +116,7 @@ class ProcessGroupHierarchical : public ProcessGroup {
   std::unique_ptr<ProcessGroup> cross_;
   std::unique_ptr<ProcessGroup> flat_;
   std::unique_ptr<WorkQueue> queue_;  // destroyed first (see the destructor)
+  Tensor scratch_[2];                 // Scratch's buffers, used by the worker thread only
 };
 
 }  // namespace ddp
