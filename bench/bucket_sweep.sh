@@ -7,10 +7,17 @@
 # (cap, buckets, step ms, comm ms, exposed comm ms), writes CSV and a PNG plot (gnuplot).
 #
 #   bazel run //bench:bucket_sweep -- [--model=cnn] [--steps=100] [--out=DIR] [--netns [--rate=1gbit]]
-#                                     [--comm_hook=none|fp16|bf16|powersgd]
+#                                     [--comm_hook=none|fp16|bf16|powersgd] [--backend=gloo|shm]
+#
+# --backend (default gloo: Gloo over loopback TCP, the sweeps BENCHMARKS.md shows) is passed to every
+# bench/train_throughput run; shm is ProcessGroupShm (comm/process_group_shm.h), and tags the outputs
+# "<model>_shm[_<hook>]" (gloo keeps the untagged names). The auto row works over shm as over Gloo: its
+# link probes are all-reduces through the run's own group, so they measure shm. --netns with
+# --backend=shm is refused: the namespaces separate the network only, the two ranks still share one host
+# and its /dev/shm, so shm would bypass the rate-limited veth link the option exists to impose.
 #
 # --comm_hook runs every configuration with that DDP comm hook (PowerSGD with rank 1, start_iter 10: the
-# warm-up covers the plain iterations) and tags the outputs "<model>[_netns_<rate>]_<hook>"; the auto row
+# warm-up covers the plain iterations) and tags the outputs "<model>[_netns_<rate>|_shm]_<hook>"; the auto row
 # is skipped (its link probes model the plain all-reduce). The JSON rows carry sent_kib_per_step.
 #
 # --netns runs the two ranks in two network namespaces joined by a veth pair whose both directions are
@@ -28,7 +35,7 @@ runfile() {
   if [[ -e "$root/bazel-bin/$path" ]]; then echo "$root/bazel-bin/$path"; else echo "$root/$path"; fi
 }
 
-MODEL=cnn STEPS=100 OUT="${BUILD_WORKSPACE_DIRECTORY:-$PWD}/bench_out" NETNS=0 RATE=1gbit HOOK=none
+MODEL=cnn STEPS=100 OUT="${BUILD_WORKSPACE_DIRECTORY:-$PWD}/bench_out" NETNS=0 RATE=1gbit HOOK=none BACKEND=gloo
 for arg in "$@"; do
   case "$arg" in
     --model=*) MODEL="${arg#*=}" ;;
@@ -37,9 +44,19 @@ for arg in "$@"; do
     --netns) NETNS=1 ;;
     --rate=*) RATE="${arg#*=}" ;;
     --comm_hook=*) HOOK="${arg#*=}" ;;
+    --backend=*) BACKEND="${arg#*=}" ;;
     *) echo "bucket_sweep: unknown argument $arg (see the header of bench/bucket_sweep.sh)" >&2; exit 2 ;;
   esac
 done
+case "$BACKEND" in
+  gloo | shm) ;;
+  *) echo "bucket_sweep: --backend must be gloo or shm, not '$BACKEND'" >&2; exit 2 ;;
+esac
+if [[ $NETNS == 1 && $BACKEND == shm ]]; then
+  echo "bucket_sweep: --netns needs --backend=gloo: both namespaces are still one host, so shm would share" \
+    "memory and bypass the rate-limited link (drop --netns to sweep shm on this host)" >&2
+  exit 2
+fi
 DDPRUN="$(runfile launch/ddprun)"
 BENCH="$(runfile bench/train_throughput)"
 mkdir -p "$OUT"
@@ -48,6 +65,10 @@ link_note=""
 if [[ $NETNS == 1 ]]; then
   tag="${MODEL}_netns_${RATE}"
   link_note=", link $RATE"
+fi
+if [[ $BACKEND != gloo ]]; then
+  tag="${tag}_${BACKEND}"
+  link_note="${link_note}, backend $BACKEND"
 fi
 if [[ $HOOK != none ]]; then
   tag="${tag}_${HOOK}"
@@ -88,14 +109,14 @@ run_config() {
     token="$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
     DDP_TIMEOUT_S=120 timeout 600 ip netns exec "$NS_B" "$DDPRUN" --nnodes 2 --node_rank 1 --nproc_per_node 1 \
       --master_addr "$ADDR_A" --master_port $port --job_token "$token" "$BENCH" --model="$MODEL" --steps="$STEPS" \
-      --comm_hook="$HOOK" "$@" >/dev/null 2>&1 &
+      --comm_hook="$HOOK" --backend="$BACKEND" "$@" >/dev/null 2>&1 &
     DDP_TIMEOUT_S=120 timeout 600 ip netns exec "$NS_A" "$DDPRUN" --nnodes 2 --node_rank 0 --nproc_per_node 1 \
       --master_addr "$ADDR_A" --master_port $port --job_token "$token" "$BENCH" --model="$MODEL" --steps="$STEPS" \
-      --comm_hook="$HOOK" "$@" 2>/dev/null | sed -n 's/^\[rank 0\] //p' | grep '^{'
+      --comm_hook="$HOOK" --backend="$BACKEND" "$@" 2>/dev/null | sed -n 's/^\[rank 0\] //p' | grep '^{'
     wait
   else
     DDP_TIMEOUT_S=120 timeout 600 "$DDPRUN" --nproc_per_node 2 --master_port 0 "$BENCH" --model="$MODEL" \
-      --steps="$STEPS" --comm_hook="$HOOK" "$@" 2>/dev/null | sed -n 's/^\[rank 0\] //p' | grep '^{'
+      --steps="$STEPS" --comm_hook="$HOOK" --backend="$BACKEND" "$@" 2>/dev/null | sed -n 's/^\[rank 0\] //p' | grep '^{'
   fi
 }
 

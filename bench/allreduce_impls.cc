@@ -1,0 +1,218 @@
+// How a bench/allreduce rank joins its all-reduce implementations, and how each one is called.
+#include "bench/allreduce_impls.h"
+
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "comm/file_store.h"
+#include "comm/gloo_store_adapter.h"
+#include "comm/prefix_store.h"
+#include "comm/process_group_debug.h"
+#include "comm/process_group_gloo.h"
+#include "comm/process_group_shm.h"
+
+namespace ddp {
+namespace {
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+
+std::chrono::milliseconds ToChrono(absl::Duration d) {
+  return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
+}
+
+bool Contains(const std::vector<AllReduceImpl>& impls, AllReduceImpl impl) {
+  for (AllReduceImpl i : impls) {
+    if (i == impl) return true;
+  }
+  return false;
+}
+
+// The raw Gloo context over loopback TCP (the same device options as ProcessGroupGloo's). Gloo reports
+// a failed rendezvous by throwing; that becomes a Status here.
+absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectRaw(Store& store, int rank, int world,
+                                                          absl::Duration timeout) {
+  try {
+    GlooStoreAdapter adapter(&store, timeout);
+    gloo::transport::tcp::attr attr;
+    attr.hostname = "127.0.0.1";
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, world);
+    context->setTimeout(ToChrono(timeout));
+    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
+    context->connectFullMesh(adapter, device);
+    return std::shared_ptr<gloo::Context>(std::move(context));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("raw Gloo context of rank ", rank, ": ", e.what()));
+  }
+}
+
+}  // namespace
+
+const char* AllReduceImplName(AllReduceImpl impl) {
+  switch (impl) {
+    case AllReduceImpl::kOurs:
+      return "ours";
+    case AllReduceImpl::kRaw:
+      return "raw";
+    case AllReduceImpl::kShm:
+      return "shm";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::vector<AllReduceImpl>> ParseAllReduceImpls(absl::string_view text) {
+  std::vector<AllReduceImpl> impls;
+  for (absl::string_view name : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    bool known = false;
+    for (AllReduceImpl impl : {AllReduceImpl::kOurs, AllReduceImpl::kRaw, AllReduceImpl::kShm}) {
+      if (name != AllReduceImplName(impl)) continue;
+      if (Contains(impls, impl))
+        return absl::InvalidArgumentError(absl::StrCat("--impls names '", name, "' twice"));
+      impls.push_back(impl);
+      known = true;
+    }
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--impls: unknown implementation '", name, "' (known: ours, raw, shm)"));
+    }
+  }
+  if (impls.empty()) return absl::InvalidArgumentError("--impls names no implementation");
+  return impls;
+}
+
+BenchRank::BenchRank(int rank, int world, absl::Duration timeout)
+    : rank_(rank), world_(world), timeout_(timeout) {}
+
+BenchRank::~BenchRank() = default;
+
+absl::StatusOr<std::unique_ptr<BenchRank>> BenchRank::Join(const std::string& store_path, int rank, int world,
+                                                           const BenchRankOptions& options) {
+  std::unique_ptr<BenchRank> self(new BenchRank(rank, world, options.timeout));
+  absl::StatusOr<std::unique_ptr<FileStore>> store = FileStore::Create(store_path);
+  if (!store.ok()) return store.status();
+  self->store_ = *std::move(store);
+  if (Contains(options.impls, AllReduceImpl::kOurs)) {
+    self->gloo_group_store_ = std::make_unique<PrefixStore>("pg/", self->store_.get());
+    ProcessGroupGlooOptions gloo_options;
+    gloo_options.timeout = options.timeout;
+    gloo_options.hostname = "127.0.0.1";
+    absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> group =
+        ProcessGroupGloo::Create(*self->gloo_group_store_, rank, world, gloo_options);
+    if (!group.ok()) {
+      return absl::Status(group.status().code(), absl::StrCat("ours: ", group.status().message()));
+    }
+    self->gloo_group_ = *std::move(group);
+    if (options.debug_detail) self->debug_ = std::make_unique<ProcessGroupDebug>(self->gloo_group_.get());
+  }
+  if (Contains(options.impls, AllReduceImpl::kShm)) {
+    PrefixStore shm_store("shmpg/", self->store_.get());  // ProcessGroupShm keeps no store
+    ProcessGroupShmOptions shm_options;
+    shm_options.timeout = options.timeout;
+    absl::StatusOr<std::unique_ptr<ProcessGroupShm>> group =
+        ProcessGroupShm::Create(shm_store, rank, world, shm_options);
+    if (!group.ok()) {
+      return absl::Status(group.status().code(), absl::StrCat("shm: ", group.status().message()));
+    }
+    self->shm_group_ = *std::move(group);
+  }
+  PrefixStore raw_store("raw/", self->store_.get());
+  absl::StatusOr<std::shared_ptr<gloo::Context>> raw = ConnectRaw(raw_store, rank, world, options.timeout);
+  if (!raw.ok()) return raw.status();
+  self->raw_ = *std::move(raw);
+  return self;
+}
+
+void BenchRank::Fail(const absl::Status& status) const {
+  std::fprintf(stderr, "allreduce_bench rank %d: %s\n", rank_, std::string(status.message()).c_str());
+  std::fflush(stdout);
+  std::_Exit(3);
+}
+
+void BenchRank::AllReduce(AllReduceImpl impl, const Tensor& t) {
+  switch (impl) {
+    case AllReduceImpl::kRaw:
+      RawAllReduce(t.data<float>(), static_cast<size_t>(t.numel()));
+      return;
+    case AllReduceImpl::kOurs:
+    case AllReduceImpl::kShm: {
+      ProcessGroup* group = impl == AllReduceImpl::kShm ? static_cast<ProcessGroup*>(shm_group_.get())
+                            : debug_ != nullptr         ? static_cast<ProcessGroup*>(debug_.get())
+                                                        : static_cast<ProcessGroup*>(gloo_group_.get());
+      if (group == nullptr) {
+        Fail(absl::FailedPreconditionError(absl::StrCat(AllReduceImplName(impl), " was not joined")));
+      }
+      absl::Status status = group->AllReduce(t)->Wait(timeout_);
+      if (!status.ok()) Fail(status);
+      return;
+    }
+  }
+}
+
+void BenchRank::OursReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs) {
+  if (gloo_group_ == nullptr) Fail(absl::FailedPreconditionError("reduce-scatter needs \"ours\" (--impls)"));
+  absl::Status status = gloo_group_->ReduceScatter(output, inputs)->Wait(timeout_);
+  if (!status.ok()) Fail(status);
+}
+
+void BenchRank::RawAllReduce(float* data, size_t count) {
+  if (count == 0) return;
+  try {
+    gloo::AllreduceOptions options(raw_);
+    options.setOutput<float>(data, count);
+    options.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<float>));
+    options.setTag(++raw_tag_);  // Fresh tags, as ProcessGroupGloo uses.
+    options.setTimeout(ToChrono(timeout_));
+    gloo::allreduce(options);
+  } catch (const std::exception& e) {
+    Fail(absl::UnavailableError(absl::StrCat("raw gloo::allreduce of ", count, " floats: ", e.what())));
+  }
+}
+
+void BenchRank::Barrier() {
+  try {
+    gloo::BarrierOptions options(raw_);
+    options.setTimeout(ToChrono(timeout_));
+    gloo::barrier(options);
+  } catch (const std::exception& e) {
+    Fail(absl::UnavailableError(absl::StrCat("control barrier: ", e.what())));
+  }
+}
+
+int64_t BenchRank::BroadcastFromZero(int64_t value) {
+  try {
+    gloo::BroadcastOptions options(raw_);
+    options.setOutput<int64_t>(&value, 1);
+    options.setRoot(0);
+    options.setTimeout(ToChrono(timeout_));
+    gloo::broadcast(options);
+  } catch (const std::exception& e) {
+    Fail(absl::UnavailableError(absl::StrCat("control broadcast: ", e.what())));
+  }
+  return value;
+}
+
+double BenchRank::MaxOverRanks(double value) {
+  try {
+    gloo::AllreduceOptions options(raw_);
+    options.setOutput<double>(&value, 1);
+    options.setReduceFunction(static_cast<ReduceFn>(&gloo::max<double>));
+    options.setTimeout(ToChrono(timeout_));
+    gloo::allreduce(options);
+  } catch (const std::exception& e) {
+    Fail(absl::UnavailableError(absl::StrCat("control maximum: ", e.what())));
+  }
+  return value;
+}
+
+}  // namespace ddp
