@@ -96,6 +96,45 @@ std::string GlooPresenceKey(int rank) { return absl::StrCat("rank_", rank); }
 // Store keys of the calls that failed ranks publish (Note [Collective tags]).
 constexpr char kFailedCallKeyPrefix[] = "gloo/failed_call/";
 
+// Note [Waiter runs the work]
+// Every collective is queued for the group's worker thread, so the caller gets its Work at once (the
+// Reducer launches buckets from gradient hooks and must not block). But when the caller then Waits, the
+// collective costs two thread hand-offs on top of Gloo's own: waking the worker for it and waking the
+// waiter at its end. On a 2-core machine, with both ranks' main, worker and Gloo loop threads sharing the
+// cores, each hand-off is a scheduling delay: measured in 2-rank mlp training (BENCHMARKS.md, "Gloo
+// inside training"), ~40-50 us each at real-time priority, and at normal priority on a busy machine
+// 0.1-0.3 ms on average with a tail of a scheduler tick (4 ms here) and more. So a thread that Waits on
+// a Work still queued, next in line and with nothing running (the worker has not picked it up yet),
+// takes the queue's turn and runs the collective itself (WorkQueue::RunIfNext), exactly as the worker
+// would: same tag, same timeout, same failure path; the worker and later collectives wait behind it, so
+// issue order holds. This is the inline path of Note [Inline collectives] (comm/process_group_shm.cc)
+// moved to where blocking is harmless: only a thread that blocks for this very collective runs it, so
+// overlap is never lost, and a Wait with less than the group's timeout never runs it (a Gloo call may
+// block for the whole group timeout). A Work behind another task, or already running, is waited for as
+// before. Gloo's own hand-offs (its device loop thread reads every message and wakes the calling thread)
+// remain: Pair::setSync would move the reads to the calling thread, but gloo::allreduce's unbound
+// buffers are served by the loop thread only.
+class GlooWork final : public AsyncWork {
+ public:
+  // `queue` runs this Work's task; `group_timeout` bounds it.
+  GlooWork(std::string description, std::shared_ptr<WorkQueue> queue, absl::Duration group_timeout,
+           bool waiter_may_run)
+      : AsyncWork(std::move(description)),
+        queue_(std::move(queue)),
+        group_timeout_(group_timeout),
+        waiter_may_run_(waiter_may_run) {}
+
+  absl::Status Wait(absl::Duration timeout) override {
+    if (waiter_may_run_ && timeout >= group_timeout_ && !IsCompleted()) queue_->RunIfNext(*this);
+    return AsyncWork::Wait(timeout);
+  }
+
+ private:
+  const std::shared_ptr<WorkQueue> queue_;
+  const absl::Duration group_timeout_;
+  const bool waiter_may_run_;
+};
+
 // Gloo's rendezvous: a full mesh of TCP pairs. Every exception becomes a Status naming the ranks that
 // never joined, when the store shows some.
 absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectFullMesh(Store& store, int rank, int size,
@@ -153,24 +192,25 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<gloo::Context> context, Store
       size_(size),
       options_(std::move(options)),
       failure_reports_(store, "gloo/failure_report/", rank, size, options_.failure_report_window),
-      worker_(std::make_unique<WorkQueue>()) {}
+      worker_(std::make_shared<WorkQueue>()) {}
 
-ProcessGroupGloo::~ProcessGroupGloo() { worker_.reset(); }
+// Works may keep the queue alive; Stop makes sure no task, which uses this group, runs after it is gone.
+ProcessGroupGloo::~ProcessGroupGloo() { worker_->Stop(); }
 
 std::shared_ptr<Work> ProcessGroupGloo::Issue(const std::string& name, const std::string& payload,
-                                              std::function<void(uint32_t)> body) {
+                                              std::function<void(uint32_t)> body, bool waiter_may_run) {
   absl::MutexLock lock(&issue_mu_);  // sequence numbers and queue order agree across issuing threads
   const uint32_t sequence = next_sequence_++;
   const CollectiveCall call{sequence, payload.empty() ? name : absl::StrCat(name, " of ", payload)};
   return Enqueue(call,
                  absl::StrCat(name, " #", sequence, payload.empty() ? "" : " of ", payload, " on rank ", rank_, "/",
                               size_, " (gloo)"),
-                 std::move(body));
+                 std::move(body), waiter_may_run);
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::Enqueue(const CollectiveCall& call, const std::string& description,
-                                                std::function<void(uint32_t)> body) {
-  auto work = std::make_shared<AsyncWork>(description);
+                                                std::function<void(uint32_t)> body, bool waiter_may_run) {
+  auto work = std::make_shared<GlooWork>(description, worker_, options_.timeout, waiter_may_run);
   AsyncWork* raw = work.get();
   worker_->Enqueue(work, [this, raw, call, body = std::move(body)]() -> absl::Status {
     std::string what;
@@ -219,7 +259,8 @@ std::shared_ptr<Work> ProcessGroupGloo::AllReduce(const Tensor& tensor, ReduceOp
         ThrowIfError(host.status());
         AllReduceOnHost(*host, op, tag);
         ThrowIfError((*staging)->CopyBack(options_.timeout));
-      });
+      },
+      /*waiter_may_run=*/tensor.device().is_cpu());
 }
 
 void ProcessGroupGloo::AllReduceOnHost(const Tensor& tensor, ReduceOp op, uint32_t tag) {
@@ -255,7 +296,8 @@ std::shared_ptr<Work> ProcessGroupGloo::Broadcast(const Tensor& tensor, int root
         options.setTimeout(ToChrono(options_.timeout));
         gloo::broadcast(options);
         ThrowIfError((*staging)->CopyBack(options_.timeout));
-      });
+      },
+      /*waiter_may_run=*/tensor.device().is_cpu());
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::AllGather(const std::vector<Tensor>& outputs, const Tensor& input) {

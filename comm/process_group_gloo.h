@@ -34,7 +34,10 @@ struct ProcessGroupGlooOptions {
 };
 
 // Collectives on CPU tensors (float32, float16, bfloat16, int64). One background worker thread runs the
-// collectives in issue order, so every call returns at once with a Work. Thread-safe.
+// collectives in issue order, so every call returns at once with a Work. Thread-safe. A thread that
+// Waits, with at least the group's timeout, on a Work that is next in line while nothing runs runs that
+// collective itself instead of handing it to the worker (Note [Waiter runs the work] in the .cc); its
+// completion callbacks then run on that thread.
 // CUDA tensors (builds with --config=cuda): AllReduce and Broadcast also take them, staged through host
 // memory on the worker (Note [Host staging] in comm/host_staging.cc): the copy waits for the work the
 // caller enqueued on its current stream before the call, and the Work completes once the result is back
@@ -58,7 +61,8 @@ class ProcessGroupGloo : public ProcessGroup {
   // REQUIRES: store != nullptr.
   static absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> CreateOwningStore(
       std::unique_ptr<Store> store, int rank, int size, const ProcessGroupGlooOptions& options = {});
-  // Drains the queue (pending works fail with "process group destroyed") and joins the worker.
+  // Drains the queue (pending works fail with "process group destroyed") and joins the worker; a
+  // collective running now, on the worker or on a waiting thread, finishes first.
   ~ProcessGroupGloo() override;
 
   int rank() const override { return rank_; }
@@ -90,13 +94,14 @@ class ProcessGroupGloo : public ProcessGroup {
   // Takes the next sequence number and queues `body`, run on the worker with the call's Gloo tag. `name`
   // is e.g. "AllReduce(sum)", `payload` e.g. "1000 float32" ("" for none); the Work's description is
   // "<name> #<sequence> of <payload> on rank <rank>/<size> (gloo)". Any exception `body` throws fails the
-  // Work through Fail.
+  // Work through Fail. `waiter_may_run`: a waiting thread may run `body` (Note [Waiter runs the work]);
+  // false for CUDA tensors, whose staging copies use the worker's streams.
   std::shared_ptr<Work> Issue(const std::string& name, const std::string& payload,
-                              std::function<void(uint32_t tag)> body);
+                              std::function<void(uint32_t tag)> body, bool waiter_may_run = true);
   // Queues `body` for `call` with the Work description `description` (Issue and the point-to-point calls,
   // which take no sequence number: Note [Point-to-point tags]).
   std::shared_ptr<Work> Enqueue(const CollectiveCall& call, const std::string& description,
-                                std::function<void(uint32_t tag)> body);
+                                std::function<void(uint32_t tag)> body, bool waiter_may_run = true);
   // The AllReduce body on a host tensor (a CPU tensor, or a CUDA tensor's host copy: Note [Host staging]
   // in comm/host_staging.cc). Runs on the worker; Gloo's exceptions propagate to Enqueue.
   void AllReduceOnHost(const Tensor& tensor, ReduceOp op, uint32_t tag);
@@ -115,12 +120,16 @@ class ProcessGroupGloo : public ProcessGroup {
   int size_;
   ProcessGroupGlooOptions options_;
   FailureReports failure_reports_;
-  bool failed_ = false;  // A collective has failed. Used only on the worker thread (by Fail).
+  // A collective has failed. Used only by the task running now (by Fail): tasks run one at a time, on
+  // the worker or on a waiter (the queue's turn orders them).
+  bool failed_ = false;
 
   absl::Mutex issue_mu_;
   uint32_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
   int64_t monitored_barriers_ ABSL_GUARDED_BY(issue_mu_) = 0;  // MonitoredBarrier calls so far
-  std::unique_ptr<WorkQueue> worker_;  // runs the collectives in issue order (comm/work_queue.h)
+  // Runs the collectives in issue order (comm/work_queue.h). Shared with the Works, which may run their
+  // task on a waiting thread (RunIfNext); stopped by the destructor, so no task outlives the group.
+  std::shared_ptr<WorkQueue> worker_;
 };
 
 }  // namespace ddp

@@ -7,17 +7,27 @@ namespace ddp {
 
 WorkQueue::WorkQueue() : thread_([this] { Loop(); }) {}
 
-WorkQueue::~WorkQueue() {
+WorkQueue::~WorkQueue() { Stop(); }
+
+void WorkQueue::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  thread_.join();
+  // The worker cancels what is still queued once no task runs (Loop), then returns.
+  if (thread_.joinable()) thread_.join();
 }
 
 void WorkQueue::Enqueue(std::shared_ptr<AsyncWork> work, Task task) {
-  absl::MutexLock lock(&mu_);
-  queue_.emplace_back(std::move(work), std::move(task));
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopping_) {
+      queue_.emplace_back(std::move(work), std::move(task));
+      return;
+    }
+  }
+  // After Stop no task runs, so the work would never complete.
+  work->Complete(absl::CancelledError(absl::StrCat(work->description(), ": process group destroyed before it ran")));
 }
 
 void WorkQueue::Loop() {
@@ -40,11 +50,30 @@ void WorkQueue::Loop() {
       }
       busy_ = true;
     }
-    item.first->MarkStarted();
-    item.first->Complete(item.second());
+    Run(item);
     absl::MutexLock lock(&mu_);
     busy_ = false;
   }
+}
+
+void WorkQueue::Run(std::pair<std::shared_ptr<AsyncWork>, Task>& item) {
+  item.first->MarkStarted();
+  item.first->Complete(item.second());
+}
+
+bool WorkQueue::RunIfNext(const AsyncWork& work) {
+  std::pair<std::shared_ptr<AsyncWork>, Task> item;
+  {
+    absl::MutexLock lock(&mu_);
+    if (busy_ || stopping_ || queue_.empty() || queue_.front().first.get() != &work) return false;
+    item = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+  }
+  Run(item);
+  absl::MutexLock lock(&mu_);
+  busy_ = false;
+  return true;
 }
 
 bool WorkQueue::TryBeginInline() {

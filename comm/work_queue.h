@@ -22,14 +22,28 @@ class WorkQueue {
   using Task = std::function<absl::Status()>;
 
   WorkQueue();
-  // Works still queued complete with kCancelled ("process group destroyed before it ran"); the task
-  // running now finishes first (its waits are bounded by the group's timeout). Then joins the thread.
+  // Stop(), then frees the queue.
   ~WorkQueue();
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 
   // Queues `task`; the worker calls work->MarkStarted(), runs it and completes `work` with its status.
+  // After Stop, completes `work` with kCancelled instead.
   void Enqueue(std::shared_ptr<AsyncWork> work, Task task);
+
+  // Works still queued complete with kCancelled ("process group destroyed before it ran"); the task
+  // running now (on the worker or on a waiter) finishes first (its waits are bounded by the group's
+  // timeout). Then joins the thread; no task runs after Stop returns. Idempotent, but not to be called
+  // from two threads at once. A backend whose tasks use its own members calls this in its destructor
+  // when its Works may keep the queue alive (to call RunIfNext).
+  void Stop();
+
+  // The waiter's fast path (Note [Waiter runs the work] in comm/process_group_gloo.cc): when `work` is
+  // the next queued task and nothing runs now, runs it on the calling thread exactly as the worker would
+  // (MarkStarted, the task, Complete) and returns true; later Enqueues and the worker wait behind it, so
+  // issue order holds. Returns false, running nothing, when `work` is not next in the queue (it runs,
+  // ran, or waits behind another task), a task runs now, or the queue is stopping.
+  bool RunIfNext(const AsyncWork& work);
 
   // The inline fast path (Note [Inline collectives] in comm/process_group_shm.cc): true when nothing is
   // queued or running; the caller then owns the queue's turn and may run a collective on its own thread
@@ -41,12 +55,14 @@ class WorkQueue {
 
  private:
   void Loop();
+  // Runs a dequeued task and completes its work. REQUIRES: busy_ set by the caller, mu_ not held.
+  static void Run(std::pair<std::shared_ptr<AsyncWork>, Task>& item);
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool busy_ ABSL_GUARDED_BY(mu_) = false;  // a task runs (on the worker, or inline on a caller)
   std::deque<std::pair<std::shared_ptr<AsyncWork>, Task>> queue_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;  // last: starts after the members above exist
+  std::thread thread_;  // last: starts after the members above exist; joined by Stop
 };
 
 }  // namespace ddp

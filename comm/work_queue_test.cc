@@ -1,11 +1,15 @@
 // WorkQueue's inline turn (Note [Inline collectives] in comm/process_group_shm.cc): while a caller holds
 // it nothing queued runs, a continuation handed back runs before everything queued meanwhile, and no
-// caller gets the turn while a queued task runs.
+// caller gets the turn while a queued task runs. RunIfNext (Note [Waiter runs the work] in
+// comm/process_group_gloo.cc): a waiter runs only the next task, never one behind another or while a task
+// runs, and issue order holds.
 #include "comm/work_queue.h"
 
 #include <memory>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -66,6 +70,90 @@ TEST(WorkQueueInlineTest, NoInlineTurnWhileATaskRunsOrWaits) {
   while (!(got = queue.TryBeginInline()) && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
   ASSERT_TRUE(got);
   queue.EndInline();
+}
+
+TEST(WorkQueueRunIfNextTest, NothingRunsOnTheWaiterWhileATaskRunsOrAheadOfIssueOrder) {
+  Log log;
+  WorkQueue queue;
+  absl::Notification started, release;
+  auto running = std::make_shared<AsyncWork>("running");
+  queue.Enqueue(running, [&] {
+    started.Notify();
+    release.WaitForNotificationWithTimeout(absl::Seconds(10));
+    return log.Append(0)();
+  });
+  ASSERT_TRUE(started.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  auto first = std::make_shared<AsyncWork>("first");
+  auto second = std::make_shared<AsyncWork>("second");
+  queue.Enqueue(first, log.Append(1));
+  queue.Enqueue(second, log.Append(2));
+  EXPECT_FALSE(queue.RunIfNext(*first)) << "a waiter ran a task while another task ran";
+  EXPECT_FALSE(queue.RunIfNext(*second)) << "a waiter ran a task while another task ran";
+  EXPECT_FALSE(queue.RunIfNext(*running)) << "a waiter ran a task that was already running";
+  release.Notify();
+  ASSERT_TRUE(second->Wait(absl::Seconds(10)).ok());
+  EXPECT_FALSE(queue.RunIfNext(*first)) << "a waiter ran a completed task";
+  ASSERT_TRUE(first->IsCompleted());
+  EXPECT_LE(first->EndTime(), second->EndTime());
+  absl::MutexLock lock(&log.mu);
+  EXPECT_EQ(log.order, (std::vector<int>{0, 1, 2}));
+}
+
+// The waiter usually reaches the queue before the woken worker does; whenever RunIfNext says it ran the
+// task, the task ran on the waiter's thread, the work is complete with the task's status and has a start
+// time, and every task ran exactly once, in issue order.
+TEST(WorkQueueRunIfNextTest, TheWaiterRunsTheNextTaskOnItsOwnThreadInIssueOrder) {
+  constexpr int kTasks = 200;
+  Log log;
+  WorkQueue queue;
+  int ran_here = 0;
+  for (int i = 0; i < kTasks; ++i) {
+    auto work = std::make_shared<AsyncWork>(absl::StrCat("task ", i));
+    std::thread::id ran_on;
+    queue.Enqueue(work, [&, i] {
+      ran_on = std::this_thread::get_id();
+      log.Append(i)().IgnoreError();
+      return i % 2 == 0 ? absl::OkStatus() : absl::InternalError("odd task");
+    });
+    if (queue.RunIfNext(*work)) {
+      ++ran_here;
+      ASSERT_TRUE(work->IsCompleted());
+      EXPECT_EQ(ran_on, std::this_thread::get_id());
+      EXPECT_NE(work->StartTime(), absl::InfinitePast());
+      EXPECT_LE(work->StartTime(), work->EndTime());
+    }
+    EXPECT_EQ(work->Wait(absl::Seconds(10)).ok(), i % 2 == 0);
+  }
+  EXPECT_GT(ran_here, 0) << "the worker won every race in " << kTasks << " tries";
+  absl::MutexLock lock(&log.mu);
+  ASSERT_EQ(log.order.size(), static_cast<size_t>(kTasks));
+  for (int i = 0; i < kTasks; ++i) EXPECT_EQ(log.order[i], i);
+}
+
+TEST(WorkQueueRunIfNextTest, NoTaskRunsAfterStop) {
+  auto queue = std::make_shared<WorkQueue>();
+  absl::Notification started, release;
+  auto running = std::make_shared<AsyncWork>("running");
+  queue->Enqueue(running, [&] {
+    started.Notify();
+    release.WaitForNotificationWithTimeout(absl::Seconds(10));
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(started.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  auto queued = std::make_shared<AsyncWork>("queued");
+  bool queued_ran = false;
+  queue->Enqueue(queued, [&] {
+    queued_ran = true;
+    return absl::OkStatus();
+  });
+  std::thread stopper([&] { queue->Stop(); });
+  absl::SleepFor(absl::Milliseconds(50));  // Stop waits for the running task
+  release.Notify();
+  stopper.join();
+  EXPECT_TRUE(running->Wait(absl::Seconds(10)).ok());
+  EXPECT_FALSE(queue->RunIfNext(*queued));
+  EXPECT_EQ(queued->Wait(absl::Seconds(10)).code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE(queued_ran);
 }
 
 }  // namespace
