@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Validates the DDP step simulator against measured bucket sweeps (issue 16 item 4), end to end:
-#   1. fits the loopback link from bench/allreduce (2 ranks, Gloo) -> link_loopback.json
-#   2. traces 400 steps of examples/train (2 ranks, default caps) per model -> profile_<model>.json
-#   3. runs bench/bucket_sweep.sh --repeats times per model on loopback, and per --netns_models model over
-#      a network-namespace link at each of --rates, the runs interleaved -> sweeps/r<k>/bucket_sweep_<tag>.csv
+#   1. fits the loopback link from bench/allreduce (2 ranks, Gloo) -> link_loopback.json (with --backends
+#      naming shm: the same run also times ProcessGroupShm -> link_loopback_shm.json)
+#   2. traces 400 steps of examples/train (2 ranks, default caps) per model -> profile_<model>.json (and per
+#      model over shm -> profile_<model>_shm.json)
+#   3. runs bench/bucket_sweep.sh --repeats times per model on loopback (per backend of --backends), and per
+#      --netns_models model over a network-namespace link at each of --rates, the runs interleaved ->
+#      sweeps/r<k>/bucket_sweep_<tag>.csv (tags: <model>, <model>_shm, <model>_netns_<rate>)
 #   4. predicts every sweep row against the median of the runs (ddp_sim validate) -> validation_<tag>.{csv,txt},
 #      and plots them all -> validation.png
 # Everything runs at real-time priority (chrt -f 5), as BENCHMARKS.md's all-reduce table does: on this
@@ -13,7 +16,8 @@
 # the no_overlap ablation costs.
 #
 #   bash sim/validate.sh [--out=DIR] [--steps=100] [--repeats=3] [--models=cnn,mlp] [--no_netns]
-#                        [--netns_models=cnn] [--rates=1gbit[,100mbit]] [--no_loopback]
+#                        [--netns_models=cnn] [--rates=1gbit[,100mbit]] [--no_loopback] [--backends=gloo[,shm]]
+# --backends: the loopback sweeps' backends (Gloo over TCP, ProcessGroupShm); the namespace links are Gloo.
 # --no_loopback skips the loopback sweeps (the link fit and the profiles still run: the namespace rows need them).
 # --plot_only redraws validation.png from the validation CSVs already in --out; --predict_only redoes step 4
 # (and the plot) from the link, profiles and sweeps already in --out.
@@ -21,6 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=sim/results STEPS=100 REPEATS=3 MODELS=cnn,mlp NETNS=1 NETNS_MODELS=cnn RATES=1gbit LOOPBACK=1 PLOT_ONLY=0 PREDICT_ONLY=0
+BACKENDS=gloo
 for arg in "$@"; do
   case "$arg" in
     --out=*) OUT="${arg#*=}" ;;
@@ -31,13 +36,22 @@ for arg in "$@"; do
     --rates=* | --rate=*) RATES="${arg#*=}" ;;
     --netns_models=*) NETNS_MODELS="${arg#*=}" ;;
     --no_loopback) LOOPBACK=0 ;;
+    --backends=*) BACKENDS="${arg#*=}" ;;
     --plot_only) PLOT_ONLY=1 ;;
     --predict_only) PREDICT_ONLY=1 ;;
     *) echo "validate.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
+for backend in ${BACKENDS//,/ }; do
+  [[ $backend == gloo || $backend == shm ]] || { echo "validate.sh: --backends takes gloo and shm, not $backend" >&2; exit 2; }
+done
+SHM=0
+[[ ",$BACKENDS," == *,shm,* ]] && SHM=1
+suffix() { [[ $1 == gloo ]] || echo "_$1"; }  # the tag suffix of a backend (bench/bucket_sweep.sh's)
 TAGS=()
-[[ $LOOPBACK == 1 ]] && TAGS+=(${MODELS//,/ })
+if [[ $LOOPBACK == 1 ]]; then
+  for backend in ${BACKENDS//,/ }; do for model in ${MODELS//,/ }; do TAGS+=("$model$(suffix "$backend")"); done; done
+fi
 if [[ $NETNS == 1 ]]; then
   for rate in ${RATES//,/ }; do for model in ${NETNS_MODELS//,/ }; do TAGS+=("${model}_netns_$rate"); done; done
 fi
@@ -46,7 +60,7 @@ PROFILE_MODELS=$(echo "${MODELS//,/ } ${NETNS_MODELS//,/ }" | tr ' ' '\n' | sort
 plot_validation() {
   local plot=""
   for tag in "${TAGS[@]}"; do
-    plot+="set title \"$tag: 2 ranks, Gloo, median of $REPEATS sweeps\"; plot \"$OUT/validation_$tag.csv\" every ::1 using 3:xtic(2) title \"measured\", '' every ::1 using 4 title \"predicted\";"$'\n'
+    plot+="set title \"$tag: 2 ranks, median of $REPEATS sweeps\"; plot \"$OUT/validation_$tag.csv\" every ::1 using 3:xtic(2) title \"measured\", '' every ::1 using 4 title \"predicted\";"$'\n'
   done
   gnuplot <<GP
 set terminal pngcairo size 1100,$((300 * ${#TAGS[@]})) noenhanced
@@ -76,19 +90,29 @@ trap 'rm -rf "$TMP"' EXIT
 
 if [[ $PREDICT_ONLY == 0 ]]; then
 # 1 and 2: the link and the compute side, each measured once.
-$RT bazel-bin/bench/allreduce --world_sizes=2 --format=json > "$OUT/allreduce_loopback.jsonl"
+IMPLS=ours,raw
+[[ $SHM == 1 ]] && IMPLS=ours,raw,shm
+$RT bazel-bin/bench/allreduce --world_sizes=2 --impls=$IMPLS --format=json > "$OUT/allreduce_loopback.jsonl"
 $SIM fit --bench="$OUT/allreduce_loopback.jsonl" --out="$OUT/link_loopback.json"
-for model in $PROFILE_MODELS; do
-  timeout 600 $RT bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/examples/train --model="$model" --backend=gloo \
-    --max_steps=400 --epochs=1 --num_workers=0 --trace_out="$TMP/trace_$model.json" > /dev/null
-  $SIM profile --trace="$TMP/trace_$model.json" --model="$model" --skip=20 --out="$OUT/profile_$model.json"
-done
+[[ $SHM == 1 ]] && $SIM fit --bench="$OUT/allreduce_loopback.jsonl" --impl=shm --backend=shm --out="$OUT/link_loopback_shm.json"
+profile() {  # profile MODEL BACKEND
+  local name="$1$(suffix "$2")"
+  timeout 600 $RT bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/examples/train --model="$1" --backend="$2" \
+    --max_steps=400 --epochs=1 --num_workers=0 --trace_out="$TMP/trace_$name.json" > /dev/null
+  $SIM profile --trace="$TMP/trace_$name.json" --model="$1" --skip=20 --out="$OUT/profile_$name.json"
+}
+for model in $PROFILE_MODELS; do profile "$model" gloo; done
+if [[ $SHM == 1 && $LOOPBACK == 1 ]]; then
+  for model in ${MODELS//,/ }; do profile "$model" shm; done
+fi
 
 # 3: the sweeps.
 for ((k = 1; k <= REPEATS; k++)); do
   if [[ $LOOPBACK == 1 ]]; then
-    for model in ${MODELS//,/ }; do
-      $RT bash bench/bucket_sweep.sh --model="$model" --steps="$STEPS" --out="$OUT/sweeps/r$k" > /dev/null
+    for backend in ${BACKENDS//,/ }; do
+      for model in ${MODELS//,/ }; do
+        $RT bash bench/bucket_sweep.sh --model="$model" --steps="$STEPS" --backend="$backend" --out="$OUT/sweeps/r$k" > /dev/null
+      done
     done
   fi
   if [[ $NETNS == 1 ]]; then
@@ -104,13 +128,18 @@ fi
 
 # 4: predictions against the medians.
 csvs() { local list=""; for ((k = 1; k <= REPEATS; k++)); do list+="${list:+,}$OUT/sweeps/r$k/bucket_sweep_$1.csv"; done; echo "$list"; }
-validate() {  # validate TAG MODEL LINK_FLAGS...
+validate() {  # validate TAG PROFILE LINK_FLAGS...
   local tag="$1" model="$2"; shift 2
   $SIM validate --profile="$OUT/profile_$model.json" --world_size=2 --no_overlap "$@" \
     --sweep_csv="$(csvs "$tag")" --out="$OUT/validation_$tag.csv" | tee "$OUT/validation_$tag.txt"
 }
 if [[ $LOOPBACK == 1 ]]; then
-  for model in ${MODELS//,/ }; do validate "$model" "$model" --link="$OUT/link_loopback.json"; done
+  for backend in ${BACKENDS//,/ }; do
+    for model in ${MODELS//,/ }; do
+      name="$model$(suffix "$backend")"
+      validate "$name" "$name" --link="$OUT/link_loopback$(suffix "$backend").json"
+    done
+  done
 fi
 if [[ $NETNS == 1 ]]; then
   # The namespace link as a user gives a link we cannot measure: alpha per message from the loopback fit
