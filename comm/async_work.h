@@ -31,7 +31,9 @@ class AsyncWork : public Work {
   void MarkStarted();
   // Records the outcome and wakes every waiter. Later calls are ignored.
   void Complete(absl::Status status);
-  const std::string& description() const { return description_; }
+  // The description given at construction; a subclass may format it lazily instead (only errors and
+  // callers that ask need it, and a small collective should not pay for formatting it).
+  virtual std::string description() const { return description_; }
 
  private:
   const std::string description_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "comm/collective_tensors.h"
 #include "comm/reduce_functions.h"
@@ -21,6 +22,27 @@ void CheckTensor(const char* op, const Tensor& t) { CheckCpuCollectiveTensor(op,
 void CheckSameShape(const char* op, const Tensor& a, const Tensor& b) { CheckMatchingCollectiveTensor(op, "shm", a, b); }
 
 char* Bytes(const Tensor& t) { return static_cast<char*>(t.raw_data()); }
+
+// A Work whose description, "<name> #<sequence> of <payload> on rank <r>/<size> (shm)", is formatted
+// only when asked for (an error, a timeout): a 4-byte all-reduce takes about a microsecond, and
+// formatting and allocating the string on every call was a noticeable part of it.
+class ShmWork final : public AsyncWork {
+ public:
+  ShmWork(std::string name, uint64_t sequence, std::string payload, int rank, int size)
+      : AsyncWork(""), name_(std::move(name)), payload_(std::move(payload)), sequence_(sequence), rank_(rank),
+        size_(size) {}
+  std::string description() const override {
+    return absl::StrCat(name_, " #", sequence_, payload_.empty() ? "" : " of ", payload_, " on rank ", rank_, "/",
+                        size_, " (shm)");
+  }
+
+ private:
+  const std::string name_;
+  const std::string payload_;
+  const uint64_t sequence_;
+  const int rank_;
+  const int size_;
+};
 
 // Rank r's slice [begin, end) of `count` elements in a large all-reduce: equal parts of whole cache
 // lines (64 bytes), the last one shorter.
@@ -58,17 +80,17 @@ ProcessGroupShm::ProcessGroupShm(std::unique_ptr<ShmChannel> channel, ProcessGro
 ProcessGroupShm::~ProcessGroupShm() { queue_.reset(); }
 
 std::shared_ptr<AsyncWork> ProcessGroupShm::NewWork(const std::string& name, const std::string& payload) {
-  const uint64_t sequence = next_sequence_++;
-  return std::make_shared<AsyncWork>(absl::StrCat(name, " #", sequence, payload.empty() ? "" : " of ", payload,
-                                                  " on rank ", rank(), "/", size(), " (shm)"));
+  return std::make_shared<ShmWork>(name, next_sequence_++, payload, rank(), size());
 }
 
-absl::Status ProcessGroupShm::Guarded(const AsyncWork& work, const std::function<absl::Status(const Call&)>& body) {
+std::string ProcessGroupShm::Call::operator()() const { return absl::StrCat(work->description(), " failed"); }
+
+absl::Status ProcessGroupShm::Guarded(const AsyncWork& work, absl::FunctionRef<absl::Status(const Call&)> body) {
   if (!broken_.ok()) {
     return absl::Status(broken_.code(), absl::StrCat(work.description(), " not run: the group failed before (",
                                                      broken_.message(), ")"));
   }
-  const Call call{absl::StrCat(work.description(), " failed"), absl::Now() + options_.timeout};
+  const Call call{&work, absl::Now() + options_.timeout};
   absl::Status status = body(call);
   if (!status.ok()) {
     broken_ = status;
@@ -134,18 +156,19 @@ std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const Tensor& tensor, 
 }
 
 void ProcessGroupShm::ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op,
-                                  uint32_t step, const char* own) {
+                                  uint32_t step, const char* own, char* also_out) {
   const size_t bytes = count * ElementSize(dtype);
   auto input = [&](int q) -> const char* {
     return q == rank() && own != nullptr ? own : channel_->Slot(q, step) + offset_bytes;
   };
   if (size() == 1) {
     if (out != input(0)) std::memcpy(out, input(0), bytes);
+    if (also_out != nullptr && also_out != input(0)) std::memcpy(also_out, input(0), bytes);
     return;
   }
-  RawReduceFunction fn = GetReduceFunction(dtype, op);
-  fn(out, input(0), input(1), count);
-  for (int q = 2; q < size(); ++q) fn(out, out, input(q), count);
+  absl::InlinedVector<const void*, 8> inputs(size());
+  for (int q = 0; q < size(); ++q) inputs[q] = input(q);
+  ReduceInputs(GetReduceFunction(dtype, op), ElementSize(dtype), out, also_out, inputs.data(), size(), count);
 }
 
 absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, const Call& call) {
@@ -166,7 +189,7 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, b
   if (c.phase == 0) {
     if (c.step == 0) c.step = NextStep();
     if (!blocking && !channel_->TrySlotFree(c.step)) return false;
-    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(c.step, call.deadline, call.what));
+    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(c.step, call.deadline, call));
     char* slot = channel_->Slot(rank(), c.step);
     if (c.count * element <= options_.small_allreduce_bytes) {
       std::memcpy(slot, c.data, c.count * element);
@@ -181,7 +204,7 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, b
   }
   if (c.phase == 1) {
     if (!blocking && !channel_->TrySpinAll(ShmWord::kReady, c.step)) return false;
-    DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, c.step, call.deadline, call.what));
+    DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, c.step, call.deadline, call));
     if (c.count * element <= options_.small_allreduce_bytes) {
       ReduceSlots(c.data, 0, c.count, c.dtype, c.op, c.step);
       channel_->Post(ShmWord::kDone, c.step);
@@ -189,11 +212,11 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, b
       return true;
     }
     const auto [begin, end] = Slice(c.count, element, size(), rank());
-    // Reduced into this rank's slot (whose slice r holds nothing yet), then copied out: `out` must not
-    // alias this rank's input, which the reduction reads after its first step when rank >= 2.
-    char* reduced = channel_->Slot(rank(), c.step) + begin * element;
-    ReduceSlots(reduced, begin * element, end - begin, c.dtype, c.op, c.step, /*own=*/c.data + begin * element);
-    std::memcpy(c.data + begin * element, reduced, (end - begin) * element);
+    // Reduced at once into this rank's output and into its slot (whose slice r holds nothing yet), where
+    // the peers gather it from: one pass (Note [Blocked reduction]).
+    char* own = c.data + begin * element;
+    ReduceSlots(own, begin * element, end - begin, c.dtype, c.op, c.step, /*own=*/own,
+                /*also_out=*/channel_->Slot(rank(), c.step) + begin * element);
     channel_->Post(ShmWord::kReduced, c.step);
     c.phase = 2;
   }
@@ -202,7 +225,7 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, b
     for (int q = 0; q < size(); ++q) {
       if (q == rank()) continue;
       if (!blocking && !channel_->TrySpin(q, ShmWord::kReduced, c.step)) return false;
-      DDP_RETURN_IF_ERROR(channel_->Wait(q, ShmWord::kReduced, c.step, call.deadline, call.what));
+      DDP_RETURN_IF_ERROR(channel_->Wait(q, ShmWord::kReduced, c.step, call.deadline, call));
       const auto [qb, qe] = Slice(c.count, element, size(), q);
       std::memcpy(c.data + qb * element, channel_->Slot(q, c.step) + qb * element, (qe - qb) * element);
     }
@@ -220,11 +243,11 @@ absl::Status ProcessGroupShm::RunBroadcast(const Tensor& tensor, int root, const
     const size_t n = std::min(chunk, bytes - begin);
     const uint32_t step = NextStep();
     if (rank() == root) {
-      DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call.what));
+      DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call));
       std::memcpy(channel_->Slot(root, step), Bytes(tensor) + begin, n);
       channel_->Post(ShmWord::kReady, step);
     } else {
-      DDP_RETURN_IF_ERROR(channel_->Wait(root, ShmWord::kReady, step, call.deadline, call.what));
+      DDP_RETURN_IF_ERROR(channel_->Wait(root, ShmWord::kReady, step, call.deadline, call));
       std::memcpy(Bytes(tensor) + begin, channel_->Slot(root, step), n);
     }
     channel_->Post(ShmWord::kDone, step);
@@ -242,11 +265,11 @@ absl::Status ProcessGroupShm::RunAllGather(const std::vector<Tensor>& outputs, c
   for (size_t begin = 0; begin < bytes; begin += chunk) {
     const size_t n = std::min(chunk, bytes - begin);
     const uint32_t step = NextStep();
-    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call.what));
+    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call));
     std::memcpy(channel_->Slot(rank(), step), Bytes(input) + begin, n);
     channel_->Post(ShmWord::kReady, step);
     for (int q = 0; q < size(); ++q) {
-      if (q != rank()) DDP_RETURN_IF_ERROR(channel_->Wait(q, ShmWord::kReady, step, call.deadline, call.what));
+      if (q != rank()) DDP_RETURN_IF_ERROR(channel_->Wait(q, ShmWord::kReady, step, call.deadline, call));
       std::memcpy(Bytes(outputs[q]) + begin, channel_->Slot(q, step), n);
     }
     channel_->Post(ShmWord::kDone, step);
@@ -263,12 +286,12 @@ absl::Status ProcessGroupShm::RunReduceScatter(const Tensor& output, const std::
   for (size_t begin = 0; begin < count; begin += chunk) {
     const size_t n = std::min(chunk, count - begin);
     const uint32_t step = NextStep();
-    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call.what));
+    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call));
     for (int c = 0; c < size(); ++c) {
       std::memcpy(channel_->Slot(rank(), step) + c * n * element, Bytes(inputs[c]) + begin * element, n * element);
     }
     channel_->Post(ShmWord::kReady, step);
-    DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call.what));
+    DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
     ReduceSlots(Bytes(output) + begin * element, rank() * n * element, n, output.dtype(), op, step);
     channel_->Post(ShmWord::kDone, step);
   }
@@ -284,11 +307,11 @@ absl::Status ProcessGroupShm::RunReduce(const Tensor& tensor, int root, ReduceOp
   for (size_t begin = 0; begin < count; begin += chunk) {
     const size_t n = std::min(chunk, count - begin);
     const uint32_t step = NextStep();
-    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call.what));
+    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call));
     std::memcpy(channel_->Slot(rank(), step), Bytes(tensor) + begin * element, n * element);
     channel_->Post(ShmWord::kReady, step);
     if (rank() == root) {
-      DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call.what));
+      DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
       ReduceSlots(Bytes(tensor) + begin * element, 0, n, tensor.dtype(), op, step);
     }
     channel_->Post(ShmWord::kDone, step);
@@ -301,7 +324,7 @@ absl::Status ProcessGroupShm::RunBarrier(const Call& call) {
   if (size() == 1) return absl::OkStatus();
   const uint32_t step = NextStep();
   channel_->Post(ShmWord::kReady, step);
-  DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call.what));
+  DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
   channel_->Post(ShmWord::kDone, step);
   return absl::OkStatus();
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -70,10 +71,12 @@ class ProcessGroupShm : public ProcessGroup {
   std::shared_ptr<Work> Barrier() override;
 
  private:
-  // What a running collective's steps need: its description (for errors) and its deadline.
+  // What a running collective's steps need: its Work (for errors) and its deadline. Called, it formats
+  // the error prefix "<description> failed" (a ShmWhat: only failing waits format it).
   struct Call {
-    std::string what;
+    const AsyncWork* work;
     absl::Time deadline;
+    std::string operator()() const;
   };
   ProcessGroupShm(std::unique_ptr<ShmChannel> channel, ProcessGroupShmOptions options);
 
@@ -92,7 +95,7 @@ class ProcessGroupShm : public ProcessGroup {
   std::shared_ptr<AsyncWork> NewWork(const std::string& name, const std::string& payload)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_);
   // Runs `body` unless the group is broken; a failure breaks the group (worker's turn only).
-  absl::Status Guarded(const AsyncWork& work, const std::function<absl::Status(const Call&)>& body);
+  absl::Status Guarded(const AsyncWork& work, absl::FunctionRef<absl::Status(const Call&)> body);
   // The inline path of AllReduce: nullptr when it does not apply (queue busy), else a Work that is
   // complete, or whose rest was queued ahead of any later collective.
   std::shared_ptr<Work> TryAllReduceInline(const Tensor& tensor, ReduceOp op);
@@ -116,9 +119,10 @@ class ProcessGroupShm : public ProcessGroup {
   absl::Status RunReduce(const Tensor& tensor, int root, ReduceOp op, const Call& call);
   absl::Status RunBarrier(const Call& call);
   // out[0..count) = op over ranks (in rank order) of slot(q, step)[offset .. offset + count elements),
-  // this rank's input read from `own` instead of its slot when `own` is set (`own` must not overlap `out`).
+  // this rank's input read from `own` instead of its slot when `own` is set; also written to `also_out`
+  // when set. `out`, `also_out` and `own` may be the same buffer (Note [Blocked reduction]).
   void ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op, uint32_t step,
-                   const char* own = nullptr);
+                   const char* own = nullptr, char* also_out = nullptr);
 
   std::unique_ptr<ShmChannel> channel_;
   const ProcessGroupShmOptions options_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "tensor/check.h"
 
@@ -82,6 +83,31 @@ RawReduceFunction GetReduceFunction(DType dtype, ReduceOp op) {
       return ForDType<MaxOp>(dtype);
   }
   return nullptr;
+}
+
+// Note [Blocked reduction]
+// Reducing k inputs pairwise over the whole buffer (out = in0 op in1, then out = out op in2, ...) reads
+// `out` back k - 2 times, and a second output costs one more pass over memory. ReduceInputs instead
+// works on blocks of kReduceBlockBytes (within L1): it reduces a block of every input into a buffer on
+// the stack, in input order, and copies that block to each output. Each input byte crosses the memory
+// hierarchy once, each output byte once. Since a block's outputs are written only after all of that
+// block's inputs were read, an output may be one of the inputs.
+constexpr size_t kReduceBlockBytes = 4096;
+
+void ReduceInputs(RawReduceFunction fn, size_t element_size, void* out, void* also_out, const void* const* inputs,
+                  int num_inputs, size_t n) {
+  DDP_CHECK(num_inputs >= 2) << "ReduceInputs needs at least two inputs, got " << num_inputs;
+  alignas(64) char block[kReduceBlockBytes];
+  const size_t per_block = kReduceBlockBytes / element_size;
+  for (size_t begin = 0; begin < n; begin += per_block) {
+    const size_t count = std::min(per_block, n - begin);
+    const size_t offset = begin * element_size;
+    auto at = [offset](const void* base) { return static_cast<const char*>(base) + offset; };
+    fn(block, at(inputs[0]), at(inputs[1]), count);
+    for (int q = 2; q < num_inputs; ++q) fn(block, block, at(inputs[q]), count);
+    std::memcpy(static_cast<char*>(out) + offset, block, count * element_size);
+    if (also_out != nullptr) std::memcpy(static_cast<char*>(also_out) + offset, block, count * element_size);
+  }
 }
 
 void DivideInPlace(void* data, DType dtype, size_t n, int divisor) {

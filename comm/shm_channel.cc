@@ -219,19 +219,19 @@ void ShmChannel::Post(ShmWord word, uint32_t step) {
   if (self.control()->sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll(&w);
 }
 
-absl::Status ShmChannel::WaitSlotFree(uint32_t step, absl::Time deadline, const std::string& what) {
+absl::Status ShmChannel::WaitSlotFree(uint32_t step, absl::Time deadline, ShmWhat what) {
   if (step <= 2) return absl::OkStatus();
   return WaitAll(ShmWord::kDone, step - 2, deadline, what);
 }
 
-absl::Status ShmChannel::WaitAll(ShmWord word, uint32_t step, absl::Time deadline, const std::string& what) {
+absl::Status ShmChannel::WaitAll(ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what) {
   for (int q = 0; q < size_; ++q) {
     if (q != rank_) DDP_RETURN_IF_ERROR(Wait(q, word, step, deadline, what));
   }
   return absl::OkStatus();
 }
 
-absl::Status ShmChannel::Wait(int peer, ShmWord word, uint32_t step, absl::Time deadline, const std::string& what) {
+absl::Status ShmChannel::Wait(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what) {
   std::atomic<uint32_t>& w = peers_[peer].word(word);
   if (Reached(w.load(std::memory_order_acquire), step)) return absl::OkStatus();
   const absl::Time spin_end = absl::Now() + options_.spin;
@@ -264,7 +264,7 @@ bool ShmChannel::TrySpinAll(ShmWord word, uint32_t step) {
 bool ShmChannel::TrySlotFree(uint32_t step) { return step <= 2 || TrySpinAll(ShmWord::kDone, step - 2); }
 
 absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline,
-                               const std::string& what) {
+                               ShmWhat what) {
   std::atomic<uint32_t>& w = peers_[peer].word(word);
   std::atomic<uint32_t>& sleepers = peers_[peer].control()->sleepers;
   absl::Time next_check = absl::Now();
@@ -281,10 +281,10 @@ absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time
     const bool check_processes = now >= next_check;
     if (check_processes) next_check = now + options_.liveness_interval;
     if (std::string lost = CheckPeers(check_processes); !lost.empty()) {
-      return absl::UnavailableError(absl::StrCat(what, ": ", lost));
+      return absl::UnavailableError(absl::StrCat(what(), ": ", lost));
     }
     if (now >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(what, ": timed out waiting for rank ", peer, " to ",
+      return absl::DeadlineExceededError(absl::StrCat(what(), ": timed out waiting for rank ", peer, " to ",
                                                       WordName(word), " for step ", step, " (rank ", peer,
                                                       " is at step ", now_value, ")"));
     }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -33,6 +34,10 @@ struct ShmChannelOptions {
   // to prove that nothing is left behind.
   std::string name_tag = "ddp-shm";
 };
+
+// Formats the prefix of an error message (e.g. "AllReduce(sum) #7 of 1 float32 on rank 0/2 (shm) failed");
+// called only when a wait fails.
+using ShmWhat = absl::FunctionRef<std::string()>;
 
 // The step words each rank publishes in its own control block (all start at 0; steps count from 1).
 enum class ShmWord : int {
@@ -64,16 +69,16 @@ class ShmChannel {
   // Rank `owner`'s data slot for `step` (slot step % 2). Only the owner writes it.
   char* Slot(int owner, uint32_t step) const;
   // Blocks until every other rank's kDone word reached step - 2, so this rank may overwrite the slot
-  // of `step`. `what` names the collective in errors.
-  absl::Status WaitSlotFree(uint32_t step, absl::Time deadline, const std::string& what);
+  // of `step`. `what()` names the collective in errors.
+  absl::Status WaitSlotFree(uint32_t step, absl::Time deadline, ShmWhat what);
   // Publishes `word` = `step` for this rank and wakes the peers sleeping on it.
   void Post(ShmWord word, uint32_t step);
   // Blocks until rank `peer`'s `word` reached `step`, `deadline` passed (DeadlineExceeded naming the
   // word, step and peer), or a rank was lost (Unavailable naming it: its process exited, or a peer
-  // announced it lost). `what` prefixes the error.
-  absl::Status Wait(int peer, ShmWord word, uint32_t step, absl::Time deadline, const std::string& what);
+  // announced it lost). `what()` prefixes the error.
+  absl::Status Wait(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what);
   // Wait for every rank other than this one.
-  absl::Status WaitAll(ShmWord word, uint32_t step, absl::Time deadline, const std::string& what);
+  absl::Status WaitAll(ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what);
   // Spins at most options.spin until rank `peer`'s `word` reached `step`; never sleeps and never fails
   // (false: not yet; a lost peer is found by the blocking Wait that follows). For the inline path.
   bool TrySpin(int peer, ShmWord word, uint32_t step);
@@ -92,7 +97,7 @@ class ShmChannel {
   // 2 (process 81 exited)". Records the lost rank in this rank's own control block (Abort).
   std::string CheckPeers(bool check_processes);
   // Sleeps on a futex until rank `peer`'s `word` reached `step` (the slow path of Wait).
-  absl::Status Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline, const std::string& what);
+  absl::Status Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what);
 
   const int rank_;
   const int size_;

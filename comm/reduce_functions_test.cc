@@ -1,0 +1,92 @@
+// ReduceInputs (Note [Blocked reduction]) against the pairwise reference, sequential in input order.
+#include "comm/reduce_functions.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace ddp {
+namespace {
+
+// Values that make a float sum depend on the order of additions, so a reordering would show.
+std::vector<float> Input(int q, size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = (q % 2 == 0 ? 1e8f : 1.0f) * static_cast<float>((i * 7 + q * 13) % 11) - 3.5f;
+  return v;
+}
+
+// The reference: out = in0 op in1, then out = out op in_q, over the whole buffer.
+std::vector<float> Pairwise(RawReduceFunction fn, const std::vector<std::vector<float>>& inputs) {
+  std::vector<float> out(inputs[0].size());
+  fn(out.data(), inputs[0].data(), inputs[1].data(), out.size());
+  for (size_t q = 2; q < inputs.size(); ++q) fn(out.data(), out.data(), inputs[q].data(), out.size());
+  return out;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(ReduceInputsTest, MatchesPairwiseBitForBitWithBothOutputs) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kProduct}) {
+    const RawReduceFunction fn = GetReduceFunction(DType::kFloat32, op);
+    for (int k : {2, 3, 4, 7}) {
+      for (size_t n : {size_t{1}, size_t{1023}, size_t{1024}, size_t{1025}, size_t{5000}}) {
+        std::vector<std::vector<float>> inputs;
+        std::vector<const void*> pointers;
+        for (int q = 0; q < k; ++q) inputs.push_back(Input(q, n));
+        for (const auto& in : inputs) pointers.push_back(in.data());
+        const std::vector<float> expected = Pairwise(fn, inputs);
+        std::vector<float> out(n, -1), also(n, -2);
+        ReduceInputs(fn, sizeof(float), out.data(), also.data(), pointers.data(), k, n);
+        EXPECT_TRUE(SameBits(out, expected)) << "op " << ReduceOpName(op) << ", " << k << " inputs, n " << n;
+        EXPECT_TRUE(SameBits(also, expected)) << "second output, " << k << " inputs, n " << n;
+      }
+    }
+  }
+}
+
+TEST(ReduceInputsTest, OutputMayBeAnyInput) {
+  const RawReduceFunction fn = GetReduceFunction(DType::kFloat32, ReduceOp::kSum);
+  const size_t n = 3000;  // several blocks
+  for (int k : {2, 4}) {
+    for (int aliased = 0; aliased < k; ++aliased) {
+      std::vector<std::vector<float>> inputs;
+      for (int q = 0; q < k; ++q) inputs.push_back(Input(q, n));
+      const std::vector<float> expected = Pairwise(fn, inputs);
+      std::vector<const void*> pointers;
+      for (const auto& in : inputs) pointers.push_back(in.data());
+      ReduceInputs(fn, sizeof(float), inputs[aliased].data(), nullptr, pointers.data(), k, n);
+      EXPECT_TRUE(SameBits(inputs[aliased], expected)) << k << " inputs, output = input " << aliased;
+    }
+  }
+}
+
+TEST(ReduceInputsTest, SixteenBitFloatsAndInt64) {
+  const size_t n = 2500;
+  std::vector<std::vector<uint16_t>> halves(3, std::vector<uint16_t>(n));
+  for (int q = 0; q < 3; ++q) {
+    for (size_t i = 0; i < n; ++i) halves[q][i] = FloatToBFloat16(static_cast<float>((i + q) % 17) * 0.37f);
+  }
+  const RawReduceFunction bf16 = GetReduceFunction(DType::kBFloat16, ReduceOp::kSum);
+  std::vector<uint16_t> expected(n), out(n);
+  bf16(expected.data(), halves[0].data(), halves[1].data(), n);
+  bf16(expected.data(), expected.data(), halves[2].data(), n);
+  const void* pointers[] = {halves[0].data(), halves[1].data(), halves[2].data()};
+  ReduceInputs(bf16, sizeof(uint16_t), out.data(), nullptr, pointers, 3, n);
+  EXPECT_EQ(out, expected);
+
+  std::vector<int64_t> a(n), b(n), sum(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = static_cast<int64_t>(i) * 1000003;
+    b[i] = -static_cast<int64_t>(i) * 7;
+  }
+  const void* longs[] = {a.data(), b.data()};
+  ReduceInputs(GetReduceFunction(DType::kInt64, ReduceOp::kSum), sizeof(int64_t), sum.data(), nullptr, longs, 2, n);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(sum[i], a[i] + b[i]) << "element " << i;
+}
+
+}  // namespace
+}  // namespace ddp
