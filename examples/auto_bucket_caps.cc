@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -23,8 +24,18 @@ double Seconds(absl::Time from, absl::Time to) { return absl::ToDoubleSeconds(to
 
 size_t MiBToBytes(double mib) { return std::isinf(mib) ? SIZE_MAX : static_cast<size_t>(mib * kMiB); }
 
+// The inverse of MiBToBytes (exact: a byte count below 2^53 divided by 2^20).
+double BytesToMiB(size_t bytes) {
+  return bytes == SIZE_MAX ? std::numeric_limits<double>::infinity() : static_cast<double>(bytes) / kMiB;
+}
+
 std::string MiBText(size_t bytes) {
   return bytes == SIZE_MAX ? std::string("inf") : absl::StrCat(static_cast<double>(bytes) / kMiB);
+}
+
+// "predicted 1.23 ms/step", or "no prediction" for a reused record that had none (< 0).
+std::string PredictedText(double step_s) {
+  return step_s < 0 ? std::string("no prediction") : absl::StrFormat("predicted %.2f ms/step", 1e3 * step_s);
 }
 
 // The median of `values`. REQUIRES: non-empty.
@@ -281,14 +292,7 @@ absl::Status AutoBucketCaps::Choose() {
   DDP_RETURN_IF_ERROR(group.BroadcastObject(&text, 0));
   DDP_ASSIGN_OR_RETURN(AutoCapsChoice agreed, ParseChoiceText(text));
   if (group.rank() != 0) choice_ = agreed;
-  const BucketCaps& current = ddp_.reducer().caps();
-  if (agreed.caps.first_bucket_cap_bytes != current.first_bucket_cap_bytes ||
-      agreed.caps.bucket_cap_bytes != current.bucket_cap_bytes) {
-    ddp_.Rebucket(agreed.caps);
-  }
-  chosen_ = true;
-  chosen_at_iteration_ = iterations_seen_;  // the next iteration (index iterations_seen_) is left out
-  have_last_ = false;
+  ApplyChoice(agreed.caps);
   if (group.rank() == 0 && out_ != nullptr) {
     const double ms = 1e3;
     std::fprintf(out_,
@@ -308,13 +312,79 @@ absl::Status AutoBucketCaps::Choose() {
   return absl::OkStatus();
 }
 
+void AutoBucketCaps::ApplyChoice(const BucketCaps& caps) {
+  const BucketCaps& current = ddp_.reducer().caps();
+  if (caps.first_bucket_cap_bytes != current.first_bucket_cap_bytes ||
+      caps.bucket_cap_bytes != current.bucket_cap_bytes) {
+    ddp_.Rebucket(caps);
+  }
+  chosen_ = true;
+  chosen_at_iteration_ = iterations_seen_;  // the next iteration (index iterations_seen_) is left out
+  have_last_ = false;
+}
+
+absl::Status AutoBucketCaps::ResumeFrom(const std::optional<AutoBucketCapsRecord>& saved, const std::string& source) {
+  ProcessGroup& group = ddp_.group();
+  std::string text;  // rank 0's decision: the caps to reuse as ChoiceText, or "" to measure
+  if (group.rank() == 0 && saved.has_value()) {
+    const BucketCaps caps{MiBToBytes(saved->first_bucket_cap_mib), MiBToBytes(saved->bucket_cap_mib)};
+    if (saved->world_size == group.size() && saved->backend == group.backend_name()) {
+      AutoCapsChoice reused;
+      reused.caps = caps;
+      reused.predicted_step_s = saved->predicted_step_s;
+      text = ChoiceText(reused);
+    } else if (out_ != nullptr) {
+      std::fprintf(out_,
+                   "auto bucket caps: the choice in %s (first %s MiB, cap %s MiB) was made for %d ranks over %s, "
+                   "this run has %d ranks over %s: measuring and choosing again\n",
+                   source.c_str(), MiBText(caps.first_bucket_cap_bytes).c_str(), MiBText(caps.bucket_cap_bytes).c_str(),
+                   saved->world_size, saved->backend.c_str(), group.size(), group.backend_name().c_str());
+      std::fflush(out_);
+    }
+  }
+  DDP_RETURN_IF_ERROR(group.BroadcastObject(&text, 0));
+  if (text.empty()) return absl::OkStatus();
+  DDP_ASSIGN_OR_RETURN(const AutoCapsChoice agreed, ParseChoiceText(text));
+  choice_ = agreed;
+  choice_.current_caps = ddp_.reducer().caps();
+  if (group.rank() == 0) {
+    choice_.predicted_step_s = saved->predicted_step_s;  // exact, not the broadcast's rounding
+    resumed_measured_s_ = saved->measured_step_s;
+  }
+  ApplyChoice(agreed.caps);
+  if (group.rank() == 0 && out_ != nullptr) {
+    std::fprintf(out_,
+                 "auto bucket caps: reusing the choice from %s: first %s MiB, cap %s MiB, %d buckets (chosen for "
+                 "%d ranks over %s; %s), not measuring again\n",
+                 source.c_str(), MiBText(agreed.caps.first_bucket_cap_bytes).c_str(),
+                 MiBText(agreed.caps.bucket_cap_bytes).c_str(),
+                 static_cast<int>(ddp_.reducer().bucket_assignment().size()), group.size(),
+                 group.backend_name().c_str(), PredictedText(choice_.predicted_step_s).c_str());
+    std::fflush(out_);
+  }
+  return absl::OkStatus();
+}
+
+std::optional<AutoBucketCapsRecord> AutoBucketCaps::Record() const {
+  if (!chosen_) return std::nullopt;
+  AutoBucketCapsRecord record;
+  record.first_bucket_cap_mib = BytesToMiB(choice_.caps.first_bucket_cap_bytes);
+  record.bucket_cap_mib = BytesToMiB(choice_.caps.bucket_cap_bytes);
+  record.world_size = ddp_.group().size();
+  record.backend = ddp_.group().backend_name();
+  record.predicted_step_s = choice_.predicted_step_s;
+  record.measured_step_s = measured_after_s_ >= 0 ? measured_after_s_ : resumed_measured_s_;
+  return record;
+}
+
 void AutoBucketCaps::Report() {
   measured_after_s_ = MeanStepSeconds(after_);
   if (ddp_.group().rank() != 0 || out_ == nullptr) return;
   std::fprintf(
-      out_, "auto bucket caps: measured %.2f ms/step over the next %d steps under %s MiB (predicted %.2f)\n",
+      out_, "auto bucket caps: measured %.2f ms/step over the next %d steps under %s MiB (%s)\n",
       1e3 * measured_after_s_, options_.report_steps, CapsMiBLabel(choice_.caps).c_str(),
-      1e3 * choice_.predicted_step_s);
+      choice_.predicted_step_s < 0 ? "no prediction"
+                                   : absl::StrFormat("predicted %.2f", 1e3 * choice_.predicted_step_s).c_str());
   std::fflush(out_);
 }
 

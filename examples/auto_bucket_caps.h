@@ -26,6 +26,15 @@
 //      unless it keeps the caps (then the buckets stay as they are). Rank 0 prints the choice with its
 //      predicted step time, and after `report_steps` more iterations (the first after the choice left
 //      out) the step time measured under it.
+//   4. Resume. Checkpoints record the choice once made (checkpoint.h: AutoBucketCapsRecord: the caps, the
+//      world size and backend they were chosen for, the predicted and measured step times). A run resumed
+//      with --bucket_cap_mb=auto hands the record to ResumeFrom before its first forward, right after the
+//      saved bucket order is restored: rank 0 reads it and broadcasts what to do, so the ranks agree
+//      whatever their files say. A choice made for the same world size and backend is applied through the
+//      same Rebucket as step 3, before the first resumed step, which is where the interrupted run had it
+//      (the choice is made before the step's checkpoint is taken, examples/train_step.cc), and nothing is
+//      measured again; the step time under it is still reported. A choice made for another world size or
+//      backend does not describe this run's link or per-rank work: it is measured and chosen again.
 // The whole choice is deterministic given rank 0's measurements, and the gradients do not depend on the
 // caps beyond the rounding of the sum (none at two ranks), so a run with the chosen caps fixed from the
 // start trains the same model.
@@ -35,12 +44,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "checkpoint/checkpoint.h"
 #include "ddp/distributed_data_parallel.h"
 #include "reducer/bucket_assignment.h"
 #include "reducer/reducer_observer.h"
@@ -127,6 +138,19 @@ class AutoBucketCaps : public ReducerObserver {
   // the measured step time. Errors: a failed collective, or a measurement that cannot be fitted.
   absl::Status AfterStep();
 
+  // --resume: `saved` is the checkpoint's record of an earlier choice (absent: none was made), read from
+  // `source` (named in the log). Collective: rank 0's decision is broadcast. When the record was made for
+  // this group's size and backend, every rank rebuckets with its caps now (the same Rebucket as a fresh
+  // choice), the controller counts as chosen without measuring, and rank 0 prints one "reusing the
+  // choice" line with the caps; when it was made for another size or backend, rank 0 prints why and the
+  // run measures and chooses as a fresh one does (Note [Auto bucket caps] step 4).
+  // REQUIRES: before the first forward (after DistributedDataParallel::RestoreBucketOrder).
+  absl::Status ResumeFrom(const std::optional<AutoBucketCapsRecord>& saved, const std::string& source);
+
+  // The choice as a checkpoint records it; absent until chosen(). Rank 0's (the one a checkpoint saves)
+  // has the predicted step time, and the measured one once reported (or the resumed record's until then).
+  std::optional<AutoBucketCapsRecord> Record() const;
+
   bool chosen() const { return chosen_; }
   // The choice (meaningful once chosen(); on ranks other than 0 only its caps).
   const AutoCapsChoice& choice() const { return choice_; }
@@ -140,6 +164,8 @@ class AutoBucketCaps : public ReducerObserver {
  private:
   AutoBucketCaps(DistributedDataParallel& ddp, AutoBucketCapsOptions options, FILE* out);
   absl::Status Choose();
+  // Every rank: rebuckets with `caps` unless the buckets already have them, and starts the report's count.
+  void ApplyChoice(const BucketCaps& caps);
   absl::StatusOr<std::vector<sim::Sample>> ProbeLink();
   void Report();
 
@@ -162,6 +188,7 @@ class AutoBucketCaps : public ReducerObserver {
   int64_t iterations_seen_ = 0;
   AutoCapsChoice choice_;
   double measured_after_s_ = -1;
+  double resumed_measured_s_ = -1;  // the measured step time of a reused record (< 0: none)
 };
 
 }  // namespace ddp

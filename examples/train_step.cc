@@ -82,6 +82,7 @@ absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler& 
       CaptureCheckpoint(state.model, &state.optimizer, sampler.State(std::min(local_consumed, sampler.Length())),
                         /*generator=*/nullptr, state.global_step, epoch);
   if (state.ddp != nullptr) checkpoint.ddp_bucket_order = state.ddp->reducer().RebuiltOrderText();
+  if (state.auto_caps != nullptr) checkpoint.auto_bucket_caps = state.auto_caps->Record();
   SaveCheckpointOptions options;
   options.keep_last = config.keep_checkpoints;
   if (state.group != nullptr) return SaveCheckpointCollective(*state.group, config.checkpoint_dir, checkpoint, options);
@@ -165,9 +166,14 @@ absl::StatusOr<double> TrainStep(TrainState& state, int epoch, DataLoader& loade
   return loss_sum / config.accumulate_steps;
 }
 
-// The per-step work after the optimizer: checkpoint, desync check, injected faults, bucket printout.
+// The per-step work after the optimizer: auto bucket caps, checkpoint, desync check, injected faults,
+// bucket printout.
 absl::Status AfterStep(TrainState& state, const DistributedSampler& sampler, int64_t step, int epoch) {
   const TrainConfig& config = state.config;
+  // --bucket_cap_mb=auto: measures, and once chooses and rebuckets (Note [Auto bucket caps]). Before the
+  // checkpoint, so that a checkpoint of this step holds a choice made at it and a resume applies it where
+  // this run did: before the next step.
+  if (state.auto_caps != nullptr) DDP_RETURN_IF_ERROR(state.auto_caps->AfterStep());
   DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, sampler, (step + 1) * config.accumulate_steps * config.batch_size,
                                       epoch, /*force=*/false));
   if (state.group != nullptr && config.check_sync_every > 0) {
@@ -177,8 +183,6 @@ absl::Status AfterStep(TrainState& state, const DistributedSampler& sampler, int
         MaybeCheckReplicasInSync(state.model, *state.group, state.global_step, config.check_sync_every, compared));
   }
   MaybeKillAfterStep(state.fault, state.rank, state.global_step);
-  // --bucket_cap_mb=auto: measures, and once chooses and rebuckets (Note [Auto bucket caps]).
-  if (state.auto_caps != nullptr) DDP_RETURN_IF_ERROR(state.auto_caps->AfterStep());
   if (state.ddp != nullptr && config.print_buckets && state.rank == 0 && state.global_step == 2) {
     std::fprintf(stderr, "buckets after the rebuild:\n%s", state.ddp->reducer().DescribeBuckets().c_str());
   }

@@ -277,8 +277,9 @@ absl::Status Finish(const TrainConfig& config, const TrainState& state, Distribu
 }
 
 // --resume: loads config.checkpoint_dir's newest complete checkpoint (FindNewestCheckpoint: dir/latest's,
-// or found by scanning, which rank 0 says) into the model, the optimizer, DDP's bucket order, the step
-// count and the sampler position. Returns the epoch to start with.
+// or found by scanning, which rank 0 says) into the model, the optimizer, DDP's bucket order (and, under
+// --bucket_cap_mb=auto, its saved caps), the step count and the sampler position. Returns the epoch to
+// start with.
 absl::StatusOr<int> ResumeFromNewest(const TrainConfig& config, TrainState& state) {
   absl::StatusOr<FoundCheckpoint> found = FindNewestCheckpoint(config.checkpoint_dir);
   if (absl::IsNotFound(found.status())) {
@@ -303,6 +304,13 @@ absl::StatusOr<int> ResumeFromNewest(const TrainConfig& config, TrainState& stat
     std::fprintf(stderr, "resuming from %s: step %lld, epoch %d, %lld samples of the epoch consumed\n",
                  checkpoint.source.c_str(), static_cast<long long>(checkpoint.step), epoch,
                  static_cast<long long>(checkpoint.sampler.consumed));
+  }
+  // --bucket_cap_mb=auto: the caps chosen before the interruption, if they were chosen for this world size
+  // and backend, instead of measuring again (Note [Auto bucket caps] step 4); after the restored bucket
+  // order, before the first step. With a fixed --bucket_cap_mb there is no controller and the record is
+  // ignored: the flag says which caps the user wants.
+  if (state.auto_caps != nullptr) {
+    DDP_RETURN_IF_ERROR(state.auto_caps->ResumeFrom(checkpoint.auto_bucket_caps, checkpoint.source));
   }
   return epoch;
 }
