@@ -50,7 +50,8 @@ def run(rank, args, result_queue=None):
     if use_ddp:
         import torch.distributed as dist
         dist.init_process_group("gloo", rank=rank, world_size=args.world_size)
-        model = nn.parallel.DistributedDataParallel(model)
+        model = nn.parallel.DistributedDataParallel(model,
+                                                    gradient_as_bucket_view=args.gradient_as_bucket_view)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     x_all, y_all = load_train_images(args.batch_size * 64)
     batches = x_all.shape[0] // args.batch_size
@@ -76,6 +77,7 @@ def run(rank, args, result_queue=None):
         "world_size": args.world_size, "ddp": use_ddp,
         "samples_per_s": args.steps * args.batch_size * args.world_size / elapsed,
         "step_ms": 1000.0 * elapsed / args.steps, "peak_rss_mb": peak_mb,
+        "gradient_as_bucket_view": args.gradient_as_bucket_view,
     }
     if use_ddp:
         import torch.distributed as dist
@@ -96,6 +98,8 @@ def main():
     parser.add_argument("--world_size", type=int, default=1)
     parser.add_argument("--master_port", type=int, default=29611)
     parser.add_argument("--ddp", action="store_true", help="wrap in DDP even at world size 1")
+    parser.add_argument("--gradient_as_bucket_view", action="store_true",
+                        help="DDP's gradient_as_bucket_view (.grad tensors are views into the buckets)")
     args = parser.parse_args()
     if args.world_size > 1 or args.ddp:
         import torch.multiprocessing as mp

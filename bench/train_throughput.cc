@@ -46,6 +46,8 @@ ABSL_FLAG(int, auto_caps_steps, 20, "--auto_bucket_caps: steps measured before t
 ABSL_FLAG(std::string, ablation, "none",
           "none | single_allreduce (one bucket, reduced after backward) | no_overlap (buckets reduced after backward)");
 ABSL_FLAG(bool, find_unused_parameters, false, "DDP: search for unused parameters every iteration");
+ABSL_FLAG(bool, gradient_as_bucket_view, false,
+          "DDP: .grad tensors are views into the buckets (no copy in or back; PyTorch's option of that name)");
 ABSL_FLAG(bool, static_graph, false, "DDP: static_graph (with --find_unused_parameters: search once)");
 ABSL_FLAG(std::string, comm_hook, "none", "DDP comm hook: none | fp16 | bf16 | powersgd (reducer/comm_hook.h)");
 ABSL_FLAG(int, powersgd_rank, 1, "--comm_hook=powersgd: matrix approximation rank");
@@ -118,6 +120,7 @@ int Run() {
     caps.first_bucket_cap_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_first_bucket_mb) * (1 << 20));
     options.reducer.find_unused_parameters = absl::GetFlag(FLAGS_find_unused_parameters);
     options.reducer.static_graph = absl::GetFlag(FLAGS_static_graph);
+    options.reducer.gradient_as_bucket_view = absl::GetFlag(FLAGS_gradient_as_bucket_view);
     PowerSgdOptions powersgd;
     powersgd.matrix_approximation_rank = absl::GetFlag(FLAGS_powersgd_rank);
     powersgd.start_iter = absl::GetFlag(FLAGS_powersgd_start_iter);
@@ -222,14 +225,15 @@ int Run() {
       "\"backward_ms\": %.3f, \"optimizer_ms\": %.3f, \"comm_ms\": %.3f, \"overlapped_comm_ms\": %.3f, \"exposed_comm_ms\": %.3f, \"buckets\": %d, "
       "\"bucket_cap_mb\": %g, \"ablation\": \"%s\", \"per_step\": \"%s\", \"backend\": \"%s\", \"wrap_ms\": %.3f, "
       "\"settings_agreement_ms\": %.3f, \"auto_caps\": \"%s\", \"auto_predicted_step_ms\": %.3f, \"comm_hook\": \"%s\", "
-      "\"sent_kib_per_step\": %.1f}\n",
+      "\"sent_kib_per_step\": %.1f, \"gradient_as_bucket_view\": %s}\n",
       absl::GetFlag(FLAGS_model).c_str(), static_cast<long>(batch_size), steps, world, ddp != nullptr ? "true" : "false",
       steps * batch_size * world / elapsed, 1000.0 * elapsed / steps, PeakRssMb(),
       absl::ToDoubleMilliseconds(t.forward) / steps, absl::ToDoubleMilliseconds(t.backward) / steps,
       absl::ToDoubleMilliseconds(t.update) / steps, comm_ms, overlapped_ms, exposed_ms, buckets,
       absl::GetFlag(FLAGS_bucket_cap_mb), absl::GetFlag(FLAGS_ablation).c_str(), per_step.c_str(),
       dist != nullptr ? dist->group->backend_name().c_str() : "none", wrap_ms,
-      agreement_ms, auto_label.c_str(), auto_predicted_ms, absl::GetFlag(FLAGS_comm_hook).c_str(), sent_kib);
+      agreement_ms, auto_label.c_str(), auto_predicted_ms, absl::GetFlag(FLAGS_comm_hook).c_str(), sent_kib,
+      absl::GetFlag(FLAGS_gradient_as_bucket_view) ? "true" : "false");
   return 0;
 }
 
