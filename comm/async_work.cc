@@ -14,7 +14,7 @@ absl::Status AsyncWork::Wait(absl::Duration timeout) {
   auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return completed_; };
   if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
     return absl::DeadlineExceededError(
-        absl::StrCat(description_, ": not completed after ", absl::FormatDuration(timeout)));
+        absl::StrCat(description(), ": not completed after ", absl::FormatDuration(timeout)));
   }
   return status_;
 }

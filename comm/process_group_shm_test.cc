@@ -271,6 +271,25 @@ TEST(ShmTimeoutTest, TheErrorNamesTheCollectiveAndTheRankWaitedFor) {
   EXPECT_TRUE(absl::StrContains(peer_status.message(), "rank 0 failed")) << peer_status;
 }
 
+TEST(ShmTimeoutTest, ACallersShorterWaitNamesTheCollective) {
+  ProcessGroupShmOptions options;
+  options.timeout = absl::Seconds(30);
+  MemoryStore store;
+  std::unique_ptr<ProcessGroupShm> groups[2];
+  std::thread peer([&] { groups[1] = *ProcessGroupShm::Create(store, 1, 2, options); });
+  groups[0] = *ProcessGroupShm::Create(store, 0, 2, options);
+  peer.join();
+  Tensor t = Input<float>(0, 100000, 0, DType::kFloat32);  // beyond the inline path: queued
+  std::shared_ptr<Work> work = groups[0]->AllReduce(t);
+  absl::Status status = work->Wait(absl::Milliseconds(100));  // rank 1 has not called yet
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "AllReduce(sum) #0 of 100000 float32 on rank 0/2 (shm): not "
+                                                  "completed after 100ms")) << status;
+  Tensor u = Input<float>(1, 100000, 0, DType::kFloat32);
+  EXPECT_TRUE(groups[1]->AllReduce(u)->Wait(absl::Seconds(30)).ok());
+  EXPECT_TRUE(work->Wait(absl::Seconds(30)).ok());
+}
+
 TEST(ShmCreateTest, AMissingRankIsNamed) {
   ProcessGroupShmOptions options;
   options.timeout = absl::Milliseconds(300);
