@@ -4,7 +4,6 @@
 #include <immintrin.h>
 #include <linux/futex.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -43,8 +42,7 @@
 //     it to its output and posts kReduced = s; then it copies slice q from rank q's slot once q's
 //     kReduced >= s.
 //   * After its last read of step s a rank posts kDone = s. Words only grow, so waits compare ">=".
-// Waiting: spin for options.spin, then poll with sched_yield for options.yield_spin (Note [Yielding
-// wait]), then sleep on the word's futex (a shared futex: the word lives in
+// Waiting: spin for options.spin, then sleep on the word's futex (a shared futex: the word lives in
 // shared memory). Sleepers count themselves in the owner's control block, so Post makes the wake
 // system call only when someone sleeps (sequentially consistent store and load on both sides: either
 // the poster sees the sleeper or the sleeper sees the new value before it sleeps). A sleeper wakes
@@ -52,15 +50,6 @@
 // exited) and the peers' abort words. A rank that finds a peer dead, or fails otherwise, writes the
 // lost rank into its own abort word and wakes its words' sleepers, so the loss spreads to every
 // survivor within about one interval and nobody waits for the timeout.
-// Note [Yielding wait]
-// Between the short busy spin and the futex, a blocking waiter polls for options.yield_spin (1 ms) with a
-// sched_yield between looks. Sleeping early is what costs in training: on these machines (2 vCPUs of a
-// virtual machine) a thread that sleeps lets its vCPU halt, and waking it again (the peer's futex
-// wake, then the worker's completion waking the main thread) takes a host round trip, several times per
-// bucket. Yielding keeps the vCPU awake while still giving the core to any other runnable thread (this
-// rank's own main thread computing the rest of backward, or a peer rank when ranks outnumber cores),
-// so it does not burn a core that someone else needs, which a longer busy spin would. Interleaved
-// A/B of 2-rank mlp training over shm (BENCHMARKS.md): +8-21% samples/s; the cnn unchanged.
 // Segments never leak: each is created with shm_open under a random name, and its owner unlinks the
 // name as soon as every rank has mapped every segment (or when Create fails), before any collective
 // runs; the mappings keep the memory alive, and the kernel frees it with the last mapping, whatever
@@ -250,11 +239,6 @@ absl::Status ShmChannel::Wait(int peer, ShmWord word, uint32_t step, absl::Time 
     _mm_pause();
     if (Reached(w.load(std::memory_order_acquire), step)) return absl::OkStatus();
     if (i % 64 == 0 && absl::Now() >= spin_end) break;
-  }
-  const absl::Time yield_end = spin_end + options_.yield_spin;
-  while (absl::Now() < yield_end) {
-    sched_yield();
-    if (Reached(w.load(std::memory_order_acquire), step)) return absl::OkStatus();
   }
   return Sleep(peer, word, step, deadline, what);
 }

@@ -23,12 +23,9 @@ struct ShmChannelOptions {
   // Bytes of each of the two data slots of every rank's segment (a collective larger than a slot runs
   // in chunks of at most this size).
   size_t slot_bytes = size_t{1} << 20;
-  // How long a waiter busy-spins before it polls with yields (short: two ranks on two cores must not
-  // burn a core each while the other computes).
+  // How long a waiter spins before it sleeps on a futex (short: two ranks on two cores must not burn a
+  // core each while the other computes).
   absl::Duration spin = absl::Microseconds(30);
-  // After `spin`, how long a blocking waiter keeps polling with a sched_yield between looks before it
-  // sleeps (Note [Yielding wait] in comm/shm_channel.cc); zero goes straight to the futex.
-  absl::Duration yield_spin = absl::Microseconds(1000);
   // How often a sleeping waiter wakes to check that the rank it waits for is alive.
   absl::Duration liveness_interval = absl::Milliseconds(100);
   // Bound on the rendezvous (segment names and mappings exchanged through the store).
