@@ -22,6 +22,7 @@
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/join.h"
 #include "reducer/comm_hook.h"
+#include "reducer/trace.h"
 #include "examples/auto_bucket_caps.h"
 #include "examples/stop_agreement.h"
 #include "nn/models.h"
@@ -48,6 +49,9 @@ ABSL_FLAG(std::string, ablation, "none",
 ABSL_FLAG(bool, find_unused_parameters, false, "DDP: search for unused parameters every iteration");
 ABSL_FLAG(bool, gradient_as_bucket_view, false,
           "DDP: .grad tensors are views into the buckets (no copy in or back; PyTorch's option of that name)");
+ABSL_FLAG(std::string, trace_out, "",
+          "DDP: write a Chrome trace of every step (rank 0's file; merged over ranks) to this path; "
+          "`ddp_sim profile --trace` reads it");
 ABSL_FLAG(bool, static_graph, false, "DDP: static_graph (with --find_unused_parameters: search once)");
 ABSL_FLAG(std::string, comm_hook, "none", "DDP comm hook: none | fp16 | bf16 | powersgd (reducer/comm_hook.h)");
 ABSL_FLAG(int, powersgd_rank, 1, "--comm_hook=powersgd: matrix approximation rank");
@@ -121,6 +125,7 @@ int Run() {
     options.reducer.find_unused_parameters = absl::GetFlag(FLAGS_find_unused_parameters);
     options.reducer.static_graph = absl::GetFlag(FLAGS_static_graph);
     options.reducer.gradient_as_bucket_view = absl::GetFlag(FLAGS_gradient_as_bucket_view);
+    options.reducer.record_trace = !absl::GetFlag(FLAGS_trace_out).empty();
     PowerSgdOptions powersgd;
     powersgd.matrix_approximation_rank = absl::GetFlag(FLAGS_powersgd_rank);
     powersgd.start_iter = absl::GetFlag(FLAGS_powersgd_start_iter);
@@ -211,6 +216,11 @@ int Run() {
     if (join != nullptr) {
       absl::Status joined = join->Finish();
       if (!joined.ok()) return Fail(joined);
+    }
+    if (const std::string trace = absl::GetFlag(FLAGS_trace_out); !trace.empty()) {
+      if (absl::Status written = WriteMergedTrace(ddp->reducer().trace(), *dist->group, trace); !written.ok()) {
+        return Fail(written);
+      }
     }
     absl::Status done = dist->group->Barrier()->Wait(dist->group->timeout());
     if (!done.ok()) return Fail(done);

@@ -2,8 +2,10 @@
 # Validates the DDP step simulator against measured bucket sweeps (issue 16 item 4), end to end:
 #   1. fits the loopback link from bench/allreduce (2 ranks, Gloo) -> link_loopback.json (with --backends
 #      naming shm: the same run also times ProcessGroupShm -> link_loopback_shm.json)
-#   2. traces 400 steps of examples/train (2 ranks, default caps) per model -> profile_<model>.json (and per
-#      model over shm -> profile_<model>_shm.json)
+#   2. traces 400 steps of bench/train_throughput (2 ranks, default caps: the program the sweeps run, with
+#      the same pre-loaded batches) per model -> profile_<model>.json (and per model over shm ->
+#      profile_<model>_shm.json). Results before 2026-12-01 traced examples/train, whose data loading on the
+#      training thread counted as compute the sweeps do not have (the mlp was over-predicted by 12-24%).
 #   3. runs bench/bucket_sweep.sh --repeats times per model on loopback (per backend of --backends), and per
 #      --netns_models model over a network-namespace link at each of --rates, the runs interleaved ->
 #      sweeps/r<k>/bucket_sweep_<tag>.csv (tags: <model>, <model>_shm, <model>_netns_<rate>)
@@ -97,8 +99,8 @@ $SIM fit --bench="$OUT/allreduce_loopback.jsonl" --out="$OUT/link_loopback.json"
 [[ $SHM == 1 ]] && $SIM fit --bench="$OUT/allreduce_loopback.jsonl" --impl=shm --backend=shm --out="$OUT/link_loopback_shm.json"
 profile() {  # profile MODEL BACKEND
   local name="$1$(suffix "$2")"
-  timeout 600 $RT bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/examples/train --model="$1" --backend="$2" \
-    --max_steps=400 --epochs=1 --num_workers=0 --trace_out="$TMP/trace_$name.json" > /dev/null
+  timeout 600 $RT bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/bench/train_throughput --model="$1" \
+    --backend="$2" --warmup=20 --steps=380 --trace_out="$TMP/trace_$name.json" > /dev/null
   $SIM profile --trace="$TMP/trace_$name.json" --model="$1" --skip=20 --out="$OUT/profile_$name.json"
 }
 for model in $PROFILE_MODELS; do profile "$model" gloo; done
