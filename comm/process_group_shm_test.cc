@@ -248,14 +248,20 @@ TEST(ShmSegmentsTest, NothingIsLeftInDevShm) {
   EXPECT_TRUE(ShmEntries(options.channel.name_tag).empty());
 }
 
+// Two ranks' groups over `store`, created at once (each Create waits for the other), driven by the test.
+std::vector<std::unique_ptr<ProcessGroupShm>> CreateTwoRanks(Store& store, const ProcessGroupShmOptions& options) {
+  std::vector<std::unique_ptr<ProcessGroupShm>> groups(2);
+  std::thread peer([&] { groups[1] = *ProcessGroupShm::Create(store, 1, 2, options); });
+  groups[0] = *ProcessGroupShm::Create(store, 0, 2, options);
+  peer.join();
+  return groups;
+}
+
 TEST(ShmTimeoutTest, TheErrorNamesTheCollectiveAndTheRankWaitedFor) {
   ProcessGroupShmOptions options;
   options.timeout = absl::Milliseconds(300);
   MemoryStore store;
-  std::unique_ptr<ProcessGroupShm> groups[2];
-  std::thread peer([&] { groups[1] = *ProcessGroupShm::Create(store, 1, 2, options); });
-  groups[0] = *ProcessGroupShm::Create(store, 0, 2, options);
-  peer.join();
+  std::vector<std::unique_ptr<ProcessGroupShm>> groups = CreateTwoRanks(store, options);
   Tensor t = Input<float>(0, 10, 0, DType::kFloat32);
   const absl::Time start = absl::Now();
   absl::Status status = groups[0]->AllReduce(t)->Wait(absl::Seconds(10));  // rank 1 never calls
@@ -275,10 +281,7 @@ TEST(ShmTimeoutTest, ACallersShorterWaitNamesTheCollective) {
   ProcessGroupShmOptions options;
   options.timeout = absl::Seconds(30);
   MemoryStore store;
-  std::unique_ptr<ProcessGroupShm> groups[2];
-  std::thread peer([&] { groups[1] = *ProcessGroupShm::Create(store, 1, 2, options); });
-  groups[0] = *ProcessGroupShm::Create(store, 0, 2, options);
-  peer.join();
+  std::vector<std::unique_ptr<ProcessGroupShm>> groups = CreateTwoRanks(store, options);
   Tensor t = Input<float>(0, 100000, 0, DType::kFloat32);  // beyond the inline path: queued
   std::shared_ptr<Work> work = groups[0]->AllReduce(t);
   absl::Status status = work->Wait(absl::Milliseconds(100));  // rank 1 has not called yet

@@ -91,12 +91,17 @@ RawReduceFunction GetReduceFunction(DType dtype, ReduceOp op) {
 // works on blocks of kReduceBlockBytes (within L1): it reduces a block of every input into a buffer on
 // the stack, in input order, and copies that block to each output. Each input byte crosses the memory
 // hierarchy once, each output byte once. Since a block's outputs are written only after all of that
-// block's inputs were read, an output may be one of the inputs.
+// block's inputs were read, an output may be one of the inputs. Two inputs and one output need no block:
+// the element-wise function already reads each once and writes once.
 constexpr size_t kReduceBlockBytes = 4096;
 
 void ReduceInputs(RawReduceFunction fn, size_t element_size, void* out, void* also_out, const void* const* inputs,
                   int num_inputs, size_t n) {
   DDP_CHECK(num_inputs >= 2) << "ReduceInputs needs at least two inputs, got " << num_inputs;
+  if (num_inputs == 2 && also_out == nullptr) {  // one pass already, and fn is element-wise: out may alias
+    fn(out, inputs[0], inputs[1], n);
+    return;
+  }
   alignas(64) char block[kReduceBlockBytes];
   const size_t per_block = kReduceBlockBytes / element_size;
   for (size_t begin = 0; begin < n; begin += per_block) {

@@ -383,8 +383,7 @@ void AutoBucketCaps::Report() {
   std::fprintf(
       out_, "auto bucket caps: measured %.2f ms/step over the next %d steps under %s MiB (%s)\n",
       1e3 * measured_after_s_, options_.report_steps, CapsMiBLabel(choice_.caps).c_str(),
-      choice_.predicted_step_s < 0 ? "no prediction"
-                                   : absl::StrFormat("predicted %.2f", 1e3 * choice_.predicted_step_s).c_str());
+      PredictedText(choice_.predicted_step_s).c_str());
   std::fflush(out_);
 }
 
