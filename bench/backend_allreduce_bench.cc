@@ -11,6 +11,8 @@
 // the calling thread with the same buffer and count (the anchor: what ProcessGroupMpi's worker thread,
 // non-blocking MPI_Iallreduce and MPI_Test polling add or cost; Note [MPI worker thread]).
 //
+// --comm_buffer allocates the tensor as DDP allocates its buckets (ProcessGroup::NewCommBuffer).
+//
 // Per size: --warmup untimed calls, then calls until --target_ms passed (at least --min_iters; every
 // rank runs rank 0's count, agreed by a broadcast), each call timed alone; rank 0 prints the median.
 #include <mpi.h>
@@ -25,11 +27,15 @@
 #include "absl/strings/str_format.h"
 #include "comm/init.h"
 #include "tensor/factory.h"
+#include "tensor/ops.h"
 
 ABSL_FLAG(std::string, backend, "shm", "auto, gloo, shm or mpi (mpi: under mpirun).");
 ABSL_FLAG(std::vector<std::string>, bytes, std::vector<std::string>({"4", "65536", "1048576", "2097152",
                                                                      "4194304", "67108864"}),
           "Message sizes in bytes (multiples of 4).");
+ABSL_FLAG(bool, comm_buffer, false,
+          "Allocate the tensor with ProcessGroup::NewCommBuffer, as DDP's buckets are (over shm: in the shared "
+          "heap, read in place by the peers; Note [Zero-copy all-reduce]).");
 ABSL_FLAG(int, warmup, 3, "Untimed calls per size.");
 ABSL_FLAG(int, min_iters, 10, "Fewest timed calls per size.");
 ABSL_FLAG(double, target_ms, 300.0, "Time to spend per size (rank 0's estimate from the warm-up).");
@@ -65,12 +71,18 @@ int Main() {
   ProcessGroup& group = *(*context)->group;
   const bool raw_mpi = group.backend_name() == "mpi";
   if (group.rank() == 0) {
-    std::printf("backend %s, world %d\n%12s %12s %12s %8s\n", group.backend_name().c_str(), group.size(), "bytes",
+    std::printf("backend %s, world %d%s\n%12s %12s %12s %8s\n", group.backend_name().c_str(), group.size(),
+                absl::GetFlag(FLAGS_comm_buffer) ? ", tensors from NewCommBuffer" : "", "bytes",
                 "median_us", raw_mpi ? "raw_mpi_us" : "", "iters");
   }
   for (const std::string& text : absl::GetFlag(FLAGS_bytes)) {
     const int64_t bytes = std::stoll(text);
     Tensor t = Ones({bytes / 4});
+    if (absl::GetFlag(FLAGS_comm_buffer)) {
+      Tensor shared = group.NewCommBuffer(t.numel(), DType::kFloat32, Device::CPU());
+      CopyInPlace(shared, t);
+      t = shared;
+    }
     double warm = 0;
     for (int i = 0; i < absl::GetFlag(FLAGS_warmup); ++i) warm = TimeOne(group, t);
     Tensor iters = FromVector(std::vector<float>{static_cast<float>(std::max<double>(

@@ -116,6 +116,15 @@ class ProcessGroup {
   // The device whose tensors this group's collectives take: the CPU for Gloo, the rank's GPU for NCCL.
   virtual Device tensor_device() const { return Device::CPU(); }
 
+  // A 1-D tensor of `numel` elements that this group communicates without staging copies, for buffers
+  // that are communicated again and again (DDP's buckets): ProcessGroupShm places it in its shared heap,
+  // which the peers read in place (Note [Zero-copy all-reduce] in comm/process_group_shm.cc); the other
+  // backends, and shm when its heap is off or full, return Tensor::Empty. Contents uninitialised; any
+  // tensor works with every collective, this one is only faster.
+  virtual Tensor NewCommBuffer(int64_t numel, DType dtype, Device device) {
+    return Tensor::Empty({numel}, dtype, device);
+  }
+
   // Blocking all-reduce (bounded by timeout()) of a small CPU tensor, staged through tensor_device() when
   // that is a GPU (as torch.distributed does for NCCL object collectives). For host-side totals such as
   // evaluation counts. REQUIRES: `host` is a contiguous CPU tensor.

@@ -45,6 +45,9 @@ class ProcessGroupDebug : public ProcessGroup {
   std::string backend_name() const override { return inner_->backend_name(); }
   absl::Duration timeout() const override { return inner_->timeout(); }
   Device tensor_device() const override { return inner_->tensor_device(); }
+  Tensor NewCommBuffer(int64_t numel, DType dtype, Device device) override {
+    return inner_->NewCommBuffer(numel, dtype, device);
+  }
 
   std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) override;
   std::shared_ptr<Work> Broadcast(const Tensor& tensor, int root) override;

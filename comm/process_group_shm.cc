@@ -155,20 +155,24 @@ std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const Tensor& tensor, 
   return work;
 }
 
-void ProcessGroupShm::ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op,
-                                  uint32_t step, const char* own, char* also_out) {
+absl::Status ProcessGroupShm::ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op,
+                                          uint32_t step, const char* own, char* also_out) {
   const size_t bytes = count * ElementSize(dtype);
-  auto input = [&](int q) -> const char* {
-    return q == rank() && own != nullptr ? own : channel_->Slot(q, step) + offset_bytes;
-  };
-  if (size() == 1) {
-    if (out != input(0)) std::memcpy(out, input(0), bytes);
-    if (also_out != nullptr && also_out != input(0)) std::memcpy(also_out, input(0), bytes);
-    return;
-  }
   absl::InlinedVector<const void*, 8> inputs(size());
-  for (int q = 0; q < size(); ++q) inputs[q] = input(q);
+  for (int q = 0; q < size(); ++q) {
+    if (q == rank() && own != nullptr) {
+      inputs[q] = own;
+    } else {
+      DDP_ASSIGN_OR_RETURN(inputs[q], channel_->Input(q, step, offset_bytes, bytes));
+    }
+  }
+  if (size() == 1) {
+    if (out != inputs[0]) std::memcpy(out, inputs[0], bytes);
+    if (also_out != nullptr && also_out != inputs[0]) std::memcpy(also_out, inputs[0], bytes);
+    return absl::OkStatus();
+  }
   ReduceInputs(GetReduceFunction(dtype, op), ElementSize(dtype), out, also_out, inputs.data(), size(), count);
+  return absl::OkStatus();
 }
 
 absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, const Call& call) {
@@ -184,16 +188,37 @@ absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, co
   return absl::OkStatus();
 }
 
+// Note [Zero-copy all-reduce]
+// A large all-reduce (Note [Shared-memory protocol]) copies each rank's input into its slot so that the
+// peers can read it: for DDP's buckets that copy was a third of the all-reduce's memory traffic, on the
+// cores that also run the backward pass. A tensor from NewCommBuffer lives in this rank's ShmHeap (a
+// memfd every peer maps, comm/shm_heap.h), so the rank publishes the input's heap offset with the step
+// (ShmChannel::PublishInput) instead of copying it, and the peers read it in place:
+//   * rank r reduces slice r of every input into slice r of its own tensor (in place; no peer reads
+//     slice r of rank r's input), posts kReduced, and the peers gather slice r from there;
+//   * slice q of rank r's tensor is overwritten (gathered from q) only after q posted kReduced, that is
+//     after q read it;
+//   * rank r's Work completes only once every peer posted kDone for the step (phase 3 -> 4): until then a
+//     peer may still gather slice r, and the caller may overwrite the tensor as soon as the Work is done.
+// The choice is each rank's, per chunk (a rank whose tensor is not in its heap copies into its slot as
+// before; readers follow what each rank published), so ranks that mix heap and ordinary tensors still
+// agree. Small chunks (every rank reads every input once) keep the copy: it is cheaper than the final wait.
+
 absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, bool blocking, const Call& call) {
   const size_t element = ElementSize(c.dtype);
+  const bool small = c.count * element <= options_.small_allreduce_bytes;
   if (c.phase == 0) {
     if (c.step == 0) c.step = NextStep();
     if (!blocking && !channel_->TrySlotFree(c.step)) return false;
     DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(c.step, call.deadline, call));
     char* slot = channel_->Slot(rank(), c.step);
-    if (c.count * element <= options_.small_allreduce_bytes) {
+    const int64_t heap_offset =
+        small || channel_->heap() == nullptr ? -1 : channel_->heap()->OffsetOf(c.data, c.count * element);
+    c.in_heap = heap_offset >= 0;
+    channel_->PublishInput(c.step, heap_offset);
+    if (small) {
       std::memcpy(slot, c.data, c.count * element);
-    } else {
+    } else if (!c.in_heap) {
       // Only this rank reads its own slice of its input: it reads it from c.data, so it skips the copy.
       const auto [begin, end] = Slice(c.count, element, size(), rank());
       std::memcpy(slot, c.data, begin * element);
@@ -205,18 +230,18 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, b
   if (c.phase == 1) {
     if (!blocking && !channel_->TrySpinAll(ShmWord::kReady, c.step)) return false;
     DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, c.step, call.deadline, call));
-    if (c.count * element <= options_.small_allreduce_bytes) {
-      ReduceSlots(c.data, 0, c.count, c.dtype, c.op, c.step);
+    if (small) {
+      DDP_RETURN_IF_ERROR(ReduceSlots(c.data, 0, c.count, c.dtype, c.op, c.step));
       channel_->Post(ShmWord::kDone, c.step);
-      c.phase = 3;
+      c.phase = 4;
       return true;
     }
     const auto [begin, end] = Slice(c.count, element, size(), rank());
-    // Reduced at once into this rank's output and into its slot (whose slice r holds nothing yet), where
-    // the peers gather it from: one pass (Note [Blocked reduction]).
+    // Reduced at once into this rank's output and (unless the peers gather it from the heap) into its
+    // slot, whose slice r holds nothing yet: one pass (Note [Blocked reduction]).
     char* own = c.data + begin * element;
-    ReduceSlots(own, begin * element, end - begin, c.dtype, c.op, c.step, /*own=*/own,
-                /*also_out=*/channel_->Slot(rank(), c.step) + begin * element);
+    char* also_out = c.in_heap ? nullptr : channel_->Slot(rank(), c.step) + begin * element;
+    DDP_RETURN_IF_ERROR(ReduceSlots(own, begin * element, end - begin, c.dtype, c.op, c.step, /*own=*/own, also_out));
     channel_->Post(ShmWord::kReduced, c.step);
     c.phase = 2;
   }
@@ -227,10 +252,18 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, b
       if (!blocking && !channel_->TrySpin(q, ShmWord::kReduced, c.step)) return false;
       DDP_RETURN_IF_ERROR(channel_->Wait(q, ShmWord::kReduced, c.step, call.deadline, call));
       const auto [qb, qe] = Slice(c.count, element, size(), q);
-      std::memcpy(c.data + qb * element, channel_->Slot(q, c.step) + qb * element, (qe - qb) * element);
+      DDP_ASSIGN_OR_RETURN(const char* slice, channel_->Input(q, c.step, qb * element, (qe - qb) * element));
+      std::memcpy(c.data + qb * element, slice, (qe - qb) * element);
     }
     channel_->Post(ShmWord::kDone, c.step);
     c.phase = 3;
+  }
+  if (c.phase == 3) {
+    if (c.in_heap) {  // the peers may still be gathering this rank's slice from its heap
+      if (!blocking && !channel_->TrySpinAll(ShmWord::kDone, c.step)) return false;
+      DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kDone, c.step, call.deadline, call));
+    }
+    c.phase = 4;
   }
   return true;
 }
@@ -292,7 +325,7 @@ absl::Status ProcessGroupShm::RunReduceScatter(const Tensor& output, const std::
     }
     channel_->Post(ShmWord::kReady, step);
     DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
-    ReduceSlots(Bytes(output) + begin * element, rank() * n * element, n, output.dtype(), op, step);
+    DDP_RETURN_IF_ERROR(ReduceSlots(Bytes(output) + begin * element, rank() * n * element, n, output.dtype(), op, step));
     channel_->Post(ShmWord::kDone, step);
   }
   if (op == ReduceOp::kAvg && count > 0) DivideInPlace(output.raw_data(), output.dtype(), count, size());
@@ -312,7 +345,7 @@ absl::Status ProcessGroupShm::RunReduce(const Tensor& tensor, int root, ReduceOp
     channel_->Post(ShmWord::kReady, step);
     if (rank() == root) {
       DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
-      ReduceSlots(Bytes(tensor) + begin * element, 0, n, tensor.dtype(), op, step);
+      DDP_RETURN_IF_ERROR(ReduceSlots(Bytes(tensor) + begin * element, 0, n, tensor.dtype(), op, step));
     }
     channel_->Post(ShmWord::kDone, step);
   }
@@ -327,6 +360,17 @@ absl::Status ProcessGroupShm::RunBarrier(const Call& call) {
   DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
   channel_->Post(ShmWord::kDone, step);
   return absl::OkStatus();
+}
+
+Tensor ProcessGroupShm::NewCommBuffer(int64_t numel, DType dtype, Device device) {
+  const std::shared_ptr<ShmHeap>& heap = channel_->heap();
+  const size_t bytes = static_cast<size_t>(numel) * ElementSize(dtype);
+  if (heap == nullptr || !device.is_cpu() || bytes == 0) return ProcessGroup::NewCommBuffer(numel, dtype, device);
+  absl::StatusOr<char*> block = heap->Allocate(bytes);
+  if (!block.ok()) return ProcessGroup::NewCommBuffer(numel, dtype, device);  // heap full: staged, still correct
+  Storage storage = std::make_shared<StorageImpl>(*block, bytes, device,
+                                                  [heap](void* data) { heap->Free(static_cast<char*>(data)); });
+  return Tensor::View(std::move(storage), {numel}, {1}, 0, dtype);
 }
 
 std::shared_ptr<Work> ProcessGroupShm::AllReduce(const Tensor& tensor, ReduceOp op) {

@@ -62,6 +62,11 @@ class ProcessGroupShm : public ProcessGroup {
   std::string backend_name() const override { return "shm"; }
   absl::Duration timeout() const override { return options_.timeout; }
 
+  // CPU tensors come from the group's shared heap (Note [Zero-copy all-reduce]) while it has room.
+  Tensor NewCommBuffer(int64_t numel, DType dtype, Device device) override;
+  // Why all-reduces stage through the slots on this group ("" when zero-copy is on).
+  const std::string& zero_copy_off_reason() const { return channel_->zero_copy_off_reason(); }
+
   std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) override;
   std::shared_ptr<Work> Broadcast(const Tensor& tensor, int root) override;
   std::shared_ptr<Work> AllGather(const std::vector<Tensor>& outputs, const Tensor& input) override;
@@ -88,7 +93,10 @@ class ProcessGroupShm : public ProcessGroup {
     DType dtype;
     ReduceOp op;
     uint32_t step = 0;  // 0: no step taken yet
-    int phase = 0;      // 0: input not posted; 1: input posted; 2: reduced slice posted; 3: done
+    // 0: input not posted; 1: input posted; 2: reduced slice posted; 3: slices gathered (peers may still
+    // read this rank's heap input); 4: done
+    int phase = 0;
+    bool in_heap = false;  // the input is read in place from this rank's heap (Note [Zero-copy all-reduce])
   };
 
   // The sequence number and Work of a collective named `name` of `payload` (issue_mu_ held).
@@ -118,11 +126,13 @@ class ProcessGroupShm : public ProcessGroup {
                                 const Call& call);
   absl::Status RunReduce(const Tensor& tensor, int root, ReduceOp op, const Call& call);
   absl::Status RunBarrier(const Call& call);
-  // out[0..count) = op over ranks (in rank order) of slot(q, step)[offset .. offset + count elements),
+  // out[0..count) = op over ranks (in rank order) of rank q's input of `step` (its slot or its heap,
+  // ShmChannel::Input) [offset .. offset + count elements),
   // this rank's input read from `own` instead of its slot when `own` is set; also written to `also_out`
   // when set. `out`, `also_out` and `own` may be the same buffer (Note [Blocked reduction]).
-  void ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op, uint32_t step,
-                   const char* own = nullptr, char* also_out = nullptr);
+  // Fails only when a peer's heap input cannot be mapped.
+  absl::Status ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op, uint32_t step,
+                           const char* own = nullptr, char* also_out = nullptr);
 
   std::unique_ptr<ShmChannel> channel_;
   const ProcessGroupShmOptions options_;

@@ -17,28 +17,17 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "comm/memory_store.h"
+#include "comm/shm_test_util.h"
 #include "gtest/gtest.h"
 #include "tensor/tensor.h"
 
 namespace ddp {
 namespace {
 
-// Calls fn(rank, group) on `world` threads, each with its own ProcessGroupShm over one MemoryStore, and
-// joins them; then every rank passes a barrier before its group is destroyed.
-void RunShmRanks(int world, const std::function<void(int rank, ProcessGroup& group)>& fn,
-                 const ProcessGroupShmOptions& options = {}) {
-  MemoryStore store;
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < world; ++rank) {
-    threads.emplace_back([&, rank] {
-      auto group = ProcessGroupShm::Create(store, rank, world, options);
-      ASSERT_TRUE(group.ok()) << group.status();
-      fn(rank, **group);
-      EXPECT_TRUE((*group)->Barrier()->Wait(absl::Seconds(60)).ok()) << "final barrier of rank " << rank;
-    });
-  }
-  for (auto& t : threads) t.join();
-}
+using shm_test::Input;
+using shm_test::Reference;
+using shm_test::RunShmRanks;
+using shm_test::Values;
 
 // Entries of /dev/shm whose name starts with `tag`.
 std::vector<std::string> ShmEntries(const std::string& tag) {
@@ -50,47 +39,6 @@ std::vector<std::string> ShmEntries(const std::string& tag) {
   }
   closedir(dir);
   return out;
-}
-
-// Rank r's element i: small integers, so every reduction order gives exact results.
-double Value(int rank, int64_t i, int salt) { return (rank + 1 + salt) * (i % 5 + 1) - 2; }
-
-template <typename T>
-Tensor Input(int rank, int64_t n, int salt, DType dtype) {
-  Tensor t = Tensor::Empty({n}, dtype);
-  T* p = static_cast<T*>(t.raw_data());
-  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(Value(rank, i, salt));
-  return t;
-}
-
-template <typename T>
-std::vector<T> Reference(int world, int64_t n, int salt, ReduceOp op, int shift = 0) {
-  std::vector<T> out(n);
-  for (int64_t i = 0; i < n; ++i) {
-    T acc = static_cast<T>(Value(shift, i, salt));
-    for (int r = 1; r < world; ++r) {
-      const T x = static_cast<T>(Value(r + shift, i, salt));
-      if (op == ReduceOp::kSum || op == ReduceOp::kAvg) acc += x;
-      if (op == ReduceOp::kProduct) acc *= x;
-      if (op == ReduceOp::kMin) acc = std::min(acc, x);
-      if (op == ReduceOp::kMax) acc = std::max(acc, x);
-    }
-    if (op == ReduceOp::kAvg) {
-      if constexpr (std::is_integral_v<T>) {
-        acc = static_cast<T>(std::floor(static_cast<double>(acc) / world));
-      } else {
-        acc /= static_cast<T>(world);
-      }
-    }
-    out[i] = acc;
-  }
-  return out;
-}
-
-template <typename T>
-std::vector<T> Values(const Tensor& t) {
-  const T* p = static_cast<const T*>(t.raw_data());
-  return std::vector<T>(p, p + t.numel());
 }
 
 struct Config {

@@ -71,6 +71,11 @@ struct Control {
   WordLine words[kNumWords];
   alignas(64) std::atomic<uint32_t> sleepers;  // threads sleeping on one of this segment's words
   std::atomic<int32_t> abort;                  // 0: fine; 1: broken, lost rank unknown; r + 2: lost rank r
+  std::atomic<int32_t> heap_fd;                // the owner's heap memfd + 1 (0: no heap)
+  // Per step parity, where the owner's input of step input_step[p] lies: heap offset + 1 (0: its slot). A
+  // step that published nothing finds another step's number here and reads the slot.
+  alignas(64) std::atomic<uint64_t> input[2];
+  std::atomic<uint32_t> input_step[2];
 };
 static_assert(sizeof(Control) <= kControlBytes, "control block must fit its page");
 
@@ -121,6 +126,7 @@ struct ShmChannel::Peer {
   size_t bytes = 0;
   pid_t pid = 0;
   UniqueFd pidfd;
+  std::unique_ptr<PeerHeap> heap;  // this peer's heap, mapped on demand (zero-copy only)
   Control* control() const { return reinterpret_cast<Control*>(base); }
   std::atomic<uint32_t>& word(ShmWord w) const { return control()->words[static_cast<int>(w)].value; }
 };
@@ -185,6 +191,15 @@ absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Create(Store& store, int
   absl::Cleanup unlink_name = [&name] { shm_unlink(name.c_str()); };  // on every path out of Create
   self.bytes = bytes;
   self.pid = getpid();
+  if (options.zero_copy) {
+    absl::StatusOr<std::shared_ptr<ShmHeap>> heap = ShmHeap::Create();
+    if (heap.ok()) {
+      channel->heap_ = *std::move(heap);
+      self.control()->heap_fd.store(channel->heap_->fd() + 1, std::memory_order_release);
+    } else {
+      channel->zero_copy_off_reason_ = absl::StrCat("rank ", rank, ": ", heap.status().message());
+    }
+  }
   DDP_RETURN_IF_ERROR(store.Set(SegmentKey(rank), absl::StrCat(getpid(), " ", bytes, " ", name)));
   for (int q = 0; q < size; ++q) {
     if (q == rank) continue;
@@ -198,14 +213,75 @@ absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Create(Store& store, int
     }
     peer.base = *base;
     if (peer.pid != getpid()) peer.pidfd.Reset(OpenPidfd(peer.pid));
+    channel->OpenPeerHeap(q);
   }
-  DDP_RETURN_IF_ERROR(store.Set(MappedKey(rank), "1"));
+  // "1", or "0 <why this rank cannot use zero-copy>": zero-copy is on only when every rank says "1".
+  if (!options.zero_copy) channel->zero_copy_off_reason_ = absl::StrCat("rank ", rank, " turned zero-copy off");
+  DDP_RETURN_IF_ERROR(store.Set(MappedKey(rank), channel->zero_copy_off_reason_.empty()
+                                                     ? "1"
+                                                     : absl::StrCat("0 ", channel->zero_copy_off_reason_)));
   std::vector<std::string> mapped;
   for (int q = 0; q < size; ++q) mapped.push_back(MappedKey(q));
   if (absl::Status all = store.Wait(mapped, options.rendezvous_timeout); !all.ok()) {
     return absl::UnavailableError(absl::StrCat("not every rank mapped the segments: ", all.message()));
   }
+  for (int q = 0; q < size && channel->heap_ != nullptr; ++q) {
+    DDP_ASSIGN_OR_RETURN(std::string value, store.Get(MappedKey(q), options.rendezvous_timeout));
+    if (value != "1") {
+      channel->zero_copy_off_reason_ = value.size() > 2 ? value.substr(2) : absl::StrCat("rank ", q, " cannot use it");
+      channel->heap_.reset();
+    }
+  }
   return channel;
+}
+
+void ShmChannel::OpenPeerHeap(int q) {
+  if (heap_ == nullptr) return;
+  Peer& peer = peers_[q];
+  const int32_t fd = peer.control()->heap_fd.load(std::memory_order_acquire) - 1;
+  if (fd < 0) {
+    zero_copy_off_reason_ = absl::StrCat("rank ", q, " has no shared heap");
+    return;
+  }
+  peer.heap = std::make_unique<PeerHeap>();
+  if (absl::Status opened = peer.heap->Open(peer.pid, fd); !opened.ok()) {
+    zero_copy_off_reason_ = absl::StrCat("rank ", rank_, ": ", opened.message());
+    peer.heap.reset();
+  }
+}
+
+// Both stores precede the Post(kReady) that publishes them (a seq_cst store), and readers load them after
+// seeing that word (acquire), so relaxed accesses suffice here.
+void ShmChannel::PublishInput(uint32_t step, int64_t heap_offset) {
+  Control* control = peers_[rank_].control();
+  control->input[step % 2].store(heap_offset < 0 ? 0 : static_cast<uint64_t>(heap_offset) + 1,
+                                 std::memory_order_relaxed);
+  control->input_step[step % 2].store(step, std::memory_order_relaxed);
+}
+
+uint64_t ShmChannel::HeapInput(int owner, uint32_t step) const {
+  const Control* control = peers_[owner].control();
+  if (control->input_step[step % 2].load(std::memory_order_relaxed) != step) return 0;
+  return control->input[step % 2].load(std::memory_order_relaxed);
+}
+
+bool ShmChannel::InputInHeap(int owner, uint32_t step) const { return HeapInput(owner, step) != 0; }
+
+absl::StatusOr<const char*> ShmChannel::Input(int owner, uint32_t step, size_t offset_bytes, size_t bytes) {
+  Peer& peer = peers_[owner];
+  const uint64_t where = HeapInput(owner, step);
+  if (where == 0) return Slot(owner, step) + offset_bytes;
+  if (owner == rank_) {
+    if (heap_ == nullptr) return absl::InternalError("this rank published a heap input without a heap");
+    return heap_->At(where - 1 + offset_bytes);
+  }
+  if (peer.heap == nullptr) {
+    return absl::DataLossError(absl::StrCat("rank ", owner, " published an input in its shared heap, which rank ",
+                                            rank_, " has not mapped"));
+  }
+  absl::StatusOr<const char*> at = peer.heap->At(where - 1 + offset_bytes, bytes);
+  if (!at.ok()) return absl::Status(at.status().code(), absl::StrCat("rank ", owner, "'s input: ", at.status().message()));
+  return at;
 }
 
 char* ShmChannel::Slot(int owner, uint32_t step) const {

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "comm/shm_heap.h"
 #include "comm/store.h"
 
 namespace ddp {
@@ -33,6 +34,9 @@ struct ShmChannelOptions {
   // First part of the segment names in /dev/shm ("<tag>-<pid>-<rank>-<random>"); tests set their own
   // to prove that nothing is left behind.
   std::string name_tag = "ddp-shm";
+  // Give every rank a shared heap (comm/shm_heap.h) whose blocks the peers read in place (Note [Zero-copy
+  // all-reduce]). Off on every rank when any rank turns it off or cannot open a peer's heap.
+  bool zero_copy = true;
 };
 
 // Formats the prefix of an error message (e.g. "AllReduce(sum) #7 of 1 float32 on rank 0/2 (shm) failed");
@@ -86,6 +90,20 @@ class ShmChannel {
   bool TrySpinAll(ShmWord word, uint32_t step);
   // TrySpinAll(kDone, step - 2): WaitSlotFree without blocking.
   bool TrySlotFree(uint32_t step);
+  // This rank's shared heap, or nullptr when zero-copy is off (options.zero_copy, or a rank could not
+  // open a peer's heap: zero_copy_off_reason() says why). Blocks allocated here may be published as
+  // inputs (PublishInput).
+  const std::shared_ptr<ShmHeap>& heap() const { return heap_; }
+  const std::string& zero_copy_off_reason() const { return zero_copy_off_reason_; }
+  // Publishes where this rank's input of `step` lies: at `heap_offset` of its heap, or (-1) in its slot
+  // for that step. Call before Post(kReady, step); the record is reused two steps later, like the slot.
+  void PublishInput(uint32_t step, int64_t heap_offset);
+  // True when rank `owner` published its input of `step` in its heap. Valid once its kReady >= step.
+  bool InputInHeap(int owner, uint32_t step) const;
+  // Where byte `offset_bytes` of rank `owner`'s input of `step` (of `bytes` bytes from there) is in this
+  // process: in its slot, or in its heap (mapped on demand). Valid once its kReady >= step, until this
+  // rank posts kDone = step. Errors (a heap that cannot be mapped) name the rank.
+  absl::StatusOr<const char*> Input(int owner, uint32_t step, size_t offset_bytes, size_t bytes);
   // Announces that the group is broken (`lost_rank`, or -1 when unknown) so that ranks waiting on this
   // one fail at their next check instead of at the timeout.
   void Abort(int lost_rank);
@@ -96,6 +114,10 @@ class ShmChannel {
   // "" while every rank looks alive and no rank announced a loss; otherwise the reason, e.g. "lost rank
   // 2 (process 81 exited)". Records the lost rank in this rank's own control block (Abort).
   std::string CheckPeers(bool check_processes);
+  // Rank `owner`'s published heap offset + 1 of its input of `step`, 0 when that input is in its slot.
+  uint64_t HeapInput(int owner, uint32_t step) const;
+  // Opens rank q's heap (after mapping its segment); on failure records why zero-copy is off.
+  void OpenPeerHeap(int q);
   // Sleeps on a futex until rank `peer`'s `word` reached `step` (the slow path of Wait).
   absl::Status Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what);
 
@@ -103,6 +125,8 @@ class ShmChannel {
   const int size_;
   const ShmChannelOptions options_;
   std::vector<Peer> peers_;  // index = rank, this rank included
+  std::shared_ptr<ShmHeap> heap_;
+  std::string zero_copy_off_reason_;
 };
 
 }  // namespace ddp

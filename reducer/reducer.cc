@@ -98,7 +98,8 @@ void Reducer::BuildBuckets(const std::vector<std::vector<size_t>>& assignment) {
     bucket.params = assignment[b];
     int64_t total = 0;
     for (size_t index : bucket.params) total += params_[index].numel();
-    bucket.buffer = Tensor::Empty({total}, DType::kFloat32, params_[bucket.params.front()].device());
+    // From the group: over shm the peers then read the bucket in place (Note [Zero-copy all-reduce]).
+    bucket.buffer = group_->NewCommBuffer(total, DType::kFloat32, params_[bucket.params.front()].device());
     FillInPlace(bucket.buffer, 0.0f);
     int64_t offset = 0;
     for (size_t index : bucket.params) {

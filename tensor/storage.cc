@@ -69,8 +69,16 @@ StorageImpl::StorageImpl(size_t nbytes, Device device) : nbytes_(nbytes), device
   data_ = GetAllocator(device.type)->Allocate(nbytes, device);
 }
 
+StorageImpl::StorageImpl(void* data, size_t nbytes, Device device, std::function<void(void*)> release)
+    : data_(data), nbytes_(nbytes), device_(device), release_(std::move(release)) {}
+
 StorageImpl::~StorageImpl() {
-  if (data_ != nullptr) GetAllocator(device_.type)->Free(data_, device_);
+  if (data_ == nullptr) return;
+  if (release_) {
+    release_(data_);
+  } else {
+    GetAllocator(device_.type)->Free(data_, device_);
+  }
 }
 
 Storage NewStorage(size_t nbytes, Device device) {

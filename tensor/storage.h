@@ -3,6 +3,7 @@
 #define DDP_TENSOR_STORAGE_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "tensor/device.h"
@@ -33,6 +34,9 @@ class StorageImpl {
  public:
   // Allocates `nbytes` on `device` (contents uninitialised).
   StorageImpl(size_t nbytes, Device device);
+  // Adopts `data` (`nbytes` on `device`, allocated elsewhere, e.g. a shared-memory heap): `release(data)`
+  // is called instead of the allocator when the storage goes.
+  StorageImpl(void* data, size_t nbytes, Device device, std::function<void(void*)> release);
   ~StorageImpl();
   StorageImpl(const StorageImpl&) = delete;
   StorageImpl& operator=(const StorageImpl&) = delete;
@@ -45,6 +49,7 @@ class StorageImpl {
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  std::function<void(void*)> release_;  // set for adopted memory
 };
 
 using Storage = std::shared_ptr<StorageImpl>;
