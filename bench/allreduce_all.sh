@@ -2,7 +2,7 @@
 # One all-reduce table for every CPU backend (issue 15 item 5; //bench:allreduce_all): per world size
 # (--world_sizes, default 2,3,4) and message size (4 B, doubling, to --max_bytes, default 64 MiB), the median
 # time per float32 sum all-reduce of
-#   shm       our ProcessGroupShm            } bench/allreduce --impls=ours,raw,shm --settle_calls=1: one
+#   shm       our ProcessGroupShm            } bench/allreduce --impls=ours,raw,shm,shm_buf --settle_calls=1: one
 #   gloo      our ProcessGroupGloo ("ours")  } run per world, the three interleaved in rotating order, each
 #   raw gloo  gloo::allreduce ("raw")        } timed call after one untimed call of the same impl (Note
 #                                              [Settle calls] in bench/allreduce_bench.cc); max over ranks
@@ -57,12 +57,12 @@ cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 notes=("Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores ($cpu), load $(cut -d' ' -f1-3 /proc/loadavg) at the start.")
 
 ours_cmd=("$ALLREDUCE" --world_sizes="$WORLDS" --max_bytes="$MAX_BYTES" --target_ms="$TARGET_MS"
-  --impls=ours,raw,shm --settle_calls=1 --format=json)
+  --impls=ours,raw,shm,shm_buf --settle_calls=1 --format=json)
 echo "allreduce_all: ${ours_cmd[*]##*/}" >&2
 "${ours_cmd[@]}" >"$OUT/allreduce_rows.json"
 ours_rc=$?
 notes+=("Columns shm, gloo, raw gloo: \`bench/allreduce --world_sizes=$WORLDS --max_bytes=$MAX_BYTES"\
-" --target_ms=$TARGET_MS --impls=ours,raw,shm --settle_calls=1 --format=json\` (one run per world; impls"\
+" --target_ms=$TARGET_MS --impls=ours,raw,shm,shm_buf --settle_calls=1 --format=json\` (one run per world; impls"\
 " interleaved in rotating order, each timed call after one untimed call of the same impl; max over ranks of"\
 " the median; rows in allreduce_rows.json).")
 [[ $ours_rc == 0 ]] || notes+=("bench/allreduce exited $ours_rc: its rows may be incomplete.")

@@ -88,12 +88,14 @@
 #include "absl/time/time.h"
 #include "bench/allreduce_impls.h"
 #include "tensor/factory.h"
+#include "tensor/ops.h"
 #include "tensor/tensor.h"
 
 ABSL_FLAG(std::string, world_sizes, "2,3,4", "Comma-separated world sizes (processes on this host).");
 ABSL_FLAG(std::string, impls, "ours,raw",
           "Timed implementations, comma-separated, in rotation order: ours (ProcessGroupGloo), raw "
-          "(gloo::allreduce), shm (ProcessGroupShm).");
+          "(gloo::allreduce), shm (ProcessGroupShm), shm_buf (ProcessGroupShm on NewCommBuffer tensors, as DDP's "
+          "buckets).");
 ABSL_FLAG(int64_t, min_bytes, 4, "Smallest message in bytes (a multiple of 4).");
 ABSL_FLAG(int64_t, max_bytes, int64_t{64} << 20,
           "Largest message in bytes; sizes double from --min_bytes. 268435456 for nccl-tests' 256 MiB.");
@@ -161,8 +163,9 @@ void VerifyImpls(BenchRank& ranks, const std::vector<AllReduceImpl>& impls, int 
   const float expected = 0.5f * static_cast<float>(ranks.size() * (ranks.size() + 1));
   const float input = static_cast<float>(ranks.rank() + 1 + (ranks.rank() == corrupt_rank ? 1 : 0));
   for (AllReduceImpl impl : impls) {
-    for (int64_t count : {int64_t{1}, int64_t{3000}}) {  // one element; several vector lanes and a tail
-      Tensor t = Full({count}, input);
+    for (int64_t count : {int64_t{1}, int64_t{3000}, int64_t{300001}}) {  // a lane; lanes and a tail; slices
+      Tensor t = ranks.NewTensor(impl, count);
+      FillInPlace(t, input);
       ranks.AllReduce(impl, t);
       const float* data = t.data<float>();
       for (int64_t i = 0; i < count; ++i) {
@@ -216,10 +219,12 @@ void PrintPercentiles(int64_t bytes, const std::vector<AllReduceImpl>& impls,
 Row MeasureSize(BenchRank& ranks, int64_t bytes, const BenchOptions& options) {
   const std::vector<AllReduceImpl>& impls = options.rank.impls;
   const int n = static_cast<int>(impls.size());
-  Tensor t = Zeros({bytes / 4});  // Zeros stay zeros under sum: no overflow, no denormals.
+  // Zeros stay zeros under sum: no overflow, no denormals. One tensor per impl (shm_buf's is its own).
+  std::vector<Tensor> tensors;
+  for (AllReduceImpl impl : impls) tensors.push_back(ranks.NewTensor(impl, bytes / 4));
   const Clock::time_point warm_start = Clock::now();
-  for (AllReduceImpl impl : impls) {
-    for (int i = 0; i < options.warmup; ++i) ranks.AllReduce(impl, t);
+  for (int k = 0; k < n; ++k) {
+    for (int i = 0; i < options.warmup; ++i) ranks.AllReduce(impls[k], tensors[k]);
   }
   const double per_call = std::chrono::duration<double>(Clock::now() - warm_start).count() /
                           std::max(1, n * options.warmup);
@@ -231,9 +236,9 @@ Row MeasureSize(BenchRank& ranks, int64_t bytes, const BenchOptions& options) {
   for (int round = 0; round < iters; ++round) {
     for (int k = 0; k < n; ++k) {
       const int which = (round + k) % n;
-      for (int i = 0; i < options.settle_calls; ++i) ranks.AllReduce(impls[which], t);
+      for (int i = 0; i < options.settle_calls; ++i) ranks.AllReduce(impls[which], tensors[which]);
       const Clock::time_point start = Clock::now();
-      ranks.AllReduce(impls[which], t);
+      ranks.AllReduce(impls[which], tensors[which]);
       seconds[which].push_back(std::chrono::duration<double>(Clock::now() - start).count());
     }
   }
@@ -344,14 +349,16 @@ void OursSummary(const std::vector<Row>& rows, std::vector<std::string>& items) 
   }
 }
 
-// shm's speed-up over ours against issue 15's targets (stated for world 2): >= 10x at every size up to
-// 4 MiB (the smallest speed-up is the verdict), >= 3x at 64 MiB. Appends one item per verdict.
-void ShmSummary(const std::vector<Row>& rows, std::vector<std::string>& items) {
+// `impl`'s (shm or shm_buf) speed-up over ours against issue 15's targets (stated for world 2): >= 10x at
+// every size up to 4 MiB (the smallest speed-up is the verdict), >= 3x at 64 MiB. Appends one item per
+// verdict.
+void ShmSummary(const std::vector<Row>& rows, AllReduceImpl impl, std::vector<std::string>& items) {
+  const char* name = AllReduceImplName(impl);
   double slowest = 0.0;
   int64_t slowest_bytes = 0;
   for (const Row& row : rows) {
     if (row.bytes > (int64_t{4} << 20)) continue;
-    const double speedup = row.Of(AllReduceImpl::kOurs) / row.Of(AllReduceImpl::kShm);
+    const double speedup = row.Of(AllReduceImpl::kOurs) / row.Of(impl);
     if (slowest_bytes == 0 || speedup < slowest) {
       slowest = speedup;
       slowest_bytes = row.bytes;
@@ -360,13 +367,13 @@ void ShmSummary(const std::vector<Row>& rows, std::vector<std::string>& items) {
   if (slowest_bytes != 0) {
     const char* verdict = slowest >= 10.0 ? "met" : "MISSED";
     items.push_back(
-        absl::StrFormat("shm speed-up over ours up to 4 MiB: at least %.1fx, at %d B (target >= 10x: %s)",
+        absl::StrFormat("%s speed-up over ours up to 4 MiB: at least %.1fx, at %d B (target >= 10x: %s)", name,
                         slowest, slowest_bytes, verdict));
   }
   for (const Row& row : rows) {
     if (row.bytes != (int64_t{64} << 20)) continue;
-    const double speedup = row.Of(AllReduceImpl::kOurs) / row.Of(AllReduceImpl::kShm);
-    items.push_back(absl::StrFormat("shm speed-up at 64 MiB: %.1fx (target >= 3x: %s)", speedup,
+    const double speedup = row.Of(AllReduceImpl::kOurs) / row.Of(impl);
+    items.push_back(absl::StrFormat("%s speed-up at 64 MiB: %.1fx (target >= 3x: %s)", name, speedup,
                                     speedup >= 3.0 ? "met" : "MISSED"));
   }
 }
@@ -379,7 +386,9 @@ void PrintSummary(const std::vector<Row>& rows, int world) {
   std::vector<std::string> items;
   if (!ours) items.push_back("none (the targets are against \"ours\", which was not timed)");
   if (ours && any.Of(AllReduceImpl::kRaw) > 0.0) OursSummary(rows, items);
-  if (ours && any.Of(AllReduceImpl::kShm) > 0.0) ShmSummary(rows, items);
+  for (AllReduceImpl shm : {AllReduceImpl::kShm, AllReduceImpl::kShmBuf}) {
+    if (ours && any.Of(shm) > 0.0) ShmSummary(rows, shm, items);
+  }
   std::printf("# world %d summary: %s\n\n", world, absl::StrJoin(items, "; ").c_str());
   std::fflush(stdout);
 }
@@ -394,6 +403,10 @@ void PrintTableHeader(int world, const BenchOptions& options) {
   for (AllReduceImpl impl : options.rank.impls) {
     if (impl == AllReduceImpl::kShm) {
       std::printf("# shm: ProcessGroupShm; its ratio and extra columns are against \"ours\" (shm/ours)\n");
+    }
+    if (impl == AllReduceImpl::kShmBuf) {
+      std::printf("# shm_buf: ProcessGroupShm on a NewCommBuffer tensor (read in place, as DDP's buckets); "
+                  "ratio and extra against \"ours\"\n");
     }
   }
   if (options.reduce_scatter) {

@@ -22,6 +22,8 @@
 #include "comm/process_group_debug.h"
 #include "comm/process_group_gloo.h"
 #include "comm/process_group_shm.h"
+#include "tensor/factory.h"
+#include "tensor/ops.h"
 
 namespace ddp {
 namespace {
@@ -67,6 +69,8 @@ const char* AllReduceImplName(AllReduceImpl impl) {
       return "raw";
     case AllReduceImpl::kShm:
       return "shm";
+    case AllReduceImpl::kShmBuf:
+      return "shm_buf";
   }
   return "?";
 }
@@ -75,7 +79,7 @@ absl::StatusOr<std::vector<AllReduceImpl>> ParseAllReduceImpls(absl::string_view
   std::vector<AllReduceImpl> impls;
   for (absl::string_view name : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     bool known = false;
-    for (AllReduceImpl impl : {AllReduceImpl::kOurs, AllReduceImpl::kRaw, AllReduceImpl::kShm}) {
+    for (AllReduceImpl impl : {AllReduceImpl::kOurs, AllReduceImpl::kRaw, AllReduceImpl::kShm, AllReduceImpl::kShmBuf}) {
       if (name != AllReduceImplName(impl)) continue;
       if (Contains(impls, impl))
         return absl::InvalidArgumentError(absl::StrCat("--impls names '", name, "' twice"));
@@ -84,7 +88,7 @@ absl::StatusOr<std::vector<AllReduceImpl>> ParseAllReduceImpls(absl::string_view
     }
     if (!known) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--impls: unknown implementation '", name, "' (known: ours, raw, shm)"));
+          absl::StrCat("--impls: unknown implementation '", name, "' (known: ours, raw, shm, shm_buf)"));
     }
   }
   if (impls.empty()) return absl::InvalidArgumentError("--impls names no implementation");
@@ -115,7 +119,7 @@ absl::StatusOr<std::unique_ptr<BenchRank>> BenchRank::Join(const std::string& st
     self->gloo_group_ = *std::move(group);
     if (options.debug_detail) self->debug_ = std::make_unique<ProcessGroupDebug>(self->gloo_group_.get());
   }
-  if (Contains(options.impls, AllReduceImpl::kShm)) {
+  if (Contains(options.impls, AllReduceImpl::kShm) || Contains(options.impls, AllReduceImpl::kShmBuf)) {
     PrefixStore shm_store("shmpg/", self->store_.get());  // ProcessGroupShm keeps no store
     ProcessGroupShmOptions shm_options;
     shm_options.timeout = options.timeout;
@@ -145,8 +149,9 @@ void BenchRank::AllReduce(AllReduceImpl impl, const Tensor& t) {
       RawAllReduce(t.data<float>(), static_cast<size_t>(t.numel()));
       return;
     case AllReduceImpl::kOurs:
-    case AllReduceImpl::kShm: {
-      ProcessGroup* group = impl == AllReduceImpl::kShm ? static_cast<ProcessGroup*>(shm_group_.get())
+    case AllReduceImpl::kShm:
+    case AllReduceImpl::kShmBuf: {
+      ProcessGroup* group = impl != AllReduceImpl::kOurs ? static_cast<ProcessGroup*>(shm_group_.get())
                             : debug_ != nullptr         ? static_cast<ProcessGroup*>(debug_.get())
                                                         : static_cast<ProcessGroup*>(gloo_group_.get());
       if (group == nullptr) {
@@ -157,6 +162,14 @@ void BenchRank::AllReduce(AllReduceImpl impl, const Tensor& t) {
       return;
     }
   }
+}
+
+Tensor BenchRank::NewTensor(AllReduceImpl impl, int64_t count) const {
+  if (impl != AllReduceImpl::kShmBuf) return Zeros({count});
+  if (shm_group_ == nullptr) Fail(absl::FailedPreconditionError("shm_buf was not joined"));
+  Tensor t = shm_group_->NewCommBuffer(count, DType::kFloat32, Device::CPU());
+  FillInPlace(t, 0.0f);
+  return t;
 }
 
 void BenchRank::OursReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs) {

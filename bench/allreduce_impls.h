@@ -38,9 +38,11 @@ enum class AllReduceImpl {
   kOurs,  // ProcessGroupGloo::AllReduce(t)->Wait(): the group's worker thread runs gloo::allreduce
   kRaw,   // gloo::allreduce on the calling thread, over a second Gloo context with the same options
   kShm,   // ProcessGroupShm::AllReduce(t)->Wait(): shared memory (small ones run on the calling thread)
+  kShmBuf,  // kShm on a tensor from ProcessGroupShm::NewCommBuffer, as DDP's buckets: the peers read it in
+            // place (Note [Zero-copy all-reduce] in comm/process_group_shm.cc); same group as kShm
 };
 
-// "ours", "raw" or "shm": the names of --impls and of the JSON rows' "impl" field.
+// "ours", "raw", "shm" or "shm_buf": the names of --impls and of the JSON rows' "impl" field.
 const char* AllReduceImplName(AllReduceImpl impl);
 
 // Parses a comma-separated list such as "ours,raw,shm" (order kept: it is the rotation's order).
@@ -75,6 +77,9 @@ class BenchRank {
   int rank() const { return rank_; }
   int size() const { return world_; }
 
+  // A zero-filled float32 tensor of `count` elements for `impl`'s calls: from the shm group's
+  // NewCommBuffer for kShmBuf, an ordinary one otherwise. REQUIRES: `impl` was joined.
+  Tensor NewTensor(AllReduceImpl impl, int64_t count) const;
   // One all-reduce (sum, in place) of `t` through `impl`. REQUIRES: `impl` was joined; t is contiguous
   // float32 on the CPU.
   void AllReduce(AllReduceImpl impl, const Tensor& t);

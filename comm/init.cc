@@ -153,13 +153,17 @@ absl::StatusOr<std::string> ResolveCpuBackend(const InitOptions& options, Distri
 }
 
 // The shared-memory group of `rank` of `size` over `store`; $DDP_SHM_NAME_TAG (tests) replaces the
-// segment names' tag.
+// segment names' tag. Rank 0 says why when zero-copy is off (Note [Zero-copy all-reduce]).
 absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeShmGroup(const EnvLookup& env, Store& store, int rank, int size,
                                                            absl::Duration timeout) {
   ProcessGroupShmOptions shm_options;
   shm_options.timeout = timeout;
   shm_options.channel.name_tag = env("DDP_SHM_NAME_TAG").value_or(shm_options.channel.name_tag);
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupShm> group, ProcessGroupShm::Create(store, rank, size, shm_options));
+  if (rank == 0 && !group->zero_copy_off_reason().empty()) {
+    std::fprintf(stderr, "ddp: shm: all-reduces stage through copies (no zero-copy buckets): %s\n",
+                 group->zero_copy_off_reason().c_str());
+  }
   return std::unique_ptr<ProcessGroup>(std::move(group));
 }
 

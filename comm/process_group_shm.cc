@@ -202,7 +202,7 @@ absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, co
 //     peer may still gather slice r, and the caller may overwrite the tensor as soon as the Work is done.
 // The choice is each rank's, per chunk (a rank whose tensor is not in its heap copies into its slot as
 // before; readers follow what each rank published), so ranks that mix heap and ordinary tensors still
-// agree. Small chunks (every rank reads every input once) keep the copy: it is cheaper than the final wait.
+// agree. Chunks below options.zero_copy_min_bytes keep the copy: it is cheaper than the final wait.
 
 absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, bool blocking, const Call& call) {
   const size_t element = ElementSize(c.dtype);
@@ -212,8 +212,8 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, b
     if (!blocking && !channel_->TrySlotFree(c.step)) return false;
     DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(c.step, call.deadline, call));
     char* slot = channel_->Slot(rank(), c.step);
-    const int64_t heap_offset =
-        small || channel_->heap() == nullptr ? -1 : channel_->heap()->OffsetOf(c.data, c.count * element);
+    const bool may_share = !small && channel_->heap() != nullptr && c.count * element >= options_.zero_copy_min_bytes;
+    const int64_t heap_offset = may_share ? channel_->heap()->OffsetOf(c.data, c.count * element) : -1;
     c.in_heap = heap_offset >= 0;
     channel_->PublishInput(c.step, heap_offset);
     if (small) {

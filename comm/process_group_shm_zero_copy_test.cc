@@ -66,6 +66,7 @@ class ShmZeroCopyTest : public ::testing::TestWithParam<ZeroCopyConfig> {
     options.channel.slot_bytes = GetParam().slot_bytes;
     options.small_allreduce_bytes = std::min<size_t>(options.small_allreduce_bytes, GetParam().slot_bytes / 4);
     options.inline_allreduce_bytes = 0;  // the inline path has its own tests; here every call is queued
+    options.zero_copy_min_bytes = 0;     // every large-path chunk in place, whatever its size
     return options;
   }
 

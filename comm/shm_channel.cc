@@ -42,6 +42,12 @@
 //     it to its output and posts kReduced = s; then it copies slice q from rank q's slot once q's
 //     kReduced >= s.
 //   * After its last read of step s a rank posts kDone = s. Words only grow, so waits compare ">=".
+//   * Zero-copy (Note [Zero-copy all-reduce] in process_group_shm.cc): instead of copying its input into
+//     its slot, a rank may publish, with the step number, the input's offset in its shared heap (a memfd
+//     the peers open through /proc/<pid>/fd and map on demand, comm/shm_heap.h); readers of step s
+//     follow that record (Input). The record of step s is rewritten for step s + 2 only after the same
+//     kDone wait as the slot, and a step that publishes nothing leaves another step's number in it, so
+//     its readers use the slot.
 // Waiting: spin for options.spin, then sleep on the word's futex (a shared futex: the word lives in
 // shared memory). Sleepers count themselves in the owner's control block, so Post makes the wake
 // system call only when someone sleeps (sequentially consistent store and load on both sides: either

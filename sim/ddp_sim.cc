@@ -33,7 +33,7 @@
 #include "sim/cli.h"
 
 ABSL_FLAG(std::string, bench, "", "fit: bench/allreduce --format=json output (one JSON object per line)");
-ABSL_FLAG(std::string, impl, "ours", "fit: which rows to fit (ours | raw)");
+ABSL_FLAG(std::string, impl, "ours", "fit: which bench/allreduce rows to fit (ours | raw | shm | shm_buf)");
 ABSL_FLAG(std::string, backend, "gloo", "fit: the backend name saved with the fit");
 ABSL_FLAG(std::string, out, "", "fit/profile/validate: output file");
 ABSL_FLAG(std::string, trace, "", "profile: Chrome trace from --trace_out");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Validates the DDP step simulator against measured bucket sweeps (issue 16 item 4), end to end:
 #   1. fits the loopback link from bench/allreduce (2 ranks, Gloo) -> link_loopback.json (with --backends
-#      naming shm: the same run also times ProcessGroupShm -> link_loopback_shm.json)
+#      naming shm: the same run also times ProcessGroupShm on NewCommBuffer tensors, as DDP's buckets are
+#      since 2026-12-01 (Note [Zero-copy all-reduce]) -> link_loopback_shm.json)
 #   2. traces 400 steps of bench/train_throughput (2 ranks, default caps: the program the sweeps run, with
 #      the same pre-loaded batches) per model -> profile_<model>.json (and per model over shm ->
 #      profile_<model>_shm.json). Results before 2026-12-01 traced examples/train, whose data loading on the
@@ -93,10 +94,10 @@ trap 'rm -rf "$TMP"' EXIT
 if [[ $PREDICT_ONLY == 0 ]]; then
 # 1 and 2: the link and the compute side, each measured once.
 IMPLS=ours,raw
-[[ $SHM == 1 ]] && IMPLS=ours,raw,shm
+[[ $SHM == 1 ]] && IMPLS=ours,raw,shm_buf  # DDP's buckets come from NewCommBuffer: shm_buf is their link
 $RT bazel-bin/bench/allreduce --world_sizes=2 --impls=$IMPLS --format=json > "$OUT/allreduce_loopback.jsonl"
 $SIM fit --bench="$OUT/allreduce_loopback.jsonl" --out="$OUT/link_loopback.json"
-[[ $SHM == 1 ]] && $SIM fit --bench="$OUT/allreduce_loopback.jsonl" --impl=shm --backend=shm --out="$OUT/link_loopback_shm.json"
+[[ $SHM == 1 ]] && $SIM fit --bench="$OUT/allreduce_loopback.jsonl" --impl=shm_buf --backend=shm --out="$OUT/link_loopback_shm.json"
 profile() {  # profile MODEL BACKEND
   local name="$1$(suffix "$2")"
   timeout 600 $RT bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/bench/train_throughput --model="$1" \
