@@ -38,6 +38,7 @@
 #include "comm/process_group.h"
 #include "tensor/check.h"
 #include "tensor/factory.h"
+#include "tensor/ops.h"
 #include "tensor/tensor.h"
 
 ABSL_FLAG(std::string, init_method, "env://",
@@ -48,6 +49,9 @@ ABSL_FLAG(bool, large, false, "Also all-reduce (sum) one 64 MiB float32 tensor."
 ABSL_FLAG(int, corrupt_at_rank, -1,
           "Self-test of the checker: this rank perturbs its first non-empty all-reduce result before "
           "comparing it, so it must exit 1 naming AllReduce(sum).");
+ABSL_FLAG(bool, comm_buffer, false,
+          "All-reduce tensors from ProcessGroup::NewCommBuffer, as DDP's buckets (over shm: read in place from "
+          "the ranks' shared heaps, Note [Zero-copy all-reduce]).");
 ABSL_FLAG(int, die_at_rank, -1, "Failure test: this rank SIGKILLs itself during an all-reduce loop.");
 ABSL_FLAG(int, die_after_ms, 1000, "Failure test: how long after joining the dying rank lives.");
 ABSL_FLAG(int64_t, die_loop_floats, int64_t{4} << 20,
@@ -97,6 +101,14 @@ std::vector<float> Input(int rank, int64_t n, int salt) {
 }
 
 Tensor InputTensor(int rank, int64_t n, int salt) { return FromVector(Input(rank, n, salt), {n}); }
+
+// `values` in the tensor an all-reduce takes: itself, or a copy in group's NewCommBuffer (--comm_buffer).
+Tensor AllReduceTensor(ProcessGroup& group, const Tensor& values) {
+  if (!absl::GetFlag(FLAGS_comm_buffer)) return values;
+  Tensor t = group.NewCommBuffer(values.numel(), values.dtype(), values.device());
+  CopyInPlace(t, values);
+  return t;
+}
 
 // The reduction over ranks 0..world-1 of Input(r + shift, n, salt), computed sequentially.
 std::vector<float> Reference(int world, int64_t n, int salt, ReduceOp op, int shift = 0) {
@@ -186,7 +198,7 @@ class CollectiveChecks {
 
   absl::Status AllReduce(int64_t n, ReduceOp op, int salt) {
     const std::string what = absl::StrCat("AllReduce(", ReduceOpName(op), ") n=", n);
-    Tensor t = InputTensor(rank_, n, salt);
+    Tensor t = AllReduceTensor(group_, InputTensor(rank_, n, salt));
     DDP_RETURN_IF_ERROR(Run(what, group_.AllReduce(t, op)));
     std::vector<float> got = t.ToVector<float>();
     if (n > 0 && rank_ == absl::GetFlag(FLAGS_corrupt_at_rank)) got[n - 1] += 1.0f;
@@ -383,7 +395,7 @@ int RunFailureScenario(ProcessGroup& group, int die_at_rank, absl::Duration die_
     }).detach();
   }
   const int64_t n = absl::GetFlag(FLAGS_die_loop_floats);
-  Tensor t = Zeros({n});
+  Tensor t = AllReduceTensor(group, Zeros({n}));
   const absl::Time give_up = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_die_loop_max_s));
   int iterations = 0;
   absl::Time last_success = absl::Now();

@@ -26,6 +26,7 @@ namespace ddp {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using RunResult = ProcessResult;
 
@@ -112,6 +113,19 @@ TEST_P(ShmCollectivesProcessTest, EveryCollectiveMatchesTheReferenceAndNoSegment
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmCollectivesProcessTest, ::testing::Values(1, 2, 3, 4));
 
+// All-reduces of NewCommBuffer tensors between processes: each rank opens the others' heaps through
+// /proc/<pid>/fd (Note [Zero-copy all-reduce]), which ranks as threads never exercise; zero-copy must be on.
+TEST(ShmCollectivesProcessTest, CommBuffersAreReadInPlaceAcrossProcesses) {
+  const std::string tag = absl::StrCat("ddp-shm-ptest-zc-", ::getpid());
+  const RunResult r = RunDdprun({"--nproc_per_node=3", "--master_port=0", Runfile("tests/collective_worker"),
+                                 "--backend=shm", "--comm_buffer", "--large"},
+                                {absl::StrCat("DDP_SHM_NAME_TAG=", tag)});
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  ExpectEveryRankPassed(r, 3);
+  EXPECT_THAT(r.all(), Not(HasSubstr("no zero-copy buckets"))) << "zero-copy was off";
+  EXPECT_TRUE(ShmEntries(tag).empty());
+}
+
 TEST(CollectivesProcessInitTest, AutoPicksShmOnOneHost) {
   const RunResult r = RunDdprun({"--nproc_per_node=2", "--master_port=0", Runfile("tests/collective_worker"),
                                  "--backend=auto"});
@@ -191,12 +205,16 @@ TEST(CollectivesProcessFailureTest, SurvivorsReportWithTheDefaultSigpipeAction) 
 
 // Over shared memory the survivors notice the dead process itself (pidfd, every 100 ms) or a peer's
 // abort word: each fails within 2 s naming rank 2, and nothing is left in /dev/shm.
-TEST(CollectivesProcessFailureTest, ShmSurvivorsNameTheSigkilledRankWithinTwoSeconds) {
+// With and without NewCommBuffer tensors (--comm_buffer: the survivors may be reading the dead rank's heap).
+class ShmKillTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ShmKillTest, ShmSurvivorsNameTheSigkilledRankWithinTwoSeconds) {
   const std::string tag = absl::StrCat("ddp-shm-kill-", ::getpid());
-  const RunResult r = RunDdprun({"--nproc_per_node=4", "--master_port=0", "--grace_period_s=15",
-                                 Runfile("tests/collective_worker"), "--backend=shm", "--die_at_rank=2",
-                                 "--die_after_ms=1500"},
-                                {"DDP_TIMEOUT_S=10", absl::StrCat("DDP_SHM_NAME_TAG=", tag)}, absl::Seconds(45));
+  std::vector<std::string> args = {"--nproc_per_node=4", "--master_port=0", "--grace_period_s=15",
+                                   Runfile("tests/collective_worker"), "--backend=shm", "--die_at_rank=2",
+                                   "--die_after_ms=1500"};
+  if (GetParam()) args.push_back("--comm_buffer");
+  const RunResult r = RunDdprun(args, {"DDP_TIMEOUT_S=10", absl::StrCat("DDP_SHM_NAME_TAG=", tag)}, absl::Seconds(45));
   EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.all();
   for (int rank : {0, 1, 3}) {
     const std::string report = absl::StrCat("[rank ", rank, "] collective_worker rank ", rank,
@@ -214,6 +232,11 @@ TEST(CollectivesProcessFailureTest, ShmSurvivorsNameTheSigkilledRankWithinTwoSec
   }
   EXPECT_TRUE(ShmEntries(tag).empty());
 }
+
+INSTANTIATE_TEST_SUITE_P(Buffers, ShmKillTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "comm_buffer" : "ordinary";
+                         });
 
 }  // namespace
 }  // namespace ddp
