@@ -25,20 +25,30 @@ char* Bytes(const Tensor& t) { return static_cast<char*>(t.raw_data()); }
 
 // A Work whose description, "<name> #<sequence> of <payload> on rank <r>/<size> (shm)", is formatted
 // only when asked for (an error, a timeout): a 4-byte all-reduce takes about a microsecond, and
-// formatting and allocating the string on every call was a noticeable part of it.
+// formatting and allocating the strings on every call was a noticeable part of it. An all-reduce keeps
+// only its op, count and dtype; other collectives their name and payload text.
 class ShmWork final : public AsyncWork {
  public:
   ShmWork(std::string name, uint64_t sequence, std::string payload, int rank, int size)
       : AsyncWork(""), name_(std::move(name)), payload_(std::move(payload)), sequence_(sequence), rank_(rank),
         size_(size) {}
+  ShmWork(ReduceOp op, int64_t numel, DType dtype, uint64_t sequence, int rank, int size)
+      : AsyncWork(""), all_reduce_(true), op_(op), numel_(numel), dtype_(dtype), sequence_(sequence), rank_(rank),
+        size_(size) {}
   std::string description() const override {
-    return absl::StrCat(name_, " #", sequence_, payload_.empty() ? "" : " of ", payload_, " on rank ", rank_, "/",
+    const std::string name = all_reduce_ ? absl::StrCat("AllReduce(", ReduceOpName(op_), ")") : name_;
+    const std::string payload = all_reduce_ ? absl::StrCat(numel_, " ", DTypeName(dtype_)) : payload_;
+    return absl::StrCat(name, " #", sequence_, payload.empty() ? "" : " of ", payload, " on rank ", rank_, "/",
                         size_, " (shm)");
   }
 
  private:
   const std::string name_;
   const std::string payload_;
+  const bool all_reduce_ = false;
+  const ReduceOp op_ = ReduceOp::kSum;
+  const int64_t numel_ = 0;
+  const DType dtype_ = DType::kFloat32;
   const uint64_t sequence_;
   const int rank_;
   const int size_;
@@ -126,7 +136,7 @@ std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const Tensor& tensor, 
   {
     absl::MutexLock lock(&issue_mu_);
     if (!queue_->TryBeginInline()) return nullptr;
-    work = NewWork(absl::StrCat("AllReduce(", ReduceOpName(op), ")"), Payload(tensor));
+    work = std::make_shared<ShmWork>(op, tensor.numel(), tensor.dtype(), next_sequence_++, rank(), size());
   }
   work->MarkStarted();
   ChunkAllReduce chunk{Bytes(tensor), static_cast<size_t>(tensor.numel()), tensor.dtype(), op};
@@ -156,12 +166,14 @@ std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const Tensor& tensor, 
 }
 
 absl::Status ProcessGroupShm::ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op,
-                                          uint32_t step, const char* own, char* also_out) {
+                                          uint32_t step, bool published, const char* own, char* also_out) {
   const size_t bytes = count * ElementSize(dtype);
   absl::InlinedVector<const void*, 8> inputs(size());
   for (int q = 0; q < size(); ++q) {
     if (q == rank() && own != nullptr) {
       inputs[q] = own;
+    } else if (!published) {
+      inputs[q] = channel_->Slot(q, step) + offset_bytes;
     } else {
       DDP_ASSIGN_OR_RETURN(inputs[q], channel_->Input(q, step, offset_bytes, bytes));
     }
@@ -215,7 +227,7 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, b
     const bool may_share = !small && channel_->heap() != nullptr && c.count * element >= options_.zero_copy_min_bytes;
     const int64_t heap_offset = may_share ? channel_->heap()->OffsetOf(c.data, c.count * element) : -1;
     c.in_heap = heap_offset >= 0;
-    channel_->PublishInput(c.step, heap_offset);
+    if (!small) channel_->PublishInput(c.step, heap_offset);  // small chunks are read from the slots
     if (small) {
       std::memcpy(slot, c.data, c.count * element);
     } else if (!c.in_heap) {
@@ -231,7 +243,7 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, b
     if (!blocking && !channel_->TrySpinAll(ShmWord::kReady, c.step)) return false;
     DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, c.step, call.deadline, call));
     if (small) {
-      DDP_RETURN_IF_ERROR(ReduceSlots(c.data, 0, c.count, c.dtype, c.op, c.step));
+      DDP_RETURN_IF_ERROR(ReduceSlots(c.data, 0, c.count, c.dtype, c.op, c.step, /*published=*/false));
       channel_->Post(ShmWord::kDone, c.step);
       c.phase = 4;
       return true;
@@ -241,7 +253,8 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, b
     // slot, whose slice r holds nothing yet: one pass (Note [Blocked reduction]).
     char* own = c.data + begin * element;
     char* also_out = c.in_heap ? nullptr : channel_->Slot(rank(), c.step) + begin * element;
-    DDP_RETURN_IF_ERROR(ReduceSlots(own, begin * element, end - begin, c.dtype, c.op, c.step, /*own=*/own, also_out));
+    DDP_RETURN_IF_ERROR(ReduceSlots(own, begin * element, end - begin, c.dtype, c.op, c.step, /*published=*/true,
+                                    /*own=*/own, also_out));
     channel_->Post(ShmWord::kReduced, c.step);
     c.phase = 2;
   }
@@ -325,7 +338,8 @@ absl::Status ProcessGroupShm::RunReduceScatter(const Tensor& output, const std::
     }
     channel_->Post(ShmWord::kReady, step);
     DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
-    DDP_RETURN_IF_ERROR(ReduceSlots(Bytes(output) + begin * element, rank() * n * element, n, output.dtype(), op, step));
+    DDP_RETURN_IF_ERROR(
+        ReduceSlots(Bytes(output) + begin * element, rank() * n * element, n, output.dtype(), op, step, /*published=*/false));
     channel_->Post(ShmWord::kDone, step);
   }
   if (op == ReduceOp::kAvg && count > 0) DivideInPlace(output.raw_data(), output.dtype(), count, size());
@@ -345,7 +359,7 @@ absl::Status ProcessGroupShm::RunReduce(const Tensor& tensor, int root, ReduceOp
     channel_->Post(ShmWord::kReady, step);
     if (rank() == root) {
       DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
-      DDP_RETURN_IF_ERROR(ReduceSlots(Bytes(tensor) + begin * element, 0, n, tensor.dtype(), op, step));
+      DDP_RETURN_IF_ERROR(ReduceSlots(Bytes(tensor) + begin * element, 0, n, tensor.dtype(), op, step, /*published=*/false));
     }
     channel_->Post(ShmWord::kDone, step);
   }

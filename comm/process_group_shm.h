@@ -132,13 +132,14 @@ class ProcessGroupShm : public ProcessGroup {
                                 const Call& call);
   absl::Status RunReduce(const Tensor& tensor, int root, ReduceOp op, const Call& call);
   absl::Status RunBarrier(const Call& call);
-  // out[0..count) = op over ranks (in rank order) of rank q's input of `step` (its slot or its heap,
-  // ShmChannel::Input) [offset .. offset + count elements),
+  // out[0..count) = op over ranks (in rank order) of rank q's input of `step` [offset .. offset + count
+  // elements): in q's slot, or, when `published`, wherever q published it (its slot or its heap,
+  // ShmChannel::Input),
   // this rank's input read from `own` instead of its slot when `own` is set; also written to `also_out`
   // when set. `out`, `also_out` and `own` may be the same buffer (Note [Blocked reduction]).
   // Fails only when a peer's heap input cannot be mapped.
   absl::Status ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op, uint32_t step,
-                           const char* own = nullptr, char* also_out = nullptr);
+                           bool published, const char* own = nullptr, char* also_out = nullptr);
 
   std::unique_ptr<ShmChannel> channel_;
   const ProcessGroupShmOptions options_;
