@@ -1,6 +1,7 @@
 #include "sim/profile.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -48,6 +49,7 @@ absl::StatusOr<RankEvents> CollectEvents(absl::string_view text, int rank) {
 // Sums (over iterations `used`) one iteration's contributions into `sums`; see Note [Profile from a trace].
 struct Sums {
   double forward = 0, backward = 0, other = 0;
+  std::vector<double> compute;  // per iteration: forward + backward + other, microseconds
   std::vector<double> ready;  // per parameter, microseconds after backward start
   std::vector<int> ready_count;
 };
@@ -63,6 +65,7 @@ absl::Status AddIteration(const RankEvents& ev, size_t i, const std::map<std::st
   sums->forward += ev.forward[i].second - ev.forward[i].first;
   sums->backward += bwd_end - bwd_start;
   sums->other += next - last_comm;
+  sums->compute.push_back((ev.forward[i].second - ev.forward[i].first) + (bwd_end - bwd_start) + (next - last_comm));
   for (const auto& [at, name] : ev.ready) {
     if (at < bwd_start || at >= next) continue;
     auto it = index.find(name);
@@ -73,6 +76,17 @@ absl::Status AddIteration(const RankEvents& ev, size_t i, const std::map<std::st
     ++sums->ready_count[it->second];
   }
   return absl::OkStatus();
+}
+
+// The sample standard deviation of `values` (0 for fewer than two).
+double StandardDeviation(const std::vector<double>& values) {
+  if (values.size() < 2) return 0.0;
+  double mean = 0;
+  for (double v : values) mean += v;
+  mean /= static_cast<double>(values.size());
+  double squares = 0;
+  for (double v : values) squares += (v - mean) * (v - mean);
+  return std::sqrt(squares / static_cast<double>(values.size() - 1));
 }
 
 // The order of the first iteration's grad-ready events (what the bucket rebuild records).
@@ -145,6 +159,7 @@ absl::StatusOr<ComputeProfile> ProfileFromTrace(absl::string_view trace_json,
   profile.forward_s = sums.forward / n * us;
   profile.backward_s = sums.backward / n * us;
   profile.other_s = sums.other / n * us;
+  profile.step_jitter_s = StandardDeviation(sums.compute) * us;
   for (size_t i = 0; i < params.size(); ++i) {
     const double ready =
         sums.ready_count[i] > 0 ? sums.ready[i] / sums.ready_count[i] * us : profile.backward_s;
@@ -158,6 +173,7 @@ std::string ProfileToJson(const ComputeProfile& profile) {
   json out = {{"forward_ms", 1e3 * profile.forward_s},
               {"backward_ms", 1e3 * profile.backward_s},
               {"other_ms", 1e3 * profile.other_s},
+              {"step_jitter_ms", 1e3 * profile.step_jitter_s},
               {"dtype", DTypeName(profile.dtype)},
               {"ready_order", profile.ready_order}};
   json params = json::array();
@@ -181,6 +197,11 @@ absl::StatusOr<ComputeProfile> ProfileFromJson(absl::string_view text) {
   profile.forward_s = in["forward_ms"].get<double>() * 1e-3;
   profile.backward_s = in["backward_ms"].get<double>() * 1e-3;
   profile.other_s = in["other_ms"].get<double>() * 1e-3;
+  if (in.contains("step_jitter_ms")) {
+    if (!in["step_jitter_ms"].is_number() || in["step_jitter_ms"].get<double>() < 0)
+      return absl::InvalidArgumentError("profile: \"step_jitter_ms\" must be a number >= 0");
+    profile.step_jitter_s = in["step_jitter_ms"].get<double>() * 1e-3;
+  }
   for (const json& p : in["params"]) {
     if (!p.is_object() || !p.contains("numel") || !p["numel"].is_number_integer() ||
         !p.contains("ready_ms") || !p["ready_ms"].is_number()) {

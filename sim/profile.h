@@ -11,7 +11,8 @@
 //   other_i              = next forward start - backward_i end - exposed_i
 // (other: waiting for nothing else, the write-back, optimizer, zero_grad and the loop itself). The profile
 // is the mean over the iterations after the first `skip_iterations` (the first ones run before the bucket
-// rebuild and while caches warm). The ready order is rank 0's first iteration's, the order the Reducer's
+// rebuild and while caches warm), and its step_jitter_s the standard deviation over them of forward_i +
+// backward_i + other_i (Note [Straggler wait] in sim/straggler.h). The ready order is rank 0's first iteration's, the order the Reducer's
 // rebuild records (Note [Bucket rebuild]).
 #ifndef DDP_SIM_PROFILE_H_
 #define DDP_SIM_PROFILE_H_
@@ -46,10 +47,11 @@ absl::StatusOr<ComputeProfile> ProfileFromTrace(absl::string_view trace_json,
                                                 const std::vector<ParameterShape>& params,
                                                 const TraceProfileOptions& options);
 
-// A profile as JSON: {"forward_ms", "backward_ms", "other_ms", "dtype": "float32", "params": [{"name",
-// "numel", "ready_ms"}...], "ready_order": [...]}. Times in milliseconds, parameters in registration order.
+// A profile as JSON: {"forward_ms", "backward_ms", "other_ms", "step_jitter_ms", "dtype": "float32",
+// "params": [{"name", "numel", "ready_ms"}...], "ready_order": [...]}. Times in milliseconds, parameters in registration order.
 std::string ProfileToJson(const ComputeProfile& profile);
-// Parses ProfileToJson's form; "ready_order" and "dtype" may be left out (by ready time; float32), so a
+// Parses ProfileToJson's form; "ready_order", "dtype" and "step_jitter_ms" may be left out (by ready
+// time; float32; 0), so a
 // hand-written model description is a list of parameter sizes with their ready times. Errors
 // (kInvalidArgument) name the missing or malformed field.
 absl::StatusOr<ComputeProfile> ProfileFromJson(absl::string_view json);

@@ -58,6 +58,20 @@ TEST(ProfileFromTraceTest, AveragesTheIterationsAfterTheSkipped) {
   EXPECT_EQ(p->ready_order, (std::vector<size_t>{3, 2, 0, 1}));
 }
 
+// Note [Straggler wait]: iterations whose "other" differs (the third forward starts 2 ms late) give the
+// compute's standard deviation: 36, 38 and 34 ms -> 2 ms.
+TEST(ProfileFromTraceTest, StepJitterIsTheStandardDeviationOfTheIterationsCompute) {
+  const std::string trace = absl::StrCat("{\"traceEvents\": [\n", Iteration(0, 0), ",\n", Iteration(40000, 0), ",\n",
+                                         Iteration(82000, 0), ",\n", Iteration(120000, 0), "]}");
+  TraceProfileOptions options;
+  options.skip_iterations = 0;
+  absl::StatusOr<ComputeProfile> p = ProfileFromTrace(trace, kMlp, options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NEAR(p->other_s, 6e-3, 1e-9);
+  EXPECT_NEAR(p->step_jitter_s, 2e-3, 1e-9);
+  EXPECT_NEAR(ProfileFromTrace(FourIterations(), kMlp, options)->step_jitter_s, 0.0, 1e-12);  // evenly spaced
+}
+
 TEST(ProfileFromTraceTest, Errors) {
   TraceProfileOptions options;
   EXPECT_FALSE(ProfileFromTrace("not json", kMlp, options).ok());
@@ -77,6 +91,7 @@ TEST(ProfileJsonTest, RoundTrips) {
   absl::StatusOr<ComputeProfile> q = ProfileFromJson(ProfileToJson(p));
   ASSERT_TRUE(q.ok()) << q.status();
   EXPECT_NEAR(q->other_s, p.other_s, 1e-12);
+  EXPECT_NEAR(q->step_jitter_s, p.step_jitter_s, 1e-12);
   EXPECT_EQ(q->ready_order, p.ready_order);
   ASSERT_EQ(q->params.size(), p.params.size());
   EXPECT_EQ(q->params[3].name, "fc2.bias");
@@ -90,6 +105,15 @@ TEST(ProfileJsonTest, AHandWrittenModelNeedsOnlySizesAndTimes) {
   EXPECT_EQ(p->params[1].name, "param1");
   EXPECT_TRUE(p->ready_order.empty());
   EXPECT_EQ(p->dtype, DType::kFloat32);
+  EXPECT_EQ(p->step_jitter_s, 0.0);
+  absl::StatusOr<ComputeProfile> jittery = ProfileFromJson(
+      R"({"forward_ms": 1, "backward_ms": 2, "other_ms": 0, "step_jitter_ms": 0.25, "params": [{"numel": 1, "ready_ms": 1}]})");
+  ASSERT_TRUE(jittery.ok()) << jittery.status();
+  EXPECT_NEAR(jittery->step_jitter_s, 0.25e-3, 1e-15);
+  EXPECT_FALSE(
+      ProfileFromJson(
+          R"({"forward_ms": 1, "backward_ms": 2, "other_ms": 0, "step_jitter_ms": -1, "params": [{"numel": 1, "ready_ms": 1}]})")
+          .ok());
   EXPECT_FALSE(ProfileFromJson(R"({"forward_ms": 1, "backward_ms": 2, "params": []})").ok());
   EXPECT_FALSE(
       ProfileFromJson(

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sim/straggler.h"
 #include "tensor/check.h"
 
 namespace ddp {
@@ -80,6 +81,7 @@ StepPrediction SimulateWithTokens(const ComputeProfile& profile, const SimOption
   const LinkSpec limited = BurstLimitedLink(options.algorithm, options.cluster, 0).link;
   const size_t k = static_cast<size_t>(options.max_in_flight);
   double last_end = 0, previous_launch = 0;
+  const double compute = profile.other_s + profile.forward_s + profile.backward_s;
   for (size_t b = 0; b < out.buckets.size(); ++b) {
     // Launches are in index order and a bucket starts after its launch, so only buckets before b can slow
     // the compute that makes b ready (Note [Simulated schedule]).
@@ -91,7 +93,11 @@ StepPrediction SimulateWithTokens(const ComputeProfile& profile, const SimOption
     const double earliest =
         options.overlap ? previous_launch : WallOf(profile.backward_s, out.bucket_times, b, lost);
     t.launch_s = previous_launch = std::max(t.ready_s, earliest);
-    t.start_s = std::max(t.launch_s, b >= k ? out.bucket_times[b - k].end_s : 0.0);
+    // The compute between the ranks' last sync (the previous step's all-reduces) and this launch.
+    const double since_sync = profile.other_s + profile.forward_s + std::min(t.launch_s, profile.backward_s);
+    const double straggler = StragglerDelay(profile.step_jitter_s, options.cluster.world_size,
+                                            compute > 0 ? since_sync / compute : 1.0);
+    t.start_s = std::max(t.launch_s + straggler, b >= k ? out.bucket_times[b - k].end_s : 0.0);
     if (b > 0) tokens = Refill(tokens, t.start_s - last_end, limited);
     t.end_s = t.start_s + AllReduceSecondsWithTokens(options.algorithm, options.cluster,
                                                      static_cast<double>(t.bytes), &tokens);
@@ -103,6 +109,7 @@ StepPrediction SimulateWithTokens(const ComputeProfile& profile, const SimOption
   out.other_s = profile.other_s;
   MeasureComm(out.bucket_times, out.backward_s, &out);
   out.exposed_comm_s = std::max(0.0, last_end - out.backward_s);
+  out.straggler_s = StragglerDelay(profile.step_jitter_s, options.cluster.world_size, 1.0);
   out.step_s = out.forward_s + out.backward_s + out.exposed_comm_s + out.other_s;
   return out;
 }
@@ -165,9 +172,11 @@ std::string DescribePrediction(const StepPrediction& p) {
                           1e3 * t.ready_s, 1e3 * t.launch_s, 1e3 * t.start_s, 1e3 * t.end_s);
   }
   absl::StrAppendFormat(
-      &out, "step %.3f ms = forward %.3f + backward %.3f + exposed comm %.3f + other %.3f; comm %.3f ms\n",
+      &out,
+      "step %.3f ms = forward %.3f + backward %.3f + exposed comm %.3f + other %.3f; comm %.3f ms; the slowest "
+      "rank %.3f ms behind at the end of backward\n",
       1e3 * p.step_s, 1e3 * p.forward_s, 1e3 * p.backward_s, 1e3 * p.exposed_comm_s, 1e3 * p.other_s,
-      1e3 * p.comm_s);
+      1e3 * p.comm_s, 1e3 * p.straggler_s);
   return out;
 }
 

@@ -14,6 +14,9 @@
 //      start_b = max(launch_b, end_{b - max_in_flight}); end_b = start_b + AllReduceSeconds(bytes_b).
 //      Collectives in flight together are taken to run at full speed each (no sharing of the link).
 //   4. exposed = max(0, last end - backward end); step = forward_s + backward end + exposed + other_s.
+//   5. Every all-reduce needs every rank: bucket b starts no earlier than the slowest rank launches it,
+//      StragglerDelay(step_jitter_s, p, fraction of the compute done at its launch) after this (average)
+//      rank does (Note [Straggler wait] in sim/straggler.h), so a noisy step's exposed time grows with p.
 // Times are seconds from the start of backward.
 // Contention: while an all-reduce runs, backward computes at (1 - compute_lost_to_comm) of its speed, so
 // ready times and the end of backward stretch (0: communication has its own engine, e.g. a spare core or
@@ -53,6 +56,8 @@ struct ComputeProfile {
   double forward_s = 0;                 // forward pass
   double backward_s = 0;                // backward start -> every gradient produced
   double other_s = 0;                   // the rest of a step: optimizer, zero_grad, write-back, the loop
+  double step_jitter_s = 0;             // standard deviation of one rank's forward + backward + other over
+                                        // steps: the straggler wait (Note [Straggler wait]); 0: none
   DType dtype = DType::kFloat32;        // the gradients' element type
 };
 
@@ -86,7 +91,8 @@ struct StepPrediction {
   double other_s = 0;
   double comm_s = 0;             // union of the all-reduce intervals
   double overlapped_comm_s = 0;  // the part of comm_s before backward ended
-  double exposed_comm_s = 0;     // backward end -> last all-reduce end
+  double exposed_comm_s = 0;     // backward end -> last all-reduce end (waiting for the slowest rank included)
+  double straggler_s = 0;        // the slowest rank's delay at the end of backward (Note [Straggler wait])
   double step_s = 0;             // forward + backward + exposed + other
   double first_burst_bytes = 0;  // burst in hand when the first all-reduce starts (token-bucket links)
 };

@@ -1,5 +1,7 @@
 #include "sim/step_simulator.h"
 
+#include <cmath>
+
 #include "gtest/gtest.h"
 
 namespace ddp {
@@ -42,6 +44,35 @@ TEST(SimulateStepTest, TwoBucketsOneInFlight) {
   EXPECT_NEAR(p.comm_s, 4.4e-3, 1e-12);
   EXPECT_NEAR(p.overlapped_comm_s, 3e-3, 1e-12);
   EXPECT_NEAR(p.step_s, 3e-3 + 5e-3 + 1.4e-3 + 1e-3, 1e-12);
+}
+
+// Note [Straggler wait]: with 1 ms of step jitter on 2 ranks each all-reduce starts when the slowest rank
+// launches it, 1 ms * sqrt(fraction of the 9 ms of compute done since the last sync) / sqrt(pi) late.
+TEST(SimulateStepTest, AllReducesWaitForTheSlowestRank) {
+  ComputeProfile profile = FourParameters();
+  profile.step_jitter_s = 1e-3;
+  const StepPrediction p = SimulateStep(profile, TwoBuckets());
+  const double e2 = 1.0 / std::sqrt(M_PI);
+  // Bucket 0 launches at 2 ms: 1 + 3 + 2 = 6 of 9 ms since the sync; it starts 0.4607 ms late, runs 3 ms.
+  const double start0 = 2e-3 + 1e-3 * std::sqrt(6.0 / 9.0) * e2;
+  EXPECT_NEAR(p.bucket_times[0].start_s, start0, 1e-12);
+  EXPECT_NEAR(p.bucket_times[0].end_s, start0 + 3e-3, 1e-12);
+  // Bucket 1 launches at 4 ms (8 of 9 ms): its slowest rank is there at 4.53 ms, after bucket 0's end.
+  EXPECT_NEAR(p.bucket_times[1].start_s, start0 + 3e-3, 1e-12);
+  EXPECT_NEAR(p.exposed_comm_s, start0 + 4.4e-3 - 5e-3, 1e-12);
+  EXPECT_NEAR(p.straggler_s, 1e-3 * e2, 1e-12);
+  EXPECT_NEAR(p.step_s, 3e-3 + 5e-3 + (start0 + 4.4e-3 - 5e-3) + 1e-3, 1e-12);
+  // Two in flight: bucket 1 starts at its own straggler time, 4 ms + 1 ms * sqrt(8/9) / sqrt(pi).
+  SimOptions two = TwoBuckets();
+  two.max_in_flight = 2;
+  const StepPrediction q = SimulateStep(profile, two);
+  const double start1 = 4e-3 + 1e-3 * std::sqrt(8.0 / 9.0) * e2;
+  EXPECT_NEAR(q.bucket_times[1].start_s, start1, 1e-12);
+  EXPECT_NEAR(q.exposed_comm_s, start1 + 1.4e-3 - 5e-3, 1e-12);
+  // One rank waits for nobody.
+  SimOptions one = TwoBuckets();
+  one.cluster.world_size = 1;
+  EXPECT_EQ(SimulateStep(profile, one).straggler_s, 0.0);
 }
 
 TEST(SimulateStepTest, TwoInFlightRunTogether) {
