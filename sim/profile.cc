@@ -78,15 +78,18 @@ absl::Status AddIteration(const RankEvents& ev, size_t i, const std::map<std::st
   return absl::OkStatus();
 }
 
-// The sample standard deviation of `values` (0 for fewer than two).
-double StandardDeviation(const std::vector<double>& values) {
-  if (values.size() < 2) return 0.0;
-  double mean = 0;
-  for (double v : values) mean += v;
-  mean /= static_cast<double>(values.size());
-  double squares = 0;
-  for (double v : values) squares += (v - mean) * (v - mean);
-  return std::sqrt(squares / static_cast<double>(values.size() - 1));
+// The standard deviation of `values` estimated from their mean absolute difference (Gini's mean difference
+// times sqrt(pi) / 2: the standard deviation for normal values), 0 for fewer than two. For two ranks it
+// makes the straggler wait sigma / sqrt(pi) equal E|X1 - X2| / 2, the mean wait itself, whatever the
+// distribution; and one stalled step moves it far less than it moves the sample standard deviation.
+double JitterFromMeanDifference(std::vector<double> values) {
+  const size_t n = values.size();
+  if (n < 2) return 0.0;
+  std::sort(values.begin(), values.end());
+  double sum = 0;  // sum over pairs i < j of x_j - x_i = sum over k of (2k - n + 1) x_k, k from 0
+  for (size_t k = 0; k < n; ++k) sum += (2.0 * static_cast<double>(k) - static_cast<double>(n) + 1.0) * values[k];
+  const double mean_difference = 2.0 * sum / (static_cast<double>(n) * static_cast<double>(n - 1));
+  return mean_difference * std::sqrt(M_PI) / 2.0;
 }
 
 // The order of the first iteration's grad-ready events (what the bucket rebuild records).
@@ -159,7 +162,7 @@ absl::StatusOr<ComputeProfile> ProfileFromTrace(absl::string_view trace_json,
   profile.forward_s = sums.forward / n * us;
   profile.backward_s = sums.backward / n * us;
   profile.other_s = sums.other / n * us;
-  profile.step_jitter_s = StandardDeviation(sums.compute) * us;
+  profile.step_jitter_s = JitterFromMeanDifference(sums.compute) * us;
   for (size_t i = 0; i < params.size(); ++i) {
     const double ready =
         sums.ready_count[i] > 0 ? sums.ready[i] / sums.ready_count[i] * us : profile.backward_s;

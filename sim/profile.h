@@ -11,8 +11,9 @@
 //   other_i              = next forward start - backward_i end - exposed_i
 // (other: waiting for nothing else, the write-back, optimizer, zero_grad and the loop itself). The profile
 // is the mean over the iterations after the first `skip_iterations` (the first ones run before the bucket
-// rebuild and while caches warm), and its step_jitter_s the standard deviation over them of forward_i +
-// backward_i + other_i (Note [Straggler wait] in sim/straggler.h). The ready order is rank 0's first iteration's, the order the Reducer's
+// rebuild and while caches warm), and its step_jitter_s the spread over them of forward_i + backward_i +
+// other_i: a standard deviation estimated from their mean absolute difference (Note [Straggler wait] in
+// sim/straggler.h). The ready order is rank 0's first iteration's, the order the Reducer's
 // rebuild records (Note [Bucket rebuild]).
 #ifndef DDP_SIM_PROFILE_H_
 #define DDP_SIM_PROFILE_H_

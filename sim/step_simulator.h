@@ -56,8 +56,8 @@ struct ComputeProfile {
   double forward_s = 0;                 // forward pass
   double backward_s = 0;                // backward start -> every gradient produced
   double other_s = 0;                   // the rest of a step: optimizer, zero_grad, write-back, the loop
-  double step_jitter_s = 0;             // standard deviation of one rank's forward + backward + other over
-                                        // steps: the straggler wait (Note [Straggler wait]); 0: none
+  double step_jitter_s = 0;             // spread (a standard deviation) of one rank's forward + backward +
+                                        // other over steps: the straggler wait (Note [Straggler wait]); 0: none
   DType dtype = DType::kFloat32;        // the gradients' element type
 };
 
