@@ -79,7 +79,8 @@ absl::StatusOr<std::vector<AllReduceImpl>> ParseAllReduceImpls(absl::string_view
   std::vector<AllReduceImpl> impls;
   for (absl::string_view name : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     bool known = false;
-    for (AllReduceImpl impl : {AllReduceImpl::kOurs, AllReduceImpl::kRaw, AllReduceImpl::kShm, AllReduceImpl::kShmBuf}) {
+    for (AllReduceImpl impl :
+         {AllReduceImpl::kOurs, AllReduceImpl::kRaw, AllReduceImpl::kShm, AllReduceImpl::kShmBuf}) {
       if (name != AllReduceImplName(impl)) continue;
       if (Contains(impls, impl))
         return absl::InvalidArgumentError(absl::StrCat("--impls names '", name, "' twice"));

@@ -224,7 +224,8 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, b
     if (!blocking && !channel_->TrySlotFree(c.step)) return false;
     DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(c.step, call.deadline, call));
     char* slot = channel_->Slot(rank(), c.step);
-    const bool may_share = !small && channel_->heap() != nullptr && c.count * element >= options_.zero_copy_min_bytes;
+    const bool may_share =
+        !small && channel_->heap() != nullptr && c.count * element >= options_.zero_copy_min_bytes;
     const int64_t heap_offset = may_share ? channel_->heap()->OffsetOf(c.data, c.count * element) : -1;
     c.in_heap = heap_offset >= 0;
     if (!small) channel_->PublishInput(c.step, heap_offset);  // small chunks are read from the slots
@@ -338,8 +339,8 @@ absl::Status ProcessGroupShm::RunReduceScatter(const Tensor& output, const std::
     }
     channel_->Post(ShmWord::kReady, step);
     DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
-    DDP_RETURN_IF_ERROR(
-        ReduceSlots(Bytes(output) + begin * element, rank() * n * element, n, output.dtype(), op, step, /*published=*/false));
+    DDP_RETURN_IF_ERROR(ReduceSlots(Bytes(output) + begin * element, rank() * n * element, n, output.dtype(), op,
+                                    step, /*published=*/false));
     channel_->Post(ShmWord::kDone, step);
   }
   if (op == ReduceOp::kAvg && count > 0) DivideInPlace(output.raw_data(), output.dtype(), count, size());
@@ -359,7 +360,8 @@ absl::Status ProcessGroupShm::RunReduce(const Tensor& tensor, int root, ReduceOp
     channel_->Post(ShmWord::kReady, step);
     if (rank() == root) {
       DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
-      DDP_RETURN_IF_ERROR(ReduceSlots(Bytes(tensor) + begin * element, 0, n, tensor.dtype(), op, step, /*published=*/false));
+      DDP_RETURN_IF_ERROR(
+          ReduceSlots(Bytes(tensor) + begin * element, 0, n, tensor.dtype(), op, step, /*published=*/false));
     }
     channel_->Post(ShmWord::kDone, step);
   }

@@ -236,6 +236,7 @@ absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Create(Store& store, int
     if (value != "1") {
       channel->zero_copy_off_reason_ = value.size() > 2 ? value.substr(2) : absl::StrCat("rank ", q, " cannot use it");
       channel->heap_.reset();
+      for (Peer& peer : channel->peers_) peer.heap.reset();
     }
   }
   return channel;
@@ -271,8 +272,6 @@ uint64_t ShmChannel::HeapInput(int owner, uint32_t step) const {
   return control->input[step % 2].load(std::memory_order_relaxed);
 }
 
-bool ShmChannel::InputInHeap(int owner, uint32_t step) const { return HeapInput(owner, step) != 0; }
-
 absl::StatusOr<const char*> ShmChannel::Input(int owner, uint32_t step, size_t offset_bytes, size_t bytes) {
   Peer& peer = peers_[owner];
   const uint64_t where = HeapInput(owner, step);
@@ -286,7 +285,9 @@ absl::StatusOr<const char*> ShmChannel::Input(int owner, uint32_t step, size_t o
                                             rank_, " has not mapped"));
   }
   absl::StatusOr<const char*> at = peer.heap->At(where - 1 + offset_bytes, bytes);
-  if (!at.ok()) return absl::Status(at.status().code(), absl::StrCat("rank ", owner, "'s input: ", at.status().message()));
+  if (!at.ok()) {
+    return absl::Status(at.status().code(), absl::StrCat("rank ", owner, "'s input: ", at.status().message()));
+  }
   return at;
 }
 

@@ -98,8 +98,6 @@ class ShmChannel {
   // Publishes where this rank's input of `step` lies: at `heap_offset` of its heap, or (-1) in its slot
   // for that step. Call before Post(kReady, step); the record is reused two steps later, like the slot.
   void PublishInput(uint32_t step, int64_t heap_offset);
-  // True when rank `owner` published its input of `step` in its heap. Valid once its kReady >= step.
-  bool InputInHeap(int owner, uint32_t step) const;
   // Where byte `offset_bytes` of rank `owner`'s input of `step` (of `bytes` bytes from there) is in this
   // process: in its slot, or in its heap (mapped on demand). Valid once its kReady >= step, until this
   // rank posts kDone = step. Errors (a heap that cannot be mapped) name the rank.
