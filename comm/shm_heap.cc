@@ -1,6 +1,7 @@
 #include "comm/shm_heap.h"
 
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -105,6 +106,13 @@ void ShmHeap::Free(char* block) {
   size_t start = offset;
   size_t length = used->second;
   used_.erase(used);
+  if (length >= kReleaseBytes) {
+    // Gives the pages back to the system (every mapping, the peers' too, reads zeros there afterwards, and
+    // the next use faults fresh pages in); should it fail, the block just stays committed.
+    [[maybe_unused]] const int released =
+        fallocate(fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(start),
+                  static_cast<off_t>(length));
+  }
   auto next = free_.lower_bound(start);
   if (next != free_.end() && start + length == next->first) {
     length += next->second;

@@ -28,6 +28,8 @@ class ShmHeap {
  public:
   // Address space reserved for the heap (and for each peer's mapping of it); no memory is committed.
   static constexpr size_t kReservedBytes = size_t{16} << 30;
+  // Freed blocks at least this large return their memory to the system.
+  static constexpr size_t kReleaseBytes = size_t{1} << 20;
 
   // An empty heap (a memfd of 0 bytes). Fails with the system's error (no memfd_create, no address space).
   static absl::StatusOr<std::shared_ptr<ShmHeap>> Create();
@@ -40,7 +42,8 @@ class ShmHeap {
   // `bytes` (> 0) of shared memory, page aligned, contents uninitialised, or ResourceExhausted when the
   // reserved range or the system's memory is exhausted.
   absl::StatusOr<char*> Allocate(size_t bytes);
-  // Returns a block from Allocate to the heap (its memory stays committed for later blocks).
+  // Returns a block from Allocate to the heap; a block of at least kReleaseBytes also gives its memory
+  // back to the system (a rebuild's old buckets), a smaller one keeps it committed for later blocks.
   void Free(char* block);
   // The heap offset of [data, data + bytes) when it lies inside the heap's committed range, else -1.
   // Lock-free (read on every collective).

@@ -1,5 +1,6 @@
 #include "comm/shm_heap.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -57,6 +58,29 @@ TEST(ShmHeapTest, FreedBlocksAreCoalescedAndReused) {
   EXPECT_EQ(heap->committed_bytes(), 5 * 4096u);
   heap->Free(d);
   heap->Free(e);
+}
+
+// st_blocks (512-byte units) of the memfd: the memory it holds.
+size_t ResidentBytes(const ShmHeap& heap) {
+  struct stat st {};
+  EXPECT_EQ(fstat(heap.fd(), &st), 0);
+  return static_cast<size_t>(st.st_blocks) * 512;
+}
+
+TEST(ShmHeapTest, FreeingALargeBlockGivesItsMemoryBack) {
+  std::shared_ptr<ShmHeap> heap = NewHeap();
+  char* small = *heap->Allocate(4096);
+  char* large = *heap->Allocate(8 << 20);
+  std::memset(small, 1, 4096);
+  std::memset(large, 1, 8 << 20);
+  EXPECT_GE(ResidentBytes(*heap), (8u << 20) + 4096u);
+  heap->Free(large);
+  EXPECT_LT(ResidentBytes(*heap), 1u << 20);  // the 8 MiB went back; the small block stays
+  EXPECT_EQ(small[0], 1);
+  char* again = *heap->Allocate(8 << 20);  // reused in place, fresh (zero) pages
+  EXPECT_EQ(again, large);
+  EXPECT_EQ(again[12345], 0);
+  EXPECT_EQ(heap->committed_bytes(), (8u << 20) + 4096u);  // the memfd's size is unchanged
 }
 
 TEST(ShmHeapTest, APeerReadsAndWritesTheOwnersBlocksAndFollowsItsGrowth) {
