@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -26,7 +27,6 @@ namespace ddp {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::Not;
 
 using RunResult = ProcessResult;
 
@@ -122,7 +122,15 @@ TEST(ShmCollectivesProcessTest, CommBuffersAreReadInPlaceAcrossProcesses) {
                                 {absl::StrCat("DDP_SHM_NAME_TAG=", tag)});
   ASSERT_EQ(r.exit_code, 0) << r.all();
   ExpectEveryRankPassed(r, 3);
-  EXPECT_THAT(r.all(), Not(HasSubstr("no zero-copy buckets"))) << "zero-copy was off";
+  const size_t off = r.all().find("no zero-copy buckets");
+  if (off != std::string::npos) {
+    const std::string why = r.all().substr(off, r.all().find('\n', off) - off);
+    // Only a system that forbids reading another process's descriptors (ptrace rules) excuses it.
+    if (absl::StrContains(why, "Permission denied") || absl::StrContains(why, "Operation not permitted")) {
+      GTEST_SKIP() << "this system does not let a process open its peers' memfds: " << why;
+    }
+    ADD_FAILURE() << "zero-copy was off: " << why;
+  }
   EXPECT_TRUE(ShmEntries(tag).empty());
 }
 
