@@ -6,33 +6,22 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
-#include "comm/memory_store.h"
 #include "comm/process_group_shm.h"
 #include "gtest/gtest.h"
+#include "testing/run_ranks.h"
 #include "tensor/tensor.h"
 
 namespace ddp {
 namespace shm_test {
 
-// Calls fn(rank, group) on `world` threads, each with its own ProcessGroupShm over one MemoryStore, and
-// joins them; then every rank passes a barrier before its group is destroyed.
+// testing/run_ranks.h's RunRanksWith over ProcessGroupShm: `world` threads, each rank with its own group.
 inline void RunShmRanks(int world, const std::function<void(int rank, ProcessGroupShm& group)>& fn,
-                 const ProcessGroupShmOptions& options = {}) {
-  MemoryStore store;
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < world; ++rank) {
-    threads.emplace_back([&, rank] {
-      auto group = ProcessGroupShm::Create(store, rank, world, options);
-      ASSERT_TRUE(group.ok()) << group.status();
-      fn(rank, **group);
-      EXPECT_TRUE((*group)->Barrier()->Wait(absl::Seconds(60)).ok()) << "final barrier of rank " << rank;
-    });
-  }
-  for (auto& t : threads) t.join();
+                        const ProcessGroupShmOptions& options = {}) {
+  RunRanksWith(
+      world, [&](Store& store, int rank) { return ProcessGroupShm::Create(store, rank, world, options); }, fn);
 }
 
 // Rank r's element i: small integers, so every reduction order gives exact results.

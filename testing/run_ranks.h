@@ -14,23 +14,32 @@
 
 namespace ddp {
 
-// Calls fn(rank, group) on `world` threads and joins them. A rank that cannot create its group fails
-// the current test (and skips fn). After fn every rank passes a barrier before destroying its group, so
-// a rank whose fn did no communication cannot close its connections while a peer is still connecting.
-// Gloo options (e.g. a short timeout) may be passed.
-inline void RunRanks(int world, const std::function<void(int rank, ProcessGroup& group)>& fn,
-                     const ProcessGroupGlooOptions& options = {}) {
+// Calls fn(rank, group) on `world` threads and joins them, each rank with the group that
+// create(store, rank) makes over one shared MemoryStore (a StatusOr<std::unique_ptr<G>>). A rank that
+// cannot create its group fails the current test (and skips fn). After fn every rank passes a barrier
+// before destroying its group, so a rank whose fn did no communication cannot close its connections while
+// a peer is still connecting.
+template <typename Create, typename Fn>
+void RunRanksWith(int world, const Create& create, const Fn& fn) {
   MemoryStore store;
   std::vector<std::thread> threads;
   for (int rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
-      auto group = ProcessGroupGloo::Create(store, rank, world, options);
+      auto group = create(store, rank);
       ASSERT_TRUE(group.ok()) << group.status();
       fn(rank, **group);
       EXPECT_TRUE((*group)->Barrier()->Wait(absl::Seconds(60)).ok()) << "final barrier of rank " << rank;
     });
   }
   for (auto& t : threads) t.join();
+}
+
+// RunRanksWith over ProcessGroupGloo (real TCP over loopback); Gloo options (e.g. a short timeout) may be
+// passed.
+inline void RunRanks(int world, const std::function<void(int rank, ProcessGroup& group)>& fn,
+                     const ProcessGroupGlooOptions& options = {}) {
+  RunRanksWith(
+      world, [&](Store& store, int rank) { return ProcessGroupGloo::Create(store, rank, world, options); }, fn);
 }
 
 }  // namespace ddp
