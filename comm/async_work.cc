@@ -11,6 +11,7 @@ bool AsyncWork::IsCompleted() {
 
 absl::Status AsyncWork::Wait(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
+  if (completed_) return status_;  // without AwaitWithTimeout, which reads the clock for its deadline
   auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return completed_; };
   if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
     return absl::DeadlineExceededError(

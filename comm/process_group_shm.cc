@@ -95,12 +95,13 @@ std::shared_ptr<AsyncWork> ProcessGroupShm::NewWork(const std::string& name, con
 
 std::string ProcessGroupShm::Call::operator()() const { return absl::StrCat(work->description(), " failed"); }
 
-absl::Status ProcessGroupShm::Guarded(const AsyncWork& work, absl::FunctionRef<absl::Status(const Call&)> body) {
+absl::Status ProcessGroupShm::Guarded(const AsyncWork& work, absl::FunctionRef<absl::Status(const Call&)> body,
+                                      bool blocking) {
   if (!broken_.ok()) {
     return absl::Status(broken_.code(), absl::StrCat(work.description(), " not run: the group failed before (",
                                                      broken_.message(), ")"));
   }
-  const Call call{&work, absl::Now() + options_.timeout};
+  const Call call{&work, blocking ? absl::Now() + options_.timeout : absl::InfiniteFuture()};
   absl::Status status = body(call);
   if (!status.ok()) {
     broken_ = status;
@@ -141,12 +142,15 @@ std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const Tensor& tensor, 
   work->MarkStarted();
   ChunkAllReduce chunk{Bytes(tensor), static_cast<size_t>(tensor.numel()), tensor.dtype(), op};
   bool done = false;
-  absl::Status status = Guarded(*work, [&](const Call& call) {
-    absl::StatusOr<bool> advanced = AdvanceAllReduceChunk(chunk, /*blocking=*/false, call);
-    if (!advanced.ok()) return advanced.status();
-    done = *advanced;
-    return absl::OkStatus();
-  });
+  absl::Status status = Guarded(
+      *work,
+      [&](const Call& call) {
+        absl::StatusOr<bool> advanced = AdvanceAllReduceChunk(chunk, /*blocking=*/false, call);
+        if (!advanced.ok()) return advanced.status();
+        done = *advanced;
+        return absl::OkStatus();
+      },
+      /*blocking=*/false);
   if (status.ok() && !done) {
     AsyncWork* raw = work.get();
     queue_->EndInline(work, [this, raw, chunk, tensor]() mutable {
@@ -166,14 +170,16 @@ std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const Tensor& tensor, 
 }
 
 absl::Status ProcessGroupShm::ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op,
-                                          uint32_t step, bool published, const char* own, char* also_out) {
+                                          uint32_t step, InputPlace place, const char* own, char* also_out) {
   const size_t bytes = count * ElementSize(dtype);
   absl::InlinedVector<const void*, 8> inputs(size());
   for (int q = 0; q < size(); ++q) {
     if (q == rank() && own != nullptr) {
       inputs[q] = own;
-    } else if (!published) {
+    } else if (place == InputPlace::kSlot) {
       inputs[q] = channel_->Slot(q, step) + offset_bytes;
+    } else if (place == InputPlace::kInline) {
+      inputs[q] = channel_->InlineInput(q, step) + offset_bytes;
     } else {
       DDP_ASSIGN_OR_RETURN(inputs[q], channel_->Input(q, step, offset_bytes, bytes));
     }
@@ -219,6 +225,11 @@ absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, co
 absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, bool blocking, const Call& call) {
   const size_t element = ElementSize(c.dtype);
   const bool small = c.count * element <= options_.small_allreduce_bytes;
+  // The smallest inputs travel in the inline areas: a peer's one cache miss brings the step word and
+  // the input's first bytes (Note [Shared-memory protocol]).
+  const bool in_line = small && c.count * element <= ShmChannel::kInlineBytes;
+  const InputPlace input_place = in_line ? InputPlace::kInline : InputPlace::kSlot;
+  const ShmWord ready = in_line ? ShmWord::kInlineReady : ShmWord::kReady;
   if (c.phase == 0) {
     if (c.step == 0) c.step = NextStep();
     if (!blocking && !channel_->TrySlotFree(c.step)) return false;
@@ -229,7 +240,9 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, b
     const int64_t heap_offset = may_share ? channel_->heap()->OffsetOf(c.data, c.count * element) : -1;
     c.in_heap = heap_offset >= 0;
     if (!small) channel_->PublishInput(c.step, heap_offset);  // small chunks are read from the slots
-    if (small) {
+    if (in_line) {
+      std::memcpy(channel_->InlineInput(rank(), c.step), c.data, c.count * element);
+    } else if (small) {
       std::memcpy(slot, c.data, c.count * element);
     } else if (!c.in_heap) {
       // Only this rank reads its own slice of its input: it reads it from c.data, so it skips the copy.
@@ -237,14 +250,14 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, b
       std::memcpy(slot, c.data, begin * element);
       std::memcpy(slot + end * element, c.data + end * element, (c.count - end) * element);
     }
-    channel_->Post(ShmWord::kReady, c.step);
+    channel_->Post(ready, c.step);
     c.phase = 1;
   }
   if (c.phase == 1) {
-    if (!blocking && !channel_->TrySpinAll(ShmWord::kReady, c.step)) return false;
-    DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, c.step, call.deadline, call));
+    if (!blocking && !channel_->TrySpinAll(ready, c.step)) return false;
+    DDP_RETURN_IF_ERROR(channel_->WaitAll(ready, c.step, call.deadline, call));
     if (small) {
-      DDP_RETURN_IF_ERROR(ReduceSlots(c.data, 0, c.count, c.dtype, c.op, c.step, /*published=*/false));
+      DDP_RETURN_IF_ERROR(ReduceSlots(c.data, 0, c.count, c.dtype, c.op, c.step, input_place));
       channel_->Post(ShmWord::kDone, c.step);
       c.phase = 4;
       return true;
@@ -254,7 +267,7 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, b
     // slot, whose slice r holds nothing yet: one pass (Note [Blocked reduction]).
     char* own = c.data + begin * element;
     char* also_out = c.in_heap ? nullptr : channel_->Slot(rank(), c.step) + begin * element;
-    DDP_RETURN_IF_ERROR(ReduceSlots(own, begin * element, end - begin, c.dtype, c.op, c.step, /*published=*/true,
+    DDP_RETURN_IF_ERROR(ReduceSlots(own, begin * element, end - begin, c.dtype, c.op, c.step, InputPlace::kPublished,
                                     /*own=*/own, also_out));
     channel_->Post(ShmWord::kReduced, c.step);
     c.phase = 2;
@@ -340,7 +353,7 @@ absl::Status ProcessGroupShm::RunReduceScatter(const Tensor& output, const std::
     channel_->Post(ShmWord::kReady, step);
     DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
     DDP_RETURN_IF_ERROR(ReduceSlots(Bytes(output) + begin * element, rank() * n * element, n, output.dtype(), op,
-                                    step, /*published=*/false));
+                                    step, InputPlace::kSlot));
     channel_->Post(ShmWord::kDone, step);
   }
   if (op == ReduceOp::kAvg && count > 0) DivideInPlace(output.raw_data(), output.dtype(), count, size());
@@ -361,7 +374,7 @@ absl::Status ProcessGroupShm::RunReduce(const Tensor& tensor, int root, ReduceOp
     if (rank() == root) {
       DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
       DDP_RETURN_IF_ERROR(
-          ReduceSlots(Bytes(tensor) + begin * element, 0, n, tensor.dtype(), op, step, /*published=*/false));
+          ReduceSlots(Bytes(tensor) + begin * element, 0, n, tensor.dtype(), op, step, InputPlace::kSlot));
     }
     channel_->Post(ShmWord::kDone, step);
   }

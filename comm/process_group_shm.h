@@ -108,8 +108,11 @@ class ProcessGroupShm : public ProcessGroup {
   // The sequence number and Work of a collective named `name` of `payload` (issue_mu_ held).
   std::shared_ptr<AsyncWork> NewWork(const std::string& name, const std::string& payload)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_);
-  // Runs `body` unless the group is broken; a failure breaks the group (worker's turn only).
-  absl::Status Guarded(const AsyncWork& work, absl::FunctionRef<absl::Status(const Call&)> body);
+  // Runs `body` unless the group is broken; a failure breaks the group (the queue's turn held). The
+  // body's deadline is now + options.timeout; `blocking` false gives it none (absl::InfiniteFuture, and
+  // no clock read): for the inline attempt, which never blocks.
+  absl::Status Guarded(const AsyncWork& work, absl::FunctionRef<absl::Status(const Call&)> body,
+                       bool blocking = true);
   // The inline path of AllReduce: nullptr when it does not apply (queue busy), else a Work that is
   // complete, or whose rest was queued ahead of any later collective.
   std::shared_ptr<Work> TryAllReduceInline(const Tensor& tensor, ReduceOp op);
@@ -132,14 +135,18 @@ class ProcessGroupShm : public ProcessGroup {
                                 const Call& call);
   absl::Status RunReduce(const Tensor& tensor, int root, ReduceOp op, const Call& call);
   absl::Status RunBarrier(const Call& call);
+  // Where the ranks' inputs of a step lie.
+  enum class InputPlace {
+    kSlot,       // each rank's slot
+    kInline,     // each rank's inline area (ShmChannel::InlineInput)
+    kPublished,  // where each rank published it (its slot or its heap, ShmChannel::Input)
+  };
   // out[0..count) = op over ranks (in rank order) of rank q's input of `step` [offset .. offset + count
-  // elements): in q's slot, or, when `published`, wherever q published it (its slot or its heap,
-  // ShmChannel::Input),
-  // this rank's input read from `own` instead of its slot when `own` is set; also written to `also_out`
-  // when set. `out`, `also_out` and `own` may be the same buffer (Note [Blocked reduction]).
-  // Fails only when a peer's heap input cannot be mapped.
+  // elements), found at `place`; this rank's input read from `own` instead when `own` is set; also
+  // written to `also_out` when set. `out`, `also_out` and `own` may be the same buffer (Note [Blocked
+  // reduction]). Fails only when a peer's heap input cannot be mapped.
   absl::Status ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op, uint32_t step,
-                           bool published, const char* own = nullptr, char* also_out = nullptr);
+                           InputPlace place, const char* own = nullptr, char* also_out = nullptr);
 
   std::unique_ptr<ShmChannel> channel_;
   const ProcessGroupShmOptions options_;

@@ -104,6 +104,43 @@ INSTANTIATE_TEST_SUITE_P(WorldsAndSlots, ShmCollectivesTest,
                            return absl::StrCat("world", info.param.world, "_slot", info.param.slot_bytes);
                          });
 
+// The inline areas (inputs of at most ShmChannel::kInlineBytes) are double buffered like the slots, and
+// a rank reuses one once the peer posted its next inline input or its kDone: back-to-back bursts of
+// small all-reduces, each of its own values, with sizes on both sides of the inline limit and
+// broadcasts in between (whose non-roots post no input), must each get their own sum.
+TEST(ShmInlineAreasTest, BackToBackSmallAllReducesKeepTheirOwnInputs) {
+  constexpr int kBursts = 150;
+  constexpr int kPerBurst = 16;
+  const int64_t sizes[] = {1, 7, 254, 255, 1000};  // 254 floats fill an inline area; 255 do not fit
+  for (int world : {2, 3}) {
+    RunShmRanks(world, [&](int rank, ProcessGroup& group) {
+      for (int burst = 0; burst < kBursts; ++burst) {
+        std::vector<Tensor> tensors;
+        std::vector<std::shared_ptr<Work>> works;
+        for (int i = 0; i < kPerBurst; ++i) {
+          const int64_t n = sizes[(burst + i) % 5];
+          tensors.push_back(Input<float>(rank, n, (burst * kPerBurst + i) % 7, DType::kFloat32));
+          works.push_back(group.AllReduce(tensors.back()));
+          if (i % 5 == 4) {
+            tensors.push_back(Input<float>(rank, 3, i, DType::kFloat32));
+            works.push_back(group.Broadcast(tensors.back(), burst % world));
+          }
+        }
+        for (auto& work : works) ASSERT_TRUE(work->Wait(absl::Seconds(60)).ok());
+        for (int i = 0, t = 0; i < kPerBurst; ++i, ++t) {
+          const int64_t n = sizes[(burst + i) % 5];
+          ASSERT_EQ(Values<float>(tensors[t]), Reference<float>(world, n, (burst * kPerBurst + i) % 7, ReduceOp::kSum))
+              << "world " << world << " rank " << rank << " burst " << burst << " call " << i << " n=" << n;
+          if (i % 5 == 4) {
+            ++t;
+            ASSERT_EQ(Values<float>(tensors[t]), Values<float>(Input<float>(burst % world, 3, i, DType::kFloat32)));
+          }
+        }
+      }
+    });
+  }
+}
+
 // Note [Inline collectives]: issue-order completion and correct results whether a small all-reduce
 // runs on the caller's thread, is handed to the worker half-way, or queues behind one running inline.
 class ShmInlineTest : public ::testing::Test {

@@ -42,6 +42,13 @@
 //     it to its output and posts kReduced = s; then it copies slice q from rank q's slot once q's
 //     kReduced >= s.
 //   * After its last read of step s a rank posts kDone = s. Words only grow, so waits compare ">=".
+//   * The smallest inputs (at most kInlineBytes) go into an inline area in the control block instead of
+//     the slot, one per step parity, whose first cache line also holds its step word (kInlineReady): a
+//     reader's one miss on that word brings the input's first 56 bytes with it, where the slot path
+//     costs a miss on kReady and then one on the slot. A rank that posted its inline input for step
+//     s - 1 has finished step s - 2, so when that word says so the kDone wait before step s reads a
+//     line this rank already holds from step s - 1, instead of kDone, which the peer rewrote since:
+//     back-to-back small all-reduces cost one cross-core miss per peer each.
 //   * Zero-copy (Note [Zero-copy all-reduce] in process_group_shm.cc): instead of copying its input into
 //     its slot, a rank may publish, with the step number, the input's offset in its shared heap (a memfd
 //     the peers open through /proc/<pid>/fd and map on demand, comm/shm_heap.h); readers of step s
@@ -82,7 +89,13 @@ struct Control {
   // step that published nothing finds another step's number here and reads the slot.
   alignas(64) std::atomic<uint64_t> input[2];
   std::atomic<uint32_t> input_step[2];
+  // Per step parity: the step whose input the owner put in `data` (Post(kInlineReady)), then the input.
+  struct alignas(64) InlineInput {
+    std::atomic<uint32_t> step;
+    alignas(8) char data[ShmChannel::kInlineBytes];
+  } inline_input[2];
 };
+static_assert(sizeof(Control::InlineInput) == 1024, "an inline area is 16 cache lines, its word in the first");
 static_assert(sizeof(Control) <= kControlBytes, "control block must fit its page");
 
 bool Reached(uint32_t value, uint32_t step) { return static_cast<int32_t>(value - step) >= 0; }
@@ -95,6 +108,8 @@ const char* WordName(ShmWord word) {
       return "post its reduced slice";
     case ShmWord::kDone:
       return "finish reading";
+    case ShmWord::kInlineReady:
+      return "post its (inline) input";
   }
   return "?";
 }
@@ -134,7 +149,11 @@ struct ShmChannel::Peer {
   UniqueFd pidfd;
   std::unique_ptr<PeerHeap> heap;  // this peer's heap, mapped on demand (zero-copy only)
   Control* control() const { return reinterpret_cast<Control*>(base); }
-  std::atomic<uint32_t>& word(ShmWord w) const { return control()->words[static_cast<int>(w)].value; }
+  // The word `w` for `step` (all but kInlineReady have one word for every step).
+  std::atomic<uint32_t>& word(ShmWord w, uint32_t step) const {
+    if (w == ShmWord::kInlineReady) return control()->inline_input[step % 2].step;
+    return control()->words[static_cast<int>(w)].value;
+  }
 };
 
 namespace {
@@ -291,20 +310,35 @@ absl::StatusOr<const char*> ShmChannel::Input(int owner, uint32_t step, size_t o
   return at;
 }
 
+char* ShmChannel::InlineInput(int owner, uint32_t step) const {
+  return peers_[owner].control()->inline_input[step % 2].data;
+}
+
 char* ShmChannel::Slot(int owner, uint32_t step) const {
   return peers_[owner].base + kControlBytes + (step % 2) * options_.slot_bytes;
 }
 
 void ShmChannel::Post(ShmWord word, uint32_t step) {
   Peer& self = peers_[rank_];
-  std::atomic<uint32_t>& w = self.word(word);
+  std::atomic<uint32_t>& w = self.word(word, step);
   w.store(step, std::memory_order_seq_cst);
   if (self.control()->sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll(&w);
 }
 
+// A rank posts its inline input of step s + 1 only after it finished step s, so that word, which this
+// rank read (and still caches) during step s + 1 when consecutive collectives are small, spares reading
+// the kDone word that the peer rewrote since.
+bool ShmChannel::FinishedStep(int peer, uint32_t step) const {
+  return Reached(peers_[peer].word(ShmWord::kInlineReady, step + 1).load(std::memory_order_acquire), step + 1) ||
+         Reached(peers_[peer].word(ShmWord::kDone, step).load(std::memory_order_acquire), step);
+}
+
 absl::Status ShmChannel::WaitSlotFree(uint32_t step, absl::Time deadline, ShmWhat what) {
   if (step <= 2) return absl::OkStatus();
-  return WaitAll(ShmWord::kDone, step - 2, deadline, what);
+  for (int q = 0; q < size_; ++q) {
+    if (q != rank_ && !FinishedStep(q, step - 2)) DDP_RETURN_IF_ERROR(Wait(q, ShmWord::kDone, step - 2, deadline, what));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ShmChannel::WaitAll(ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what) {
@@ -315,25 +349,27 @@ absl::Status ShmChannel::WaitAll(ShmWord word, uint32_t step, absl::Time deadlin
 }
 
 absl::Status ShmChannel::Wait(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what) {
-  std::atomic<uint32_t>& w = peers_[peer].word(word);
-  if (Reached(w.load(std::memory_order_acquire), step)) return absl::OkStatus();
-  const absl::Time spin_end = absl::Now() + options_.spin;
-  for (int i = 1;; ++i) {
-    _mm_pause();
-    if (Reached(w.load(std::memory_order_acquire), step)) return absl::OkStatus();
-    if (i % 64 == 0 && absl::Now() >= spin_end) break;
-  }
-  return Sleep(peer, word, step, deadline, what);
+  std::atomic<uint32_t>& w = peers_[peer].word(word, step);
+  if (!SpinUntil(w, step)) return Sleep(peer, word, step, deadline, what);
+  return absl::OkStatus();
 }
 
 bool ShmChannel::TrySpin(int peer, ShmWord word, uint32_t step) {
-  std::atomic<uint32_t>& w = peers_[peer].word(word);
+  return SpinUntil(peers_[peer].word(word, step), step);
+}
+
+// The clock is read first after 64 pauses: a peer that arrives within them (the common case of
+// back-to-back small collectives) costs no clock read.
+bool ShmChannel::SpinUntil(const std::atomic<uint32_t>& w, uint32_t step) const {
   if (Reached(w.load(std::memory_order_acquire), step)) return true;
-  const absl::Time spin_end = absl::Now() + options_.spin;
+  absl::Time spin_end = absl::InfiniteFuture();
   for (int i = 1;; ++i) {
     _mm_pause();
     if (Reached(w.load(std::memory_order_acquire), step)) return true;
-    if (i % 64 == 0 && absl::Now() >= spin_end) return false;
+    if (i % 64 != 0) continue;
+    const absl::Time now = absl::Now();
+    if (i == 64) spin_end = now + options_.spin;
+    if (now >= spin_end) return false;
   }
 }
 
@@ -344,11 +380,17 @@ bool ShmChannel::TrySpinAll(ShmWord word, uint32_t step) {
   return true;
 }
 
-bool ShmChannel::TrySlotFree(uint32_t step) { return step <= 2 || TrySpinAll(ShmWord::kDone, step - 2); }
+bool ShmChannel::TrySlotFree(uint32_t step) {
+  if (step <= 2) return true;
+  for (int q = 0; q < size_; ++q) {
+    if (q != rank_ && !FinishedStep(q, step - 2) && !TrySpin(q, ShmWord::kDone, step - 2)) return false;
+  }
+  return true;
+}
 
 absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline,
                                ShmWhat what) {
-  std::atomic<uint32_t>& w = peers_[peer].word(word);
+  std::atomic<uint32_t>& w = peers_[peer].word(word, step);
   std::atomic<uint32_t>& sleepers = peers_[peer].control()->sleepers;
   absl::Time next_check = absl::Now();
   while (true) {
@@ -410,6 +452,7 @@ void ShmChannel::Abort(int lost_rank) {
   int32_t expected = 0;
   self.control()->abort.compare_exchange_strong(expected, lost_rank >= 0 ? lost_rank + 2 : 1);
   for (int w = 0; w < kNumWords; ++w) FutexWakeAll(&self.control()->words[w].value);
+  for (auto& area : self.control()->inline_input) FutexWakeAll(&area.step);
 }
 
 }  // namespace ddp

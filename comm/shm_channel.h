@@ -5,6 +5,7 @@
 #ifndef DDP_COMM_SHM_CHANNEL_H_
 #define DDP_COMM_SHM_CHANNEL_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -48,6 +49,9 @@ enum class ShmWord : int {
   kReady = 0,    // the rank's input for this step is in its slot
   kReduced = 1,  // the rank's reduced slice of this step is in its slot (large all-reduce)
   kDone = 2,     // the rank finished reading every slot of this step (its slots may be reused)
+  // The rank's input for this step is in its inline area (InlineInput): a word per step parity that
+  // shares its cache line with the input's first bytes, so a peer's one miss brings both.
+  kInlineReady = 3,
 };
 
 // The mapped segments of a group of `size` ranks of one host. Not thread-safe: one thread (the
@@ -72,7 +76,13 @@ class ShmChannel {
 
   // Rank `owner`'s data slot for `step` (slot step % 2). Only the owner writes it.
   char* Slot(int owner, uint32_t step) const;
-  // Blocks until every other rank's kDone word reached step - 2, so this rank may overwrite the slot
+  // Most bytes an inline area holds (8-byte aligned).
+  static constexpr size_t kInlineBytes = 1016;
+  // Rank `owner`'s inline area for `step` (one per step parity, reused like the slots): for inputs of at
+  // most kInlineBytes, published with Post(kInlineReady, step) instead of kReady. Only the owner writes it.
+  char* InlineInput(int owner, uint32_t step) const;
+  // Blocks until every other rank finished reading step - 2 (its kDone word reached step - 2, or it
+  // already posted an inline input for step - 1), so this rank may overwrite the slot and inline area
   // of `step`. `what()` names the collective in errors.
   absl::Status WaitSlotFree(uint32_t step, absl::Time deadline, ShmWhat what);
   // Publishes `word` = `step` for this rank and wakes the peers sleeping on it.
@@ -116,6 +126,10 @@ class ShmChannel {
   uint64_t HeapInput(int owner, uint32_t step) const;
   // Opens rank q's heap (after mapping its segment); on failure records why zero-copy is off.
   void OpenPeerHeap(int q);
+  // Whether rank `peer` finished every read of `step` (kDone, or a later inline input posted).
+  bool FinishedStep(int peer, uint32_t step) const;
+  // Spins until `w` reached `step` (true) or options.spin passed (false).
+  bool SpinUntil(const std::atomic<uint32_t>& w, uint32_t step) const;
   // Sleeps on a futex until rank `peer`'s `word` reached `step` (the slow path of Wait).
   absl::Status Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what);
 

@@ -13,6 +13,7 @@ void WorkQueue::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    turn_free_.Signal();
   }
   // The worker cancels what is still queued once no task runs (Loop), then returns.
   if (thread_.joinable()) thread_.join();
@@ -23,6 +24,7 @@ void WorkQueue::Enqueue(std::shared_ptr<AsyncWork> work, Task task) {
     absl::MutexLock lock(&mu_);
     if (!stopping_) {
       queue_.emplace_back(std::move(work), std::move(task));
+      if (!busy_) turn_free_.Signal();
       return;
     }
   }
@@ -35,11 +37,9 @@ void WorkQueue::Loop() {
     std::pair<std::shared_ptr<AsyncWork>, Task> item;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](WorkQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
-            return !q->busy_ && (q->stopping_ || !q->queue_.empty());
-          },
-          this));
+      // A CondVar, not mu_.Await: a thread blocked in Await makes every Unlock of mu_ evaluate its
+      // condition (absl's slow path), on the inline path of every small collective.
+      while (busy_ || (!stopping_ && queue_.empty())) turn_free_.Wait(&mu_);
       if (queue_.empty()) return;  // stopping with nothing left
       item = std::move(queue_.front());
       queue_.pop_front();
@@ -73,6 +73,7 @@ bool WorkQueue::RunIfNext(const AsyncWork& work) {
   Run(item);
   absl::MutexLock lock(&mu_);
   busy_ = false;
+  if (!queue_.empty() || stopping_) turn_free_.Signal();
   return true;
 }
 
@@ -88,6 +89,7 @@ void WorkQueue::EndInline(std::shared_ptr<AsyncWork> work, Task task) {
   DDP_CHECK(busy_) << "WorkQueue::EndInline without TryBeginInline";
   if (task) queue_.emplace_front(std::move(work), std::move(task));
   busy_ = false;
+  if (!queue_.empty() || stopping_) turn_free_.Signal();
 }
 
 }  // namespace ddp

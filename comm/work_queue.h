@@ -62,6 +62,9 @@ class WorkQueue {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool busy_ ABSL_GUARDED_BY(mu_) = false;  // a task runs (on the worker, or inline on a caller)
   std::deque<std::pair<std::shared_ptr<AsyncWork>, Task>> queue_ ABSL_GUARDED_BY(mu_);
+  // Signalled (under mu_) whenever the worker may have a turn: a task queued while nothing runs, the
+  // turn given back with tasks queued, or Stop. Only the worker waits on it.
+  absl::CondVar turn_free_;
   std::thread thread_;  // last: starts after the members above exist; joined by Stop
 };
 
