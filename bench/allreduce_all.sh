@@ -2,16 +2,17 @@
 # One all-reduce table for every CPU backend (issue 15 item 5; //bench:allreduce_all): per world size
 # (--world_sizes, default 2,3,4) and message size (4 B, doubling, to --max_bytes, default 64 MiB), the median
 # time per float32 sum all-reduce of
-#   shm       our ProcessGroupShm            } bench/allreduce --impls=ours,raw,shm,shm_buf --settle_calls=1: one
-#   gloo      our ProcessGroupGloo ("ours")  } run per world, the three interleaved in rotating order, each
-#   raw gloo  gloo::allreduce ("raw")        } timed call after one untimed call of the same impl (Note
-#                                              [Settle calls] in bench/allreduce_bench.cc); max over ranks
-#                                              of each rank's median
+#   shm       our ProcessGroupShm                } bench/allreduce --impls=ours,raw,shm,shm_buf,floor
+#   shm_buf   shm on NewCommBuffer tensors       } --settle_calls=1: one run per world, the five
+#   floor     shm_buf's algorithm, nothing else  } interleaved in rotating order, each timed call after
+#             (bench/shm_floor.h, the yardstick) } one untimed call of the same impl (Note [Settle
+#   gloo      our ProcessGroupGloo ("ours")      } calls] in bench/allreduce_bench.cc); max over ranks
+#   raw gloo  gloo::allreduce ("raw")            } of each rank's median
 #   mpi       our ProcessGroupMpi            } mpirun -np W --oversubscribe bench/backend_allreduce_bench
 #   raw MPI   blocking MPI_Allreduce         } --backend=mpi: a separate run after bench/allreduce; all mpi
 #                                              calls of a size, then all raw MPI calls; rank 0's median
 # plus the time ratios shm/gloo and shm/raw MPI (below 1: shm is faster; issue 15's ">= 10x Gloo" is
-# shm/gloo <= 0.1). The table goes to stdout and to DIR/allreduce_all.md and .csv; the programs' own
+# shm/gloo <= 0.1) and shm_buf/floor (1: as fast as the leanest program of the same algorithm). The table goes to stdout and to DIR/allreduce_all.md and .csv; the programs' own
 # outputs are kept beside them (allreduce_rows.json, mpi_w<W>.txt) and the table's head names the commands.
 #
 #   bazel run //bench:allreduce_all -- [--world_sizes=2,3,4] [--max_bytes=67108864] [--target_ms=50]
@@ -57,12 +58,12 @@ cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 notes=("Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores ($cpu), load $(cut -d' ' -f1-3 /proc/loadavg) at the start.")
 
 ours_cmd=("$ALLREDUCE" --world_sizes="$WORLDS" --max_bytes="$MAX_BYTES" --target_ms="$TARGET_MS"
-  --impls=ours,raw,shm,shm_buf --settle_calls=1 --format=json)
+  --impls=ours,raw,shm,shm_buf,floor --settle_calls=1 --format=json)
 echo "allreduce_all: ${ours_cmd[*]##*/}" >&2
 "${ours_cmd[@]}" >"$OUT/allreduce_rows.json"
 ours_rc=$?
 notes+=("Columns shm, gloo, raw gloo: \`bench/allreduce --world_sizes=$WORLDS --max_bytes=$MAX_BYTES"\
-" --target_ms=$TARGET_MS --impls=ours,raw,shm,shm_buf --settle_calls=1 --format=json\` (one run per world; impls"\
+" --target_ms=$TARGET_MS --impls=ours,raw,shm,shm_buf,floor --settle_calls=1 --format=json\` (one run per world; impls"\
 " interleaved in rotating order, each timed call after one untimed call of the same impl; max over ranks of"\
 " the median; rows in allreduce_rows.json).")
 [[ $ours_rc == 0 ]] || notes+=("bench/allreduce exited $ours_rc: its rows may be incomplete.")

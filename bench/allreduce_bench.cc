@@ -18,7 +18,9 @@
 // completion, wake-up), and one used directly with `gloo::allreduce` on the calling thread ("raw", reduce
 // function gloo::sum<float>); with "shm" in --impls also a ProcessGroupShm, measured as
 // `AllReduce(t)->Wait()` on the same buffer ("shm": small all-reduces run on the calling thread, larger
-// ones on the group's worker; Note [Inline collectives] in comm/process_group_shm.cc).
+// ones on the group's worker; Note [Inline collectives] in comm/process_group_shm.cc); "shm_buf" the same
+// on a tensor from NewCommBuffer, as DDP's buckets; "floor" the leanest program of shm_buf's algorithm
+// (Note [Floor all-reduce] in bench/shm_floor.h), the yardstick of what this machine allows.
 // --impls (default ours,raw: the rows BENCHMARKS.md's tables came from) lists the timed ones; the raw
 // context exists in every run because it carries the benchmark's control traffic.
 //
@@ -95,7 +97,7 @@ ABSL_FLAG(std::string, world_sizes, "2,3,4", "Comma-separated world sizes (proce
 ABSL_FLAG(std::string, impls, "ours,raw",
           "Timed implementations, comma-separated, in rotation order: ours (ProcessGroupGloo), raw "
           "(gloo::allreduce), shm (ProcessGroupShm), shm_buf (ProcessGroupShm on NewCommBuffer tensors, as DDP's "
-          "buckets).");
+          "buckets), floor (shm_buf's algorithm with nothing else, bench/shm_floor.h: the yardstick).");
 ABSL_FLAG(int64_t, min_bytes, 4, "Smallest message in bytes (a multiple of 4).");
 ABSL_FLAG(int64_t, max_bytes, int64_t{64} << 20,
           "Largest message in bytes; sizes double from --min_bytes. 268435456 for nccl-tests' 256 MiB.");
@@ -506,6 +508,8 @@ int main(int argc, char** argv) {
   options.corrupt_check_at_rank = absl::GetFlag(FLAGS_corrupt_check_at_rank);
   options.rank.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
   options.rank.debug_detail = absl::GetFlag(FLAGS_debug_detail);
+  // VerifyImpls all-reduces 300001 floats as well.
+  options.rank.floor_bytes = std::max<size_t>(options.max_bytes, 300001 * sizeof(float));
   absl::StatusOr<std::vector<ddp::AllReduceImpl>> impls =
       ddp::ParseAllReduceImpls(absl::GetFlag(FLAGS_impls));
   if (!impls.ok()) {

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/shm_floor.h"
 #include "comm/file_store.h"
 #include "comm/gloo_store_adapter.h"
 #include "comm/prefix_store.h"
@@ -71,6 +72,8 @@ const char* AllReduceImplName(AllReduceImpl impl) {
       return "shm";
     case AllReduceImpl::kShmBuf:
       return "shm_buf";
+    case AllReduceImpl::kFloor:
+      return "floor";
   }
   return "?";
 }
@@ -79,8 +82,8 @@ absl::StatusOr<std::vector<AllReduceImpl>> ParseAllReduceImpls(absl::string_view
   std::vector<AllReduceImpl> impls;
   for (absl::string_view name : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     bool known = false;
-    for (AllReduceImpl impl :
-         {AllReduceImpl::kOurs, AllReduceImpl::kRaw, AllReduceImpl::kShm, AllReduceImpl::kShmBuf}) {
+    for (AllReduceImpl impl : {AllReduceImpl::kOurs, AllReduceImpl::kRaw, AllReduceImpl::kShm,
+                               AllReduceImpl::kShmBuf, AllReduceImpl::kFloor}) {
       if (name != AllReduceImplName(impl)) continue;
       if (Contains(impls, impl))
         return absl::InvalidArgumentError(absl::StrCat("--impls names '", name, "' twice"));
@@ -89,7 +92,7 @@ absl::StatusOr<std::vector<AllReduceImpl>> ParseAllReduceImpls(absl::string_view
     }
     if (!known) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--impls: unknown implementation '", name, "' (known: ours, raw, shm, shm_buf)"));
+          absl::StrCat("--impls: unknown implementation '", name, "' (known: ours, raw, shm, shm_buf, floor)"));
     }
   }
   if (impls.empty()) return absl::InvalidArgumentError("--impls names no implementation");
@@ -131,6 +134,12 @@ absl::StatusOr<std::unique_ptr<BenchRank>> BenchRank::Join(const std::string& st
     }
     self->shm_group_ = *std::move(group);
   }
+  if (Contains(options.impls, AllReduceImpl::kFloor)) {
+    absl::StatusOr<std::unique_ptr<ShmFloor>> floor =
+        ShmFloor::Create(*self->store_, rank, world, options.floor_bytes, options.timeout);
+    if (!floor.ok()) return floor.status();
+    self->floor_ = *std::move(floor);
+  }
   PrefixStore raw_store("raw/", self->store_.get());
   absl::StatusOr<std::shared_ptr<gloo::Context>> raw = ConnectRaw(raw_store, rank, world, options.timeout);
   if (!raw.ok()) return raw.status();
@@ -149,6 +158,14 @@ void BenchRank::AllReduce(AllReduceImpl impl, const Tensor& t) {
     case AllReduceImpl::kRaw:
       RawAllReduce(t.data<float>(), static_cast<size_t>(t.numel()));
       return;
+    case AllReduceImpl::kFloor: {
+      if (floor_ == nullptr || t.raw_data() != floor_->buffer()) {
+        Fail(absl::FailedPreconditionError("floor all-reduces only its own buffer (NewTensor(kFloor))"));
+      }
+      absl::Status status = floor_->AllReduce(static_cast<size_t>(t.numel()));
+      if (!status.ok()) Fail(status);
+      return;
+    }
     case AllReduceImpl::kOurs:
     case AllReduceImpl::kShm:
     case AllReduceImpl::kShmBuf: {
@@ -166,6 +183,18 @@ void BenchRank::AllReduce(AllReduceImpl impl, const Tensor& t) {
 }
 
 Tensor BenchRank::NewTensor(AllReduceImpl impl, int64_t count) const {
+  if (impl == AllReduceImpl::kFloor) {
+    if (floor_ == nullptr) Fail(absl::FailedPreconditionError("floor was not joined"));
+    if (static_cast<size_t>(count) * sizeof(float) > floor_->capacity_bytes()) {
+      Fail(absl::InvalidArgumentError(absl::StrCat("floor: ", count, " floats exceed its buffer")));
+    }
+    // A view of the floor's buffer, which outlives every tensor of this rank (no release function).
+    Storage storage = std::make_shared<StorageImpl>(floor_->buffer(), floor_->capacity_bytes(), Device::CPU(),
+                                                    [](void*) {});
+    Tensor t = Tensor::View(std::move(storage), {count}, {1}, 0, DType::kFloat32);
+    FillInPlace(t, 0.0f);
+    return t;
+  }
   if (impl != AllReduceImpl::kShmBuf) return Zeros({count});
   if (shm_group_ == nullptr) Fail(absl::FailedPreconditionError("shm_buf was not joined"));
   Tensor t = shm_group_->NewCommBuffer(count, DType::kFloat32, Device::CPU());

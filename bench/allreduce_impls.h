@@ -32,6 +32,7 @@ class ProcessGroup;
 class ProcessGroupDebug;
 class ProcessGroupGloo;
 class ProcessGroupShm;
+class ShmFloor;
 
 // One all-reduce implementation (float32 sum, in place).
 enum class AllReduceImpl {
@@ -40,9 +41,10 @@ enum class AllReduceImpl {
   kShm,   // ProcessGroupShm::AllReduce(t)->Wait(): shared memory (small ones run on the calling thread)
   kShmBuf,  // kShm on a tensor from ProcessGroupShm::NewCommBuffer, as DDP's buckets: the peers read it in
             // place (Note [Zero-copy all-reduce] in comm/process_group_shm.cc); same group as kShm
+  kFloor,   // bench/shm_floor.h: kShmBuf's algorithm with nothing else, the yardstick for it
 };
 
-// "ours", "raw", "shm" or "shm_buf": the names of --impls and of the JSON rows' "impl" field.
+// "ours", "raw", "shm", "shm_buf" or "floor": the names of --impls and of the JSON rows' "impl" field.
 const char* AllReduceImplName(AllReduceImpl impl);
 
 // Parses a comma-separated list such as "ours,raw,shm" (order kept: it is the rotation's order).
@@ -57,6 +59,8 @@ struct BenchRankOptions {
   std::vector<AllReduceImpl> impls = {AllReduceImpl::kOurs, AllReduceImpl::kRaw};
   // "ours" goes through a ProcessGroupDebug over the group (DDP_DEBUG=detail). REQUIRES: kOurs listed.
   bool debug_detail = false;
+  // The largest all-reduce "floor" serves (its segment's size).
+  size_t floor_bytes = size_t{64} << 20;
 };
 
 // One rank's all-reduce implementations and its control channel. Not thread-safe (one thread: the rank
@@ -78,7 +82,8 @@ class BenchRank {
   int size() const { return world_; }
 
   // A zero-filled float32 tensor of `count` elements for `impl`'s calls: from the shm group's
-  // NewCommBuffer for kShmBuf, an ordinary one otherwise. REQUIRES: `impl` was joined.
+  // NewCommBuffer for kShmBuf, a view of the floor's one buffer for kFloor (valid until the next
+  // NewTensor(kFloor)), an ordinary one otherwise. REQUIRES: `impl` was joined.
   Tensor NewTensor(AllReduceImpl impl, int64_t count) const;
   // One all-reduce (sum, in place) of `t` through `impl`. REQUIRES: `impl` was joined; t is contiguous
   // float32 on the CPU.
@@ -106,6 +111,7 @@ class BenchRank {
   std::unique_ptr<ProcessGroupGloo> gloo_group_;   // null unless kOurs
   std::unique_ptr<ProcessGroupDebug> debug_;       // null unless debug_detail
   std::unique_ptr<ProcessGroupShm> shm_group_;     // null unless kShm
+  std::unique_ptr<ShmFloor> floor_;                // null unless kFloor
   std::shared_ptr<gloo::Context> raw_;
   uint32_t raw_tag_ = 0;  // tag of the last timed raw all-reduce (control traffic uses tag 0)
 };

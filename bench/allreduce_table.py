@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """Merges bench/allreduce_all.sh's measurements into one all-reduce table per world size.
 
-Inputs: the JSON rows of `bench/allreduce --impls=ours,raw,shm,shm_buf --format=json` (impl "ours" is our
-ProcessGroupGloo, "raw" gloo::allreduce, "shm" our ProcessGroupShm, "shm_buf" ProcessGroupShm on tensors
-from NewCommBuffer, read in place as DDP's buckets are) and, per world size, the stdout of
+Inputs: the JSON rows of `bench/allreduce --impls=ours,raw,shm,shm_buf,floor --format=json` (impl "ours" is
+our ProcessGroupGloo, "raw" gloo::allreduce, "shm" our ProcessGroupShm, "shm_buf" ProcessGroupShm on tensors
+from NewCommBuffer, read in place as DDP's buckets are, "floor" shm_buf's algorithm with nothing else,
+bench/shm_floor.h) and, per world size, the stdout of
 `mpirun -np W bench/backend_allreduce_bench --backend=mpi` (columns bytes, median_us, raw_mpi_us, iters:
 our ProcessGroupMpi and a blocking MPI_Allreduce). Output: a markdown table per world size (columns shm,
-shm_buf, gloo, raw gloo, mpi, raw MPI in microseconds, then the time ratios of shm and shm_buf over gloo
-and over raw MPI, below 1 when shm is faster), on stdout and in --md; the same numbers as CSV in --csv (one line per world and size;
+shm_buf, floor, gloo, raw gloo, mpi, raw MPI in microseconds, then the time ratios of shm and shm_buf over
+gloo and over raw MPI, below 1 when shm is faster, and of shm_buf over floor, 1 at the yardstick), on
+stdout and in --md; the same numbers as CSV in --csv (one line per world and size;
 empty cells where a program gave no number). A world whose MPI run is missing or failed gets "n/a"
 in its MPI columns and a line saying why. Standard library only.
 
@@ -74,16 +76,18 @@ def world_table(world, sizes, mpi, mpi_problem):
     lines = ["### World %d" % world, ""]
     if mpi_problem:
         lines += ["MPI columns n/a: %s" % mpi_problem, ""]
-    lines += ["| bytes | shm µs | shm_buf µs | gloo µs | raw gloo µs | mpi µs | raw MPI µs | shm/gloo | "
-              "shm_buf/gloo | shm/raw MPI | shm_buf/raw MPI |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += ["| bytes | shm µs | shm_buf µs | floor µs | gloo µs | raw gloo µs | mpi µs | raw MPI µs | shm/gloo | "
+              "shm_buf/gloo | shm/raw MPI | shm_buf/raw MPI | shm_buf/floor |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     csv_rows = []
     for size in sorted(sizes):
         ours = sizes[size]
-        shm, shm_buf, gloo, raw_gloo = ours.get("shm"), ours.get("shm_buf"), ours.get("ours"), ours.get("raw")
+        shm, shm_buf, floor = ours.get("shm"), ours.get("shm_buf"), ours.get("floor")
+        gloo, raw_gloo = ours.get("ours"), ours.get("raw")
         mpi_us, raw_mpi = mpi.get(size, (None, None))
-        ratios = [ratio(shm, gloo), ratio(shm_buf, gloo), ratio(shm, raw_mpi), ratio(shm_buf, raw_mpi)]
-        times = [shm, shm_buf, gloo, raw_gloo, mpi_us, raw_mpi]
+        ratios = [ratio(shm, gloo), ratio(shm_buf, gloo), ratio(shm, raw_mpi), ratio(shm_buf, raw_mpi),
+                  ratio(shm_buf, floor)]
+        times = [shm, shm_buf, floor, gloo, raw_gloo, mpi_us, raw_mpi]
         lines.append("| %s | %s | %s |" % (
             human_bytes(size), " | ".join(micros(v) for v in times),
             " | ".join("n/a" if v is None else "%.3f" % v for v in ratios)))
@@ -106,7 +110,7 @@ def main():
     ours = read_allreduce(args.allreduce)
     mpi_files = {int(w): f for w, _, f in (item.partition(":") for item in args.mpi)}
     mpi_failed = {int(w): why for w, _, why in (item.partition(":") for item in args.mpi_failed)}
-    lines = ["# All-reduce: shm, shm_buf, gloo, raw gloo, mpi, raw MPI (float32 sum, median µs per call)", ""]
+    lines = ["# All-reduce: shm, shm_buf, floor, gloo, raw gloo, mpi, raw MPI (float32 sum, median µs per call)", ""]
     lines += args.note + [""]
     csv_rows = []
     for world in sorted(ours):
@@ -129,9 +133,9 @@ def main():
         md.write(text + "\n")
     with open(args.csv, "w", newline="") as out:
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["world_size", "bytes", "shm_us", "shm_buf_us", "gloo_us", "raw_gloo_us", "mpi_us",
-                         "raw_mpi_us", "shm_over_gloo", "shm_buf_over_gloo", "shm_over_raw_mpi",
-                         "shm_buf_over_raw_mpi"])
+        writer.writerow(["world_size", "bytes", "shm_us", "shm_buf_us", "floor_us", "gloo_us", "raw_gloo_us",
+                         "mpi_us", "raw_mpi_us", "shm_over_gloo", "shm_buf_over_gloo", "shm_over_raw_mpi",
+                         "shm_buf_over_raw_mpi", "shm_buf_over_floor"])
         writer.writerows(csv_rows)
     return 0 if ours else 1
 
