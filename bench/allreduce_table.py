@@ -13,12 +13,18 @@ stdout and in --md; the same numbers as CSV in --csv (one line per world and siz
 empty cells where a program gave no number). A world whose MPI run is missing or failed gets "n/a"
 in its MPI columns and a line saying why. Standard library only.
 
-Usage: allreduce_table.py --allreduce=ROWS.json [--mpi=W:FILE ...] [--mpi_failed=W:WHY ...]
-                          [--mpi_missing=WHY] --md=OUT.md --csv=OUT.csv [--note=LINE ...]
+Several rounds (--allreduce given once per round, --mpi=W:ROUND:FILE): every time is the median over the
+rounds that measured it, every ratio the median of the rounds' own ratios (a round's bench/allreduce
+run and its MPI run were minutes apart; different rounds may be an hour apart on a drifting machine).
+
+Usage: allreduce_table.py --allreduce=ROWS.json [--allreduce=ROUND2.json ...] [--mpi=W:ROUND:FILE ...]
+                          [--mpi_failed=W:WHY ...] [--mpi_missing=WHY] --md=OUT.md --csv=OUT.csv
+                          [--note=LINE ...]
 """
 import argparse
 import csv
 import json
+import statistics
 import sys
 
 
@@ -71,23 +77,35 @@ def read_mpi(path, world):
     return rows, None
 
 
-def world_table(world, sizes, mpi, mpi_problem):
-    """The markdown lines and CSV rows of one world size."""
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def world_table(world, rounds, mpi_rounds, problems):
+    """The markdown lines and CSV rows of one world size.
+
+    rounds: per round, {bytes: {impl: time_us}} of this world; mpi_rounds: per round, {bytes: (mpi_us,
+    raw_mpi_us)} ({} where that round has no MPI run); problems: lines to print above the table."""
     lines = ["### World %d" % world, ""]
-    if mpi_problem:
-        lines += ["MPI columns n/a: %s" % mpi_problem, ""]
+    prefix = "MPI columns n/a: " if not any(mpi_rounds) else "MPI columns, some rounds missing: "
+    lines += [prefix + p for p in problems] + ([""] if problems else [])
     lines += ["| bytes | shm µs | shm_buf µs | floor µs | gloo µs | raw gloo µs | mpi µs | raw MPI µs | shm/gloo | "
               "shm_buf/gloo | shm/raw MPI | shm_buf/raw MPI | shm_buf/floor |",
               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     csv_rows = []
-    for size in sorted(sizes):
-        ours = sizes[size]
-        shm, shm_buf, floor = ours.get("shm"), ours.get("shm_buf"), ours.get("floor")
-        gloo, raw_gloo = ours.get("ours"), ours.get("raw")
-        mpi_us, raw_mpi = mpi.get(size, (None, None))
-        ratios = [ratio(shm, gloo), ratio(shm_buf, gloo), ratio(shm, raw_mpi), ratio(shm_buf, raw_mpi),
-                  ratio(shm_buf, floor)]
-        times = [shm, shm_buf, floor, gloo, raw_gloo, mpi_us, raw_mpi]
+    for size in sorted(set().union(*[r.keys() for r in rounds])):
+        per_round_times, per_round_ratios = [], []
+        for ours, mpi in zip(rounds, mpi_rounds):
+            ours = ours.get(size, {})
+            shm, shm_buf, floor = ours.get("shm"), ours.get("shm_buf"), ours.get("floor")
+            gloo, raw_gloo = ours.get("ours"), ours.get("raw")
+            mpi_us, raw_mpi = mpi.get(size, (None, None))
+            per_round_times.append([shm, shm_buf, floor, gloo, raw_gloo, mpi_us, raw_mpi])
+            per_round_ratios.append([ratio(shm, gloo), ratio(shm_buf, gloo), ratio(shm, raw_mpi),
+                                     ratio(shm_buf, raw_mpi), ratio(shm_buf, floor)])
+        times = [median(column) for column in zip(*per_round_times)]
+        ratios = [median(column) for column in zip(*per_round_ratios)]
         lines.append("| %s | %s | %s |" % (
             human_bytes(size), " | ".join(micros(v) for v in times),
             " | ".join("n/a" if v is None else "%.3f" % v for v in ratios)))
@@ -98,8 +116,10 @@ def world_table(world, sizes, mpi, mpi_problem):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--allreduce", required=True, help="bench/allreduce JSON rows")
-    parser.add_argument("--mpi", action="append", default=[], help="W:FILE, backend_allreduce_bench stdout")
+    parser.add_argument("--allreduce", action="append", required=True,
+                        help="bench/allreduce JSON rows, once per round")
+    parser.add_argument("--mpi", action="append", default=[],
+                        help="W:ROUND:FILE, backend_allreduce_bench stdout (ROUND counts from 1)")
     parser.add_argument("--mpi_failed", action="append", default=[], help="W:WHY, an MPI run that failed")
     parser.add_argument("--mpi_missing", default="", help="why no MPI run happened at all")
     parser.add_argument("--md", required=True)
@@ -107,22 +127,31 @@ def main():
     parser.add_argument("--note", action="append", default=[], help="a line printed above the tables")
     args = parser.parse_args()
 
-    ours = read_allreduce(args.allreduce)
-    mpi_files = {int(w): f for w, _, f in (item.partition(":") for item in args.mpi)}
-    mpi_failed = {int(w): why for w, _, why in (item.partition(":") for item in args.mpi_failed)}
+    ours_rounds = [read_allreduce(path) for path in args.allreduce]
+    ours = sorted(set().union(*[r.keys() for r in ours_rounds]))
+    mpi_files = {}
+    for item in args.mpi:
+        world, round_number, path = item.split(":", 2)
+        mpi_files[(int(world), int(round_number))] = path
+    mpi_failed = {}
+    for item in args.mpi_failed:
+        world, _, why = item.partition(":")
+        mpi_failed.setdefault(int(world), []).append(why)
     lines = ["# All-reduce: shm, shm_buf, floor, gloo, raw gloo, mpi, raw MPI (float32 sum, median µs per call)", ""]
     lines += args.note + [""]
     csv_rows = []
-    for world in sorted(ours):
-        if args.mpi_missing:
-            mpi, problem = {}, args.mpi_missing
-        elif world in mpi_failed:
-            mpi, problem = {}, mpi_failed[world]
-        elif world in mpi_files:
-            mpi, problem = read_mpi(mpi_files[world], world)
-        else:
-            mpi, problem = {}, "no MPI run for world %d" % world
-        world_lines, world_csv = world_table(world, ours[world], mpi, problem)
+    for world in ours:
+        problems = [args.mpi_missing] if args.mpi_missing else list(mpi_failed.get(world, []))
+        mpi_rounds = []
+        for round_number in range(1, len(ours_rounds) + 1):
+            path = mpi_files.get((world, round_number))
+            rows, problem = read_mpi(path, world) if path else ({}, None)
+            if problem:
+                problems.append(problem)
+            mpi_rounds.append(rows)
+        if not args.mpi_missing and not any(mpi_rounds) and not problems:
+            problems.append("no MPI run for world %d" % world)
+        world_lines, world_csv = world_table(world, [r.get(world, {}) for r in ours_rounds], mpi_rounds, problems)
         lines += world_lines
         csv_rows += world_csv
     if not ours:
