@@ -155,7 +155,9 @@ class ProcessGroupShm : public ProcessGroup {
 
   absl::Mutex issue_mu_;
   uint64_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
-  std::unique_ptr<WorkQueue> queue_;  // last: its thread uses the members above
+  // Last: its thread uses the members above. Shared with the queued Works, whose Wait may run their task
+  // (Note [Waiter runs the work] in comm/process_group_gloo.cc); stopped by the destructor.
+  std::shared_ptr<WorkQueue> queue_;
 };
 
 }  // namespace ddp
