@@ -1,6 +1,5 @@
 #include "bench/shm_floor.h"
 
-#include <fcntl.h>
 #include <immintrin.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -8,14 +7,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstring>
-#include <random>
 #include <string>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
-#include "comm/unique_fd.h"
+#include "comm/shm_segment.h"
 #include "tensor/check.h"
 
 namespace ddp {
@@ -34,17 +31,6 @@ Word* Words(char* segment) { return reinterpret_cast<Word*>(segment); }
 
 std::string SegmentKey(int rank) { return absl::StrCat("floor/", rank); }
 std::string MappedKey(int rank) { return absl::StrCat("floor/mapped/", rank); }
-
-absl::StatusOr<char*> Map(const std::string& name, size_t bytes, bool create) {
-  UniqueFd fd(shm_open(name.c_str(), create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600));
-  if (!fd.valid()) return absl::UnavailableError(absl::StrCat("shm_open(", name, "): ", std::strerror(errno)));
-  if (create && ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
-    return absl::ResourceExhaustedError(absl::StrCat("ftruncate(", name, ", ", bytes, "): ", std::strerror(errno)));
-  }
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (base == MAP_FAILED) return absl::ResourceExhaustedError(absl::StrCat("mmap(", name, "): ", std::strerror(errno)));
-  return static_cast<char*>(base);
-}
 
 // Rank r's slice [begin, end) of `count` floats: equal parts of whole cache lines, the last shorter.
 std::pair<size_t, size_t> Slice(size_t count, int world, int r) {
@@ -69,9 +55,8 @@ absl::StatusOr<std::unique_ptr<ShmFloor>> ShmFloor::Create(Store& store, int ran
                                                            size_t capacity_bytes, absl::Duration timeout) {
   std::unique_ptr<ShmFloor> self(new ShmFloor(rank, world, (capacity_bytes + 63) / 64 * 64, timeout));
   self->segment_bytes_ = kControlBytes + self->capacity_;
-  std::random_device random;
-  const std::string name = absl::StrCat("/ddp-floor-", getpid(), "-", rank, "-", absl::Hex(random()));
-  absl::StatusOr<char*> own = Map(name, self->segment_bytes_, /*create=*/true);
+  const std::string name = absl::StrCat("/ddp-floor-", getpid(), "-", rank, "-", RandomShmSuffix());
+  absl::StatusOr<char*> own = MapShmSegment(name, self->segment_bytes_, /*create=*/true);
   if (!own.ok()) return own.status();
   absl::Cleanup unlink_name = [&name] { shm_unlink(name.c_str()); };
   self->segments_[rank] = *own;
@@ -83,7 +68,7 @@ absl::StatusOr<std::unique_ptr<ShmFloor>> ShmFloor::Create(Store& store, int ran
       return absl::UnavailableError(absl::StrCat("floor: rank ", q, " never published its segment: ",
                                                  peer_name.status().message()));
     }
-    absl::StatusOr<char*> peer = Map(*peer_name, self->segment_bytes_, /*create=*/false);
+    absl::StatusOr<char*> peer = MapShmSegment(*peer_name, self->segment_bytes_, /*create=*/false);
     if (!peer.ok()) return peer.status();
     self->segments_[q] = *peer;
   }

@@ -125,7 +125,7 @@ class GlooWork final : public AsyncWork {
         waiter_may_run_(waiter_may_run) {}
 
   absl::Status Wait(absl::Duration timeout) override {
-    if (waiter_may_run_ && timeout >= group_timeout_ && !IsCompleted()) queue_->RunIfNext(*this);
+    if (waiter_may_run_) queue_->RunForWaiter(*this, timeout, group_timeout_);
     return AsyncWork::Wait(timeout);
   }
 

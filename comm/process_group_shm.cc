@@ -41,7 +41,7 @@ class ShmWork final : public AsyncWork {
       : AsyncWork(""), all_reduce_(true), op_(op), numel_(numel), dtype_(dtype), sequence_(sequence), rank_(rank),
         size_(size) {}
   absl::Status Wait(absl::Duration timeout) override {
-    if (queue_ != nullptr && timeout >= group_timeout_ && !IsCompleted()) queue_->RunIfNext(*this);
+    if (queue_ != nullptr) queue_->RunForWaiter(*this, timeout, group_timeout_);
     return AsyncWork::Wait(timeout);
   }
   std::string description() const override {

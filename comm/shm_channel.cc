@@ -1,12 +1,10 @@
 #include "comm/shm_channel.h"
 
-#include <fcntl.h>
 #include <immintrin.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,12 +14,12 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <random>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "comm/shm_segment.h"
 #include "comm/unique_fd.h"
 #include "tensor/check.h"
 
@@ -135,11 +133,6 @@ int OpenPidfd(pid_t pid) {
 std::string SegmentKey(int rank) { return absl::StrCat("shm/segment/", rank); }
 std::string MappedKey(int rank) { return absl::StrCat("shm/mapped/", rank); }
 
-std::string RandomSuffix() {
-  std::random_device device;
-  return absl::StrCat(absl::Hex(static_cast<uint64_t>(device()) << 32 | device()));
-}
-
 }  // namespace
 
 struct ShmChannel::Peer {
@@ -157,23 +150,6 @@ struct ShmChannel::Peer {
 };
 
 namespace {
-
-// Maps the segment called `name` of `bytes` bytes; the descriptor is closed again (the mapping stays).
-absl::StatusOr<char*> MapSegment(const std::string& name, size_t bytes, bool create) {
-  UniqueFd fd(shm_open(name.c_str(), create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600));
-  if (!fd.valid()) return absl::UnavailableError(absl::StrCat("shm_open(", name, "): ", std::strerror(errno)));
-  if (create && ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
-    return absl::ResourceExhaustedError(absl::StrCat("ftruncate(", name, ", ", bytes, "): ", std::strerror(errno)));
-  }
-  struct stat st {};
-  if (fstat(fd.get(), &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
-    return absl::FailedPreconditionError(absl::StrCat("segment ", name, " has ", st.st_size, " bytes, expected ",
-                                                      bytes, " (ranks started with different slot sizes?)"));
-  }
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (base == MAP_FAILED) return absl::ResourceExhaustedError(absl::StrCat("mmap(", name, "): ", std::strerror(errno)));
-  return static_cast<char*>(base);
-}
 
 // Reads rank `rank`'s "<pid> <bytes> <name>" from the store.
 absl::Status ReadPeerRecord(Store& store, int rank, absl::Duration timeout, pid_t* pid, size_t* bytes,
@@ -210,9 +186,9 @@ absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Create(Store& store, int
                                                                const ShmChannelOptions& options) {
   std::unique_ptr<ShmChannel> channel(new ShmChannel(rank, size, options));
   const size_t bytes = kControlBytes + 2 * options.slot_bytes;
-  const std::string name = absl::StrCat("/", options.name_tag, "-", getpid(), "-", rank, "-", RandomSuffix());
+  const std::string name = absl::StrCat("/", options.name_tag, "-", getpid(), "-", rank, "-", RandomShmSuffix());
   Peer& self = channel->peers_[rank];
-  DDP_ASSIGN_OR_RETURN(self.base, MapSegment(name, bytes, /*create=*/true));
+  DDP_ASSIGN_OR_RETURN(self.base, MapShmSegment(name, bytes, /*create=*/true));
   absl::Cleanup unlink_name = [&name] { shm_unlink(name.c_str()); };  // on every path out of Create
   self.bytes = bytes;
   self.pid = getpid();
@@ -231,7 +207,7 @@ absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Create(Store& store, int
     Peer& peer = channel->peers_[q];
     std::string peer_name;
     DDP_RETURN_IF_ERROR(ReadPeerRecord(store, q, options.rendezvous_timeout, &peer.pid, &peer.bytes, &peer_name));
-    absl::StatusOr<char*> base = MapSegment(peer_name, peer.bytes, /*create=*/false);
+    absl::StatusOr<char*> base = MapShmSegment(peer_name, peer.bytes, /*create=*/false);
     if (!base.ok()) {
       return absl::Status(base.status().code(), absl::StrCat("cannot map rank ", q, "'s segment (is rank ", q,
                                                              " on another host?): ", base.status().message()));

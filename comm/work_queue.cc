@@ -77,6 +77,10 @@ bool WorkQueue::RunIfNext(const AsyncWork& work) {
   return true;
 }
 
+void WorkQueue::RunForWaiter(AsyncWork& work, absl::Duration wait_timeout, absl::Duration group_timeout) {
+  if (wait_timeout >= group_timeout && !work.IsCompleted()) RunIfNext(work);
+}
+
 bool WorkQueue::TryBeginInline() {
   absl::MutexLock lock(&mu_);
   if (busy_ || stopping_ || !queue_.empty()) return false;

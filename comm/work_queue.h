@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "comm/async_work.h"
 
 namespace ddp {
@@ -44,6 +45,10 @@ class WorkQueue {
   // issue order holds. Returns false, running nothing, when `work` is not next in the queue (it runs,
   // ran, or waits behind another task), a task runs now, or the queue is stopping.
   bool RunIfNext(const AsyncWork& work);
+  // The rule of that fast path for a thread about to Wait(wait_timeout) on `work`, whose group bounds a
+  // collective by `group_timeout`: RunIfNext(work) when the wait covers the whole group timeout (a shorter
+  // wait must not block longer inside the collective) and `work` has not completed.
+  void RunForWaiter(AsyncWork& work, absl::Duration wait_timeout, absl::Duration group_timeout);
 
   // The inline fast path (Note [Inline collectives] in comm/process_group_shm.cc): true when nothing is
   // queued or running; the caller then owns the queue's turn and may run a collective on its own thread

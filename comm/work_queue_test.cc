@@ -130,6 +130,32 @@ TEST(WorkQueueRunIfNextTest, TheWaiterRunsTheNextTaskOnItsOwnThreadInIssueOrder)
   for (int i = 0; i < kTasks; ++i) EXPECT_EQ(log.order[i], i);
 }
 
+// RunForWaiter runs the task on the waiter only for a wait as long as the group timeout: a waiter with a
+// shorter deadline must not end up inside a collective that may block for the whole group timeout.
+TEST(WorkQueueRunIfNextTest, OnlyAWaitCoveringTheGroupTimeoutRunsTheTask) {
+  constexpr int kTasks = 200;
+  const absl::Duration group_timeout = absl::Seconds(30);
+  WorkQueue queue;
+  int ran_here_full = 0;
+  for (int i = 0; i < 2 * kTasks; ++i) {
+    const bool full_wait = i % 2 == 0;
+    auto work = std::make_shared<AsyncWork>(absl::StrCat("task ", i));
+    std::thread::id ran_on;
+    queue.Enqueue(work, [&] {
+      ran_on = std::this_thread::get_id();
+      return absl::OkStatus();
+    });
+    queue.RunForWaiter(*work, full_wait ? group_timeout : group_timeout - absl::Seconds(1), group_timeout);
+    ASSERT_TRUE(work->Wait(absl::Seconds(10)).ok());
+    if (!full_wait) {
+      EXPECT_NE(ran_on, std::this_thread::get_id()) << "a shorter wait ran task " << i;
+    } else if (ran_on == std::this_thread::get_id()) {
+      ++ran_here_full;
+    }
+  }
+  EXPECT_GT(ran_here_full, 0) << "the worker won every race in " << kTasks << " tries";
+}
+
 TEST(WorkQueueRunIfNextTest, NoTaskRunsAfterStop) {
   auto queue = std::make_shared<WorkQueue>();
   absl::Notification started, release;
