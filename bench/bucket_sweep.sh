@@ -8,6 +8,14 @@
 #
 #   bazel run //bench:bucket_sweep -- [--model=cnn] [--steps=100] [--out=DIR] [--netns [--rate=1gbit]]
 #                                     [--comm_hook=none|fp16|bf16|powersgd] [--backend=gloo|shm]
+#                                     [--interleaved [--rounds=10] [--trace_out=FILE]]
+#
+# --interleaved runs every configuration in one pair of processes (bench/bucket_sweep_interleaved.cc, Note
+# [Interleaved sweep]): --rounds rounds of --steps timed steps per configuration (default 40 for the mlp,
+# 15 for the cnns), each row the median over the rounds, so that the machine's drift over minutes falls on
+# every configuration alike. --trace_out keeps a Chrome trace of the whole run; each JSON row names its
+# timed iterations, which `ddp_sim profile --iterations` reads; the rows are also kept as
+# bucket_sweep_<tag>.jsonl beside the CSV.
 #
 # --backend (default gloo: Gloo over loopback TCP, the sweeps BENCHMARKS.md shows) is passed to every
 # bench/train_throughput run; shm is ProcessGroupShm (comm/process_group_shm.h), and tags the outputs
@@ -35,7 +43,8 @@ runfile() {
   if [[ -e "$root/bazel-bin/$path" ]]; then echo "$root/bazel-bin/$path"; else echo "$root/$path"; fi
 }
 
-MODEL=cnn STEPS=100 OUT="${BUILD_WORKSPACE_DIRECTORY:-$PWD}/bench_out" NETNS=0 RATE=1gbit HOOK=none BACKEND=gloo
+MODEL=cnn STEPS="" OUT="${BUILD_WORKSPACE_DIRECTORY:-$PWD}/bench_out" NETNS=0 RATE=1gbit HOOK=none BACKEND=gloo
+INTERLEAVED=0 ROUNDS=10 TRACE=""
 for arg in "$@"; do
   case "$arg" in
     --model=*) MODEL="${arg#*=}" ;;
@@ -45,9 +54,25 @@ for arg in "$@"; do
     --rate=*) RATE="${arg#*=}" ;;
     --comm_hook=*) HOOK="${arg#*=}" ;;
     --backend=*) BACKEND="${arg#*=}" ;;
+    --interleaved) INTERLEAVED=1 ;;
+    --rounds=*) ROUNDS="${arg#*=}" ;;
+    --trace_out=*) TRACE="${arg#*=}" ;;
     *) echo "bucket_sweep: unknown argument $arg (see the header of bench/bucket_sweep.sh)" >&2; exit 2 ;;
   esac
 done
+if [[ -z $STEPS ]]; then
+  STEPS=100
+  [[ $INTERLEAVED == 1 && $MODEL == mlp ]] && STEPS=40
+  [[ $INTERLEAVED == 1 && $MODEL != mlp ]] && STEPS=15
+fi
+if [[ $INTERLEAVED == 1 && $HOOK != none ]]; then
+  echo "bucket_sweep: --interleaved runs the plain all-reduce only (drop --comm_hook)" >&2
+  exit 2
+fi
+if [[ $INTERLEAVED == 0 && ( -n $TRACE || $ROUNDS != 10 ) ]]; then
+  echo "bucket_sweep: --rounds and --trace_out go with --interleaved" >&2
+  exit 2
+fi
 case "$BACKEND" in
   gloo | shm) ;;
   *) echo "bucket_sweep: --backend must be gloo or shm, not '$BACKEND'" >&2; exit 2 ;;
@@ -102,39 +127,58 @@ if [[ $NETNS == 1 ]]; then
   done
 fi
 
-# Runs one configuration on 2 ranks; prints rank 0's JSON line.
-run_config() {
+# Runs PROGRAM ARGS... on 2 ranks (over the namespace link with --netns); prints rank 0's JSON lines.
+run_ranks() {
   if [[ $NETNS == 1 ]]; then
     local token port=29400
     token="$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-    DDP_TIMEOUT_S=120 timeout 600 ip netns exec "$NS_B" "$DDPRUN" --nnodes 2 --node_rank 1 --nproc_per_node 1 \
-      --master_addr "$ADDR_A" --master_port $port --job_token "$token" "$BENCH" --model="$MODEL" --steps="$STEPS" \
-      --comm_hook="$HOOK" --backend="$BACKEND" "$@" >/dev/null 2>&1 &
-    DDP_TIMEOUT_S=120 timeout 600 ip netns exec "$NS_A" "$DDPRUN" --nnodes 2 --node_rank 0 --nproc_per_node 1 \
-      --master_addr "$ADDR_A" --master_port $port --job_token "$token" "$BENCH" --model="$MODEL" --steps="$STEPS" \
-      --comm_hook="$HOOK" --backend="$BACKEND" "$@" 2>/dev/null | sed -n 's/^\[rank 0\] //p' | grep '^{'
+    DDP_TIMEOUT_S=120 timeout 1200 ip netns exec "$NS_B" "$DDPRUN" --nnodes 2 --node_rank 1 --nproc_per_node 1 \
+      --master_addr "$ADDR_A" --master_port $port --job_token "$token" "$@" >/dev/null 2>&1 &
+    DDP_TIMEOUT_S=120 timeout 1200 ip netns exec "$NS_A" "$DDPRUN" --nnodes 2 --node_rank 0 --nproc_per_node 1 \
+      --master_addr "$ADDR_A" --master_port $port --job_token "$token" "$@" 2>/dev/null | sed -n 's/^\[rank 0\] //p' | grep '^{'
     wait
   else
-    DDP_TIMEOUT_S=120 timeout 600 "$DDPRUN" --nproc_per_node 2 --master_port 0 "$BENCH" --model="$MODEL" \
-      --steps="$STEPS" --comm_hook="$HOOK" --backend="$BACKEND" "$@" 2>/dev/null | sed -n 's/^\[rank 0\] //p' | grep '^{'
+    DDP_TIMEOUT_S=120 timeout 1200 "$DDPRUN" --nproc_per_node 2 --master_port 0 "$@" 2>/dev/null \
+      | sed -n 's/^\[rank 0\] //p' | grep '^{'
   fi
 }
 
-rows=()
-for cap in 0 0.0625 0.25 1 5 25 100; do
-  rows+=("$cap|$(run_config --bucket_cap_mb="$cap" --first_bucket_mb="$cap")")
-done
-rows+=("default 1/25|$(run_config --bucket_cap_mb=25 --first_bucket_mb=1)")
-# --bucket_cap_mb=auto: the choice (20 measured steps after 5 skipped, then 21 more for its report) happens
-# inside a longer untimed warm-up, so the timed steps all run under the chosen caps.
-if [[ $HOOK == none ]]; then  # auto's link probes and predictions assume the plain all-reduce
-  rows+=("auto|$(run_config --auto_bucket_caps --auto_caps_steps=20 --warmup=50)")
-fi
-rows+=("single_allreduce|$(run_config --ablation=single_allreduce)")
-rows+=("no_overlap|$(run_config --ablation=no_overlap)")
+# Runs one configuration in its own pair of processes; prints rank 0's JSON line.
+run_config() {
+  run_ranks "$BENCH" --model="$MODEL" --steps="$STEPS" --comm_hook="$HOOK" --backend="$BACKEND" "$@"
+}
 
+rows=()
+if [[ $INTERLEAVED == 1 ]]; then
+  # One pair of processes runs every configuration in rotating blocks (Note [Interleaved sweep]); each JSON
+  # line names its configuration.
+  trace_flag=()
+  [[ -n $TRACE ]] && trace_flag=(--trace_out="$TRACE")
+  while IFS= read -r line; do
+    rows+=("$(/usr/bin/python3 -c 'import json, sys; print(json.loads(sys.argv[1])["config"])' "$line")|$line")
+  done < <(run_ranks "$(runfile bench/bucket_sweep_interleaved)" --model="$MODEL" --backend="$BACKEND" \
+             --rounds="$ROUNDS" --block_steps="$STEPS" "${trace_flag[@]}")
+else
+  for cap in 0 0.0625 0.25 1 5 25 100; do
+    rows+=("$cap|$(run_config --bucket_cap_mb="$cap" --first_bucket_mb="$cap")")
+  done
+  rows+=("default 1/25|$(run_config --bucket_cap_mb=25 --first_bucket_mb=1)")
+  # --bucket_cap_mb=auto: the choice (20 measured steps after 5 skipped, then 21 more for its report) happens
+  # inside a longer untimed warm-up, so the timed steps all run under the chosen caps.
+  if [[ $HOOK == none ]]; then  # auto's link probes and predictions assume the plain all-reduce
+    rows+=("auto|$(run_config --auto_bucket_caps --auto_caps_steps=20 --warmup=50)")
+  fi
+  rows+=("single_allreduce|$(run_config --ablation=single_allreduce)")
+  rows+=("no_overlap|$(run_config --ablation=no_overlap)")
+fi
+if [[ ${#rows[@]} == 0 ]]; then echo "bucket_sweep: the interleaved run printed no rows" >&2; exit 1; fi
+# The interleaved run's JSON rows as printed (with each configuration's per-round times and iterations).
+[[ $INTERLEAVED == 1 ]] && printf '%s\n' "${rows[@]}" | sed 's/^[^|]*|//' > "$OUT/bucket_sweep_${tag}.jsonl"
+
+steps_note="$STEPS steps"
+[[ $INTERLEAVED == 1 ]] && steps_note="interleaved: $ROUNDS rounds of $STEPS steps per configuration"
 printf '%s\n' "${rows[@]}" | /usr/bin/python3 "$(runfile bench/bucket_sweep_report.py)" "$CSV" \
-  "bucket sweep: $MODEL, 2 ranks, batch 64 per rank, $STEPS steps$link_note"
+  "bucket sweep: $MODEL, 2 ranks, batch 64 per rank, $steps_note$link_note"
 
 if command -v gnuplot >/dev/null 2>&1; then
   gnuplot <<GP

@@ -101,6 +101,9 @@ class DistributedDataParallel : public Module {
   // auto_bucket_caps.h). Not collective: every rank must pass the same caps (the caller agrees them first).
   // REQUIRES: between iterations (no forward armed a backward that has not run).
   void Rebucket(const BucketCaps& caps) { reducer_->Rebucket(caps); }
+  // Reducer::SetDelayReduction: the no-overlap ablation on or off between iterations. Not collective:
+  // every rank must make the same change at the same iteration.
+  void SetDelayReduction(bool delay) { reducer_->SetDelayReduction(delay); }
   // Reducer::AddObserver: `observer` (not owned, must outlive this module) sees every later iteration.
   void AddReducerObserver(ReducerObserver* observer) { reducer_->AddObserver(observer); }
   // Replaces how buckets are reduced (PyTorch's register_comm_hook; reducer/comm_hook.h). The hook object

@@ -171,6 +171,12 @@ void Reducer::Rebucket(const BucketCaps& caps) {
   }
 }
 
+void Reducer::SetDelayReduction(bool delay) {
+  DDP_CHECK(phase_ == Phase::kIdle)
+      << "Reducer::SetDelayReduction needs a Reducer between iterations (not armed)";
+  options_.delay_reduction = delay;
+}
+
 // ---- The iteration (Note [Reducer iteration]) ----
 
 absl::Status Reducer::PrepareForBackward(const std::vector<Tensor>& outputs, absl::Time forward_start) {

@@ -151,6 +151,10 @@ class Reducer {
   void Rebucket(const BucketCaps& caps);
   // The caps the current buckets were built with.
   const BucketCaps& caps() const { return options_.caps; }
+  // Turns the delay_reduction ablation on or off for later iterations (bench/bucket_sweep_interleaved
+  // switches configurations in one run). Not collective: every rank must make the same change at the
+  // same iteration. REQUIRES: not armed and no backward pass running.
+  void SetDelayReduction(bool delay);
 
  private:
   // Where the current iteration stands (Note [Reducer iteration] in reducer.cc).

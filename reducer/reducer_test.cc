@@ -309,6 +309,8 @@ TEST(ReducerTest, WithoutObserversNothingIsRecorded) {
 
 // Communication overlaps backward unless the delay_reduction ablation holds it back. Every gradient hook
 // ends with a 10 ms sleep, so each launched bucket has at least that much backward left to overlap.
+// SetDelayReduction switches the ablation between iterations (bench/bucket_sweep_interleaved): set at
+// construction, or switched before the second iteration, both ways.
 TEST(ReducerTest, BucketsOverlapASlowBackwardUnlessDelayed) {
   for (const bool delay : {false, true}) {
     RunRanks(2, [&](int rank, ProcessGroup& group) {
@@ -321,12 +323,18 @@ TEST(ReducerTest, BucketsOverlapASlowBackwardUnlessDelayed) {
         p.RegisterPostAccumulateGradHook([](const Tensor&) { absl::SleepFor(absl::Milliseconds(10)); });
       }
       ASSERT_TRUE(RunIteration(reducer, model, Shard(GlobalBatch(0, 4), rank, 2)).ok());
-      const IterationStats& s = reducer.stats()[0];
-      EXPECT_GT(s.comm_s, 0.0);
-      if (delay) {
-        EXPECT_EQ(s.overlapped_comm_s, 0.0);
-      } else {
-        EXPECT_GT(s.overlapped_comm_s, 0.0);
+      reducer.SetDelayReduction(!delay);
+      ASSERT_TRUE(RunIteration(reducer, model, Shard(GlobalBatch(1, 4), rank, 2)).ok());
+      ASSERT_EQ(reducer.stats().size(), 2u);
+      for (int i = 0; i < 2; ++i) {
+        const IterationStats& s = reducer.stats()[i];
+        const bool delayed = (i == 0) == delay;
+        EXPECT_GT(s.comm_s, 0.0);
+        if (delayed) {
+          EXPECT_EQ(s.overlapped_comm_s, 0.0) << "iteration " << i;
+        } else {
+          EXPECT_GT(s.overlapped_comm_s, 0.0) << "iteration " << i;
+        }
       }
     });
   }

@@ -107,8 +107,9 @@ absl::StatusOr<std::string> RunProfile(const CliFlags& flags) {
   for (const auto& [name, tensor] : (*model)->NamedParameters()) shapes.push_back({name, tensor.numel()});
   absl::StatusOr<std::string> trace = ReadFile(flags.trace);
   if (!trace.ok()) return trace.status();
-  absl::StatusOr<ComputeProfile> profile =
-      ProfileFromTrace(*trace, shapes, TraceProfileOptions{flags.rank, flags.skip});
+  TraceProfileOptions options{flags.rank, flags.skip, {}};
+  DDP_ASSIGN_OR_RETURN(options.iterations, ParseIterationRanges(flags.iterations));
+  absl::StatusOr<ComputeProfile> profile = ProfileFromTrace(*trace, shapes, options);
   if (!profile.ok()) return profile.status();
   const std::string json_text = ProfileToJson(*profile) + "\n";
   if (flags.out.empty()) return json_text;

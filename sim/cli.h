@@ -22,6 +22,7 @@ struct CliFlags {
   std::string bench, impl = "ours", backend = "gloo", out;  // fit
   std::string trace, model = "cnn";                         // profile
   int rank = 0, skip = 10;                                  // profile
+  std::string iterations;                                   // profile: "first-end,..." ranges
   std::string profile, synthetic;                           // the compute side
   SyntheticRates rates;                                     // synthetic models
   std::string link;                                         // the link: a fit file,

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -172,6 +173,56 @@ std::string ValidationSummary(const std::vector<SweepRow>& rows, const std::vect
   return out;
 }
 
+// What one row ran, as the simulator lays it out: its buckets and whether they overlap backward.
+struct RowLayout {
+  std::vector<std::vector<size_t>> buckets;
+  bool overlap = true;
+  bool operator<(const RowLayout& o) const {
+    return std::tie(buckets, overlap) < std::tie(o.buckets, o.overlap);
+  }
+};
+
+// The best-cap line again with the cap rows that run the same layout pooled (their measured times
+// averaged; the label joins their names): caps 5, 25 and 100 MiB are one experiment when each gives one
+// bucket, and the lowest of three noisy measurements of it is luck, not a better cap. "" when no layout
+// is shared by two rows.
+std::string PooledLayoutSummary(const std::vector<SweepRow>& rows, const std::vector<double>& predicted_ms,
+                                const std::vector<bool>& is_cap, const std::vector<RowLayout>& layouts) {
+  struct Pool {
+    std::string label;
+    double measured_sum = 0, predicted_ms = 0;
+    int count = 0;
+  };
+  std::map<RowLayout, Pool> pools;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!is_cap[i]) continue;
+    Pool& pool = pools[layouts[i]];
+    pool.label += (pool.count > 0 ? "|" : "") + rows[i].config;
+    pool.measured_sum += rows[i].step_ms;
+    pool.predicted_ms = predicted_ms[i];  // the same layout: the same prediction
+    ++pool.count;
+  }
+  const Pool* best_measured = nullptr;
+  const Pool* best_predicted = nullptr;
+  bool shared = false;
+  for (const auto& [layout, pool] : pools) {
+    shared = shared || pool.count > 1;
+    const double mean = pool.measured_sum / pool.count;
+    if (best_measured == nullptr || mean < best_measured->measured_sum / best_measured->count) {
+      best_measured = &pool;
+    }
+    if (best_predicted == nullptr || pool.predicted_ms < best_predicted->predicted_ms) best_predicted = &pool;
+  }
+  if (!shared || best_measured == nullptr) return "";
+  const double best_ms = best_measured->measured_sum / best_measured->count;
+  const double predicted_best_ms = best_predicted->measured_sum / best_predicted->count;
+  return absl::StrFormat(
+      "best layout (cap rows with the same buckets pooled): measured \"%s\" %.2f ms; predicted best \"%s\" "
+      "measured %.2f ms (+%.1f%%)\n",
+      best_measured->label, best_ms, best_predicted->label, predicted_best_ms,
+      100 * (predicted_best_ms / best_ms - 1));
+}
+
 // Every cap setting the scaling report tries: one bucket per parameter, and caps from 0.25 MiB to one
 // bucket, each with a first bucket of 1 MiB (PyTorch's) or of the same cap.
 std::vector<BucketCaps> CapCandidates() {
@@ -229,6 +280,7 @@ absl::StatusOr<std::string> RunValidate(const CliFlags& flags) {
       "measured_exposed_ms,predicted_exposed_ms,measured_buckets,predicted_buckets\n";
   std::vector<double> predicted;
   std::vector<bool> is_cap;
+  std::vector<RowLayout> layouts;
   for (size_t i = 0; i < rows->size(); ++i) {
     const SweepRow& r = (*rows)[i];
     absl::StatusOr<SweepSetting> setting = SettingOf(r.config);
@@ -239,6 +291,7 @@ absl::StatusOr<std::string> RunValidate(const CliFlags& flags) {
     const double error = 100 * (1e3 * p.step_s / r.step_ms - 1);
     predicted.push_back(1e3 * p.step_s);
     is_cap.push_back(setting->is_cap);
+    layouts.push_back(RowLayout{p.buckets, options->overlap});
     absl::StrAppendFormat(&table, "%-17s %3d/%-3d %9.2f %9.2f %+6.1f%% %9.2f %9.2f %9.2f %9.2f\n", r.config,
                           r.buckets, p.buckets.size(), r.step_ms, 1e3 * p.step_s, error, r.comm_ms,
                           1e3 * p.comm_s, r.exposed_ms, 1e3 * p.exposed_comm_s);
@@ -246,7 +299,8 @@ absl::StatusOr<std::string> RunValidate(const CliFlags& flags) {
                           r.step_ms, 1e3 * p.step_s, error, r.comm_ms, 1e3 * p.comm_s, r.exposed_ms,
                           1e3 * p.exposed_comm_s, r.buckets, p.buckets.size());
   }
-  absl::StrAppend(&table, ValidationSummary(*rows, predicted, is_cap));
+  absl::StrAppend(&table, ValidationSummary(*rows, predicted, is_cap),
+                  PooledLayoutSummary(*rows, predicted, is_cap, layouts));
   if (!flags.out.empty()) {
     absl::Status written = WriteFileAtomically(flags.out, out_csv);
     if (!written.ok()) return written;

@@ -1,5 +1,6 @@
 // ddp_sim validate's summary: the measured cost of the predicted best cap and of the caps a chooser takes
-// from the prediction (the default unless another setting is predicted to save kMinPredictedGain).
+// from the prediction (the default unless another setting is predicted to save kMinPredictedGain), and the
+// same with the rows of one bucket layout pooled.
 #include "sim/cli.h"
 
 #include <cstdlib>
@@ -65,6 +66,29 @@ TEST(ValidateTest, KeepsTheDefaultWhenNothingIsPredictedToSaveEnough) {
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_NE(report->find("predicted best \"1\" measured 9.00 ms (+0.0%)"), std::string::npos) << *report;
   EXPECT_NE(report->find("of a step): \"default 1/25\" measured 9.20 ms (+2.2%)"), std::string::npos)
+      << *report;
+}
+
+// Caps 5, 25 and 100 MiB all give these 4 MiB one bucket: one experiment measured three times. The pooled
+// line averages them (10.07 ms) before comparing; the plain line takes the first of the tied predictions
+// ("5", 10.4 ms) against the luckiest of the three ("25", 9.6 ms).
+TEST(ValidateTest, PoolsTheRowsThatRunTheSameLayout) {
+  const std::string sweep = WriteTemp("same_layout.csv",
+                                      "index,config,buckets,step_ms,comm_ms,exposed_comm_ms,samples_per_s\n"
+                                      "0,\"1\",4,10.0,1,1,1\n"
+                                      "1,\"5\",1,10.4,1,1,1\n"
+                                      "2,\"25\",1,9.6,1,1,1\n"
+                                      "3,\"100\",1,10.2,1,1,1\n");
+  CliFlags flags = ValidateFlags(sweep, 100, 1);
+  flags.no_overlap = true;  // every bucket after backward: the fewest messages win
+  absl::StatusOr<std::string> report = RunSubcommand("validate", flags);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_NE(report->find("best cap: measured \"25\" 9.60 ms; predicted best \"5\" measured 10.40 ms (+8.3%)"),
+            std::string::npos)
+      << *report;
+  EXPECT_NE(report->find("best layout (cap rows with the same buckets pooled): measured \"1\" 10.00 ms; "
+                         "predicted best \"5|25|100\" measured 10.07 ms (+0.7%)"),
+            std::string::npos)
       << *report;
 }
 

@@ -4,6 +4,7 @@
 //       fits t(n) = alpha + beta n per world size to `bench/allreduce --format=json` rows and saves it with
 //       the machine and date (Note [Link model]).
 //   ddp_sim profile --trace=trace.json --model=cnn --out=profile.json [--rank=0] [--skip=10]
+//                    [--iterations=FIRST-END,...]
 //       the compute profile of a traced run (examples/train --trace_out; Note [Profile from a trace]).
 //   ddp_sim predict (--profile=FILE | --synthetic=mlp:W0,W1,... | --synthetic=resnet50) LINK
 //       [--world_size=2] [--algorithm=ring] [--caps=0,0.25,1/25,...] [--per_bucket] [--no_overlap]
@@ -40,6 +41,9 @@ ABSL_FLAG(std::string, trace, "", "profile: Chrome trace from --trace_out");
 ABSL_FLAG(std::string, model, "cnn", "profile: the model the trace ran (mlp | cnn | cnn_bn)");
 ABSL_FLAG(int, rank, 0, "profile: whose track to read");
 ABSL_FLAG(int, skip, 10, "profile: iterations left out at the start");
+ABSL_FLAG(std::string, iterations, "",
+          "profile: only these iterations, \"first-end,...\" (end exclusive; bench/bucket_sweep_interleaved "
+          "prints a configuration's)");
 ABSL_FLAG(std::string, profile, "", "a compute profile JSON (ddp_sim profile, or hand-written)");
 ABSL_FLAG(std::string, synthetic, "", "mlp:W0,W1,... or resnet50 instead of --profile");
 ABSL_FLAG(int64_t, batch, 32, "synthetic: samples per rank");
@@ -99,6 +103,7 @@ CliFlags ReadFlags() {
   f.model = absl::GetFlag(FLAGS_model);
   f.rank = absl::GetFlag(FLAGS_rank);
   f.skip = absl::GetFlag(FLAGS_skip);
+  f.iterations = absl::GetFlag(FLAGS_iterations);
   f.profile = FromCaller(absl::GetFlag(FLAGS_profile));
   f.synthetic = absl::GetFlag(FLAGS_synthetic);
   f.rates.batch = absl::GetFlag(FLAGS_batch);

@@ -5,7 +5,9 @@
 #include <map>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 
 namespace ddp {
@@ -50,6 +52,7 @@ absl::StatusOr<RankEvents> CollectEvents(absl::string_view text, int rank) {
 struct Sums {
   double forward = 0, backward = 0, other = 0;
   std::vector<double> compute;  // per iteration: forward + backward + other, microseconds
+  std::vector<size_t> iteration;  // the index of each of them
   std::vector<double> ready;  // per parameter, microseconds after backward start
   std::vector<int> ready_count;
 };
@@ -66,6 +69,7 @@ absl::Status AddIteration(const RankEvents& ev, size_t i, const std::map<std::st
   sums->backward += bwd_end - bwd_start;
   sums->other += next - last_comm;
   sums->compute.push_back((ev.forward[i].second - ev.forward[i].first) + (bwd_end - bwd_start) + (next - last_comm));
+  sums->iteration.push_back(i);
   for (const auto& [at, name] : ev.ready) {
     if (at < bwd_start || at >= next) continue;
     auto it = index.find(name);
@@ -78,18 +82,32 @@ absl::Status AddIteration(const RankEvents& ev, size_t i, const std::map<std::st
   return absl::OkStatus();
 }
 
-// The standard deviation of `values` estimated from their mean absolute difference (Gini's mean difference
-// times sqrt(pi) / 2: the standard deviation for normal values), 0 for fewer than two. For two ranks it
-// makes the straggler wait sigma / sqrt(pi) equal E|X1 - X2| / 2, the mean wait itself, whatever the
-// distribution; and one stalled step moves it far less than it moves the sample standard deviation.
-double JitterFromMeanDifference(std::vector<double> values) {
-  const size_t n = values.size();
-  if (n < 2) return 0.0;
-  std::sort(values.begin(), values.end());
-  double sum = 0;  // sum over pairs i < j of x_j - x_i = sum over k of (2k - n + 1) x_k, k from 0
-  for (size_t k = 0; k < n; ++k) sum += (2.0 * static_cast<double>(k) - static_cast<double>(n) + 1.0) * values[k];
-  const double mean_difference = 2.0 * sum / (static_cast<double>(n) * static_cast<double>(n - 1));
-  return mean_difference * std::sqrt(M_PI) / 2.0;
+// The step-to-step standard deviation of `values` (one per iteration; `iteration` their indices, ascending)
+// estimated from the mean absolute difference of consecutive iterations, times sqrt(pi) / 2 (the standard
+// deviation for normal values); 0 without two consecutive ones. For two ranks it makes the straggler wait
+// sigma / sqrt(pi) equal E|X1 - X2| / 2, the mean wait itself, whatever the distribution; one stalled step
+// moves it far less than it moves the sample standard deviation; and only neighbours are compared, so a
+// drift of the machine's speed over minutes, which slows every rank alike and makes none wait for another,
+// does not count (a trace of bench/bucket_sweep_interleaved spans minutes).
+double JitterFromSuccessiveDifferences(const std::vector<double>& values,
+                                       const std::vector<size_t>& iteration) {
+  double sum = 0;
+  int pairs = 0;
+  for (size_t k = 1; k < values.size(); ++k) {
+    if (iteration[k] != iteration[k - 1] + 1) continue;
+    sum += std::abs(values[k] - values[k - 1]);
+    ++pairs;
+  }
+  return pairs == 0 ? 0.0 : sum / pairs * std::sqrt(M_PI) / 2.0;
+}
+
+// Whether iteration i counts under `ranges` (TraceProfileOptions::iterations): no ranges, or one that
+// holds both i and i + 1.
+bool InRanges(const std::vector<std::pair<int64_t, int64_t>>& ranges, size_t i) {
+  if (ranges.empty()) return true;
+  const int64_t at = static_cast<int64_t>(i);
+  return std::any_of(ranges.begin(), ranges.end(),
+                     [at](const auto& r) { return r.first <= at && at + 1 < r.second; });
 }
 
 // The order of the first iteration's grad-ready events (what the bucket rebuild records).
@@ -154,15 +172,21 @@ absl::StatusOr<ComputeProfile> ProfileFromTrace(absl::string_view trace_json,
   sums.ready.assign(params.size(), 0);
   sums.ready_count.assign(params.size(), 0);
   for (size_t i = first; i + 1 < iterations; ++i) {
+    if (!InRanges(options.iterations, i)) continue;
     absl::Status added = AddIteration(*events, i, index, &sums);
     if (!added.ok()) return added;
   }
-  const double n = static_cast<double>(iterations - 1 - first), us = 1e-6;
+  if (sums.compute.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("no iteration of rank ", options.rank,
+                                                   " lies in the given ranges (the trace has ",
+                                                   iterations, ")"));
+  }
+  const double n = static_cast<double>(sums.compute.size()), us = 1e-6;
   ComputeProfile profile;
   profile.forward_s = sums.forward / n * us;
   profile.backward_s = sums.backward / n * us;
   profile.other_s = sums.other / n * us;
-  profile.step_jitter_s = JitterFromMeanDifference(sums.compute) * us;
+  profile.step_jitter_s = JitterFromSuccessiveDifferences(sums.compute, sums.iteration) * us;
   for (size_t i = 0; i < params.size(); ++i) {
     const double ready =
         sums.ready_count[i] > 0 ? sums.ready[i] / sums.ready_count[i] * us : profile.backward_s;
@@ -170,6 +194,21 @@ absl::StatusOr<ComputeProfile> ProfileFromTrace(absl::string_view trace_json,
   }
   profile.ready_order = FirstReadyOrder(*events, index);
   return profile;
+}
+
+absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseIterationRanges(absl::string_view text) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::pair<absl::string_view, absl::string_view> bounds = absl::StrSplit(item, absl::MaxSplits('-', 1));
+    int64_t first = 0, end = 0;
+    if (!absl::SimpleAtoi(bounds.first, &first) || !absl::SimpleAtoi(bounds.second, &end) || first < 0 ||
+        first >= end) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("iteration range \"", item, "\" is not FIRST-END with 0 <= FIRST < END"));
+    }
+    ranges.emplace_back(first, end);
+  }
+  return ranges;
 }
 
 std::string ProfileToJson(const ComputeProfile& profile) {

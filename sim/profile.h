@@ -11,15 +11,17 @@
 //   other_i              = next forward start - backward_i end - exposed_i
 // (other: waiting for nothing else, the write-back, optimizer, zero_grad and the loop itself). The profile
 // is the mean over the iterations after the first `skip_iterations` (the first ones run before the bucket
-// rebuild and while caches warm), and its step_jitter_s the spread over them of forward_i + backward_i +
-// other_i: a standard deviation estimated from their mean absolute difference (Note [Straggler wait] in
-// sim/straggler.h). The ready order is rank 0's first iteration's, the order the Reducer's
+// rebuild and while caches warm), and its step_jitter_s the step-to-step spread of forward_i + backward_i +
+// other_i: a standard deviation estimated from the mean absolute difference of consecutive iterations
+// (Note [Straggler wait] in sim/straggler.h; neighbours only, so a slow drift of the machine is no
+// jitter). The ready order is rank 0's first iteration's, the order the Reducer's
 // rebuild records (Note [Bucket rebuild]).
 #ifndef DDP_SIM_PROFILE_H_
 #define DDP_SIM_PROFILE_H_
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -39,7 +41,16 @@ struct ParameterShape {
 struct TraceProfileOptions {
   int rank = 0;              // whose track to read
   int skip_iterations = 10;  // iterations left out at the start (warm-up, before the bucket rebuild)
+  // When non-empty, only these iterations count, as [first, end) ranges of the rank's iterations
+  // (0 = its first in the trace); iteration i counts when some range holds both i and i + 1 (its step
+  // ends at the next forward), and skip_iterations still applies. A trace of bench/bucket_sweep_interleaved
+  // keeps one configuration's blocks this way (Note [Interleaved sweep]).
+  std::vector<std::pair<int64_t, int64_t>> iterations;
 };
+
+// Parses "first-end,first-end,..." (end exclusive, first < end) into TraceProfileOptions::iterations.
+// Errors (kInvalidArgument) quote the malformed range.
+absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseIterationRanges(absl::string_view text);
 
 // The compute profile of `params` (registration order) from the Chrome trace text `trace_json` (Note
 // [Profile from a trace]). Errors (kInvalidArgument) when the text is not a trace, has no iteration of

@@ -61,8 +61,8 @@ TEST(ProfileFromTraceTest, AveragesTheIterationsAfterTheSkipped) {
 }
 
 // Note [Straggler wait]: iterations whose "other" differs (the third forward starts 2 ms late) give the
-// compute's spread: 36, 38 and 34 ms differ by 2, 2 and 4 ms, a mean difference of 8/3 ms, so the jitter
-// is 8/3 * sqrt(pi) / 2 ms (the standard deviation of normal values with that mean difference).
+// compute's spread: 36, 38 and 34 ms, whose consecutive ones differ by 2 and 4 ms, a mean of 3 ms, so the
+// jitter is 3 * sqrt(pi) / 2 ms (the standard deviation of normal values with that mean difference).
 TEST(ProfileFromTraceTest, StepJitterIsTheStandardDeviationOfTheIterationsCompute) {
   const std::string trace = absl::StrCat("{\"traceEvents\": [\n", Iteration(0, 0), ",\n", Iteration(40000, 0), ",\n",
                                          Iteration(82000, 0), ",\n", Iteration(120000, 0), "]}");
@@ -71,8 +71,67 @@ TEST(ProfileFromTraceTest, StepJitterIsTheStandardDeviationOfTheIterationsComput
   absl::StatusOr<ComputeProfile> p = ProfileFromTrace(trace, kMlp, options);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_NEAR(p->other_s, 6e-3, 1e-9);
-  EXPECT_NEAR(p->step_jitter_s, 8.0 / 3.0 * std::sqrt(M_PI) / 2.0 * 1e-3, 1e-9);
+  EXPECT_NEAR(p->step_jitter_s, 3.0 * std::sqrt(M_PI) / 2.0 * 1e-3, 1e-9);
   EXPECT_NEAR(ProfileFromTrace(FourIterations(), kMlp, options)->step_jitter_s, 0.0, 1e-12);  // evenly spaced
+}
+
+// Iterations `gaps_ms` apart (the first at 0): iteration i computes gaps_ms[i] - 4 ms (Iteration's
+// all-reduce ends 34 ms after its forward starts).
+std::string IterationsWithGaps(const std::vector<double>& gaps_ms) {
+  std::string events = "{\"traceEvents\": [\n";
+  double t = 0;
+  for (double gap : gaps_ms) {
+    absl::StrAppend(&events, Iteration(t, 0), ",\n");
+    t += 1000 * gap;
+  }
+  return absl::StrCat(events, Iteration(t, 0), "]}");
+}
+
+// A machine that slows down steadily (compute 36, 37, 38, 39 ms) slows every rank alike: only the
+// step-to-step change (1 ms) is jitter, not the 1.67 ms mean difference of all pairs.
+TEST(ProfileFromTraceTest, ASlowDriftIsNotJitter) {
+  TraceProfileOptions options;
+  options.skip_iterations = 0;
+  absl::StatusOr<ComputeProfile> p = ProfileFromTrace(IterationsWithGaps({40, 41, 42, 43}), kMlp, options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NEAR(p->step_jitter_s, std::sqrt(M_PI) / 2.0 * 1e-3, 1e-9);
+}
+
+// Note [Interleaved sweep]: only iterations whose next one is in the same range count, and the jitter
+// compares consecutive counted iterations only.
+TEST(ProfileFromTraceTest, IterationRangesSelectTheIterations) {
+  const std::string trace = IterationsWithGaps({40, 41, 50, 43, 44});  // compute 36, 37, 46, 39, 40 ms
+  TraceProfileOptions options;
+  options.skip_iterations = 0;
+  options.iterations = {{1, 3}};  // iteration 1 only (2's next forward is outside)
+  absl::StatusOr<ComputeProfile> p = ProfileFromTrace(trace, kMlp, options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NEAR(p->other_s, 7e-3, 1e-9);  // 41 - 34 ms
+  EXPECT_NEAR(p->step_jitter_s, 0.0, 1e-12);
+  options.iterations = {{0, 2}, {3, 5}};  // iterations 0 and 3: other 6 and 9 ms; not consecutive
+  p = ProfileFromTrace(trace, kMlp, options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NEAR(p->other_s, 7.5e-3, 1e-9);
+  EXPECT_NEAR(p->step_jitter_s, 0.0, 1e-12);
+  options.iterations = {{0, 2}, {2, 5}};  // 0, 2 and 3 (2 and 3 consecutive: 46 -> 39 ms)
+  p = ProfileFromTrace(trace, kMlp, options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NEAR(p->step_jitter_s, 7.0 * std::sqrt(M_PI) / 2.0 * 1e-3, 1e-9);
+  options.iterations = {{7, 9}};
+  EXPECT_FALSE(ProfileFromTrace(trace, kMlp, options).ok());
+}
+
+TEST(ParseIterationRangesTest, ParsesRangesAndNamesBadOnes) {
+  absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ranges = ParseIterationRanges("0-2,30-45");
+  ASSERT_TRUE(ranges.ok()) << ranges.status();
+  EXPECT_EQ(*ranges, (std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {30, 45}}));
+  EXPECT_TRUE(ParseIterationRanges("")->empty());
+  for (const char* bad : {"5-3", "4-4", "a-b", "3", "-1-2"}) {
+    absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> parsed = ParseIterationRanges(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.status().message().find(absl::StrCat("\"", bad, "\"")), std::string::npos)
+        << parsed.status();
+  }
 }
 
 TEST(ProfileFromTraceTest, Errors) {

@@ -12,6 +12,13 @@
 #      sweeps/r<k>/bucket_sweep_<tag>.csv (tags: <model>, <model>_shm, <model>_netns_<rate>)
 #   4. predicts every sweep row against the median of the runs (ddp_sim validate) -> validation_<tag>.{csv,txt},
 #      and plots them all -> validation.png
+# With --interleaved, steps 2 and 3 are one run per sweep: bench/bucket_sweep.sh --interleaved runs every
+# configuration in rotating blocks in one pair of processes for --rounds rounds (Note [Interleaved sweep])
+# and traces it, and the profile is read from that trace's timed blocks, every configuration's (`ddp_sim
+# profile --iterations`: the compute side hardly depends on the caps, and one configuration's blocks would
+# carry that row's noise into every prediction), so the profile and every row of its sweep are measured in
+# the same minutes -> sweeps/interleaved/ and profile_<tag>.json. --steps is then the steps per block
+# (bench/bucket_sweep.sh's defaults: 40 for the mlp, 15 for the cnns).
 # Everything runs at real-time priority (chrt -f 5), as BENCHMARKS.md's all-reduce table does: on this
 # shared 2-core machine other jobs otherwise move step times by 2x between configurations. Under SCHED_FIFO
 # a rank's Gloo thread cannot run while its compute thread holds the core, so every all-reduce waits for
@@ -20,6 +27,7 @@
 #
 #   bash sim/validate.sh [--out=DIR] [--steps=100] [--repeats=3] [--models=cnn,mlp] [--no_netns]
 #                        [--netns_models=cnn] [--rates=1gbit[,100mbit]] [--no_loopback] [--backends=gloo[,shm]]
+#                        [--interleaved [--rounds=10]]
 # --backends: the loopback sweeps' backends (Gloo over TCP, ProcessGroupShm); the namespace links are Gloo.
 # --no_loopback skips the loopback sweeps (the link fit and the profiles still run: the namespace rows need them).
 # --plot_only redraws validation.png from the validation CSVs already in --out; --predict_only redoes step 4
@@ -27,7 +35,7 @@
 # The namespace link needs root and iproute2 (bench/bucket_sweep.sh --netns). About 6 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=sim/results STEPS=100 REPEATS=3 MODELS=cnn,mlp NETNS=1 NETNS_MODELS=cnn RATES=1gbit LOOPBACK=1 PLOT_ONLY=0 PREDICT_ONLY=0
+OUT=sim/results STEPS="" ROUNDS=10 INTERLEAVED=0 REPEATS=3 MODELS=cnn,mlp NETNS=1 NETNS_MODELS=cnn RATES=1gbit LOOPBACK=1 PLOT_ONLY=0 PREDICT_ONLY=0
 BACKENDS=gloo
 for arg in "$@"; do
   case "$arg" in
@@ -42,12 +50,18 @@ for arg in "$@"; do
     --backends=*) BACKENDS="${arg#*=}" ;;
     --plot_only) PLOT_ONLY=1 ;;
     --predict_only) PREDICT_ONLY=1 ;;
+    --interleaved) INTERLEAVED=1 ;;
+    --rounds=*) ROUNDS="${arg#*=}" ;;
     *) echo "validate.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
 for backend in ${BACKENDS//,/ }; do
   [[ $backend == gloo || $backend == shm ]] || { echo "validate.sh: --backends takes gloo and shm, not $backend" >&2; exit 2; }
 done
+[[ $INTERLEAVED == 1 ]] && REPEATS=1  # the rounds inside the one run take the repeats' place
+STEPS_FLAG=()
+[[ -n $STEPS ]] && STEPS_FLAG=(--steps="$STEPS")
+[[ -z $STEPS && $INTERLEAVED == 0 ]] && STEPS_FLAG=(--steps=100)
 SHM=0
 [[ ",$BACKENDS," == *,shm,* ]] && SHM=1
 suffix() { [[ $1 == gloo ]] || echo "_$1"; }  # the tag suffix of a backend (bench/bucket_sweep.sh's)
@@ -63,7 +77,9 @@ PROFILE_MODELS=$(echo "${MODELS//,/ } ${NETNS_MODELS//,/ }" | tr ' ' '\n' | sort
 plot_validation() {
   local plot=""
   for tag in "${TAGS[@]}"; do
-    plot+="set title \"$tag: 2 ranks, median of $REPEATS sweeps\"; plot \"$OUT/validation_$tag.csv\" every ::1 using 3:xtic(2) title \"measured\", '' every ::1 using 4 title \"predicted\";"$'\n'
+    local how="median of $REPEATS sweeps"
+    [[ $INTERLEAVED == 1 ]] && how="one interleaved sweep, median of $ROUNDS rounds"
+    plot+="set title \"$tag: 2 ranks, $how\"; plot \"$OUT/validation_$tag.csv\" every ::1 using 3:xtic(2) title \"measured\", '' every ::1 using 4 title \"predicted\";"$'\n'
   done
   gnuplot <<GP
 set terminal pngcairo size 1100,$((300 * ${#TAGS[@]})) noenhanced
@@ -104,35 +120,63 @@ profile() {  # profile MODEL BACKEND
     --backend="$2" --warmup=20 --steps=380 --trace_out="$TMP/trace_$name.json" > /dev/null
   $SIM profile --trace="$TMP/trace_$name.json" --model="$1" --skip=20 --out="$OUT/profile_$name.json"
 }
-for model in $PROFILE_MODELS; do profile "$model" gloo; done
-if [[ $SHM == 1 && $LOOPBACK == 1 ]]; then
-  for model in ${MODELS//,/ }; do profile "$model" shm; done
+if [[ $INTERLEAVED == 0 ]]; then
+  for model in $PROFILE_MODELS; do profile "$model" gloo; done
+  if [[ $SHM == 1 && $LOOPBACK == 1 ]]; then
+    for model in ${MODELS//,/ }; do profile "$model" shm; done
+  fi
 fi
 
-# 3: the sweeps.
+# 3: the sweeps (interleaved: each with its own profile).
+sweep() {  # sweep MODEL TAG bucket_sweep.sh-flags...
+  local model="$1" tag="$2"; shift 2
+  if [[ $INTERLEAVED == 0 ]]; then
+    $RT bash bench/bucket_sweep.sh --model="$model" "${STEPS_FLAG[@]}" --out="$OUT/sweeps/r$k" "$@" > /dev/null
+    return
+  fi
+  $RT bash bench/bucket_sweep.sh --model="$model" "${STEPS_FLAG[@]}" --out="$OUT/sweeps/interleaved" --interleaved \
+    --rounds="$ROUNDS" --trace_out="$OUT/sweeps/interleaved/trace_$tag.json" "$@" > /dev/null
+}
 for ((k = 1; k <= REPEATS; k++)); do
   if [[ $LOOPBACK == 1 ]]; then
     for backend in ${BACKENDS//,/ }; do
       for model in ${MODELS//,/ }; do
-        $RT bash bench/bucket_sweep.sh --model="$model" --steps="$STEPS" --backend="$backend" --out="$OUT/sweeps/r$k" > /dev/null
+        sweep "$model" "$model$(suffix "$backend")" --backend="$backend"
       done
     done
   fi
   if [[ $NETNS == 1 ]]; then
     for rate in ${RATES//,/ }; do
       for model in ${NETNS_MODELS//,/ }; do
-        $RT bash bench/bucket_sweep.sh --model="$model" --steps="$STEPS" --out="$OUT/sweeps/r$k" --netns --rate="$rate" > /dev/null
+        sweep "$model" "${model}_netns_$rate" --netns --rate="$rate"
       done
     done
   fi
 done
-rm -f "$OUT"/sweeps/r*/*.png  # the per-sweep plots; validation.png shows them all
+rm -f "$OUT"/sweeps/*/*.png  # the per-sweep plots; validation.png shows them all
 fi
 
 # 4: predictions against the medians.
-csvs() { local list=""; for ((k = 1; k <= REPEATS; k++)); do list+="${list:+,}$OUT/sweeps/r$k/bucket_sweep_$1.csv"; done; echo "$list"; }
-validate() {  # validate TAG PROFILE LINK_FLAGS...
+csvs() {
+  if [[ $INTERLEAVED == 1 ]]; then echo "$OUT/sweeps/interleaved/bucket_sweep_$1.csv"; return; fi
+  local list=""; for ((k = 1; k <= REPEATS; k++)); do list+="${list:+,}$OUT/sweeps/r$k/bucket_sweep_$1.csv"; done; echo "$list"
+}
+# The profile of an interleaved sweep: its trace's timed blocks, every configuration's. The traces (tens of
+# MB) are not kept in git (.gitignore): without one, the profile already in --out stands.
+profile_from_sweep() {  # profile_from_sweep TAG MODEL
+  local dir="$OUT/sweeps/interleaved" iterations
+  [[ ! -e $dir/trace_$1.json && -e $OUT/profile_$1.json ]] && return
+  iterations=$(/usr/bin/python3 -c '
+import json, sys
+print(",".join(json.loads(line)["iterations"] for line in open(sys.argv[1])))' "$dir/bucket_sweep_$1.jsonl")
+  $SIM profile --trace="$dir/trace_$1.json" --model="$2" --skip=0 --iterations="$iterations" --out="$OUT/profile_$1.json"
+}
+validate() {  # validate TAG PROFILE LINK_FLAGS... (interleaved: the sweep's own profile)
   local tag="$1" model="$2"; shift 2
+  if [[ $INTERLEAVED == 1 ]]; then
+    profile_from_sweep "$tag" "${model%_shm}"
+    model="$tag"
+  fi
   $SIM validate --profile="$OUT/profile_$model.json" --world_size=2 --no_overlap "$@" \
     --sweep_csv="$(csvs "$tag")" --out="$OUT/validation_$tag.csv" | tee "$OUT/validation_$tag.txt"
 }
