@@ -23,11 +23,14 @@
 # shared 2-core machine other jobs otherwise move step times by 2x between configurations. Under SCHED_FIFO
 # a rank's Gloo thread cannot run while its compute thread holds the core, so every all-reduce waits for
 # backward to end: the simulator is told so (--no_overlap), and an overlapped configuration then costs what
-# the no_overlap ablation costs.
+# the no_overlap ablation costs. --normal_priority runs everything at normal priority instead and predicts with
+# overlap (what a user's job does: the communication threads time-share the cores with compute); meant
+# with --interleaved, whose rotation takes over the job of keeping other tenants' load off the comparison.
+# --predict_only reads which it was from $OUT/priority.
 #
 #   bash sim/validate.sh [--out=DIR] [--steps=100] [--repeats=3] [--models=cnn,mlp] [--no_netns]
 #                        [--netns_models=cnn] [--rates=1gbit[,100mbit]] [--no_loopback] [--backends=gloo[,shm]]
-#                        [--interleaved [--rounds=10]]
+#                        [--interleaved [--rounds=10]] [--normal_priority]
 # --backends: the loopback sweeps' backends (Gloo over TCP, ProcessGroupShm); the namespace links are Gloo.
 # --no_loopback skips the loopback sweeps (the link fit and the profiles still run: the namespace rows need them).
 # --plot_only redraws validation.png from the validation CSVs already in --out; --predict_only redoes step 4
@@ -35,7 +38,7 @@
 # The namespace link needs root and iproute2 (bench/bucket_sweep.sh --netns). About 6 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=sim/results STEPS="" ROUNDS=10 INTERLEAVED=0 REPEATS=3 MODELS=cnn,mlp NETNS=1 NETNS_MODELS=cnn RATES=1gbit LOOPBACK=1 PLOT_ONLY=0 PREDICT_ONLY=0
+OUT=sim/results STEPS="" ROUNDS=10 INTERLEAVED=0 NORMAL_PRIORITY=0 REPEATS=3 MODELS=cnn,mlp NETNS=1 NETNS_MODELS=cnn RATES=1gbit LOOPBACK=1 PLOT_ONLY=0 PREDICT_ONLY=0
 BACKENDS=gloo
 for arg in "$@"; do
   case "$arg" in
@@ -52,6 +55,7 @@ for arg in "$@"; do
     --predict_only) PREDICT_ONLY=1 ;;
     --interleaved) INTERLEAVED=1 ;;
     --rounds=*) ROUNDS="${arg#*=}" ;;
+    --normal_priority) NORMAL_PRIORITY=1 ;;
     *) echo "validate.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -100,9 +104,13 @@ GP
 }
 if [[ $PLOT_ONLY == 1 ]]; then plot_validation; exit 0; fi
 
-bazel build //sim:ddp_sim //bench:allreduce //bench:train_throughput //launch:ddprun //examples:train
+bazel build //sim:ddp_sim //bench:allreduce //bench:train_throughput //bench:bucket_sweep_interleaved //launch:ddprun //examples:train
 mkdir -p "$OUT"
-RT="chrt -f 5"
+if [[ $PREDICT_ONLY == 1 && -e $OUT/priority ]]; then
+  [[ $(cat "$OUT/priority") == normal ]] && NORMAL_PRIORITY=1
+fi
+RT="chrt -f 5" OVERLAP_FLAG=(--no_overlap)
+[[ $NORMAL_PRIORITY == 1 ]] && RT="" OVERLAP_FLAG=()
 SIM=bazel-bin/sim/ddp_sim
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
@@ -111,6 +119,7 @@ if [[ $PREDICT_ONLY == 0 ]]; then
 # 1 and 2: the link and the compute side, each measured once.
 IMPLS=ours,raw
 [[ $SHM == 1 ]] && IMPLS=ours,raw,shm_buf  # DDP's buckets come from NewCommBuffer: shm_buf is their link
+if [[ $NORMAL_PRIORITY == 1 ]]; then echo normal > "$OUT/priority"; else echo realtime > "$OUT/priority"; fi
 $RT bazel-bin/bench/allreduce --world_sizes=2 --impls=$IMPLS --format=json > "$OUT/allreduce_loopback.jsonl"
 $SIM fit --bench="$OUT/allreduce_loopback.jsonl" --out="$OUT/link_loopback.json"
 [[ $SHM == 1 ]] && $SIM fit --bench="$OUT/allreduce_loopback.jsonl" --impl=shm_buf --backend=shm --out="$OUT/link_loopback_shm.json"
@@ -177,7 +186,7 @@ validate() {  # validate TAG PROFILE LINK_FLAGS... (interleaved: the sweep's own
     profile_from_sweep "$tag" "${model%_shm}"
     model="$tag"
   fi
-  $SIM validate --profile="$OUT/profile_$model.json" --world_size=2 --no_overlap "$@" \
+  $SIM validate --profile="$OUT/profile_$model.json" --world_size=2 "${OVERLAP_FLAG[@]}" "$@" \
     --sweep_csv="$(csvs "$tag")" --out="$OUT/validation_$tag.csv" | tee "$OUT/validation_$tag.txt"
 }
 if [[ $LOOPBACK == 1 ]]; then
