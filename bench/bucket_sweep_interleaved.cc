@@ -149,20 +149,23 @@ class Stepper {
   int64_t step_ = 0;
 };
 
-// Runs --bucket_cap_mb=auto's measurement and choice (at most 400 steps); returns the chosen caps. The
-// controller stays attached to the Reducer (an observer) for the rest of the run, so `holder` keeps it.
+// Runs --bucket_cap_mb=auto's measurement, choice and report (the skipped steps, --auto_caps_steps + 1
+// twice, and a margin); returns the chosen caps. The controller stays attached to the Reducer (an
+// observer) for the rest of the run, so `holder` keeps it.
 absl::StatusOr<BucketCaps> RunAutoPhase(DistributedDataParallel& ddp, Stepper& stepper,
                                         std::unique_ptr<AutoBucketCaps>& holder) {
   AutoBucketCapsOptions options;
   options.measure_steps = options.report_steps = absl::GetFlag(FLAGS_auto_caps_steps);
   holder = AutoBucketCaps::Attach(ddp, options, stderr);
   AutoBucketCaps* auto_caps = holder.get();
-  for (int i = 0; i < 400 && auto_caps->measured_after_s() < 0; ++i) {
+  const int limit = options.skip_iterations + 2 * (options.measure_steps + 1) + 20;
+  for (int i = 0; i < limit && auto_caps->measured_after_s() < 0; ++i) {
     DDP_RETURN_IF_ERROR(stepper.Step());
     DDP_RETURN_IF_ERROR(auto_caps->AfterStep());
   }
-  if (!auto_caps->chosen())
-    return absl::DeadlineExceededError("--bucket_cap_mb=auto made no choice in 400 steps");
+  if (!auto_caps->chosen()) {
+    return absl::DeadlineExceededError(absl::StrCat("--bucket_cap_mb=auto made no choice in ", limit, " steps"));
+  }
   return auto_caps->choice().caps;
 }
 
