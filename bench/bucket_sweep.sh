@@ -155,7 +155,7 @@ if [[ $INTERLEAVED == 1 ]]; then
   trace_flag=()
   [[ -n $TRACE ]] && trace_flag=(--trace_out="$TRACE")
   while IFS= read -r line; do
-    rows+=("$(/usr/bin/python3 -c 'import json, sys; print(json.loads(sys.argv[1])["config"])' "$line")|$line")
+    rows+=("$(sed 's/^{"config": "\([^"]*\)".*/\1/' <<<"$line")|$line")  # the label is the row's first field
   done < <(run_ranks "$(runfile bench/bucket_sweep_interleaved)" --model="$MODEL" --backend="$BACKEND" \
              --rounds="$ROUNDS" --block_steps="$STEPS" "${trace_flag[@]}")
 else

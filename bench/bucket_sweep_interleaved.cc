@@ -34,6 +34,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/premade_batches.h"
 #include "comm/init.h"
 #include "comm/rank_agreement.h"
 #include "data/fashion_mnist.h"
@@ -119,7 +120,7 @@ class Stepper {
         batches_(std::move(batches)),
         rank_(rank),
         world_(world),
-        optimizer_(model.Parameters(), MakeSgdOptions()) {}
+        optimizer_(model.Parameters(), BenchSgdOptions()) {}
 
   absl::Status Step() {
     const Example& batch = batches_[(step_ * world_ + rank_) % batches_.size()];
@@ -135,12 +136,6 @@ class Stepper {
   int64_t steps() const { return step_; }
 
  private:
-  static SgdOptions MakeSgdOptions() {
-    SgdOptions options;
-    options.lr = 0.01f;
-    options.momentum = 0.9f;
-    return options;
-  }
   DistributedDataParallel& ddp_;
   Module& model_;
   std::vector<Example> batches_;
@@ -255,13 +250,7 @@ absl::Status RunSweep() {
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<DistributedDataParallel> ddp,
                        DistributedDataParallel::Create(model, &group, options));
   const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
-  std::vector<Example> batches;
-  for (int64_t b = 0; b < 64; ++b) {
-    std::vector<int64_t> indices(batch_size);
-    for (int64_t i = 0; i < batch_size; ++i) indices[i] = (b * batch_size + i) % train->Size();
-    DDP_ASSIGN_OR_RETURN(Example batch, train->GetBatch(indices));
-    batches.push_back(std::move(batch));
-  }
+  DDP_ASSIGN_OR_RETURN(std::vector<Example> batches, PremadeBatches(*train, batch_size));
   Stepper stepper(*ddp, *model, std::move(batches), group.rank(), group.size());
   for (int i = 0; i < absl::GetFlag(FLAGS_warmup); ++i) DDP_RETURN_IF_ERROR(stepper.Step());
   std::unique_ptr<AutoBucketCaps> auto_caps;  // declared after ddp: destroyed before it

@@ -16,6 +16,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "bench/premade_batches.h"
 #include "comm/init.h"
 #include "comm/rank_agreement.h"
 #include "data/fashion_mnist.h"
@@ -164,17 +165,10 @@ int Run() {
   std::unique_ptr<Join> join;
   if (ddp != nullptr && per_step == "join") join = std::make_unique<Join>(ddp.get());
   StopAgreement stop(ddp != nullptr && per_step != "none" ? dist->group.get() : nullptr, join.get());
-  SgdOptions options;
-  options.lr = 0.01f;
-  options.momentum = 0.9f;
-  Sgd optimizer((*model)->Parameters(), options);
-  // The same pre-made batches as bench/pytorch_reference.py: 64 batches, rank r takes batch (i*W + r) % 64.
-  std::vector<Example> batches;
-  for (int64_t b = 0; b < 64; ++b) {
-    std::vector<int64_t> indices(batch_size);
-    for (int64_t i = 0; i < batch_size; ++i) indices[i] = (b * batch_size + i) % (*train)->Size();
-    batches.push_back(*(*train)->GetBatch(indices));
-  }
+  Sgd optimizer((*model)->Parameters(), BenchSgdOptions());
+  absl::StatusOr<std::vector<Example>> premade = PremadeBatches(**train, batch_size);
+  if (!premade.ok()) return Fail(premade.status());
+  const std::vector<Example>& batches = *premade;
   const int warmup = absl::GetFlag(FLAGS_warmup), steps = absl::GetFlag(FLAGS_steps);
   Timings t{};
   absl::Time start;
