@@ -102,41 +102,16 @@ fi
 CSV="$OUT/bucket_sweep_${tag}.csv"
 PNG="$OUT/bucket_sweep_${tag}.png"
 
-NS_A="" NS_B=""
-cleanup() {
-  for ns in $NS_A $NS_B; do
-    for pid in $(timeout 5 ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
-    timeout 5 ip netns del "$ns" 2>/dev/null || true
-  done
-}
-trap cleanup EXIT
-
+source "$(runfile bench/netns_link.sh)"
+trap netns_link_down EXIT
 if [[ $NETNS == 1 ]]; then
-  [[ $EUID == 0 ]] || { echo "bucket_sweep: --netns needs root" >&2; exit 2; }
-  NS_A="sweepA$$" NS_B="sweepB$$"
-  NET="10.$((150 + $$ % 50)).$(( ($$ / 50) % 256 ))"
-  ADDR_A="$NET.1" ADDR_B="$NET.2"
-  ip netns add "$NS_A" && ip netns add "$NS_B"
-  ip link add "sa$$" netns "$NS_A" type veth peer name "sb$$" netns "$NS_B"
-  for side in "$NS_A sa$$ $ADDR_A" "$NS_B sb$$ $ADDR_B"; do
-    set -- $side
-    ip -n "$1" link set lo up
-    ip -n "$1" addr add "$3/30" dev "$2"
-    ip -n "$1" link set "$2" up
-    ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$RATE" burst 256kb latency 50ms
-  done
+  netns_link_up "$RATE" || { echo "bucket_sweep: could not set up the --netns link" >&2; exit 2; }
 fi
 
 # Runs PROGRAM ARGS... on 2 ranks (over the namespace link with --netns); prints rank 0's JSON lines.
 run_ranks() {
   if [[ $NETNS == 1 ]]; then
-    local token port=29400
-    token="$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-    DDP_TIMEOUT_S=120 timeout 1200 ip netns exec "$NS_B" "$DDPRUN" --nnodes 2 --node_rank 1 --nproc_per_node 1 \
-      --master_addr "$ADDR_A" --master_port $port --job_token "$token" "$@" >/dev/null 2>&1 &
-    DDP_TIMEOUT_S=120 timeout 1200 ip netns exec "$NS_A" "$DDPRUN" --nnodes 2 --node_rank 0 --nproc_per_node 1 \
-      --master_addr "$ADDR_A" --master_port $port --job_token "$token" "$@" 2>/dev/null | sed -n 's/^\[rank 0\] //p' | grep '^{'
-    wait
+    netns_run_pair "$DDPRUN" -- "$@" | sed -n 's/^\[rank 0\] //p' | grep '^{'
   else
     DDP_TIMEOUT_S=120 timeout 1200 "$DDPRUN" --nproc_per_node 2 --master_port 0 "$@" 2>/dev/null \
       | sed -n 's/^\[rank 0\] //p' | grep '^{'

@@ -215,6 +215,14 @@ absl::StatusOr<SimOptions> LoadOptions(const CliFlags& flags, int world_size) {
     return absl::InvalidArgumentError("--compute_lost_to_comm must be between 0 and 1");
   }
   options.compute_lost_to_comm = flags.compute_lost_to_comm;
+  options.comm_after_first_backward = flags.comm_after_first_backward;
+  if (!flags.shared_core_link.empty()) {
+    if (!flags.comm_after_first_backward)
+      return absl::InvalidArgumentError("--shared_core_link goes with --comm_after_first_backward");
+    absl::StatusOr<LinkSpec> shared = LinkFromFile(flags.shared_core_link, flags.link_world_size);
+    if (!shared.ok()) return shared.status();
+    options.shared_core_link = *shared;
+  }
   if (flags.burst_kib < 0) return absl::InvalidArgumentError("--burst_kib must be >= 0");
   const double burst_bytes = flags.burst_kib * 1024;
   if (!flags.preset.empty()) {

@@ -34,6 +34,8 @@ struct CliFlags {
   std::string algorithm = "ring";
   int max_in_flight = 1;
   double compute_lost_to_comm = 0;
+  bool comm_after_first_backward = false;                 // Note [Simulated schedule] step 6,
+  std::string shared_core_link;                           //   its link while the ranks share one core
   std::string caps = "0,0.0625,0.25,1,5,25,100,1/25";     // predict
   bool per_bucket = false, no_overlap = false;            // predict
   std::string sweep_csv;                                  // validate

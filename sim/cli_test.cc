@@ -28,10 +28,16 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
 
 // A sweep CSV (bench/bucket_sweep.sh's columns) with the measured step of caps "1", "inf" and the default.
 std::string Sweep(const std::string& name, double one_ms, double inf_ms, double default_ms) {
-  return WriteTemp(name, "index,config,buckets,step_ms,comm_ms,exposed_comm_ms,samples_per_s\n"
-                         "0,\"1\",4," + std::to_string(one_ms) + ",1,1,1\n"
-                         "1,\"inf\",1," + std::to_string(inf_ms) + ",1,1,1\n"
-                         "2,\"default 1/25\",2," + std::to_string(default_ms) + ",1,1,1\n");
+  return WriteTemp(name,
+                   "index,config,buckets,step_ms,comm_ms,exposed_comm_ms,samples_per_s\n"
+                   "0,\"1\",4," +
+                       std::to_string(one_ms) +
+                       ",1,1,1\n"
+                       "1,\"inf\",1," +
+                       std::to_string(inf_ms) +
+                       ",1,1,1\n"
+                       "2,\"default 1/25\",2," +
+                       std::to_string(default_ms) + ",1,1,1\n");
 }
 
 CliFlags ValidateFlags(const std::string& sweep, double alpha_us, double gbps) {
@@ -90,6 +96,26 @@ TEST(ValidateTest, PoolsTheRowsThatRunTheSameLayout) {
                          "predicted best \"5|25|100\" measured 10.07 ms (+0.7%)"),
             std::string::npos)
       << *report;
+}
+
+// The freed-core schedule from the command line: the shared-core link is read from its fit file (an error
+// names a file without the world size's fit), and is refused without --comm_after_first_backward (it means
+// nothing in any other schedule).
+TEST(ValidateTest, TakesASharedCoreLinkOnlyWithTheFreedCoreSchedule) {
+  CliFlags flags = ValidateFlags(Sweep("shared.csv", 10.0, 12.0, 11.0), 100, 1);
+  flags.shared_core_link = WriteTemp(
+      "one_core.json", R"({"fits": [{"world_size": 2, "alpha_s": 0.0004, "beta_s_per_byte": 2e-9}]})");
+  absl::StatusOr<std::string> refused = RunSubcommand("validate", flags);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--comm_after_first_backward"), std::string::npos)
+      << refused.status();
+  flags.comm_after_first_backward = true;
+  absl::StatusOr<std::string> report = RunSubcommand("validate", flags);
+  EXPECT_TRUE(report.ok()) << report.status();
+  flags.shared_core_link = WriteTemp("no_world_2.json", R"({"fits": [{"world_size": 4, "alpha_s": 1}]})");
+  absl::StatusOr<std::string> missing = RunSubcommand("validate", flags);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("no_world_2.json"), std::string::npos) << missing.status();
 }
 
 }  // namespace

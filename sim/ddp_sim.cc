@@ -19,7 +19,10 @@
 // (bytes per second / 1e9 of one link) or --preset=NAME (Note [Cluster presets]); --burst_kib=K makes the
 // link a token bucket of K KiB (Note [Token-bucket links]: a tc tbf link, as bench/bucket_sweep.sh --netns).
 // Caps are MiB: "C" sets the first bucket cap and the bucket cap to C, "F/C" sets them apart, "inf" is
-// one bucket. Synthetic models take --batch, --tflops (sustained) and --mem_gbps (Note [Synthetic timing]).
+// one bucket. --comm_after_first_backward (predict, validate, scale) holds every all-reduce until the first
+// rank has ended backward (ranks sharing one machine's cores at real-time priority), and
+// --shared_core_link=FILE gives the link's speed until the last rank has (all communication on one core).
+// Synthetic models take --batch, --tflops (sustained) and --mem_gbps (Note [Synthetic timing]).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -62,6 +65,13 @@ ABSL_FLAG(std::string, algorithm, "ring", "ring | tree | hierarchical");
 ABSL_FLAG(int, max_in_flight, 1, "collectives the backend runs at once (Gloo, NCCL on one stream: 1)");
 ABSL_FLAG(double, compute_lost_to_comm, 0,
           "share of compute speed lost while an all-reduce runs (0: own engine; 1: takes the core)");
+ABSL_FLAG(bool, comm_after_first_backward, false,
+          "all-reduces start no earlier than the first rank's end of backward: ranks sharing one machine's "
+          "cores, one each, at real-time priority (Note [Simulated schedule], step 6)");
+ABSL_FLAG(
+    std::string, shared_core_link, "",
+    "with --comm_after_first_backward: a fit (ddp_sim fit) of bench/allreduce run with both ranks pinned "
+    "to one core, the link's speed until the slowest rank ends backward; empty: the link's own");
 ABSL_FLAG(std::string, caps, "0,0.0625,0.25,1,5,25,100,1/25", "predict: cap settings (MiB)");
 ABSL_FLAG(bool, per_bucket, false, "predict: print every bucket's schedule");
 ABSL_FLAG(bool, no_overlap, false,
@@ -119,6 +129,8 @@ CliFlags ReadFlags() {
   f.algorithm = absl::GetFlag(FLAGS_algorithm);
   f.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
   f.compute_lost_to_comm = absl::GetFlag(FLAGS_compute_lost_to_comm);
+  f.comm_after_first_backward = absl::GetFlag(FLAGS_comm_after_first_backward);
+  f.shared_core_link = FromCaller(absl::GetFlag(FLAGS_shared_core_link));
   f.caps = absl::GetFlag(FLAGS_caps);
   f.per_bucket = absl::GetFlag(FLAGS_per_bucket);
   f.no_overlap = absl::GetFlag(FLAGS_no_overlap);

@@ -47,6 +47,35 @@ double ReadyWork(const ComputeProfile& profile, const std::vector<size_t>& bucke
   return ready;
 }
 
+// When the first of the ranks ends backward (step 6 of Note [Simulated schedule]), in this rank's wall time,
+// given the contention of the all-reduces times[0..count).
+double FirstRankBackwardEnd(const ComputeProfile& profile, const SimOptions& options,
+                            const std::vector<BucketTiming>& times, size_t count) {
+  return WallOf(profile.backward_s, times, count, options.compute_lost_to_comm) -
+         StragglerDelay(profile.step_jitter_s, options.cluster.world_size, 1.0);
+}
+
+// The end of an all-reduce of `bytes` that starts at `start` and takes `full_s` at the link's speed, when until
+// `shared_until` it runs at shared_core_link's speed (step 6 of Note [Simulated schedule]).
+double EndWithSharedCore(const SimOptions& options, double bytes, double start, double full_s,
+                         double shared_until) {
+  if (!options.shared_core_link || start >= shared_until) return start + full_s;
+  Cluster shared = options.cluster;
+  shared.intra = *options.shared_core_link;
+  const double shared_s = AllReduceSeconds(options.algorithm, shared, bytes);
+  if (shared_s <= 0) return start + full_s;
+  const double done = (shared_until - start) / shared_s;  // the share of the all-reduce done on one core
+  if (done >= 1) return start + shared_s;
+  return shared_until + (1 - done) * full_s;
+}
+
+// When the last of the ranks ends backward, in this rank's wall time (as FirstRankBackwardEnd).
+double LastRankBackwardEnd(const ComputeProfile& profile, const SimOptions& options,
+                           const std::vector<BucketTiming>& times, size_t count) {
+  return WallOf(profile.backward_s, times, count, options.compute_lost_to_comm) +
+         StragglerDelay(profile.step_jitter_s, options.cluster.world_size, 1.0);
+}
+
 // Fills comm_s and overlapped_comm_s: the union of the intervals, and its part before `backward_end`.
 void MeasureComm(const std::vector<BucketTiming>& times, double backward_end, StepPrediction* out) {
   std::vector<std::pair<double, double>> spans;
@@ -98,9 +127,15 @@ StepPrediction SimulateWithTokens(const ComputeProfile& profile, const SimOption
     const double straggler = StragglerDelay(profile.step_jitter_s, options.cluster.world_size,
                                             compute > 0 ? since_sync / compute : 1.0);
     t.start_s = std::max(t.launch_s + straggler, b >= k ? out.bucket_times[b - k].end_s : 0.0);
+    if (options.comm_after_first_backward)
+      t.start_s = std::max(t.start_s, FirstRankBackwardEnd(profile, options, out.bucket_times, b));
     if (b > 0) tokens = Refill(tokens, t.start_s - last_end, limited);
-    t.end_s = t.start_s + AllReduceSecondsWithTokens(options.algorithm, options.cluster,
-                                                     static_cast<double>(t.bytes), &tokens);
+    const double bytes = static_cast<double>(t.bytes);
+    const double full_s = AllReduceSecondsWithTokens(options.algorithm, options.cluster, bytes, &tokens);
+    t.end_s = options.comm_after_first_backward
+                  ? EndWithSharedCore(options, bytes, t.start_s, full_s,
+                                      LastRankBackwardEnd(profile, options, out.bucket_times, b))
+                  : t.start_s + full_s;
     last_end = std::max(last_end, t.end_s);
   }
   *tokens_left = tokens;

@@ -17,6 +17,20 @@
 //   5. Every all-reduce needs every rank: bucket b starts no earlier than the slowest rank launches it,
 //      StragglerDelay(step_jitter_s, p, fraction of the compute done at its launch) after this (average)
 //      rank does (Note [Straggler wait] in sim/straggler.h), so a noisy step's exposed time grows with p.
+//   6. With comm_after_first_backward (ranks that share one machine's cores, one each, at real-time
+//      priority: a communication thread cannot take a core from a computing rank) an all-reduce also
+//      starts no earlier than the first rank's end of backward, StragglerDelay(step_jitter_s, p, 1) before
+//      this (average) rank's: that rank then waits and its core is free, and every rank's communication
+//      thread runs there while the others still compute. One bucket launched during backward thus gets a
+//      head start of about twice the straggler wait over the no_overlap schedule; with no jitter, or one
+//      rank, it is that schedule. (Seen in a 2-rank cnn trace over a 1 Gbit/s namespace link under chrt -f
+//      5: the first bucket's all-reduce started at rank 0's own end of backward in the steps where rank 0
+//      finished first, and 0.3-7.7 ms before it in the others; BENCHMARKS.md, "The freed core".)
+//      Until the slowest rank ends backward (StragglerDelay(step_jitter_s, p, 1) after this rank) every
+//      rank's communication shares that one core: an all-reduce progresses at the speed of
+//      shared_core_link (what bench/allreduce measures with both ranks pinned to one core), then at the
+//      link's. Where the CPU is not what limits the link (a network), the two are the same and the option is
+//      left empty; on loopback TCP or shared memory, where communication is the CPU copying, it is slower.
 // Times are seconds from the start of backward.
 // Contention: while an all-reduce runs, backward computes at (1 - compute_lost_to_comm) of its speed, so
 // ready times and the end of backward stretch (0: communication has its own engine, e.g. a spare core or
@@ -31,6 +45,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,9 +82,12 @@ struct SimOptions {
   bool rebuild_buckets = true;  // the steady state after Note [Bucket rebuild]
   bool overlap = true;          // false: every bucket launches after backward
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kRing;
-  Cluster cluster;                  // world size and links
-  int max_in_flight = 1;            // collectives run at once (Gloo: 1)
-  double compute_lost_to_comm = 0;  // contention, 0..1 (Note [Simulated schedule])
+  Cluster cluster;                         // world size and links
+  int max_in_flight = 1;                   // collectives run at once (Gloo: 1)
+  double compute_lost_to_comm = 0;         // contention, 0..1 (Note [Simulated schedule])
+  bool comm_after_first_backward = false;  // all-reduces run on the core the first rank frees (step 6)
+  std::optional<LinkSpec> shared_core_link;  // step 6: the one-host link while that core is all there is;
+                                             // empty: cluster.intra
 };
 
 // One bucket's simulated life, in seconds after backward started.
@@ -91,9 +109,9 @@ struct StepPrediction {
   double other_s = 0;
   double comm_s = 0;             // union of the all-reduce intervals
   double overlapped_comm_s = 0;  // the part of comm_s before backward ended
-  double exposed_comm_s = 0;     // backward end -> last all-reduce end (waiting for the slowest rank included)
-  double straggler_s = 0;        // the slowest rank's delay at the end of backward (Note [Straggler wait])
-  double step_s = 0;             // forward + backward + exposed + other
+  double exposed_comm_s = 0;  // backward end -> last all-reduce end (waiting for the slowest rank included)
+  double straggler_s = 0;     // the slowest rank's delay at the end of backward (Note [Straggler wait])
+  double step_s = 0;          // forward + backward + exposed + other
   double first_burst_bytes = 0;  // burst in hand when the first all-reduce starts (token-bucket links)
 };
 

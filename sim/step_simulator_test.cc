@@ -147,6 +147,54 @@ TEST(SimulateStepTest, ContentionStretchesBackward) {
   EXPECT_NEAR(SimulateStep(FourParameters(), o).step_s, 13.4e-3, 1e-12);
 }
 
+// Step 6 of Note [Simulated schedule]: with 1 ms of jitter on 2 ranks the first rank ends backward
+// 1 ms / sqrt(pi) before this one (at 4.436 ms), and only then may an all-reduce run. Bucket 0 (launched at
+// 2 ms, its slowest rank there at 2.46 ms) starts at 4.436 ms and runs 3 ms; bucket 1 follows it for 1.4 ms.
+// Without jitter (or on one rank) nothing starts before backward ends: the no_overlap schedule.
+TEST(SimulateStepTest, CommunicationWaitsForTheFirstRankToFreeItsCore) {
+  ComputeProfile profile = FourParameters();
+  profile.step_jitter_s = 1e-3;
+  SimOptions o = TwoBuckets();
+  o.comm_after_first_backward = true;
+  const double first_end = 5e-3 - 1e-3 / std::sqrt(M_PI);
+  StepPrediction p = SimulateStep(profile, o);
+  EXPECT_NEAR(p.bucket_times[0].launch_s, 2e-3, 1e-12);
+  EXPECT_NEAR(p.bucket_times[0].start_s, first_end, 1e-12);
+  EXPECT_NEAR(p.bucket_times[1].start_s, first_end + 3e-3, 1e-12);
+  EXPECT_NEAR(p.bucket_times[1].end_s, first_end + 4.4e-3, 1e-12);
+  EXPECT_NEAR(p.step_s, 3e-3 + 1e-3 + first_end + 4.4e-3, 1e-12);
+  // The no_overlap schedule starts bucket 0 when the slowest rank ends backward: 2/sqrt(pi) ms later.
+  o.comm_after_first_backward = false;
+  o.overlap = false;
+  EXPECT_NEAR(SimulateStep(profile, o).step_s - p.step_s, 2e-3 / std::sqrt(M_PI), 1e-12);
+  o.overlap = true;
+  o.comm_after_first_backward = true;
+  profile.step_jitter_s = 0;
+  EXPECT_NEAR(SimulateStep(profile, o).step_s, 13.4e-3, 1e-12);
+}
+
+// Until the slowest rank ends backward (1 ms / sqrt(pi) after this one, at 5.564 ms) both ranks'
+// communication shares the freed core; at half the link's speed there (6 ms for bucket 0's 2800 B instead of
+// 3 ms), bucket 0 gets 1.128 / 6 of its work done by 5.564 ms and the rest takes 0.812 * 3 ms: it ends at
+// 8 ms, and bucket 1 then runs at full speed to 9.4 ms.
+TEST(SimulateStepTest, CommunicationOnTheFreedCoreRunsAtTheSharedCoreSpeed) {
+  ComputeProfile profile = FourParameters();
+  profile.step_jitter_s = 1e-3;
+  SimOptions o = TwoBuckets();
+  o.comm_after_first_backward = true;
+  o.shared_core_link = LinkSpec{2e-4, 2e-6};
+  const StepPrediction p = SimulateStep(profile, o);
+  EXPECT_NEAR(p.bucket_times[0].start_s, 5e-3 - 1e-3 / std::sqrt(M_PI), 1e-12);
+  EXPECT_NEAR(p.bucket_times[0].end_s, 8e-3, 1e-12);
+  EXPECT_NEAR(p.bucket_times[1].start_s, 8e-3, 1e-12);
+  EXPECT_NEAR(p.bucket_times[1].end_s, 9.4e-3, 1e-12);
+  // A shared-core link as fast as the link changes nothing.
+  o.shared_core_link = o.cluster.intra;
+  SimOptions plain = o;
+  plain.shared_core_link.reset();
+  EXPECT_NEAR(SimulateStep(profile, o).step_s, SimulateStep(profile, plain).step_s, 1e-12);
+}
+
 TEST(SimulateStepTest, BurstCoversTheStartOfAnAllReduceAfterIdle) {
   // A 1000-byte burst (Note [Token-bucket links]): the steady state's link idles from 5.4 ms to the next
   // step's first start (9.4 + 2 ms), far longer than the 1 ms a refill takes, so bucket 0 starts with the

@@ -3,6 +3,8 @@
 #   1. fits the loopback link from bench/allreduce (2 ranks, Gloo) -> link_loopback.json (with --backends
 #      naming shm: the same run also times ProcessGroupShm on NewCommBuffer tensors, as DDP's buckets are
 #      since 2026-12-01 (Note [Zero-copy all-reduce]) -> link_loopback_shm.json)
+#      (at real-time priority also with both ranks pinned to one core -> link_loopback_one_core[_shm].json,
+#      the shared-core link of Note [Simulated schedule] step 6)
 #   2. traces 400 steps of bench/train_throughput (2 ranks, default caps: the program the sweeps run, with
 #      the same pre-loaded batches) per model -> profile_<model>.json (and per model over shm ->
 #      profile_<model>_shm.json). Results before 2026-12-01 traced examples/train, whose data loading on the
@@ -21,9 +23,11 @@
 # (bench/bucket_sweep.sh's defaults: 40 for the mlp, 15 for the cnns).
 # Everything runs at real-time priority (chrt -f 5), as BENCHMARKS.md's all-reduce table does: on this
 # shared 2-core machine other jobs otherwise move step times by 2x between configurations. Under SCHED_FIFO
-# a rank's Gloo thread cannot run while its compute thread holds the core, so every all-reduce waits for
-# backward to end: the simulator is told so (--no_overlap), and an overlapped configuration then costs what
-# the no_overlap ablation costs. --normal_priority runs everything at normal priority instead and predicts with
+# the two ranks' compute threads hold both cores during backward and no Gloo thread can take one from them:
+# an all-reduce runs only once the first rank has ended backward and waits, on the core it freed. The
+# simulator is told so (--comm_after_first_backward, Note [Simulated schedule] step 6; results before
+# 2026-12-01 19:00 UTC were predicted with --no_overlap, which holds every all-reduce until this rank's own
+# end of backward, and read again with --predict_only get the new schedule). --normal_priority runs everything at normal priority instead and predicts with
 # overlap (what a user's job does: the communication threads time-share the cores with compute); meant
 # with --interleaved, whose rotation takes over the job of keeping other tenants' load off the comparison.
 # --predict_only reads which it was from $OUT/priority.
@@ -109,7 +113,7 @@ mkdir -p "$OUT"
 if [[ $PREDICT_ONLY == 1 && -e $OUT/priority ]]; then
   [[ $(cat "$OUT/priority") == normal ]] && NORMAL_PRIORITY=1
 fi
-RT="chrt -f 5" OVERLAP_FLAG=(--no_overlap)
+RT="chrt -f 5" OVERLAP_FLAG=(--comm_after_first_backward)
 [[ $NORMAL_PRIORITY == 1 ]] && RT="" OVERLAP_FLAG=()
 SIM=bazel-bin/sim/ddp_sim
 TMP="$(mktemp -d)"
@@ -123,6 +127,14 @@ if [[ $NORMAL_PRIORITY == 1 ]]; then echo normal > "$OUT/priority"; else echo re
 $RT bazel-bin/bench/allreduce --world_sizes=2 --impls=$IMPLS --format=json > "$OUT/allreduce_loopback.jsonl"
 $SIM fit --bench="$OUT/allreduce_loopback.jsonl" --out="$OUT/link_loopback.json"
 [[ $SHM == 1 ]] && $SIM fit --bench="$OUT/allreduce_loopback.jsonl" --impl=shm_buf --backend=shm --out="$OUT/link_loopback_shm.json"
+if [[ $NORMAL_PRIORITY == 0 ]]; then
+  # The shared-core link of Note [Simulated schedule] step 6: the same all-reduces with both ranks on one
+  # core. On loopback the communication is the CPU copying, so one core is slower than two.
+  taskset -c 0 $RT bazel-bin/bench/allreduce --world_sizes=2 --impls=$IMPLS --format=json > "$OUT/allreduce_loopback_one_core.jsonl"
+  $SIM fit --bench="$OUT/allreduce_loopback_one_core.jsonl" --out="$OUT/link_loopback_one_core.json"
+  [[ $SHM == 1 ]] && $SIM fit --bench="$OUT/allreduce_loopback_one_core.jsonl" --impl=shm_buf --backend=shm \
+    --out="$OUT/link_loopback_one_core_shm.json"
+fi
 profile() {  # profile MODEL BACKEND
   local name="$1$(suffix "$2")"
   timeout 600 $RT bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/bench/train_throughput --model="$1" \
@@ -193,7 +205,10 @@ if [[ $LOOPBACK == 1 ]]; then
   for backend in ${BACKENDS//,/ }; do
     for model in ${MODELS//,/ }; do
       name="$model$(suffix "$backend")"
-      validate "$name" "$name" --link="$OUT/link_loopback$(suffix "$backend").json"
+      shared_core=()
+      one_core_link="$OUT/link_loopback_one_core$(suffix "$backend").json"
+      [[ $NORMAL_PRIORITY == 0 && -e $one_core_link ]] && shared_core=(--shared_core_link="$one_core_link")
+      validate "$name" "$name" --link="$OUT/link_loopback$(suffix "$backend").json" "${shared_core[@]}"
     done
   done
 fi
@@ -201,7 +216,9 @@ if [[ $NETNS == 1 ]]; then
   # The namespace link as a user gives a link we cannot measure: alpha per message from the loopback fit
   # (a ring of 2 sends 2 messages per all-reduce), bandwidth the tbf rate times TCP's payload share of an
   # Ethernet frame (1448 of 1514 bytes), and tbf's burst (256 KiB of frames, bench/bucket_sweep.sh) in
-  # payload bytes: after an idle gap that much passes at line rate (Note [Token-bucket links]).
+  # payload bytes: after an idle gap that much passes at line rate (Note [Token-bucket links]). No shared-core
+  # link (Note [Simulated schedule] step 6): the wire limits these links, not the CPU, and both ranks pinned to
+  # one core time the same all-reduces (`bash bench/netns_allreduce.sh --realtime [--one_core]`, BENCHMARKS.md).
   burst_kib=$(/usr/bin/python3 -c "print(256 * 1448 / 1514)")
   alpha_us=$(/usr/bin/python3 -c "import json; print(json.load(open('$OUT/link_loopback.json'))['fits'][0]['alpha_s'] / 2 * 1e6)")
   for rate in ${RATES//,/ }; do
