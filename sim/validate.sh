@@ -27,8 +27,8 @@
 # an all-reduce runs only once the first rank has ended backward and waits, on the core it freed. The
 # simulator is told so (--comm_after_first_backward, Note [Simulated schedule] step 6; results before
 # 2026-12-01 19:00 UTC were predicted with --no_overlap, which holds every all-reduce until this rank's own
-# end of backward, and read again with --predict_only get the new schedule). --normal_priority runs everything at normal priority instead and predicts with
-# overlap (what a user's job does: the communication threads time-share the cores with compute); meant
+# end of backward, and read again with --predict_only get the new schedule). --normal_priority runs
+# everything at normal priority instead and predicts with overlap (what a user's job does: the communication threads time-share the cores with compute); meant
 # with --interleaved, whose rotation takes over the job of keeping other tenants' load off the comparison.
 # --predict_only reads which it was from $OUT/priority.
 #
