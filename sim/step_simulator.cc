@@ -47,16 +47,8 @@ double ReadyWork(const ComputeProfile& profile, const std::vector<size_t>& bucke
   return ready;
 }
 
-// When the first of the ranks ends backward (step 6 of Note [Simulated schedule]), in this rank's wall time,
-// given the contention of the all-reduces times[0..count).
-double FirstRankBackwardEnd(const ComputeProfile& profile, const SimOptions& options,
-                            const std::vector<BucketTiming>& times, size_t count) {
-  return WallOf(profile.backward_s, times, count, options.compute_lost_to_comm) -
-         StragglerDelay(profile.step_jitter_s, options.cluster.world_size, 1.0);
-}
-
-// The end of an all-reduce of `bytes` that starts at `start` and takes `full_s` at the link's speed, when until
-// `shared_until` it runs at shared_core_link's speed (step 6 of Note [Simulated schedule]).
+// The end of an all-reduce of `bytes` that starts at `start` and takes `full_s` at the link's speed, when
+// until `shared_until` it runs at shared_core_link's speed (step 6 of Note [Simulated schedule]).
 double EndWithSharedCore(const SimOptions& options, double bytes, double start, double full_s,
                          double shared_until) {
   if (!options.shared_core_link || start >= shared_until) return start + full_s;
@@ -67,13 +59,6 @@ double EndWithSharedCore(const SimOptions& options, double bytes, double start, 
   const double done = (shared_until - start) / shared_s;  // the share of the all-reduce done on one core
   if (done >= 1) return start + shared_s;
   return shared_until + (1 - done) * full_s;
-}
-
-// When the last of the ranks ends backward, in this rank's wall time (as FirstRankBackwardEnd).
-double LastRankBackwardEnd(const ComputeProfile& profile, const SimOptions& options,
-                           const std::vector<BucketTiming>& times, size_t count) {
-  return WallOf(profile.backward_s, times, count, options.compute_lost_to_comm) +
-         StragglerDelay(profile.step_jitter_s, options.cluster.world_size, 1.0);
 }
 
 // Fills comm_s and overlapped_comm_s: the union of the intervals, and its part before `backward_end`.
@@ -111,6 +96,8 @@ StepPrediction SimulateWithTokens(const ComputeProfile& profile, const SimOption
   const size_t k = static_cast<size_t>(options.max_in_flight);
   double last_end = 0, previous_launch = 0;
   const double compute = profile.other_s + profile.forward_s + profile.backward_s;
+  // Step 6: how far the first and the last rank end backward before and after this (average) one.
+  const double rank_spread = StragglerDelay(profile.step_jitter_s, options.cluster.world_size, 1.0);
   for (size_t b = 0; b < out.buckets.size(); ++b) {
     // Launches are in index order and a bucket starts after its launch, so only buckets before b can slow
     // the compute that makes b ready (Note [Simulated schedule]).
@@ -119,22 +106,21 @@ StepPrediction SimulateWithTokens(const ComputeProfile& profile, const SimOption
       t.bytes += static_cast<size_t>(profile.params[i].numel) * ElementSize(profile.dtype);
     t.params = out.buckets[b].size();
     t.ready_s = WallOf(ReadyWork(profile, out.buckets[b]), out.bucket_times, b, lost);
-    const double earliest =
-        options.overlap ? previous_launch : WallOf(profile.backward_s, out.bucket_times, b, lost);
+    // This rank's end of backward, given the contention of the buckets before b.
+    const double backward_end = WallOf(profile.backward_s, out.bucket_times, b, lost);
+    const double earliest = options.overlap ? previous_launch : backward_end;
     t.launch_s = previous_launch = std::max(t.ready_s, earliest);
     // The compute between the ranks' last sync (the previous step's all-reduces) and this launch.
     const double since_sync = profile.other_s + profile.forward_s + std::min(t.launch_s, profile.backward_s);
     const double straggler = StragglerDelay(profile.step_jitter_s, options.cluster.world_size,
                                             compute > 0 ? since_sync / compute : 1.0);
     t.start_s = std::max(t.launch_s + straggler, b >= k ? out.bucket_times[b - k].end_s : 0.0);
-    if (options.comm_after_first_backward)
-      t.start_s = std::max(t.start_s, FirstRankBackwardEnd(profile, options, out.bucket_times, b));
+    if (options.comm_after_first_backward) t.start_s = std::max(t.start_s, backward_end - rank_spread);
     if (b > 0) tokens = Refill(tokens, t.start_s - last_end, limited);
     const double bytes = static_cast<double>(t.bytes);
     const double full_s = AllReduceSecondsWithTokens(options.algorithm, options.cluster, bytes, &tokens);
     t.end_s = options.comm_after_first_backward
-                  ? EndWithSharedCore(options, bytes, t.start_s, full_s,
-                                      LastRankBackwardEnd(profile, options, out.bucket_times, b))
+                  ? EndWithSharedCore(options, bytes, t.start_s, full_s, backward_end + rank_spread)
                   : t.start_s + full_s;
     last_end = std::max(last_end, t.end_s);
   }

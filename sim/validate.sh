@@ -3,7 +3,7 @@
 #   1. fits the loopback link from bench/allreduce (2 ranks, Gloo) -> link_loopback.json (with --backends
 #      naming shm: the same run also times ProcessGroupShm on NewCommBuffer tensors, as DDP's buckets are
 #      since 2026-12-01 (Note [Zero-copy all-reduce]) -> link_loopback_shm.json)
-#      (at real-time priority also with both ranks pinned to one core -> link_loopback_one_core[_shm].json,
+#      (for real-time loopback sweeps also with both ranks pinned to one core -> link_loopback_one_core[_shm].json,
 #      the shared-core link of Note [Simulated schedule] step 6)
 #   2. traces 400 steps of bench/train_throughput (2 ranks, default caps: the program the sweeps run, with
 #      the same pre-loaded batches) per model -> profile_<model>.json (and per model over shm ->
@@ -127,7 +127,7 @@ if [[ $NORMAL_PRIORITY == 1 ]]; then echo normal > "$OUT/priority"; else echo re
 $RT bazel-bin/bench/allreduce --world_sizes=2 --impls=$IMPLS --format=json > "$OUT/allreduce_loopback.jsonl"
 $SIM fit --bench="$OUT/allreduce_loopback.jsonl" --out="$OUT/link_loopback.json"
 [[ $SHM == 1 ]] && $SIM fit --bench="$OUT/allreduce_loopback.jsonl" --impl=shm_buf --backend=shm --out="$OUT/link_loopback_shm.json"
-if [[ $NORMAL_PRIORITY == 0 ]]; then
+if [[ $NORMAL_PRIORITY == 0 && $LOOPBACK == 1 ]]; then
   # The shared-core link of Note [Simulated schedule] step 6: the same all-reduces with both ranks on one
   # core. On loopback the communication is the CPU copying, so one core is slower than two.
   taskset -c 0 $RT bazel-bin/bench/allreduce --world_sizes=2 --impls=$IMPLS --format=json > "$OUT/allreduce_loopback_one_core.jsonl"
