@@ -215,6 +215,48 @@ TEST(MaxPool2dTest, OverlappingWindowsAccumulate) {
   ExpectAllNear(x.grad(), {0, 2, 0, 0, 0, 0}, 0.0f);
 }
 
+// The 2x2 / stride 2 forward's vector path (eight outputs at once, a row's last ones masked: rows of 20,
+// 14, 7, 17 and 8 outputs) against a scan-order reference, on values drawn from a few levels (so windows
+// tie) with NaNs sprinkled in. Forward must give the same values, and backward must send each output's
+// gradient to the reference's argmax: the first maximum, or the last NaN of the window in scan order.
+TEST(MaxPool2dTest, WidePlanesKeepTheScanOrderArgmax) {
+  for (const Shape& shape : {Shape{2, 3, 6, 40}, Shape{1, 2, 4, 28}, Shape{2, 2, 14, 14}, Shape{1, 2, 5, 34},
+                             Shape{1, 1, 4, 17}}) {
+    SCOPED_TRACE(ShapeToString(shape));
+    const int64_t planes = shape[0] * shape[1], h = shape[2], w = shape[3], oh = h / 2, ow = w / 2;
+    std::vector<float> xv(planes * h * w);
+    for (size_t i = 0; i < xv.size(); ++i) {
+      xv[i] = (i * 7919 % 13 == 0) ? NAN : static_cast<float>(i * 2654435761u % 5);
+    }
+    Tensor x = FromVector(xv, shape);
+    x.set_requires_grad(true);
+    Tensor y = MaxPool2d(x, 2);
+    std::vector<float> weights(planes * oh * ow);
+    std::iota(weights.begin(), weights.end(), 1.0f);
+    Sum(Mul(y, FromVector(weights, y.shape()))).Backward();
+    const std::vector<float> yv = y.ToVector<float>(), gx = x.grad().ToVector<float>();
+    std::vector<float> expected_gx(xv.size(), 0.0f);
+    for (int64_t p = 0; p < planes; ++p) {
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          int64_t best_at = (p * h + 2 * oy) * w + 2 * ox;
+          for (int64_t at : {best_at + 1, best_at + w, best_at + w + 1}) {
+            if (xv[at] > xv[best_at] || std::isnan(xv[at])) best_at = at;
+          }
+          const int64_t o = (p * oh + oy) * ow + ox;
+          if (std::isnan(xv[best_at])) {
+            EXPECT_TRUE(std::isnan(yv[o])) << "output " << o;
+          } else {
+            EXPECT_EQ(yv[o], xv[best_at]) << "output " << o;
+          }
+          expected_gx[best_at] += weights[o];
+        }
+      }
+    }
+    for (size_t i = 0; i < gx.size(); ++i) EXPECT_EQ(gx[i], expected_gx[i]) << "input " << i;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // BatchNorm
 

@@ -6,6 +6,10 @@
 #include <limits>
 #include <vector>
 
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
 #include "tensor/function_node.h"
 #include "tensor/op_device.h"
 #include "tensor/ops.h"
@@ -20,6 +24,18 @@ namespace {
 struct PoolGeometry {
   int64_t planes, h, w, kernel, stride, oh, ow;
 };
+
+#ifdef __AVX2__
+// Elements 0, 2, ..., 14 (EvenLanes) or 1, 3, ..., 15 (OddLanes) of the 16 floats lo:hi, in order.
+__m256 EvenLanes(__m256 lo, __m256 hi) {
+  const __m256 mixed = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));  // 0 2 8 10 | 4 6 12 14
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(mixed), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+__m256 OddLanes(__m256 lo, __m256 hi) {
+  const __m256 mixed = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(mixed), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+#endif
 
 // Max over each window of one plane, as PyTorch: scan in row-major order, take a value when it is
 // greater than the best so far or NaN (so ties keep the first maximum and NaN propagates).
@@ -45,32 +61,74 @@ void MaxPoolPlane(const float* x, const PoolGeometry& g, float* y, int32_t* inde
   }
 }
 
-// The common 2x2 / stride 2 case: two input rows per output row, branch-free selects so the compiler
-// can vectorise over output columns. Starting from the window's first value instead of -inf picks
-// the same index as MaxPoolPlane.
+// The common 2x2 / stride 2 case, one output row at a time: the window's four values a b / c d are
+// taken in scan order with branch-free selects (a value wins when greater than the best so far or NaN,
+// so ties keep the first maximum and the last NaN wins, as MaxPoolPlane). With AVX2, eight outputs at
+// once: the even and odd columns of two input rows are split apart and the same selects run as vector
+// compares and blends; a row's last outputs (fewer than eight) use masked loads and stores, since a
+// scalar tail compiles to branches that random data mispredicts.
+void MaxPoolRow2x2(const float* r0, const float* r1, int64_t ow, int32_t w, int32_t base, float* yo,
+                   int32_t* io) {
+#ifdef __AVX2__
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t ox = 0; ox < ow; ox += 8) {
+    const int32_t count = static_cast<int32_t>(std::min<int64_t>(8, ow - ox));
+    // Input lanes [0, 2 * count) of the 16 this block reads, split over the two vectors; outputs [0, count).
+    const __m256i in_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * count), lanes);
+    const __m256i in_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * count - 8), lanes);
+    const __m256i out = _mm256_cmpgt_epi32(_mm256_set1_epi32(count), lanes);
+    auto load = [&](const float* p, __m256i mask) {
+      return count == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask);
+    };
+    const __m256 r0_lo = load(r0 + 2 * ox, in_lo), r0_hi = load(r0 + 2 * ox + 8, in_hi);
+    const __m256 r1_lo = load(r1 + 2 * ox, in_lo), r1_hi = load(r1 + 2 * ox + 8, in_hi);
+    __m256 best = EvenLanes(r0_lo, r0_hi);
+    __m256i at = _mm256_setzero_si256();
+    auto consider = [&](__m256 v, int32_t offset) {
+      const __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+      best = _mm256_blendv_ps(best, v, take);
+      at = _mm256_castps_si256(
+          _mm256_blendv_ps(_mm256_castsi256_ps(at), _mm256_castsi256_ps(_mm256_set1_epi32(offset)), take));
+    };
+    consider(OddLanes(r0_lo, r0_hi), 1);
+    consider(EvenLanes(r1_lo, r1_hi), w);
+    consider(OddLanes(r1_lo, r1_hi), w + 1);
+    const __m256i top_left = _mm256_add_epi32(_mm256_set1_epi32(base + 2 * static_cast<int32_t>(ox)),
+                                              _mm256_add_epi32(lanes, lanes));
+    const __m256i index = _mm256_add_epi32(top_left, at);
+    if (count == 8) {
+      _mm256_storeu_ps(yo + ox, best);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(io + ox), index);
+    } else {
+      _mm256_maskstore_ps(yo + ox, out, best);
+      _mm256_maskstore_epi32(io + ox, out, index);
+    }
+  }
+#else
+  for (int64_t ox = 0; ox < ow; ++ox) {
+    const float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
+    float best = a;
+    int32_t at = 0;
+    const bool take_b = b > best || b != b;
+    best = take_b ? b : best;
+    at = take_b ? 1 : at;
+    const bool take_c = c > best || c != c;
+    best = take_c ? c : best;
+    at = take_c ? w : at;
+    const bool take_d = d > best || d != d;
+    best = take_d ? d : best;
+    at = take_d ? w + 1 : at;
+    yo[ox] = best;
+    io[ox] = base + 2 * static_cast<int32_t>(ox) + at;
+  }
+#endif
+}
+
 void MaxPoolPlane2x2(const float* x, const PoolGeometry& g, float* y, int32_t* index) {
   for (int64_t oy = 0; oy < g.oh; ++oy) {
     const float* r0 = x + 2 * oy * g.w;
-    const float* r1 = r0 + g.w;
-    float* yo = y + oy * g.ow;
-    int32_t* io = index + oy * g.ow;
-    const int32_t base = static_cast<int32_t>(2 * oy * g.w), w = static_cast<int32_t>(g.w);
-    for (int64_t ox = 0; ox < g.ow; ++ox) {
-      const float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
-      float best = a;
-      int32_t at = 0;
-      const bool take_b = b > best || b != b;
-      best = take_b ? b : best;
-      at = take_b ? 1 : at;
-      const bool take_c = c > best || c != c;
-      best = take_c ? c : best;
-      at = take_c ? w : at;
-      const bool take_d = d > best || d != d;
-      best = take_d ? d : best;
-      at = take_d ? w + 1 : at;
-      yo[ox] = best;
-      io[ox] = base + 2 * static_cast<int32_t>(ox) + at;
-    }
+    MaxPoolRow2x2(r0, r0 + g.w, g.ow, static_cast<int32_t>(g.w), static_cast<int32_t>(2 * oy * g.w),
+                  y + oy * g.ow, index + oy * g.ow);
   }
 }
 
