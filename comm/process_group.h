@@ -127,6 +127,12 @@ class ProcessGroup {
     return Tensor::Empty({numel}, dtype, device);
   }
 
+  // True when AllReduce(kAvg) costs no more than kSum: the division by size() is fused into the
+  // reduction (ProcessGroupShm), where the other backends divide in a pass of their own afterwards. DDP
+  // then hands its buckets over undivided instead of scaling every gradient first (Note [Averaging in
+  // the collective] in reducer/reducer.h).
+  virtual bool FusesAverage() const { return false; }
+
   // Blocking all-reduce (bounded by timeout()) of a small CPU tensor, staged through tensor_device() when
   // that is a GPU (as torch.distributed does for NCCL object collectives). For host-side totals such as
   // evaluation counts. REQUIRES: `host` is a contiguous CPU tensor.

@@ -48,6 +48,7 @@ class ProcessGroupDebug : public ProcessGroup {
   Tensor NewCommBuffer(int64_t numel, DType dtype, Device device) override {
     return inner_->NewCommBuffer(numel, dtype, device);
   }
+  bool FusesAverage() const override { return inner_->FusesAverage(); }
 
   std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) override;
   std::shared_ptr<Work> Broadcast(const Tensor& tensor, int root) override;

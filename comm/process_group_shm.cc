@@ -164,17 +164,15 @@ std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const Tensor& tensor, 
       /*blocking=*/false);
   if (status.ok() && !done) {
     AsyncWork* raw = work.get();
+    // `tensor` rides along to keep chunk.data alive until the worker finishes the all-reduce.
     queue_->EndInline(work, [this, raw, chunk, tensor]() mutable {
       return Guarded(*raw, [&](const Call& call) {
         absl::StatusOr<bool> advanced = AdvanceAllReduceChunk(chunk, /*blocking=*/true, call);
-        if (!advanced.ok()) return advanced.status();
-        if (chunk.op == ReduceOp::kAvg) DivideInPlace(tensor.raw_data(), tensor.dtype(), chunk.count, size());
-        return absl::OkStatus();
+        return advanced.status();
       });
     });
     return work;
   }
-  if (status.ok() && op == ReduceOp::kAvg) DivideInPlace(tensor.raw_data(), tensor.dtype(), chunk.count, size());
   work->Complete(status);
   queue_->EndInline();
   return work;
@@ -200,7 +198,9 @@ absl::Status ProcessGroupShm::ReduceSlots(char* out, size_t offset_bytes, size_t
     if (also_out != nullptr && also_out != inputs[0]) std::memcpy(also_out, inputs[0], bytes);
     return absl::OkStatus();
   }
-  ReduceInputs(GetReduceFunction(dtype, op), ElementSize(dtype), out, also_out, inputs.data(), size(), count);
+  const FusedDivide divide{dtype, size()};
+  ReduceInputs(GetReduceFunction(dtype, op), ElementSize(dtype), out, also_out, inputs.data(), size(), count,
+               op == ReduceOp::kAvg ? &divide : nullptr);
   return absl::OkStatus();
 }
 
@@ -213,7 +213,6 @@ absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, co
     ChunkAllReduce part{Bytes(tensor) + begin * element, std::min(chunk, count - begin), tensor.dtype(), op};
     DDP_RETURN_IF_ERROR(AdvanceAllReduceChunk(part, /*blocking=*/true, call).status());
   }
-  if (op == ReduceOp::kAvg) DivideInPlace(tensor.raw_data(), tensor.dtype(), count, size());
   return absl::OkStatus();
 }
 
@@ -367,7 +366,6 @@ absl::Status ProcessGroupShm::RunReduceScatter(const Tensor& output, const std::
                                     step, InputPlace::kSlot));
     channel_->Post(ShmWord::kDone, step);
   }
-  if (op == ReduceOp::kAvg && count > 0) DivideInPlace(output.raw_data(), output.dtype(), count, size());
   return absl::OkStatus();
 }
 
@@ -389,7 +387,6 @@ absl::Status ProcessGroupShm::RunReduce(const Tensor& tensor, int root, ReduceOp
     }
     channel_->Post(ShmWord::kDone, step);
   }
-  if (op == ReduceOp::kAvg && rank() == root) DivideInPlace(tensor.raw_data(), tensor.dtype(), count, size());
   return absl::OkStatus();
 }
 

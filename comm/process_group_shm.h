@@ -70,6 +70,7 @@ class ProcessGroupShm : public ProcessGroup {
 
   // CPU tensors come from the group's shared heap (Note [Zero-copy all-reduce]) while it has room.
   Tensor NewCommBuffer(int64_t numel, DType dtype, Device device) override;
+  bool FusesAverage() const override { return true; }  // ReduceSlots divides each block in L1
   // Why all-reduces stage through the slots on this group ("" when zero-copy is on).
   const std::string& zero_copy_off_reason() const { return channel_->zero_copy_off_reason(); }
 
@@ -142,8 +143,8 @@ class ProcessGroupShm : public ProcessGroup {
     kPublished,  // where each rank published it (its slot or its heap, ShmChannel::Input)
   };
   // out[0..count) = op over ranks (in rank order) of rank q's input of `step` [offset .. offset + count
-  // elements), found at `place`; this rank's input read from `own` instead when `own` is set; also
-  // written to `also_out` when set. `out`, `also_out` and `own` may be the same buffer (Note [Blocked
+  // elements), found at `place`, divided by size() for kAvg (fused: no pass of its own); this rank's
+  // input read from `own` instead when `own` is set; also written to `also_out` when set. `out`, `also_out` and `own` may be the same buffer (Note [Blocked
   // reduction]). Fails only when a peer's heap input cannot be mapped.
   absl::Status ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op, uint32_t step,
                            InputPlace place, const char* own = nullptr, char* also_out = nullptr);

@@ -68,6 +68,18 @@ RawReduceFunction ForDType(DType dtype) {
   return nullptr;
 }
 
+bool IsPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// The average of two float32 inputs by a power of two, in one pass: (a + b) * (1 / divisor), the bits of
+// summing and then dividing (DivideInPlace multiplies by the same exact reciprocal).
+void SumTimesPowerOfTwoReciprocal(void* c, const void* a, const void* b, size_t n, int divisor) {
+  float* out = static_cast<float*>(c);
+  const float* x = static_cast<const float*>(a);
+  const float* y = static_cast<const float*>(b);
+  const float reciprocal = 1.0f / static_cast<float>(divisor);
+  for (size_t i = 0; i < n; ++i) out[i] = (x[i] + y[i]) * reciprocal;
+}
+
 }  // namespace
 
 RawReduceFunction GetReduceFunction(DType dtype, ReduceOp op) {
@@ -91,16 +103,25 @@ RawReduceFunction GetReduceFunction(DType dtype, ReduceOp op) {
 // works on blocks of kReduceBlockBytes (within L1): it reduces a block of every input into a buffer on
 // the stack, in input order, and copies that block to each output. Each input byte crosses the memory
 // hierarchy once, each output byte once. Since a block's outputs are written only after all of that
-// block's inputs were read, an output may be one of the inputs. Two inputs and one output need no block:
-// the element-wise function already reads each once and writes once.
+// block's inputs were read, an output may be one of the inputs. Two inputs and one output need no block
+// (the element-wise function already reads each once and writes once); with kAvg's division fused, two
+// float32 inputs and a power-of-two divisor (world 2) take a one-pass kernel, and otherwise each block is
+// divided while it is in L1, before it is written out.
 constexpr size_t kReduceBlockBytes = 4096;
 
 void ReduceInputs(RawReduceFunction fn, size_t element_size, void* out, void* also_out, const void* const* inputs,
-                  int num_inputs, size_t n) {
+                  int num_inputs, size_t n, const FusedDivide* divide) {
   DDP_CHECK(num_inputs >= 2) << "ReduceInputs needs at least two inputs, got " << num_inputs;
-  if (num_inputs == 2 && also_out == nullptr) {  // one pass already, and fn is element-wise: out may alias
-    fn(out, inputs[0], inputs[1], n);
-    return;
+  if (divide != nullptr && divide->divisor == 1) divide = nullptr;
+  if (num_inputs == 2 && also_out == nullptr) {  // one pass already; out may alias an input
+    if (divide == nullptr) {
+      fn(out, inputs[0], inputs[1], n);
+      return;
+    }
+    if (divide->dtype == DType::kFloat32 && IsPowerOfTwo(divide->divisor)) {  // kAvg: fn is the sum
+      SumTimesPowerOfTwoReciprocal(out, inputs[0], inputs[1], n, divide->divisor);
+      return;
+    }
   }
   alignas(64) char block[kReduceBlockBytes];
   const size_t per_block = kReduceBlockBytes / element_size;
@@ -110,6 +131,7 @@ void ReduceInputs(RawReduceFunction fn, size_t element_size, void* out, void* al
     auto at = [offset](const void* base) { return static_cast<const char*>(base) + offset; };
     fn(block, at(inputs[0]), at(inputs[1]), count);
     for (int q = 2; q < num_inputs; ++q) fn(block, block, at(inputs[q]), count);
+    if (divide != nullptr) DivideInPlace(block, divide->dtype, count, divide->divisor);
     std::memcpy(static_cast<char*>(out) + offset, block, count * element_size);
     if (also_out != nullptr) std::memcpy(static_cast<char*>(also_out) + offset, block, count * element_size);
   }
@@ -119,6 +141,11 @@ void DivideInPlace(void* data, DType dtype, size_t n, int divisor) {
   switch (dtype) {
     case DType::kFloat32: {
       float* p = static_cast<float*>(data);
+      if (IsPowerOfTwo(divisor)) {
+        const float reciprocal = 1.0f / static_cast<float>(divisor);  // exact: a power of two
+        for (size_t i = 0; i < n; ++i) p[i] *= reciprocal;
+        return;
+      }
       const float d = static_cast<float>(divisor);
       for (size_t i = 0; i < n; ++i) p[i] /= d;
       return;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -86,6 +87,61 @@ TEST(ReduceInputsTest, SixteenBitFloatsAndInt64) {
   const void* longs[] = {a.data(), b.data()};
   ReduceInputs(GetReduceFunction(DType::kInt64, ReduceOp::kSum), sizeof(int64_t), sum.data(), nullptr, longs, 2, n);
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(sum[i], a[i] + b[i]) << "element " << i;
+}
+
+// kAvg fused into the reduction gives the bits of summing and then dividing the whole buffer: every
+// input count and world size (powers of two take the reciprocal path), with and without a second output,
+// in place, across block boundaries; and int64 keeps floor division.
+TEST(ReduceInputsTest, FusedDivisionMatchesDividingAfterwards) {
+  const RawReduceFunction fn = GetReduceFunction(DType::kFloat32, ReduceOp::kAvg);
+  for (int k : {2, 3, 4}) {
+    for (size_t n : {size_t{1}, size_t{1025}, size_t{5000}}) {
+      std::vector<std::vector<float>> inputs;
+      std::vector<const void*> pointers;
+      for (int q = 0; q < k; ++q) inputs.push_back(Input(q, n));
+      for (const auto& in : inputs) pointers.push_back(in.data());
+      std::vector<float> expected = Pairwise(fn, inputs);
+      DivideInPlace(expected.data(), DType::kFloat32, n, k);
+      const FusedDivide divide{DType::kFloat32, k};
+      std::vector<float> out(n, -1), also(n, -2);
+      ReduceInputs(fn, sizeof(float), out.data(), nullptr, pointers.data(), k, n, &divide);
+      EXPECT_TRUE(SameBits(out, expected)) << k << " inputs, n " << n;
+      ReduceInputs(fn, sizeof(float), out.data(), also.data(), pointers.data(), k, n, &divide);
+      EXPECT_TRUE(SameBits(also, expected)) << "second output, " << k << " inputs, n " << n;
+      ReduceInputs(fn, sizeof(float), inputs[0].data(), nullptr, pointers.data(), k, n, &divide);
+      EXPECT_TRUE(SameBits(inputs[0], expected)) << "in place, " << k << " inputs, n " << n;
+      for (size_t i = 0; i < n; ++i) {
+        float sum = 0;  // the pairwise reference itself, against plain arithmetic
+        for (int q = 0; q < k; ++q) sum += Input(q, n)[i];
+        ASSERT_EQ(expected[i], sum / static_cast<float>(k)) << "element " << i;
+        if (i > 40) break;
+      }
+    }
+  }
+  std::vector<int64_t> a = {7, -7, 8, -9}, b = {0, 0, 1, 0}, out(4);
+  const void* longs[] = {a.data(), b.data()};
+  const FusedDivide by_two{DType::kInt64, 2};
+  ReduceInputs(GetReduceFunction(DType::kInt64, ReduceOp::kAvg), sizeof(int64_t), out.data(), nullptr, longs, 2, 4,
+               &by_two);
+  EXPECT_EQ(out, (std::vector<int64_t>{3, -4, 4, -5}));
+}
+
+// A power-of-two divisor multiplies by the reciprocal: the same bits as dividing, down to subnormals,
+// infinities and NaN.
+TEST(DivideInPlaceTest, PowerOfTwoReciprocalIsExact) {
+  std::vector<float> values = {1.0f, 3.0f, -7.25f, 1e-45f, 3e-45f, 1.17549435e-38f, 3.4028235e38f, 0.0f, -0.0f,
+                               INFINITY, 1e30f / 3.0f, 0.1f};
+  for (int divisor : {2, 4, 8, 1024}) {
+    std::vector<float> fast = values;
+    DivideInPlace(fast.data(), DType::kFloat32, fast.size(), divisor);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const float expected = values[i] / static_cast<float>(divisor);
+      EXPECT_EQ(std::memcmp(&fast[i], &expected, sizeof(float)), 0) << values[i] << " / " << divisor;
+    }
+  }
+  float nan = NAN;
+  DivideInPlace(&nan, DType::kFloat32, 1, 2);
+  EXPECT_TRUE(std::isnan(nan));
 }
 
 }  // namespace

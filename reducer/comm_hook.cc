@@ -93,7 +93,7 @@ std::shared_ptr<Work> ThenWork(std::string description, std::shared_ptr<Work> fi
 
 std::shared_ptr<Work> AllReduceHook::RunHook(ProcessGroup& group, GradBucket& bucket) {
   bucket.bytes_sent = static_cast<int64_t>(bucket.buffer.nbytes());
-  return group.AllReduce(bucket.buffer, ReduceOp::kSum);
+  return group.AllReduce(bucket.buffer, bucket.undivided ? ReduceOp::kAvg : ReduceOp::kSum);
 }
 
 CompressionHook::CompressionHook(DType dtype) : dtype_(dtype) {

@@ -46,11 +46,15 @@ struct GradBucket {
   int index = 0;                               // launch order within the iteration
   Tensor buffer;                               // flat, contiguous: the bucket's gradients, already divided
                                                // by the world size (so a sum over ranks is the average)
+                                               // unless `undivided`
   std::vector<GradBucketParameter> parameters;  // in buffer order; views cover the buffer exactly
   bool is_last = false;                        // the iteration's last bucket (hooks count steps on it)
   // Out: bytes this rank hands to collectives for this bucket (the payloads, not the ring's traffic).
   // The hook sets it; left at -1 the Reducer counts buffer.nbytes().
   int64_t bytes_sent = -1;
+  // Set only for AllReduceHook, on groups that fuse kAvg's division (Note [Averaging in the collective] in
+  // reducer/reducer.h): `buffer` holds this rank's undivided gradients and the hook averages.
+  bool undivided = false;
 };
 
 // Reduces buckets. RunHook is called on the thread running backward and must not block it on
@@ -77,7 +81,7 @@ using HookContinuation = std::function<absl::StatusOr<std::shared_ptr<Work>>()>;
 std::shared_ptr<Work> ThenWork(std::string description, std::shared_ptr<Work> first,
                                std::vector<HookContinuation> continuations);
 
-// The default: an in-place sum all-reduce of the bucket.
+// The default: an in-place sum all-reduce of the bucket (an average when the bucket is `undivided`).
 class AllReduceHook : public CommHook {
  public:
   std::shared_ptr<Work> RunHook(ProcessGroup& group, GradBucket& bucket) override;

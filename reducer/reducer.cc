@@ -282,15 +282,20 @@ void Reducer::CopyIntoSlot(size_t index, bool used) {
     FillInPlace(view, 0.0f);
     return;
   }
-  const float scale = 1.0f / static_cast<float>(gradient_divisor_);
+  const float scale = AveragesInCollective() ? 1.0f : 1.0f / static_cast<float>(gradient_divisor_);
   Tensor grad = params_[index].grad();
   if (SameRegion(grad, view)) {
-    MulScalarInPlace(view, scale);
+    if (scale != 1.0f) MulScalarInPlace(view, scale);
     return;
   }
   CopyScaledInPlace(view, grad, scale);
   // With gradient_as_bucket_view the gradient now aliases its slot: no copies from here on.
   if (options_.gradient_as_bucket_view) params_[index].set_grad(view);
+}
+
+bool Reducer::AveragesInCollective() const {
+  return group_->FusesAverage() && gradient_divisor_ == group_->size() &&
+         dynamic_cast<const AllReduceHook*>(options_.comm_hook.get()) != nullptr;
 }
 
 void Reducer::LaunchReadyBuckets() {
@@ -305,6 +310,7 @@ void Reducer::LaunchBucket(size_t b) {
   const Bucket& bucket = buckets_[b];
   const absl::Time at = observed() ? absl::Now() : absl::Time();
   GradBucket grad_bucket{static_cast<int>(b), bucket.buffer, bucket.layout, b + 1 == buckets_.size()};
+  grad_bucket.undivided = AveragesInCollective();
   iteration_.works[b] = options_.comm_hook->RunHook(*group_, grad_bucket);
   iteration_.bytes_sent[b] =
       grad_bucket.bytes_sent >= 0 ? grad_bucket.bytes_sent : static_cast<int64_t>(bucket.buffer.nbytes());

@@ -25,6 +25,15 @@
 //   Without find_unused_parameters, a parameter that got no gradient leaves its bucket unlaunched:
 //   Finalize records an error naming those parameters (status(), and the next PrepareForBackward).
 //
+// Note [Averaging in the collective]: step 3 divides every gradient by the world size so that the
+// hook's sum is the average (PyTorch's DDP does the same). For a gradient that is a bucket view that
+// division is a pass over the gradient of its own; for a copied one it rides along with the copy. When
+// the group fuses kAvg's division into its reduction (ProcessGroup::FusesAverage: shm) and the hook is
+// the plain AllReduceHook with the divisor at the group size, the Reducer instead leaves the gradients
+// undivided (GradBucket::undivided) and the hook all-reduces with kAvg: the same values, with no pass
+// of their own (bit-identical at world sizes that are powers of two, where (a + b) / 2 == a / 2 + b / 2
+// barring overflow and subnormals; within a rounding elsewhere).
+//
 // Note [World size 1]: with one rank and the plain all-reduce hook the average of the gradients is the
 // gradient itself. The iteration takes the same path as on many ranks (Note [Reducer iteration] in
 // reducer.cc), minus the work that would change nothing: no copy into bucket slots, no launch, no
@@ -202,6 +211,9 @@ class Reducer {
   void CopyIntoSlot(size_t index, bool used);
   void LaunchReadyBuckets();
   void LaunchBucket(size_t bucket);
+  // Whether buckets go to the hook undivided, to be averaged by the collective (Note [Averaging in the
+  // collective]); fixed for an iteration (the divisor and hook change only between them).
+  bool AveragesInCollective() const;
   void Finalize();
   absl::Status FinishIteration();
   absl::Status UnreadyParametersError() const;
@@ -218,7 +230,8 @@ class Reducer {
   ProcessGroup* group_;
   ReducerOptions options_;
   bool reduces_;  // buckets go through the comm hook; false at Note [World size 1]
-  int gradient_divisor_;  // gradients are scaled by 1/gradient_divisor_ into the buckets (the group size)
+  int gradient_divisor_;  // gradients are scaled by 1/gradient_divisor_ into the buckets (the group size),
+                          // or averaged by the collective (Note [Averaging in the collective])
   std::vector<BucketParameter> specs_;
   std::vector<std::vector<size_t>> assignment_;
   std::vector<Bucket> buckets_;

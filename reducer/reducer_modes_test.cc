@@ -76,17 +76,21 @@ TEST(ReducerTest, ParameterUnusedOnEveryRankKeepsNoGradient) {
   });
 }
 
-// Counts the int64 all-reduces a Reducer issues (the used map; buckets are float32) and forwards
-// everything to `inner`.
+// Counts the int64 all-reduces a Reducer issues (the used map; buckets are float32), records the op of
+// every other one (the buckets, compressed or not), claims to fuse kAvg's division when told to (ProcessGroup::FusesAverage), and
+// forwards everything to `inner`.
 class CountingGroup : public ProcessGroup {
  public:
-  explicit CountingGroup(ProcessGroup& inner) : inner_(inner) {}
+  explicit CountingGroup(ProcessGroup& inner, bool fuses_average = false)
+      : inner_(inner), fuses_average_(fuses_average) {}
+  bool FusesAverage() const override { return fuses_average_; }
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   std::string backend_name() const override { return inner_.backend_name(); }
   absl::Duration timeout() const override { return inner_.timeout(); }
   std::shared_ptr<Work> AllReduce(const Tensor& t, ReduceOp op) override {
     if (t.dtype() == DType::kInt64) ++int64_all_reduces;
+    if (t.dtype() != DType::kInt64) bucket_ops.push_back(op);
     return inner_.AllReduce(t, op);
   }
   std::shared_ptr<Work> Broadcast(const Tensor& t, int root) override { return inner_.Broadcast(t, root); }
@@ -99,9 +103,11 @@ class CountingGroup : public ProcessGroup {
   std::shared_ptr<Work> Reduce(const Tensor& t, int root, ReduceOp op) override { return inner_.Reduce(t, root, op); }
   std::shared_ptr<Work> Barrier() override { return inner_.Barrier(); }
   int int64_all_reduces = 0;
+  std::vector<ReduceOp> bucket_ops;
 
  private:
   ProcessGroup& inner_;
+  const bool fuses_average_;
 };
 
 // static_graph with find_unused_parameters: the used map is all-reduced in the first iteration only, and
@@ -135,6 +141,55 @@ TEST(ReducerTest, StaticGraphReducesTheUsedMapOnce) {
   });
 }
 
+
+// Note [Averaging in the collective]: on a group that fuses kAvg the plain hook gets undivided buckets and
+// all-reduces them with kAvg, and the gradients are bit-identical (world 2) to dividing first, whether they
+// are copied into the buckets or are bucket views. A divisor other than the group size (Join) or another
+// hook keeps dividing first.
+TEST(ReducerTest, GroupsThatFuseTheAverageGetUndividedBuckets) {
+  RunRanks(2, [&](int rank, ProcessGroup& gloo) {
+    // Two iterations on a fresh model; the gradients, and the ops of the bucket all-reduces.
+    auto train = [&](bool fuses_average, bool view, int divisor, std::shared_ptr<CommHook> hook,
+                     std::vector<ReduceOp>* ops) {
+      CountingGroup group(gloo, fuses_average);
+      TinyModel model(5);
+      ReducerOptions options;
+      options.gradient_as_bucket_view = view;
+      options.comm_hook = std::move(hook);
+      Reducer reducer(model.params, model.names, &group, options);
+      reducer.SetGradientDivisor(divisor);
+      std::vector<std::vector<float>> grads;
+      for (int it = 0; it < 2; ++it) {
+        model.ZeroGrad();
+        Batch shard = Shard(GlobalBatch(it, 4), rank, 2);
+        Tensor loss = model.Loss(shard.x, shard.y, /*use_extra=*/true);
+        EXPECT_TRUE(reducer.PrepareForBackward({loss}, absl::Now()).ok());
+        loss.Backward();
+        EXPECT_TRUE(reducer.status().ok()) << reducer.status();
+        for (const Tensor& p : model.params) grads.push_back(p.grad().ToVector<float>());
+      }
+      *ops = group.bucket_ops;
+      return grads;
+    };
+    std::vector<ReduceOp> ops;
+    for (bool view : {false, true}) {
+      SCOPED_TRACE(view ? "gradient_as_bucket_view" : "copied into the buckets");
+      const auto divided_first = train(false, view, 2, nullptr, &ops);
+      EXPECT_EQ(ops, std::vector<ReduceOp>(ops.size(), ReduceOp::kSum));
+      const auto averaged = train(true, view, 2, nullptr, &ops);
+      ASSERT_FALSE(ops.empty());
+      EXPECT_EQ(ops, std::vector<ReduceOp>(ops.size(), ReduceOp::kAvg));
+      EXPECT_EQ(averaged, divided_first);
+      train(true, view, 1, nullptr, &ops);
+      EXPECT_EQ(ops, std::vector<ReduceOp>(ops.size(), ReduceOp::kSum)) << "divisor 1 on a group of 2";
+    }
+    absl::StatusOr<std::shared_ptr<CommHook>> fp16 = MakeCommHook("fp16", PowerSgdOptions{});
+    ASSERT_TRUE(fp16.ok()) << fp16.status();
+    train(true, false, 2, *fp16, &ops);
+    ASSERT_FALSE(ops.empty());
+    EXPECT_EQ(ops, std::vector<ReduceOp>(ops.size(), ReduceOp::kSum)) << "fp16 hook";
+  });
+}
 
 // At world size 1 every gradient of `model` equals, bit for bit, one plain backward of `reference` on
 // `batch` (averaging over one rank changes nothing).
