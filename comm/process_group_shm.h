@@ -144,8 +144,9 @@ class ProcessGroupShm : public ProcessGroup {
   };
   // out[0..count) = op over ranks (in rank order) of rank q's input of `step` [offset .. offset + count
   // elements), found at `place`, divided by size() for kAvg (fused: no pass of its own); this rank's
-  // input read from `own` instead when `own` is set; also written to `also_out` when set. `out`, `also_out` and `own` may be the same buffer (Note [Blocked
-  // reduction]). Fails only when a peer's heap input cannot be mapped.
+  // input read from `own` instead when `own` is set; also written to `also_out` when set. `out`,
+  // `also_out` and `own` may be the same buffer (Note [Blocked reduction]). Fails only when a peer's heap
+  // input cannot be mapped.
   absl::Status ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op, uint32_t step,
                            InputPlace place, const char* own = nullptr, char* also_out = nullptr);
 

@@ -121,16 +121,16 @@ TEST(ReduceInputsTest, FusedDivisionMatchesDividingAfterwards) {
   std::vector<int64_t> a = {7, -7, 8, -9}, b = {0, 0, 1, 0}, out(4);
   const void* longs[] = {a.data(), b.data()};
   const FusedDivide by_two{DType::kInt64, 2};
-  ReduceInputs(GetReduceFunction(DType::kInt64, ReduceOp::kAvg), sizeof(int64_t), out.data(), nullptr, longs, 2, 4,
-               &by_two);
+  ReduceInputs(GetReduceFunction(DType::kInt64, ReduceOp::kAvg), sizeof(int64_t), out.data(), nullptr, longs,
+               2, 4, &by_two);
   EXPECT_EQ(out, (std::vector<int64_t>{3, -4, 4, -5}));
 }
 
 // A power-of-two divisor multiplies by the reciprocal: the same bits as dividing, down to subnormals,
 // infinities and NaN.
 TEST(DivideInPlaceTest, PowerOfTwoReciprocalIsExact) {
-  std::vector<float> values = {1.0f, 3.0f, -7.25f, 1e-45f, 3e-45f, 1.17549435e-38f, 3.4028235e38f, 0.0f, -0.0f,
-                               INFINITY, 1e30f / 3.0f, 0.1f};
+  std::vector<float> values = {1.0f,          3.0f, -7.25f,   1e-45f,       3e-45f, 1.17549435e-38f,
+                               3.4028235e38f, 0.0f, -0.0f,    INFINITY, 1e30f / 3.0f, 0.1f};
   for (int divisor : {2, 4, 8, 1024}) {
     std::vector<float> fast = values;
     DivideInPlace(fast.data(), DType::kFloat32, fast.size(), divisor);

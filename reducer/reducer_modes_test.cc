@@ -77,8 +77,8 @@ TEST(ReducerTest, ParameterUnusedOnEveryRankKeepsNoGradient) {
 }
 
 // Counts the int64 all-reduces a Reducer issues (the used map; buckets are float32), records the op of
-// every other one (the buckets, compressed or not), claims to fuse kAvg's division when told to (ProcessGroup::FusesAverage), and
-// forwards everything to `inner`.
+// every other one (the buckets, compressed or not), claims to fuse kAvg's division when told to
+// (ProcessGroup::FusesAverage), and forwards everything to `inner`.
 class CountingGroup : public ProcessGroup {
  public:
   explicit CountingGroup(ProcessGroup& inner, bool fuses_average = false)
