@@ -53,6 +53,7 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names, Pro
   DDP_CHECK(names_.size() == params_.size()) << "Reducer: " << names_.size() << " names for " << params_.size()
                                              << " parameters";
   if (options_.comm_hook == nullptr) options_.comm_hook = std::make_shared<AllReduceHook>();
+  UpdateAveraging();
   for (const Tensor& p : params_) {
     DDP_CHECK(p.is_leaf() && p.requires_grad() && p.dtype() == DType::kFloat32)
         << "Reducer: parameter '" << p.name() << "' must be a float32 leaf that requires grad";
@@ -226,12 +227,14 @@ void Reducer::SetGradientDivisor(int divisor) {
   DDP_CHECK(divisor > 0 && (phase_ == Phase::kIdle || phase_ == Phase::kArmed))
       << "SetGradientDivisor(" << divisor << ") needs a positive divisor, outside a backward pass";
   gradient_divisor_ = divisor;
+  UpdateAveraging();
 }
 
 void Reducer::SetCommHook(std::shared_ptr<CommHook> hook) {
   DDP_CHECK(finished_iterations_ == 0 && phase_ == Phase::kIdle && ready_order_.empty())
       << "Reducer::SetCommHook must come before the first backward pass";
   options_.comm_hook = hook != nullptr ? std::move(hook) : std::make_shared<AllReduceHook>();
+  UpdateAveraging();
   const bool reduced = reduces_;
   reduces_ = Reduces(*group_, options_);
   // A hook that makes world size 1 reduce after all also records the order for the rebuild.
@@ -282,7 +285,7 @@ void Reducer::CopyIntoSlot(size_t index, bool used) {
     FillInPlace(view, 0.0f);
     return;
   }
-  const float scale = AveragesInCollective() ? 1.0f : 1.0f / static_cast<float>(gradient_divisor_);
+  const float scale = averages_in_collective_ ? 1.0f : 1.0f / static_cast<float>(gradient_divisor_);
   Tensor grad = params_[index].grad();
   if (SameRegion(grad, view)) {
     if (scale != 1.0f) MulScalarInPlace(view, scale);
@@ -293,9 +296,9 @@ void Reducer::CopyIntoSlot(size_t index, bool used) {
   if (options_.gradient_as_bucket_view) params_[index].set_grad(view);
 }
 
-bool Reducer::AveragesInCollective() const {
-  return group_->FusesAverage() && gradient_divisor_ == group_->size() &&
-         dynamic_cast<const AllReduceHook*>(options_.comm_hook.get()) != nullptr;
+void Reducer::UpdateAveraging() {
+  averages_in_collective_ = group_->FusesAverage() && gradient_divisor_ == group_->size() &&
+                            dynamic_cast<const AllReduceHook*>(options_.comm_hook.get()) != nullptr;
 }
 
 void Reducer::LaunchReadyBuckets() {
@@ -310,7 +313,7 @@ void Reducer::LaunchBucket(size_t b) {
   const Bucket& bucket = buckets_[b];
   const absl::Time at = observed() ? absl::Now() : absl::Time();
   GradBucket grad_bucket{static_cast<int>(b), bucket.buffer, bucket.layout, b + 1 == buckets_.size()};
-  grad_bucket.undivided = AveragesInCollective();
+  grad_bucket.undivided = averages_in_collective_;
   iteration_.works[b] = options_.comm_hook->RunHook(*group_, grad_bucket);
   iteration_.bytes_sent[b] =
       grad_bucket.bytes_sent >= 0 ? grad_bucket.bytes_sent : static_cast<int64_t>(bucket.buffer.nbytes());

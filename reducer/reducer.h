@@ -211,9 +211,9 @@ class Reducer {
   void CopyIntoSlot(size_t index, bool used);
   void LaunchReadyBuckets();
   void LaunchBucket(size_t bucket);
-  // Whether buckets go to the hook undivided, to be averaged by the collective (Note [Averaging in the
-  // collective]); fixed for an iteration (the divisor and hook change only between them).
-  bool AveragesInCollective() const;
+  // Sets averages_in_collective_ from the group, the divisor and the hook; called wherever the last two
+  // change (they change only outside a backward pass).
+  void UpdateAveraging();
   void Finalize();
   absl::Status FinishIteration();
   absl::Status UnreadyParametersError() const;
@@ -232,6 +232,9 @@ class Reducer {
   bool reduces_;  // buckets go through the comm hook; false at Note [World size 1]
   int gradient_divisor_;  // gradients are scaled by 1/gradient_divisor_ into the buckets (the group size),
                           // or averaged by the collective (Note [Averaging in the collective])
+  // Buckets go to the hook undivided, to be averaged by the collective (Note [Averaging in the collective]);
+  // kept by UpdateAveraging so the per-gradient hook path makes no virtual call or cast.
+  bool averages_in_collective_ = false;
   std::vector<BucketParameter> specs_;
   std::vector<std::vector<size_t>> assignment_;
   std::vector<Bucket> buckets_;
