@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "comm/collective_tensors.h"
@@ -28,19 +29,24 @@ char* Bytes(const Tensor& t) { return static_cast<char*>(t.raw_data()); }
 // formatting and allocating the strings on every call was a noticeable part of it. An all-reduce keeps
 // only its op, count and dtype; other collectives their name and payload text. A queued Work's waiter
 // runs it when it is next and nothing runs (Note [Waiter runs the work] in comm/process_group_gloo.cc):
-// blocking is harmless there, and it saves the two thread hand-offs (~12 µs a call here).
+// blocking is harmless there, and it saves the two thread hand-offs (~12 µs a call here). A thread in
+// Wait counts itself in the channel's ShmWaiters, so the group's waits spin instead of sleeping while
+// it is blocked (Note [Spinning while the process waits] in comm/shm_channel.cc).
 class ShmWork final : public AsyncWork {
  public:
   // A queued collective; `queue` runs it, `group_timeout` bounds it.
   ShmWork(std::string name, uint64_t sequence, std::string payload, int rank, int size,
-          std::shared_ptr<WorkQueue> queue, absl::Duration group_timeout)
+          std::shared_ptr<ShmWaiters> waiters, std::shared_ptr<WorkQueue> queue, absl::Duration group_timeout)
       : AsyncWork(""), name_(std::move(name)), payload_(std::move(payload)), sequence_(sequence), rank_(rank),
-        size_(size), queue_(std::move(queue)), group_timeout_(group_timeout) {}
+        size_(size), waiters_(std::move(waiters)), queue_(std::move(queue)), group_timeout_(group_timeout) {}
   // An all-reduce run inline by its caller (Note [Inline collectives]).
-  ShmWork(ReduceOp op, int64_t numel, DType dtype, uint64_t sequence, int rank, int size)
+  ShmWork(ReduceOp op, int64_t numel, DType dtype, uint64_t sequence, int rank, int size,
+          std::shared_ptr<ShmWaiters> waiters)
       : AsyncWork(""), all_reduce_(true), op_(op), numel_(numel), dtype_(dtype), sequence_(sequence), rank_(rank),
-        size_(size) {}
+        size_(size), waiters_(std::move(waiters)) {}
   absl::Status Wait(absl::Duration timeout) override {
+    waiters_->Begin();
+    absl::Cleanup end = [this] { waiters_->End(); };
     if (queue_ != nullptr) queue_->RunForWaiter(*this, timeout, group_timeout_);
     return AsyncWork::Wait(timeout);
   }
@@ -61,6 +67,7 @@ class ShmWork final : public AsyncWork {
   const uint64_t sequence_;
   const int rank_;
   const int size_;
+  const std::shared_ptr<ShmWaiters> waiters_;
   const std::shared_ptr<WorkQueue> queue_;  // null: not queued (inline)
   const absl::Duration group_timeout_;
 };
@@ -101,7 +108,8 @@ ProcessGroupShm::ProcessGroupShm(std::unique_ptr<ShmChannel> channel, ProcessGro
 ProcessGroupShm::~ProcessGroupShm() { queue_->Stop(); }  // before the members its tasks use go
 
 std::shared_ptr<AsyncWork> ProcessGroupShm::NewWork(const std::string& name, const std::string& payload) {
-  return std::make_shared<ShmWork>(name, next_sequence_++, payload, rank(), size(), queue_, options_.timeout);
+  return std::make_shared<ShmWork>(name, next_sequence_++, payload, rank(), size(), channel_->waiters(),
+                                   queue_, options_.timeout);
 }
 
 std::string ProcessGroupShm::Call::operator()() const { return absl::StrCat(work->description(), " failed"); }
@@ -148,7 +156,8 @@ std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const Tensor& tensor, 
   {
     absl::MutexLock lock(&issue_mu_);
     if (!queue_->TryBeginInline()) return nullptr;
-    work = std::make_shared<ShmWork>(op, tensor.numel(), tensor.dtype(), next_sequence_++, rank(), size());
+    work = std::make_shared<ShmWork>(op, tensor.numel(), tensor.dtype(), next_sequence_++, rank(), size(),
+                                     channel_->waiters());
   }
   work->MarkStarted();
   ChunkAllReduce chunk{Bytes(tensor), static_cast<size_t>(tensor.numel()), tensor.dtype(), op};

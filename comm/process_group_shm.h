@@ -73,6 +73,10 @@ class ProcessGroupShm : public ProcessGroup {
   bool FusesAverage() const override { return true; }  // ReduceSlots divides each block in L1
   // Why all-reduces stage through the slots on this group ("" when zero-copy is on).
   const std::string& zero_copy_off_reason() const { return channel_->zero_copy_off_reason(); }
+  // Since Create: how often this rank's waits slept on a futex, and how many spun past channel.spin
+  // because a thread was blocked on one of the group's Works (Note [Spinning while the process waits]).
+  uint64_t wait_sleeps() const { return channel_->sleeps(); }
+  uint64_t wait_long_spins() const { return channel_->long_spins(); }
 
   std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) override;
   std::shared_ptr<Work> Broadcast(const Tensor& tensor, int root) override;

@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "comm/memory_store.h"
 #include "comm/shm_test_util.h"
 #include "gtest/gtest.h"
@@ -240,6 +241,29 @@ std::vector<std::unique_ptr<ProcessGroupShm>> CreateTwoRanks(Store& store, const
   groups[0] = *ProcessGroupShm::Create(store, 0, 2, options);
   peer.join();
   return groups;
+}
+
+// Note [Spinning while the process waits]: a thread blocked in a Work's Wait makes the group's waits
+// for a late peer spin (the collective runs on the worker, or on the waiter itself).
+TEST(ShmWaitTest, WaitingOnAWorkMakesTheGroupSpinForALatePeer) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "one CPU: two ranks oversubscribe it";
+  ProcessGroupShmOptions options;
+  options.channel.spin_while_waited = absl::Seconds(20);
+  MemoryStore store;
+  std::vector<std::unique_ptr<ProcessGroupShm>> groups = CreateTwoRanks(store, options);
+  for (int64_t n : {int64_t{10}, int64_t{100000}}) {  // the inline path, then the slots
+    const uint64_t spins_before = groups[0]->wait_long_spins();
+    Tensor late = Input<float>(1, n, 0, DType::kFloat32);
+    std::thread peer([&] {
+      absl::SleepFor(absl::Milliseconds(50));
+      EXPECT_TRUE(groups[1]->AllReduce(late)->Wait(absl::Seconds(60)).ok());
+    });
+    Tensor t = Input<float>(0, n, 0, DType::kFloat32);
+    EXPECT_TRUE(groups[0]->AllReduce(t)->Wait(absl::Seconds(60)).ok());
+    peer.join();
+    EXPECT_EQ(Values<float>(t), Reference<float>(2, n, 0, ReduceOp::kSum));
+    EXPECT_GE(groups[0]->wait_long_spins(), spins_before + 1) << n << " elements";
+  }
 }
 
 TEST(ShmTimeoutTest, TheErrorNamesTheCollectiveAndTheRankWaitedFor) {

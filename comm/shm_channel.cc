@@ -61,6 +61,13 @@
 // exited) and the peers' abort words. A rank that finds a peer dead, or fails otherwise, writes the
 // lost rank into its own abort word and wakes its words' sleepers, so the loss spreads to every
 // survivor within about one interval and nobody waits for the timeout.
+// Spinning while the process waits (Note [Spinning while the process waits]): while a thread of this
+// process is blocked on one of the group's Works (ShmWaiters, counted by the Works' Wait), a wait spins
+// for spin_while_waited instead of options.spin before it sleeps, and a wait already asleep is woken
+// (ShmWaiters::Begin wakes the futex word it sleeps on) to spin. The short spin stays for waits that run
+// while the caller computes (a bucket reduced during backward): there the core belongs to the
+// computation. A wait spins long at most once; a Begin that races with the waiter falling asleep may be
+// missed, and that wait then sleeps until the peer's Post, as it always did.
 // Segments never leak: each is created with shm_open under a random name, and its owner unlinks the
 // name as soon as every rank has mapped every segment (or when Create fails), before any collective
 // runs; the mappings keep the memory alive, and the kernel frees it with the last mapping, whatever
@@ -173,8 +180,28 @@ absl::Status ReadPeerRecord(Store& store, int rank, absl::Duration timeout, pid_
 
 }  // namespace
 
+void ShmWaiters::Begin() {
+  blocked_.fetch_add(1, std::memory_order_seq_cst);
+  if (std::atomic<uint32_t>* word = sleeping_on_.load(std::memory_order_seq_cst)) FutexWakeAll(word);
+}
+
+namespace {
+
+// options.spin_while_waited when the group's `size` ranks fit the host's CPUs; options.spin otherwise
+// (oversubscribed ranks share cores, and a spinning rank would hold up the peer it waits for).
+absl::Duration SpinWhileWaited(const ShmChannelOptions& options, int size) {
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus >= size ? std::max(options.spin, options.spin_while_waited) : options.spin;
+}
+
+}  // namespace
+
 ShmChannel::ShmChannel(int rank, int size, ShmChannelOptions options)
-    : rank_(rank), size_(size), options_(std::move(options)), peers_(size) {}
+    : rank_(rank),
+      size_(size),
+      options_(std::move(options)),
+      spin_while_waited_(SpinWhileWaited(options_, size)),
+      peers_(size) {}
 
 ShmChannel::~ShmChannel() {
   for (Peer& peer : peers_) {
@@ -326,26 +353,33 @@ absl::Status ShmChannel::WaitAll(ShmWord word, uint32_t step, absl::Time deadlin
 
 absl::Status ShmChannel::Wait(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what) {
   std::atomic<uint32_t>& w = peers_[peer].word(word, step);
-  if (!SpinUntil(w, step)) return Sleep(peer, word, step, deadline, what);
-  return absl::OkStatus();
+  if (SpinUntil(w, step, /*may_extend=*/true)) return absl::OkStatus();
+  return Sleep(peer, word, step, deadline, what, /*spun_long=*/waiters_->Any());
 }
 
 bool ShmChannel::TrySpin(int peer, ShmWord word, uint32_t step) {
-  return SpinUntil(peers_[peer].word(word, step), step);
+  return SpinUntil(peers_[peer].word(word, step), step, /*may_extend=*/false);
 }
 
 // The clock is read first after 64 pauses: a peer that arrives within them (the common case of
-// back-to-back small collectives) costs no clock read.
-bool ShmChannel::SpinUntil(const std::atomic<uint32_t>& w, uint32_t step) const {
+// back-to-back small collectives) costs no clock read. The budget is re-read at every clock read, so a
+// thread that starts waiting on the group meanwhile extends it.
+bool ShmChannel::SpinUntil(const std::atomic<uint32_t>& w, uint32_t step, bool may_extend) const {
   if (Reached(w.load(std::memory_order_acquire), step)) return true;
-  absl::Time spin_end = absl::InfiniteFuture();
+  absl::Time start = absl::InfiniteFuture();
+  bool extended = false;
   for (int i = 1;; ++i) {
     _mm_pause();
     if (Reached(w.load(std::memory_order_acquire), step)) return true;
     if (i % 64 != 0) continue;
     const absl::Time now = absl::Now();
-    if (i == 64) spin_end = now + options_.spin;
-    if (now >= spin_end) return false;
+    if (i == 64) start = now;
+    const absl::Duration budget = may_extend && waiters_->Any() ? spin_while_waited_ : options_.spin;
+    if (now - start >= budget) return false;
+    if (!extended && now - start >= options_.spin) {
+      extended = true;
+      long_spins_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
 }
 
@@ -364,17 +398,24 @@ bool ShmChannel::TrySlotFree(uint32_t step) {
   return true;
 }
 
-absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline,
-                               ShmWhat what) {
+absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what,
+                               bool spun_long) {
   std::atomic<uint32_t>& w = peers_[peer].word(word, step);
   std::atomic<uint32_t>& sleepers = peers_[peer].control()->sleepers;
   absl::Time next_check = absl::Now();
   while (true) {
+    if (!spun_long && waiters_->Any()) {  // a thread began to wait on the group (and may have woken us)
+      spun_long = true;
+      if (SpinUntil(w, step, /*may_extend=*/true)) return absl::OkStatus();
+    }
     sleepers.fetch_add(1, std::memory_order_seq_cst);
+    waiters_->SleepingOn(&w);
     const uint32_t seen = w.load(std::memory_order_seq_cst);
-    if (!Reached(seen, step)) {
+    if (!Reached(seen, step) && (spun_long || !waiters_->Any())) {
+      sleeps_.fetch_add(1, std::memory_order_relaxed);
       FutexWait(&w, seen, std::max(absl::ZeroDuration(), std::min(options_.liveness_interval, deadline - absl::Now())));
     }
+    waiters_->SleepingOn(nullptr);
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
     const uint32_t now_value = w.load(std::memory_order_acquire);
     if (Reached(now_value, step)) return absl::OkStatus();

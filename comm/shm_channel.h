@@ -28,6 +28,11 @@ struct ShmChannelOptions {
   // How long a waiter spins before it sleeps on a futex (short: two ranks on two cores must not burn a
   // core each while the other computes).
   absl::Duration spin = absl::Microseconds(30);
+  // How long a wait spins instead while a thread of this process is blocked on one of the group's Works
+  // (Note [Spinning while the process waits]): the core has nothing else of this process to run, and a
+  // core that sleeps is slow to wake on a virtual machine. Only where the group's ranks are no more than
+  // the host's CPUs (otherwise options.spin: the peer may need this core).
+  absl::Duration spin_while_waited = absl::Milliseconds(5);
   // How often a sleeping waiter wakes to check that the rank it waits for is alive.
   absl::Duration liveness_interval = absl::Milliseconds(100);
   // Bound on the rendezvous (segment names and mappings exchanged through the store).
@@ -54,9 +59,28 @@ enum class ShmWord : int {
   kInlineReady = 3,
 };
 
+// How many threads of this process are blocked on the group's Works, and the futex word the channel's
+// waiter sleeps on (Note [Spinning while the process waits]). Shared by a ShmChannel and the Works of its
+// group, which may outlive it. Thread-safe.
+class ShmWaiters {
+ public:
+  // A thread is about to block on one of the group's Works: waits spin longer from now on, and a wait
+  // asleep on its futex is woken to spin. Each Begin is followed by exactly one End.
+  void Begin();
+  void End() { blocked_.fetch_sub(1, std::memory_order_seq_cst); }
+  // Whether a thread is blocked on one of the group's Works.
+  bool Any() const { return blocked_.load(std::memory_order_seq_cst) > 0; }
+  // The channel's waiter is about to sleep on `word` (nullptr: it woke). Only the channel's thread calls it.
+  void SleepingOn(std::atomic<uint32_t>* word) { sleeping_on_.store(word, std::memory_order_seq_cst); }
+
+ private:
+  std::atomic<int> blocked_{0};
+  std::atomic<std::atomic<uint32_t>*> sleeping_on_{nullptr};
+};
+
 // The mapped segments of a group of `size` ranks of one host. Not thread-safe: one thread (the
-// group's worker) drives it. The segments' names are unlinked before Create returns, so nothing is left
-// in /dev/shm whatever happens to the processes afterwards.
+// group's worker) drives it; waiters() may be shared with any thread. The segments' names are unlinked
+// before Create returns, so nothing is left in /dev/shm whatever happens to the processes afterwards.
 class ShmChannel {
  public:
   // Creates this rank's segment, exchanges names and process ids through `store` (keys under "shm/"),
@@ -73,6 +97,12 @@ class ShmChannel {
   int rank() const { return rank_; }
   int size() const { return size_; }
   size_t slot_bytes() const { return options_.slot_bytes; }
+  // What the group's Works report when a thread blocks on them (Note [Spinning while the process waits]).
+  const std::shared_ptr<ShmWaiters>& waiters() const { return waiters_; }
+  // Since Create: futex sleeps of this rank's waits, and waits that spun past options.spin because a
+  // thread of this process was blocked on the group. Thread-safe (for tests and diagnostics).
+  uint64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
+  uint64_t long_spins() const { return long_spins_.load(std::memory_order_relaxed); }
 
   // Rank `owner`'s data slot for `step` (slot step % 2). Only the owner writes it.
   char* Slot(int owner, uint32_t step) const;
@@ -128,14 +158,22 @@ class ShmChannel {
   void OpenPeerHeap(int q);
   // Whether rank `peer` finished every read of `step` (kDone, or a later inline input posted).
   bool FinishedStep(int peer, uint32_t step) const;
-  // Spins until `w` reached `step` (true) or options.spin passed (false).
-  bool SpinUntil(const std::atomic<uint32_t>& w, uint32_t step) const;
-  // Sleeps on a futex until rank `peer`'s `word` reached `step` (the slow path of Wait).
-  absl::Status Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what);
+  // Spins until `w` reached `step` (true) or the spin budget passed (false): options.spin, or
+  // spin_while_waited_ while `may_extend` and a thread of this process is blocked on the group's Works.
+  bool SpinUntil(const std::atomic<uint32_t>& w, uint32_t step, bool may_extend) const;
+  // Sleeps on a futex until rank `peer`'s `word` reached `step` (the slow path of Wait). `spun_long`: the
+  // spin before it already ran with spin_while_waited_ (a wait spins that long at most once).
+  absl::Status Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what,
+                     bool spun_long);
 
   const int rank_;
   const int size_;
   const ShmChannelOptions options_;
+  // options.spin_while_waited where the group's ranks fit the host's CPUs, else options.spin.
+  const absl::Duration spin_while_waited_;
+  const std::shared_ptr<ShmWaiters> waiters_ = std::make_shared<ShmWaiters>();
+  mutable std::atomic<uint64_t> sleeps_{0};
+  mutable std::atomic<uint64_t> long_spins_{0};
   std::vector<Peer> peers_;  // index = rank, this rank included
   std::shared_ptr<ShmHeap> heap_;
   std::string zero_copy_off_reason_;
