@@ -8,7 +8,10 @@
 #     ours over shm and PyTorch over gloo, each with its option of that name;
 #   * the machine's ceiling for two processes: two independent single processes (no DDP) at the same time,
 #     pinned to cores 0 and 1, samples/s summed. 2-rank DDP cannot beat it; "shm/ceiling" says how much of
-#     it DDP keeps (the rest is communication and the ranks' waiting for each other).
+#     it DDP keeps (the rest is communication and the ranks' waiting for each other);
+#   * lockstep: two ranks that each train their own replica and only meet in a one-element all-reduce
+#     after every backward (`--ablation=lockstep`): 2-rank DDP moving its gradients at no cost would reach
+#     this, so it bounds what any transport can do; "view/lockstep" is what moving the gradients costs.
 #
 #   bash bench/compare_ddp.sh                    # mlp and cnn, 3 rounds
 #   MODELS=cnn ROUNDS=5 bash bench/compare_ddp.sh      (MLP_STEPS / CNN_STEPS change the step counts)
@@ -51,6 +54,7 @@ for model in $MODELS; do
     ours2 --model="$model" --backend=gloo | tee -a "$out"
     ours2 --model="$model" --backend=shm | tee -a "$out"
     pair --model="$model" | tee -a "$out"
+    ours2 --model="$model" --backend=shm --ablation=lockstep | tee -a "$out"
     ours2 --model="$model" --backend=shm --gradient_as_bucket_view | tee -a "$out"
     theirs --model="$model" --world_size=2 --gradient_as_bucket_view | tee -a "$out"
     theirs --model="$model" --world_size=2 | tee -a "$out"
@@ -68,7 +72,8 @@ print("\nmedians over rounds (samples/s summed over ranks)")
 print("model  world-1 DDP/plain step time: ours  pytorch | world 2 samples/s: ours gloo  ours shm  pytorch"
       "  gloo/pt  shm/pt | ours gloo comm ms  exposed ms | shm comm ms  exposed ms | single process: ours"
       " | two single processes at once  shm/ceiling  shm/single"
-      " | gradient_as_bucket_view: ours shm  pytorch  shm/pt  shm/single")
+      " | gradient_as_bucket_view: ours shm  pytorch  shm/pt  shm/single"
+      " | lockstep (no bytes moved)  /single  view/lockstep")
 for model in dict.fromkeys(r["model"] for r in rows):
     o1 = med(model, "ddpengine", 1, False) / med(model, "ddpengine", 1, True)
     p1 = med(model, "pytorch", 1, False) / med(model, "pytorch", 1, True)
@@ -82,6 +87,8 @@ for model in dict.fromkeys(r["model"] for r in rows):
           f" {gc:17.2f} {ge:11.2f} | {sc:11.2f} {se:11.2f} | {single:22.0f} | {ceiling:28.0f}"
           f" {s2 / ceiling:12.2f} {s2 / single:10.2f}x", end="")
     sv, pv = med(model, "ddpengine", 2, True, backend="shm", view=True), med(model, "pytorch", 2, True, view=True)
-    print(f" | {sv:33.0f} {pv:8.0f} {sv / pv:6.2f}x {sv / single:10.2f}x")
+    lockstep = med(model, "ddpengine", 2, False)
+    print(f" | {sv:33.0f} {pv:8.0f} {sv / pv:6.2f}x {sv / single:10.2f}x"
+          f" | {lockstep:25.0f} {lockstep / single:7.2f}x {sv / lockstep:13.2f}")
 PY
 rm -f "$out"

@@ -28,6 +28,7 @@
 #include "examples/stop_agreement.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
+#include "tensor/factory.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
 
@@ -46,7 +47,10 @@ ABSL_FLAG(bool, auto_bucket_caps, false,
           "timed steps all run under the chosen caps");
 ABSL_FLAG(int, auto_caps_steps, 20, "--auto_bucket_caps: steps measured before the choice and after it");
 ABSL_FLAG(std::string, ablation, "none",
-          "none | single_allreduce (one bucket, reduced after backward) | no_overlap (buckets reduced after backward)");
+          "none | single_allreduce (one bucket, reduced after backward) | no_overlap (buckets reduced after "
+          "backward) | lockstep (no DDP: each rank trains its own replica and the ranks only meet in a "
+          "one-element all-reduce after each backward; what 2-rank training would reach if its gradients "
+          "cost nothing to move)");
 ABSL_FLAG(bool, find_unused_parameters, false, "DDP: search for unused parameters every iteration");
 ABSL_FLAG(bool, gradient_as_bucket_view, false,
           "DDP: .grad tensors are views into the buckets (no copy in or back; PyTorch's option of that name)");
@@ -118,7 +122,17 @@ int Run() {
   std::shared_ptr<DistributedDataParallel> ddp;
   Module* net = model->get();
   double wrap_ms = 0, agreement_ms = 0;
-  if (dist != nullptr) {
+  const std::string ablation = absl::GetFlag(FLAGS_ablation);
+  if (ablation != "none" && ablation != "single_allreduce" && ablation != "no_overlap" &&
+      ablation != "lockstep") {
+    return Fail(
+        absl::InvalidArgumentError("--ablation must be none, single_allreduce, no_overlap or lockstep"));
+  }
+  const bool lockstep = ablation == "lockstep";
+  if (lockstep && dist == nullptr) {
+    return Fail(absl::InvalidArgumentError("--ablation=lockstep needs a launcher's WORLD_SIZE > 1 or --ddp"));
+  }
+  if (dist != nullptr && !lockstep) {
     DdpOptions options;
     BucketCaps& caps = options.reducer.caps;
     caps.bucket_cap_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_cap_mb) * (1 << 20));
@@ -133,14 +147,11 @@ int Run() {
     absl::StatusOr<std::shared_ptr<CommHook>> hook = MakeCommHook(absl::GetFlag(FLAGS_comm_hook), powersgd);
     if (!hook.ok()) return Fail(hook.status());
     options.reducer.comm_hook = *hook;
-    const std::string ablation = absl::GetFlag(FLAGS_ablation);
     if (ablation == "single_allreduce") {
       caps.bucket_cap_bytes = caps.first_bucket_cap_bytes = SIZE_MAX;
       options.reducer.delay_reduction = true;
     } else if (ablation == "no_overlap") {
       options.reducer.delay_reduction = true;
-    } else if (ablation != "none") {
-      return Fail(absl::InvalidArgumentError("--ablation must be none, single_allreduce or no_overlap"));
     }
     const absl::Time wrap_start = absl::Now();
     auto wrapped = DistributedDataParallel::Create(*model, dist->group.get(), options);
@@ -170,6 +181,7 @@ int Run() {
   if (!premade.ok()) return Fail(premade.status());
   const std::vector<Example>& batches = *premade;
   const int warmup = absl::GetFlag(FLAGS_warmup), steps = absl::GetFlag(FLAGS_steps);
+  const Tensor meeting = Zeros({1});  // --ablation=lockstep's one element
   Timings t{};
   absl::Time start;
   for (int i = 0; i < warmup + steps; ++i) {
@@ -185,6 +197,11 @@ int Run() {
     const absl::Time t1 = absl::Now();
     loss.Backward();
     if (ddp != nullptr && !ddp->status().ok()) return Fail(ddp->status());
+    if (lockstep) {
+      if (absl::Status met = dist->group->AllReduce(meeting)->Wait(dist->group->timeout()); !met.ok()) {
+        return Fail(met);
+      }
+    }
     const absl::Time t2 = absl::Now();
     optimizer.Step();
     if (absl::StatusOr<bool> stopped = stop.EndStep(); !stopped.ok()) return Fail(stopped.status());
@@ -216,6 +233,8 @@ int Run() {
         return Fail(written);
       }
     }
+  }
+  if (dist != nullptr) {
     absl::Status done = dist->group->Barrier()->Wait(dist->group->timeout());
     if (!done.ok()) return Fail(done);
   }
