@@ -61,13 +61,19 @@
 // exited) and the peers' abort words. A rank that finds a peer dead, or fails otherwise, writes the
 // lost rank into its own abort word and wakes its words' sleepers, so the loss spreads to every
 // survivor within about one interval and nobody waits for the timeout.
-// Spinning while the process waits (Note [Spinning while the process waits]): while a thread of this
-// process is blocked on one of the group's Works (ShmWaiters, counted by the Works' Wait), a wait spins
-// for spin_while_waited instead of options.spin before it sleeps, and a wait already asleep is woken
-// (ShmWaiters::Begin wakes the futex word it sleeps on) to spin. The short spin stays for waits that run
-// while the caller computes (a bucket reduced during backward): there the core belongs to the
-// computation. A wait spins long at most once; a Begin that races with the waiter falling asleep may be
-// missed, and that wait then sleeps until the peer's Post, as it always did.
+//
+// Note [Spinning while the process waits]
+// A wait spins options.spin (30 µs) and then sleeps, because a collective that runs while its caller
+// computes (a bucket reduced during backward) must leave the core to the computation. But when a thread
+// of this process is blocked on one of the group's Works (ShmWork::Wait counts it in ShmWaiters), the
+// core has nothing else of this process to run, and a sleeping rank is slow to come back: on a virtual
+// machine an idle vCPU halts, and the peer's wake-up goes through the hypervisor. So while such a thread
+// is blocked, a wait spins for spin_while_waited (5 ms) before it sleeps, and a wait already asleep is
+// woken (ShmWaiters::Begin wakes the futex word it sleeps on) to spin. A wait spins long at most once; a
+// Begin that races with the waiter falling asleep may be missed, and that wait then sleeps until the
+// peer's Post, as before. Groups with more ranks than the host has CPUs never spin long (ranks share
+// cores, and a spinning rank would hold up the peer it waits for).
+//
 // Segments never leak: each is created with shm_open under a random name, and its owner unlinks the
 // name as soon as every rank has mapped every segment (or when Create fails), before any collective
 // runs; the mappings keep the memory alive, and the kernel frees it with the last mapping, whatever
