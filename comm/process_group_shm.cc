@@ -45,6 +45,7 @@ class ShmWork final : public AsyncWork {
       : AsyncWork(""), all_reduce_(true), op_(op), numel_(numel), dtype_(dtype), sequence_(sequence), rank_(rank),
         size_(size), waiters_(std::move(waiters)) {}
   absl::Status Wait(absl::Duration timeout) override {
+    if (IsCompleted()) return AsyncWork::Wait(timeout);  // no need to hurry the group (nor wake its worker)
     waiters_->Begin();
     absl::Cleanup end = [this] { waiters_->End(); };
     if (queue_ != nullptr) queue_->RunForWaiter(*this, timeout, group_timeout_);

@@ -172,8 +172,8 @@ class ShmChannel {
   // options.spin_while_waited where the group's ranks fit the host's CPUs, else options.spin.
   const absl::Duration spin_while_waited_;
   const std::shared_ptr<ShmWaiters> waiters_ = std::make_shared<ShmWaiters>();
-  mutable std::atomic<uint64_t> sleeps_{0};
-  mutable std::atomic<uint64_t> long_spins_{0};
+  std::atomic<uint64_t> sleeps_{0};
+  mutable std::atomic<uint64_t> long_spins_{0};  // counted by SpinUntil, a const method
   std::vector<Peer> peers_;  // index = rank, this rank included
   std::shared_ptr<ShmHeap> heap_;
   std::string zero_copy_off_reason_;
