@@ -1,6 +1,7 @@
 #include "nn/layers.h"
 
 #include <cmath>
+#include <typeinfo>
 
 #include "absl/strings/str_cat.h"
 #include "tensor/autograd.h"
@@ -94,6 +95,8 @@ MaxPool2d::MaxPool2d(int64_t kernel_size, int64_t stride)
 
 Tensor MaxPool2d::Forward(const Tensor& x) { return ddp::MaxPool2d(x, kernel_size_, stride_); }
 
+Tensor MaxPool2d::ForwardOfRelu(const Tensor& x) { return ddp::MaxPool2dOfRelu(x, kernel_size_, stride_); }
+
 std::string MaxPool2d::Describe() const {
   return absl::StrCat("MaxPool2d(kernel_size=", kernel_size_, ", stride=", stride_,
                       ", padding=0, dilation=1, ceil_mode=False)");
@@ -177,9 +180,31 @@ Sequential& Sequential::Add(const std::string& name, std::shared_ptr<Module> mod
   return *this;
 }
 
+namespace {
+
+// `pool` as a MaxPool2d when `relu` then `pool` is the pair Sequential fuses (Note [Fusion in
+// Sequential]); null otherwise.
+MaxPool2d* FusableMaxPool(const Module& relu, Module& pool) {
+  if (typeid(relu) != typeid(ReLU) || typeid(pool) != typeid(MaxPool2d)) return nullptr;
+  return static_cast<MaxPool2d*>(&pool);
+}
+
+}  // namespace
+
 Tensor Sequential::Forward(const Tensor& x) {
+  const auto& children = NamedChildren();
+  const bool fuse = fuse_relu_max_pool_ && !ModuleCallsObserved();
   Tensor y = x;
-  for (const auto& entry : NamedChildren()) y = (*entry.second)(y);  // Note [Module call observer]
+  for (size_t i = 0; i < children.size(); ++i) {
+    MaxPool2d* pool = nullptr;
+    if (fuse && i + 1 < children.size()) pool = FusableMaxPool(*children[i].second, *children[i + 1].second);
+    if (pool != nullptr) {
+      y = pool->ForwardOfRelu(y);
+      ++i;
+      continue;
+    }
+    y = (*children[i].second)(y);  // Note [Module call observer]
+  }
   return y;
 }
 

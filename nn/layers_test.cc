@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nn/models.h"
+#include "tensor/autograd.h"
 #include "tensor/factory.h"
 #include "tensor/gradcheck.h"
 #include "tensor/ops.h"
@@ -147,6 +148,73 @@ TEST(LayersTest, SequentialRunsInOrder) {
   seq.Add(std::make_shared<Flatten>(0));
   EXPECT_EQ(seq.NamedChildren()[2].first, "2");
   EXPECT_EQ(seq.size(), 3u);
+}
+
+// The names of the backward nodes from `y` along first inputs (the conv's input needs no gradient).
+std::vector<std::string> BackwardChain(const Tensor& y) {
+  std::vector<std::string> names;
+  for (std::shared_ptr<Node> node = y.grad_fn(); node != nullptr;) {
+    names.push_back(node->name());
+    node = node->next_edges.empty() ? nullptr : node->next_edges[0].node;
+  }
+  return names;
+}
+
+// A module call observer that records which modules it saw, and changes nothing.
+class RecordingObserver : public ModuleCallObserver {
+ public:
+  Tensor BeforeForward(const Module& module, const Tensor& input) override {
+    seen.push_back(module.type_name());
+    return input;
+  }
+  Tensor AfterForward(const Module&, const Tensor& output) override { return output; }
+  std::vector<std::string> seen;
+};
+
+// Note [Fusion in Sequential]: ReLU then MaxPool2d runs as MaxPool2dOfRelu, with the values and gradients
+// of the two modules; not while an observer watches, not after set_fuse_relu_max_pool(false) (which
+// Replicate keeps), not for a lone ReLU or a ReLU before something else.
+TEST(LayersTest, SequentialFusesReluThenMaxPool) {
+  auto make = [] {
+    Generator g(3);
+    return std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
+        std::make_shared<Conv2d>(1, 3, 3, g), std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(2),
+        std::make_shared<ReLU>(), std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(2, 1),
+        std::make_shared<Flatten>(), std::make_shared<ReLU>()});
+  };
+  Generator g(5);
+  const Tensor x = Uniform({2, 1, 9, 9}, -1.0f, 1.0f, g);
+  struct Run {
+    std::vector<std::string> chain, seen;
+    std::vector<float> y, conv_grad;
+  };
+  auto run = [&](bool fuse, bool observed) {
+    auto seq = make();
+    seq->set_fuse_relu_max_pool(fuse);
+    RecordingObserver observer;
+    ModuleCallObserver* previous = SetModuleCallObserver(observed ? &observer : nullptr);
+    Tensor y = seq->Forward(x);
+    SetModuleCallObserver(previous);
+    const std::vector<std::string> chain = BackwardChain(y);
+    Sum(Mul(y, Reshape(Arange(y.numel()), y.shape()))).Backward();
+    return Run{chain, observer.seen, y.ToVector<float>(), seq->NamedParameters()[0].second.grad().ToVector<float>()};
+  };
+  const Run fused = run(true, false), unfused = run(false, false), observed = run(true, true);
+  EXPECT_THAT(fused.chain, ElementsAre("ReluBackward", "ReshapeBackward", "MaxPool2dOfReluBackward",
+                                       "ReluBackward", "MaxPool2dOfReluBackward", "Conv2dBackward"));
+  EXPECT_THAT(unfused.chain, ElementsAre("ReluBackward", "ReshapeBackward", "MaxPool2dBackward", "ReluBackward",
+                                         "ReluBackward", "MaxPool2dBackward", "ReluBackward", "Conv2dBackward"));
+  EXPECT_EQ(observed.chain, unfused.chain);
+  EXPECT_THAT(observed.seen, ElementsAre("Conv2d", "ReLU", "MaxPool2d", "ReLU", "ReLU", "MaxPool2d", "Flatten",
+                                         "ReLU"));
+  for (const Run* other : {&unfused, &observed}) {
+    EXPECT_EQ(fused.y, other->y);
+    EXPECT_EQ(fused.conv_grad, other->conv_grad);
+  }
+  auto off = make();
+  off->set_fuse_relu_max_pool(false);
+  EXPECT_FALSE(std::static_pointer_cast<Sequential>(off->Replicate())->fuse_relu_max_pool());
+  EXPECT_TRUE(make()->fuse_relu_max_pool());
 }
 
 TEST(LayersTest, ModelInputShapeIsMnists) {

@@ -38,6 +38,8 @@ ModuleCallObserver* SetModuleCallObserver(ModuleCallObserver* observer) {
   return previous;
 }
 
+bool ModuleCallsObserved() { return module_call_observer != nullptr; }
+
 Tensor Module::operator()(const Tensor& x) {
   ModuleCallObserver* observer = module_call_observer;
   if (observer == nullptr) return Forward(x);

@@ -61,6 +61,9 @@ class ModuleCallObserver {
 // Sets the calling thread's module call observer (null: none) and returns the previous one. Not owned:
 // it must stay alive while set.
 ModuleCallObserver* SetModuleCallObserver(ModuleCallObserver* observer);
+// True when the calling thread has a module call observer set (containers that run several children as
+// one op, as Sequential's fusion, do not while one is set: the observer sees every module).
+bool ModuleCallsObserved();
 
 class Module {
  public:

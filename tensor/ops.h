@@ -85,6 +85,9 @@ Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b);
 Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride = 1, int64_t padding = 0);
 // Max over kernel x kernel windows; stride defaults to kernel (as F.max_pool2d); no padding.
 Tensor MaxPool2d(const Tensor& x, int64_t kernel, int64_t stride = 0);
+// MaxPool2d(Relu(x), kernel, stride) in one pass over x (Note [ReLU then MaxPool2d in one pass],
+// tensor/ops_pool.cc): the same values and gradients, bit for bit; as the two ops on CUDA.
+Tensor MaxPool2dOfRelu(const Tensor& x, int64_t kernel, int64_t stride = 0);
 
 // ---- normalisation and regularisation (tensor/ops_batchnorm.cc, tensor/ops_dropout.cc; BatchNorm's
 // pieces, for a batch norm synchronised over processes, in tensor/batch_norm.h) ----

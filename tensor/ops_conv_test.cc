@@ -257,6 +257,50 @@ TEST(MaxPool2dTest, WidePlanesKeepTheScanOrderArgmax) {
   }
 }
 
+// MaxPool2dOfRelu against the two ops it fuses (Note [ReLU then MaxPool2d in one pass]): values and
+// gradients bit for bit, on data that exercises every rule: values from a few levels around 0 (windows
+// tie, have no positive value, hold -0.0), NaNs sprinkled in (Relu maps them to 0, so they never win),
+// the 2x2 vector path with masked row tails, other kernels and overlapping windows.
+TEST(MaxPool2dOfReluTest, MatchesReluThenMaxPoolBitForBit) {
+  struct Case {
+    Shape shape;
+    int64_t kernel, stride;
+  };
+  const std::vector<Case> cases = {{{2, 3, 6, 40}, 2, 0}, {{1, 2, 4, 28}, 2, 0}, {{2, 2, 14, 14}, 2, 0},
+                                   {{1, 2, 5, 34}, 2, 0}, {{1, 1, 4, 17}, 2, 0}, {{2, 2, 7, 8}, 3, 2},
+                                   {{1, 3, 6, 5}, 2, 1},  {{3, 1, 5, 9}, 3, 1}};
+  const float levels[] = {-2.0f, -1.0f, -0.0f, 0.0f, 1.0f, 2.0f};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(::testing::Message() << ShapeToString(k.shape) << " kernel " << k.kernel << " stride "
+                                      << k.stride);
+    std::vector<float> xv(NumElements(k.shape));
+    for (size_t i = 0; i < xv.size(); ++i) {
+      xv[i] = (i * 7919 % 17 == 0) ? NAN : levels[i * 2654435761u % 6];
+    }
+    for (size_t i = 0; i < xv.size() / 5; ++i) xv[i] = -std::fabs(xv[i]);  // planes with no positive value
+    auto run = [&](bool fused, std::vector<float>* y, std::vector<float>* gx) {
+      Tensor x = FromVector(xv, k.shape);
+      x.set_requires_grad(true);
+      Tensor out = fused ? MaxPool2dOfRelu(x, k.kernel, k.stride) : MaxPool2d(Relu(x), k.kernel, k.stride);
+      EXPECT_EQ(out.grad_fn()->name(), fused ? "MaxPool2dOfReluBackward" : "MaxPool2dBackward");
+      std::vector<float> weights(out.numel());
+      std::iota(weights.begin(), weights.end(), 1.0f);
+      Sum(Mul(out, FromVector(weights, out.shape()))).Backward();
+      *y = out.ToVector<float>();
+      *gx = x.grad().ToVector<float>();
+    };
+    std::vector<float> y_fused, gx_fused, y_pair, gx_pair;
+    run(true, &y_fused, &gx_fused);
+    run(false, &y_pair, &gx_pair);
+    ASSERT_EQ(y_fused.size(), y_pair.size());
+    for (size_t i = 0; i < y_pair.size(); ++i) {
+      EXPECT_EQ(std::signbit(y_fused[i]), std::signbit(y_pair[i])) << "output " << i;
+      EXPECT_EQ(y_fused[i], y_pair[i]) << "output " << i;
+    }
+    for (size_t i = 0; i < gx_pair.size(); ++i) EXPECT_EQ(gx_fused[i], gx_pair[i]) << "input " << i;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // BatchNorm
 

@@ -1,6 +1,18 @@
 // MaxPool2d on either device: forward records, per output element, the argmax's offset inside its
 // [h, w] plane (int32, in a buffer on the input's device); backward scatters the output gradient to
 // those offsets. Only the two kernel calls branch on the device.
+//
+// Note [ReLU then MaxPool2d in one pass]
+// MaxPool2d(Relu(x)) is the CNN's usual pair, and computing it as written costs two passes over the
+// full-size activation in forward (Relu's output, then the pool's read of it) and two in backward (the
+// pool's scatter, then Relu's mask). MaxPool2dOfRelu takes the max over each window with the running
+// best starting at 0 instead of the window's first value: a value wins when it is greater than the best
+// so far, so the result is Relu's 0 when no value of the window is positive, and otherwise the first
+// positive maximum in scan order, the window Relu-then-pool would pick. Relu sends no gradient where its
+// input is not positive (and maps NaN to 0, so a NaN never wins); when nothing won, the window's index
+// gets the sign bit (kNoGradient) and backward adds 0 there, so values and gradients are bit for bit those
+// of the unfused pair. nn::Sequential calls it for a ReLU followed by a MaxPool2d (nn/layers.h). On CUDA it
+// runs as the unfused pair.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -25,6 +37,9 @@ struct PoolGeometry {
   int64_t planes, h, w, kernel, stride, oh, ow;
 };
 
+// Set in an index whose window had no positive value under MaxPool2dOfRelu: backward adds 0 there.
+constexpr int32_t kNoGradient = std::numeric_limits<int32_t>::min();
+
 #ifdef __AVX2__
 // Elements 0, 2, ..., 14 (EvenLanes) or 1, 3, ..., 15 (OddLanes) of the 16 floats lo:hi, in order.
 __m256 EvenLanes(__m256 lo, __m256 hi) {
@@ -38,25 +53,27 @@ __m256 OddLanes(__m256 lo, __m256 hi) {
 #endif
 
 // Max over each window of one plane, as PyTorch: scan in row-major order, take a value when it is
-// greater than the best so far or NaN (so ties keep the first maximum and NaN propagates).
+// greater than the best so far or NaN (so ties keep the first maximum and NaN propagates). With kRelu,
+// of Relu(x) (Note [ReLU then MaxPool2d in one pass]): the best starts at 0 and NaN never wins.
+template <bool kRelu>
 void MaxPoolPlane(const float* x, const PoolGeometry& g, float* y, int32_t* index) {
   for (int64_t oy = 0; oy < g.oh; ++oy) {
     for (int64_t ox = 0; ox < g.ow; ++ox) {
       const int64_t start = oy * g.stride * g.w + ox * g.stride;
-      float best = -std::numeric_limits<float>::infinity();
-      int64_t best_at = start;
+      float best = kRelu ? 0.0f : -std::numeric_limits<float>::infinity();
+      int32_t best_at = static_cast<int32_t>(start) | (kRelu ? kNoGradient : 0);
       for (int64_t ki = 0; ki < g.kernel; ++ki) {
         const float* row = x + start + ki * g.w;
         for (int64_t kj = 0; kj < g.kernel; ++kj) {
           const float v = row[kj];
-          if (v > best || std::isnan(v)) {
+          if (v > best || (!kRelu && std::isnan(v))) {
             best = v;
-            best_at = start + ki * g.w + kj;
+            best_at = static_cast<int32_t>(start + ki * g.w + kj);
           }
         }
       }
       y[oy * g.ow + ox] = best;
-      index[oy * g.ow + ox] = static_cast<int32_t>(best_at);
+      index[oy * g.ow + ox] = best_at;
     }
   }
 }
@@ -66,7 +83,9 @@ void MaxPoolPlane(const float* x, const PoolGeometry& g, float* y, int32_t* inde
 // so ties keep the first maximum and the last NaN wins, as MaxPoolPlane). With AVX2, eight outputs at
 // once: the even and odd columns of two input rows are split apart and the same selects run as vector
 // compares and blends; a row's last outputs (fewer than eight) use masked loads and stores, since a
-// scalar tail compiles to branches that random data mispredicts.
+// scalar tail compiles to branches that random data mispredicts. With kRelu the best starts at 0 with
+// the top-left offset plus kNoGradient, and NaN never wins (Note [ReLU then MaxPool2d in one pass]).
+template <bool kRelu>
 void MaxPoolRow2x2(const float* r0, const float* r1, int64_t ow, int32_t w, int32_t base, float* yo,
                    int32_t* io) {
 #ifdef __AVX2__
@@ -82,14 +101,16 @@ void MaxPoolRow2x2(const float* r0, const float* r1, int64_t ow, int32_t w, int3
     };
     const __m256 r0_lo = load(r0 + 2 * ox, in_lo), r0_hi = load(r0 + 2 * ox + 8, in_hi);
     const __m256 r1_lo = load(r1 + 2 * ox, in_lo), r1_hi = load(r1 + 2 * ox + 8, in_hi);
-    __m256 best = EvenLanes(r0_lo, r0_hi);
-    __m256i at = _mm256_setzero_si256();
+    __m256 best = kRelu ? _mm256_setzero_ps() : EvenLanes(r0_lo, r0_hi);
+    __m256i at = _mm256_set1_epi32(kRelu ? kNoGradient : 0);
     auto consider = [&](__m256 v, int32_t offset) {
-      const __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+      const __m256 greater = _mm256_cmp_ps(v, best, _CMP_GT_OQ);
+      const __m256 take = kRelu ? greater : _mm256_or_ps(greater, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
       best = _mm256_blendv_ps(best, v, take);
       at = _mm256_castps_si256(
           _mm256_blendv_ps(_mm256_castsi256_ps(at), _mm256_castsi256_ps(_mm256_set1_epi32(offset)), take));
     };
+    if (kRelu) consider(EvenLanes(r0_lo, r0_hi), 0);
     consider(OddLanes(r0_lo, r0_hi), 1);
     consider(EvenLanes(r1_lo, r1_hi), w);
     consider(OddLanes(r1_lo, r1_hi), w + 1);
@@ -107,15 +128,19 @@ void MaxPoolRow2x2(const float* r0, const float* r1, int64_t ow, int32_t w, int3
 #else
   for (int64_t ox = 0; ox < ow; ++ox) {
     const float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
-    float best = a;
-    int32_t at = 0;
-    const bool take_b = b > best || b != b;
+    float best = kRelu ? 0.0f : a;
+    int32_t at = kRelu ? kNoGradient : 0;
+    if (kRelu && a > best) {
+      best = a;
+      at = 0;
+    }
+    const bool take_b = b > best || (!kRelu && b != b);
     best = take_b ? b : best;
     at = take_b ? 1 : at;
-    const bool take_c = c > best || c != c;
+    const bool take_c = c > best || (!kRelu && c != c);
     best = take_c ? c : best;
     at = take_c ? w : at;
-    const bool take_d = d > best || d != d;
+    const bool take_d = d > best || (!kRelu && d != d);
     best = take_d ? d : best;
     at = take_d ? w + 1 : at;
     yo[ox] = best;
@@ -124,20 +149,24 @@ void MaxPoolRow2x2(const float* r0, const float* r1, int64_t ow, int32_t w, int3
 #endif
 }
 
+template <bool kRelu>
 void MaxPoolPlane2x2(const float* x, const PoolGeometry& g, float* y, int32_t* index) {
   for (int64_t oy = 0; oy < g.oh; ++oy) {
     const float* r0 = x + 2 * oy * g.w;
-    MaxPoolRow2x2(r0, r0 + g.w, g.ow, static_cast<int32_t>(g.w), static_cast<int32_t>(2 * oy * g.w),
+    MaxPoolRow2x2<kRelu>(r0, r0 + g.w, g.ow, static_cast<int32_t>(g.w), static_cast<int32_t>(2 * oy * g.w),
                   y + oy * g.ow, index + oy * g.ow);
   }
 }
 
-// y and index (the argmax's offset in its plane) for contiguous x [planes, h, w], on x's device.
+// y and index (the argmax's offset in its plane) for contiguous x [planes, h, w], on x's device; with
+// kRelu of Relu(x), on the CPU only.
+template <bool kRelu>
 void MaxPoolForwardInto(const Tensor& x, const PoolGeometry& g, const Tensor& y, int32_t* index) {
   const float* px = x.data<float>();
   float* py = y.data<float>();
 #ifdef DDP_WITH_CUDA
   if (x.device().is_cuda()) {
+    DDP_CHECK(!kRelu) << "MaxPool2dOfRelu runs as Relu then MaxPool2d on CUDA";
     cuda::DeviceGuard guard(x.device().index);
     DDP_CUDA_CHECK(cuda::kernels::MaxPoolForward(px, py, index, g.planes, g.h, g.w, g.kernel, g.stride, g.oh, g.ow,
                                                  cuda::StreamOf(x)));
@@ -149,14 +178,15 @@ void MaxPoolForwardInto(const Tensor& x, const PoolGeometry& g, const Tensor& y,
 #pragma omp parallel for if (g.planes * in_plane > (1 << 16))
   for (int64_t p = 0; p < g.planes; ++p) {
     if (two_by_two) {
-      MaxPoolPlane2x2(px + p * in_plane, g, py + p * out_plane, index + p * out_plane);
+      MaxPoolPlane2x2<kRelu>(px + p * in_plane, g, py + p * out_plane, index + p * out_plane);
     } else {
-      MaxPoolPlane(px + p * in_plane, g, py + p * out_plane, index + p * out_plane);
+      MaxPoolPlane<kRelu>(px + p * in_plane, g, py + p * out_plane, index + p * out_plane);
     }
   }
 }
 
-// gx = 0 except gx[index] += gy, plane by plane, for contiguous gy, on gy's device.
+// gx = 0 except gx[index] += gy, plane by plane, for contiguous gy, on gy's device; an index with
+// kNoGradient set gets 0 (CPU only).
 void MaxPoolBackwardInto(const Tensor& gy, const int32_t* index, const PoolGeometry& g, const Tensor& gx) {
   const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
   const float* pgy = gy.data<float>();
@@ -174,7 +204,10 @@ void MaxPoolBackwardInto(const Tensor& gy, const int32_t* index, const PoolGeome
     std::fill(dst, dst + in_plane, 0.0f);
     const float* src = pgy + p * out_plane;
     const int32_t* at = index + p * out_plane;
-    for (int64_t o = 0; o < out_plane; ++o) dst[at[o]] += src[o];
+    for (int64_t o = 0; o < out_plane; ++o) {
+      const int32_t i = at[o];
+      dst[i & ~kNoGradient] += i < 0 ? 0.0f : src[o];
+    }
   }
 }
 
@@ -189,21 +222,33 @@ PoolGeometry CheckPoolShapes(const Tensor& x, int64_t kernel, int64_t stride) {
   return {x.shape()[0] * x.shape()[1], h, w, kernel, stride, (h - kernel) / stride + 1, (w - kernel) / stride + 1};
 }
 
-}  // namespace
-
-Tensor MaxPool2d(const Tensor& x, int64_t kernel, int64_t stride) {
-  RequireFloatOnOneDevice("MaxPool2d", {&x});
+// MaxPool2d, of Relu(x) with kRelu (CPU only), recorded under `name`.
+template <bool kRelu>
+Tensor MaxPool(const char* name, const Tensor& x, int64_t kernel, int64_t stride) {
+  RequireFloatOnOneDevice(name, {&x});
   const PoolGeometry g = CheckPoolShapes(x, kernel, stride == 0 ? kernel : stride);
   Tensor xc = Contiguous(x.Detach());
   Tensor out = Tensor::Empty({x.shape()[0], x.shape()[1], g.oh, g.ow}, DType::kFloat32, x.device());
   Storage index = NewStorage(static_cast<size_t>(out.numel()) * sizeof(int32_t), x.device());
-  MaxPoolForwardInto(xc, g, out, static_cast<int32_t*>(index->data()));
+  MaxPoolForwardInto<kRelu>(xc, g, out, static_cast<int32_t*>(index->data()));
   const Shape in_shape = x.shape();
-  return RecordOp(out, "MaxPool2dBackward", {&x}, [index, in_shape, g](const Tensor& gy) {
-    Tensor gx = Tensor::Empty(in_shape, DType::kFloat32, gy.device());
-    MaxPoolBackwardInto(Contiguous(gy), static_cast<const int32_t*>(index->data()), g, gx);
-    return std::vector<Tensor>{gx};
-  });
+  return RecordOp(out, kRelu ? "MaxPool2dOfReluBackward" : "MaxPool2dBackward", {&x},
+                  [index, in_shape, g](const Tensor& gy) {
+                    Tensor gx = Tensor::Empty(in_shape, DType::kFloat32, gy.device());
+                    MaxPoolBackwardInto(Contiguous(gy), static_cast<const int32_t*>(index->data()), g, gx);
+                    return std::vector<Tensor>{gx};
+                  });
+}
+
+}  // namespace
+
+Tensor MaxPool2d(const Tensor& x, int64_t kernel, int64_t stride) {
+  return MaxPool</*kRelu=*/false>("MaxPool2d", x, kernel, stride);
+}
+
+Tensor MaxPool2dOfRelu(const Tensor& x, int64_t kernel, int64_t stride) {
+  if (!x.device().is_cpu()) return MaxPool2d(Relu(x), kernel, stride);
+  return MaxPool</*kRelu=*/true>("MaxPool2dOfRelu", x, kernel, stride);
 }
 
 }  // namespace ddp
