@@ -70,6 +70,14 @@ Tensor Conv2d::Forward(const Tensor& x) {
   return ddp::Conv2d(x, weight(), bias(), options_.stride, options_.padding);
 }
 
+Tensor Conv2d::ForwardReluMaxPool(const Tensor& x, const MaxPool2d& pool) {
+  DDP_CHECK(x.dim() == 4 && x.size(1) == in_channels_)
+      << "Conv2d(" << in_channels_ << ", " << out_channels_ << ") got input " << ShapeToString(x.shape())
+      << ", expected [n, " << in_channels_ << ", h, w]";
+  return ddp::Conv2dReluMaxPool2d(x, weight(), bias(), options_.stride, options_.padding, pool.kernel_size(),
+                                  pool.stride());
+}
+
 std::string Conv2d::Describe() const {
   std::string out = absl::StrCat("Conv2d(", in_channels_, ", ", out_channels_, ", kernel_size=(",
                                  kernel_size_, ", ", kernel_size_, "), stride=(", options_.stride, ", ",
@@ -182,28 +190,47 @@ Sequential& Sequential::Add(const std::string& name, std::shared_ptr<Module> mod
 
 namespace {
 
-// `pool` as a MaxPool2d when `relu` then `pool` is the pair Sequential fuses (Note [Fusion in
-// Sequential]); null otherwise.
-MaxPool2d* FusableMaxPool(const Module& relu, Module& pool) {
-  if (typeid(relu) != typeid(ReLU) || typeid(pool) != typeid(MaxPool2d)) return nullptr;
-  return static_cast<MaxPool2d*>(&pool);
+using Children = std::vector<std::pair<std::string, std::shared_ptr<Module>>>;
+
+// True when children[at] exists and is exactly a T (not a subclass, which may override Forward).
+template <typename T>
+bool ChildIs(const Children& children, size_t at) {
+  return at < children.size() && typeid(*children[at].second) == typeid(T);
+}
+
+template <typename T>
+T& ChildAs(const Children& children, size_t at) {
+  return static_cast<T&>(*children[at].second);
+}
+
+// Runs the block of Note [Fusion in Sequential] that starts at children[i], if one does, on *y; returns
+// how many children it ran (0: none starts there).
+size_t RunFusedBlock(const Children& children, size_t i, Tensor* y) {
+  if (ChildIs<Conv2d>(children, i) && ChildIs<ReLU>(children, i + 1) && ChildIs<MaxPool2d>(children, i + 2)) {
+    *y = ChildAs<Conv2d>(children, i).ForwardReluMaxPool(*y, ChildAs<MaxPool2d>(children, i + 2));
+    return 3;
+  }
+  if (ChildIs<ReLU>(children, i) && ChildIs<MaxPool2d>(children, i + 1)) {
+    *y = ChildAs<MaxPool2d>(children, i + 1).ForwardOfRelu(*y);
+    return 2;
+  }
+  return 0;
 }
 
 }  // namespace
 
 Tensor Sequential::Forward(const Tensor& x) {
   const auto& children = NamedChildren();
-  const bool fuse = fuse_relu_max_pool_ && !ModuleCallsObserved();
+  const bool fuse = fuse_blocks_ && !ModuleCallsObserved();
   Tensor y = x;
-  for (size_t i = 0; i < children.size(); ++i) {
-    MaxPool2d* pool = nullptr;
-    if (fuse && i + 1 < children.size()) pool = FusableMaxPool(*children[i].second, *children[i + 1].second);
-    if (pool != nullptr) {
-      y = pool->ForwardOfRelu(y);
-      ++i;
+  for (size_t i = 0; i < children.size();) {
+    const size_t ran = fuse ? RunFusedBlock(children, i, &y) : 0;
+    if (ran > 0) {
+      i += ran;
       continue;
     }
     y = (*children[i].second)(y);  // Note [Module call observer]
+    ++i;
   }
   return y;
 }

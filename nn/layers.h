@@ -46,6 +46,8 @@ struct Conv2dOptions {
   bool bias = true;     // whether the layer has a "bias" parameter
 };
 
+class MaxPool2d;
+
 // torch.nn.Conv2d with a square kernel: x [n, in_channels, h, w] -> [n, out_channels, h', w'].
 // "weight" [out_channels, in_channels, kernel, kernel], "bias" [out_channels]. Init as torch: weight and
 // bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in_channels * kernel * kernel.
@@ -59,6 +61,10 @@ class Conv2d : public Module {
   Tensor weight() const { return GetParameter("weight"); }
   Tensor bias() const { return GetParameter("bias"); }
   const Conv2dOptions& options() const { return options_; }
+  // pool.Forward(Relu(Forward(x))) as one op (Conv2dReluMaxPool2d: the same values and gradients without
+  // the full-size convolution output): what Sequential runs for this layer followed by a ReLU and `pool`
+  // (Note [Fusion in Sequential]).
+  Tensor ForwardReluMaxPool(const Tensor& x, const MaxPool2d& pool);
 
  protected:
   std::string Describe() const override;
@@ -84,6 +90,8 @@ class MaxPool2d : public Module {
   // Forward(Relu(x)) in one pass over x (MaxPool2dOfRelu, same values and gradients): what Sequential
   // runs for a ReLU child followed by this one (Note [Fusion in Sequential]).
   Tensor ForwardOfRelu(const Tensor& x);
+  int64_t kernel_size() const { return kernel_size_; }
+  int64_t stride() const { return stride_; }
   std::shared_ptr<Module> Replicate() const override { return ReplicateAs(*this); }
 
  protected:
@@ -162,12 +170,15 @@ class Flatten : public Module {
 // ones keep their names, so Sequential({{"fc1", fc1}, {"relu", relu}}) has parameters "fc1.weight"...
 //
 // Note [Fusion in Sequential]
-// A ReLU child followed by a MaxPool2d child (both exactly those classes, not subclasses) runs as one
-// MaxPool2dOfRelu (Note [ReLU then MaxPool2d in one pass], tensor/ops_pool.cc): the same values and
-// gradients bit for bit, two passes over the activation fewer in forward and two in backward (the
-// MNIST cnn's step 5-15% shorter, BENCHMARKS.md). The pair is run as two modules while the calling thread
+// Children that form a CNN block run as one op, with the same values and gradients bit for bit (only
+// exactly these classes, not subclasses, which may override Forward):
+//   * Conv2d, ReLU, MaxPool2d: Conv2dReluMaxPool2d (Note [Conv2d, ReLU and MaxPool2d in one op],
+//     tensor/ops_conv_pool.cc): the convolution's full-size output is never made;
+//   * ReLU, MaxPool2d (e.g. after a BatchNorm2d): MaxPool2dOfRelu (Note [ReLU then MaxPool2d in one pass],
+//     tensor/ops_pool.cc): two passes over the activation fewer in forward and two in backward.
+// BENCHMARKS.md has what each saves on the MNIST cnn. The children run one by one while the calling thread
 // has a module call observer (the per-module trace slices see each module) or after
-// set_fuse_relu_max_pool(false).
+// set_fuse_blocks(false).
 class Sequential : public Module {
  public:
   Sequential() : Module("Sequential") {}
@@ -176,13 +187,13 @@ class Sequential : public Module {
   Tensor Forward(const Tensor& x) override;
   std::shared_ptr<Module> Replicate() const override { return ReplicateAs(*this); }
 
-  // Whether Forward fuses a ReLU child and the MaxPool2d after it (Note [Fusion in Sequential]); on by
-  // default, kept by Replicate. Returns *this.
-  Sequential& set_fuse_relu_max_pool(bool fuse) {
-    fuse_relu_max_pool_ = fuse;
+  // Whether Forward runs the blocks of Note [Fusion in Sequential] as one op; on by default, kept by
+  // Replicate. Returns *this.
+  Sequential& set_fuse_blocks(bool fuse) {
+    fuse_blocks_ = fuse;
     return *this;
   }
-  bool fuse_relu_max_pool() const { return fuse_relu_max_pool_; }
+  bool fuse_blocks() const { return fuse_blocks_; }
 
   // Appends a child named by its position ("3"), or by `name`. Returns *this.
   Sequential& Add(std::shared_ptr<Module> module);
@@ -190,7 +201,7 @@ class Sequential : public Module {
   size_t size() const { return NamedChildren().size(); }
 
  private:
-  bool fuse_relu_max_pool_ = true;
+  bool fuse_blocks_ = true;
 };
 
 }  // namespace nn

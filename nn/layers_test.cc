@@ -171,10 +171,10 @@ class RecordingObserver : public ModuleCallObserver {
   std::vector<std::string> seen;
 };
 
-// Note [Fusion in Sequential]: ReLU then MaxPool2d runs as MaxPool2dOfRelu, with the values and gradients
-// of the two modules; not while an observer watches, not after set_fuse_relu_max_pool(false) (which
-// Replicate keeps), not for a lone ReLU or a ReLU before something else.
-TEST(LayersTest, SequentialFusesReluThenMaxPool) {
+// Note [Fusion in Sequential]: Conv2d, ReLU, MaxPool2d runs as Conv2dReluMaxPool2d and ReLU, MaxPool2d as
+// MaxPool2dOfRelu, with the values and gradients of the modules; not while an observer watches, not after
+// set_fuse_blocks(false) (which Replicate keeps), not for a ReLU before something else.
+TEST(LayersTest, SequentialFusesCnnBlocks) {
   auto make = [] {
     Generator g(3);
     return std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
@@ -190,7 +190,7 @@ TEST(LayersTest, SequentialFusesReluThenMaxPool) {
   };
   auto run = [&](bool fuse, bool observed) {
     auto seq = make();
-    seq->set_fuse_relu_max_pool(fuse);
+    seq->set_fuse_blocks(fuse);
     RecordingObserver observer;
     ModuleCallObserver* previous = SetModuleCallObserver(observed ? &observer : nullptr);
     Tensor y = seq->Forward(x);
@@ -201,7 +201,7 @@ TEST(LayersTest, SequentialFusesReluThenMaxPool) {
   };
   const Run fused = run(true, false), unfused = run(false, false), observed = run(true, true);
   EXPECT_THAT(fused.chain, ElementsAre("ReluBackward", "ReshapeBackward", "MaxPool2dOfReluBackward",
-                                       "ReluBackward", "MaxPool2dOfReluBackward", "Conv2dBackward"));
+                                       "ReluBackward", "Conv2dReluMaxPool2dBackward"));
   EXPECT_THAT(unfused.chain, ElementsAre("ReluBackward", "ReshapeBackward", "MaxPool2dBackward", "ReluBackward",
                                          "ReluBackward", "MaxPool2dBackward", "ReluBackward", "Conv2dBackward"));
   EXPECT_EQ(observed.chain, unfused.chain);
@@ -212,9 +212,9 @@ TEST(LayersTest, SequentialFusesReluThenMaxPool) {
     EXPECT_EQ(fused.conv_grad, other->conv_grad);
   }
   auto off = make();
-  off->set_fuse_relu_max_pool(false);
-  EXPECT_FALSE(std::static_pointer_cast<Sequential>(off->Replicate())->fuse_relu_max_pool());
-  EXPECT_TRUE(make()->fuse_relu_max_pool());
+  off->set_fuse_blocks(false);
+  EXPECT_FALSE(std::static_pointer_cast<Sequential>(off->Replicate())->fuse_blocks());
+  EXPECT_TRUE(make()->fuse_blocks());
 }
 
 TEST(LayersTest, ModelInputShapeIsMnists) {

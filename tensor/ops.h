@@ -88,6 +88,11 @@ Tensor MaxPool2d(const Tensor& x, int64_t kernel, int64_t stride = 0);
 // MaxPool2d(Relu(x), kernel, stride) in one pass over x (Note [ReLU then MaxPool2d in one pass],
 // tensor/ops_pool.cc): the same values and gradients, bit for bit; as the two ops on CUDA.
 Tensor MaxPool2dOfRelu(const Tensor& x, int64_t kernel, int64_t stride = 0);
+// MaxPool2d(Relu(Conv2d(x, w, b, stride, padding)), pool_kernel, pool_stride) without the convolution's
+// full-size output (Note [Conv2d, ReLU and MaxPool2d in one op], tensor/ops_conv_pool.cc): the same values
+// and gradients, bit for bit; as the three ops on CUDA.
+Tensor Conv2dReluMaxPool2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding,
+                           int64_t pool_kernel, int64_t pool_stride = 0);
 
 // ---- normalisation and regularisation (tensor/ops_batchnorm.cc, tensor/ops_dropout.cc; BatchNorm's
 // pieces, for a batch norm synchronised over processes, in tensor/batch_norm.h) ----

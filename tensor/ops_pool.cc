@@ -13,18 +13,12 @@
 // gets the sign bit (kNoGradient) and backward adds 0 there, so values and gradients are bit for bit those
 // of the unfused pair. nn::Sequential calls it for a ReLU followed by a MaxPool2d (nn/layers.h). On CUDA it
 // runs as the unfused pair.
-#include <algorithm>
-#include <cmath>
-#include <limits>
 #include <vector>
-
-#ifdef __AVX2__
-#include <immintrin.h>
-#endif
 
 #include "tensor/function_node.h"
 #include "tensor/op_device.h"
 #include "tensor/ops.h"
+#include "tensor/pool_kernels.h"
 #include "tensor/storage.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/op_util.h"
@@ -33,140 +27,16 @@
 namespace ddp {
 namespace {
 
-struct PoolGeometry {
-  int64_t planes, h, w, kernel, stride, oh, ow;
-};
-
-// Set in an index whose window had no positive value under MaxPool2dOfRelu: backward adds 0 there.
-constexpr int32_t kNoGradient = std::numeric_limits<int32_t>::min();
-
-#ifdef __AVX2__
-// Elements 0, 2, ..., 14 (EvenLanes) or 1, 3, ..., 15 (OddLanes) of the 16 floats lo:hi, in order.
-__m256 EvenLanes(__m256 lo, __m256 hi) {
-  const __m256 mixed = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));  // 0 2 8 10 | 4 6 12 14
-  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(mixed), _MM_SHUFFLE(3, 1, 2, 0)));
-}
-__m256 OddLanes(__m256 lo, __m256 hi) {
-  const __m256 mixed = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
-  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(mixed), _MM_SHUFFLE(3, 1, 2, 0)));
-}
-#endif
-
-// Max over each window of one plane, as PyTorch: scan in row-major order, take a value when it is
-// greater than the best so far or NaN (so ties keep the first maximum and NaN propagates). With kRelu,
-// of Relu(x) (Note [ReLU then MaxPool2d in one pass]): the best starts at 0 and NaN never wins.
-template <bool kRelu>
-void MaxPoolPlane(const float* x, const PoolGeometry& g, float* y, int32_t* index) {
-  for (int64_t oy = 0; oy < g.oh; ++oy) {
-    for (int64_t ox = 0; ox < g.ow; ++ox) {
-      const int64_t start = oy * g.stride * g.w + ox * g.stride;
-      float best = kRelu ? 0.0f : -std::numeric_limits<float>::infinity();
-      int32_t best_at = static_cast<int32_t>(start) | (kRelu ? kNoGradient : 0);
-      for (int64_t ki = 0; ki < g.kernel; ++ki) {
-        const float* row = x + start + ki * g.w;
-        for (int64_t kj = 0; kj < g.kernel; ++kj) {
-          const float v = row[kj];
-          if (v > best || (!kRelu && std::isnan(v))) {
-            best = v;
-            best_at = static_cast<int32_t>(start + ki * g.w + kj);
-          }
-        }
-      }
-      y[oy * g.ow + ox] = best;
-      index[oy * g.ow + ox] = best_at;
-    }
-  }
-}
-
-// The common 2x2 / stride 2 case, one output row at a time: the window's four values a b / c d are
-// taken in scan order with branch-free selects (a value wins when greater than the best so far or NaN,
-// so ties keep the first maximum and the last NaN wins, as MaxPoolPlane). With AVX2, eight outputs at
-// once: the even and odd columns of two input rows are split apart and the same selects run as vector
-// compares and blends; a row's last outputs (fewer than eight) use masked loads and stores, since a
-// scalar tail compiles to branches that random data mispredicts. With kRelu the best starts at 0 with
-// the top-left offset plus kNoGradient, and NaN never wins (Note [ReLU then MaxPool2d in one pass]).
-template <bool kRelu>
-void MaxPoolRow2x2(const float* r0, const float* r1, int64_t ow, int32_t w, int32_t base, float* yo,
-                   int32_t* io) {
-#ifdef __AVX2__
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  for (int64_t ox = 0; ox < ow; ox += 8) {
-    const int32_t count = static_cast<int32_t>(std::min<int64_t>(8, ow - ox));
-    // Input lanes [0, 2 * count) of the 16 this block reads, split over the two vectors; outputs [0, count).
-    const __m256i in_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * count), lanes);
-    const __m256i in_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * count - 8), lanes);
-    const __m256i out = _mm256_cmpgt_epi32(_mm256_set1_epi32(count), lanes);
-    auto load = [&](const float* p, __m256i mask) {
-      return count == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask);
-    };
-    const __m256 r0_lo = load(r0 + 2 * ox, in_lo), r0_hi = load(r0 + 2 * ox + 8, in_hi);
-    const __m256 r1_lo = load(r1 + 2 * ox, in_lo), r1_hi = load(r1 + 2 * ox + 8, in_hi);
-    __m256 best = kRelu ? _mm256_setzero_ps() : EvenLanes(r0_lo, r0_hi);
-    __m256i at = _mm256_set1_epi32(kRelu ? kNoGradient : 0);
-    auto consider = [&](__m256 v, int32_t offset) {
-      const __m256 greater = _mm256_cmp_ps(v, best, _CMP_GT_OQ);
-      const __m256 take = kRelu ? greater : _mm256_or_ps(greater, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-      best = _mm256_blendv_ps(best, v, take);
-      at = _mm256_castps_si256(
-          _mm256_blendv_ps(_mm256_castsi256_ps(at), _mm256_castsi256_ps(_mm256_set1_epi32(offset)), take));
-    };
-    if (kRelu) consider(EvenLanes(r0_lo, r0_hi), 0);
-    consider(OddLanes(r0_lo, r0_hi), 1);
-    consider(EvenLanes(r1_lo, r1_hi), w);
-    consider(OddLanes(r1_lo, r1_hi), w + 1);
-    const __m256i top_left = _mm256_add_epi32(_mm256_set1_epi32(base + 2 * static_cast<int32_t>(ox)),
-                                              _mm256_add_epi32(lanes, lanes));
-    const __m256i index = _mm256_add_epi32(top_left, at);
-    if (count == 8) {
-      _mm256_storeu_ps(yo + ox, best);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(io + ox), index);
-    } else {
-      _mm256_maskstore_ps(yo + ox, out, best);
-      _mm256_maskstore_epi32(io + ox, out, index);
-    }
-  }
-#else
-  for (int64_t ox = 0; ox < ow; ++ox) {
-    const float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
-    float best = kRelu ? 0.0f : a;
-    int32_t at = kRelu ? kNoGradient : 0;
-    if (kRelu && a > best) {
-      best = a;
-      at = 0;
-    }
-    const bool take_b = b > best || (!kRelu && b != b);
-    best = take_b ? b : best;
-    at = take_b ? 1 : at;
-    const bool take_c = c > best || (!kRelu && c != c);
-    best = take_c ? c : best;
-    at = take_c ? w : at;
-    const bool take_d = d > best || (!kRelu && d != d);
-    best = take_d ? d : best;
-    at = take_d ? w + 1 : at;
-    yo[ox] = best;
-    io[ox] = base + 2 * static_cast<int32_t>(ox) + at;
-  }
-#endif
-}
-
-template <bool kRelu>
-void MaxPoolPlane2x2(const float* x, const PoolGeometry& g, float* y, int32_t* index) {
-  for (int64_t oy = 0; oy < g.oh; ++oy) {
-    const float* r0 = x + 2 * oy * g.w;
-    MaxPoolRow2x2<kRelu>(r0, r0 + g.w, g.ow, static_cast<int32_t>(g.w), static_cast<int32_t>(2 * oy * g.w),
-                  y + oy * g.ow, index + oy * g.ow);
-  }
-}
+using cpu::PoolGeometry;
 
 // y and index (the argmax's offset in its plane) for contiguous x [planes, h, w], on x's device; with
-// kRelu of Relu(x), on the CPU only.
-template <bool kRelu>
-void MaxPoolForwardInto(const Tensor& x, const PoolGeometry& g, const Tensor& y, int32_t* index) {
+// `relu` of Relu(x), on the CPU only.
+void MaxPoolForwardInto(const Tensor& x, const PoolGeometry& g, bool relu, const Tensor& y, int32_t* index) {
   const float* px = x.data<float>();
   float* py = y.data<float>();
 #ifdef DDP_WITH_CUDA
   if (x.device().is_cuda()) {
-    DDP_CHECK(!kRelu) << "MaxPool2dOfRelu runs as Relu then MaxPool2d on CUDA";
+    DDP_CHECK(!relu) << "MaxPool2dOfRelu runs as Relu then MaxPool2d on CUDA";
     cuda::DeviceGuard guard(x.device().index);
     DDP_CUDA_CHECK(cuda::kernels::MaxPoolForward(px, py, index, g.planes, g.h, g.w, g.kernel, g.stride, g.oh, g.ow,
                                                  cuda::StreamOf(x)));
@@ -174,14 +44,9 @@ void MaxPoolForwardInto(const Tensor& x, const PoolGeometry& g, const Tensor& y,
   }
 #endif
   const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
-  const bool two_by_two = g.kernel == 2 && g.stride == 2;
 #pragma omp parallel for if (g.planes * in_plane > (1 << 16))
   for (int64_t p = 0; p < g.planes; ++p) {
-    if (two_by_two) {
-      MaxPoolPlane2x2<kRelu>(px + p * in_plane, g, py + p * out_plane, index + p * out_plane);
-    } else {
-      MaxPoolPlane<kRelu>(px + p * in_plane, g, py + p * out_plane, index + p * out_plane);
-    }
+    cpu::MaxPoolPlane(px + p * in_plane, g, relu, py + p * out_plane, index + p * out_plane);
   }
 }
 
@@ -200,37 +65,19 @@ void MaxPoolBackwardInto(const Tensor& gy, const int32_t* index, const PoolGeome
 #endif
 #pragma omp parallel for if (g.planes * in_plane > (1 << 16))
   for (int64_t p = 0; p < g.planes; ++p) {
-    float* dst = pgx + p * in_plane;
-    std::fill(dst, dst + in_plane, 0.0f);
-    const float* src = pgy + p * out_plane;
-    const int32_t* at = index + p * out_plane;
-    for (int64_t o = 0; o < out_plane; ++o) {
-      const int32_t i = at[o];
-      dst[i & ~kNoGradient] += i < 0 ? 0.0f : src[o];
-    }
+    cpu::MaxPoolBackwardPlane(pgy + p * out_plane, index + p * out_plane, g, pgx + p * in_plane);
   }
-}
-
-PoolGeometry CheckPoolShapes(const Tensor& x, int64_t kernel, int64_t stride) {
-  DDP_CHECK(x.dim() == 4) << "MaxPool2d expects [n, c, h, w], got " << ShapeToString(x.shape());
-  DDP_CHECK(kernel >= 1 && stride >= 1) << "MaxPool2d: kernel " << kernel << " and stride " << stride
-                                        << " must be >= 1";
-  const int64_t h = x.shape()[2], w = x.shape()[3];
-  DDP_CHECK(h >= kernel && w >= kernel) << "MaxPool2d: kernel " << kernel << " larger than input "
-                                        << ShapeToString(x.shape());
-  DDP_CHECK(h * w <= std::numeric_limits<int32_t>::max()) << "MaxPool2d: plane too large";
-  return {x.shape()[0] * x.shape()[1], h, w, kernel, stride, (h - kernel) / stride + 1, (w - kernel) / stride + 1};
 }
 
 // MaxPool2d, of Relu(x) with kRelu (CPU only), recorded under `name`.
 template <bool kRelu>
 Tensor MaxPool(const char* name, const Tensor& x, int64_t kernel, int64_t stride) {
   RequireFloatOnOneDevice(name, {&x});
-  const PoolGeometry g = CheckPoolShapes(x, kernel, stride == 0 ? kernel : stride);
+  const PoolGeometry g = cpu::CheckPoolShapes(x.shape(), kernel, stride == 0 ? kernel : stride);
   Tensor xc = Contiguous(x.Detach());
   Tensor out = Tensor::Empty({x.shape()[0], x.shape()[1], g.oh, g.ow}, DType::kFloat32, x.device());
   Storage index = NewStorage(static_cast<size_t>(out.numel()) * sizeof(int32_t), x.device());
-  MaxPoolForwardInto<kRelu>(xc, g, out, static_cast<int32_t*>(index->data()));
+  MaxPoolForwardInto(xc, g, kRelu, out, static_cast<int32_t*>(index->data()));
   const Shape in_shape = x.shape();
   return RecordOp(out, kRelu ? "MaxPool2dOfReluBackward" : "MaxPool2dBackward", {&x},
                   [index, in_shape, g](const Tensor& gy) {

@@ -1,0 +1,273 @@
+#include "tensor/conv_kernels.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "tensor/check.h"
+#include "tensor/cpu_gemm.h"
+
+namespace ddp {
+namespace cpu {
+namespace {
+
+// The columns [ox_begin, ox_end) of an output row whose input column ox*stride + offset is inside
+// [0, width); the others read zero padding.
+struct ValidRange {
+  int64_t begin, end;
+};
+ValidRange ValidOutputColumns(int64_t offset, int64_t stride, int64_t width, int64_t out_width) {
+  int64_t begin = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  int64_t end = width - 1 - offset < 0 ? 0 : (width - 1 - offset) / stride + 1;
+  end = std::min(end, out_width);
+  begin = std::min(begin, end);
+  return {begin, end};
+}
+
+// The output rows oy in [begin, end) whose input row oy*stride + ki - padding is inside [0, h).
+ValidRange ValidOutputRows(int64_t ki, const ConvGeometry& g) {
+  return ValidOutputColumns(ki - g.padding, g.stride, g.h, g.oh);
+}
+
+// True when one (ki, kj) row of col is, over its valid output rows, a single shifted contiguous run of
+// the input plane: stride 1 and ow == w, so consecutive output rows read consecutive input rows.
+bool RowsAreContiguous(const ConvGeometry& g) { return g.stride == 1 && g.ow == g.w; }
+
+// Zeroes the padding columns [0, cols.begin) and [cols.end, ow) of output rows [rows.begin, rows.end).
+// Column-outer loops: a few strided stores per row instead of two tiny memset calls per row.
+void ZeroEdgeColumns(float* row, const ConvGeometry& g, ValidRange rows, ValidRange cols) {
+  for (int64_t ox = 0; ox < cols.begin; ++ox) {
+    for (int64_t oy = rows.begin; oy < rows.end; ++oy) row[oy * g.ow + ox] = 0.0f;
+  }
+  for (int64_t ox = cols.end; ox < g.ow; ++ox) {
+    for (int64_t oy = rows.begin; oy < rows.end; ++oy) row[oy * g.ow + ox] = 0.0f;
+  }
+}
+
+// Unfolds one image x [c, h, w] into col rows of stride `ld` (Note [Conv2d image groups]). Row
+// (ch, ki, kj) holds x[ch, oy*s + ki - pad, ox*s + kj - pad] at column oy*ow + ox (0 outside the
+// image). With RowsAreContiguous the valid rows are one memcpy plus zeroed edge columns.
+void Im2ColImage(const float* x, const ConvGeometry& g, float* col, int64_t ld) {
+  const int64_t s = g.stride, ow = g.ow, oh = g.oh;
+  const bool contiguous = RowsAreContiguous(g);
+  for (int64_t ch = 0; ch < g.c; ++ch) {
+    const float* plane = x + ch * g.h * g.w;
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      const ValidRange rows = ValidOutputRows(ki, g);
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        float* row = col + ((ch * g.kh + ki) * g.kw + kj) * ld;
+        const int64_t offset = kj - g.padding;
+        const ValidRange cols = ValidOutputColumns(offset, s, g.w, ow);
+        std::fill(row, row + rows.begin * ow, 0.0f);
+        std::fill(row + rows.end * ow, row + oh * ow, 0.0f);
+        if (rows.begin >= rows.end) continue;
+        if (contiguous) {
+          // Element t of the run reads src[t]; only in-bounds elements are copied, from the first
+          // valid column of the first row to the last valid column of the last row.
+          const int64_t first = cols.begin, last = (rows.end - rows.begin - 1) * ow + cols.end;
+          float* dst = row + rows.begin * ow + first;
+          const float* src = plane + (rows.begin + ki - g.padding) * g.w + offset + first;
+          if (last > first) std::memcpy(dst, src, (last - first) * sizeof(float));
+          ZeroEdgeColumns(row, g, rows, cols);
+          continue;
+        }
+        for (int64_t oy = rows.begin; oy < rows.end; ++oy) {
+          float* dst = row + oy * ow;
+          const float* src = plane + (oy * s + ki - g.padding) * g.w;
+          for (int64_t ox = 0; ox < cols.begin; ++ox) dst[ox] = 0.0f;
+          for (int64_t ox = cols.begin; ox < cols.end; ++ox) dst[ox] = src[ox * s + offset];
+          for (int64_t ox = cols.end; ox < ow; ++ox) dst[ox] = 0.0f;
+        }
+      }
+    }
+  }
+}
+
+// The adjoint of Im2ColImage: accumulates col rows (stride `ld`) into gx [c, h, w]. Overwrites the
+// padding entries of col with zeros (col is scratch) so the contiguous case is one run per row.
+void Col2ImImage(float* col, const ConvGeometry& g, int64_t ld, float* gx) {
+  const int64_t s = g.stride, ow = g.ow;
+  const bool contiguous = RowsAreContiguous(g);
+  for (int64_t ch = 0; ch < g.c; ++ch) {
+    float* plane = gx + ch * g.h * g.w;
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      const ValidRange rows = ValidOutputRows(ki, g);
+      if (rows.begin >= rows.end) continue;
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        float* row = col + ((ch * g.kh + ki) * g.kw + kj) * ld;
+        const int64_t offset = kj - g.padding;
+        const ValidRange cols = ValidOutputColumns(offset, s, g.w, ow);
+        if (contiguous) {
+          ZeroEdgeColumns(row, g, rows, cols);
+          const int64_t first = cols.begin, last = (rows.end - rows.begin - 1) * ow + cols.end;
+          const float* src = row + rows.begin * ow + first;
+          float* dst = plane + (rows.begin + ki - g.padding) * g.w + offset + first;
+          for (int64_t t = 0; t < last - first; ++t) dst[t] += src[t];
+          continue;
+        }
+        for (int64_t oy = rows.begin; oy < rows.end; ++oy) {
+          const float* src = row + oy * ow;
+          float* dst = plane + (oy * s + ki - g.padding) * g.w;
+          for (int64_t ox = cols.begin; ox < cols.end; ++ox) dst[ox * s + offset] += src[ox];
+        }
+      }
+    }
+  }
+}
+
+// Images per GEMM (Note [Conv2d image groups]): enough to give the GEMM N >= ~800 columns while keeping
+// col within 1 MiB. Measured on the MNIST CNN at batch 64, 1 thread (tensor/conv_bench.cc): conv2
+// (P = 196) is fastest with 4 images per GEMM, conv1 (P = 784) with one; larger groups lose more to
+// the scatter/gather copies and cache misses than the wider GEMM gains.
+int64_t ImagesPerGroup(const ConvGeometry& g) {
+  const int64_t p = std::max<int64_t>(g.P(), 1);
+  const int64_t want_n = 800;
+  const int64_t budget_floats = (1 << 20) / sizeof(float);
+  int64_t group = std::max<int64_t>(1, want_n / p);
+  group = std::min(group, std::max<int64_t>(1, budget_floats / std::max<int64_t>(g.K() * p, 1)));
+  return std::min(group, std::max<int64_t>(g.n, 1));
+}
+
+// Scratch memory for col buffers: a per-thread buffer reused across calls (so steady-state training
+// does not page-fault on fresh allocations), or a one-off allocation above kMaxCachedFloats.
+class Scratch {
+ public:
+  Scratch(int slot, size_t floats) {
+    constexpr size_t kMaxCachedFloats = size_t{4} << 20;  // 16 MiB per slot and thread
+    thread_local std::vector<float> cached[2];
+    if (floats > kMaxCachedFloats) {
+      own_.resize(floats);
+      data_ = own_.data();
+      return;
+    }
+    if (cached[slot].size() < floats) cached[slot].resize(floats);
+    data_ = cached[slot].data();
+  }
+  float* data() { return data_; }
+
+ private:
+  std::vector<float> own_;
+  float* data_;
+};
+
+// Unfolds images [first, first + count) into col [K, count * P].
+void Im2ColGroup(const float* x, const ConvGeometry& g, int64_t first, int64_t count, float* col) {
+  const int64_t ld = count * g.P(), image = g.c * g.h * g.w;
+#pragma omp parallel for if (count > 1)
+  for (int64_t i = 0; i < count; ++i) Im2ColImage(x + (first + i) * image, g, col + i * g.P(), ld);
+}
+
+// The sum of one output plane's P gradients (the bias gradient's share of one image and channel).
+float SumPlane(const float* src, int64_t P) {
+  float total = 0.0f;
+#pragma omp simd reduction(+ : total)
+  for (int64_t p = 0; p < P; ++p) total += src[p];  // vectorised: lanes summed at the end
+  return total;
+}
+
+}  // namespace
+
+ConvGeometry CheckConvShapes(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
+                             int64_t padding) {
+  DDP_CHECK(x.dim() == 4 && w.dim() == 4 && x.shape()[1] == w.shape()[1])
+      << "Conv2d: input " << ShapeToString(x.shape()) << " [n, c, h, w] does not match weight "
+      << ShapeToString(w.shape()) << " [out, c, kh, kw]";
+  DDP_CHECK(stride >= 1 && padding >= 0) << "Conv2d: stride " << stride << " must be >= 1 and padding "
+                                         << padding << " >= 0";
+  ConvGeometry g{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], w.shape()[0],
+                 w.shape()[2], w.shape()[3], stride, padding, 0, 0};
+  DDP_CHECK(g.kh >= 1 && g.kw >= 1 && g.h + 2 * padding >= g.kh && g.w + 2 * padding >= g.kw)
+      << "Conv2d: kernel " << g.kh << "x" << g.kw << " larger than padded input " << ShapeToString(x.shape())
+      << " with padding " << padding;
+  if (b.defined()) {
+    DDP_CHECK(b.dim() == 1 && b.shape()[0] == g.out)
+        << "Conv2d: bias " << ShapeToString(b.shape()) << " for weight " << ShapeToString(w.shape());
+  }
+  g.oh = (g.h + 2 * padding - g.kh) / stride + 1;
+  g.ow = (g.w + 2 * padding - g.kw) / stride + 1;
+  return g;
+}
+
+void ConvForwardGroups(const float* x, const float* w, const float* b, const ConvGeometry& g, float* direct,
+                       const GroupOutputFn& consume) {
+  const int64_t K = g.K(), P = g.P(), group = ImagesPerGroup(g);
+  Scratch col(0, static_cast<size_t>(K * P * group));
+  Scratch tmp(1, group > 1 || direct == nullptr ? static_cast<size_t>(g.out * P * group) : 0);
+  for (int64_t first = 0; first < g.n; first += group) {
+    const int64_t count = std::min(group, g.n - first), ld = count * P;
+    Im2ColGroup(x, g, first, count, col.data());
+    if (group == 1) {
+      float* out = direct != nullptr ? direct + first * g.out * P : tmp.data();
+      if (b != nullptr) {
+        for (int64_t o = 0; o < g.out; ++o) std::fill(out + o * P, out + (o + 1) * P, b[o]);
+      }
+      Gemm(false, false, g.out, P, K, 1.0f, w, K, col.data(), P, b != nullptr ? 1.0f : 0.0f, out, P);
+      consume(first, count, out, ld, /*bias_added=*/true);
+      continue;
+    }
+    Gemm(false, false, g.out, ld, K, 1.0f, w, K, col.data(), ld, 0.0f, tmp.data(), ld);
+    consume(first, count, tmp.data(), ld, /*bias_added=*/b == nullptr);
+  }
+}
+
+void ConvForward(const float* x, const float* w, const float* b, const ConvGeometry& g, float* y) {
+  const int64_t P = g.P();
+  ConvForwardGroups(x, w, b, g, y, [&](int64_t first, int64_t count, float* out, int64_t ld, bool bias_added) {
+    if (out == y + first * g.out * P) return;
+#pragma omp parallel for collapse(2) if (count > 1)
+    for (int64_t i = 0; i < count; ++i) {
+      for (int64_t o = 0; o < g.out; ++o) {
+        const float* src = out + o * ld + i * P;
+        float* dst = y + ((first + i) * g.out + o) * P;
+        const float bias = bias_added ? 0.0f : b[o];
+        for (int64_t p = 0; p < P; ++p) dst[p] = src[p] + bias;
+      }
+    }
+  });
+}
+
+GroupGradientFn DenseGradient(const float* gy, const ConvGeometry& g) {
+  return [gy, g](int64_t first, int64_t count, float* scratch) -> const float* {
+    const int64_t P = g.P(), ld = count * P;
+    if (count == 1) return gy + first * g.out * P;
+#pragma omp parallel for collapse(2) if (count > 1)
+    for (int64_t i = 0; i < count; ++i) {
+      for (int64_t o = 0; o < g.out; ++o) {
+        std::memcpy(scratch + o * ld + i * P, gy + ((first + i) * g.out + o) * P, P * sizeof(float));
+      }
+    }
+    return scratch;
+  };
+}
+
+void ConvBackward(const float* x, const float* w, const ConvGeometry& g, const GroupGradientFn& gradient,
+                  ConvGrads grads) {
+  const int64_t K = g.K(), P = g.P(), group = ImagesPerGroup(g);
+  if (grads.gb != nullptr) std::fill(grads.gb, grads.gb + g.out, 0.0f);
+  if (grads.gw != nullptr && g.n == 0) std::fill(grads.gw, grads.gw + g.out * K, 0.0f);
+  if (grads.gx == nullptr && grads.gw == nullptr && grads.gb == nullptr) return;
+  Scratch col(0, grads.gx != nullptr || grads.gw != nullptr ? static_cast<size_t>(K * P * group) : 0);
+  Scratch scratch(1, static_cast<size_t>(g.out * P * group));
+  for (int64_t first = 0; first < g.n; first += group) {
+    const int64_t count = std::min(group, g.n - first), ld = count * P;
+    const float* gcol = gradient(first, count, scratch.data());  // [out, ld]
+    if (grads.gb != nullptr) {
+      for (int64_t i = 0; i < count; ++i) {
+        for (int64_t o = 0; o < g.out; ++o) grads.gb[o] += SumPlane(gcol + o * ld + i * P, P);
+      }
+    }
+    if (grads.gw != nullptr) {
+      Im2ColGroup(x, g, first, count, col.data());
+      Gemm(false, true, g.out, K, ld, 1.0f, gcol, ld, col.data(), ld, first == 0 ? 0.0f : 1.0f, grads.gw, K);
+    }
+    if (grads.gx != nullptr) {
+      Gemm(true, false, K, ld, g.out, 1.0f, w, K, gcol, ld, 0.0f, col.data(), ld);
+      const int64_t image = g.c * g.h * g.w;
+#pragma omp parallel for if (count > 1)
+      for (int64_t i = 0; i < count; ++i) Col2ImImage(col.data() + i * P, g, ld, grads.gx + (first + i) * image);
+    }
+  }
+}
+
+}  // namespace cpu
+}  // namespace ddp
