@@ -1,6 +1,7 @@
 // Micro-benchmark of the CNN layers of the MNIST model (batch 64): Conv2d forward and forward+backward
 // for conv1 (1->32, 3x3, pad 1, 28x28) and conv2 (32->64, 3x3, pad 1, 14x14), MaxPool2d, and a whole
-// training step of the small CNN, with ReLU then MaxPool2d as two ops and as MaxPool2dOfRelu. Prints
+// training step of the small CNN, with each conv -> ReLU -> pool block as three ops and as one
+// (Conv2dReluMaxPool2d, as nn::Sequential runs it). Prints
 // milliseconds per iteration: the median and the minimum of 20 runs (the minimum is the steadier number on
 // a shared machine).
 //   bazel run //tensor:conv_bench -- [threads] [label substring]
@@ -85,15 +86,27 @@ void Run() {
                 Tensor y = MaxPool2d(mp, 2);
                 y.Backward(OnesLike(y));
               }));
+  Report("maxpool of relu 64x32x28x28 fwd+bwd", ([&] {
+                Tensor y = MaxPool2dOfRelu(mp, 2);
+                y.Backward(OnesLike(y));
+              }));
+  Report("conv1+relu+pool fwd+bwd", ([&] {
+                Tensor y = Conv2dReluMaxPool2d(x1, w1, b1, 1, 1, 2);
+                y.Backward(OnesLike(y));
+              }));
+  Report("conv2+relu+pool fwd+bwd", ([&] {
+                Tensor y = Conv2dReluMaxPool2d(x2, w2, b2, 1, 1, 2);
+                y.Backward(OnesLike(y));
+              }));
   Report("whole CNN step", ([&] {
                 Tensor h = MaxPool2d(Relu(Conv2d(x1, w1, b1, 1, 1)), 2);
                 h = MaxPool2d(Relu(Conv2d(h, w2, b2, 1, 1)), 2);
                 h = Relu(Linear(Flatten(h), f1, fb1));
                 CrossEntropy(Linear(h, f2, fb2), target).Backward();
               }));
-  Report("whole CNN step, MaxPool2dOfRelu", ([&] {
-                Tensor h = MaxPool2dOfRelu(Conv2d(x1, w1, b1, 1, 1), 2);
-                h = MaxPool2dOfRelu(Conv2d(h, w2, b2, 1, 1), 2);
+  Report("whole CNN step, fused blocks", ([&] {
+                Tensor h = Conv2dReluMaxPool2d(x1, w1, b1, 1, 1, 2);
+                h = Conv2dReluMaxPool2d(h, w2, b2, 1, 1, 2);
                 h = Relu(Linear(Flatten(h), f1, fb1));
                 CrossEntropy(Linear(h, f2, fb2), target).Backward();
               }));

@@ -55,20 +55,21 @@ void MaxPoolPlaneAnyKernel(const float* x, const PoolGeometry& g, float* y, int3
 // taken in scan order with branch-free selects (a value wins when greater than the best so far or NaN,
 // so ties keep the first maximum and the last NaN wins, as MaxPoolPlane). With AVX2, eight outputs at
 // once: the even and odd columns of two input rows are split apart and the same selects run as vector
-// compares and blends; a row's last outputs (fewer than eight) use masked loads and stores, since a
-// scalar tail compiles to branches that random data mispredicts. With kRelu the best starts at 0 with
-// the top-left offset plus kNoGradient, and NaN never wins (Note [ReLU then MaxPool2d in one pass]).
+// compares and blends. A row's last outputs (fewer than eight) are computed as a whole block too, since a
+// scalar tail compiles to branches that random data mispredicts (Note [Pooling rows that overrun]): with
+// `overrun` the block reads and writes past the row's end, else it uses masked loads and stores. With
+// kRelu the best starts at 0 with the top-left offset plus kNoGradient, and NaN never wins (Note [ReLU then
+// MaxPool2d in one pass]).
 template <bool kRelu>
-void MaxPoolRow2x2(const float* r0, const float* r1, int64_t ow, int32_t w, int32_t base, float* yo,
-                   int32_t* io) {
+void MaxPoolRow2x2(const float* r0, const float* r1, int64_t ow, int32_t w, int32_t base, bool overrun,
+                   float* yo, int32_t* io) {
 #ifdef __AVX2__
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int64_t ox = 0; ox < ow; ox += 8) {
-    const int32_t count = static_cast<int32_t>(std::min<int64_t>(8, ow - ox));
+    const int32_t count = overrun ? 8 : static_cast<int32_t>(std::min<int64_t>(8, ow - ox));
     // Input lanes [0, 2 * count) of the 16 this block reads, split over the two vectors; outputs [0, count).
     const __m256i in_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * count), lanes);
     const __m256i in_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * count - 8), lanes);
-    const __m256i out = _mm256_cmpgt_epi32(_mm256_set1_epi32(count), lanes);
     auto load = [&](const float* p, __m256i mask) {
       return count == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask);
     };
@@ -94,6 +95,7 @@ void MaxPoolRow2x2(const float* r0, const float* r1, int64_t ow, int32_t w, int3
       _mm256_storeu_ps(yo + ox, best);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(io + ox), index);
     } else {
+      const __m256i out = _mm256_cmpgt_epi32(_mm256_set1_epi32(count), lanes);
       _mm256_maskstore_ps(yo + ox, out, best);
       _mm256_maskstore_epi32(io + ox, out, index);
     }
@@ -122,12 +124,31 @@ void MaxPoolRow2x2(const float* r0, const float* r1, int64_t ow, int32_t w, int3
 #endif
 }
 
+// Note [Pooling rows that overrun]
+// AMD's cores run masked stores as microcode (about 18 cycles each here), and the MNIST cnn's pooled rows
+// are 14 and 7 outputs wide, so most 8-wide blocks are a row's last: masked, they took most of the 2x2
+// forward's time (its share of the cnn's CPU samples fell 40-50% without them, BENCHMARKS.md). A row
+// instead computes its last block whole when the plane holds enough after the row for what the block
+// reads and writes past it (at most 8 outputs, 16 input values): those writes land in later rows of the
+// same plane, which are written after (in order), and the reads only feed the lanes written there. Only a
+// plane's last rows keep masked loads and stores, so nothing is read or written outside the plane, and
+// planes that other threads write are never touched.
+
+// Whether a row block that reads `in_after` floats past its input rows' end and writes `out_after`
+// outputs past its output row's end stays inside the plane, given what follows the row in the plane.
+bool MayOverrun(int64_t in_after, int64_t in_left, int64_t out_after, int64_t out_left) {
+  return in_after <= in_left && out_after <= out_left;
+}
+
 template <bool kRelu>
 void MaxPoolPlane2x2(const float* x, const PoolGeometry& g, float* y, int32_t* index) {
+  const int64_t tail = g.ow % 8 == 0 ? 0 : 8 - g.ow % 8;  // outputs the last block has beyond the row
   for (int64_t oy = 0; oy < g.oh; ++oy) {
     const float* r0 = x + 2 * oy * g.w;
+    const bool overrun = MayOverrun(2 * tail - (g.w - 2 * g.ow), (g.h - 2 * oy - 2) * g.w, tail,
+                                    (g.oh - 1 - oy) * g.ow);
     MaxPoolRow2x2<kRelu>(r0, r0 + g.w, g.ow, static_cast<int32_t>(g.w), static_cast<int32_t>(2 * oy * g.w),
-                  y + oy * g.ow, index + oy * g.ow);
+                         overrun, y + oy * g.ow, index + oy * g.ow);
   }
 }
 
