@@ -26,6 +26,7 @@
 #include "reducer/trace.h"
 #include "examples/auto_bucket_caps.h"
 #include "examples/stop_agreement.h"
+#include "nn/layers.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
 #include "tensor/factory.h"
@@ -66,6 +67,9 @@ ABSL_FLAG(std::string, per_step, "none",
           "all-reduce per forward) | stop_check (examples/stop_agreement.h without Join: an overlapped "
           "one-element all-reduce per step)");
 ABSL_FLAG(std::string, data_dir, ddp::kDefaultFashionMnistDir, "Fashion-MNIST folder");
+ABSL_FLAG(bool, fuse_blocks, true,
+          "run each conv -> ReLU -> pool block as one op (Note [Fusion in Sequential]); false: one op per "
+          "module, as PyTorch eager");
 
 namespace ddp {
 namespace {
@@ -119,6 +123,9 @@ int Run() {
   Generator generator(0);
   auto model = MakeModel(absl::GetFlag(FLAGS_model), generator);
   if (!model.ok()) return Fail(model.status());
+  if (auto* sequential = dynamic_cast<nn::Sequential*>(model->get())) {
+    sequential->set_fuse_blocks(absl::GetFlag(FLAGS_fuse_blocks));
+  }
   std::shared_ptr<DistributedDataParallel> ddp;
   Module* net = model->get();
   double wrap_ms = 0, agreement_ms = 0;
@@ -248,7 +255,7 @@ int Run() {
       "\"backward_ms\": %.3f, \"optimizer_ms\": %.3f, \"comm_ms\": %.3f, \"overlapped_comm_ms\": %.3f, \"exposed_comm_ms\": %.3f, \"buckets\": %d, "
       "\"bucket_cap_mb\": %g, \"ablation\": \"%s\", \"per_step\": \"%s\", \"backend\": \"%s\", \"wrap_ms\": %.3f, "
       "\"settings_agreement_ms\": %.3f, \"auto_caps\": \"%s\", \"auto_predicted_step_ms\": %.3f, \"comm_hook\": \"%s\", "
-      "\"sent_kib_per_step\": %.1f, \"gradient_as_bucket_view\": %s}\n",
+      "\"sent_kib_per_step\": %.1f, \"gradient_as_bucket_view\": %s, \"fuse_blocks\": %s}\n",
       absl::GetFlag(FLAGS_model).c_str(), static_cast<long>(batch_size), steps, world, ddp != nullptr ? "true" : "false",
       steps * batch_size * world / elapsed, 1000.0 * elapsed / steps, PeakRssMb(),
       absl::ToDoubleMilliseconds(t.forward) / steps, absl::ToDoubleMilliseconds(t.backward) / steps,
@@ -256,7 +263,8 @@ int Run() {
       absl::GetFlag(FLAGS_bucket_cap_mb), absl::GetFlag(FLAGS_ablation).c_str(), per_step.c_str(),
       dist != nullptr ? dist->group->backend_name().c_str() : "none", wrap_ms,
       agreement_ms, auto_label.c_str(), auto_predicted_ms, absl::GetFlag(FLAGS_comm_hook).c_str(), sent_kib,
-      absl::GetFlag(FLAGS_gradient_as_bucket_view) ? "true" : "false");
+      absl::GetFlag(FLAGS_gradient_as_bucket_view) ? "true" : "false",
+      absl::GetFlag(FLAGS_fuse_blocks) ? "true" : "false");
   return 0;
 }
 
