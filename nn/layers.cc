@@ -207,11 +207,14 @@ T& ChildAs(const Children& children, size_t at) {
 // how many children it ran (0: none starts there).
 size_t RunFusedBlock(const Children& children, size_t i, Tensor* y) {
   if (ChildIs<Conv2d>(children, i) && ChildIs<ReLU>(children, i + 1) && ChildIs<MaxPool2d>(children, i + 2)) {
-    *y = ChildAs<Conv2d>(children, i).ForwardReluMaxPool(*y, ChildAs<MaxPool2d>(children, i + 2));
+    auto& conv = ChildAs<Conv2d>(children, i);
+    const auto& pool = ChildAs<MaxPool2d>(children, i + 2);
+    *y = conv.CallAs(*y, [&](const Tensor& x) { return conv.ForwardReluMaxPool(x, pool); });
     return 3;
   }
   if (ChildIs<ReLU>(children, i) && ChildIs<MaxPool2d>(children, i + 1)) {
-    *y = ChildAs<MaxPool2d>(children, i + 1).ForwardOfRelu(*y);
+    auto& pool = ChildAs<MaxPool2d>(children, i + 1);
+    *y = ChildAs<ReLU>(children, i).CallAs(*y, [&](const Tensor& x) { return pool.ForwardOfRelu(x); });
     return 2;
   }
   return 0;
@@ -221,10 +224,9 @@ size_t RunFusedBlock(const Children& children, size_t i, Tensor* y) {
 
 Tensor Sequential::Forward(const Tensor& x) {
   const auto& children = NamedChildren();
-  const bool fuse = fuse_blocks_ && !ModuleCallsObserved();
   Tensor y = x;
   for (size_t i = 0; i < children.size();) {
-    const size_t ran = fuse ? RunFusedBlock(children, i, &y) : 0;
+    const size_t ran = fuse_blocks_ ? RunFusedBlock(children, i, &y) : 0;
     if (ran > 0) {
       i += ran;
       continue;

@@ -176,9 +176,10 @@ class Flatten : public Module {
 //     tensor/ops_conv_pool.cc): the convolution's full-size output is never made;
 //   * ReLU, MaxPool2d (e.g. after a BatchNorm2d): MaxPool2dOfRelu (Note [ReLU then MaxPool2d in one pass],
 //     tensor/ops_pool.cc): two passes over the activation fewer in forward and two in backward.
-// BENCHMARKS.md has what each saves on the MNIST cnn. The children run one by one while the calling thread
-// has a module call observer (the per-module trace slices see each module) or after
-// set_fuse_blocks(false).
+// BENCHMARKS.md has what each saves on the MNIST cnn. A module call observer sees a block as one call of
+// its first module (the per-module trace slices of ddp/module_trace.h show the block under the Conv2d's or
+// the ReLU's name, as it ran, so a traced run times what an untraced one runs). After
+// set_fuse_blocks(false) the children run one by one, as PyTorch eager runs them.
 class Sequential : public Module {
  public:
   Sequential() : Module("Sequential") {}

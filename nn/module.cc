@@ -38,12 +38,17 @@ ModuleCallObserver* SetModuleCallObserver(ModuleCallObserver* observer) {
   return previous;
 }
 
-bool ModuleCallsObserved() { return module_call_observer != nullptr; }
-
 Tensor Module::operator()(const Tensor& x) {
   ModuleCallObserver* observer = module_call_observer;
   if (observer == nullptr) return Forward(x);
   const Tensor output = Forward(observer->BeforeForward(*this, x));
+  return observer->AfterForward(*this, output);
+}
+
+Tensor Module::CallAs(const Tensor& x, const std::function<Tensor(const Tensor&)>& forward) {
+  ModuleCallObserver* observer = module_call_observer;
+  if (observer == nullptr) return forward(x);
+  const Tensor output = forward(observer->BeforeForward(*this, x));
   return observer->AfterForward(*this, output);
 }
 

@@ -28,6 +28,7 @@
 #ifndef DDP_NN_MODULE_H_
 #define DDP_NN_MODULE_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -61,10 +62,6 @@ class ModuleCallObserver {
 // Sets the calling thread's module call observer (null: none) and returns the previous one. Not owned:
 // it must stay alive while set.
 ModuleCallObserver* SetModuleCallObserver(ModuleCallObserver* observer);
-// True when the calling thread has a module call observer set (containers that run several children as
-// one op, as Sequential's fusion, do not while one is set: the observer sees every module).
-bool ModuleCallsObserved();
-
 class Module {
  public:
   virtual ~Module() = default;
@@ -76,6 +73,9 @@ class Module {
   // containers call their children this way (Sequential does), as PyTorch's __call__ runs the forward
   // hooks and a direct .forward() call does not.
   Tensor operator()(const Tensor& x);
+  // forward(x) in place of Forward(x), seen by the observer as this module's call: how a container runs
+  // several children as one op (Note [Fusion in Sequential]) and the observer sees the first of them.
+  Tensor CallAs(const Tensor& x, const std::function<Tensor(const Tensor&)>& forward);
 
   // A deep copy: same structure, configuration and values, but new storages for every parameter and
   // buffer (parameters are fresh leaves without gradients; hooks are not copied). Used by DataParallel

@@ -79,7 +79,7 @@ Tensor Matmul(const Tensor& a, const Tensor& b);
 // y = x w^T + b with x [n, in], w [out, in], b [out] (optional: undefined), as torch's F.linear.
 Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b);
 
-// ---- convolution and pooling (tensor/ops_conv.cc, tensor/ops_pool.cc) ----
+// ---- convolution and pooling (tensor/ops_conv.cc, tensor/ops_pool.cc, tensor/ops_conv_pool.cc) ----
 // x [n, c, h, w], w [out, c, kh, kw], b [out] or undefined; torch's F.conv2d with square stride and
 // zero padding.
 Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride = 1, int64_t padding = 0);

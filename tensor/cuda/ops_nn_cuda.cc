@@ -10,7 +10,7 @@
 namespace ddp {
 namespace cuda {
 
-// ---- Conv2d's kernels (Note [Conv2d image groups] in tensor/ops_conv.cc, with a GPU-sized group) ----
+// ---- Conv2d's kernels (Note [Conv2d image groups] in tensor/conv_kernels.h, with a GPU-sized group) ----
 
 namespace {
 
