@@ -24,13 +24,16 @@
 namespace ddp {
 namespace {
 
+// A group's planes are pooled or scattered by several threads above this many floats (as MaxPool2d).
+constexpr int64_t kParallelFloats = int64_t{1} << 16;
+
 // Pools each group's convolution output (adding the bias first where the GEMM did not) into y [n, out,
 // pg.oh, pg.ow] and index.
 cpu::GroupOutputFn PoolEachGroup(const float* b, const cpu::ConvGeometry& g, const cpu::PoolGeometry& pg,
                                  float* y, int32_t* index) {
   return [=](int64_t first, int64_t count, float* conv, int64_t ld, bool bias_added) {
     const int64_t P = g.P(), pooled = pg.oh * pg.ow;
-#pragma omp parallel for collapse(2) if (count > 1)
+#pragma omp parallel for collapse(2) if (count * g.out * P > kParallelFloats)
     for (int64_t i = 0; i < count; ++i) {
       for (int64_t o = 0; o < g.out; ++o) {
         float* plane = conv + o * ld + i * P;
@@ -51,7 +54,7 @@ cpu::GroupGradientFn ScatterEachGroup(const float* gy, const int32_t* index, con
                                       const cpu::PoolGeometry& pg) {
   return [=](int64_t first, int64_t count, float* scratch) -> const float* {
     const int64_t P = g.P(), ld = count * P, pooled = pg.oh * pg.ow;
-#pragma omp parallel for collapse(2) if (count > 1)
+#pragma omp parallel for collapse(2) if (count * g.out * P > kParallelFloats)
     for (int64_t i = 0; i < count; ++i) {
       for (int64_t o = 0; o < g.out; ++o) {
         const int64_t at = ((first + i) * g.out + o) * pooled;

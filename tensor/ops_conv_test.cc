@@ -11,6 +11,7 @@
 #include "tensor/factory.h"
 #include "tensor/gradcheck.h"
 #include "tensor/ops.h"
+#include "tensor/threads.h"
 
 namespace ddp {
 namespace {
@@ -304,7 +305,7 @@ TEST(MaxPool2dOfReluTest, MatchesReluThenMaxPoolBitForBit) {
 // Conv2dReluMaxPool2d against the three ops (Note [Conv2d, ReLU and MaxPool2d in one op]): values and
 // every gradient bit for bit, for groups of one image (conv1 of the MNIST cnn) and of several with a
 // partial last group (conv2: 9 images in groups of 4), without bias, with strided convolutions and other
-// pools, and with an input that needs no gradient.
+// pools, and with an input that needs no gradient; on one thread and on two.
 TEST(Conv2dReluMaxPool2dTest, MatchesTheThreeOpsBitForBit) {
   struct Case {
     Shape x, w;
@@ -319,35 +320,42 @@ TEST(Conv2dReluMaxPool2dTest, MatchesTheThreeOpsBitForBit) {
       {{2, 2, 8, 8}, {3, 2, 2, 2}, true, true, 1, 0, 2, 1},
   };
   uint64_t seed = 900;
-  for (const Case& k : cases) {
-    SCOPED_TRACE(::testing::Message() << "x " << ShapeToString(k.x) << " w " << ShapeToString(k.w) << " stride "
-                                      << k.stride << " pool " << k.pool_kernel << "/" << k.pool_stride);
-    Generator gen(++seed);
-    const Tensor x0 = Uniform(k.x, -1.0f, 1.0f, gen), w0 = Uniform(k.w, -0.5f, 0.5f, gen);
-    const Tensor b0 = Uniform({k.w[0]}, -0.5f, 0.5f, gen);
-    struct Result {
-      std::vector<float> y, gx, gw, gb;
-    };
-    auto run = [&](bool fused) {
-      Tensor x = Clone(x0), w = Clone(w0), b = k.bias ? Clone(b0) : Tensor();
-      x.set_requires_grad(k.x_grad);
-      w.set_requires_grad(true);
-      if (k.bias) b.set_requires_grad(true);
-      Tensor y = fused ? Conv2dReluMaxPool2d(x, w, b, k.stride, k.padding, k.pool_kernel, k.pool_stride)
-                       : MaxPool2d(Relu(Conv2d(x, w, b, k.stride, k.padding)), k.pool_kernel, k.pool_stride);
-      EXPECT_EQ(y.grad_fn()->name(), fused ? "Conv2dReluMaxPool2dBackward" : "MaxPool2dBackward");
-      std::vector<float> weights(y.numel());
-      for (size_t i = 0; i < weights.size(); ++i) weights[i] = 0.25f + static_cast<float>(i % 7);
-      Sum(Mul(y, FromVector(weights, y.shape()))).Backward();
-      return Result{y.ToVector<float>(), k.x_grad ? x.grad().ToVector<float>() : std::vector<float>{},
-                    w.grad().ToVector<float>(), k.bias ? b.grad().ToVector<float>() : std::vector<float>{}};
-    };
-    const Result fused = run(true), ops = run(false);
-    EXPECT_EQ(fused.y, ops.y);
-    EXPECT_EQ(fused.gx, ops.gx);
-    EXPECT_EQ(fused.gw, ops.gw);
-    EXPECT_EQ(fused.gb, ops.gb);
-    EXPECT_FALSE(ops.gw.empty());
+  for (int threads : {1, 2}) {
+    for (const Case& k : cases) {
+      SCOPED_TRACE(::testing::Message() << "x " << ShapeToString(k.x) << " w " << ShapeToString(k.w)
+                                        << " stride " << k.stride << " pool " << k.pool_kernel << "/"
+                                        << k.pool_stride << " threads " << threads);
+      const int previous_threads = GetNumThreads();
+      SetNumThreads(threads);
+      Generator gen(++seed);
+      const Tensor x0 = Uniform(k.x, -1.0f, 1.0f, gen), w0 = Uniform(k.w, -0.5f, 0.5f, gen);
+      const Tensor b0 = Uniform({k.w[0]}, -0.5f, 0.5f, gen);
+      struct Result {
+        std::vector<float> y, gx, gw, gb;
+      };
+      auto run = [&](bool fused) {
+        Tensor x = Clone(x0), w = Clone(w0), b = k.bias ? Clone(b0) : Tensor();
+        x.set_requires_grad(k.x_grad);
+        w.set_requires_grad(true);
+        if (k.bias) b.set_requires_grad(true);
+        Tensor y = fused ? Conv2dReluMaxPool2d(x, w, b, k.stride, k.padding, k.pool_kernel, k.pool_stride)
+                         : MaxPool2d(Relu(Conv2d(x, w, b, k.stride, k.padding)), k.pool_kernel,
+                                     k.pool_stride);
+        EXPECT_EQ(y.grad_fn()->name(), fused ? "Conv2dReluMaxPool2dBackward" : "MaxPool2dBackward");
+        std::vector<float> weights(y.numel());
+        for (size_t i = 0; i < weights.size(); ++i) weights[i] = 0.25f + static_cast<float>(i % 7);
+        Sum(Mul(y, FromVector(weights, y.shape()))).Backward();
+        return Result{y.ToVector<float>(), k.x_grad ? x.grad().ToVector<float>() : std::vector<float>{},
+                      w.grad().ToVector<float>(), k.bias ? b.grad().ToVector<float>() : std::vector<float>{}};
+      };
+      const Result fused = run(true), ops = run(false);
+      SetNumThreads(previous_threads);
+      EXPECT_EQ(fused.y, ops.y);
+      EXPECT_EQ(fused.gx, ops.gx);
+      EXPECT_EQ(fused.gw, ops.gw);
+      EXPECT_EQ(fused.gb, ops.gb);
+      EXPECT_FALSE(ops.gw.empty());
+    }
   }
 }
 
