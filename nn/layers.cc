@@ -63,17 +63,19 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, G
   if (options.bias) RegisterParameter("bias", UniformInit({out_channels}, fan_in, generator));
 }
 
-Tensor Conv2d::Forward(const Tensor& x) {
+void Conv2d::CheckInput(const Tensor& x) const {
   DDP_CHECK(x.dim() == 4 && x.size(1) == in_channels_)
       << "Conv2d(" << in_channels_ << ", " << out_channels_ << ") got input " << ShapeToString(x.shape())
       << ", expected [n, " << in_channels_ << ", h, w]";
+}
+
+Tensor Conv2d::Forward(const Tensor& x) {
+  CheckInput(x);
   return ddp::Conv2d(x, weight(), bias(), options_.stride, options_.padding);
 }
 
 Tensor Conv2d::ForwardReluMaxPool(const Tensor& x, const MaxPool2d& pool) {
-  DDP_CHECK(x.dim() == 4 && x.size(1) == in_channels_)
-      << "Conv2d(" << in_channels_ << ", " << out_channels_ << ") got input " << ShapeToString(x.shape())
-      << ", expected [n, " << in_channels_ << ", h, w]";
+  CheckInput(x);
   return ddp::Conv2dReluMaxPool2d(x, weight(), bias(), options_.stride, options_.padding, pool.kernel_size(),
                                   pool.stride());
 }

@@ -70,6 +70,9 @@ class Conv2d : public Module {
   std::string Describe() const override;
 
  private:
+  // Dies through DDP_CHECK naming the layer when x is not [n, in_channels, h, w].
+  void CheckInput(const Tensor& x) const;
+
   int64_t in_channels_, out_channels_, kernel_size_;
   Conv2dOptions options_;
 };

@@ -6,6 +6,7 @@
 
 #include "tensor/check.h"
 #include "tensor/cpu_gemm.h"
+#include "tensor/ops.h"
 
 namespace ddp {
 namespace cpu {
@@ -224,6 +225,23 @@ void ConvForward(const float* x, const float* w, const float* b, const ConvGeome
       }
     }
   });
+}
+
+ConvGrads ConvGradTensors::Pointers() const {
+  auto pointer = [](const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; };
+  return {pointer(gx), pointer(gw), pointer(gb)};
+}
+
+ConvGradTensors NewConvGrads(const Tensor& x, const Tensor& w, const ConvGeometry& g, bool need_x,
+                             bool need_w, bool need_b, Device device) {
+  ConvGradTensors grads;
+  if (need_x) {
+    grads.gx = Tensor::Empty(x.shape(), DType::kFloat32, device);
+    FillInPlace(grads.gx, 0.0f);
+  }
+  if (need_w) grads.gw = Tensor::Empty(w.shape(), DType::kFloat32, device);
+  if (need_b) grads.gb = Tensor::Empty({g.out}, DType::kFloat32, device);
+  return grads;
 }
 
 GroupGradientFn DenseGradient(const float* gy, const ConvGeometry& g) {

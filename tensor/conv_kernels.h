@@ -67,6 +67,15 @@ struct ConvGrads {
   float* gb;  // null when not needed
 };
 
+// The gradient tensors a convolution's backward fills, on `device`: gx (zero-filled: ConvBackward
+// accumulates into it), gw and gb, each undefined when its input needs none.
+struct ConvGradTensors {
+  Tensor gx, gw, gb;
+  ConvGrads Pointers() const;  // their data, null where undefined (CPU)
+};
+ConvGradTensors NewConvGrads(const Tensor& x, const Tensor& w, const ConvGeometry& g, bool need_x,
+                             bool need_w, bool need_b, Device device);
+
 // The backward of ConvForward: the requested gradients (gx accumulated into, gw and gb overwritten) from
 // the output gradient that `gradient` gives group by group.
 void ConvBackward(const float* x, const float* w, const ConvGeometry& g, const GroupGradientFn& gradient,

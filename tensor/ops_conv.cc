@@ -35,19 +35,18 @@ void ConvForwardOn(const Tensor& x, const Tensor& w, const Tensor& b, const Conv
   cpu::ConvForward(x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr, g, y.data<float>());
 }
 
-// The defined ones of gx (zero-filled by the caller, accumulated into), gw and gb (overwritten) from the
+// The defined ones of grads.gx (zero-filled, accumulated into), gw and gb (overwritten) from the
 // contiguous output gradient gy, on gy's device.
-void ConvBackwardOn(const Tensor& x, const Tensor& w, const Tensor& gy, const ConvGeometry& g, const Tensor& gx,
-                    const Tensor& gw, const Tensor& gb) {
+void ConvBackwardOn(const Tensor& x, const Tensor& w, const Tensor& gy, const ConvGeometry& g,
+                    const cpu::ConvGradTensors& grads) {
 #ifdef DDP_WITH_CUDA
   if (gy.device().is_cuda()) {
-    cuda::Conv2dBackward(x, w, gy, ToKernelShape(g), gx, gw, gb);
+    cuda::Conv2dBackward(x, w, gy, ToKernelShape(g), grads.gx, grads.gw, grads.gb);
     return;
   }
 #endif
-  auto pointer = [](const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; };
   cpu::ConvBackward(x.data<float>(), w.data<float>(), g, cpu::DenseGradient(gy.data<float>(), g),
-                    {pointer(gx), pointer(gw), pointer(gb)});
+                    grads.Pointers());
 }
 
 }  // namespace
@@ -62,13 +61,9 @@ Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
   const bool need_x = x.requires_grad(), need_w = w.requires_grad();
   const bool need_b = b.defined() && b.requires_grad();
   return RecordOp(out, "Conv2dBackward", {&x, &w, &b}, [xc, wc, g, need_x, need_w, need_b](const Tensor& gy) {
-    const Device device = gy.device();
-    Tensor gx = need_x ? Tensor::Empty(xc.shape(), DType::kFloat32, device) : Tensor();
-    if (need_x) FillInPlace(gx, 0.0f);
-    Tensor gw = need_w ? Tensor::Empty(wc.shape(), DType::kFloat32, device) : Tensor();
-    Tensor gb = need_b ? Tensor::Empty({g.out}, DType::kFloat32, device) : Tensor();
-    ConvBackwardOn(xc, wc, Contiguous(gy), g, gx, gw, gb);
-    return std::vector<Tensor>{gx, gw, gb};
+    const cpu::ConvGradTensors grads = cpu::NewConvGrads(xc, wc, g, need_x, need_w, need_b, gy.device());
+    ConvBackwardOn(xc, wc, Contiguous(gy), g, grads);
+    return std::vector<Tensor>{grads.gx, grads.gw, grads.gb};
   });
 }
 

@@ -85,17 +85,13 @@ Tensor Conv2dReluMaxPool2d(const Tensor& x, const Tensor& w, const Tensor& b, in
   const bool need_b = b.defined() && b.requires_grad();
   return RecordOp(out, "Conv2dReluMaxPool2dBackward", {&x, &w, &b},
                   [xc, wc, g, pg, index, need_x, need_w, need_b](const Tensor& gy) {
-                    Tensor gx = need_x ? Tensor::Empty(xc.shape(), DType::kFloat32, gy.device()) : Tensor();
-                    if (need_x) FillInPlace(gx, 0.0f);
-                    Tensor gw = need_w ? Tensor::Empty(wc.shape(), DType::kFloat32, gy.device()) : Tensor();
-                    Tensor gb = need_b ? Tensor::Empty({g.out}, DType::kFloat32, gy.device()) : Tensor();
-                    auto pointer = [](const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; };
+                    const cpu::ConvGradTensors grads =
+                        cpu::NewConvGrads(xc, wc, g, need_x, need_w, need_b, gy.device());
                     const Tensor gyc = Contiguous(gy);
+                    const auto* argmax = static_cast<const int32_t*>(index->data());
                     cpu::ConvBackward(xc.data<float>(), wc.data<float>(), g,
-                                      ScatterEachGroup(gyc.data<float>(), static_cast<const int32_t*>(index->data()),
-                                                       g, pg),
-                                      {pointer(gx), pointer(gw), pointer(gb)});
-                    return std::vector<Tensor>{gx, gw, gb};
+                                      ScatterEachGroup(gyc.data<float>(), argmax, g, pg), grads.Pointers());
+                    return std::vector<Tensor>{grads.gx, grads.gw, grads.gb};
                   });
 }
 

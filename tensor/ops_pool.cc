@@ -69,17 +69,16 @@ void MaxPoolBackwardInto(const Tensor& gy, const int32_t* index, const PoolGeome
   }
 }
 
-// MaxPool2d, of Relu(x) with kRelu (CPU only), recorded under `name`.
-template <bool kRelu>
-Tensor MaxPool(const char* name, const Tensor& x, int64_t kernel, int64_t stride) {
+// MaxPool2d, of Relu(x) with `relu` (CPU only), recorded under `name`.
+Tensor MaxPool(const char* name, bool relu, const Tensor& x, int64_t kernel, int64_t stride) {
   RequireFloatOnOneDevice(name, {&x});
   const PoolGeometry g = cpu::CheckPoolShapes(x.shape(), kernel, stride == 0 ? kernel : stride);
   Tensor xc = Contiguous(x.Detach());
   Tensor out = Tensor::Empty({x.shape()[0], x.shape()[1], g.oh, g.ow}, DType::kFloat32, x.device());
   Storage index = NewStorage(static_cast<size_t>(out.numel()) * sizeof(int32_t), x.device());
-  MaxPoolForwardInto(xc, g, kRelu, out, static_cast<int32_t*>(index->data()));
+  MaxPoolForwardInto(xc, g, relu, out, static_cast<int32_t*>(index->data()));
   const Shape in_shape = x.shape();
-  return RecordOp(out, kRelu ? "MaxPool2dOfReluBackward" : "MaxPool2dBackward", {&x},
+  return RecordOp(out, relu ? "MaxPool2dOfReluBackward" : "MaxPool2dBackward", {&x},
                   [index, in_shape, g](const Tensor& gy) {
                     Tensor gx = Tensor::Empty(in_shape, DType::kFloat32, gy.device());
                     MaxPoolBackwardInto(Contiguous(gy), static_cast<const int32_t*>(index->data()), g, gx);
@@ -90,12 +89,12 @@ Tensor MaxPool(const char* name, const Tensor& x, int64_t kernel, int64_t stride
 }  // namespace
 
 Tensor MaxPool2d(const Tensor& x, int64_t kernel, int64_t stride) {
-  return MaxPool</*kRelu=*/false>("MaxPool2d", x, kernel, stride);
+  return MaxPool("MaxPool2d", /*relu=*/false, x, kernel, stride);
 }
 
 Tensor MaxPool2dOfRelu(const Tensor& x, int64_t kernel, int64_t stride) {
   if (!x.device().is_cpu()) return MaxPool2d(Relu(x), kernel, stride);
-  return MaxPool</*kRelu=*/true>("MaxPool2dOfRelu", x, kernel, stride);
+  return MaxPool("MaxPool2dOfRelu", /*relu=*/true, x, kernel, stride);
 }
 
 }  // namespace ddp
