@@ -12,6 +12,13 @@
 #   * lockstep: two ranks that each train their own replica and only meet in a one-element all-reduce
 #     after every backward (`--ablation=lockstep`): 2-rank DDP moving its gradients at no cost would reach
 #     this, so it bounds what any transport can do; "view/lockstep" is what moving the gradients costs.
+#   * noise bound: what two ranks that meet once a step would reach if each step lasted as long as the
+#     slower of the pair's two concurrent steps of the same index (each process's step times come from
+#     `--step_times_out`; bench/step_times.h): the cost of this machine's step-to-step noise alone, which
+#     every lockstep job pays, whatever it moves;
+#   * per round: each round's own ratios (DDP/single, lockstep/single, ...), median over the rounds: the
+#     commands of one round run minutes apart at most, where the machine's speed drifts less than between
+#     rounds.
 #
 #   bash bench/compare_ddp.sh                    # mlp and cnn, 3 rounds
 #   MODELS=cnn ROUNDS=5 bash bench/compare_ddp.sh      (MLP_STEPS / CNN_STEPS change the step counts)
@@ -30,16 +37,23 @@ ours2() { bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/b
 pair() {
   local a b
   a=$(mktemp) b=$(mktemp)
-  taskset -c 0 bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 "$@" >"$a" &
-  taskset -c 1 bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 "$@" >"$b"
+  taskset -c 0 bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 --step_times_out="$a.steps" \
+    "$@" >"$a" &
+  taskset -c 1 bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 --step_times_out="$b.steps" \
+    "$@" >"$b"
   wait
   /usr/bin/python3 -c '
 import json, sys
 rows = [json.loads(l) for f in sys.argv[1:] for l in open(f) if l.startswith("{")]
 assert len(rows) == 2, "pair: expected one result line from each of the two processes"
+a, b = ([float(l) for l in open(f + ".steps")] for f in sys.argv[1:])
+assert len(a) == len(b) > 0, "pair: the two processes timed different step counts"
+slower = sum(max(x, y) for x, y in zip(a, b)) / len(a)  # ms: a step of two ranks that meet once a step
 print(json.dumps({"impl": "ddpengine", "model": rows[0]["model"], "world_size": 1, "ddp": False, "pair": True,
-                  "samples_per_s": sum(r["samples_per_s"] for r in rows)}))' "$a" "$b"
-  rm -f "$a" "$b"
+                  "samples_per_s": sum(r["samples_per_s"] for r in rows),
+                  "noise_bound_samples_per_s": 2 * rows[0]["batch_size"] * 1000 / slower,
+                  "step_cv": max(r["step_cv"] for r in rows)}))' "$a" "$b"
+  rm -f "$a" "$b" "$a.steps" "$b.steps"
 }
 theirs() { OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_reference.py --steps="$STEPS" --threads=1 "$@"; }
 theirs1() { OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 /usr/bin/python3 bench/pytorch_reference.py --steps="$STEPS" --threads=1 "$@"; }
@@ -47,6 +61,7 @@ for model in $MODELS; do
   # About 4 s of timed steps per run, so that a 3% difference is above the noise (mlp steps are ~2 ms).
   if [[ $model == mlp ]]; then STEPS=${MLP_STEPS:-2000}; else STEPS=${CNN_STEPS:-200}; fi
   for round in $(seq "$ROUNDS"); do
+    echo "# round $model $round" >> "$out"
     ours --model="$model" | tee -a "$out"
     ours --model="$model" --ddp | tee -a "$out"
     theirs1 --model="$model" | tee -a "$out"
@@ -62,7 +77,12 @@ for model in $MODELS; do
 done
 /usr/bin/python3 - "$out" <<'PY'
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+rows, round_name = [], None
+for line in open(sys.argv[1]):
+    if line.startswith("# round "):
+        round_name = line.split()[-1]
+    elif line.startswith("{"):
+        rows.append(dict(json.loads(line), round=round_name))
 def med(model, impl, world, ddp, key="samples_per_s", backend=None, pair=False, view=False):
     vals = [r[key] for r in rows if r["model"] == model and r["impl"] == impl and r["world_size"] == world
             and bool(r.get("ddp")) == ddp and (backend is None or r.get("backend") == backend)
@@ -90,5 +110,42 @@ for model in dict.fromkeys(r["model"] for r in rows):
     lockstep = med(model, "ddpengine", 2, False)
     print(f" | {sv:33.0f} {pv:8.0f} {sv / pv:6.2f}x {sv / single:10.2f}x"
           f" | {lockstep:25.0f} {lockstep / single:7.2f}x {sv / lockstep:13.2f}")
+print("\nper round (each round's own ratios; median over the rounds, then every round in order)")
+print("model  shm/single  shm view/single  lockstep/single  noise bound/single  two at once/single"
+      "  view/lockstep  view/noise bound  view/PyTorch view | single process step time: p90/p50  cv")
+def one(model, rnd, **kw):
+    vals = [r for r in rows if r["model"] == model and r["round"] == rnd
+            and r["impl"] == kw.get("impl", "ddpengine")
+            and r["world_size"] == kw["world"] and bool(r.get("ddp")) == kw["ddp"]
+            and (kw.get("backend") is None or r.get("backend") == kw["backend"])
+            and bool(r.get("pair")) == kw.get("pair", False)
+            and bool(r.get("gradient_as_bucket_view")) == kw.get("view", False)]
+    return vals[0] if vals else None
+for model in dict.fromkeys(r["model"] for r in rows):
+    per = []
+    for rnd in dict.fromkeys(r["round"] for r in rows if r["model"] == model):
+        single = one(model, rnd, world=1, ddp=False)
+        shm = one(model, rnd, world=2, ddp=True, backend="shm")
+        view = one(model, rnd, world=2, ddp=True, backend="shm", view=True)
+        lock = one(model, rnd, world=2, ddp=False)
+        pair = one(model, rnd, world=1, ddp=False, pair=True)
+        pt_view = one(model, rnd, impl="pytorch", world=2, ddp=True, view=True)
+        if None in (single, shm, view, lock, pair, pt_view):
+            continue
+        s, v = single["samples_per_s"], view["samples_per_s"]
+        per.append((shm["samples_per_s"] / s, v / s, lock["samples_per_s"] / s,
+                    pair["noise_bound_samples_per_s"] / s, pair["samples_per_s"] / s,
+                    v / lock["samples_per_s"], v / pair["noise_bound_samples_per_s"],
+                    v / pt_view["samples_per_s"], single["step_ms_p90"] / single["step_ms_p50"],
+                    single["step_cv"]))
+    if not per:
+        continue
+    medians = [statistics.median(p[i] for p in per) for i in range(len(per[0]))]
+    widths = (11, 16, 16, 19, 19, 14, 17, 18, 35, 5)
+    fmt = lambda row: " ".join(f"{x:{w}.2f}" if i < 9 else f"{x:{w}.3f}"
+                               for i, (x, w) in enumerate(zip(row, widths)))
+    print(f"{model:6s} {fmt(medians)}   (median of {len(per)})")
+    for p in per:
+        print(f"{'':6s} {fmt(p)}")
 PY
 rm -f "$out"

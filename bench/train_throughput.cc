@@ -2,8 +2,10 @@
 // bench/compare_train.sh (one process) and bench/compare_ddp.sh (DDP under ddprun). Rank 0 prints one
 // JSON object:
 //   {"impl": "ddpengine", "model", "batch_size", "steps", "world_size", "ddp", "samples_per_s", "step_ms",
-//    "peak_rss_mb", "forward_ms", "backward_ms", "optimizer_ms", "comm_ms", "exposed_comm_ms", "buckets"}
-// samples_per_s counts every rank's samples; the comm fields are means over the timed DDP iterations.
+//    "step_ms_p50", "step_ms_p90", "step_cv", "peak_rss_mb", "forward_ms", "backward_ms", "optimizer_ms",
+//    "comm_ms", "exposed_comm_ms", "buckets", ...}
+// samples_per_s counts every rank's samples; the comm fields are means over the timed DDP iterations; the
+// step_* fields are the spread of rank 0's timed steps (bench/step_times.h), which --step_times_out writes.
 //
 //   bazel-bin/bench/train_throughput --model=cnn --batch_size=64 --steps=200 --threads=1
 //   bazel-bin/launch/ddprun --nproc_per_node=2 bazel-bin/bench/train_throughput --model=mlp
@@ -17,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "bench/premade_batches.h"
+#include "bench/step_times.h"
 #include "comm/init.h"
 #include "comm/rank_agreement.h"
 #include "data/fashion_mnist.h"
@@ -66,6 +69,9 @@ ABSL_FLAG(std::string, per_step, "none",
           "DDP: none | join (the timed loop inside a ddp/join.h Join, as examples/train's default: one small "
           "all-reduce per forward) | stop_check (examples/stop_agreement.h without Join: an overlapped "
           "one-element all-reduce per step)");
+ABSL_FLAG(std::string, step_times_out, "",
+          "write each timed step's wall time (ms, one per line) to this path (every rank: \"%r\" in the path "
+          "becomes the rank; bench/compare_ddp.sh's noise bound reads it)");
 ABSL_FLAG(std::string, data_dir, ddp::kDefaultFashionMnistDir, "Fashion-MNIST folder");
 ABSL_FLAG(bool, fuse_blocks, true,
           "run each conv -> ReLU -> pool block as one op (Note [Fusion in Sequential]); false: one op per "
@@ -188,8 +194,14 @@ int Run() {
   if (!premade.ok()) return Fail(premade.status());
   const std::vector<Example>& batches = *premade;
   const int warmup = absl::GetFlag(FLAGS_warmup), steps = absl::GetFlag(FLAGS_steps);
+  if (steps < 1 || warmup < 0) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrFormat("--steps must be >= 1 and --warmup >= 0 (got %d and %d)", steps, warmup)));
+  }
   const Tensor meeting = Zeros({1});  // --ablation=lockstep's one element
   Timings t{};
+  std::vector<double> step_ms;
+  step_ms.reserve(steps);
   absl::Time start;
   for (int i = 0; i < warmup + steps; ++i) {
     if (i == warmup) {
@@ -215,9 +227,11 @@ int Run() {
     if (auto_caps != nullptr) {
       if (absl::Status chosen = auto_caps->AfterStep(); !chosen.ok()) return Fail(chosen);
     }
-    t.update += absl::Now() - t2;
+    const absl::Time t3 = absl::Now();
+    t.update += t3 - t2;
     t.forward += t1 - t0;
     t.backward += t2 - t1;
+    if (i >= warmup) step_ms.push_back(absl::ToDoubleMilliseconds(t3 - t0));
   }
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
   double comm_ms = 0, exposed_ms = 0, overlapped_ms = 0, sent_kib = 0;
@@ -241,6 +255,12 @@ int Run() {
       }
     }
   }
+  if (std::string path = absl::GetFlag(FLAGS_step_times_out); !path.empty()) {
+    for (size_t at = path.find("%r"); at != std::string::npos; at = path.find("%r")) {
+      path.replace(at, 2, std::to_string(rank));
+    }
+    if (absl::Status written = WriteStepTimes(path, step_ms); !written.ok()) return Fail(written);
+  }
   if (dist != nullptr) {
     absl::Status done = dist->group->Barrier()->Wait(dist->group->timeout());
     if (!done.ok()) return Fail(done);
@@ -249,15 +269,18 @@ int Run() {
   const bool auto_chosen = auto_caps != nullptr && auto_caps->chosen();
   const std::string auto_label = auto_chosen ? CapsMiBLabel(auto_caps->choice().caps) : "";
   const double auto_predicted_ms = auto_chosen ? 1e3 * auto_caps->choice().predicted_step_s : 0.0;
+  const StepTimeSpread spread = SpreadOf(step_ms);
   std::printf(
       "{\"impl\": \"ddpengine\", \"model\": \"%s\", \"batch_size\": %ld, \"steps\": %d, \"world_size\": %d, "
-      "\"ddp\": %s, \"samples_per_s\": %.1f, \"step_ms\": %.3f, \"peak_rss_mb\": %.1f, \"forward_ms\": %.3f, "
+      "\"ddp\": %s, \"samples_per_s\": %.1f, \"step_ms\": %.3f, \"step_ms_p50\": %.3f, "
+      "\"step_ms_p90\": %.3f, \"step_cv\": %.4f, \"peak_rss_mb\": %.1f, \"forward_ms\": %.3f, "
       "\"backward_ms\": %.3f, \"optimizer_ms\": %.3f, \"comm_ms\": %.3f, \"overlapped_comm_ms\": %.3f, \"exposed_comm_ms\": %.3f, \"buckets\": %d, "
       "\"bucket_cap_mb\": %g, \"ablation\": \"%s\", \"per_step\": \"%s\", \"backend\": \"%s\", \"wrap_ms\": %.3f, "
       "\"settings_agreement_ms\": %.3f, \"auto_caps\": \"%s\", \"auto_predicted_step_ms\": %.3f, \"comm_hook\": \"%s\", "
       "\"sent_kib_per_step\": %.1f, \"gradient_as_bucket_view\": %s, \"fuse_blocks\": %s}\n",
       absl::GetFlag(FLAGS_model).c_str(), static_cast<long>(batch_size), steps, world, ddp != nullptr ? "true" : "false",
-      steps * batch_size * world / elapsed, 1000.0 * elapsed / steps, PeakRssMb(),
+      steps * batch_size * world / elapsed, 1000.0 * elapsed / steps, spread.p50_ms, spread.p90_ms, spread.cv,
+      PeakRssMb(),
       absl::ToDoubleMilliseconds(t.forward) / steps, absl::ToDoubleMilliseconds(t.backward) / steps,
       absl::ToDoubleMilliseconds(t.update) / steps, comm_ms, overlapped_ms, exposed_ms, buckets,
       absl::GetFlag(FLAGS_bucket_cap_mb), absl::GetFlag(FLAGS_ablation).c_str(), per_step.c_str(),
