@@ -19,9 +19,8 @@ namespace ddp {
 namespace {
 
 constexpr size_t kControlBytes = 4096;
-constexpr int kReady = 0;    // the rank's input of this step is in its buffer
-constexpr int kReduced = 1;  // its slice of this step is reduced
-constexpr int kDone = 2;     // it finished reading every peer's buffer for this step
+constexpr int kReady = 0;  // the rank's input of this step is in its buffer
+constexpr int kDone = 1;   // it wrote its reduced slice into every buffer (and read them all) for this step
 
 struct alignas(64) Word {
   std::atomic<uint32_t> value;
@@ -115,17 +114,18 @@ absl::Status ShmFloor::AllReduce(size_t count) {
   }
   const auto [begin, end] = Slice(count, world_, rank_);
   float* out = data(rank_);
-  for (int q = 0; q < world_; ++q) {
-    if (q == rank_) continue;
-    const float* in = data(q);
-    for (size_t i = begin; i < end; ++i) out[i] += in[i];
-  }
-  own[kReduced].value.store(step_, std::memory_order_release);
-  for (int q = 0; q < world_; ++q) {
-    if (q == rank_) continue;
-    DDP_RETURN_IF_ERROR(WaitFor(q, kReduced));
-    const auto [qb, qe] = Slice(count, world_, q);
-    std::memcpy(out + qb, data(q) + qb, (qe - qb) * sizeof(float));
+  // Blocks of 4 KiB: reduced in L1, then written to this rank's buffer and to every peer's.
+  constexpr size_t kBlock = 1024;
+  for (size_t b = begin; b < end; b += kBlock) {
+    const size_t e = std::min(end, b + kBlock);
+    for (int q = 0; q < world_; ++q) {
+      if (q == rank_) continue;
+      const float* in = data(q);
+      for (size_t i = b; i < e; ++i) out[i] += in[i];
+    }
+    for (int q = 0; q < world_; ++q) {
+      if (q != rank_) std::memcpy(data(q) + b, out + b, (e - b) * sizeof(float));
+    }
   }
   own[kDone].value.store(step_, std::memory_order_release);
   for (int q = 0; q < world_; ++q) {

@@ -1,8 +1,9 @@
 // ShmFloor: the leanest shared-memory all-reduce we can write, as a yardstick for ProcessGroupShm
 // (bench/allreduce --impls=...,floor). Note [Floor all-reduce]: each rank's buffer lives in its own
-// shared segment that every rank maps; rank r adds slice r of every peer's buffer into its own (in
-// place), posts, then copies slice q from rank q's buffer for every q, posts, and waits until every peer
-// finished reading. That is ProcessGroupShm's zero-copy algorithm (Note [Zero-copy all-reduce]) with
+// shared segment that every rank maps; rank r adds slice r of every peer's buffer into its own and
+// writes each reduced block into every peer's buffer too, posts, and waits until every peer did the
+// same. That is ProcessGroupShm's zero-copy algorithm (Note [Zero-copy all-reduce], Note [Pushing the
+// reduced slices]) with
 // nothing else: no Work, no queue or thread, no chunking, no futex sleeping (waits spin, yielding the
 // core now and then so that oversubscribed ranks progress), so its time is what the memory system and
 // the cross-core hand-offs of this machine allow for that algorithm. Not a backend: float32 sum only,

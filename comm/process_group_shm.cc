@@ -242,6 +242,16 @@ absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, co
 // before; readers follow what each rank published), so ranks that mix heap and ordinary tensors still
 // agree. Chunks below options.zero_copy_min_bytes keep the copy: it is cheaper than the final wait.
 
+// Note [Pushing the reduced slices]
+// When every rank's input of a chunk lies in its heap (all ranks see the same published records, so all
+// choose alike), rank r writes its reduced slice r into every peer's tensor as well as its own, in the
+// same pass over L1-sized blocks that reduces it, and the gather is gone: rank r reads only slice r of
+// each tensor and writes only slice r, so no two ranks touch the same bytes; r posts kReduced and kDone
+// at once, and its Work completes when every peer posted kDone, i.e. finished writing into r's tensor.
+// Each rank then reads the peers' inputs once and writes its slice once per peer, where the gather read
+// every peer's slice again after a second hand-off. Measured with the floor program (bench/shm_floor.h)
+// at world 2: 1-4 MiB in 0.5-0.7x the gather's time (BENCHMARKS.md, thirteenth session).
+
 absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, bool blocking, const Call& call) {
   const size_t element = ElementSize(c.dtype);
   const bool small = c.count * element <= options_.small_allreduce_bytes;
@@ -283,14 +293,30 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, b
       return true;
     }
     const auto [begin, end] = Slice(c.count, element, size(), rank());
-    // Reduced at once into this rank's output and (unless the peers gather it from the heap) into its
-    // slot, whose slice r holds nothing yet: one pass (Note [Blocked reduction]).
     char* own = c.data + begin * element;
-    char* also_out = c.in_heap ? nullptr : channel_->Slot(rank(), c.step) + begin * element;
-    DDP_RETURN_IF_ERROR(ReduceSlots(own, begin * element, end - begin, c.dtype, c.op, c.step, InputPlace::kPublished,
-                                    /*own=*/own, also_out));
-    channel_->Post(ShmWord::kReduced, c.step);
-    c.phase = 2;
+    if (c.in_heap && channel_->AllInputsInHeap(c.step)) {  // Note [Pushing the reduced slices]
+      const size_t bytes = (end - begin) * element;
+      absl::InlinedVector<char*, 8> peers;
+      for (int q = 0; q < size(); ++q) {
+        if (q == rank()) continue;
+        DDP_ASSIGN_OR_RETURN(char* at, channel_->HeapInputToWrite(q, c.step, begin * element, bytes));
+        peers.push_back(at);
+      }
+      DDP_RETURN_IF_ERROR(ReduceSlots(own, begin * element, end - begin, c.dtype, c.op, c.step,
+                                      InputPlace::kPublished, /*own=*/own, /*also_out=*/peers[0]));
+      for (size_t i = 1; i < peers.size(); ++i) std::memcpy(peers[i], own, bytes);
+      channel_->Post(ShmWord::kReduced, c.step);
+      channel_->Post(ShmWord::kDone, c.step);
+      c.phase = 3;  // complete once every peer has written its slice into this rank's tensor
+    } else {
+      // Reduced at once into this rank's output and (unless the peers gather it from the heap) into its
+      // slot, whose slice r holds nothing yet: one pass (Note [Blocked reduction]).
+      char* also_out = c.in_heap ? nullptr : channel_->Slot(rank(), c.step) + begin * element;
+      DDP_RETURN_IF_ERROR(ReduceSlots(own, begin * element, end - begin, c.dtype, c.op, c.step,
+                                      InputPlace::kPublished, /*own=*/own, also_out));
+      channel_->Post(ShmWord::kReduced, c.step);
+      c.phase = 2;
+    }
   }
   if (c.phase == 2) {
     // Gathering a slice twice (a resumed attempt) copies the same bytes again: harmless.
@@ -306,7 +332,8 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, b
     c.phase = 3;
   }
   if (c.phase == 3) {
-    if (c.in_heap) {  // the peers may still be gathering this rank's slice from its heap
+    // The peers may still be gathering this rank's slice from its heap, or writing theirs into it.
+    if (c.in_heap) {
       if (!blocking && !channel_->TrySpinAll(ShmWord::kDone, c.step)) return false;
       DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kDone, c.step, call.deadline, call));
     }

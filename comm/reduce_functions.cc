@@ -105,20 +105,23 @@ RawReduceFunction GetReduceFunction(DType dtype, ReduceOp op) {
 // hierarchy once, each output byte once. Since a block's outputs are written only after all of that
 // block's inputs were read, an output may be one of the inputs. Two inputs and one output need no block
 // (the element-wise function already reads each once and writes once); with kAvg's division fused, two
-// float32 inputs and a power-of-two divisor (world 2) take a one-pass kernel, and otherwise each block is
-// divided while it is in L1, before it is written out.
+// float32 inputs and a power-of-two divisor (world 2) take a one-pass kernel (into the block when there
+// are two outputs), and otherwise each block is divided while it is in L1, before it is written out.
 constexpr size_t kReduceBlockBytes = 4096;
 
 void ReduceInputs(RawReduceFunction fn, size_t element_size, void* out, void* also_out, const void* const* inputs,
                   int num_inputs, size_t n, const FusedDivide* divide) {
   DDP_CHECK(num_inputs >= 2) << "ReduceInputs needs at least two inputs, got " << num_inputs;
   if (divide != nullptr && divide->divisor == 1) divide = nullptr;
+  // kAvg of two float32 inputs by a power of two: the sum and the division in one pass (fn is the sum).
+  const bool fused_average = num_inputs == 2 && divide != nullptr && divide->dtype == DType::kFloat32 &&
+                             IsPowerOfTwo(divide->divisor);
   if (num_inputs == 2 && also_out == nullptr) {  // one pass already; out may alias an input
     if (divide == nullptr) {
       fn(out, inputs[0], inputs[1], n);
       return;
     }
-    if (divide->dtype == DType::kFloat32 && IsPowerOfTwo(divide->divisor)) {  // kAvg: fn is the sum
+    if (fused_average) {
       SumTimesPowerOfTwoReciprocal(out, inputs[0], inputs[1], n, divide->divisor);
       return;
     }
@@ -129,9 +132,13 @@ void ReduceInputs(RawReduceFunction fn, size_t element_size, void* out, void* al
     const size_t count = std::min(per_block, n - begin);
     const size_t offset = begin * element_size;
     auto at = [offset](const void* base) { return static_cast<const char*>(base) + offset; };
-    fn(block, at(inputs[0]), at(inputs[1]), count);
-    for (int q = 2; q < num_inputs; ++q) fn(block, block, at(inputs[q]), count);
-    if (divide != nullptr) DivideInPlace(block, divide->dtype, count, divide->divisor);
+    if (fused_average) {
+      SumTimesPowerOfTwoReciprocal(block, at(inputs[0]), at(inputs[1]), count, divide->divisor);
+    } else {
+      fn(block, at(inputs[0]), at(inputs[1]), count);
+      for (int q = 2; q < num_inputs; ++q) fn(block, block, at(inputs[q]), count);
+      if (divide != nullptr) DivideInPlace(block, divide->dtype, count, divide->divisor);
+    }
     std::memcpy(static_cast<char*>(out) + offset, block, count * element_size);
     if (also_out != nullptr) std::memcpy(static_cast<char*>(also_out) + offset, block, count * element_size);
   }

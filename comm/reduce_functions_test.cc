@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -106,7 +107,9 @@ TEST(ReduceInputsTest, FusedDivisionMatchesDividingAfterwards) {
       std::vector<float> out(n, -1), also(n, -2);
       ReduceInputs(fn, sizeof(float), out.data(), nullptr, pointers.data(), k, n, &divide);
       EXPECT_TRUE(SameBits(out, expected)) << k << " inputs, n " << n;
+      std::fill(out.begin(), out.end(), -1.0f);
       ReduceInputs(fn, sizeof(float), out.data(), also.data(), pointers.data(), k, n, &divide);
+      EXPECT_TRUE(SameBits(out, expected)) << "first of two outputs, " << k << " inputs, n " << n;
       EXPECT_TRUE(SameBits(also, expected)) << "second output, " << k << " inputs, n " << n;
       ReduceInputs(fn, sizeof(float), inputs[0].data(), nullptr, pointers.data(), k, n, &divide);
       EXPECT_TRUE(SameBits(inputs[0], expected)) << "in place, " << k << " inputs, n " << n;

@@ -319,6 +319,22 @@ absl::StatusOr<const char*> ShmChannel::Input(int owner, uint32_t step, size_t o
   return at;
 }
 
+bool ShmChannel::AllInputsInHeap(uint32_t step) const {
+  for (int q = 0; q < size_; ++q) {
+    if (HeapInput(q, step) == 0) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<char*> ShmChannel::HeapInputToWrite(int owner, uint32_t step, size_t offset_bytes, size_t bytes) {
+  if (HeapInput(owner, step) == 0) {
+    return absl::InternalError(absl::StrCat("rank ", owner, "'s input of step ", step, " is not in its heap"));
+  }
+  absl::StatusOr<const char*> at = Input(owner, step, offset_bytes, bytes);
+  if (!at.ok()) return at.status();
+  return const_cast<char*>(*at);  // a heap mapping, PROT_READ | PROT_WRITE (comm/shm_heap.cc)
+}
+
 char* ShmChannel::InlineInput(int owner, uint32_t step) const {
   return peers_[owner].control()->inline_input[step % 2].data;
 }

@@ -142,6 +142,13 @@ class ShmChannel {
   // process: in its slot, or in its heap (mapped on demand). Valid once its kReady >= step, until this
   // rank posts kDone = step. Errors (a heap that cannot be mapped) name the rank.
   absl::StatusOr<const char*> Input(int owner, uint32_t step, size_t offset_bytes, size_t bytes);
+  // Whether every rank published its input of `step` in its heap (PublishInput with an offset). Valid
+  // once every rank's kReady >= step; every rank then gets the same answer.
+  bool AllInputsInHeap(uint32_t step) const;
+  // Input() of a rank whose input of `step` lies in its heap, writable (heaps are mapped read-write in
+  // every process): Note [Pushing the reduced slices] in process_group_shm.cc. Errors name the rank;
+  // an input in a slot is an internal error.
+  absl::StatusOr<char*> HeapInputToWrite(int owner, uint32_t step, size_t offset_bytes, size_t bytes);
   // Announces that the group is broken (`lost_rank`, or -1 when unknown) so that ranks waiting on this
   // one fail at their next check instead of at the timeout.
   void Abort(int lost_rank);
