@@ -326,9 +326,11 @@ bool ShmChannel::AllInputsInHeap(uint32_t step) const {
   return true;
 }
 
-absl::StatusOr<char*> ShmChannel::HeapInputToWrite(int owner, uint32_t step, size_t offset_bytes, size_t bytes) {
+absl::StatusOr<char*> ShmChannel::HeapInputToWrite(int owner, uint32_t step, size_t offset_bytes,
+                                                   size_t bytes) {
   if (HeapInput(owner, step) == 0) {
-    return absl::InternalError(absl::StrCat("rank ", owner, "'s input of step ", step, " is not in its heap"));
+    return absl::InternalError(
+        absl::StrCat("rank ", owner, "'s input of step ", step, " is not in its heap"));
   }
   absl::StatusOr<const char*> at = Input(owner, step, offset_bytes, bytes);
   if (!at.ok()) return at.status();
