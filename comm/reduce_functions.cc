@@ -104,9 +104,10 @@ RawReduceFunction GetReduceFunction(DType dtype, ReduceOp op) {
 // the stack, in input order, and copies that block to each output. Each input byte crosses the memory
 // hierarchy once, each output byte once. Since a block's outputs are written only after all of that
 // block's inputs were read, an output may be one of the inputs. Two inputs and one output need no block
-// (the element-wise function already reads each once and writes once); with kAvg's division fused, two
-// float32 inputs and a power-of-two divisor (world 2) take a one-pass kernel (into the block when there
-// are two outputs), and otherwise each block is divided while it is in L1, before it is written out.
+// (the element-wise function already reads each once and writes once), and with a second output each
+// block is reduced straight into the first and copied from there while in L1; with kAvg's division fused,
+// two float32 inputs and a power-of-two divisor (world 2) take a one-pass kernel, and otherwise each block
+// is divided while it is in L1, before it is written out.
 constexpr size_t kReduceBlockBytes = 4096;
 
 void ReduceInputs(RawReduceFunction fn, size_t element_size, void* out, void* also_out, const void* const* inputs,
@@ -126,19 +127,33 @@ void ReduceInputs(RawReduceFunction fn, size_t element_size, void* out, void* al
       return;
     }
   }
-  alignas(64) char block[kReduceBlockBytes];
   const size_t per_block = kReduceBlockBytes / element_size;
+  if (num_inputs == 2 && (divide == nullptr || fused_average)) {
+    // Two outputs (also_out is set here): each block is reduced straight into `out` (one pass, which may
+    // alias an input) and copied from there, still in L1, to `also_out`.
+    for (size_t begin = 0; begin < n; begin += per_block) {
+      const size_t count = std::min(per_block, n - begin);
+      const size_t offset = begin * element_size;
+      char* block = static_cast<char*>(out) + offset;
+      const char* a = static_cast<const char*>(inputs[0]) + offset;
+      const char* b = static_cast<const char*>(inputs[1]) + offset;
+      if (fused_average) {
+        SumTimesPowerOfTwoReciprocal(block, a, b, count, divide->divisor);
+      } else {
+        fn(block, a, b, count);
+      }
+      std::memcpy(static_cast<char*>(also_out) + offset, block, count * element_size);
+    }
+    return;
+  }
+  alignas(64) char block[kReduceBlockBytes];
   for (size_t begin = 0; begin < n; begin += per_block) {
     const size_t count = std::min(per_block, n - begin);
     const size_t offset = begin * element_size;
     auto at = [offset](const void* base) { return static_cast<const char*>(base) + offset; };
-    if (fused_average) {
-      SumTimesPowerOfTwoReciprocal(block, at(inputs[0]), at(inputs[1]), count, divide->divisor);
-    } else {
-      fn(block, at(inputs[0]), at(inputs[1]), count);
-      for (int q = 2; q < num_inputs; ++q) fn(block, block, at(inputs[q]), count);
-      if (divide != nullptr) DivideInPlace(block, divide->dtype, count, divide->divisor);
-    }
+    fn(block, at(inputs[0]), at(inputs[1]), count);
+    for (int q = 2; q < num_inputs; ++q) fn(block, block, at(inputs[q]), count);
+    if (divide != nullptr) DivideInPlace(block, divide->dtype, count, divide->divisor);
     std::memcpy(static_cast<char*>(out) + offset, block, count * element_size);
     if (also_out != nullptr) std::memcpy(static_cast<char*>(also_out) + offset, block, count * element_size);
   }

@@ -63,6 +63,20 @@ TEST(ReduceInputsTest, OutputMayBeAnyInput) {
       ReduceInputs(fn, sizeof(float), inputs[aliased].data(), nullptr, pointers.data(), k, n);
       EXPECT_TRUE(SameBits(inputs[aliased], expected)) << k << " inputs, output = input " << aliased;
     }
+    // Both outputs inputs (a pushed slice: this rank's input and a peer's), with and without kAvg.
+    for (const bool average : {false, true}) {
+      std::vector<std::vector<float>> inputs;
+      for (int q = 0; q < k; ++q) inputs.push_back(Input(q, n));
+      std::vector<float> expected = Pairwise(fn, inputs);
+      if (average) DivideInPlace(expected.data(), DType::kFloat32, n, k);
+      std::vector<const void*> pointers;
+      for (const auto& in : inputs) pointers.push_back(in.data());
+      const FusedDivide divide{DType::kFloat32, k};
+      ReduceInputs(fn, sizeof(float), inputs[0].data(), inputs[k - 1].data(), pointers.data(), k, n,
+                   average ? &divide : nullptr);
+      EXPECT_TRUE(SameBits(inputs[0], expected)) << k << " inputs, average " << average;
+      EXPECT_TRUE(SameBits(inputs[k - 1], expected)) << k << " inputs, average " << average;
+    }
   }
 }
 
