@@ -250,7 +250,7 @@ absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, co
 // at once, and its Work completes when every peer posted kDone, i.e. finished writing into r's tensor.
 // Each rank then reads the peers' inputs once and writes its slice once per peer, where the gather read
 // every peer's slice again after a second hand-off. Measured with the floor program (bench/shm_floor.h)
-// at world 2: 1-4 MiB in 0.5-0.7x the gather's time (BENCHMARKS.md, thirteenth session).
+// at world 2: 1-4 MiB in 0.45-0.75x the gather's time (BENCHMARKS.md, thirteenth session).
 
 absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, bool blocking, const Call& call) {
   const size_t element = ElementSize(c.dtype);

@@ -48,7 +48,8 @@ struct ProcessGroupShmOptions {
 // on the calling thread instead, which never sleeps on a peer: it spins at most channel.spin per wait
 // and otherwise leaves the rest to the worker (Note [Inline collectives]). A large all-reduce of a tensor
 // from NewCommBuffer is read in place by the peers instead of being copied into the slots (Note [Zero-copy
-// all-reduce]); its Work completes once every peer has finished reading it. Thread-safe.
+// all-reduce]); its Work completes once every peer has finished reading it (and, when every rank's tensor
+// is in its heap, writing its reduced slice into it: Note [Pushing the reduced slices]). Thread-safe.
 // Errors: a failed collective's Work names the collective (operation, element count, dtype, sequence
 // number, rank) and, when a rank's process exited, that rank ("lost rank 2 (process 81 exited)"), within
 // about channel.liveness_interval of its death. The group is then broken: later collectives fail with
