@@ -83,10 +83,14 @@ for line in open(sys.argv[1]):
         round_name = line.split()[-1]
     elif line.startswith("{"):
         rows.append(dict(json.loads(line), round=round_name))
-def med(model, impl, world, ddp, key="samples_per_s", backend=None, pair=False, view=False):
-    vals = [r[key] for r in rows if r["model"] == model and r["impl"] == impl and r["world_size"] == world
+def select(model, impl, world, ddp, backend=None, pair=False, view=False, rnd=None):
+    """The result rows of one configuration (of round `rnd`, or of every round)."""
+    return [r for r in rows if r["model"] == model and r["impl"] == impl and r["world_size"] == world
             and bool(r.get("ddp")) == ddp and (backend is None or r.get("backend") == backend)
-            and bool(r.get("pair")) == pair and bool(r.get("gradient_as_bucket_view")) == view]
+            and bool(r.get("pair")) == pair and bool(r.get("gradient_as_bucket_view")) == view
+            and (rnd is None or r["round"] == rnd)]
+def med(model, impl, world, ddp, key="samples_per_s", backend=None, pair=False, view=False):
+    vals = [r[key] for r in select(model, impl, world, ddp, backend, pair, view)]
     return statistics.median(vals) if vals else float("nan")
 print("\nmedians over rounds (samples/s summed over ranks)")
 print("model  world-1 DDP/plain step time: ours  pytorch | world 2 samples/s: ours gloo  ours shm  pytorch"
@@ -113,14 +117,9 @@ for model in dict.fromkeys(r["model"] for r in rows):
 print("\nper round (each round's own ratios; median over the rounds, then every round in order)")
 print("model  shm/single  shm view/single  lockstep/single  noise bound/single  two at once/single"
       "  view/lockstep  view/noise bound  view/PyTorch view | single process step time: p90/p50  cv")
-def one(model, rnd, **kw):
-    vals = [r for r in rows if r["model"] == model and r["round"] == rnd
-            and r["impl"] == kw.get("impl", "ddpengine")
-            and r["world_size"] == kw["world"] and bool(r.get("ddp")) == kw["ddp"]
-            and (kw.get("backend") is None or r.get("backend") == kw["backend"])
-            and bool(r.get("pair")) == kw.get("pair", False)
-            and bool(r.get("gradient_as_bucket_view")) == kw.get("view", False)]
-    return vals[0] if vals else None
+def one(model, rnd, impl="ddpengine", **kw):
+    found = select(model, impl, rnd=rnd, **kw)
+    return found[0] if found else None
 for model in dict.fromkeys(r["model"] for r in rows):
     per = []
     for rnd in dict.fromkeys(r["round"] for r in rows if r["model"] == model):

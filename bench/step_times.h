@@ -15,8 +15,9 @@
 
 namespace ddp {
 
-// The spread of a loop's step times, in milliseconds: median, 90th percentile (nearest rank), and the
-// coefficient of variation (population standard deviation over the mean).
+// The spread of a loop's step times, in milliseconds: median and 90th percentile (Percentile in
+// reducer/iteration_stats.h, as the Reducer's stats table), and the coefficient of variation (population
+// standard deviation over the mean).
 struct StepTimeSpread {
   double p50_ms = 0;
   double p90_ms = 0;
@@ -24,7 +25,7 @@ struct StepTimeSpread {
 };
 
 // The spread of `step_ms` (milliseconds per step). REQUIRES: not empty, every value > 0.
-StepTimeSpread SpreadOf(std::vector<double> step_ms);
+StepTimeSpread SpreadOf(const std::vector<double>& step_ms);
 
 // Writes one step time per line ("%.4f" ms) to `path`, replacing it. Fails with a status naming the
 // path when it cannot be written; the file is then incomplete or absent.

@@ -9,10 +9,11 @@
 namespace ddp {
 namespace {
 
-TEST(SpreadOfTest, PercentilesByNearestRankAndCoefficientOfVariation) {
-  // 1..10 in shuffled order: median (nearest rank) 5, p90 9; mean 5.5, population stdev sqrt(8.25).
+TEST(SpreadOfTest, PercentilesAndCoefficientOfVariation) {
+  // 1..10 in shuffled order: p50 at index round(4.5) = 5 of the sorted values, 6; p90 at round(8.1) = 8,
+  // 9; mean 5.5, population stdev sqrt(8.25).
   StepTimeSpread spread = SpreadOf({7, 2, 10, 4, 1, 9, 3, 6, 8, 5});
-  EXPECT_DOUBLE_EQ(spread.p50_ms, 5);
+  EXPECT_DOUBLE_EQ(spread.p50_ms, 6);
   EXPECT_DOUBLE_EQ(spread.p90_ms, 9);
   EXPECT_NEAR(spread.cv, 2.8722813232690143 / 5.5, 1e-12);
 }

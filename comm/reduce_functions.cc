@@ -127,34 +127,25 @@ void ReduceInputs(RawReduceFunction fn, size_t element_size, void* out, void* al
       return;
     }
   }
+  // With two inputs and no division left for a later pass, a block is reduced straight into `out` (one
+  // pass, which may alias an input) and copied from there, still in L1, to `also_out`; otherwise it is
+  // staged on the stack.
+  const bool direct = num_inputs == 2 && (divide == nullptr || fused_average);
+  alignas(64) char staging[kReduceBlockBytes];
   const size_t per_block = kReduceBlockBytes / element_size;
-  if (num_inputs == 2 && (divide == nullptr || fused_average)) {
-    // Two outputs (also_out is set here): each block is reduced straight into `out` (one pass, which may
-    // alias an input) and copied from there, still in L1, to `also_out`.
-    for (size_t begin = 0; begin < n; begin += per_block) {
-      const size_t count = std::min(per_block, n - begin);
-      const size_t offset = begin * element_size;
-      char* block = static_cast<char*>(out) + offset;
-      const char* a = static_cast<const char*>(inputs[0]) + offset;
-      const char* b = static_cast<const char*>(inputs[1]) + offset;
-      if (fused_average) {
-        SumTimesPowerOfTwoReciprocal(block, a, b, count, divide->divisor);
-      } else {
-        fn(block, a, b, count);
-      }
-      std::memcpy(static_cast<char*>(also_out) + offset, block, count * element_size);
-    }
-    return;
-  }
-  alignas(64) char block[kReduceBlockBytes];
   for (size_t begin = 0; begin < n; begin += per_block) {
     const size_t count = std::min(per_block, n - begin);
     const size_t offset = begin * element_size;
     auto at = [offset](const void* base) { return static_cast<const char*>(base) + offset; };
-    fn(block, at(inputs[0]), at(inputs[1]), count);
-    for (int q = 2; q < num_inputs; ++q) fn(block, block, at(inputs[q]), count);
-    if (divide != nullptr) DivideInPlace(block, divide->dtype, count, divide->divisor);
-    std::memcpy(static_cast<char*>(out) + offset, block, count * element_size);
+    char* block = direct ? static_cast<char*>(out) + offset : staging;
+    if (fused_average) {
+      SumTimesPowerOfTwoReciprocal(block, at(inputs[0]), at(inputs[1]), count, divide->divisor);
+    } else {
+      fn(block, at(inputs[0]), at(inputs[1]), count);
+      for (int q = 2; q < num_inputs; ++q) fn(block, block, at(inputs[q]), count);
+      if (divide != nullptr) DivideInPlace(block, divide->dtype, count, divide->divisor);
+    }
+    if (!direct) std::memcpy(static_cast<char*>(out) + offset, block, count * element_size);
     if (also_out != nullptr) std::memcpy(static_cast<char*>(also_out) + offset, block, count * element_size);
   }
 }

@@ -21,16 +21,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "reducer/iteration_stats.h"
 #include "tensor/check.h"
 
 namespace ddp {
 namespace {
-
-double Percentile(std::vector<double> values, double q) {
-  std::sort(values.begin(), values.end());
-  const size_t index = std::min(values.size() - 1, static_cast<size_t>(q * (values.size() - 1) + 0.5));
-  return values[index];
-}
 
 double Mean(const std::vector<double>& values) {
   double sum = 0;
