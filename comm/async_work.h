@@ -2,6 +2,7 @@
 #ifndef DDP_COMM_ASYNC_WORK_H_
 #define DDP_COMM_ASYNC_WORK_H_
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 namespace ddp {
 
 // Thread-safe. The backend calls MarkStarted() then Complete(status) exactly once; any thread may Wait.
+// IsCompleted() and Wait() on a completed Work take no lock (Note [Completed without a lock]).
 class AsyncWork : public Work {
  public:
   // `description` (e.g. "AllReduce #12 of 1024 float32 on rank 1/4 (gloo)") is used in timeout errors.
@@ -29,8 +31,9 @@ class AsyncWork : public Work {
 
   // Records that the backend began executing the operation.
   void MarkStarted();
-  // Records the outcome and wakes every waiter. Later calls are ignored.
-  void Complete(absl::Status status);
+  // Records the outcome and wakes every waiter. Later calls are ignored. `started`, when given, is when
+  // the backend began (one locked section instead of MarkStarted's; a MarkStarted time is kept).
+  void Complete(absl::Status status, absl::Time started = absl::InfinitePast());
   // The description given at construction; a subclass may format it lazily instead (only errors and
   // callers that ask need it, and a small collective should not pay for formatting it).
   virtual std::string description() const { return description_; }
@@ -39,6 +42,8 @@ class AsyncWork : public Work {
   const std::string description_;
   mutable absl::Mutex mu_;
   bool completed_ ABSL_GUARDED_BY(mu_) = false;
+  // Set (release) after status_ got its final value under mu_; status_ never changes after that.
+  std::atomic<bool> done_{false};
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   absl::Time started_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time ended_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

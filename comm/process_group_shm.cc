@@ -9,6 +9,7 @@
 #include "comm/collective_tensors.h"
 #include "comm/reduce_functions.h"
 #include "comm/rendezvous_checks.h"
+#include "comm/wall_clock.h"
 #include "tensor/check.h"
 
 // Every collective here is a sequence of steps of the protocol in Note [Shared-memory protocol]
@@ -121,7 +122,7 @@ absl::Status ProcessGroupShm::Guarded(const AsyncWork& work, absl::FunctionRef<a
     return absl::Status(broken_.code(), absl::StrCat(work.description(), " not run: the group failed before (",
                                                      broken_.message(), ")"));
   }
-  const Call call{&work, blocking ? absl::Now() + options_.timeout : absl::InfiniteFuture()};
+  const Call call{&work, blocking ? WallNow() + options_.timeout : absl::InfiniteFuture()};
   absl::Status status = body(call);
   if (!status.ok()) {
     broken_ = status;
@@ -160,7 +161,7 @@ std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const Tensor& tensor, 
     work = std::make_shared<ShmWork>(op, tensor.numel(), tensor.dtype(), next_sequence_++, rank(), size(),
                                      channel_->waiters());
   }
-  work->MarkStarted();
+  const absl::Time started = WallNow();  // given to Complete: one locked section, not two
   ChunkAllReduce chunk{Bytes(tensor), static_cast<size_t>(tensor.numel()), tensor.dtype(), op};
   bool done = false;
   absl::Status status = Guarded(
@@ -183,7 +184,7 @@ std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const Tensor& tensor, 
     });
     return work;
   }
-  work->Complete(status);
+  work->Complete(status, started);
   queue_->EndInline();
   return work;
 }
