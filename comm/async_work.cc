@@ -54,9 +54,9 @@ void AsyncWork::Complete(absl::Status status, absl::Time started) {
     if (completed_) return;
     completed_ = true;
     status_ = std::move(status);
-    done_.store(true, std::memory_order_release);
     ended_ = WallNow();
     if (started_ == absl::InfinitePast()) started_ = started != absl::InfinitePast() ? started : ended_;
+    done_.store(true, std::memory_order_release);  // last: the status and times are final
     callbacks.swap(callbacks_);
     outcome = status_;
   }
