@@ -9,15 +9,17 @@ namespace ddp {
 // A caller that waits for a finished collective (the common case for small ones, which complete inline)
 // took the mutex twice, IsCompleted and Wait, about 13 ns each here. Complete() sets done_ (release)
 // after the final status_ is stored, and status_ never changes again, so a reader that sees done_
-// (acquire) reads status_ without the lock.
+// (acquire) reads status_ without the lock. done_ is written only under the lock, so a thread that holds
+// it reads done_ relaxed.
 
 bool AsyncWork::IsCompleted() { return done_.load(std::memory_order_acquire); }
 
 absl::Status AsyncWork::Wait(absl::Duration timeout) {
   if (done_.load(std::memory_order_acquire)) return status_;  // Note [Completed without a lock]
   absl::MutexLock lock(&mu_);
-  if (completed_) return status_;  // without AwaitWithTimeout, which reads the clock for its deadline
-  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return completed_; };
+  // Completed since the check above: no AwaitWithTimeout, which reads the clock for its deadline.
+  if (done_.load(std::memory_order_relaxed)) return status_;
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_.load(std::memory_order_relaxed); };
   if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
     return absl::DeadlineExceededError(
         absl::StrCat(description(), ": not completed after ", absl::FormatDuration(timeout)));
@@ -51,8 +53,7 @@ void AsyncWork::Complete(absl::Status status, absl::Time started) {
   absl::Status outcome;
   {
     absl::MutexLock lock(&mu_);
-    if (completed_) return;
-    completed_ = true;
+    if (done_.load(std::memory_order_relaxed)) return;
     status_ = std::move(status);
     ended_ = WallNow();
     if (started_ == absl::InfinitePast()) started_ = started != absl::InfinitePast() ? started : ended_;
@@ -68,7 +69,7 @@ bool AsyncWork::AddCompletionCallback(std::function<void(const absl::Status&)> c
   absl::Status outcome;
   {
     absl::MutexLock lock(&mu_);
-    if (!completed_) {
+    if (!done_.load(std::memory_order_relaxed)) {
       callbacks_.push_back(std::move(callback));
       return true;
     }

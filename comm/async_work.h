@@ -41,9 +41,9 @@ class AsyncWork : public Work {
  private:
   const std::string description_;
   mutable absl::Mutex mu_;
-  bool completed_ ABSL_GUARDED_BY(mu_) = false;
-  // Set last in Complete (release), after status_ and the times got their final values under mu_; they
-  // never change again, so a thread that reads done_ (acquire) as true may read status_ without mu_.
+  // Whether Complete ran. Written only under mu_, last in Complete (release), after status_ and the times
+  // got their final values; they never change again, so a thread that reads done_ (acquire) as true may
+  // read status_ without mu_.
   std::atomic<bool> done_{false};
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   absl::Time started_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "comm/shm_segment.h"
 #include "comm/unique_fd.h"
+#include "comm/wall_clock.h"
 #include "tensor/check.h"
 
 // Note [Shared-memory protocol]
@@ -396,7 +397,7 @@ bool ShmChannel::SpinUntil(const std::atomic<uint32_t>& w, uint32_t step, bool m
     _mm_pause();
     if (Reached(w.load(std::memory_order_acquire), step)) return true;
     if (i % 64 != 0) continue;
-    const absl::Time now = absl::Now();
+    const absl::Time now = WallNow();
     if (i == 64) start = now;
     const absl::Duration budget = may_extend && waiters_->Any() ? spin_while_waited_ : options_.spin;
     if (now - start >= budget) return false;
@@ -426,7 +427,7 @@ absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time
                                bool spun_long) {
   std::atomic<uint32_t>& w = peers_[peer].word(word, step);
   std::atomic<uint32_t>& sleepers = peers_[peer].control()->sleepers;
-  absl::Time next_check = absl::Now();
+  absl::Time next_check = WallNow();
   while (true) {
     if (!spun_long && waiters_->Any()) {  // a thread began to wait on the group (and may have woken us)
       spun_long = true;
@@ -437,13 +438,13 @@ absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time
     const uint32_t seen = w.load(std::memory_order_seq_cst);
     if (!Reached(seen, step) && (spun_long || !waiters_->Any())) {
       sleeps_.fetch_add(1, std::memory_order_relaxed);
-      FutexWait(&w, seen, std::max(absl::ZeroDuration(), std::min(options_.liveness_interval, deadline - absl::Now())));
+      FutexWait(&w, seen, std::max(absl::ZeroDuration(), std::min(options_.liveness_interval, deadline - WallNow())));
     }
     waiters_->SleepingOn(nullptr);
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
     const uint32_t now_value = w.load(std::memory_order_acquire);
     if (Reached(now_value, step)) return absl::OkStatus();
-    const absl::Time now = absl::Now();
+    const absl::Time now = WallNow();
     const bool check_processes = now >= next_check;
     if (check_processes) next_check = now + options_.liveness_interval;
     if (std::string lost = CheckPeers(check_processes); !lost.empty()) {
