@@ -438,7 +438,8 @@ absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time
     const uint32_t seen = w.load(std::memory_order_seq_cst);
     if (!Reached(seen, step) && (spun_long || !waiters_->Any())) {
       sleeps_.fetch_add(1, std::memory_order_relaxed);
-      FutexWait(&w, seen, std::max(absl::ZeroDuration(), std::min(options_.liveness_interval, deadline - WallNow())));
+      const absl::Duration left = deadline - WallNow();
+      FutexWait(&w, seen, std::max(absl::ZeroDuration(), std::min(options_.liveness_interval, left)));
     }
     waiters_->SleepingOn(nullptr);
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
