@@ -18,7 +18,7 @@
 // completion, wake-up), and one used directly with `gloo::allreduce` on the calling thread ("raw", reduce
 // function gloo::sum<float>); with "shm" in --impls also a ProcessGroupShm, measured as
 // `AllReduce(t)->Wait()` on the same buffer ("shm": small all-reduces run on the calling thread, larger
-// ones on the group's worker; Note [Inline collectives] in comm/process_group_shm.cc); "shm_buf" the same
+// ones on the group's worker; Note [Inline collectives] in comm/shm/process_group_shm.cc); "shm_buf" the same
 // on a tensor from NewCommBuffer, as DDP's buckets; "floor" the leanest program of shm_buf's algorithm
 // (Note [Floor all-reduce] in bench/shm_floor.h), the yardstick of what this machine allows.
 // --impls (default ours,raw: the rows BENCHMARKS.md's tables came from) lists the timed ones; the raw
@@ -62,7 +62,7 @@
 // ours against issue 15's targets (>= 10x up to 4 MiB, >= 3x at 64 MiB, world 2).
 // With --reduce_scatter, each size also times ProcessGroupGloo::ReduceScatter of the same `bytes` per rank
 // (n chunks of bytes/4/n floats: the ring of Note [Ring reduce-scatter] in
-// comm/process_group_gloo_collectives.cc), after the rotation loop, and prints it as an "rs" row whose
+// comm/gloo/process_group_gloo_collectives.cc), after the rotation loop, and prints it as an "rs" row whose
 // ratio column is rs/ours (reduce-scatter time over all-reduce time of the same buffer); its busbw is
 // algbw * (n-1)/n, as nccl-tests reports reduce-scatter.
 #include <signal.h>

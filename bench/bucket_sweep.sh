@@ -2,7 +2,7 @@
 # Bucket-size sweep for DDP on 2 ranks (//bench:bucket_sweep): runs a model for bucket caps 0 (one
 # bucket per parameter), 0.0625, 0.25, 1, 5, 25 and 100 MiB (first bucket cap = bucket cap), PyTorch's
 # default layout (first 1 MiB, then 25 MiB), the caps --bucket_cap_mb=auto chooses (row "auto F/C";
-# examples/auto_bucket_caps.h), and two ablations: "single_allreduce" (one bucket reduced
+# train/auto_bucket_caps.h), and two ablations: "single_allreduce" (one bucket reduced
 # after backward) and "no_overlap" (default buckets, all reduced after backward). Prints a table
 # (cap, buckets, step ms, comm ms, exposed comm ms), writes CSV and a PNG plot (gnuplot).
 #
@@ -18,7 +18,7 @@
 # bucket_sweep_<tag>.jsonl beside the CSV.
 #
 # --backend (default gloo: Gloo over loopback TCP, the sweeps BENCHMARKS.md shows) is passed to every
-# bench/train_throughput run; shm is ProcessGroupShm (comm/process_group_shm.h), and tags the outputs
+# bench/train_throughput run; shm is ProcessGroupShm (comm/shm/process_group_shm.h), and tags the outputs
 # "<model>_shm[_<hook>]" (gloo keeps the untagged names). The auto row works over shm as over Gloo: its
 # link probes are all-reduces through the run's own group, so they measure shm. --netns with
 # --backend=shm is refused: the namespaces separate the network only, the two ranks still share one host

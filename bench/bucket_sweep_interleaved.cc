@@ -19,7 +19,7 @@
 // DistributedDataParallel::Rebucket and SetDelayReduction (every rank switches at the same step: the
 // schedule is a pure function of the flags, which the ranks check agree). A round takes seconds, so every
 // configuration sees the same machine; each round starts one configuration later than the last, so none
-// always runs first. The "auto" configuration is what --bucket_cap_mb=auto chooses (examples/
+// always runs first. The "auto" configuration is what --bucket_cap_mb=auto chooses (train/
 // auto_bucket_caps.h) in a phase before the rounds; its caps then rotate with the others.
 #include <algorithm>
 #include <cstdio>
@@ -39,7 +39,7 @@
 #include "comm/rank_agreement.h"
 #include "data/fashion_mnist.h"
 #include "ddp/distributed_data_parallel.h"
-#include "examples/auto_bucket_caps.h"
+#include "train/auto_bucket_caps.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
 #include "reducer/trace.h"

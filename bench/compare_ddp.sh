@@ -3,7 +3,7 @@
 # machine hits both alike). 1 thread per rank, batch 64 per rank, pre-loaded Fashion-MNIST batches.
 #   * world size 1: DDP-wrapped vs plain module (DDP's own overhead), for ours and PyTorch;
 #   * world size 2: samples/s over both ranks, ours over Gloo (like for like) and over shared memory
-#     (`--backend=shm`, what examples/train picks on one host), plus communication / exposed communication;
+#     (`--backend=shm`, what train/train picks on one host), plus communication / exposed communication;
 #   * world size 2 with gradient_as_bucket_view (.grad tensors live in the buckets: no copy in or back),
 #     ours over shm and PyTorch over gloo, each with its option of that name;
 #   * the machine's ceiling for two processes: two independent single processes (no DDP) at the same time,

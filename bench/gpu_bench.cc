@@ -16,8 +16,8 @@
 #ifdef DDP_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "comm/memory_store.h"
-#include "comm/process_group_nccl.h"
+#include "store/memory_store.h"
+#include "comm/nccl/process_group_nccl.h"
 #include "ddp/distributed_data_parallel.h"
 #include "nn/models.h"
 #include "nn/sgd.h"

@@ -4,7 +4,7 @@
 #
 #   bazel run //bench:netns_allreduce -- [--rate=1gbit] [--realtime] [--one_core] [-- BENCH_FLAGS...]
 #
-# --realtime runs both ranks under chrt -f 5 (as sim/validate.sh does); --one_core pins both ranks to core 0
+# --realtime runs both ranks under chrt -f 5 (as bench/validate_sim.sh does); --one_core pins both ranks to core 0
 # (taskset -c 0): with --realtime, what Note [Simulated schedule] step 6 (sim/step_simulator.h) calls the
 # shared-core link, where one core runs every rank's communication. BENCH_FLAGS go to the benchmark (e.g.
 # --bytes=65536,1048576 --target_ms=300). Needs root and iproute2.

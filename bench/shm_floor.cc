@@ -12,8 +12,8 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
-#include "comm/shm_segment.h"
-#include "tensor/check.h"
+#include "comm/shm/shm_segment.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace {

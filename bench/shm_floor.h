@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "comm/store.h"
+#include "store/store.h"
 
 namespace ddp {
 

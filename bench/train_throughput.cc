@@ -27,8 +27,8 @@
 #include "ddp/join.h"
 #include "reducer/comm_hook.h"
 #include "reducer/trace.h"
-#include "examples/auto_bucket_caps.h"
-#include "examples/stop_agreement.h"
+#include "train/auto_bucket_caps.h"
+#include "train/stop_agreement.h"
 #include "nn/layers.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
@@ -46,7 +46,7 @@ ABSL_FLAG(bool, ddp, false, "wrap in DDP even when WORLD_SIZE is 1 (measures DDP
 ABSL_FLAG(double, bucket_cap_mb, 25, "DDP bucket cap (MiB); 0: one bucket per parameter");
 ABSL_FLAG(double, first_bucket_mb, 1, "DDP first bucket cap (MiB)");
 ABSL_FLAG(bool, auto_bucket_caps, false,
-          "DDP: --bucket_cap_mb=auto (examples/auto_bucket_caps.h): measure, choose the caps with the "
+          "DDP: --bucket_cap_mb=auto (train/auto_bucket_caps.h): measure, choose the caps with the "
           "step simulator, rebucket; give enough --warmup steps (5 + --auto_caps_steps + 1) that the "
           "timed steps all run under the chosen caps");
 ABSL_FLAG(int, auto_caps_steps, 20, "--auto_bucket_caps: steps measured before the choice and after it");
@@ -66,8 +66,8 @@ ABSL_FLAG(std::string, comm_hook, "none", "DDP comm hook: none | fp16 | bf16 | p
 ABSL_FLAG(int, powersgd_rank, 1, "--comm_hook=powersgd: matrix approximation rank");
 ABSL_FLAG(int, powersgd_start_iter, 10, "--comm_hook=powersgd: plain all-reduce for this many iterations first");
 ABSL_FLAG(std::string, per_step, "none",
-          "DDP: none | join (the timed loop inside a ddp/join.h Join, as examples/train's default: one small "
-          "all-reduce per forward) | stop_check (examples/stop_agreement.h without Join: an overlapped "
+          "DDP: none | join (the timed loop inside a ddp/join.h Join, as train/train's default: one small "
+          "all-reduce per forward) | stop_check (train/stop_agreement.h without Join: an overlapped "
           "one-element all-reduce per step)");
 ABSL_FLAG(std::string, step_times_out, "",
           "write each timed step's wall time (ms, one per line) to this path (every rank: \"%r\" in the path "

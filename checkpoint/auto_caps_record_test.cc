@@ -12,7 +12,7 @@
 #include "checkpoint/checkpoint_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "io/fnv1a.h"
+#include "base/fnv1a.h"
 #include "nn/sgd.h"
 
 namespace ddp {

@@ -23,9 +23,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "io/file.h"
-#include "io/fnv1a.h"
+#include "base/fnv1a.h"
 #include "nn/safetensors.h"
-#include "tensor/check.h"
+#include "base/check.h"
 #include "tensor/dtype.h"
 
 // Note [Checkpoint atomicity]
@@ -505,7 +505,7 @@ absl::StatusOr<std::vector<int64_t>> ListCheckpointSteps(const std::string& dir)
 // resume trusts the directories: it tries them newest first and takes the first that verifies, which is
 // dir/latest's step whenever dir/latest is right. Newer steps that fail to verify are named in the note
 // rather than silently passed over; a caller that is about to write checkpoints decides what happens to
-// them (examples/train refuses to overwrite them without --overwrite_checkpoints).
+// them (train/train refuses to overwrite them without --overwrite_checkpoints).
 absl::StatusOr<FoundCheckpoint> FindNewestCheckpoint(const std::string& dir) {
   DDP_ASSIGN_OR_RETURN(const std::vector<int64_t> steps, ListCheckpointSteps(dir));
   if (steps.empty()) return absl::NotFoundError(absl::StrCat("no checkpoint in ", dir, " (no step-<N> directory)"));

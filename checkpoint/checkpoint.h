@@ -47,7 +47,7 @@
 
 namespace ddp {
 
-// The bucket caps --bucket_cap_mb=auto chose (examples/auto_bucket_caps.h, Note [Auto bucket caps]) and
+// The bucket caps --bucket_cap_mb=auto chose (train/auto_bucket_caps.h, Note [Auto bucket caps]) and
 // what they were chosen for, so that a resumed run can reuse them instead of measuring again. Stored in
 // the manifest as "auto_bucket_caps" (caps in MiB, "inf" for no cap; the step times only when known).
 struct AutoBucketCapsRecord {

@@ -1,7 +1,7 @@
 #include "comm/async_work.h"
 
 #include "absl/strings/str_cat.h"
-#include "comm/wall_clock.h"
+#include "base/wall_clock.h"
 
 namespace ddp {
 

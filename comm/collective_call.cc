@@ -5,7 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "io/fnv1a.h"
+#include "base/fnv1a.h"
 
 namespace ddp {
 
@@ -26,7 +26,7 @@ namespace ddp {
 // together. Two different signatures share a hash with probability 1/65536; only then does Gloo's crash
 // remain possible.
 // Send and Recv, which only two ranks take part in, build their slot from the signature and the user's
-// tag instead of a sequence number (Note [Point-to-point tags] in comm/process_group_gloo_collectives.cc).
+// tag instead of a sequence number (Note [Point-to-point tags] in comm/gloo/process_group_gloo_collectives.cc).
 
 uint32_t GlooTag(const CollectiveCall& call) {
   const uint64_t hash = Fnv1a64(call.signature.data(), call.signature.size());

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "comm/store.h"
+#include "store/store.h"
 
 namespace ddp {
 

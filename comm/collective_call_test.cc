@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "comm/memory_store.h"
+#include "store/memory_store.h"
 
 namespace ddp {
 namespace {

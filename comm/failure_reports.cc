@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "comm/store_keys.h"
+#include "store/store_keys.h"
 
 namespace ddp {
 
@@ -18,7 +18,7 @@ namespace ddp {
 // `<prefix><rank>` and (3) polls, at most `window`, for the other ranks' reports. Survivors all fail
 // within a short time of each other (the failure cascades through the mesh), so they all report; the lost
 // rank never does. Under ddprun the wait is usually much shorter: the launcher reaps a dead worker within
-// ~20 ms and writes how it died under LauncherExitNoticeKey(rank) (comm/store_keys.h), which accounts for
+// ~20 ms and writes how it died under LauncherExitNoticeKey(rank) (store/store_keys.h), which accounts for
 // that rank at once. The window is paid only on the error path.
 // The reports live in the rendezvous store: under ddprun (env://) the store runs in the launcher and
 // outlives any worker; with the store in rank 0, a lost rank 0 takes the reports with it, and the

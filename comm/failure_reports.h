@@ -2,7 +2,7 @@
 // group's rendezvous store and reads the others'. The rank that never reports is the one that was lost
 // (killed, crashed, hung, or gone early), so every survivor's error can name it, where Gloo alone only
 // names a socket address ("Connection closed by peer [10.0.0.7]:41234"). Under ddprun the launcher also
-// records how a worker died (comm/store_keys.h), which names the lost rank at once. See Note [Failure
+// records how a worker died (store/store_keys.h), which names the lost rank at once. See Note [Failure
 // reports].
 #ifndef DDP_COMM_FAILURE_REPORTS_H_
 #define DDP_COMM_FAILURE_REPORTS_H_
@@ -13,7 +13,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "comm/store.h"
+#include "store/store.h"
 
 namespace ddp {
 

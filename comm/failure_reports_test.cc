@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "comm/memory_store.h"
-#include "comm/prefix_store.h"
-#include "comm/store_keys.h"
+#include "store/memory_store.h"
+#include "store/prefix_store.h"
+#include "store/store_keys.h"
 
 namespace ddp {
 namespace {

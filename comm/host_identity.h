@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "comm/store.h"
+#include "store/store.h"
 
 namespace ddp {
 

@@ -2,7 +2,7 @@
 
 #include <thread>
 
-#include "comm/memory_store.h"
+#include "store/memory_store.h"
 #include "gtest/gtest.h"
 
 namespace ddp {

@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "tensor/check.h"
+#include "base/check.h"
 #include "tensor/ops.h"
 
 #ifdef DDP_WITH_CUDA

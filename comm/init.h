@@ -12,7 +12,7 @@
 #include "absl/time/time.h"
 #include "comm/launch_env.h"
 #include "comm/process_group.h"
-#include "comm/store.h"
+#include "store/store.h"
 
 namespace ddp {
 

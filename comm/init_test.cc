@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
-#include "comm/socket_util.h"
+#include "store/socket_util.h"
 #include "tensor/factory.h"
 
 namespace ddp {

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/process_group_debug.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "comm/gloo_subgroup.h"
+#include "comm/gloo/gloo_subgroup.h"
 #include "comm/init.h"
 #include "comm/process_group.h"
 

@@ -1,5 +1,5 @@
 // ProcessGroup: the collective-communication interface the Reducer and DDP talk through. START HERE
-// for comm/. Backends: ProcessGroupGloo (CPU tensors over TCP, comm/process_group_gloo.h) and
+// for comm/. Backends: ProcessGroupGloo (CPU tensors over TCP, comm/gloo/process_group_gloo.h) and
 // ProcessGroupNccl (CUDA tensors, --config=cuda). InitProcessGroup (comm/init.h) builds one from
 // torchrun-style environment variables.
 //
@@ -87,7 +87,7 @@ class ProcessGroup {
   // Completes once every rank reached it.
   virtual std::shared_ptr<Work> Barrier() = 0;
 
-  // The collectives below (Note [More collectives] in comm/process_group_gloo_collectives.cc) have
+  // The collectives below (Note [More collectives] in comm/gloo/process_group_gloo_collectives.cc) have
   // defaults that return a failed Work (or Status) with kUnimplemented naming the call and the backend;
   // ProcessGroupGloo implements all of them.
   //
@@ -118,7 +118,7 @@ class ProcessGroup {
 
   // A 1-D tensor of `numel` elements that this group communicates without staging copies, for buffers
   // that are communicated again and again (DDP's buckets): ProcessGroupShm places it in its shared heap,
-  // which the peers read in place (Note [Zero-copy all-reduce] in comm/process_group_shm.cc); the other
+  // which the peers read in place (Note [Zero-copy all-reduce] in comm/shm/process_group_shm.cc); the other
   // backends, and shm when its heap is off or full, return Tensor::Empty. Contents uninitialised; any
   // tensor works with every collective, this one is only faster. Allocate once and reuse: a large buffer
   // gives its memory back to the system when freed, so one allocated per step would fault its pages in

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/async_work.h"
-#include "tensor/check.h"
+#include "base/check.h"
 #include "tensor/dtype.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"

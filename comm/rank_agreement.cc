@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "comm/byte_codec.h"
+#include "store/byte_codec.h"
 
 namespace ddp {
 namespace {

@@ -1,7 +1,7 @@
 // Settings that every rank of a group must hold the same value of (bucket caps, the bucket layout, the
 // comm hook, steps per epoch, ...), checked in one exchange so that a mistake made when starting ranks
 // by hand is named at start-up instead of surfacing later as a backend crash, a hang, or buffers of
-// different sizes reduced against each other (DDP does this at wrap time; examples/train for its own
+// different sizes reduced against each other (DDP does this at wrap time; train/train for its own
 // settings).
 #ifndef DDP_COMM_RANK_AGREEMENT_H_
 #define DDP_COMM_RANK_AGREEMENT_H_

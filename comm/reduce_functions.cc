@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace {

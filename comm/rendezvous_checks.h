@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "comm/store.h"
+#include "store/store.h"
 
 namespace ddp {
 

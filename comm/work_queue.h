@@ -39,7 +39,7 @@ class WorkQueue {
   // when its Works may keep the queue alive (to call RunIfNext).
   void Stop();
 
-  // The waiter's fast path (Note [Waiter runs the work] in comm/process_group_gloo.cc): when `work` is
+  // The waiter's fast path (Note [Waiter runs the work] in comm/gloo/process_group_gloo.cc): when `work` is
   // the next queued task and nothing runs now, runs it on the calling thread exactly as the worker would
   // (MarkStarted, the task, Complete) and returns true; later Enqueues and the worker wait behind it, so
   // issue order holds. Returns false, running nothing, when `work` is not next in the queue (it runs,
@@ -50,7 +50,7 @@ class WorkQueue {
   // wait must not block longer inside the collective) and `work` has not completed.
   void RunForWaiter(AsyncWork& work, absl::Duration wait_timeout, absl::Duration group_timeout);
 
-  // The inline fast path (Note [Inline collectives] in comm/process_group_shm.cc): true when nothing is
+  // The inline fast path (Note [Inline collectives] in comm/shm/process_group_shm.cc): true when nothing is
   // queued or running; the caller then owns the queue's turn and may run a collective on its own thread
   // while later Enqueues wait behind it. Every true must be followed by exactly one EndInline.
   bool TryBeginInline();

@@ -1,7 +1,7 @@
-// WorkQueue's inline turn (Note [Inline collectives] in comm/process_group_shm.cc): while a caller holds
+// WorkQueue's inline turn (Note [Inline collectives] in comm/shm/process_group_shm.cc): while a caller holds
 // it nothing queued runs, a continuation handed back runs before everything queued meanwhile, and no
 // caller gets the turn while a queued task runs. RunIfNext (Note [Waiter runs the work] in
-// comm/process_group_gloo.cc): a waiter runs only the next task, never one behind another or while a task
+// comm/gloo/process_group_gloo.cc): a waiter runs only the next task, never one behind another or while a task
 // runs, and issue order holds.
 #include "comm/work_queue.h"
 

@@ -8,7 +8,7 @@
 #include "data/data_loader.h"
 
 #include "absl/strings/str_cat.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace {

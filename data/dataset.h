@@ -15,7 +15,7 @@ struct Example {
   Tensor input;
   Tensor target;
   // The dataset indices of a batch's rows, in row order, when a DataLoader made it (which samples a step
-  // trained on: examples/train --log_samples); empty otherwise.
+  // trained on: train/train --log_samples); empty otherwise.
   std::vector<int64_t> indices;
 };
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "data/idx_reader.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace {

@@ -18,7 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "tensor/check.h"
+#include "base/check.h"
 #include "tensor/random.h"
 
 namespace ddp {

@@ -1,6 +1,6 @@
 #include "ddp/desync_check.h"
 
-#include "io/fnv1a.h"
+#include "base/fnv1a.h"
 
 #include <set>
 #include <utility>

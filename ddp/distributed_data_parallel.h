@@ -97,7 +97,7 @@ class DistributedDataParallel : public Module {
   absl::Status RestoreBucketOrder(absl::string_view order_text) { return reducer_->RestoreBucketOrder(order_text); }
   // The process group passed to Create.
   ProcessGroup& group() const { return *group_; }
-  // Reducer::Rebucket: new bucket caps between iterations (--bucket_cap_mb=auto, examples/
+  // Reducer::Rebucket: new bucket caps between iterations (--bucket_cap_mb=auto, train/
   // auto_bucket_caps.h). Not collective: every rank must pass the same caps (the caller agrees them first).
   // REQUIRES: between iterations (no forward armed a backward that has not run).
   void Rebucket(const BucketCaps& caps) { reducer_->Rebucket(caps); }

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <thread>
 
-#include "comm/memory_store.h"
+#include "store/memory_store.h"
 #include "testing/run_ranks.h"
-#include "comm/process_group_gloo.h"
+#include "comm/gloo/process_group_gloo.h"
 #include "ddp/sync_batch_norm.h"
 #include "nn/layers.h"
 #include "nn/clip_grad.h"

@@ -7,8 +7,8 @@
 #include <functional>
 #include <thread>
 
-#include "comm/memory_store.h"
-#include "comm/process_group_gloo.h"
+#include "store/memory_store.h"
+#include "comm/gloo/process_group_gloo.h"
 #include "data/tensor_dataset.h"
 #include "nn/models.h"
 #include "tensor/autograd.h"

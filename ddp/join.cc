@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tensor/autograd.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 

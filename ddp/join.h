@@ -68,7 +68,7 @@ class Join {
   // termination), it communicates nothing and returns that error: the group is no longer in step.
   absl::Status Finish();
 
-  // Preemption rides on the announcement (examples/train): this rank's request to stop goes into every
+  // Preemption rides on the announcement (train/train): this rank's request to stop goes into every
   // later exchange, and stop_agreed() says whether any rank had requested it in the last one, which
   // every rank saw alike, so the ranks still training stop after the same step.
   void set_stop_requested(bool requested) { stop_requested_ = requested; }

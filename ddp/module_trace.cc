@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "tensor/autograd.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 

@@ -1,7 +1,7 @@
 // ModuleTracer: per-module slices in the Chrome trace, "forward <path>" and "backward <path>" named by
 // the module's dotted path ("fc1", "features.conv2"), on the modules track of the rank's trace and on
 // the Reducer's clock (absl::Now()), so that the "grad ready" and "launch bucket" instants and the bucket
-// spans line up with the layer whose gradient closed each bucket. Opt-in: examples/train builds one only
+// spans line up with the layer whose gradient closed each bucket. Opt-in: train/train builds one only
 // with --trace_out, and without a tracer nothing is measured (Note [Module call observer] in
 // nn/module.h). See Note [Module trace slices] in module_trace.cc for what the backward slice spans.
 //

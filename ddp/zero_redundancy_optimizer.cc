@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nn/clip_grad.h"
-#include "tensor/check.h"
+#include "base/check.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 

@@ -1,7 +1,7 @@
 #include "dp/data_parallel_workers.h"
 
 #include "tensor/autograd.h"
-#include "tensor/check.h"
+#include "base/check.h"
 #include "tensor/threads.h"
 
 namespace ddp {

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "io/fnv1a.h"
+#include "base/fnv1a.h"
 
 namespace ddp {
 namespace {

@@ -48,7 +48,7 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view byte
 absl::Status FsyncDirectory(const std::string& dir);
 
 // What a verified read expects of a file: its size and the FNV-1a 64 checksum of its bytes
-// (io/fnv1a.h). Both are recorded when the file is written, e.g. in a manifest.
+// (base/fnv1a.h). Both are recorded when the file is written, e.g. in a manifest.
 struct FileFingerprint {
   uint64_t size = 0;
   uint64_t fnv1a64 = 0;

@@ -1,7 +1,7 @@
 // ddprun: torchrun for this engine. Starts --nproc_per_node workers running the given program with
 // RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, ... set (launch/worker_env.h); node 0 also
 // hosts the TCP store, on its own port (Note [Two ports]), so PyTorch DDP scripts run unchanged. Examples:
-//   ddprun --nproc_per_node=4 bazel-bin/examples/train --model=mlp
+//   ddprun --nproc_per_node=4 bazel-bin/train/train --model=mlp
 //   ddprun --nnodes=2 --node_rank=1 --master_addr=10.0.0.1 --job_token=$TOKEN -- ./train
 // Exit code: 0, or the first failing worker's code (128 + signal), see launch/launcher.h.
 #include <cstdio>

@@ -9,10 +9,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "comm/prefix_store.h"
-#include "comm/store_keys.h"
-#include "comm/tcp_store_client.h"
-#include "tensor/check.h"
+#include "store/prefix_store.h"
+#include "store/store_keys.h"
+#include "store/tcp_store_client.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace {

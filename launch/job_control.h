@@ -6,7 +6,7 @@
 
 #include <signal.h>
 
-#include "comm/unique_fd.h"
+#include "base/unique_fd.h"
 #include "launch/worker_env.h"
 
 namespace ddp {
@@ -32,7 +32,7 @@ class ScopedSignalPipe {
 
 // Writes how worker `rank` ended ("exit code 1", "exit code 137 (signal 9)"; `exit_code` is 128 + the
 // signal number for a signal) into the store namespace of attempt `restart` of `layout`'s job
-// (comm/store_keys.h: LauncherExitNoticeKey), so the survivors' failure reports name it at once. Best
+// (store/store_keys.h: LauncherExitNoticeKey), so the survivors' failure reports name it at once. Best
 // effort, bounded by 2 s connect and I/O timeouts: a notice that cannot be written only makes the
 // survivors wait for their report window.
 void RecordExitNotice(const JobLayout& layout, int restart, int rank, int exit_code);

@@ -9,16 +9,16 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "comm/job_token.h"
+#include "store/job_token.h"
 #include "absl/strings/numbers.h"
-#include "comm/socket_util.h"
-#include "comm/store_exposure.h"
-#include "comm/store_keys.h"
-#include "comm/tcp_store_client.h"
-#include "comm/tcp_store_server.h"
+#include "store/socket_util.h"
+#include "store/store_exposure.h"
+#include "store/store_keys.h"
+#include "store/tcp_store_client.h"
+#include "store/tcp_store_server.h"
 #include "launch/job_control.h"
 #include "launch/worker_group.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace {
@@ -37,7 +37,7 @@ std::string ChooseJobToken(const LaunchOptions& options) {
 
 // Node 0 hosts the store; a single-node job listens on master_addr only, a multi-node job on every
 // interface. A store open beyond loopback without a token gets the same warning as rank 0's
-// (comm/store_exposure.h).
+// (store/store_exposure.h).
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> StartStore(const LaunchOptions& options,
                                                             const std::string& token) {
   TcpStoreServerOptions server_options;

@@ -15,13 +15,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "comm/job_token.h"
-#include "comm/socket_util.h"
-#include "comm/tcp_store_server.h"
-#include "comm/unique_fd.h"
+#include "store/job_token.h"
+#include "store/socket_util.h"
+#include "store/tcp_store_server.h"
+#include "base/unique_fd.h"
 #include "launch/job_control.h"
 #include "launch/worker_group.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace {

@@ -6,8 +6,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "comm/prefix_store.h"
-#include "comm/tcp_store_client.h"
+#include "store/prefix_store.h"
+#include "store/tcp_store_client.h"
 
 namespace {
 

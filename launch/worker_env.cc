@@ -1,7 +1,7 @@
 #include "launch/worker_env.h"
 
 #include "absl/strings/str_cat.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 

@@ -12,10 +12,10 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "comm/socket_util.h"
-#include "comm/unique_fd.h"
+#include "store/socket_util.h"
+#include "base/unique_fd.h"
 #include "launch/worker_process.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 extern char** environ;
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "comm/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace ddp {
 

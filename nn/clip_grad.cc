@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tensor/autograd.h"
-#include "tensor/check.h"
+#include "base/check.h"
 #include "tensor/ops.h"
 
 namespace ddp {

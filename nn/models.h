@@ -1,4 +1,4 @@
-// The example models of examples/train and the benchmarks, for 28x28 single-channel images (MNIST-like
+// The example models of train/train and the benchmarks, for 28x28 single-channel images (MNIST-like
 // input [n, 1, 28, 28], 10 classes). Parameter and buffer names match a plain PyTorch module with
 // attributes fc1, fc2, ... / conv1, bn1, conv2, bn2 (see tools/gen_fixtures.py), so safetensors
 // checkpoints move between the two.

@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace {

@@ -151,7 +151,7 @@ class Reducer {
   // (every rank must restore the same order). "" changes nothing. Errors (kDataLoss) name a malformed
   // order. REQUIRES: no backward pass has run yet.
   absl::Status RestoreBucketOrder(absl::string_view order_text);
-  // Rebuilds the buckets under new `caps` between iterations (--bucket_cap_mb=auto, examples/
+  // Rebuilds the buckets under new `caps` between iterations (--bucket_cap_mb=auto, train/
   // auto_bucket_caps.h): in the rebuilt gradient order when the buckets follow one, otherwise in reverse
   // registration order (and a pending rebuild then uses the new caps). Gradients that are bucket views move
   // into the new buffers with their values. Not collective: the caller makes every rank pass the same caps

@@ -10,8 +10,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "comm/memory_store.h"
-#include "comm/process_group_gloo.h"
+#include "store/memory_store.h"
+#include "comm/gloo/process_group_gloo.h"
 #include "reducer/reducer_test_util.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"

@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "comm/process_group.h"
 #include "io/file.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace {

@@ -5,7 +5,7 @@
 //       the machine and date (Note [Link model]).
 //   ddp_sim profile --trace=trace.json --model=cnn --out=profile.json [--rank=0] [--skip=10]
 //                    [--iterations=FIRST-END,...]
-//       the compute profile of a traced run (examples/train --trace_out; Note [Profile from a trace]).
+//       the compute profile of a traced run (train/train --trace_out; Note [Profile from a trace]).
 //   ddp_sim predict (--profile=FILE | --synthetic=mlp:W0,W1,... | --synthetic=resnet50) LINK
 //       [--world_size=2] [--algorithm=ring] [--caps=0,0.25,1/25,...] [--per_bucket] [--no_overlap]
 //       one row per cap setting: buckets, predicted step, communication and exposed communication (ms).

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace sim {

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # The scaling predictions of issue 16 item 5 (BENCHMARKS.md "Predicted scaling"), from the simulator only:
-#   scale_cnn.md       the cnn's measured compute profile (sim/results/profile_cnn.json, from sim/validate.sh)
+#   scale_cnn.md       the cnn's measured compute profile (results/sim/profile_cnn.json, from bench/validate_sim.sh)
 #   scale_mlp100m.md   a synthetic 100.7 M-parameter MLP (six 4096x4096 layers), batch 64 per rank, on a
 #                      device sustaining 10 TFLOP/s with 900 GB/s memory
 #   resnet50_dgx1.md   ResNet-50 at batch 32 per rank on V100s (8.85 TFLOP/s sustained: 3 x 8.2 GFLOP x 32
 #                      images in 89 ms, about 360 images/s), 8 per host on NVLink, hosts on 100 Gb/s
 #                      InfiniBand, against the PyTorch DDP paper's weak scaling; once without contention
 #                      and once with 10% and 20% of compute lost while NCCL runs
-# Links: Note [Cluster presets] in sim/link_model.h. Usage: bash sim/predict_scale.sh [--out=sim/results]
+# Links: Note [Cluster presets] in sim/link_model.h. Usage: bash sim/predict_scale.sh [--out=results/sim]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=sim/results
+OUT=results/sim
 for arg in "$@"; do
   case "$arg" in
     --out=*) OUT="${arg#*=}" ;;

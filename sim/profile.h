@@ -1,4 +1,4 @@
-// Where the simulator's compute profiles come from: a Chrome trace of a real DDP run (examples/train
+// Where the simulator's compute profiles come from: a Chrome trace of a real DDP run (train/train
 // --trace_out), a profile JSON file (what `ddp_sim profile` writes, or a hand-written model description),
 // (synthetic models: sim/synthetic_models.h). Pure functions.
 //

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/straggler.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace sim {

@@ -5,7 +5,7 @@
 #include <map>
 
 #include "absl/synchronization/mutex.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace sim {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "tensor/check.h"
+#include "base/check.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/op_util.h"
 #endif

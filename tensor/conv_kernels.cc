@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "tensor/check.h"
+#include "base/check.h"
 #include "tensor/cpu_gemm.h"
 #include "tensor/ops.h"
 

@@ -2,7 +2,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace cpu {

@@ -1,7 +1,7 @@
 // Differentiable tensor ops (record the autograd graph when an input requires grad and grad mode is on)
 // and the in-place ops optimizers use (never recorded). Ops work on float32 tensors unless they say
 // otherwise, on any device whose kernels are linked in (CPU always; CUDA with --config=cuda); inputs of
-// one op must share a device. Shape errors abort through DDP_CHECK (tensor/check.h) with both shapes.
+// one op must share a device. Shape errors abort through DDP_CHECK (base/check.h) with both shapes.
 // Thread safety: ops on distinct tensors may run concurrently on different threads.
 #ifndef DDP_TENSOR_OPS_H_
 #define DDP_TENSOR_OPS_H_

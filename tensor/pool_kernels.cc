@@ -7,7 +7,7 @@
 #include <immintrin.h>
 #endif
 
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace cpu {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "tensor/check.h"
+#include "base/check.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/allocator.h"
 #endif

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/check.h"
+#include "base/check.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/storage.h"

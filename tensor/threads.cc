@@ -2,7 +2,7 @@
 
 #include <omp.h>
 
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 

@@ -7,8 +7,8 @@
 #ifdef DDP_WITH_CUDA
 #include <memory>
 
-#include "comm/memory_store.h"
-#include "comm/process_group_nccl.h"
+#include "store/memory_store.h"
+#include "comm/nccl/process_group_nccl.h"
 #include "testing/cuda_test.h"
 
 namespace ddp {

@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include "comm/memory_store.h"
-#include "comm/process_group_gloo.h"
+#include "store/memory_store.h"
+#include "comm/gloo/process_group_gloo.h"
 
 namespace ddp {
 

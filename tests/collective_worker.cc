@@ -36,7 +36,7 @@
 #include "comm/init.h"
 #include "comm/new_group.h"
 #include "comm/process_group.h"
-#include "tensor/check.h"
+#include "base/check.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"

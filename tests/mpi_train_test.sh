@@ -1,10 +1,10 @@
 #!/bin/bash
-# examples/train --backend=mpi under a real `mpirun -np 2 --oversubscribe` trains the same model as
+# train/train --backend=mpi under a real `mpirun -np 2 --oversubscribe` trains the same model as
 # --backend=gloo under the same mpirun (MASTER_ADDR derived from OpenMPI's variables): train loss, test
 # loss and test accuracy agree within rounding (1e-4). Prints "SKIPPED: ..." and passes when mpirun is
 # not installed (tools/setup.sh installs openmpi-bin).
 set -u
-TRAIN=examples/train
+TRAIN=train/train
 if ! command -v mpirun >/dev/null; then
   echo "SKIPPED: mpirun is not installed (apt-get install openmpi-bin)"
   exit 0

@@ -1,13 +1,13 @@
 #!/bin/bash
 # PyTorch interop as users do it, both directions, for mlp and cnn_bn (BatchNorm buffers included):
 #  1. PyTorch trains a few steps and saves with safetensors.torch.save_file(model.state_dict());
-#     examples/train --eval_only --init_from loads it and its test accuracy equals PyTorch's (within 0.002).
-#  2. examples/train trains a few steps with --save; PyTorch load_file + load_state_dict(strict=True)
+#     train/train --eval_only --init_from loads it and its test accuracy equals PyTorch's (within 0.002).
+#  2. train/train trains a few steps with --save; PyTorch load_file + load_state_dict(strict=True)
 #     loads it (num_batches_tracked and trained running statistics checked) and its accuracy equals ours.
 # The PyTorch side is tests/safetensors_interop.py on /usr/bin/python3 with safetensors from
 # /opt/ddpengine-py (tools/setup.sh). Prints "SKIPPED: ..." and passes when either cannot be imported.
 set -u
-TRAIN=examples/train
+TRAIN=train/train
 PY=tests/safetensors_interop.py
 export PYTHONPATH=/opt/ddpengine-py${PYTHONPATH:+:$PYTHONPATH}
 export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2
@@ -40,14 +40,14 @@ for model in mlp cnn_bn; do
     { echo "$out"; echo "FAIL: PyTorch eval of its own file ($model)"; exit 1; }
   torch_acc=$(value_after "torch test_acc" "$out")
   out=$(timeout 300 "$TRAIN" --model="$model" --eval_only --init_from="$TMP/torch_$model.safetensors" 2>&1) ||
-    { echo "$out"; echo "FAIL: examples/train --init_from a PyTorch file ($model)"; exit 1; }
+    { echo "$out"; echo "FAIL: train/train --init_from a PyTorch file ($model)"; exit 1; }
   ours_acc=$(value_after "final test_acc" "$out")
   check_close "PyTorch save_file -> ours --init_from ($model)" "$ours_acc" "$torch_acc"
 
   # 2. Ours -> PyTorch.
   out=$(timeout 300 "$TRAIN" --model="$model" --epochs=1 --max_steps=$STEPS --seed=1 \
         --save="$TMP/ours_$model.safetensors" 2>&1) ||
-    { echo "$out"; echo "FAIL: examples/train --save ($model)"; exit 1; }
+    { echo "$out"; echo "FAIL: train/train --save ($model)"; exit 1; }
   ours_acc=$(value_after "final test_acc" "$out")
   expect=()
   [ "$model" = cnn_bn ] && expect=(--expect_batches=$STEPS)

@@ -1,6 +1,6 @@
 #!/bin/bash
 # ddprun as a drop-in torchrun: a plain PyTorch DDP script (tests/torch_ddp_worker.py, gloo, env://)
-# trains on 3 ranks and checks its all-reduced values; the same command form runs examples/train.
+# trains on 3 ranks and checks its all-reduced values; the same command form runs train/train.
 # Prints "SKIPPED: ..." and passes when /usr/bin/python3 cannot import torch.
 set -u
 DDPRUN=launch/ddprun
@@ -17,9 +17,9 @@ for rank in 0 1 2; do
 done
 echo "$out" | grep -q "Address already in use" && { echo "FAIL: a store took MASTER_PORT"; exit 1; }
 
-out=$(timeout 240 "$DDPRUN" --nproc_per_node=3 --master_port=0 examples/train --model=mlp --epochs=1 \
+out=$(timeout 240 "$DDPRUN" --nproc_per_node=3 --master_port=0 train/train --model=mlp --epochs=1 \
       --max_steps=3 2>&1)
 rc=$?
 echo "$out" | tail -20
-[ "$rc" -eq 0 ] || { echo "FAIL: ddprun + examples/train exited $rc"; exit 1; }
+[ "$rc" -eq 0 ] || { echo "FAIL: ddprun + train/train exited $rc"; exit 1; }
 echo "PASS"

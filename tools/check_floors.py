@@ -20,24 +20,32 @@ import sys
 # Which packages each floor package may depend on (itself always). testing/ (test-only helpers),
 # tests/ and third_party/ sit beside the floors and are not probed.
 FLOORS = {
-    "tensor": {"io"},
-    "io": set(),
-    "nn": {"tensor", "io"},
-    "data": {"tensor", "io"},
-    "comm": {"tensor", "io"},
-    "reducer": {"tensor", "io", "comm"},
-    "checkpoint": {"tensor", "io", "nn", "data"},
-    "launch": {"tensor", "io", "comm"},
-    "dp": {"tensor", "io", "nn"},
-    "ddp": {"tensor", "io", "nn", "data", "comm", "reducer", "checkpoint"},
-    "sim": {"tensor", "io", "nn", "reducer"},
-    "examples": {"tensor", "io", "nn", "data", "comm", "reducer", "checkpoint", "launch", "dp", "ddp", "sim"},
-    "bench": {"tensor", "io", "nn", "data", "comm", "reducer", "checkpoint", "launch", "dp", "ddp",
-              "examples", "sim"},
+    "base": set(),
+    "io": {"base"},
+    "tensor": {"base", "io"},
+    "nn": {"base", "tensor", "io"},
+    "data": {"base", "tensor", "io"},
+    "store": {"base"},
+    "comm": {"base", "tensor", "io", "store"},
+    "reducer": {"base", "tensor", "io", "store", "comm"},
+    "checkpoint": {"base", "tensor", "io", "nn", "data"},
+    "launch": {"base", "io", "store"},
+    "dp": {"base", "tensor", "io", "nn"},
+    "ddp": {"base", "tensor", "io", "nn", "data", "store", "comm", "reducer", "checkpoint"},
+    "sim": {"base", "tensor", "io", "nn", "reducer"},
+    "train": {"base", "tensor", "io", "nn", "data", "store", "comm", "reducer", "checkpoint", "launch", "dp",
+              "ddp", "sim"},
+    "examples": {"base", "tensor", "io", "nn", "data", "store", "comm", "reducer", "checkpoint", "launch", "dp",
+                 "ddp", "sim", "train"},
+    "bench": {"base", "tensor", "io", "nn", "data", "store", "comm", "reducer", "checkpoint", "launch", "dp",
+              "ddp", "sim", "train"},
 }
 
 # One library of each package that a probe depends on.
 PROBE_TARGET = {
+    "base": "//base:check",
+    "store": "//store:store",
+    "train": "//train:trainer",
     "tensor": "//tensor",
     "io": "//io:file",
     "nn": "//nn",
@@ -49,13 +57,14 @@ PROBE_TARGET = {
     "dp": "//dp:data_parallel",
     "ddp": "//ddp",
     "sim": "//sim:step_simulator",
-    "examples": "//examples:trainer",
+    "examples": None,  # programs only: nothing may depend on examples/
     "bench": None,  # nothing may depend on bench/
 }
 
-# Pairs the chart forbids that Bazel cannot refuse: io/ and tensor/ are both visible to every package
-# (the bottom floors, io/ the lowest), so only the include check keeps io/ from using tensor/.
-NOT_PROBED = {("io", "tensor")}
+# Pairs the chart forbids that Bazel cannot refuse: base/, io/ and tensor/ are visible to every package
+# (the bottom floors, base/ the lowest), so only the include check keeps a lower one from using a higher.
+NOT_PROBED = {("io", "tensor"), ("base", "io"), ("base", "tensor"), ("store", "io"), ("store", "tensor"),
+              ("launch", "tensor")}
 
 PROBE_DIR = "floor_probe_tmp"
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')

@@ -2,7 +2,7 @@
 # The device check of the CUDA backend (issue 7), in two halves:
 #
 #   tools/gpu_check.sh bundle        (here: Bazel, no GPU) builds --config=cuda and gathers the CUDA test
-#                                    binaries, the GPU benchmark, examples/train, the non-CUDA shared
+#                                    binaries, the GPU benchmark, train/train, the non-CUDA shared
 #                                    libraries they need (from ldd: Abseil, Gloo, oneDNN, GoogleTest, ...;
 #                                    xz-compressed, oneDNN alone is 38 MB; the test binaries xz-compressed
 #                                    too) and Fashion-MNIST into
@@ -21,7 +21,7 @@ BUNDLE="${ROOT}/gpu_bundle"
 TESTS=(tensor/cuda/cuda_ops_test comm/process_group_nccl_test nn/optimizer_cuda_test tests/nccl_ddp_test
        tests/gloo_cuda_ddp_test dp/data_parallel_cuda_test ddp/cuda_backward_timer_test comm/host_staging_test)
 BENCH=bench/gpu_bench
-TRAIN=examples/train
+TRAIN=train/train
 DATA=/usr/share/datasets/fashion-mnist
 LIMIT_BYTES=$((64 * 1024 * 1024))
 

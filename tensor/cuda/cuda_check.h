@@ -1,4 +1,4 @@
-// Error handling for CUDA and cuBLAS calls (the engine's error policy, tensor/check.h): every call goes
+// Error handling for CUDA and cuBLAS calls (the engine's error policy, base/check.h): every call goes
 // through one of these macros, which record the call, file and line.
 //   DDP_CUDA_CHECK(expr)          aborts with the CUDA error's name and message (broken invariants:
 //                                 kernel launches, copies inside ops).
@@ -13,7 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/status/status.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace ddp {
 namespace cuda {

@@ -1,0 +1,380 @@
+#include "comm/gloo/process_group_gloo.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "comm/async_work.h"
+#include "comm/collective_tensors.h"
+#include "comm/gloo/gloo_store_adapter.h"
+#include "comm/host_staging.h"
+#include "comm/rendezvous_checks.h"
+#include "comm/reduce_functions.h"
+#include "store/socket_util.h"
+#include "comm/work_queue.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+
+namespace {
+
+std::chrono::milliseconds ToChrono(absl::Duration d) {
+  return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
+}
+
+// Sets Gloo's typed input/output pointer for `dtype` (16-bit floats travel as uint16_t).
+template <typename Options>
+void SetOutput(Options& options, void* data, DType dtype, size_t count) {
+  switch (dtype) {
+    case DType::kFloat32:
+      options.template setOutput<float>(static_cast<float*>(data), count);
+      break;
+    case DType::kInt64:
+      options.template setOutput<int64_t>(static_cast<int64_t*>(data), count);
+      break;
+    default:
+      options.template setOutput<uint16_t>(static_cast<uint16_t*>(data), count);
+      break;
+  }
+}
+template <typename Options>
+void SetInput(Options& options, void* data, DType dtype, size_t count) {
+  switch (dtype) {
+    case DType::kFloat32:
+      options.template setInput<float>(static_cast<float*>(data), count);
+      break;
+    case DType::kInt64:
+      options.template setInput<int64_t>(static_cast<int64_t*>(data), count);
+      break;
+    default:
+      options.template setInput<uint16_t>(static_cast<uint16_t*>(data), count);
+      break;
+  }
+}
+
+// "1000 float32": what a collective moves, as its description and signature name it.
+std::string Payload(const Tensor& t) { return CollectivePayload(t); }
+
+void CheckTensor(const char* op, const Tensor& t) {
+  CheckCpuCollectiveTensor(op, "gloo", t, " (CUDA tensors in AllReduce and Broadcast only, with --config=cuda)");
+}
+
+// AllReduce and Broadcast also take CUDA tensors in CUDA builds, staged through host memory.
+void CheckStageableTensor(const char* op, const Tensor& t) {
+#ifdef DDP_WITH_CUDA
+  if (t.device().is_cuda()) {
+    DDP_CHECK(t.is_contiguous()) << op << " (gloo): tensor must be contiguous";
+    return;
+  }
+#endif
+  CheckTensor(op, t);
+}
+
+// Throws the failed Status of a staging step (Issue's body turns exceptions into the Work's failure).
+void ThrowIfError(const absl::Status& status) {
+  if (!status.ok()) throw std::runtime_error(std::string(status.message()));
+}
+
+// The key libgloo's connectFullMesh writes first for rank `rank` (its host name; libgloo
+// 0.0~git20220518): a rank without it never reached Gloo's rendezvous. The missing-peer tests check it.
+std::string GlooPresenceKey(int rank) { return absl::StrCat("rank_", rank); }
+
+// Store keys of the calls that failed ranks publish (Note [Collective tags]).
+constexpr char kFailedCallKeyPrefix[] = "gloo/failed_call/";
+
+// Note [Waiter runs the work]
+// Every collective is queued for the group's worker thread, so the caller gets its Work at once (the
+// Reducer launches buckets from gradient hooks and must not block). But when the caller then Waits, the
+// collective costs two thread hand-offs on top of Gloo's own: waking the worker for it and waking the
+// waiter at its end. On a 2-core machine, with both ranks' main, worker and Gloo loop threads sharing the
+// cores, each hand-off is a scheduling delay: measured in 2-rank mlp training (BENCHMARKS.md, "Gloo
+// inside training"), ~40-50 us each at real-time priority, and at normal priority on a busy machine
+// 0.1-0.3 ms on average with a tail of a scheduler tick (4 ms here) and more. So a thread that Waits on
+// a Work still queued, next in line and with nothing running (the worker has not picked it up yet),
+// takes the queue's turn and runs the collective itself (WorkQueue::RunIfNext), exactly as the worker
+// would: same tag, same timeout, same failure path; the worker and later collectives wait behind it, so
+// issue order holds. This is the inline path of Note [Inline collectives] (comm/shm/process_group_shm.cc)
+// moved to where blocking is harmless: only a thread that blocks for this very collective runs it, so
+// overlap is never lost, and a Wait with less than the group's timeout never runs it (a Gloo call may
+// block for the whole group timeout). A Work behind another task, or already running, is waited for as
+// before. Gloo's own hand-offs (its device loop thread reads every message and wakes the calling thread)
+// remain: Pair::setSync would move the reads to the calling thread, but gloo::allreduce's unbound
+// buffers are served by the loop thread only.
+class GlooWork final : public AsyncWork {
+ public:
+  // `queue` runs this Work's task; `group_timeout` bounds it.
+  GlooWork(std::string description, std::shared_ptr<WorkQueue> queue, absl::Duration group_timeout,
+           bool waiter_may_run)
+      : AsyncWork(std::move(description)),
+        queue_(std::move(queue)),
+        group_timeout_(group_timeout),
+        waiter_may_run_(waiter_may_run) {}
+
+  absl::Status Wait(absl::Duration timeout) override {
+    if (waiter_may_run_) queue_->RunForWaiter(*this, timeout, group_timeout_);
+    return AsyncWork::Wait(timeout);
+  }
+
+ private:
+  const std::shared_ptr<WorkQueue> queue_;
+  const absl::Duration group_timeout_;
+  const bool waiter_may_run_;
+};
+
+// Gloo's rendezvous: a full mesh of TCP pairs. Every exception becomes a Status naming the ranks that
+// never joined, when the store shows some.
+absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectFullMesh(Store& store, int rank, int size,
+                                                               const ProcessGroupGlooOptions& options) {
+  std::string what;
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.hostname;
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context->setTimeout(ToChrono(options.timeout));
+    GlooStoreAdapter adapter(&store, options.timeout);
+    context->connectFullMesh(adapter, device);
+    return context;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "unknown exception";
+  }
+  const std::string never_joined = DescribeNeverJoined(store, RanksNotJoined(store, rank, size, GlooPresenceKey));
+  return absl::UnavailableError(absl::StrCat("gloo: rank ", rank, " of ", size, " could not connect to its peers",
+                                             never_joined.empty() ? "" : ": " + never_joined, " (",
+                                             options.hostname, ", timeout ", absl::FormatDuration(options.timeout),
+                                             "): ", what));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(
+    Store& store, int rank, int size, const ProcessGroupGlooOptions& options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat("gloo: rank ", rank, " is outside a group of ", size));
+  }
+  IgnoreSigpipeIfDefault();  // a dead peer must fail a collective, not kill the process
+  if (absl::Status same = CheckSameWorldSize(store, rank, size); !same.ok()) {
+    return absl::Status(same.code(), absl::StrCat("gloo: rank ", rank, " of ", size, " cannot join: ", same.message()));
+  }
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<gloo::Context> context, ConnectFullMesh(store, rank, size, options));
+  return std::unique_ptr<ProcessGroupGloo>(new ProcessGroupGloo(std::move(context), &store, rank, size, options));
+}
+
+absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::CreateOwningStore(
+    std::unique_ptr<Store> store, int rank, int size, const ProcessGroupGlooOptions& options) {
+  DDP_CHECK(store != nullptr) << "ProcessGroupGloo::CreateOwningStore needs a store";
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupGloo> group, Create(*store, rank, size, options));
+  group->owned_store_ = std::move(store);
+  return group;
+}
+
+ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<gloo::Context> context, Store* store, int rank, int size,
+                                   ProcessGroupGlooOptions options)
+    : context_(std::move(context)),
+      store_(store),
+      rank_(rank),
+      size_(size),
+      options_(std::move(options)),
+      failure_reports_(store, "gloo/failure_report/", rank, size, options_.failure_report_window),
+      worker_(std::make_shared<WorkQueue>()) {}
+
+// Works may keep the queue alive; Stop makes sure no task, which uses this group, runs after it is gone.
+ProcessGroupGloo::~ProcessGroupGloo() { worker_->Stop(); }
+
+std::shared_ptr<Work> ProcessGroupGloo::Issue(const std::string& name, const std::string& payload,
+                                              std::function<void(uint32_t)> body, bool waiter_may_run) {
+  absl::MutexLock lock(&issue_mu_);  // sequence numbers and queue order agree across issuing threads
+  const uint32_t sequence = next_sequence_++;
+  const CollectiveCall call{sequence, payload.empty() ? name : absl::StrCat(name, " of ", payload)};
+  return Enqueue(call,
+                 absl::StrCat(name, " #", sequence, payload.empty() ? "" : " of ", payload, " on rank ", rank_, "/",
+                              size_, " (gloo)"),
+                 std::move(body), waiter_may_run);
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::Enqueue(const CollectiveCall& call, const std::string& description,
+                                                std::function<void(uint32_t)> body, bool waiter_may_run) {
+  auto work = std::make_shared<GlooWork>(description, worker_, options_.timeout, waiter_may_run);
+  AsyncWork* raw = work.get();
+  worker_->Enqueue(work, [this, raw, call, body = std::move(body)]() -> absl::Status {
+    std::string what;
+    try {
+      body(GlooTag(call));
+      return absl::OkStatus();
+    } catch (const std::exception& e) {  // gloo::IoException, gloo::EnforceNotMet, std::bad_alloc, ...
+      what = e.what();
+    } catch (...) {
+      what = "unknown exception";
+    }
+    return Fail(call, absl::StrCat(raw->description(), " failed: ", what));
+  });
+  return work;
+}
+
+absl::Status ProcessGroupGloo::Fail(const CollectiveCall& call, const std::string& failure) {
+  // The group is broken: closing every connection makes the peers still waiting on this rank fail
+  // now rather than at their timeout, so they report too (Note [Failure reports]).
+  try {
+    context_->closeConnections();
+  } catch (...) {  // a pair that cannot close cleanly changes nothing: the group has failed already
+  }
+  // Only the call that broke the group is compared; it is published before the report, so a peer that
+  // sees this rank's report also finds its call. Later calls fail because the group is broken.
+  const bool first_failure = !failed_;
+  failed_ = true;
+  if (first_failure) PublishCall(*store_, kFailedCallKeyPrefix, rank_, call);
+  const std::string reports = failure_reports_.Report(failure);
+  const std::string mismatch =
+      first_failure ? DescribeCallMismatch(rank_, call, ReadOtherCalls(*store_, kFailedCallKeyPrefix, rank_, size_))
+                    : "";
+  if (mismatch.empty()) return absl::UnavailableError(absl::StrCat(failure, " ", reports));
+  return absl::FailedPreconditionError(absl::StrCat(failure, "; ", mismatch,
+                                                    " (DDP_DEBUG=detail reports this before the call) ", reports));
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::AllReduce(const Tensor& tensor, ReduceOp op) {
+  CheckStageableTensor("AllReduce", tensor);
+  absl::StatusOr<std::shared_ptr<HostStaging>> staging = HostStaging::Begin(tensor);
+  return Issue(
+      absl::StrCat("AllReduce(", ReduceOpName(op), ")"), Payload(tensor),
+      [this, staging, op](uint32_t tag) {
+        ThrowIfError(staging.status());
+        absl::StatusOr<Tensor> host = (*staging)->CopyToHost(options_.timeout);
+        ThrowIfError(host.status());
+        AllReduceOnHost(*host, op, tag);
+        ThrowIfError((*staging)->CopyBack(options_.timeout));
+      },
+      /*waiter_may_run=*/tensor.device().is_cpu());
+}
+
+void ProcessGroupGloo::AllReduceOnHost(const Tensor& tensor, ReduceOp op, uint32_t tag) {
+  if (tensor.numel() == 0 || size_ == 1) {
+    if (op == ReduceOp::kAvg && size_ > 1) DivideInPlace(tensor.raw_data(), tensor.dtype(), tensor.numel(), size_);
+    return;
+  }
+  gloo::AllreduceOptions options(context_);
+  SetOutput(options, tensor.raw_data(), tensor.dtype(), tensor.numel());
+  RawReduceFunction fn = GetReduceFunction(tensor.dtype(), op);
+  options.setReduceFunction(fn);
+  options.setTag(tag);
+  options.setTimeout(ToChrono(options_.timeout));
+  gloo::allreduce(options);
+  if (op == ReduceOp::kAvg) DivideInPlace(tensor.raw_data(), tensor.dtype(), tensor.numel(), size_);
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::Broadcast(const Tensor& tensor, int root) {
+  CheckStageableTensor("Broadcast", tensor);
+  DDP_CHECK(root >= 0 && root < size_) << "Broadcast: root " << root << " outside a group of " << size_;
+  absl::StatusOr<std::shared_ptr<HostStaging>> staging = HostStaging::Begin(tensor);
+  return Issue(
+      absl::StrCat("Broadcast(root ", root, ")"), Payload(tensor),
+      [this, staging, root, numel = tensor.numel()](uint32_t tag) {
+        ThrowIfError(staging.status());
+        if (numel == 0 || size_ == 1) return;
+        absl::StatusOr<Tensor> host = (*staging)->CopyToHost(options_.timeout);
+        ThrowIfError(host.status());
+        gloo::BroadcastOptions options(context_);
+        SetOutput(options, host->raw_data(), host->dtype(), host->numel());
+        options.setRoot(root);
+        options.setTag(tag);
+        options.setTimeout(ToChrono(options_.timeout));
+        gloo::broadcast(options);
+        ThrowIfError((*staging)->CopyBack(options_.timeout));
+      },
+      /*waiter_may_run=*/tensor.device().is_cpu());
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::AllGather(const std::vector<Tensor>& outputs, const Tensor& input) {
+  CheckTensor("AllGather", input);
+  DDP_CHECK(static_cast<int>(outputs.size()) == size_)
+      << "AllGather: " << outputs.size() << " outputs for a group of " << size_;
+  for (const Tensor& out : outputs) {
+    CheckTensor("AllGather", out);
+    DDP_CHECK(out.numel() == input.numel() && out.dtype() == input.dtype())
+        << "AllGather: output " << ShapeToString(out.shape()) << " does not match input "
+        << ShapeToString(input.shape());
+  }
+  return Issue(
+      "AllGather", Payload(input), [this, outputs, input](uint32_t tag) {
+        const size_t bytes = input.nbytes();
+        if (input.numel() == 0) return;
+        Tensor flat = Tensor::Empty({static_cast<int64_t>(size_) * input.numel()}, input.dtype());
+        if (size_ == 1) {
+          std::memcpy(flat.raw_data(), input.raw_data(), bytes);
+        } else {
+          gloo::AllgatherOptions options(context_);
+          SetInput(options, input.raw_data(), input.dtype(), input.numel());
+          SetOutput(options, flat.raw_data(), input.dtype(), flat.numel());
+          options.setTag(tag);
+          options.setTimeout(ToChrono(options_.timeout));
+          gloo::allgather(options);
+        }
+        for (int r = 0; r < size_; ++r) {
+          std::memcpy(outputs[r].raw_data(), static_cast<char*>(flat.raw_data()) + r * bytes, bytes);
+        }
+      });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::ReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                                      ReduceOp op) {
+  CheckTensor("ReduceScatter", output);
+  DDP_CHECK(static_cast<int>(inputs.size()) == size_)
+      << "ReduceScatter: " << inputs.size() << " inputs for a group of " << size_;
+  for (const Tensor& in : inputs) {
+    CheckTensor("ReduceScatter", in);
+    DDP_CHECK(in.numel() == output.numel() && in.dtype() == output.dtype())
+        << "ReduceScatter: input " << ShapeToString(in.shape()) << " does not match output "
+        << ShapeToString(output.shape());
+  }
+  return Issue(
+      absl::StrCat("ReduceScatter(", ReduceOpName(op), ")"), Payload(output),
+      [this, output, inputs, op](uint32_t tag) { RingReduceScatter(output, inputs, op, tag); });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::Reduce(const Tensor& tensor, int root, ReduceOp op) {
+  CheckTensor("Reduce", tensor);
+  DDP_CHECK(root >= 0 && root < size_) << "Reduce: root " << root << " outside a group of " << size_;
+  return Issue(
+      absl::StrCat("Reduce(", ReduceOpName(op), ", root ", root, ")"), Payload(tensor),
+      [this, tensor, root, op](uint32_t tag) {
+        if (tensor.numel() == 0 || size_ == 1) return;
+        gloo::ReduceOptions options(context_);
+        SetOutput(options, tensor.raw_data(), tensor.dtype(), tensor.numel());
+        options.setRoot(root);
+        options.setReduceFunction(GetReduceFunction(tensor.dtype(), op));
+        options.setTag(tag);
+        options.setTimeout(ToChrono(options_.timeout));
+        gloo::reduce(options);
+        if (op == ReduceOp::kAvg && rank_ == root)
+          DivideInPlace(tensor.raw_data(), tensor.dtype(), tensor.numel(), size_);
+      });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::Barrier() {
+  return Issue(
+      "Barrier", "", [this](uint32_t tag) {
+        if (size_ == 1) return;
+        gloo::BarrierOptions options(context_);
+        options.setTag(tag);
+        options.setTimeout(ToChrono(options_.timeout));
+        gloo::barrier(options);
+      });
+}
+
+}  // namespace ddp

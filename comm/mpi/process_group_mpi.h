@@ -1,0 +1,116 @@
+// ProcessGroupMpi: the CPU backend over Debian's OpenMPI, for jobs started with `mpirun` or `srun
+// --mpi=pmix`. Rank and size come from MPI itself (MPI_COMM_WORLD), not from a store. InitProcessGroup
+// builds it for backend "mpi" (train/train --backend=mpi). Design: Note [MPI worker thread] and
+// Note [Stuck MPI operations] in comm/mpi/process_group_mpi.cc.
+//
+// Running as root: OpenMPI refuses unless OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+// are set in mpirun's environment (tests/mpi_collectives_test.sh, README "Backends"); this library never
+// sets them.
+#ifndef DDP_COMM_MPI_PROCESS_GROUP_MPI_H_
+#define DDP_COMM_MPI_PROCESS_GROUP_MPI_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "comm/process_group.h"
+#include "comm/work_queue.h"
+
+namespace ddp {
+
+struct ProcessGroupMpiOptions {
+  // Bound on joining (duplicating MPI_COMM_WORLD) and on every collective.
+  absl::Duration timeout = absl::Seconds(300);
+  // How long a wait polls MPI_Test without yielding the core before it starts to yield between polls
+  // (OpenMPI makes progress only inside MPI calls, so the first microseconds are spun).
+  absl::Duration spin_before_yield = absl::Microseconds(200);
+  // After this long a wait sleeps 50 us between polls instead of yielding: a peer is late (still
+  // computing), not data moving.
+  absl::Duration yield_before_sleep = absl::Seconds(1);
+};
+
+// Collectives on contiguous CPU tensors (float32 and int64 through MPI's own reductions; float16 and
+// bfloat16 through user-defined MPI operations; sum, avg, min, max, product) among the processes of
+// MPI_COMM_WORLD. One background worker runs the collectives in issue order through non-blocking MPI
+// calls, so every call returns at once with a Work. Thread-safe; several groups may coexist.
+// Errors: a failed or timed-out collective's Work names the collective (operation, element count, dtype,
+// sequence number, rank); the group is then broken and later collectives fail at once with that error.
+// A timed-out operation cannot be cancelled (Note [Stuck MPI operations]): the process then ends with
+// MPI_Abort instead of MPI_Finalize, which also ends the other ranks of the job.
+class ProcessGroupMpi : public ProcessGroup {
+ public:
+  // Initialises MPI once per process (MPI_Init_thread with MPI_THREAD_SERIALIZED; MPI_Finalize runs at
+  // exit), then duplicates MPI_COMM_WORLD for this group, which waits for every rank. Fails with
+  // kFailedPrecondition when MPI cannot be initialised or gives less than MPI_THREAD_SERIALIZED, and
+  // with kDeadlineExceeded when some rank does not join within options.timeout. Thread-safe.
+  static absl::StatusOr<std::unique_ptr<ProcessGroupMpi>> Create(const ProcessGroupMpiOptions& options = {});
+  // Pending works fail with "process group destroyed"; the running one finishes (bounded) first. Frees
+  // the communicator unless an operation on it is stuck.
+  ~ProcessGroupMpi() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  // This process's rank among the ranks of its host (MPI_COMM_TYPE_SHARED), and how many there are.
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  std::string backend_name() const override { return "mpi"; }
+  absl::Duration timeout() const override { return options_.timeout; }
+
+  std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) override;
+  std::shared_ptr<Work> Broadcast(const Tensor& tensor, int root) override;
+  std::shared_ptr<Work> AllGather(const std::vector<Tensor>& outputs, const Tensor& input) override;
+  std::shared_ptr<Work> ReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                      ReduceOp op = ReduceOp::kSum) override;
+  std::shared_ptr<Work> Reduce(const Tensor& tensor, int root, ReduceOp op = ReduceOp::kSum) override;
+  std::shared_ptr<Work> Barrier() override;
+
+ private:
+  // What a running collective needs besides its data: its description (for errors) and deadline.
+  struct Call {
+    std::string what;
+    absl::Time deadline;
+  };
+  // MPI_Comm is an int or a pointer depending on the MPI; the .cc keeps it behind this opaque holder so
+  // that mpi.h stays out of this header.
+  struct Comm;
+
+  ProcessGroupMpi(std::unique_ptr<Comm> comm, int rank, int size, int local_rank, int local_size,
+                  ProcessGroupMpiOptions options);
+
+  // Queues `body` under the next sequence number. `name` e.g. "AllReduce(sum)", `payload` e.g.
+  // "1000 float32"; the Work's description is "<name> #<seq> of <payload> on rank <r>/<size> (mpi)".
+  // `buffers` are kept alive for ever if the operation gets stuck (Note [Stuck MPI operations]).
+  std::shared_ptr<Work> Issue(const std::string& name, const std::string& payload, std::vector<Tensor> buffers,
+                              std::function<absl::Status(const Call&)> body);
+
+  // Worker-thread bodies of the collectives.
+  absl::Status RunAllReduce(const Tensor& tensor, ReduceOp op, const Call& call);
+  absl::Status RunBroadcast(const Tensor& tensor, int root, const Call& call);
+  absl::Status RunAllGather(const std::vector<Tensor>& outputs, const Tensor& input, const Call& call);
+  absl::Status RunReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
+                                const Call& call);
+  absl::Status RunReduce(const Tensor& tensor, int root, ReduceOp op, const Call& call);
+  absl::Status RunBarrier(const Call& call);
+
+  std::unique_ptr<Comm> comm_;
+  const int rank_;
+  const int size_;
+  const int local_rank_;
+  const int local_size_;
+  const ProcessGroupMpiOptions options_;
+  absl::Status broken_;  // worker thread only: the first failure, repeated by later collectives
+
+  absl::Mutex issue_mu_;
+  uint64_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
+  std::unique_ptr<WorkQueue> queue_;  // last: its thread uses the members above
+};
+
+}  // namespace ddp
+
+#endif  // DDP_COMM_MPI_PROCESS_GROUP_MPI_H_

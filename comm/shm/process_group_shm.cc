@@ -1,0 +1,498 @@
+#include "comm/shm/process_group_shm.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "comm/collective_tensors.h"
+#include "comm/reduce_functions.h"
+#include "comm/rendezvous_checks.h"
+#include "base/wall_clock.h"
+#include "base/check.h"
+
+// Every collective here is a sequence of steps of the protocol in Note [Shared-memory protocol]
+// (comm/shm/shm_channel.cc). Each rank computes the same chunking from the same shapes and slot size, so
+// every rank takes the same step numbers.
+
+namespace ddp {
+namespace {
+
+std::string Payload(const Tensor& t) { return CollectivePayload(t); }
+void CheckTensor(const char* op, const Tensor& t) { CheckCpuCollectiveTensor(op, "shm", t); }
+void CheckSameShape(const char* op, const Tensor& a, const Tensor& b) { CheckMatchingCollectiveTensor(op, "shm", a, b); }
+
+char* Bytes(const Tensor& t) { return static_cast<char*>(t.raw_data()); }
+
+// A Work whose description, "<name> #<sequence> of <payload> on rank <r>/<size> (shm)", is formatted
+// only when asked for (an error, a timeout): a 4-byte all-reduce takes about a microsecond, and
+// formatting and allocating the strings on every call was a noticeable part of it. An all-reduce keeps
+// only its op, count and dtype; other collectives their name and payload text. A queued Work's waiter
+// runs it when it is next and nothing runs (Note [Waiter runs the work] in comm/gloo/process_group_gloo.cc):
+// blocking is harmless there, and it saves the two thread hand-offs (~12 µs a call here). A thread in
+// Wait counts itself in the channel's ShmWaiters, so the group's waits spin instead of sleeping while
+// it is blocked (Note [Spinning while the process waits] in comm/shm/shm_channel.cc).
+class ShmWork final : public AsyncWork {
+ public:
+  // A queued collective; `queue` runs it, `group_timeout` bounds it.
+  ShmWork(std::string name, uint64_t sequence, std::string payload, int rank, int size,
+          std::shared_ptr<ShmWaiters> waiters, std::shared_ptr<WorkQueue> queue, absl::Duration group_timeout)
+      : AsyncWork(""), name_(std::move(name)), payload_(std::move(payload)), sequence_(sequence), rank_(rank),
+        size_(size), waiters_(std::move(waiters)), queue_(std::move(queue)), group_timeout_(group_timeout) {}
+  // An all-reduce run inline by its caller (Note [Inline collectives]).
+  ShmWork(ReduceOp op, int64_t numel, DType dtype, uint64_t sequence, int rank, int size,
+          std::shared_ptr<ShmWaiters> waiters)
+      : AsyncWork(""), all_reduce_(true), op_(op), numel_(numel), dtype_(dtype), sequence_(sequence), rank_(rank),
+        size_(size), waiters_(std::move(waiters)) {}
+  absl::Status Wait(absl::Duration timeout) override {
+    if (IsCompleted()) return AsyncWork::Wait(timeout);  // no need to hurry the group (nor wake its worker)
+    waiters_->Begin();
+    absl::Cleanup end = [this] { waiters_->End(); };
+    if (queue_ != nullptr) queue_->RunForWaiter(*this, timeout, group_timeout_);
+    return AsyncWork::Wait(timeout);
+  }
+  std::string description() const override {
+    const std::string name = all_reduce_ ? absl::StrCat("AllReduce(", ReduceOpName(op_), ")") : name_;
+    const std::string payload = all_reduce_ ? absl::StrCat(numel_, " ", DTypeName(dtype_)) : payload_;
+    return absl::StrCat(name, " #", sequence_, payload.empty() ? "" : " of ", payload, " on rank ", rank_, "/",
+                        size_, " (shm)");
+  }
+
+ private:
+  const std::string name_;
+  const std::string payload_;
+  const bool all_reduce_ = false;
+  const ReduceOp op_ = ReduceOp::kSum;
+  const int64_t numel_ = 0;
+  const DType dtype_ = DType::kFloat32;
+  const uint64_t sequence_;
+  const int rank_;
+  const int size_;
+  const std::shared_ptr<ShmWaiters> waiters_;
+  const std::shared_ptr<WorkQueue> queue_;  // null: not queued (inline)
+  const absl::Duration group_timeout_;
+};
+
+// Rank r's slice [begin, end) of `count` elements in a large all-reduce: equal parts of whole cache
+// lines (64 bytes), the last one shorter.
+std::pair<size_t, size_t> Slice(size_t count, size_t element_size, int size, int r) {
+  const size_t line = std::max<size_t>(1, 64 / element_size);
+  size_t per = (count + size - 1) / size;
+  per = (per + line - 1) / line * line;
+  const size_t begin = std::min(count, per * r);
+  return {begin, std::min(count, begin + per)};
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ProcessGroupShm>> ProcessGroupShm::Create(Store& store, int rank, int size,
+                                                                          const ProcessGroupShmOptions& options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat("shm: rank ", rank, " is outside a group of ", size));
+  }
+  if (absl::Status same = CheckSameWorldSize(store, rank, size); !same.ok()) {
+    return absl::Status(same.code(), absl::StrCat("shm: rank ", rank, " of ", size, " cannot join: ", same.message()));
+  }
+  ShmChannelOptions channel_options = options.channel;
+  channel_options.rendezvous_timeout = options.timeout;
+  absl::StatusOr<std::unique_ptr<ShmChannel>> channel = ShmChannel::Create(store, rank, size, channel_options);
+  if (!channel.ok()) {
+    return absl::Status(channel.status().code(), absl::StrCat("shm: rank ", rank, " of ", size,
+                                                              " could not join: ", channel.status().message()));
+  }
+  return std::unique_ptr<ProcessGroupShm>(new ProcessGroupShm(*std::move(channel), options));
+}
+
+ProcessGroupShm::ProcessGroupShm(std::unique_ptr<ShmChannel> channel, ProcessGroupShmOptions options)
+    : channel_(std::move(channel)), options_(std::move(options)), queue_(std::make_shared<WorkQueue>()) {}
+
+ProcessGroupShm::~ProcessGroupShm() { queue_->Stop(); }  // before the members its tasks use go
+
+std::shared_ptr<AsyncWork> ProcessGroupShm::NewWork(const std::string& name, const std::string& payload) {
+  return std::make_shared<ShmWork>(name, next_sequence_++, payload, rank(), size(), channel_->waiters(),
+                                   queue_, options_.timeout);
+}
+
+std::string ProcessGroupShm::Call::operator()() const { return absl::StrCat(work->description(), " failed"); }
+
+absl::Status ProcessGroupShm::Guarded(const AsyncWork& work, absl::FunctionRef<absl::Status(const Call&)> body,
+                                      bool blocking) {
+  if (!broken_.ok()) {
+    return absl::Status(broken_.code(), absl::StrCat(work.description(), " not run: the group failed before (",
+                                                     broken_.message(), ")"));
+  }
+  const Call call{&work, blocking ? WallNow() + options_.timeout : absl::InfiniteFuture()};
+  absl::Status status = body(call);
+  if (!status.ok()) {
+    broken_ = status;
+    channel_->Abort(-1);  // keeps the lost rank a peer already named; else says "broken"
+  }
+  return status;
+}
+
+std::shared_ptr<Work> ProcessGroupShm::Issue(const std::string& name, const std::string& payload,
+                                             std::function<absl::Status(const Call&)> body) {
+  absl::MutexLock lock(&issue_mu_);  // sequence numbers and queue order agree across issuing threads
+  std::shared_ptr<AsyncWork> work = NewWork(name, payload);
+  AsyncWork* raw = work.get();
+  queue_->Enqueue(work, [this, raw, body = std::move(body)] { return Guarded(*raw, body); });
+  return work;
+}
+
+// Note [Inline collectives]
+// Handing a small all-reduce to the worker thread and waking the caller again costs two thread
+// switches, several microseconds, more than the protocol itself. So when the queue is idle (nothing
+// queued, nothing running) and the message fits inline_allreduce_bytes and one slot, the caller takes
+// the queue's turn (WorkQueue::TryBeginInline) and runs the all-reduce itself; collectives issued
+// meanwhile by other threads queue behind it, so issue order holds and step_/broken_ have one user at a
+// time. The caller must not block, though: Work is asynchronous, and a rank that blocked on a peer that
+// first waits for a collective of another group from this rank would deadlock. So the inline attempt
+// never sleeps: at each wait of the protocol it spins at most channel.spin, and if a peer is not there
+// yet it hands the all-reduce, at the phase it reached (ChunkAllReduce), to the worker, at the front
+// of the queue (WorkQueue::EndInline), and returns a pending Work. The Work completes before the turn is
+// given back, so completion order is issue order as well.
+
+std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const Tensor& tensor, ReduceOp op) {
+  std::shared_ptr<AsyncWork> work;
+  {
+    absl::MutexLock lock(&issue_mu_);
+    if (!queue_->TryBeginInline()) return nullptr;
+    work = std::make_shared<ShmWork>(op, tensor.numel(), tensor.dtype(), next_sequence_++, rank(), size(),
+                                     channel_->waiters());
+  }
+  const absl::Time started = WallNow();  // given to Complete: one locked section, not two
+  ChunkAllReduce chunk{Bytes(tensor), static_cast<size_t>(tensor.numel()), tensor.dtype(), op};
+  bool done = false;
+  absl::Status status = Guarded(
+      *work,
+      [&](const Call& call) {
+        absl::StatusOr<bool> advanced = AdvanceAllReduceChunk(chunk, /*blocking=*/false, call);
+        if (!advanced.ok()) return advanced.status();
+        done = *advanced;
+        return absl::OkStatus();
+      },
+      /*blocking=*/false);
+  if (status.ok() && !done) {
+    AsyncWork* raw = work.get();
+    // `tensor` rides along to keep chunk.data alive until the worker finishes the all-reduce.
+    queue_->EndInline(work, [this, raw, chunk, tensor]() mutable {
+      return Guarded(*raw, [&](const Call& call) {
+        absl::StatusOr<bool> advanced = AdvanceAllReduceChunk(chunk, /*blocking=*/true, call);
+        return advanced.status();
+      });
+    });
+    return work;
+  }
+  work->Complete(status, started);
+  queue_->EndInline();
+  return work;
+}
+
+absl::Status ProcessGroupShm::ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op,
+                                          uint32_t step, InputPlace place, const char* own, char* also_out) {
+  const size_t bytes = count * ElementSize(dtype);
+  absl::InlinedVector<const void*, 8> inputs(size());
+  for (int q = 0; q < size(); ++q) {
+    if (q == rank() && own != nullptr) {
+      inputs[q] = own;
+    } else if (place == InputPlace::kSlot) {
+      inputs[q] = channel_->Slot(q, step) + offset_bytes;
+    } else if (place == InputPlace::kInline) {
+      inputs[q] = channel_->InlineInput(q, step) + offset_bytes;
+    } else {
+      DDP_ASSIGN_OR_RETURN(inputs[q], channel_->Input(q, step, offset_bytes, bytes));
+    }
+  }
+  if (size() == 1) {
+    if (out != inputs[0]) std::memcpy(out, inputs[0], bytes);
+    if (also_out != nullptr && also_out != inputs[0]) std::memcpy(also_out, inputs[0], bytes);
+    return absl::OkStatus();
+  }
+  const FusedDivide divide{dtype, size()};
+  ReduceInputs(GetReduceFunction(dtype, op), ElementSize(dtype), out, also_out, inputs.data(), size(), count,
+               op == ReduceOp::kAvg ? &divide : nullptr);
+  return absl::OkStatus();
+}
+
+absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, const Call& call) {
+  if (size() == 1 || tensor.numel() == 0) return absl::OkStatus();
+  const size_t element = ElementSize(tensor.dtype());
+  const size_t chunk = channel_->slot_bytes() / element;
+  const size_t count = tensor.numel();
+  for (size_t begin = 0; begin < count; begin += chunk) {
+    ChunkAllReduce part{Bytes(tensor) + begin * element, std::min(chunk, count - begin), tensor.dtype(), op};
+    DDP_RETURN_IF_ERROR(AdvanceAllReduceChunk(part, /*blocking=*/true, call).status());
+  }
+  return absl::OkStatus();
+}
+
+// Note [Zero-copy all-reduce]
+// A large all-reduce (Note [Shared-memory protocol]) copies each rank's input into its slot so that the
+// peers can read it: for DDP's buckets that copy was a third of the all-reduce's memory traffic, on the
+// cores that also run the backward pass. A tensor from NewCommBuffer lives in this rank's ShmHeap (a
+// memfd every peer maps, comm/shm/shm_heap.h), so the rank publishes the input's heap offset with the step
+// (ShmChannel::PublishInput) instead of copying it, and the peers read it in place:
+//   * rank r reduces slice r of every input into slice r of its own tensor (in place; no peer reads
+//     slice r of rank r's input), posts kReduced, and the peers gather slice r from there;
+//   * slice q of rank r's tensor is overwritten (gathered from q) only after q posted kReduced, that is
+//     after q read it;
+//   * rank r's Work completes only once every peer posted kDone for the step (phase 3 -> 4): until then a
+//     peer may still gather slice r, and the caller may overwrite the tensor as soon as the Work is done.
+// The choice is each rank's, per chunk (a rank whose tensor is not in its heap copies into its slot as
+// before; readers follow what each rank published), so ranks that mix heap and ordinary tensors still
+// agree. Chunks below options.zero_copy_min_bytes keep the copy: it is cheaper than the final wait.
+
+// Note [Pushing the reduced slices]
+// When every rank's input of a chunk lies in its heap (all ranks see the same published records, so all
+// choose alike), rank r writes its reduced slice r into every peer's tensor as well as its own, in the
+// same pass over L1-sized blocks that reduces it, and the gather is gone: rank r reads only slice r of
+// each tensor and writes only slice r, so no two ranks touch the same bytes; r posts kReduced and kDone
+// at once, and its Work completes when every peer posted kDone, i.e. finished writing into r's tensor.
+// Each rank then reads the peers' inputs once and writes its slice once per peer, where the gather read
+// every peer's slice again after a second hand-off. Measured with the floor program (bench/shm_floor.h)
+// at world 2: 1-4 MiB in 0.45-0.75x the gather's time (BENCHMARKS.md, thirteenth session).
+
+absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, bool blocking, const Call& call) {
+  const size_t element = ElementSize(c.dtype);
+  const bool small = c.count * element <= options_.small_allreduce_bytes;
+  // The smallest inputs travel in the inline areas: a peer's one cache miss brings the step word and
+  // the input's first bytes (Note [Shared-memory protocol]).
+  const bool in_line = small && c.count * element <= ShmChannel::kInlineBytes;
+  const InputPlace input_place = in_line ? InputPlace::kInline : InputPlace::kSlot;
+  const ShmWord ready = in_line ? ShmWord::kInlineReady : ShmWord::kReady;
+  if (c.phase == 0) {
+    if (c.step == 0) c.step = NextStep();
+    if (!blocking && !channel_->TrySlotFree(c.step)) return false;
+    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(c.step, call.deadline, call));
+    char* slot = channel_->Slot(rank(), c.step);
+    const bool may_share =
+        !small && channel_->heap() != nullptr && c.count * element >= options_.zero_copy_min_bytes;
+    const int64_t heap_offset = may_share ? channel_->heap()->OffsetOf(c.data, c.count * element) : -1;
+    c.in_heap = heap_offset >= 0;
+    if (!small) channel_->PublishInput(c.step, heap_offset);  // small chunks are read from the slots
+    if (in_line) {
+      std::memcpy(channel_->InlineInput(rank(), c.step), c.data, c.count * element);
+    } else if (small) {
+      std::memcpy(slot, c.data, c.count * element);
+    } else if (!c.in_heap) {
+      // Only this rank reads its own slice of its input: it reads it from c.data, so it skips the copy.
+      const auto [begin, end] = Slice(c.count, element, size(), rank());
+      std::memcpy(slot, c.data, begin * element);
+      std::memcpy(slot + end * element, c.data + end * element, (c.count - end) * element);
+    }
+    channel_->Post(ready, c.step);
+    c.phase = 1;
+  }
+  if (c.phase == 1) {
+    if (!blocking && !channel_->TrySpinAll(ready, c.step)) return false;
+    DDP_RETURN_IF_ERROR(channel_->WaitAll(ready, c.step, call.deadline, call));
+    if (small) {
+      DDP_RETURN_IF_ERROR(ReduceSlots(c.data, 0, c.count, c.dtype, c.op, c.step, input_place));
+      channel_->Post(ShmWord::kDone, c.step);
+      c.phase = 4;
+      return true;
+    }
+    const auto [begin, end] = Slice(c.count, element, size(), rank());
+    char* own = c.data + begin * element;
+    if (c.in_heap && channel_->AllInputsInHeap(c.step)) {  // Note [Pushing the reduced slices]
+      const size_t bytes = (end - begin) * element;
+      absl::InlinedVector<char*, 8> peers;
+      for (int q = 0; q < size(); ++q) {
+        if (q == rank()) continue;
+        DDP_ASSIGN_OR_RETURN(char* at, channel_->HeapInputToWrite(q, c.step, begin * element, bytes));
+        peers.push_back(at);
+      }
+      DDP_RETURN_IF_ERROR(ReduceSlots(own, begin * element, end - begin, c.dtype, c.op, c.step,
+                                      InputPlace::kPublished, /*own=*/own, /*also_out=*/peers[0]));
+      for (size_t i = 1; i < peers.size(); ++i) std::memcpy(peers[i], own, bytes);
+      channel_->Post(ShmWord::kReduced, c.step);
+      channel_->Post(ShmWord::kDone, c.step);
+      c.phase = 3;  // complete once every peer has written its slice into this rank's tensor
+    } else {
+      // Reduced at once into this rank's output and (unless the peers gather it from the heap) into its
+      // slot, whose slice r holds nothing yet: one pass (Note [Blocked reduction]).
+      char* also_out = c.in_heap ? nullptr : channel_->Slot(rank(), c.step) + begin * element;
+      DDP_RETURN_IF_ERROR(ReduceSlots(own, begin * element, end - begin, c.dtype, c.op, c.step,
+                                      InputPlace::kPublished, /*own=*/own, also_out));
+      channel_->Post(ShmWord::kReduced, c.step);
+      c.phase = 2;
+    }
+  }
+  if (c.phase == 2) {
+    // Gathering a slice twice (a resumed attempt) copies the same bytes again: harmless.
+    for (int q = 0; q < size(); ++q) {
+      if (q == rank()) continue;
+      if (!blocking && !channel_->TrySpin(q, ShmWord::kReduced, c.step)) return false;
+      DDP_RETURN_IF_ERROR(channel_->Wait(q, ShmWord::kReduced, c.step, call.deadline, call));
+      const auto [qb, qe] = Slice(c.count, element, size(), q);
+      DDP_ASSIGN_OR_RETURN(const char* slice, channel_->Input(q, c.step, qb * element, (qe - qb) * element));
+      std::memcpy(c.data + qb * element, slice, (qe - qb) * element);
+    }
+    channel_->Post(ShmWord::kDone, c.step);
+    c.phase = 3;
+  }
+  if (c.phase == 3) {
+    // The peers may still be gathering this rank's slice from its heap, or writing theirs into it.
+    if (c.in_heap) {
+      if (!blocking && !channel_->TrySpinAll(ShmWord::kDone, c.step)) return false;
+      DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kDone, c.step, call.deadline, call));
+    }
+    c.phase = 4;
+  }
+  return true;
+}
+
+absl::Status ProcessGroupShm::RunBroadcast(const Tensor& tensor, int root, const Call& call) {
+  if (size() == 1) return absl::OkStatus();
+  const size_t bytes = tensor.nbytes();
+  const size_t chunk = channel_->slot_bytes();
+  for (size_t begin = 0; begin < bytes; begin += chunk) {
+    const size_t n = std::min(chunk, bytes - begin);
+    const uint32_t step = NextStep();
+    if (rank() == root) {
+      DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call));
+      std::memcpy(channel_->Slot(root, step), Bytes(tensor) + begin, n);
+      channel_->Post(ShmWord::kReady, step);
+    } else {
+      DDP_RETURN_IF_ERROR(channel_->Wait(root, ShmWord::kReady, step, call.deadline, call));
+      std::memcpy(Bytes(tensor) + begin, channel_->Slot(root, step), n);
+    }
+    channel_->Post(ShmWord::kDone, step);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProcessGroupShm::RunAllGather(const std::vector<Tensor>& outputs, const Tensor& input, const Call& call) {
+  const size_t bytes = input.nbytes();
+  if (size() == 1) {
+    if (bytes > 0) std::memcpy(Bytes(outputs[0]), Bytes(input), bytes);
+    return absl::OkStatus();
+  }
+  const size_t chunk = channel_->slot_bytes();
+  for (size_t begin = 0; begin < bytes; begin += chunk) {
+    const size_t n = std::min(chunk, bytes - begin);
+    const uint32_t step = NextStep();
+    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call));
+    std::memcpy(channel_->Slot(rank(), step), Bytes(input) + begin, n);
+    channel_->Post(ShmWord::kReady, step);
+    for (int q = 0; q < size(); ++q) {
+      if (q != rank()) DDP_RETURN_IF_ERROR(channel_->Wait(q, ShmWord::kReady, step, call.deadline, call));
+      std::memcpy(Bytes(outputs[q]) + begin, channel_->Slot(q, step), n);
+    }
+    channel_->Post(ShmWord::kDone, step);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProcessGroupShm::RunReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
+                                               const Call& call) {
+  const size_t element = ElementSize(output.dtype());
+  const size_t count = output.numel();
+  // Each step carries `chunk` elements of every destination rank's part, destination c at c * chunk.
+  const size_t chunk = channel_->slot_bytes() / element / size();
+  for (size_t begin = 0; begin < count; begin += chunk) {
+    const size_t n = std::min(chunk, count - begin);
+    const uint32_t step = NextStep();
+    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call));
+    for (int c = 0; c < size(); ++c) {
+      std::memcpy(channel_->Slot(rank(), step) + c * n * element, Bytes(inputs[c]) + begin * element, n * element);
+    }
+    channel_->Post(ShmWord::kReady, step);
+    DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
+    DDP_RETURN_IF_ERROR(ReduceSlots(Bytes(output) + begin * element, rank() * n * element, n, output.dtype(), op,
+                                    step, InputPlace::kSlot));
+    channel_->Post(ShmWord::kDone, step);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProcessGroupShm::RunReduce(const Tensor& tensor, int root, ReduceOp op, const Call& call) {
+  if (size() == 1 || tensor.numel() == 0) return absl::OkStatus();
+  const size_t element = ElementSize(tensor.dtype());
+  const size_t chunk = channel_->slot_bytes() / element;
+  const size_t count = tensor.numel();
+  for (size_t begin = 0; begin < count; begin += chunk) {
+    const size_t n = std::min(chunk, count - begin);
+    const uint32_t step = NextStep();
+    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call));
+    std::memcpy(channel_->Slot(rank(), step), Bytes(tensor) + begin * element, n * element);
+    channel_->Post(ShmWord::kReady, step);
+    if (rank() == root) {
+      DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
+      DDP_RETURN_IF_ERROR(
+          ReduceSlots(Bytes(tensor) + begin * element, 0, n, tensor.dtype(), op, step, InputPlace::kSlot));
+    }
+    channel_->Post(ShmWord::kDone, step);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProcessGroupShm::RunBarrier(const Call& call) {
+  if (size() == 1) return absl::OkStatus();
+  const uint32_t step = NextStep();
+  channel_->Post(ShmWord::kReady, step);
+  DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
+  channel_->Post(ShmWord::kDone, step);
+  return absl::OkStatus();
+}
+
+Tensor ProcessGroupShm::NewCommBuffer(int64_t numel, DType dtype, Device device) {
+  const std::shared_ptr<ShmHeap>& heap = channel_->heap();
+  const size_t bytes = static_cast<size_t>(numel) * ElementSize(dtype);
+  if (heap == nullptr || !device.is_cpu() || bytes == 0) return ProcessGroup::NewCommBuffer(numel, dtype, device);
+  absl::StatusOr<char*> block = heap->Allocate(bytes);
+  if (!block.ok()) return ProcessGroup::NewCommBuffer(numel, dtype, device);  // heap full: staged, still correct
+  Storage storage = std::make_shared<StorageImpl>(*block, bytes, device,
+                                                  [heap](void* data) { heap->Free(static_cast<char*>(data)); });
+  return Tensor::View(std::move(storage), {numel}, {1}, 0, dtype);
+}
+
+std::shared_ptr<Work> ProcessGroupShm::AllReduce(const Tensor& tensor, ReduceOp op) {
+  CheckTensor("AllReduce", tensor);
+  if (size() > 1 && tensor.numel() > 0 && tensor.nbytes() <= options_.inline_allreduce_bytes &&
+      tensor.nbytes() <= channel_->slot_bytes()) {
+    if (std::shared_ptr<Work> work = TryAllReduceInline(tensor, op)) return work;
+  }
+  return Issue(absl::StrCat("AllReduce(", ReduceOpName(op), ")"), Payload(tensor),
+               [this, tensor, op](const Call& call) { return RunAllReduce(tensor, op, call); });
+}
+
+std::shared_ptr<Work> ProcessGroupShm::Broadcast(const Tensor& tensor, int root) {
+  CheckTensor("Broadcast", tensor);
+  DDP_CHECK(root >= 0 && root < size()) << "Broadcast: root " << root << " outside a group of " << size();
+  return Issue(absl::StrCat("Broadcast(root ", root, ")"), Payload(tensor),
+               [this, tensor, root](const Call& call) { return RunBroadcast(tensor, root, call); });
+}
+
+std::shared_ptr<Work> ProcessGroupShm::AllGather(const std::vector<Tensor>& outputs, const Tensor& input) {
+  CheckTensor("AllGather", input);
+  DDP_CHECK(static_cast<int>(outputs.size()) == size())
+      << "AllGather: " << outputs.size() << " outputs for a group of " << size();
+  for (const Tensor& out : outputs) CheckSameShape("AllGather", input, out);
+  return Issue("AllGather", Payload(input),
+               [this, outputs, input](const Call& call) { return RunAllGather(outputs, input, call); });
+}
+
+std::shared_ptr<Work> ProcessGroupShm::ReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                                     ReduceOp op) {
+  CheckTensor("ReduceScatter", output);
+  DDP_CHECK(static_cast<int>(inputs.size()) == size())
+      << "ReduceScatter: " << inputs.size() << " inputs for a group of " << size();
+  for (const Tensor& in : inputs) CheckSameShape("ReduceScatter", output, in);
+  return Issue(absl::StrCat("ReduceScatter(", ReduceOpName(op), ")"), Payload(output),
+               [this, output, inputs, op](const Call& call) { return RunReduceScatter(output, inputs, op, call); });
+}
+
+std::shared_ptr<Work> ProcessGroupShm::Reduce(const Tensor& tensor, int root, ReduceOp op) {
+  CheckTensor("Reduce", tensor);
+  DDP_CHECK(root >= 0 && root < size()) << "Reduce: root " << root << " outside a group of " << size();
+  return Issue(absl::StrCat("Reduce(", ReduceOpName(op), ", root ", root, ")"), Payload(tensor),
+               [this, tensor, root, op](const Call& call) { return RunReduce(tensor, root, op, call); });
+}
+
+std::shared_ptr<Work> ProcessGroupShm::Barrier() {
+  return Issue("Barrier", "", [this](const Call& call) { return RunBarrier(call); });
+}
+
+}  // namespace ddp

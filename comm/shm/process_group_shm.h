@@ -1,0 +1,172 @@
+// ProcessGroupShm: the intra-node CPU backend, through shared memory (ranks of one host only).
+// InitProcessGroup picks it for --backend=shm, and for --backend=auto when every rank is on one host
+// (comm/host_identity.h). Protocol: Note [Shared-memory protocol] in comm/shm/shm_channel.cc.
+#ifndef DDP_COMM_SHM_PROCESS_GROUP_SHM_H_
+#define DDP_COMM_SHM_PROCESS_GROUP_SHM_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "comm/async_work.h"
+#include "comm/process_group.h"
+#include "comm/shm/shm_channel.h"
+#include "store/store.h"
+#include "comm/work_queue.h"
+
+namespace ddp {
+
+struct ProcessGroupShmOptions {
+  // Bound on the rendezvous and on every collective (PyTorch's default process-group timeout).
+  absl::Duration timeout = absl::Seconds(300);
+  // All-reduces of at most this many bytes per chunk: every rank reduces every input (one exchange);
+  // larger chunks: each rank reduces its slice and gathers the others' (two exchanges, 1/size of the
+  // arithmetic each).
+  size_t small_allreduce_bytes = size_t{32} << 10;
+  // All-reduces of at most this many bytes (and one slot) run on the calling thread when nothing is
+  // queued (Note [Inline collectives] in process_group_shm.cc); 0 turns the inline path off.
+  size_t inline_allreduce_bytes = size_t{64} << 10;
+  // Chunks of at least this many bytes of a NewCommBuffer tensor are read in place (Note [Zero-copy
+  // all-reduce]); smaller ones are copied, which is cheaper than the wait for the peers at the end
+  // (measured: 64 KiB 14 -> 21 us in place, 128 KiB even, 256 KiB and up faster).
+  size_t zero_copy_min_bytes = size_t{128} << 10;
+  // Segments, waiting and liveness checks (slot size, spin, check interval, segment name tag). Its
+  // rendezvous_timeout is replaced by `timeout`. REQUIRES: the same slot_bytes on every rank.
+  ShmChannelOptions channel;
+};
+
+// Collectives on contiguous CPU tensors (float32, int64, float16, bfloat16; sum, avg, min, max,
+// product) between the ranks of one host. One background worker runs the collectives in issue order,
+// so every call returns at once with a Work; a small all-reduce issued while the worker is idle runs
+// on the calling thread instead, which never sleeps on a peer: it spins at most channel.spin per wait
+// and otherwise leaves the rest to the worker (Note [Inline collectives]). A large all-reduce of a tensor
+// from NewCommBuffer is read in place by the peers instead of being copied into the slots (Note [Zero-copy
+// all-reduce]); its Work completes once every peer has finished reading it (and, when every rank's tensor
+// is in its heap, writing its reduced slice into it: Note [Pushing the reduced slices]). Thread-safe.
+// Errors: a failed collective's Work names the collective (operation, element count, dtype, sequence
+// number, rank) and, when a rank's process exited, that rank ("lost rank 2 (process 81 exited)"), within
+// about channel.liveness_interval of its death. The group is then broken: later collectives fail with
+// the first error. Ranks that issue different collectives are not detected (DDP_DEBUG=detail does).
+class ProcessGroupShm : public ProcessGroup {
+ public:
+  // Rendezvous through `store` (keys under "shm/"; `store` is not kept): checks the world size, maps
+  // every rank's segment. Fails with kUnavailable naming a rank that never arrived within
+  // options.timeout, or one whose segment cannot be mapped (another host). REQUIRES: 0 <= rank < size.
+  static absl::StatusOr<std::unique_ptr<ProcessGroupShm>> Create(Store& store, int rank, int size,
+                                                                 const ProcessGroupShmOptions& options = {});
+  // Pending works fail with "process group destroyed"; the running one finishes (bounded) first.
+  ~ProcessGroupShm() override;
+
+  int rank() const override { return channel_->rank(); }
+  int size() const override { return channel_->size(); }
+  std::string backend_name() const override { return "shm"; }
+  absl::Duration timeout() const override { return options_.timeout; }
+
+  // CPU tensors come from the group's shared heap (Note [Zero-copy all-reduce]) while it has room.
+  Tensor NewCommBuffer(int64_t numel, DType dtype, Device device) override;
+  bool FusesAverage() const override { return true; }  // ReduceSlots divides each block in L1
+  // Why all-reduces stage through the slots on this group ("" when zero-copy is on).
+  const std::string& zero_copy_off_reason() const { return channel_->zero_copy_off_reason(); }
+  // Since Create: how often this rank's waits slept on a futex, and how many spun past channel.spin
+  // because a thread was blocked on one of the group's Works (Note [Spinning while the process waits]).
+  uint64_t wait_sleeps() const { return channel_->sleeps(); }
+  uint64_t wait_long_spins() const { return channel_->long_spins(); }
+
+  std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) override;
+  std::shared_ptr<Work> Broadcast(const Tensor& tensor, int root) override;
+  std::shared_ptr<Work> AllGather(const std::vector<Tensor>& outputs, const Tensor& input) override;
+  std::shared_ptr<Work> ReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                      ReduceOp op = ReduceOp::kSum) override;
+  std::shared_ptr<Work> Reduce(const Tensor& tensor, int root, ReduceOp op = ReduceOp::kSum) override;
+  std::shared_ptr<Work> Barrier() override;
+
+ private:
+  // What a running collective's steps need: its Work (for errors) and its deadline. Called, it formats
+  // the error prefix "<description> failed" (a ShmWhat: only failing waits format it).
+  struct Call {
+    const AsyncWork* work;
+    absl::Time deadline;
+    std::string operator()() const;
+  };
+  ProcessGroupShm(std::unique_ptr<ShmChannel> channel, ProcessGroupShmOptions options);
+
+  // A one-chunk all-reduce in progress: where it stands in the protocol, so that the worker can resume
+  // one the inline path began (Note [Inline collectives]).
+  struct ChunkAllReduce {
+    char* data;
+    size_t count;
+    DType dtype;
+    ReduceOp op;
+    uint32_t step = 0;  // 0: no step taken yet
+    // 0: input not posted; 1: input posted; 2: reduced slice posted; 3: slices gathered (peers may still
+    // read this rank's heap input); 4: done
+    int phase = 0;
+    bool in_heap = false;  // the input is read in place from this rank's heap (Note [Zero-copy all-reduce])
+  };
+
+  // The sequence number and Work of a collective named `name` of `payload` (issue_mu_ held).
+  std::shared_ptr<AsyncWork> NewWork(const std::string& name, const std::string& payload)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_);
+  // Runs `body` unless the group is broken; a failure breaks the group (the queue's turn held). The
+  // body's deadline is now + options.timeout; `blocking` false gives it none (absl::InfiniteFuture, and
+  // no clock read): for the inline attempt, which never blocks.
+  absl::Status Guarded(const AsyncWork& work, absl::FunctionRef<absl::Status(const Call&)> body,
+                       bool blocking = true);
+  // The inline path of AllReduce: nullptr when it does not apply (queue busy), else a Work that is
+  // complete, or whose rest was queued ahead of any later collective.
+  std::shared_ptr<Work> TryAllReduceInline(const Tensor& tensor, ReduceOp op);
+  // Advances `chunk` through the protocol. blocking: waits (bounded by call.deadline) until it is done
+  // and returns true. Not blocking: spins at most channel.spin at each wait and returns false when a
+  // peer is not there yet (nothing failed; call again, blocking, to finish).
+  absl::StatusOr<bool> AdvanceAllReduceChunk(ChunkAllReduce& chunk, bool blocking, const Call& call);
+  // Queues `body` under the next sequence number. `name` e.g. "AllReduce(sum)", `payload` e.g.
+  // "1000 float32"; the Work's description is "<name> #<seq> of <payload> on rank <r>/<size> (shm)".
+  std::shared_ptr<Work> Issue(const std::string& name, const std::string& payload,
+                              std::function<absl::Status(const Call&)> body);
+  // The next step number (the queue's turn held).
+  uint32_t NextStep() { return ++step_; }
+
+  // Worker-thread bodies of the collectives; each moves its data in chunks of at most one slot.
+  absl::Status RunAllReduce(const Tensor& tensor, ReduceOp op, const Call& call);
+  absl::Status RunBroadcast(const Tensor& tensor, int root, const Call& call);
+  absl::Status RunAllGather(const std::vector<Tensor>& outputs, const Tensor& input, const Call& call);
+  absl::Status RunReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
+                                const Call& call);
+  absl::Status RunReduce(const Tensor& tensor, int root, ReduceOp op, const Call& call);
+  absl::Status RunBarrier(const Call& call);
+  // Where the ranks' inputs of a step lie.
+  enum class InputPlace {
+    kSlot,       // each rank's slot
+    kInline,     // each rank's inline area (ShmChannel::InlineInput)
+    kPublished,  // where each rank published it (its slot or its heap, ShmChannel::Input)
+  };
+  // out[0..count) = op over ranks (in rank order) of rank q's input of `step` [offset .. offset + count
+  // elements), found at `place`, divided by size() for kAvg (fused: no pass of its own); this rank's
+  // input read from `own` instead when `own` is set; also written to `also_out` when set. `out`,
+  // `also_out` and `own` may be the same buffer (Note [Blocked reduction]). Fails only when a peer's heap
+  // input cannot be mapped.
+  absl::Status ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op, uint32_t step,
+                           InputPlace place, const char* own = nullptr, char* also_out = nullptr);
+
+  std::unique_ptr<ShmChannel> channel_;
+  const ProcessGroupShmOptions options_;
+  uint32_t step_ = 0;          // whoever holds the queue's turn (worker, or an inline caller)
+  absl::Status broken_;        // as step_: the first failure, repeated by later collectives
+
+  absl::Mutex issue_mu_;
+  uint64_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
+  // Last: its thread uses the members above. Shared with the queued Works, whose Wait may run their task
+  // (Note [Waiter runs the work] in comm/gloo/process_group_gloo.cc); stopped by the destructor.
+  std::shared_ptr<WorkQueue> queue_;
+};
+
+}  // namespace ddp
+
+#endif  // DDP_COMM_SHM_PROCESS_GROUP_SHM_H_

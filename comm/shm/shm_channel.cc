@@ -1,0 +1,501 @@
+#include "comm/shm/shm_channel.h"
+
+#include <immintrin.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "comm/shm/shm_segment.h"
+#include "base/unique_fd.h"
+#include "base/wall_clock.h"
+#include "base/check.h"
+
+// Note [Shared-memory protocol]
+// Every rank owns one segment: a control block (three step words, a sleeper count and an abort word,
+// each step word on its own cache line) and two data slots. Only the owner writes its segment; every
+// rank maps all segments. Collectives are cut into steps (one chunk of at most slot_bytes each); ranks
+// count steps identically because they issue the same collectives with the same shapes, so no global
+// barrier is needed per call: the step numbers themselves say who is where.
+//   * Before writing its slot for step s (slot s % 2), a rank waits until every peer's kDone reached
+//     s - 2: nobody still reads that slot (double buffering: step s+1 proceeds while a slow peer
+//     still reads step s).
+//   * After copying its input in, it posts kReady = s; a reader waits for the writer's kReady >= s.
+//   * Small all-reduces: every rank reduces all slots (in rank order, so every rank gets bit-identical
+//     results) into its output. Large ones: rank r reduces slice r of every
+//     rank's input into slice r of its own slot (no peer reads slice r of rank r's slot in this step;
+//     rank r never copies its own input's slice r in, it reads that from its output buffer), copies
+//     it to its output and posts kReduced = s; then it copies slice q from rank q's slot once q's
+//     kReduced >= s.
+//   * After its last read of step s a rank posts kDone = s. Words only grow, so waits compare ">=".
+//   * The smallest inputs (at most kInlineBytes) go into an inline area in the control block instead of
+//     the slot, one per step parity, whose first cache line also holds its step word (kInlineReady): a
+//     reader's one miss on that word brings the input's first 56 bytes with it, where the slot path
+//     costs a miss on kReady and then one on the slot. A rank that posted its inline input for step
+//     s - 1 has finished step s - 2, so when that word says so the kDone wait before step s reads a
+//     line this rank already holds from step s - 1, instead of kDone, which the peer rewrote since:
+//     back-to-back small all-reduces cost one cross-core miss per peer each.
+//   * Zero-copy (Note [Zero-copy all-reduce] in process_group_shm.cc): instead of copying its input into
+//     its slot, a rank may publish, with the step number, the input's offset in its shared heap (a memfd
+//     the peers open through /proc/<pid>/fd and map on demand, comm/shm/shm_heap.h); readers of step s
+//     follow that record (Input). The record of step s is rewritten for step s + 2 only after the same
+//     kDone wait as the slot, and a step that publishes nothing leaves another step's number in it, so
+//     its readers use the slot.
+// Waiting: spin for options.spin, then sleep on the word's futex (a shared futex: the word lives in
+// shared memory). Sleepers count themselves in the owner's control block, so Post makes the wake
+// system call only when someone sleeps (sequentially consistent store and load on both sides: either
+// the poster sees the sleeper or the sleeper sees the new value before it sleeps). A sleeper wakes
+// every liveness_interval to check the peers: each rank's pid (a pidfd, readable once the process
+// exited) and the peers' abort words. A rank that finds a peer dead, or fails otherwise, writes the
+// lost rank into its own abort word and wakes its words' sleepers, so the loss spreads to every
+// survivor within about one interval and nobody waits for the timeout.
+//
+// Note [Spinning while the process waits]
+// A wait spins options.spin (30 µs) and then sleeps, because a collective that runs while its caller
+// computes (a bucket reduced during backward) must leave the core to the computation. But when a thread
+// of this process is blocked on one of the group's Works (ShmWork::Wait counts it in ShmWaiters), the
+// core has nothing else of this process to run, and a sleeping rank is slow to come back: on a virtual
+// machine an idle vCPU halts, and the peer's wake-up goes through the hypervisor. So while such a thread
+// is blocked, a wait spins for spin_while_waited (5 ms) before it sleeps, and a wait already asleep is
+// woken (ShmWaiters::Begin wakes the futex word it sleeps on) to spin. A wait spins long at most once; a
+// Begin that races with the waiter falling asleep may be missed, and that wait then sleeps until the
+// peer's Post, as before. Groups with more ranks than the host has CPUs never spin long (ranks share
+// cores, and a spinning rank would hold up the peer it waits for).
+//
+// Segments never leak: each is created with shm_open under a random name, and its owner unlinks the
+// name as soon as every rank has mapped every segment (or when Create fails), before any collective
+// runs; the mappings keep the memory alive, and the kernel frees it with the last mapping, whatever
+// way the processes end. Only a SIGKILL inside Create itself, between shm_open and the unlink, leaves
+// a name behind.
+
+namespace ddp {
+namespace {
+
+constexpr size_t kControlBytes = 4096;
+constexpr int kNumWords = 3;
+
+struct alignas(64) WordLine {
+  std::atomic<uint32_t> value;
+};
+
+// The control block at the start of every segment. Zero-initialised by ftruncate.
+struct Control {
+  WordLine words[kNumWords];
+  alignas(64) std::atomic<uint32_t> sleepers;  // threads sleeping on one of this segment's words
+  std::atomic<int32_t> abort;                  // 0: fine; 1: broken, lost rank unknown; r + 2: lost rank r
+  std::atomic<int32_t> heap_fd;                // the owner's heap memfd + 1 (0: no heap)
+  // Per step parity, where the owner's input of step input_step[p] lies: heap offset + 1 (0: its slot). A
+  // step that published nothing finds another step's number here and reads the slot.
+  alignas(64) std::atomic<uint64_t> input[2];
+  std::atomic<uint32_t> input_step[2];
+  // Per step parity: the step whose input the owner put in `data` (Post(kInlineReady)), then the input.
+  struct alignas(64) InlineInput {
+    std::atomic<uint32_t> step;
+    alignas(8) char data[ShmChannel::kInlineBytes];
+  } inline_input[2];
+};
+static_assert(sizeof(Control::InlineInput) == 1024, "an inline area is 16 cache lines, its word in the first");
+static_assert(sizeof(Control) <= kControlBytes, "control block must fit its page");
+
+bool Reached(uint32_t value, uint32_t step) { return static_cast<int32_t>(value - step) >= 0; }
+
+const char* WordName(ShmWord word) {
+  switch (word) {
+    case ShmWord::kReady:
+      return "post its input";
+    case ShmWord::kReduced:
+      return "post its reduced slice";
+    case ShmWord::kDone:
+      return "finish reading";
+    case ShmWord::kInlineReady:
+      return "post its (inline) input";
+  }
+  return "?";
+}
+
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout) {
+  const timespec ts = absl::ToTimespec(timeout);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void FutexWakeAll(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// A pidfd for `pid` (readable once the process exited), or -1 where the kernel has none.
+int OpenPidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  return -1;
+#endif
+}
+
+std::string SegmentKey(int rank) { return absl::StrCat("shm/segment/", rank); }
+std::string MappedKey(int rank) { return absl::StrCat("shm/mapped/", rank); }
+
+}  // namespace
+
+struct ShmChannel::Peer {
+  char* base = nullptr;
+  size_t bytes = 0;
+  pid_t pid = 0;
+  UniqueFd pidfd;
+  std::unique_ptr<PeerHeap> heap;  // this peer's heap, mapped on demand (zero-copy only)
+  Control* control() const { return reinterpret_cast<Control*>(base); }
+  // The word `w` for `step` (all but kInlineReady have one word for every step).
+  std::atomic<uint32_t>& word(ShmWord w, uint32_t step) const {
+    if (w == ShmWord::kInlineReady) return control()->inline_input[step % 2].step;
+    return control()->words[static_cast<int>(w)].value;
+  }
+};
+
+namespace {
+
+// Reads rank `rank`'s "<pid> <bytes> <name>" from the store.
+absl::Status ReadPeerRecord(Store& store, int rank, absl::Duration timeout, pid_t* pid, size_t* bytes,
+                            std::string* name) {
+  absl::StatusOr<std::string> record = store.Get(SegmentKey(rank), timeout);
+  if (!record.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("rank ", rank, " never published its shared-memory segment: ", record.status().message()));
+  }
+  std::vector<std::string> parts = absl::StrSplit(*record, ' ');
+  int64_t pid64 = 0;
+  uint64_t bytes64 = 0;
+  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &pid64) || !absl::SimpleAtoi(parts[1], &bytes64)) {
+    return absl::DataLossError(absl::StrCat("rank ", rank, "'s segment record \"", *record, "\" is malformed"));
+  }
+  *pid = static_cast<pid_t>(pid64);
+  *bytes = bytes64;
+  *name = parts[2];
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void ShmWaiters::Begin() {
+  blocked_.fetch_add(1, std::memory_order_seq_cst);
+  if (std::atomic<uint32_t>* word = sleeping_on_.load(std::memory_order_seq_cst)) FutexWakeAll(word);
+}
+
+namespace {
+
+// options.spin_while_waited when the group's `size` ranks fit the host's CPUs; options.spin otherwise
+// (oversubscribed ranks share cores, and a spinning rank would hold up the peer it waits for).
+absl::Duration SpinWhileWaited(const ShmChannelOptions& options, int size) {
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus >= size ? std::max(options.spin, options.spin_while_waited) : options.spin;
+}
+
+}  // namespace
+
+ShmChannel::ShmChannel(int rank, int size, ShmChannelOptions options)
+    : rank_(rank),
+      size_(size),
+      options_(std::move(options)),
+      spin_while_waited_(SpinWhileWaited(options_, size)),
+      peers_(size) {}
+
+ShmChannel::~ShmChannel() {
+  for (Peer& peer : peers_) {
+    if (peer.base != nullptr) munmap(peer.base, peer.bytes);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Create(Store& store, int rank, int size,
+                                                               const ShmChannelOptions& options) {
+  std::unique_ptr<ShmChannel> channel(new ShmChannel(rank, size, options));
+  const size_t bytes = kControlBytes + 2 * options.slot_bytes;
+  const std::string name = absl::StrCat("/", options.name_tag, "-", getpid(), "-", rank, "-", RandomShmSuffix());
+  Peer& self = channel->peers_[rank];
+  DDP_ASSIGN_OR_RETURN(self.base, MapShmSegment(name, bytes, /*create=*/true));
+  absl::Cleanup unlink_name = [&name] { shm_unlink(name.c_str()); };  // on every path out of Create
+  self.bytes = bytes;
+  self.pid = getpid();
+  if (options.zero_copy) {
+    absl::StatusOr<std::shared_ptr<ShmHeap>> heap = ShmHeap::Create();
+    if (heap.ok()) {
+      channel->heap_ = *std::move(heap);
+      self.control()->heap_fd.store(channel->heap_->fd() + 1, std::memory_order_release);
+    } else {
+      channel->zero_copy_off_reason_ = absl::StrCat("rank ", rank, ": ", heap.status().message());
+    }
+  }
+  DDP_RETURN_IF_ERROR(store.Set(SegmentKey(rank), absl::StrCat(getpid(), " ", bytes, " ", name)));
+  for (int q = 0; q < size; ++q) {
+    if (q == rank) continue;
+    Peer& peer = channel->peers_[q];
+    std::string peer_name;
+    DDP_RETURN_IF_ERROR(ReadPeerRecord(store, q, options.rendezvous_timeout, &peer.pid, &peer.bytes, &peer_name));
+    absl::StatusOr<char*> base = MapShmSegment(peer_name, peer.bytes, /*create=*/false);
+    if (!base.ok()) {
+      return absl::Status(base.status().code(), absl::StrCat("cannot map rank ", q, "'s segment (is rank ", q,
+                                                             " on another host?): ", base.status().message()));
+    }
+    peer.base = *base;
+    if (peer.pid != getpid()) peer.pidfd.Reset(OpenPidfd(peer.pid));
+    channel->OpenPeerHeap(q);
+  }
+  // "1", or "0 <why this rank cannot use zero-copy>": zero-copy is on only when every rank says "1".
+  if (!options.zero_copy) channel->zero_copy_off_reason_ = absl::StrCat("rank ", rank, " turned zero-copy off");
+  DDP_RETURN_IF_ERROR(store.Set(MappedKey(rank), channel->zero_copy_off_reason_.empty()
+                                                     ? "1"
+                                                     : absl::StrCat("0 ", channel->zero_copy_off_reason_)));
+  std::vector<std::string> mapped;
+  for (int q = 0; q < size; ++q) mapped.push_back(MappedKey(q));
+  if (absl::Status all = store.Wait(mapped, options.rendezvous_timeout); !all.ok()) {
+    return absl::UnavailableError(absl::StrCat("not every rank mapped the segments: ", all.message()));
+  }
+  for (int q = 0; q < size && channel->heap_ != nullptr; ++q) {
+    DDP_ASSIGN_OR_RETURN(std::string value, store.Get(MappedKey(q), options.rendezvous_timeout));
+    if (value != "1") {
+      channel->zero_copy_off_reason_ = value.size() > 2 ? value.substr(2) : absl::StrCat("rank ", q, " cannot use it");
+      channel->heap_.reset();
+      for (Peer& peer : channel->peers_) peer.heap.reset();
+    }
+  }
+  return channel;
+}
+
+void ShmChannel::OpenPeerHeap(int q) {
+  if (heap_ == nullptr) return;
+  Peer& peer = peers_[q];
+  const int32_t fd = peer.control()->heap_fd.load(std::memory_order_acquire) - 1;
+  if (fd < 0) {
+    zero_copy_off_reason_ = absl::StrCat("rank ", q, " has no shared heap");
+    return;
+  }
+  peer.heap = std::make_unique<PeerHeap>();
+  if (absl::Status opened = peer.heap->Open(peer.pid, fd); !opened.ok()) {
+    zero_copy_off_reason_ = absl::StrCat("rank ", rank_, ": ", opened.message());
+    peer.heap.reset();
+  }
+}
+
+// Both stores precede the Post(kReady) that publishes them (a seq_cst store), and readers load them after
+// seeing that word (acquire), so relaxed accesses suffice here.
+void ShmChannel::PublishInput(uint32_t step, int64_t heap_offset) {
+  Control* control = peers_[rank_].control();
+  control->input[step % 2].store(heap_offset < 0 ? 0 : static_cast<uint64_t>(heap_offset) + 1,
+                                 std::memory_order_relaxed);
+  control->input_step[step % 2].store(step, std::memory_order_relaxed);
+}
+
+uint64_t ShmChannel::HeapInput(int owner, uint32_t step) const {
+  const Control* control = peers_[owner].control();
+  if (control->input_step[step % 2].load(std::memory_order_relaxed) != step) return 0;
+  return control->input[step % 2].load(std::memory_order_relaxed);
+}
+
+absl::StatusOr<const char*> ShmChannel::Input(int owner, uint32_t step, size_t offset_bytes, size_t bytes) {
+  Peer& peer = peers_[owner];
+  const uint64_t where = HeapInput(owner, step);
+  if (where == 0) return Slot(owner, step) + offset_bytes;
+  if (owner == rank_) {
+    if (heap_ == nullptr) return absl::InternalError("this rank published a heap input without a heap");
+    return heap_->At(where - 1 + offset_bytes);
+  }
+  if (peer.heap == nullptr) {
+    return absl::DataLossError(absl::StrCat("rank ", owner, " published an input in its shared heap, which rank ",
+                                            rank_, " has not mapped"));
+  }
+  absl::StatusOr<const char*> at = peer.heap->At(where - 1 + offset_bytes, bytes);
+  if (!at.ok()) {
+    return absl::Status(at.status().code(), absl::StrCat("rank ", owner, "'s input: ", at.status().message()));
+  }
+  return at;
+}
+
+bool ShmChannel::AllInputsInHeap(uint32_t step) const {
+  for (int q = 0; q < size_; ++q) {
+    if (HeapInput(q, step) == 0) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<char*> ShmChannel::HeapInputToWrite(int owner, uint32_t step, size_t offset_bytes,
+                                                   size_t bytes) {
+  if (HeapInput(owner, step) == 0) {
+    return absl::InternalError(
+        absl::StrCat("rank ", owner, "'s input of step ", step, " is not in its heap"));
+  }
+  absl::StatusOr<const char*> at = Input(owner, step, offset_bytes, bytes);
+  if (!at.ok()) return at.status();
+  return const_cast<char*>(*at);  // a heap mapping, PROT_READ | PROT_WRITE (comm/shm/shm_heap.cc)
+}
+
+char* ShmChannel::InlineInput(int owner, uint32_t step) const {
+  return peers_[owner].control()->inline_input[step % 2].data;
+}
+
+char* ShmChannel::Slot(int owner, uint32_t step) const {
+  return peers_[owner].base + kControlBytes + (step % 2) * options_.slot_bytes;
+}
+
+void ShmChannel::Post(ShmWord word, uint32_t step) {
+  Peer& self = peers_[rank_];
+  std::atomic<uint32_t>& w = self.word(word, step);
+  w.store(step, std::memory_order_seq_cst);
+  if (self.control()->sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll(&w);
+}
+
+// A rank posts its inline input of step s + 1 only after it finished step s, so that word, which this
+// rank read (and still caches) during step s + 1 when consecutive collectives are small, spares reading
+// the kDone word that the peer rewrote since.
+bool ShmChannel::FinishedStep(int peer, uint32_t step) const {
+  return Reached(peers_[peer].word(ShmWord::kInlineReady, step + 1).load(std::memory_order_acquire), step + 1) ||
+         Reached(peers_[peer].word(ShmWord::kDone, step).load(std::memory_order_acquire), step);
+}
+
+absl::Status ShmChannel::WaitSlotFree(uint32_t step, absl::Time deadline, ShmWhat what) {
+  if (step <= 2) return absl::OkStatus();
+  for (int q = 0; q < size_; ++q) {
+    if (q != rank_ && !FinishedStep(q, step - 2)) DDP_RETURN_IF_ERROR(Wait(q, ShmWord::kDone, step - 2, deadline, what));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmChannel::WaitAll(ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what) {
+  for (int q = 0; q < size_; ++q) {
+    if (q != rank_) DDP_RETURN_IF_ERROR(Wait(q, word, step, deadline, what));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmChannel::Wait(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what) {
+  std::atomic<uint32_t>& w = peers_[peer].word(word, step);
+  if (SpinUntil(w, step, /*may_extend=*/true)) return absl::OkStatus();
+  return Sleep(peer, word, step, deadline, what, /*spun_long=*/waiters_->Any());
+}
+
+bool ShmChannel::TrySpin(int peer, ShmWord word, uint32_t step) {
+  return SpinUntil(peers_[peer].word(word, step), step, /*may_extend=*/false);
+}
+
+// The clock is read first after 64 pauses: a peer that arrives within them (the common case of
+// back-to-back small collectives) costs no clock read. The budget is re-read at every clock read, so a
+// thread that starts waiting on the group meanwhile extends it.
+bool ShmChannel::SpinUntil(const std::atomic<uint32_t>& w, uint32_t step, bool may_extend) const {
+  if (Reached(w.load(std::memory_order_acquire), step)) return true;
+  absl::Time start = absl::InfiniteFuture();
+  bool extended = false;
+  for (int i = 1;; ++i) {
+    _mm_pause();
+    if (Reached(w.load(std::memory_order_acquire), step)) return true;
+    if (i % 64 != 0) continue;
+    const absl::Time now = WallNow();
+    if (i == 64) start = now;
+    const absl::Duration budget = may_extend && waiters_->Any() ? spin_while_waited_ : options_.spin;
+    if (now - start >= budget) return false;
+    if (!extended && now - start >= options_.spin) {
+      extended = true;
+      long_spins_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+bool ShmChannel::TrySpinAll(ShmWord word, uint32_t step) {
+  for (int q = 0; q < size_; ++q) {
+    if (q != rank_ && !TrySpin(q, word, step)) return false;
+  }
+  return true;
+}
+
+bool ShmChannel::TrySlotFree(uint32_t step) {
+  if (step <= 2) return true;
+  for (int q = 0; q < size_; ++q) {
+    if (q != rank_ && !FinishedStep(q, step - 2) && !TrySpin(q, ShmWord::kDone, step - 2)) return false;
+  }
+  return true;
+}
+
+absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what,
+                               bool spun_long) {
+  std::atomic<uint32_t>& w = peers_[peer].word(word, step);
+  std::atomic<uint32_t>& sleepers = peers_[peer].control()->sleepers;
+  absl::Time next_check = WallNow();
+  while (true) {
+    if (!spun_long && waiters_->Any()) {  // a thread began to wait on the group (and may have woken us)
+      spun_long = true;
+      if (SpinUntil(w, step, /*may_extend=*/true)) return absl::OkStatus();
+    }
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    waiters_->SleepingOn(&w);
+    const uint32_t seen = w.load(std::memory_order_seq_cst);
+    if (!Reached(seen, step) && (spun_long || !waiters_->Any())) {
+      sleeps_.fetch_add(1, std::memory_order_relaxed);
+      const absl::Duration left = deadline - WallNow();
+      FutexWait(&w, seen, std::max(absl::ZeroDuration(), std::min(options_.liveness_interval, left)));
+    }
+    waiters_->SleepingOn(nullptr);
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    const uint32_t now_value = w.load(std::memory_order_acquire);
+    if (Reached(now_value, step)) return absl::OkStatus();
+    const absl::Time now = WallNow();
+    const bool check_processes = now >= next_check;
+    if (check_processes) next_check = now + options_.liveness_interval;
+    if (std::string lost = CheckPeers(check_processes); !lost.empty()) {
+      return absl::UnavailableError(absl::StrCat(what(), ": ", lost));
+    }
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(what(), ": timed out waiting for rank ", peer, " to ",
+                                                      WordName(word), " for step ", step, " (rank ", peer,
+                                                      " is at step ", now_value, ")"));
+    }
+  }
+}
+
+std::string ShmChannel::CheckPeers(bool check_processes) {
+  // Reports first: a peer that found the first loss wrote it into its abort word, which stays readable
+  // after that peer itself exits (the mapping outlives it), so the rank lost first is named, not a
+  // survivor that left after reporting it.
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    const int32_t abort = peers_[q].control()->abort.load(std::memory_order_acquire);
+    if (abort == 0) continue;
+    Abort(abort >= 2 ? abort - 2 : -1);
+    if (abort >= 2) return absl::StrCat("lost rank ", abort - 2, " (reported by rank ", q, ")");
+    return absl::StrCat("rank ", q, " failed and left the group broken");
+  }
+  if (!check_processes) return "";
+  for (int q = 0; q < size_; ++q) {
+    const Peer& peer = peers_[q];
+    if (q == rank_ || peer.pid == getpid()) continue;
+    bool exited = false;
+    if (peer.pidfd.valid()) {
+      pollfd p{peer.pidfd.get(), POLLIN, 0};
+      exited = poll(&p, 1, 0) > 0;
+    } else {
+      exited = kill(peer.pid, 0) != 0 && errno == ESRCH;
+    }
+    if (exited) {
+      Abort(q);
+      return absl::StrCat("lost rank ", q, " (process ", peer.pid, " exited)");
+    }
+  }
+  return "";
+}
+
+void ShmChannel::Abort(int lost_rank) {
+  Peer& self = peers_[rank_];
+  int32_t expected = 0;
+  self.control()->abort.compare_exchange_strong(expected, lost_rank >= 0 ? lost_rank + 2 : 1);
+  for (int w = 0; w < kNumWords; ++w) FutexWakeAll(&self.control()->words[w].value);
+  for (auto& area : self.control()->inline_input) FutexWakeAll(&area.step);
+}
+
+}  // namespace ddp

@@ -1,0 +1,27 @@
+// Store keys shared between the launcher (launch/launcher.h) and the process groups it starts, so both
+// sides agree on them.
+#ifndef DDP_STORE_STORE_KEYS_H_
+#define DDP_STORE_STORE_KEYS_H_
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace ddp {
+
+// The PrefixStore prefix (store/prefix_store.h) under which restart attempt `attempt` (DDP_RESTART_COUNT)
+// of InitProcessGroup's group rendezvouses: "default_pg/attempt<attempt>". A restarted group meets in a
+// fresh namespace because the launcher's store outlives attempts and still holds the previous attempt's
+// keys. Write into the namespace through a PrefixStore with this prefix, so both sides agree.
+inline std::string DefaultGroupStorePrefix(absl::string_view attempt) {
+  return absl::StrCat("default_pg/attempt", attempt);
+}
+
+// Within a group's namespace: where the launcher records how a worker of the group exited before the
+// group was stopped (e.g. "exit code 137 (signal 9)"), read by FailureReports (comm/failure_reports.h).
+inline std::string LauncherExitNoticeKey(int rank) { return absl::StrCat("launcher/exit/", rank); }
+
+}  // namespace ddp
+
+#endif  // DDP_STORE_STORE_KEYS_H_

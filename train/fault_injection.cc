@@ -1,0 +1,44 @@
+#include "train/fault_injection.h"
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/time/clock.h"
+#include <string>
+
+namespace ddp {
+namespace {
+
+[[noreturn]] void Die(int rank, const char* where, int64_t step) {
+  std::fprintf(stderr, "fault injection at %.3f: rank %d kills itself %s %lld\n", absl::ToUnixMicros(absl::Now()) / 1e6,
+               rank, where, static_cast<long long>(step));
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+  std::abort();  // not reached
+}
+
+}  // namespace
+
+bool FaultArmed(const FaultInjection& fault, int rank) {
+  if (fault.step <= 0 || rank != fault.rank) return false;
+  const char* attempt = std::getenv("DDP_RESTART_COUNT");
+  return attempt == nullptr || std::string(attempt) == "0";
+}
+
+void MaybeKillAfterStep(const FaultInjection& fault, int rank, int64_t global_step) {
+  if (fault.point != "after_step" || !FaultArmed(fault, rank) || global_step != fault.step) return;
+  Die(rank, "after step", global_step);
+}
+
+void InstallBackwardFault(const FaultInjection& fault, int rank, Module& model, const int64_t* global_step) {
+  if (fault.point != "backward" || !FaultArmed(fault, rank)) return;
+  const std::vector<Tensor> params = model.Parameters();
+  if (params.empty()) return;
+  const int64_t step = fault.step;
+  params[params.size() / 2].RegisterPostAccumulateGradHook([rank, step, global_step](const Tensor&) {
+    if (*global_step == step) Die(rank, "during the backward pass of step", step + 1);
+  });
+}
+
+}  // namespace ddp

@@ -1,0 +1,37 @@
+// Testing aid of train/train (--fault_inject_step / --fault_inject_rank / --fault_inject_point): one
+// rank kills itself with SIGKILL, as a crashed node would, on the first attempt only
+// (DDP_RESTART_COUNT unset or 0), so tests can check that the others fail cleanly and that a restarted
+// group resumes correctly.
+#ifndef DDP_TRAIN_FAULT_INJECTION_H_
+#define DDP_TRAIN_FAULT_INJECTION_H_
+
+#include <cstdint>
+#include <string>
+
+#include "nn/module.h"
+
+namespace ddp {
+
+// Where the injected fault strikes.
+struct FaultInjection {
+  int64_t step = 0;                  // 0: no fault
+  int rank = 1;                      // the rank that dies
+  std::string point = "after_step";  // after_step: once optimizer step `step` is done (and logged);
+                                     // backward: in the middle of the backward pass of step `step` + 1
+};
+
+// Whether this process should die at all: the fault is set, `rank` is its rank and this is the first
+// attempt.
+bool FaultArmed(const FaultInjection& fault, int rank);
+
+// point == "after_step": dies when `global_step` == fault.step. No-op unless FaultArmed.
+void MaybeKillAfterStep(const FaultInjection& fault, int rank, int64_t global_step);
+
+// point == "backward": registers a gradient hook on the middle parameter of `model` that dies when it
+// fires while *global_step == fault.step (so some of the step's buckets have been launched, others not).
+// `global_step` is not owned and must outlive the model's use. No-op unless FaultArmed.
+void InstallBackwardFault(const FaultInjection& fault, int rank, Module& model, const int64_t* global_step);
+
+}  // namespace ddp
+
+#endif  // DDP_TRAIN_FAULT_INJECTION_H_

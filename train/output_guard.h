@@ -1,0 +1,69 @@
+// Nothing overwritten, nothing lost at the end (issue 13 item 4): the checks train/train makes before
+// its first step, so that a bad output path, a checkpoint directory that already holds another run's
+// checkpoints, or images the model cannot take fail at once, instead of after the run with its work
+// lost. The trainer calls them on the rank that writes each output (rank 0 under DDP, through
+// RunOnRankZero, so its error reaches every rank at once).
+//
+// Example:
+//   DDP_RETURN_IF_ERROR(ProbeRankZeroOutputs(config, /*writes_trace=*/ddp != nullptr));
+//   DDP_RETURN_IF_ERROR(CheckDataFitsModel(config.model, *test, "test"));
+//   ...resume...
+//   DDP_RETURN_IF_ERROR(GuardExistingCheckpoints(config, start_step));
+//
+// Errors are absl::Status values whose message names the flag and the path and, for a failed system
+// call, the errno text, with the errno's code (io/file.h). Thread safety: the functions share no state.
+#ifndef DDP_TRAIN_OUTPUT_GUARD_H_
+#define DDP_TRAIN_OUTPUT_GUARD_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "data/tensor_dataset.h"
+#include "train/train_config.h"
+
+namespace ddp {
+
+// How an output file gets written, which decides what must be allowed.
+enum class OutputWrite {
+  kReplaced,  // written beside it and renamed over it (WriteFileAtomically: --save, --dump_grads)
+  kInPlace,   // opened where it is and written or appended to (--metrics_out, --trace_out)
+};
+
+// OK when `path` can be written as `how` says: its directory exists and takes a new file, `path` is not
+// a directory, and (kInPlace) an existing file at `path` opens for writing. Creates and removes a probe
+// file beside `path` ("<path>.probe-XXXXXX"); changes nothing else (an existing file keeps its
+// contents). Errors read "--<flag>=<path>: cannot create files in <dir>: No such file or directory".
+absl::Status ProbeOutputFile(absl::string_view flag, const std::string& path, OutputWrite how);
+
+// OK when `dir` can hold checkpoints (SaveCheckpoint creates it and its parents): `dir` is a directory
+// that takes a new file, or it is missing and its nearest existing ancestor is such a directory.
+// Creates and removes a probe file there; creates no directory. Errors name the flag, `dir` and errno.
+absl::Status ProbeOutputDirectory(absl::string_view flag, const std::string& dir);
+
+// Probes every output rank 0 writes: --save and --dump_grads (kReplaced), --metrics_out (kInPlace),
+// --trace_out (kInPlace; only when `writes_trace`: the trace exists under DDP only) and --checkpoint_dir
+// (when --checkpoint_every > 0). Empty flags are skipped. The first failure is returned.
+absl::Status ProbeRankZeroOutputs(const TrainConfig& config, bool writes_trace);
+
+// Before a run that saves checkpoints (--checkpoint_every > 0) starts at optimizer step `start_step`
+// (0, or the step --resume took): the step-<N> directories of --checkpoint_dir with N > start_step
+// would be overwritten, or left newer than the run's own checkpoints (a later --resume would take
+// them). Without --overwrite_checkpoints that is an AlreadyExists error naming the directory and the
+// steps; with it they are removed (RemoveCheckpointsAfter) and named on stderr. OK when the run saves no
+// checkpoint or there are no such steps.
+absl::Status GuardExistingCheckpoints(const TrainConfig& config, int64_t start_step);
+
+// OK when the samples of `data` (inputs [n, ...]) have the shape --model takes (ModelInputShape,
+// nn/models.h); else InvalidArgument naming `which` ("train", "test"), both shapes and --data_dir, e.g.
+// "the test set's images are [1, 14, 56] but --model=cnn takes [1, 28, 28] (--data_dir=/d)".
+absl::Status CheckDataFitsModel(const TrainConfig& config, const TensorDataset& data, absl::string_view which);
+
+// Appends `line` and a newline to the file at `path` (created when missing). Errors name the path and
+// the errno text.
+absl::Status AppendLine(const std::string& path, const std::string& line);
+
+}  // namespace ddp
+
+#endif  // DDP_TRAIN_OUTPUT_GUARD_H_

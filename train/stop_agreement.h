@@ -1,0 +1,46 @@
+// StopAgreement: after a SIGTERM (preemption by Slurm, Kubernetes or ddprun), every rank of train/train
+// stops after the same step, so a checkpoint of that step can be written collectively and `--resume`
+// continues as if nothing happened. Ranks receive the signal at slightly different moments; left alone
+// they stopped one step apart and the one still training reported a lost peer.
+//
+// Note [Stop agreement]: each rank's request (train/graceful_stop.h) is sampled before the step's
+// forward passes and the ranks combine their requests in one exchange per step; a request seen by any
+// rank stops all of them after that step. Inside a Join (the default) the request rides on Join's
+// existing per-forward announcement (ddp/join.h), which costs nothing extra; without one, a one-element
+// all-reduce is launched before the forward and waited for after the optimizer step, so it overlaps the
+// step's compute. In one process there is nothing to agree on.
+//
+// Thread safety: the training thread only. Collective under DDP: every rank calls Begin/End each step.
+#ifndef DDP_TRAIN_STOP_AGREEMENT_H_
+#define DDP_TRAIN_STOP_AGREEMENT_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "comm/process_group.h"
+#include "ddp/join.h"
+
+namespace ddp {
+
+class StopAgreement {
+ public:
+  // `group`: null in one process. `join`: the epoch's Join, or null. Neither is owned.
+  StopAgreement(ProcessGroup* group, Join* join) : group_(group), join_(join) {}
+
+  // Sends this rank's request for the coming step. Call before its first forward.
+  absl::Status BeginStep(bool stop_requested);
+  // Whether any rank asked to stop during this step (every rank gets the same answer). Call after the
+  // optimizer step. Errors name the failed exchange.
+  absl::StatusOr<bool> EndStep();
+
+ private:
+  ProcessGroup* const group_;
+  Join* const join_;
+  bool requested_ = false;     // one process: this rank's own request
+  Tensor flag_;                // without a Join: the in-flight all-reduce's tensor
+  std::shared_ptr<Work> work_;
+};
+
+}  // namespace ddp
+
+#endif  // DDP_TRAIN_STOP_AGREEMENT_H_

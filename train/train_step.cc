@@ -1,0 +1,241 @@
+// TrainEpoch: the step loop (micro-batches, optimizer step, sample log, checkpoint, desync check,
+// injected faults, progress, SIGTERM) and its helpers.
+#include "train/train_step.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+
+#include "absl/strings/numbers.h"
+#include "checkpoint/checkpoint.h"
+#include "comm/rank_agreement.h"
+#include "ddp/join.h"
+#include "ddp/desync_check.h"
+#include "ddp/rank_zero.h"
+#include "ddp/zero_redundancy_optimizer.h"
+#include "train/auto_bucket_caps.h"
+#include "train/graceful_stop.h"
+#include "train/progress.h"
+#include "train/stop_agreement.h"
+#include "nn/clip_grad.h"
+#include "nn/safetensors.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace {
+
+// --dump_grads: writes the gradients `model` holds (after DDP's all-reduce: averaged) to `path`.
+absl::Status DumpGradients(const Module& model, const std::string& path) {
+  NamedTensors grads;
+  for (const auto& [name, param] : model.NamedParameters()) {
+    if (param.grad().defined()) grads.emplace_back(name, param.grad());
+  }
+  return SaveSafetensors(path, grads, {{"content", "gradients of the first backward pass"}});
+}
+
+// One forward + backward on `batch`; the loss is divided by the accumulation count. Returns the loss.
+absl::StatusOr<double> ForwardBackward(TrainState& state, const Example& batch, bool synchronise) {
+  const Tensor input = ToDevice(batch.input, state.device);  // no copy on the CPU
+  Tensor logits;
+  if (state.dp != nullptr) {
+    DDP_ASSIGN_OR_RETURN(logits, state.dp->TryForward(input));
+  } else if (state.ddp == nullptr) {
+    logits = state.model.Forward(input);
+  } else if (synchronise) {
+    DDP_ASSIGN_OR_RETURN(logits, state.ddp->TryForward(input));
+  } else {
+    auto guard = state.ddp->NoSync();
+    DDP_ASSIGN_OR_RETURN(logits, state.ddp->TryForward(input));
+  }
+  Tensor loss = CrossEntropy(logits, ToDevice(batch.target, logits.device()));
+  const double value = loss.item();
+  if (state.config.accumulate_steps > 1) loss = MulScalar(loss, 1.0f / state.config.accumulate_steps);
+  loss.Backward();
+  if (state.ddp != nullptr) DDP_RETURN_IF_ERROR(state.ddp->status());
+  return value;
+}
+
+// Starts `epoch` from its beginning, or (the first epoch after --resume) where the checkpoint left it.
+absl::Status StartEpoch(TrainState& state, int epoch, DistributedSampler& sampler) {
+  if (state.resume_from.has_value() && state.resume_from->epoch == epoch) {
+    const SamplerState resume = *state.resume_from;
+    state.resume_from.reset();
+    return sampler.Restore(resume);
+  }
+  sampler.SetEpoch(epoch);
+  return absl::OkStatus();
+}
+
+// Saves a checkpoint after this step when --checkpoint_every says so, or with `force` whenever there is a
+// --checkpoint_dir (the agreed stop after a SIGTERM). Collective under DDP.
+absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler& sampler, int64_t local_consumed,
+                             int epoch, bool force) {
+  const TrainConfig& config = state.config;
+  if (config.checkpoint_dir.empty()) return absl::OkStatus();
+  if (!force && (config.checkpoint_every <= 0 || state.global_step % config.checkpoint_every != 0)) {
+    return absl::OkStatus();
+  }
+  // --zero: the shards' state is gathered to rank 0 in the unsharded form, which rank 0 saves.
+  if (state.zero != nullptr) DDP_RETURN_IF_ERROR(state.zero->ConsolidateStateDict(0));
+  Checkpoint checkpoint =
+      CaptureCheckpoint(state.model, &state.optimizer, sampler.State(std::min(local_consumed, sampler.Length())),
+                        /*generator=*/nullptr, state.global_step, epoch);
+  if (state.ddp != nullptr) checkpoint.ddp_bucket_order = state.ddp->reducer().RebuiltOrderText();
+  if (state.auto_caps != nullptr) checkpoint.auto_bucket_caps = state.auto_caps->Record();
+  SaveCheckpointOptions options;
+  options.keep_last = config.keep_checkpoints;
+  if (state.group != nullptr) return SaveCheckpointCollective(*state.group, config.checkpoint_dir, checkpoint, options);
+  return SaveCheckpoint(config.checkpoint_dir, checkpoint, options);
+}
+
+}  // namespace
+
+double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps) {
+  const int64_t warmup = config.warmup_steps;
+  if (step < warmup) return config.lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
+  const int64_t annealed = total_steps - warmup;
+  if (config.lr_schedule == "constant" || annealed <= 0) return config.lr;
+  return config.lr * 0.5 *
+         (1.0 + std::cos(M_PI * static_cast<double>(step - warmup) / static_cast<double>(annealed)));
+}
+
+namespace {
+
+// Note [Train settings agreement]: what every rank of train/train must share beyond DDP's own
+// settings (which DDP checks at wrap time). Ranks started by hand with different flags used to train
+// until an epoch ended and then crash; one exchange per epoch names the flag instead. Without --join the
+// planned step count must agree too: a rank with fewer batches would leave the others waiting.
+absl::Status CheckTrainSettingsAgree(const TrainState& state, int64_t planned_steps) {
+  const TrainConfig& c = state.config;
+  std::vector<AgreedField> fields = {
+      {"--model", c.model},
+      {"--batch_size", absl::StrCat(c.batch_size)},
+      {"--accumulate_steps", absl::StrCat(c.accumulate_steps)},
+      {"--epochs", absl::StrCat(c.epochs)},
+      {"--max_steps", absl::StrCat(c.max_steps)},
+      {"--optimizer", c.optimizer},
+      {"--zero", c.zero ? "true" : "false"},
+      {"--lr", absl::StrCat(c.lr)},
+      {"--momentum", absl::StrCat(c.momentum)},
+      {"--lr_schedule", c.lr_schedule},
+      {"--seed", absl::StrCat(c.seed)},
+      {"--shuffle", c.shuffle ? "true" : "false"},
+      {"--join", c.join ? "true" : "false"},
+      {"--checkpoint_every", absl::StrCat(c.checkpoint_every)},
+      {"--check_sync_every", absl::StrCat(c.check_sync_every)},
+  };
+  if (!c.join) fields.push_back({"training steps this epoch (uneven inputs need --join)", absl::StrCat(planned_steps)});
+  return CheckRanksAgree(*state.group, fields, "train/train settings");
+}
+
+// One optimizer step: accumulate_steps forward/backward passes, the optimizer, the sample log.
+// Returns the mean loss and adds the step's samples to `samples`.
+absl::StatusOr<double> TrainStep(TrainState& state, int epoch, DataLoader& loader, int64_t* samples) {
+  const TrainConfig& config = state.config;
+  state.model.ZeroGrad();
+  double loss_sum = 0;
+  std::vector<int64_t> ids;  // the step's sample indices, for --log_samples
+  for (int micro = 0; micro < config.accumulate_steps; ++micro) {
+    DDP_ASSIGN_OR_RETURN(std::optional<Example> batch, loader.Next());
+    if (!batch) return absl::InternalError(absl::StrCat("DataLoader ended before its ", loader.NumBatches(), " batches"));
+    DDP_ASSIGN_OR_RETURN(double loss, ForwardBackward(state, *batch, micro == config.accumulate_steps - 1));
+    loss_sum += loss;
+    *samples += batch->target.size(0);
+    if (state.sample_log != nullptr) ids.insert(ids.end(), batch->indices.begin(), batch->indices.end());
+  }
+  if (state.global_step == 0 && !config.dump_grads.empty() && state.rank == 0) {
+    DDP_RETURN_IF_ERROR(DumpGradients(state.model, config.dump_grads));
+  }
+  if (config.clip_grad_norm > 0) {
+    // Under --zero each rank holds a shard: the squared norms are summed across ranks (Note [ZeRO-1]).
+    DDP_RETURN_IF_ERROR(state.zero != nullptr ? state.zero->ClipGradNorm(config.clip_grad_norm).status()
+                                              : ClipGradNorm(state.optimizer.params(), config.clip_grad_norm).status());
+  }
+  state.optimizer.set_lr(static_cast<float>(ScheduledLr(config, state.global_step, state.total_steps)));
+  if (state.zero != nullptr) {
+    DDP_RETURN_IF_ERROR(state.zero->TryStep());
+  } else {
+    state.optimizer.Step();
+  }
+  ++state.global_step;
+  if (state.sample_log != nullptr) {
+    DDP_RETURN_IF_ERROR(state.sample_log->Append(
+        SampleLogEntry{state.attempt, state.world_size, state.rank, epoch, state.global_step, std::move(ids)}));
+  }
+  return loss_sum / config.accumulate_steps;
+}
+
+// The per-step work after the optimizer: auto bucket caps, checkpoint, desync check, injected faults,
+// bucket printout.
+absl::Status AfterStep(TrainState& state, const DistributedSampler& sampler, int64_t step, int epoch) {
+  const TrainConfig& config = state.config;
+  // --bucket_cap_mb=auto: measures, and once chooses and rebuckets (Note [Auto bucket caps]). Before the
+  // checkpoint, so that a checkpoint of this step holds a choice made at it and a resume applies it where
+  // this run did: before the next step.
+  if (state.auto_caps != nullptr) DDP_RETURN_IF_ERROR(state.auto_caps->AfterStep());
+  DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, sampler, (step + 1) * config.accumulate_steps * config.batch_size,
+                                      epoch, /*force=*/false));
+  if (state.group != nullptr && config.check_sync_every > 0) {
+    DesyncCheckOptions compared;
+    compared.compare_buffers = state.ddp == nullptr;  // DDP re-broadcasts buffers every forward (train's default)
+    DDP_RETURN_IF_ERROR(
+        MaybeCheckReplicasInSync(state.model, *state.group, state.global_step, config.check_sync_every, compared));
+  }
+  MaybeKillAfterStep(state.fault, state.rank, state.global_step);
+  if (state.ddp != nullptr && config.print_buckets && state.rank == 0 && state.global_step == 2) {
+    std::fprintf(stderr, "buckets after the rebuild:\n%s", state.ddp->reducer().DescribeBuckets().c_str());
+  }
+  return absl::OkStatus();
+}
+
+// Leaves the epoch's Join: shadows the ranks still training, takes the last joiner's model, and its
+// step count (ranks that ran fewer steps continue the schedule from there).
+absl::Status FinishJoin(TrainState& state, Join& join) {
+  DDP_RETURN_IF_ERROR(join.Finish());
+  if (join.last_joiner() < 0) return absl::OkStatus();
+  std::string step = absl::StrCat(state.global_step);
+  DDP_RETURN_IF_ERROR(state.group->BroadcastObject(&step, join.last_joiner()));
+  if (!absl::SimpleAtoi(step, &state.global_step)) return absl::DataLossError("Join: a malformed step count");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& loader) {
+  const TrainConfig& config = state.config;
+  auto* sampler = dynamic_cast<DistributedSampler*>(loader.sampler());
+  DDP_CHECK(sampler != nullptr) << "train/train's loader uses a DistributedSampler";
+  DDP_RETURN_IF_ERROR(StartEpoch(state, epoch, *sampler));
+  DDP_RETURN_IF_ERROR(loader.Begin());
+  int64_t steps = loader.NumBatches() / config.accumulate_steps;
+  if (config.max_steps > 0) steps = std::min(steps, config.max_steps - state.global_step);
+  steps = std::max<int64_t>(0, steps - state.rank * config.uneven_drop_batches);  // testing: uneven inputs
+  if (state.group != nullptr) DDP_RETURN_IF_ERROR(CheckTrainSettingsAgree(state, steps));
+  std::unique_ptr<Join> join;
+  if (state.ddp != nullptr && config.join) join = std::make_unique<Join>(state.ddp, JoinOptions{});
+  StopAgreement stop(state.group, join.get());
+  ProgressReporter progress(stderr, absl::StrCat("epoch ", epoch), steps);
+  state.model.Train();
+  bool stopping = false;
+  int64_t step = 0;
+  for (; step < steps && !stopping; ++step) {
+    DDP_RETURN_IF_ERROR(stop.BeginStep(GracefulStopRequested()));
+    int64_t samples = 0;
+    DDP_ASSIGN_OR_RETURN(const double loss, TrainStep(state, epoch, loader, &samples));
+    DDP_ASSIGN_OR_RETURN(stopping, stop.EndStep());
+    if (!stopping) DDP_RETURN_IF_ERROR(AfterStep(state, *sampler, step, epoch));
+    if (state.rank == 0) progress.Step(samples * state.world_size, loss);
+  }
+  if (join != nullptr) DDP_RETURN_IF_ERROR(FinishJoin(state, *join));
+  if (stopping) {  // Note [Stop agreement]: every rank stops after this step and saves it
+    DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, *sampler, step * config.accumulate_steps * config.batch_size, epoch,
+                                        /*force=*/true));
+    return absl::CancelledError(absl::StrCat("stopped by SIGTERM after step ", state.global_step,
+                                             state.group != nullptr ? " (every rank)" : ""));
+  }
+  if (state.rank == 0) progress.Finish();
+  return EpochStats{steps, progress.mean_loss(), progress.samples_per_second()};
+}
+
+}  // namespace ddp

@@ -1,0 +1,68 @@
+// One epoch of training (one process, DDP or DataParallel) and the learning-rate schedule, for
+// train/trainer.cc.
+#ifndef DDP_TRAIN_TRAIN_STEP_H_
+#define DDP_TRAIN_TRAIN_STEP_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "data/data_loader.h"
+#include "data/sampler.h"
+#include "dp/data_parallel.h"
+#include "ddp/distributed_data_parallel.h"
+#include "train/fault_injection.h"
+#include "train/sample_log.h"
+#include "train/train_config.h"
+#include "nn/module.h"
+#include "nn/optimizer.h"
+
+namespace ddp {
+
+class ZeroRedundancyOptimizer;  // ddp/zero_redundancy_optimizer.h
+class AutoBucketCaps;           // train/auto_bucket_caps.h
+
+// What the epoch loop needs; references are not owned. `ddp` is null in a single-process run.
+struct TrainState {
+  const TrainConfig& config;
+  Module& model;
+  DistributedDataParallel* ddp;
+  Optimizer& optimizer;
+  int rank;
+  int world_size;
+  DataParallel* dp = nullptr;  // --mode=dp (then ddp is null)
+  ProcessGroup* group = nullptr;            // null in one process
+  std::optional<SamplerState> resume_from;  // --resume: where the first trained epoch continues
+  int64_t total_steps = 0;  // optimizer steps the whole run will take (for the lr schedule)
+  int64_t global_step = 0;  // optimizer steps so far
+  Device device = Device::CPU();  // where the model lives; batches are copied there
+  int attempt = 0;          // DDP_RESTART_COUNT (ddprun's restart number)
+  FaultInjection fault;     // testing: --fault_inject_*
+  SampleLog* sample_log = nullptr;  // --log_samples (not owned; null: no log)
+  ZeroRedundancyOptimizer* zero = nullptr;  // --zero: `optimizer` itself, sharded (not owned; null: off)
+  AutoBucketCaps* auto_caps = nullptr;      // --bucket_cap_mb=auto, after every step (not owned; null: off)
+};
+
+// What one epoch did, for the end-of-epoch report.
+struct EpochStats {
+  int64_t steps = 0;           // optimizer steps this epoch
+  double mean_loss = 0.0;      // rank 0's mean training loss
+  double samples_per_s = 0.0;  // over all ranks
+};
+
+// Trains one epoch: sets the loader's sampler to `epoch` (SetEpoch, so a DistributedSampler draws the
+// epoch's order, the same on every rank), then takes `loader`'s batches (this rank's shard) until the
+// epoch ends or config.max_steps optimizer steps were taken in total. A loader error (naming the sample
+// index) ends the epoch with that error. A SIGTERM (train/graceful_stop.h) ends it after the current
+// step with kCancelled.
+absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& loader);
+
+// The learning rate of optimizer step `step` (0-based) of `total_steps`: during the first
+// config.warmup_steps = W steps config.lr * (step + 1) / W (linear warmup); after them config.lr for
+// "constant", config.lr * (1 + cos(pi * (step - W) / (total_steps - W))) / 2 for "cosine" (torch's
+// CosineAnnealingLR over the remaining steps, eta_min 0, stepped per iteration). Pure.
+double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps);
+
+}  // namespace ddp
+
+#endif  // DDP_TRAIN_TRAIN_STEP_H_

@@ -1,0 +1,462 @@
+// RunTraining: set-up (data, model, optimizer, process group, DDP) and the epoch loop.
+#include "train/trainer.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <optional>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "comm/init.h"
+#include "data/data_loader.h"
+#include "data/fashion_mnist.h"
+#include "data/sampler.h"
+#include "checkpoint/checkpoint.h"
+#include "dp/data_parallel.h"
+#include "ddp/rank_zero.h"
+#include "ddp/distributed_data_parallel.h"
+#include "ddp/module_trace.h"
+#include "ddp/distributed_eval.h"
+#include "ddp/sync_batch_norm.h"
+#include "ddp/zero_reduce_scatter_hook.h"
+#include "ddp/zero_redundancy_optimizer.h"
+#include "train/auto_bucket_caps.h"
+#include "train/fault_injection.h"
+#include "train/output_guard.h"
+#include "train/progress.h"
+#include "train/sample_log.h"
+#include "train/train_step.h"
+#include "nn/adam.h"
+#include "nn/models.h"
+#include "nn/safetensors.h"
+#include "nn/sgd.h"
+#include "reducer/iteration_stats.h"
+#include "tensor/autograd.h"
+#include "tensor/ops.h"
+#include "tensor/threads.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/cuda_ops.h"
+#endif
+
+namespace ddp {
+namespace {
+
+absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TrainConfig& config, const std::vector<Tensor>& params) {
+  if (config.optimizer == "sgd") {
+    SgdOptions options;
+    options.lr = config.lr;
+    options.momentum = config.momentum;
+    options.weight_decay = config.weight_decay;
+    return std::unique_ptr<Optimizer>(new Sgd(params, options));
+  }
+  AdamOptions options;
+  options.lr = config.lr;
+  options.weight_decay = config.weight_decay;
+  if (config.optimizer == "adamw") return std::unique_ptr<Optimizer>(new AdamW(params, options));
+  return std::unique_ptr<Optimizer>(new Adam(params, options));
+}
+
+// --zero: the same update rule as MakeOptimizer, sharded over DDP's group with shards that follow its
+// buckets, and the reduce-scatter hook registered on `ddp` (Note [ZeRO-1]).
+absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> MakeZeroOptimizer(const TrainConfig& config,
+                                                                          const std::vector<Tensor>& params,
+                                                                          DistributedDataParallel& ddp) {
+  ZeroOptions options;
+  options.groups = ddp.reducer().bucket_assignment();
+  DDP_ASSIGN_OR_RETURN(options.optimizer, ParseZeroInnerOptimizer(config.optimizer));
+  options.sgd.lr = options.adam.lr = static_cast<float>(config.lr);
+  options.sgd.momentum = static_cast<float>(config.momentum);
+  options.sgd.weight_decay = options.adam.weight_decay = static_cast<float>(config.weight_decay);
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ZeroRedundancyOptimizer> zero,
+                       ZeroRedundancyOptimizer::Create(params, &ddp.group(), options));
+  DDP_RETURN_IF_ERROR(ddp.RegisterCommHook(MakeZeroReduceScatterHook(*zero)));
+  return zero;
+}
+
+// Under DDP, rank 0 prints the optimizer-state bytes every rank holds (with --zero each holds its shard).
+absl::Status ReportOptimizerMemory(const Optimizer& optimizer, const ZeroRedundancyOptimizer* zero,
+                                   ProcessGroup& group) {
+  size_t mine = 0;
+  if (zero != nullptr) {
+    mine = zero->state_bytes();
+  } else {
+    for (const auto& [key, tensor] : optimizer.StateDict().tensors) mine += tensor.nbytes();
+  }
+  std::vector<std::string> all;
+  DDP_RETURN_IF_ERROR(group.AllGatherObject(absl::StrCat(mine), &all));
+  if (group.rank() == 0) {
+    std::fprintf(stderr, "optimizer state bytes per rank%s: %s\n", zero != nullptr ? " (ZeRO-1 shards)" : "",
+                 absl::StrJoin(all, " ").c_str());
+  }
+  return absl::OkStatus();
+}
+
+// The device this rank trains on: the CPU, or (--device=cuda) GPU LOCAL_RANK (GPU 0 for one process
+// and for DataParallel, whose module lives on its first device as in PyTorch). Fails when there is no
+// such GPU.
+absl::StatusOr<Device> TrainingDevice(const TrainConfig& config, const LaunchEnv& launch) {
+  if (config.device == "cpu") return Device::CPU();
+#ifdef DDP_WITH_CUDA
+  DDP_RETURN_IF_ERROR(cuda::CudaDeviceAvailable());
+  const int index = config.mode == "dp" ? 0 : launch.local_rank;
+  if (index >= cuda::CudaDeviceCount()) {
+    return absl::FailedPreconditionError(absl::StrCat("--device=cuda: local rank ", index, " needs GPU ", index,
+                                                      " but this machine has ", cuda::CudaDeviceCount()));
+  }
+  return Device::CUDA(index);
+#else
+  (void)launch;
+  return absl::FailedPreconditionError("--device=cuda needs a CUDA build (bazel build --config=cuda)");
+#endif
+}
+
+// Moves every parameter and buffer of `model` to `device` in place (torch's module.to(device)); the
+// handles the optimizer and DDP will hold stay valid. REQUIRES: no gradients yet.
+void MoveModel(Module& model, Device device) {
+  if (device.is_cpu()) return;
+#ifdef DDP_WITH_CUDA
+  for (const Tensor& p : model.Parameters()) cuda::MoveToDeviceInPlace(p, device);
+  for (const Tensor& b : model.Buffers()) cuda::MoveToDeviceInPlace(b, device);
+#else
+  (void)model;
+#endif
+}
+
+// ddprun's restart counter (DDP_RESTART_COUNT; 0 when unset or not a number).
+int RestartAttempt() {
+  const char* value = std::getenv("DDP_RESTART_COUNT");
+  int attempt = 0;
+  if (value == nullptr || !absl::SimpleAtoi(value, &attempt)) return 0;
+  return attempt;
+}
+
+// Wraps `model` (on `device`) in DDP over `group` with the configuration's options; rank 0 prints the
+// layout.
+absl::StatusOr<std::shared_ptr<DistributedDataParallel>> WrapDdp(const TrainConfig& config,
+                                                                 std::shared_ptr<Module> model, Device device,
+                                                                 ProcessGroup* group) {
+  if (device.is_cuda() && group->backend_name() != "nccl") {
+    return absl::InvalidArgumentError("under DDP, --device=cuda needs --backend=nccl (Gloo takes CPU tensors)");
+  }
+  if (config.sync_bn) ConvertSyncBatchNorm(*model, group);
+  DdpOptions options;
+  options.reducer.caps.bucket_cap_bytes = static_cast<size_t>(BucketCapMiB(config) * (1 << 20));
+  options.reducer.caps.first_bucket_cap_bytes = static_cast<size_t>(config.first_bucket_mb * (1 << 20));
+  options.reducer.find_unused_parameters = config.find_unused_parameters;
+  options.reducer.static_graph = config.static_graph;
+  options.reducer.gradient_as_bucket_view = config.grad_as_bucket_view;
+  options.reducer.rebuild_buckets = !config.no_rebuild_buckets;
+  options.reducer.record_trace = !config.trace_out.empty();
+  PowerSgdOptions powersgd;
+  powersgd.matrix_approximation_rank = config.powersgd_rank;
+  powersgd.start_iter = config.powersgd_start_iter;
+  powersgd.min_compression_rate = config.powersgd_min_compression_rate;
+  DDP_ASSIGN_OR_RETURN(options.reducer.comm_hook, MakeCommHook(config.comm_hook, powersgd));
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<DistributedDataParallel> ddp,
+                       DistributedDataParallel::Create(std::move(model), group, options));
+  if (group->rank() == 0) {
+    std::fprintf(stderr, "DDP: %d ranks over %s, %d buckets\n", group->size(), group->backend_name().c_str(),
+                 static_cast<int>(ddp->reducer().bucket_assignment().size()));
+    if (config.print_buckets) std::fprintf(stderr, "%s", ddp->reducer().DescribeBuckets().c_str());
+  }
+  return ddp;
+}
+
+// The model of config.model, initialised from config.seed (or config.init_from), on `device`.
+absl::StatusOr<std::shared_ptr<Module>> BuildModel(const TrainConfig& config, Device device) {
+  Generator init_generator(config.seed);
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, MakeModel(config.model, init_generator));
+  if (!config.init_from.empty()) DDP_RETURN_IF_ERROR(LoadModuleFromSafetensors(*model, config.init_from));
+  MoveModel(*model, device);
+  return model;
+}
+
+// --mode=dp: DataParallel over config.dp_devices CPU workers or GPUs.
+absl::StatusOr<std::shared_ptr<DataParallel>> WrapDataParallel(const TrainConfig& config, std::shared_ptr<Module> model,
+                                                               Device device) {
+  DataParallelOptions options;
+  if (device.is_cuda()) options.device_type = DeviceType::kCUDA;
+  for (int i = 0; i < config.dp_devices; ++i) options.device_ids.push_back(i);
+  options.kernel_threads_per_worker = config.threads;
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<DataParallel> dp, DataParallel::Create(std::move(model), options));
+  std::fprintf(stderr, "DataParallel: %d %s, %d kernel thread(s) each\n", config.dp_devices,
+               device.is_cuda() ? "GPUs" : "CPU workers", config.threads);
+  return dp;
+}
+
+// Every rank evaluates its share of the test set; the result (the same on every rank) equals one
+// process's.
+absl::StatusOr<EvalResult> EvaluateTestSet(const TrainConfig& config, Module& model, const Dataset& test,
+                                           ProcessGroup* group) {
+  DistributedEvalOptions options;
+  options.batch_size = config.eval_batch_size;
+  options.num_workers = config.num_workers;
+  return EvaluateDistributed(model, test, group, options);
+}
+
+// The training loader: this rank's DistributedSampler shard in batches of config.batch_size.
+absl::StatusOr<std::unique_ptr<DataLoader>> MakeTrainLoader(const TrainConfig& config,
+                                                            std::shared_ptr<const Dataset> train, int rank,
+                                                            int world) {
+  DistributedSamplerOptions sampler_options;
+  sampler_options.num_replicas = world;
+  sampler_options.rank = rank;
+  sampler_options.shuffle = config.shuffle;
+  sampler_options.seed = config.seed;
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<DistributedSampler> sampler,
+                       DistributedSampler::Create(train->Size(), sampler_options));
+  DataLoaderOptions options;
+  options.batch_size = config.batch_size;
+  options.num_workers = config.num_workers;
+  return DataLoader::Create(std::move(train), std::move(sampler), options);
+}
+
+// `fn` on rank 0 only: under DDP through RunOnRankZero (rank 0's error reaches every rank at once), in
+// one process directly.
+absl::Status OnRankZero(ProcessGroup* group, const std::function<absl::Status()>& fn) {
+  return group != nullptr ? RunOnRankZero(*group, fn) : fn();
+}
+
+// The test metrics of a --metrics_out record: null when there was nothing to evaluate (never a
+// made-up number).
+std::string TestMetricsJson(const EvalResult& eval) {
+  if (eval.count == 0) return "\"test_loss\": null, \"test_acc\": null";
+  return absl::StrFormat("\"test_loss\": %.6f, \"test_acc\": %.6f", eval.loss, eval.accuracy);
+}
+
+// --eval_only: every rank evaluates the loaded weights; rank 0 reports and appends the --metrics_out
+// record (test_loss, test_acc, samples, world_size). An empty test set is an error: there is nothing to
+// evaluate.
+absl::StatusOr<EvalResult> EvaluateOnly(const TrainConfig& config, Module& model, const Dataset& test,
+                                        ProcessGroup* group) {
+  if (test.Size() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--eval_only: the test set in ", config.data_dir, " is empty: nothing to evaluate"));
+  }
+  DDP_ASSIGN_OR_RETURN(EvalResult result, EvaluateTestSet(config, model, test, group));
+  const int world = group != nullptr ? group->size() : 1;
+  DDP_RETURN_IF_ERROR(OnRankZero(group, [&]() -> absl::Status {
+    std::fprintf(stderr, "eval_only %s: test_loss %.4f test_acc %.4f over %lld samples on %d rank(s)\n",
+                 config.init_from.c_str(), result.loss, result.accuracy, static_cast<long long>(result.count),
+                 world);
+    if (config.metrics_out.empty()) return absl::OkStatus();
+    return AppendLine(config.metrics_out, absl::StrFormat("{%s, \"samples\": %lld, \"world_size\": %d}",
+                                                          TestMetricsJson(result),
+                                                          static_cast<long long>(result.count), world));
+  }));
+  return result;
+}
+
+// Rank 0 writes end-of-run artefacts; every rank takes part in the trace gather and the final barrier.
+// `module_tracer` is null unless --trace_out (then its slices join the Reducer's in the trace file).
+absl::Status Finish(const TrainConfig& config, const TrainState& state, DistributedDataParallel* ddp,
+                    const ModuleTracer* module_tracer, ProcessGroup* group) {
+  const Module& model = state.model;
+  const bool rank0 = group == nullptr || group->rank() == 0;
+  if (!config.save.empty()) {
+    // Under DDP rank 0 saves and its error, if any, reaches every rank at once (no rank waits on a
+    // barrier that rank 0 will never reach).
+    DDP_RETURN_IF_ERROR(OnRankZero(group, [&] { return SaveModuleToSafetensors(model, config.save); }));
+  }
+  if (ddp != nullptr) {
+    if (rank0) std::fprintf(stderr, "%s", FormatStatsTable(ddp->reducer().stats()).c_str());
+    DDP_RETURN_IF_ERROR(ReportOptimizerMemory(state.optimizer, state.zero, *group));
+    if (!config.trace_out.empty()) {
+      std::vector<const TraceRecorder*> recorders = {&ddp->reducer().trace()};
+      if (module_tracer != nullptr) recorders.push_back(&module_tracer->trace());
+      DDP_RETURN_IF_ERROR(WriteMergedTrace(recorders, *group, config.trace_out));
+    }
+    DDP_RETURN_IF_ERROR(group->Barrier()->Wait(group->timeout()));
+  }
+  return absl::OkStatus();
+}
+
+// --resume: loads config.checkpoint_dir's newest complete checkpoint (FindNewestCheckpoint: dir/latest's,
+// or found by scanning, which rank 0 says) into the model, the optimizer, DDP's bucket order (and, under
+// --bucket_cap_mb=auto, its saved caps), the step count and the sampler position. Returns the epoch to
+// start with.
+absl::StatusOr<int> ResumeFromNewest(const TrainConfig& config, TrainState& state) {
+  absl::StatusOr<FoundCheckpoint> found = FindNewestCheckpoint(config.checkpoint_dir);
+  if (absl::IsNotFound(found.status())) {
+    if (state.rank == 0) {
+      std::fprintf(stderr, "--resume: no checkpoint in %s yet (no step-N directory), starting fresh\n",
+                   config.checkpoint_dir.c_str());
+    }
+    return 1;
+  }
+  if (!found.ok()) return found.status();
+  const Checkpoint& checkpoint = found->checkpoint;
+  DDP_RETURN_IF_ERROR(ApplyCheckpoint(checkpoint, CheckpointTargets{&state.model, &state.optimizer, nullptr}));
+  // The same buckets as before the interruption: the same rounding (Reducer::RebuiltOrderText).
+  if (state.ddp != nullptr) DDP_RETURN_IF_ERROR(state.ddp->RestoreBucketOrder(checkpoint.ddp_bucket_order));
+  // --zero: shards follow the restored buckets from the first step, as they did before the interruption.
+  if (state.zero != nullptr) DDP_RETURN_IF_ERROR(state.zero->Reshard(state.ddp->reducer().bucket_assignment()));
+  state.global_step = checkpoint.step;
+  state.resume_from = checkpoint.sampler;
+  const int epoch = static_cast<int>(checkpoint.epoch);
+  if (state.rank == 0) {
+    if (!found->scan_note.empty()) std::fprintf(stderr, "--resume: %s\n", found->scan_note.c_str());
+    std::fprintf(stderr, "resuming from %s: step %lld, epoch %d, %lld samples of the epoch consumed\n",
+                 checkpoint.source.c_str(), static_cast<long long>(checkpoint.step), epoch,
+                 static_cast<long long>(checkpoint.sampler.consumed));
+  }
+  // --bucket_cap_mb=auto: the caps chosen before the interruption, if they were chosen for this world size
+  // and backend, instead of measuring again (Note [Auto bucket caps] step 4); after the restored bucket
+  // order, before the first step. With a fixed --bucket_cap_mb there is no controller and the record is
+  // ignored: the flag says which caps the user wants.
+  if (state.auto_caps != nullptr) {
+    DDP_RETURN_IF_ERROR(state.auto_caps->ResumeFrom(checkpoint.auto_bucket_caps, checkpoint.source));
+  }
+  return epoch;
+}
+
+// The end-of-epoch line on stderr and the --metrics_out record. Rank 0 only: under DDP it runs through
+// RunOnRankZero, so a failed metrics write fails every rank at once (ddp/rank_zero.h).
+absl::Status ReportEpoch(const TrainConfig& config, int epoch, const EpochStats& stats, const EvalResult& eval,
+                         double wall, int world, ProcessGroup* group) {
+  return OnRankZero(group, [&]() -> absl::Status {
+    const std::string test = eval.count == 0 ? std::string("no test samples, nothing evaluated")
+                                             : absl::StrFormat("test_loss %.4f test_acc %.4f", eval.loss, eval.accuracy);
+    std::fprintf(stderr, "epoch %d: train_loss %.4f %s (%.0f samples/s, %s)\n", epoch, stats.mean_loss, test.c_str(),
+                 stats.samples_per_s, FormatDuration(wall).c_str());
+    if (config.metrics_out.empty()) return absl::OkStatus();
+    return AppendLine(config.metrics_out,
+                      absl::StrFormat("{\"epoch\": %d, \"steps\": %d, \"train_loss\": %.6f, %s, "
+                                      "\"samples_per_s\": %.1f, \"wall_s\": %.3f, \"world_size\": %d}",
+                                      epoch, stats.steps, stats.mean_loss, TestMetricsJson(eval),
+                                      stats.samples_per_s, wall, world));
+  });
+}
+
+// The epochs from `first_epoch` on, each evaluated and reported; returns the last evaluation. When no
+// epoch is left to train (a resume at or past --max_steps, or after the last epoch) the resumed weights
+// are evaluated instead, so the final result is always a real evaluation.
+absl::StatusOr<EvalResult> RunEpochs(const TrainConfig& config, TrainState& state, int first_epoch,
+                                     DataLoader& loader, const Dataset& test) {
+  std::optional<EvalResult> last;
+  const absl::Time start = absl::Now();
+  for (int epoch = first_epoch; epoch <= config.epochs; ++epoch) {
+    if (config.max_steps > 0 && state.global_step >= config.max_steps) break;
+    DDP_ASSIGN_OR_RETURN(EpochStats stats, TrainEpoch(state, epoch, loader));
+    DDP_ASSIGN_OR_RETURN(last, EvaluateTestSet(config, state.model, test, state.group));
+    DDP_RETURN_IF_ERROR(ReportEpoch(config, epoch, stats, *last, absl::ToDoubleSeconds(absl::Now() - start),
+                                    state.world_size, state.group));
+  }
+  if (last.has_value()) return *last;
+  if (state.rank == 0) {
+    std::fprintf(stderr, "nothing left to train (step %lld, --max_steps=%lld, --epochs=%d): evaluating the resumed "
+                 "weights\n", static_cast<long long>(state.global_step), static_cast<long long>(config.max_steps),
+                 config.epochs);
+  }
+  return EvaluateTestSet(config, state.model, test, state.group);
+}
+
+// The training part of RunTraining, after the data and the model: loader, DDP or DataParallel, optimizer,
+// --resume, the checkpoint guard (GuardExistingCheckpoints on rank 0), the epochs and the end-of-run
+// artefacts.
+absl::StatusOr<EvalResult> Train(const TrainConfig& config, std::shared_ptr<Module> model, Device device,
+                                 ProcessGroup* group, std::shared_ptr<const Dataset> train, const Dataset& test) {
+  const int rank = group != nullptr ? group->rank() : 0;
+  const int world = group != nullptr ? group->size() : 1;
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> loader, MakeTrainLoader(config, train, rank, world));
+  std::shared_ptr<DistributedDataParallel> ddp;
+  if (group != nullptr && config.mode != "dp") {
+    DDP_ASSIGN_OR_RETURN(ddp, WrapDdp(config, model, device, group));
+  }
+  // --trace_out: per-module forward/backward slices (ddp/module_trace.h), made after DDP so that its
+  // gradient hooks follow the Reducer's; without the flag nothing is traced or measured.
+  std::unique_ptr<ModuleTracer> module_tracer;
+  if (ddp != nullptr && !config.trace_out.empty()) module_tracer = std::make_unique<ModuleTracer>(*model, rank);
+  // --bucket_cap_mb=auto (Note [Auto bucket caps]): observes from the first forward, runs after each step.
+  std::unique_ptr<AutoBucketCaps> auto_caps;
+  if (ddp != nullptr && AutoBucketCapsRequested(config)) {
+    AutoBucketCapsOptions auto_options;
+    auto_options.measure_steps = auto_options.report_steps = config.auto_caps_steps;
+    auto_caps = AutoBucketCaps::Attach(*ddp, auto_options, stderr);
+  }
+  std::shared_ptr<DataParallel> dp;
+  if (config.mode == "dp") {
+    if (group != nullptr) return absl::InvalidArgumentError("--mode=dp runs in one process; start it without ddprun");
+    DDP_ASSIGN_OR_RETURN(dp, WrapDataParallel(config, model, device));
+  }
+  std::unique_ptr<Optimizer> optimizer;
+  ZeroRedundancyOptimizer* zero = nullptr;
+  if (config.zero && ddp != nullptr) {
+    DDP_ASSIGN_OR_RETURN(std::unique_ptr<ZeroRedundancyOptimizer> sharded,
+                         MakeZeroOptimizer(config, model->Parameters(), *ddp));
+    zero = sharded.get();
+    optimizer = std::move(sharded);
+  } else {
+    DDP_ASSIGN_OR_RETURN(optimizer, MakeOptimizer(config, model->Parameters()));
+  }
+
+  TrainState state{config, *model, ddp.get(), *optimizer, rank, world};
+  state.zero = zero;
+  state.device = device;
+  state.dp = dp.get();
+  state.group = group;
+  state.attempt = RestartAttempt();
+  state.fault = FaultInjection{config.fault_inject_step, config.fault_inject_rank, config.fault_inject_point};
+  InstallBackwardFault(state.fault, rank, *model, &state.global_step);
+  std::unique_ptr<SampleLog> sample_log;
+  if (!config.log_samples.empty()) {
+    DDP_ASSIGN_OR_RETURN(sample_log, SampleLog::Open(config.log_samples));
+  }
+  state.sample_log = sample_log.get();
+  state.auto_caps = auto_caps.get();
+  int first_epoch = 1;
+  if (config.resume) {
+    DDP_ASSIGN_OR_RETURN(first_epoch, ResumeFromNewest(config, state));
+  }
+  DDP_RETURN_IF_ERROR(OnRankZero(group, [&] { return GuardExistingCheckpoints(config, state.global_step); }));
+  const int64_t steps_per_epoch = loader->NumBatches() / config.accumulate_steps;
+  state.total_steps = steps_per_epoch * config.epochs;
+  if (config.max_steps > 0) state.total_steps = std::min(state.total_steps, config.max_steps);
+  DDP_ASSIGN_OR_RETURN(const EvalResult last, RunEpochs(config, state, first_epoch, *loader, test));
+  DDP_RETURN_IF_ERROR(Finish(config, state, ddp.get(), module_tracer.get(), group));
+  return last;
+}
+
+// A single-process run (no launcher, or WORLD_SIZE=1) ignores the DDP-only flags: say so once.
+void WarnIgnoredDdpFlags(const TrainConfig& config) {
+  const std::vector<std::string> ignored = DdpOnlyFlagsSet(config);
+  if (ignored.empty()) return;
+  std::fprintf(stderr, "train: warning: %s %s effect only under DDP (WORLD_SIZE > 1, e.g. under ddprun); "
+               "ignored in this single-process run\n",
+               absl::StrJoin(ignored, ", ").c_str(), ignored.size() == 1 ? "takes" : "take");
+}
+
+}  // namespace
+
+absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
+  DDP_RETURN_IF_ERROR(ValidateConfig(config));
+  SetNumThreads(config.threads);
+  DDP_ASSIGN_OR_RETURN(LaunchEnv launch, ResolveLaunchEnv(ProcessEnv()));
+  std::unique_ptr<DistributedContext> dist;
+  if (launch.world_size > 1) {
+    InitOptions init;
+    init.backend = config.backend;
+    DDP_ASSIGN_OR_RETURN(dist, InitProcessGroup(init));
+  }
+  ProcessGroup* group = dist != nullptr ? dist->group.get() : nullptr;
+  if (group == nullptr) WarnIgnoredDdpFlags(config);
+  // Every output is tried before any work, by rank 0 which writes them all (the trace exists under DDP).
+  const bool writes_trace = group != nullptr && config.mode != "dp" && !config.eval_only;
+  DDP_RETURN_IF_ERROR(OnRankZero(group, [&] { return ProbeRankZeroOutputs(config, writes_trace); }));
+
+  DDP_ASSIGN_OR_RETURN(auto test, LoadFashionMnist(config.data_dir, Split::kTest));
+  DDP_RETURN_IF_ERROR(CheckDataFitsModel(config, *test, "test"));
+  DDP_ASSIGN_OR_RETURN(const Device device, TrainingDevice(config, launch));
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, BuildModel(config, device));
+  if (config.eval_only) return EvaluateOnly(config, *model, *test, group);
+  DDP_ASSIGN_OR_RETURN(auto train, LoadFashionMnist(config.data_dir, Split::kTrain));
+  DDP_RETURN_IF_ERROR(CheckDataFitsModel(config, *train, "training"));
+  return Train(config, std::move(model), device, group, std::move(train), *test);
+}
+
+}  // namespace ddp
