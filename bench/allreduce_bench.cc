@@ -88,6 +88,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/statistics.h"
 #include "bench/allreduce_impls.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
@@ -136,11 +137,6 @@ struct BenchOptions {
   BenchRankOptions rank;                // timed impls (rotation order), timeout, --debug_detail
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t mid = v.size() / 2;
-  return v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
-}
 
 // The measurements of one message size.
 struct Row {

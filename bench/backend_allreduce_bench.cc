@@ -25,6 +25,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
+#include "base/statistics.h"
 #include "comm/init.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
@@ -58,10 +59,6 @@ double TimeRawMpi(const Tensor& t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-double Median(std::vector<double> seconds) {
-  std::sort(seconds.begin(), seconds.end());
-  return seconds[seconds.size() / 2];
-}
 
 int Main() {
   InitOptions options;

@@ -16,7 +16,7 @@
 // caps: identical layouts (caps 5, 25 and 100 MiB all give one bucket for the mlp) measured 5.1, 5.7 and
 // 6.0 ms in one such sweep. Here both ranks run every configuration in turn, in blocks of --block_steps
 // timed steps after --block_warmup untimed ones, for --rounds rounds, switching between blocks with
-// DistributedDataParallel::Rebucket and SetDelayReduction (every rank switches at the same step: the
+// DistributedDataParallel::Rebucket and internal::SetDdpAblations (every rank switches at the same step: the
 // schedule is a pure function of the flags, which the ranks check agree). A round takes seconds, so every
 // configuration sees the same machine; each round starts one configuration later than the last, so none
 // always runs first. The "auto" configuration is what --bucket_cap_mb=auto chooses (train/
@@ -34,10 +34,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "base/statistics.h"
 #include "bench/premade_batches.h"
 #include "comm/init.h"
 #include "comm/rank_agreement.h"
 #include "data/fashion_mnist.h"
+#include "ddp/ddp_ablations.h"
 #include "ddp/distributed_data_parallel.h"
 #include "train/auto_bucket_caps.h"
 #include "nn/models.h"
@@ -167,7 +169,9 @@ absl::StatusOr<BucketCaps> RunAutoPhase(DistributedDataParallel& ddp, Stepper& s
 // One block: switch to `config`, warm up, time --block_steps steps.
 absl::Status RunBlock(DistributedDataParallel& ddp, Stepper& stepper, SweepConfig& config) {
   ddp.Rebucket(config.caps);
-  ddp.SetDelayReduction(config.delay_reduction);
+  internal::ReducerAblations ablations;
+  ablations.delay_reduction = config.delay_reduction;
+  internal::SetDdpAblations(ddp, ablations);
   for (int i = 0; i < absl::GetFlag(FLAGS_block_warmup); ++i) DDP_RETURN_IF_ERROR(stepper.Step());
   const int steps = absl::GetFlag(FLAGS_block_steps);
   const size_t first_stat = ddp.reducer().stats().size();
@@ -186,11 +190,6 @@ absl::Status RunBlock(DistributedDataParallel& ddp, Stepper& stepper, SweepConfi
   return absl::OkStatus();
 }
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 void PrintRow(const SweepConfig& c, int64_t samples_per_step) {
   std::vector<std::string> rounds, ranges;

@@ -19,6 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "base/statistics.h"
 #include "dp/data_parallel.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
@@ -90,10 +91,6 @@ absl::StatusOr<Runner> MakeRunner(const std::string& mode, int workers, int thre
   return runner;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 int Main() {
   const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);

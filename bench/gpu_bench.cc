@@ -2,7 +2,7 @@
 // figure, "name value unit", for BENCHMARKS.md next to bench/pytorch_gpu_reference.py's numbers:
 //   train/<model>/b<batch>   single-GPU training throughput (samples/s), SGD momentum 0.9, synthetic data
 //   train/<model>/b<batch>/ddp_forced   the same under DDP over NCCL at world size 1 with every bucket
-//                             forced through NCCL (ReducerOptions::reduce_at_world_size_1): DDP's own cost
+//                             forced through NCCL (ReducerAblations::reduce_at_world_size_1): DDP's own cost
 //   sgemm/<n>                 cuBLAS SGEMM TFLOP/s through the engine's Gemm (DDP_CUDA_TF32=1: TF32)
 //   bandwidth/mulscalar       GB/s of a memory-bound element-wise kernel (read + write)
 //   allreduce/<bytes>         NCCL all-reduce at world size 1 (path overhead), microseconds
@@ -48,7 +48,7 @@ void Train(const std::string& model_name, int64_t batch, ProcessGroup* group = n
   std::shared_ptr<Module> net = model;
   if (group != nullptr) {
     DdpOptions ddp_options;
-    ddp_options.reducer.reduce_at_world_size_1 = true;
+    ddp_options.reducer.ablations.reduce_at_world_size_1 = true;
     net = DistributedDataParallel::Create(model, group, ddp_options).value();
   }
   SgdOptions options;

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "reducer/iteration_stats.h"
+#include "base/statistics.h"
 
 namespace ddp {
 

@@ -162,9 +162,9 @@ int Run() {
     options.reducer.comm_hook = *hook;
     if (ablation == "single_allreduce") {
       caps.bucket_cap_bytes = caps.first_bucket_cap_bytes = SIZE_MAX;
-      options.reducer.delay_reduction = true;
+      options.reducer.ablations.delay_reduction = true;
     } else if (ablation == "no_overlap") {
-      options.reducer.delay_reduction = true;
+      options.reducer.ablations.delay_reduction = true;
     }
     const absl::Time wrap_start = absl::Now();
     auto wrapped = DistributedDataParallel::Create(*model, dist->group.get(), options);

@@ -147,11 +147,9 @@ absl::StatusOr<Example> DataLoader::TakeFromWindow(int64_t b) {
                                                     absl::FormatDuration(options_.timeout), " by ",
                                                     options_.num_workers, " worker thread(s)"));
   }
-  auto it = ready_.find(b);
-  absl::StatusOr<Example> batch = std::move(it->second);
-  ready_.erase(it);
+  auto node = ready_.extract(b);
   window_begin_ = b + 1;
-  return batch;
+  return std::move(node.mapped());
 }
 
 void DataLoader::StopWorkers() {

@@ -1,5 +1,5 @@
 // MakeCudaBackwardTimer (DeviceBackwardTimer over CUDA events) on the GPU: DDP over NCCL at world size 1
-// with every bucket forced through NCCL (ReducerOptions::reduce_at_world_size_1), timed with CUDA events
+// with every bucket forced through NCCL (ReducerAblations::reduce_at_world_size_1), timed with CUDA events
 // around backward. Skips with a printed reason without a GPU (or without --config=cuda).
 #include <string>
 #include <vector>
@@ -41,7 +41,7 @@ TimedRun RunTimedSteps(ProcessGroup* group, int batch, int steps, int marked) {
   auto model = MakeModel("cnn", generator).value();
   for (const Tensor& p : model->Parameters()) cuda::MoveToDeviceInPlace(p, kGpu);
   DdpOptions options;
-  options.reducer.reduce_at_world_size_1 = true;
+  options.reducer.ablations.reduce_at_world_size_1 = true;
   options.reducer.caps.bucket_cap_bytes = 0;  // one bucket per parameter, each through NCCL
   auto ddp_model = DistributedDataParallel::Create(model, group, options);
   EXPECT_TRUE(ddp_model.ok()) << ddp_model.status();

@@ -21,8 +21,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "reducer/iteration_stats.h"
 #include "base/check.h"
+#include "base/statistics.h"
 
 namespace ddp {
 namespace {

@@ -206,8 +206,8 @@ std::shared_ptr<Module> DistributedDataParallel::Replicate() const {
   return nullptr;
 }
 
-absl::Status DistributedDataParallel::WriteTrace(const std::string& path) {
-  return WriteMergedTrace(reducer_->trace(), *group_, path);
+void internal::SetDdpAblations(DistributedDataParallel& ddp, const ReducerAblations& ablations) {
+  SetReducerAblations(*ddp.reducer_, ablations);
 }
 
 }  // namespace ddp

@@ -34,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "comm/process_group.h"
+#include "ddp/ddp_ablations.h"
 #include "nn/module.h"
 #include "reducer/reducer.h"
 
@@ -101,9 +102,6 @@ class DistributedDataParallel : public Module {
   // auto_bucket_caps.h). Not collective: every rank must pass the same caps (the caller agrees them first).
   // REQUIRES: between iterations (no forward armed a backward that has not run).
   void Rebucket(const BucketCaps& caps) { reducer_->Rebucket(caps); }
-  // Reducer::SetDelayReduction: the no-overlap ablation on or off between iterations. Not collective:
-  // every rank must make the same change at the same iteration.
-  void SetDelayReduction(bool delay) { reducer_->SetDelayReduction(delay); }
   // Reducer::AddObserver: `observer` (not owned, must outlive this module) sees every later iteration.
   void AddReducerObserver(ReducerObserver* observer) { reducer_->AddObserver(observer); }
   // Replaces how buckets are reduced (PyTorch's register_comm_hook; reducer/comm_hook.h). The hook object
@@ -111,9 +109,6 @@ class DistributedDataParallel : public Module {
   // settings agreement]; the error names each rank's hook). null: back to the plain all-reduce. Errors
   // (kFailedPrecondition) if a forward pass already ran: the hook must see every iteration.
   absl::Status RegisterCommHook(std::shared_ptr<CommHook> hook);
-  // Writes the Chrome trace of every rank into one file on rank 0 (collective; without
-  // options.reducer.record_trace the file has only the track names).
-  absl::Status WriteTrace(const std::string& path);
 
  private:
   DistributedDataParallel(std::shared_ptr<Module> module, ProcessGroup* group, DdpOptions options);
@@ -127,6 +122,7 @@ class DistributedDataParallel : public Module {
   bool forward_ran_ = false;  // RegisterCommHook is refused after the first forward
   Join* join_ = nullptr;  // the active Join (ddp/join.h), which announces this rank in training forwards
   friend class Join;
+  friend void internal::SetDdpAblations(DistributedDataParallel& ddp, const internal::ReducerAblations& ablations);
 };
 
 // Checks that every rank's model has the same parameter and buffer names, shapes and dtypes

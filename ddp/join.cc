@@ -75,7 +75,6 @@ absl::Status Join::ShadowStep() {
   if (ddp_->options_.broadcast_buffers) DDP_RETURN_IF_ERROR(ddp_->BroadcastBuffers());
   if (slots_[world] == 0) return absl::OkStatus();  // the others are inside NoSync: nothing to reduce
   DDP_RETURN_IF_ERROR(ddp_->reducer_->PrepareForBackward({}, absl::Now()));
-  ++shadowed_steps_;
   return ddp_->reducer_->ShadowBackward();
 }
 

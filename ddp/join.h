@@ -76,8 +76,6 @@ class Join {
 
   // The rank whose model every rank took in Finish (-1 before Finish, or when no rank trained a step).
   int last_joiner() const { return last_joiner_; }
-  // How many steps this rank shadowed in Finish.
-  int64_t shadowed_steps() const { return shadowed_steps_; }
 
  private:
   friend class DistributedDataParallel;
@@ -104,7 +102,6 @@ class Join {
   bool stop_agreed_ = false;
   absl::Status failed_;  // the first failed announcement: Finish returns it without communicating
   int last_joiner_ = -1;
-  int64_t shadowed_steps_ = 0;
 };
 
 }  // namespace ddp

@@ -89,10 +89,15 @@ void Train(DistributedDataParallel& ddp, Optimizer* plain, ZeroRedundancyOptimiz
     CrossEntropy(ddp.Forward(batch.x), batch.y).Backward();
     ASSERT_TRUE(ddp.status().ok()) << ddp.status();
     if (zero != nullptr) {
-      if (clip > 0) ASSERT_TRUE(zero->ClipGradNorm(clip).ok());
+      if (clip > 0) {
+        ASSERT_TRUE(zero->ClipGradNorm(clip).ok());
+      }
       ASSERT_TRUE(zero->TryStep().ok());
     } else {
-      if (clip > 0) ASSERT_TRUE(ClipGradNorm(plain->params(), clip).ok());
+      ASSERT_NE(plain, nullptr);
+      if (clip > 0) {
+        ASSERT_TRUE(ClipGradNorm(plain->params(), clip).ok());
+      }
       plain->Step();
     }
   }
@@ -379,8 +384,12 @@ TEST_P(ZeroHookTest, MatchesUnshardedAdam) {
         mismatched = shared->mismatched;
       }
       // From the third step on (after the rebuild and the re-shard) every bucket is reduce-scattered.
-      if (s >= 2) EXPECT_FALSE(mismatched) << "step " << s;
-      if (follow_rebuild && s == 0) EXPECT_TRUE(mismatched) << "one flat group is not the buckets";
+      if (s >= 2) {
+        EXPECT_FALSE(mismatched) << "step " << s;
+      }
+      if (follow_rebuild && s == 0) {
+        EXPECT_TRUE(mismatched) << "one flat group is not the buckets";
+      }
       ASSERT_TRUE((*zero)->TryStep().ok());
     }
     std::vector<std::vector<size_t>> groups;

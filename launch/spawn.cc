@@ -82,7 +82,6 @@ absl::Status FailureStatus(const GroupOutcome& outcome) {
 
 }  // namespace
 
-bool IsSpawnedProcess() { return std::getenv(kSpawnRankEnv) != nullptr; }
 
 absl::Status Spawn(const std::function<absl::Status(int rank)>& fn, int nprocs, const SpawnOptions& options) {
   DDP_CHECK(nprocs >= 1) << "Spawn needs at least one process, got " << nprocs;

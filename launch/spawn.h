@@ -39,9 +39,6 @@ struct SpawnOptions {
 // installs SIGINT/SIGTERM handlers and ignores SIGPIPE for its duration; one Spawn at a time per process).
 absl::Status Spawn(const std::function<absl::Status(int rank)>& fn, int nprocs, const SpawnOptions& options = {});
 
-// True in a process started by Spawn (DDP_SPAWN_RANK is set).
-bool IsSpawnedProcess();
-
 }  // namespace ddp
 
 #endif  // DDP_LAUNCH_SPAWN_H_

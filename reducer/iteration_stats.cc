@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "base/statistics.h"
 
 namespace ddp {
 namespace {
@@ -28,13 +29,6 @@ double UnionSeconds(std::vector<TimeInterval> intervals, absl::Time lo, absl::Ti
 }
 
 }  // namespace
-
-double Percentile(std::vector<double> values, double q) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t index = std::min(values.size() - 1, static_cast<size_t>(q * (values.size() - 1) + 0.5));
-  return values[index];
-}
 
 void ComputeOverlap(const std::vector<TimeInterval>& comm, absl::Time backward_end, IterationStats* stats) {
   stats->comm_s = UnionSeconds(comm, absl::InfinitePast(), absl::InfiniteFuture());

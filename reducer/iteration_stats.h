@@ -35,10 +35,6 @@ struct TimeInterval {
 // backward finished. Intervals may overlap and come in any order; empty input gives zeros.
 void ComputeOverlap(const std::vector<TimeInterval>& comm, absl::Time backward_end, IterationStats* stats);
 
-// The q-quantile of `values` (0 <= q <= 1): the element at index round(q * (n - 1)) of the sorted values
-// (q = 0.5: the median; of an even count, the upper of the middle pair). 0 for no values.
-double Percentile(std::vector<double> values, double q);
-
 // A table with the mean and the 90th percentile of every field over `history` (skipping the first
 // `warmup` iterations when more remain), as rank 0 prints at the end of a run: the times in ms, then
 // the bytes sent per step in KiB.

@@ -33,9 +33,9 @@ bool SameRegion(const Tensor& a, const Tensor& b) {
 }
 
 // Note [World size 1]: one rank and the plain all-reduce hook reduce nothing (unless a test asks for the
-// whole bucketed path anyway: ReducerOptions::reduce_at_world_size_1).
+// whole bucketed path anyway: ReducerAblations::reduce_at_world_size_1).
 bool Reduces(const ProcessGroup& group, const ReducerOptions& options) {
-  return group.size() > 1 || options.reduce_at_world_size_1 ||
+  return group.size() > 1 || options.ablations.reduce_at_world_size_1 ||
          (options.comm_hook != nullptr && dynamic_cast<const AllReduceHook*>(options.comm_hook.get()) == nullptr);
 }
 
@@ -172,10 +172,10 @@ void Reducer::Rebucket(const BucketCaps& caps) {
   }
 }
 
-void Reducer::SetDelayReduction(bool delay) {
-  DDP_CHECK(phase_ == Phase::kIdle)
-      << "Reducer::SetDelayReduction needs a Reducer between iterations (not armed)";
-  options_.delay_reduction = delay;
+void internal::SetReducerAblations(Reducer& reducer, const internal::ReducerAblations& ablations) {
+  DDP_CHECK(reducer.phase_ == Reducer::Phase::kIdle)
+      << "SetReducerAblations needs a Reducer between iterations (not armed)";
+  reducer.options_.ablations = ablations;
 }
 
 // ---- The iteration (Note [Reducer iteration]) ----
@@ -302,7 +302,7 @@ void Reducer::UpdateAveraging() {
 }
 
 void Reducer::LaunchReadyBuckets() {
-  if (options_.delay_reduction && phase_ != Phase::kFinalizing) return;  // the "no overlap" ablation
+  if (options_.ablations.delay_reduction && phase_ != Phase::kFinalizing) return;  // the "no overlap" ablation
   while (iteration_.next_bucket < buckets_.size() && iteration_.pending[iteration_.next_bucket] == 0) {
     if (reduces_) LaunchBucket(iteration_.next_bucket);
     ++iteration_.next_bucket;
@@ -331,7 +331,7 @@ void Reducer::Finalize() {
 }
 
 absl::Status Reducer::FinishIteration() {
-  if (options_.delay_reduction) LaunchReadyBuckets();
+  if (options_.ablations.delay_reduction) LaunchReadyBuckets();
   if (iteration_.next_bucket < buckets_.size()) {
     const absl::Status unready = UnreadyParametersError();
     WaitForBuckets().IgnoreError();  // keep the launched collectives matched before reporting

@@ -56,6 +56,7 @@
 #include "reducer/bucket_assignment.h"
 #include "reducer/comm_hook.h"
 #include "reducer/iteration_stats.h"
+#include "reducer/reducer_ablations.h"
 #include "reducer/reducer_observer.h"
 #include "reducer/trace.h"
 #include "tensor/tensor.h"
@@ -74,9 +75,7 @@ struct ReducerOptions {
   std::shared_ptr<CommHook> comm_hook;   // how buckets are reduced; null: AllReduceHook
   bool record_stats = true;              // keep IterationStats of every iteration (stats())
   bool record_trace = false;             // keep Chrome trace events (trace())
-  bool delay_reduction = false;          // ablation: launch every bucket only after backward (no overlap)
-  bool reduce_at_world_size_1 = false;   // testing: buckets go through the hook even at Note [World size 1]
-                                         // (so a one-GPU test moves every bucket through NCCL)
+  internal::ReducerAblations ablations;  // benchmarks and tests only (reducer/reducer_ablations.h)
 };
 
 // Averages the gradients of a module's parameters across the ranks of a process group while backward
@@ -160,12 +159,10 @@ class Reducer {
   void Rebucket(const BucketCaps& caps);
   // The caps the current buckets were built with.
   const BucketCaps& caps() const { return options_.caps; }
-  // Turns the delay_reduction ablation on or off for later iterations (bench/bucket_sweep_interleaved
-  // switches configurations in one run). Not collective: every rank must make the same change at the
-  // same iteration. REQUIRES: not armed and no backward pass running.
-  void SetDelayReduction(bool delay);
 
  private:
+  friend void internal::SetReducerAblations(Reducer& reducer, const internal::ReducerAblations& ablations);
+
   // Where the current iteration stands (Note [Reducer iteration] in reducer.cc).
   enum class Phase {
     kIdle,        // not armed: hooks only note which parameters got a gradient

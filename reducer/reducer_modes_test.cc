@@ -229,13 +229,13 @@ TEST(ReducerTest, WorldSizeOneReducesNothingAndStillNamesUnusedParameters) {
   });
 }
 
-// ReducerOptions::reduce_at_world_size_1: every bucket goes through the hook at world size 1 (how a
+// ReducerAblations::reduce_at_world_size_1: every bucket goes through the hook at world size 1 (how a
 // one-GPU test exercises NCCL buckets), and the gradients equal the plain module's.
 TEST(ReducerTest, ForcedReductionAtWorldSizeOneLaunchesEveryBucket) {
   RunRanks(1, [&](int, ProcessGroup& group) {
     TinyModel model(4), reference(4);
     ReducerOptions options;
-    options.reduce_at_world_size_1 = true;
+    options.ablations.reduce_at_world_size_1 = true;
     options.caps.first_bucket_cap_bytes = 0;
     options.caps.bucket_cap_bytes = 0;  // one bucket per parameter
     Reducer reducer(model.params, model.names, &group, options);

@@ -206,7 +206,7 @@ TEST(ReducerTest, DelayedReductionAblationGivesTheSameGradientsWithoutOverlap) {
   RunRanks(2, [&](int rank, ProcessGroup& group) {
     TinyModel model(12);
     ReducerOptions options;
-    options.delay_reduction = true;
+    options.ablations.delay_reduction = true;
     options.caps.first_bucket_cap_bytes = 0;
     options.caps.bucket_cap_bytes = 0;
     Reducer reducer(model.params, model.names, &group, options);
@@ -309,7 +309,7 @@ TEST(ReducerTest, WithoutObserversNothingIsRecorded) {
 
 // Communication overlaps backward unless the delay_reduction ablation holds it back. Every gradient hook
 // ends with a 10 ms sleep, so each launched bucket has at least that much backward left to overlap.
-// SetDelayReduction switches the ablation between iterations (bench/bucket_sweep_interleaved): set at
+// SetReducerAblations switches the ablation between iterations (bench/bucket_sweep_interleaved): set at
 // construction, or switched before the second iteration, both ways.
 TEST(ReducerTest, BucketsOverlapASlowBackwardUnlessDelayed) {
   for (const bool delay : {false, true}) {
@@ -317,13 +317,15 @@ TEST(ReducerTest, BucketsOverlapASlowBackwardUnlessDelayed) {
       TinyModel model(6);
       ReducerOptions options;
       options.caps = BucketCaps{0, 0};
-      options.delay_reduction = delay;
+      options.ablations.delay_reduction = delay;
       Reducer reducer(model.params, model.names, &group, options);
       for (const Tensor& p : model.params) {  // after the Reducer's hooks, so they run after MarkReady
         p.RegisterPostAccumulateGradHook([](const Tensor&) { absl::SleepFor(absl::Milliseconds(10)); });
       }
       ASSERT_TRUE(RunIteration(reducer, model, Shard(GlobalBatch(0, 4), rank, 2)).ok());
-      reducer.SetDelayReduction(!delay);
+      internal::ReducerAblations switched;
+      switched.delay_reduction = !delay;
+      internal::SetReducerAblations(reducer, switched);
       ASSERT_TRUE(RunIteration(reducer, model, Shard(GlobalBatch(1, 4), rank, 2)).ok());
       ASSERT_EQ(reducer.stats().size(), 2u);
       for (int i = 0; i < 2; ++i) {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/statistics.h"
 #include "io/file.h"
 #include "sim/cli_internal.h"
 
@@ -22,10 +23,6 @@ namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 // One row of bench/bucket_sweep.sh's CSV (index,config,buckets,step_ms,comm_ms,exposed_comm_ms,...).
 struct SweepRow {

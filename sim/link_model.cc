@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "base/statistics.h"
 
 namespace ddp {
 namespace sim {
@@ -55,11 +56,6 @@ double HierarchicalSeconds(int g, int h, const Cluster& cluster, double bytes) {
   return intra + inter + reduce;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Fills the error fields of `fit` from `samples`.
 void MeasureFitError(const std::vector<Sample>& samples, LineFit* fit) {

@@ -42,7 +42,6 @@ class StoreServerState {
   // Earliest deadline of the parked requests (InfiniteFuture when none).
   absl::Time NextDeadline() const;
 
-  int64_t num_keys() const { return table_.size(); }
   size_t num_parked() const { return parked_.size(); }
 
  private:

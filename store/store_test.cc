@@ -225,7 +225,9 @@ TEST_P(StoreTest, BarrierPatternWithAddAndWait) {
     threads.emplace_back([&, handle = harness_->Connect()] {
       absl::StatusOr<int64_t> arrived = handle->Add("barrier/arrived", 1);
       ASSERT_TRUE(arrived.ok());
-      if (*arrived == kRanks) ASSERT_TRUE(handle->Set("barrier/done", "1").ok());
+      if (*arrived == kRanks) {
+        ASSERT_TRUE(handle->Set("barrier/done", "1").ok());
+      }
       ASSERT_TRUE(handle->Wait({"barrier/done"}, kTimeout).ok());
       ++passed;
     });

@@ -25,9 +25,6 @@ struct Device {
   std::string ToString() const;
 };
 
-// Parses "cpu", "cuda" (= cuda:0) or "cuda:N"; an error names the bad string.
-absl::StatusOr<Device> ParseDevice(const std::string& text);
-
 }  // namespace ddp
 
 #endif  // DDP_TENSOR_DEVICE_H_

@@ -16,8 +16,6 @@ class Generator {
  public:
   explicit Generator(uint64_t seed = 0) : engine_(seed) {}
 
-  // Re-seeds; the sequence then depends on `seed` only.
-  void Seed(uint64_t seed) { engine_.seed(seed); }
   // Uniform in [low, high).
   float Uniform(float low, float high);
   // Normal with mean and standard deviation.

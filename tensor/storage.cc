@@ -36,34 +36,20 @@ class CpuAllocator : public Allocator {
   void Free(void* ptr, Device) override { std::free(ptr); }
 };
 
-std::atomic<Allocator*>& AllocatorSlot(DeviceType type) {
-  static std::atomic<Allocator*> cpu{nullptr};
-  static std::atomic<Allocator*> cuda{nullptr};
-  return type == DeviceType::kCPU ? cpu : cuda;
-}
-
 }  // namespace
 
 Allocator* GetAllocator(DeviceType type) {
   if (type == DeviceType::kCPU) {
     static CpuAllocator cpu_allocator;
-    Allocator* installed = AllocatorSlot(type).load();
-    return installed != nullptr ? installed : &cpu_allocator;
+    return &cpu_allocator;
   }
-  Allocator* allocator = AllocatorSlot(type).load();
 #ifdef DDP_WITH_CUDA
-  if (allocator == nullptr) {  // the caching allocator (tensor/cuda/allocator.h), unless one was installed
-    Allocator* expected = nullptr;
-    AllocatorSlot(type).compare_exchange_strong(expected, cuda::CachingAllocator());
-    allocator = AllocatorSlot(type).load();
-  }
+  return cuda::CachingAllocator();  // tensor/cuda/allocator.h
+#else
+  DDP_CHECK(false) << "no CUDA allocator: this binary was built without --config=cuda";
+  return nullptr;
 #endif
-  DDP_CHECK(allocator != nullptr)
-      << "no CUDA allocator: this binary was built without --config=cuda";
-  return allocator;
 }
-
-void RegisterAllocator(DeviceType type, Allocator* allocator) { AllocatorSlot(type).store(allocator); }
 
 StorageImpl::StorageImpl(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   data_ = GetAllocator(device.type)->Allocate(nbytes, device);

@@ -25,9 +25,6 @@ class Allocator {
 // (e.g. CUDA in a CPU-only build). Never null.
 Allocator* GetAllocator(DeviceType type);
 
-// Installs `allocator` (not owned; must outlive every storage) for `type`. Called once at start-up.
-void RegisterAllocator(DeviceType type, Allocator* allocator);
-
 // One block of memory. Owned through std::shared_ptr (see Storage): views share it.
 // Thread safety: the block itself is not synchronised; callers order their reads and writes.
 class StorageImpl {

@@ -7,8 +7,8 @@
 // computes itself: every rank's input is a pure function of (rank, element, salt), so each rank knows
 // all of them.
 //
-//   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-//     mpirun -np 2 --oversubscribe bazel-bin/tests/mpi_collective_worker [--timeout_check]
+//   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe
+//     bazel-bin/tests/mpi_collective_worker [--timeout_check]
 //
 // --timeout_check: DDP_TIMEOUT_S should be small (1). Rank 0 enters a barrier no other rank joins; it
 // must fail within the timeout naming "Barrier" and "rank 0/", and a later all-reduce must fail at once

@@ -40,7 +40,7 @@ void ExpectDdpGradientsEqualPlain(ProcessGroup* group, const std::string& name, 
   for (const Tensor& p : plain->Parameters()) cuda::MoveToDeviceInPlace(p, kGpu);
   for (const Tensor& p : wrapped->Parameters()) cuda::MoveToDeviceInPlace(p, kGpu);
   DdpOptions options;
-  options.reducer.reduce_at_world_size_1 = forced;
+  options.reducer.ablations.reduce_at_world_size_1 = forced;
   if (forced) options.reducer.caps.bucket_cap_bytes = 0;
   auto ddp_model = DistributedDataParallel::Create(wrapped, group, options);
   ASSERT_TRUE(ddp_model.ok()) << ddp_model.status();
@@ -66,7 +66,7 @@ void ExpectDdpGradientsEqualPlain(ProcessGroup* group, const std::string& name, 
 
 // DDP over NCCL at world size 1 gives exactly the plain module's gradients (averaging over one rank),
 // both on the pass-through path and with every bucket forced through NCCL on the communication stream
-// (ReducerOptions::reduce_at_world_size_1, one bucket per parameter).
+// (ReducerAblations::reduce_at_world_size_1, one bucket per parameter).
 TEST_F(NcclDdpTest, DdpGradientsEqualPlainModule) {
   for (const bool forced : {false, true}) {
     for (const std::string name : {"mlp", "cnn"}) ExpectDdpGradientsEqualPlain(group_.get(), name, forced);

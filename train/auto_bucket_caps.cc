@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "base/check.h"
+#include "base/statistics.h"
 #include "tensor/ops.h"
 
 namespace ddp {
@@ -38,11 +39,6 @@ std::string PredictedText(double step_s) {
   return step_s < 0 ? std::string("no prediction") : absl::StrFormat("predicted %.2f ms/step", 1e3 * step_s);
 }
 
-// The median of `values`. REQUIRES: non-empty.
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 // The choice as it travels from rank 0: "first_bytes,cap_bytes,predicted_s", or "error:<message>".
 std::string ChoiceText(const absl::StatusOr<AutoCapsChoice>& choice) {

@@ -1,11 +1,12 @@
 #include "train/fault_injection.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "absl/time/clock.h"
-#include <string>
 
 namespace ddp {
 namespace {
@@ -19,6 +20,10 @@ namespace {
 }
 
 }  // namespace
+
+int64_t StepsWithUnevenInputs(const FaultInjection& fault, int rank, int64_t steps) {
+  return std::max<int64_t>(0, steps - rank * fault.uneven_drop_batches);
+}
 
 bool FaultArmed(const FaultInjection& fault, int rank) {
   if (fault.step <= 0 || rank != fault.rank) return false;

@@ -210,7 +210,7 @@ absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& 
   DDP_RETURN_IF_ERROR(loader.Begin());
   int64_t steps = loader.NumBatches() / config.accumulate_steps;
   if (config.max_steps > 0) steps = std::min(steps, config.max_steps - state.global_step);
-  steps = std::max<int64_t>(0, steps - state.rank * config.uneven_drop_batches);  // testing: uneven inputs
+  steps = StepsWithUnevenInputs(state.fault, state.rank, steps);
   if (state.group != nullptr) DDP_RETURN_IF_ERROR(CheckTrainSettingsAgree(state, steps));
   std::unique_ptr<Join> join;
   if (state.ddp != nullptr && config.join) join = std::make_unique<Join>(state.ddp, JoinOptions{});

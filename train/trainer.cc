@@ -401,7 +401,8 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, std::shared_ptr<Modu
   state.dp = dp.get();
   state.group = group;
   state.attempt = RestartAttempt();
-  state.fault = FaultInjection{config.fault_inject_step, config.fault_inject_rank, config.fault_inject_point};
+  state.fault = FaultInjection{config.fault_inject_step, config.fault_inject_rank, config.fault_inject_point,
+                               config.uneven_drop_batches};
   InstallBackwardFault(state.fault, rank, *model, &state.global_step);
   std::unique_ptr<SampleLog> sample_log;
   if (!config.log_samples.empty()) {

@@ -126,7 +126,6 @@ std::string MemoryStatsToString(const MemoryStats& s) {
                          s.cuda_malloc_calls, s.cache_hits);
 }
 
-void EmptyCache() { Instance().EmptyAll(); }
 
 }  // namespace cuda
 }  // namespace ddp

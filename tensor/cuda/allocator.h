@@ -33,8 +33,6 @@ Allocator* CachingAllocator();
 MemoryStats GetMemoryStats(int device);
 // "allocated 12.0 MiB, cached 4.0 MiB, peak 16.0 MiB, 7 cudaMalloc calls, 120 cache hits".
 std::string MemoryStatsToString(const MemoryStats& stats);
-// Returns every cached block of every device to CUDA (cudaFree), as torch.cuda.empty_cache().
-void EmptyCache();
 
 }  // namespace cuda
 }  // namespace ddp
