@@ -1,6 +1,9 @@
 // End-to-end tests of the ddprun binary on small shell commands (and one real store rendezvous).
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/process.h"
+#include "testing/wait_until.h"
 
 namespace ddp {
 namespace {
@@ -172,17 +176,30 @@ TEST(LauncherTest, UsageErrors) {
   EXPECT_THAT(missing.err, HasSubstr("cannot execute /nonexistent/program"));
 }
 
+// Whether something accepts TCP connections on 127.0.0.1:`port`.
+bool Listening(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  ::close(fd);
+  return connected;
+}
+
 TEST(LauncherTest, BusyStorePortIsAClearError) {
-  // Two launchers on the same fixed port: the second cannot host the store.
-  const std::string port = absl::StrCat(20000 + ::getpid() % 20000);
-  std::vector<std::string> first_args = {absl::StrCat("--master_port=", port), "/bin/sh", "-c",
-                                         "sleep 1"};
+  // Two launchers on the same fixed port: the second cannot host the store. It starts once the first's
+  // store listens; the first's worker outlives the second launcher's attempt by a wide margin.
+  const int port = 20000 + ::getpid() % 20000;
+  std::vector<std::string> first_args = {absl::StrCat("--master_port=", port), "/bin/sh", "-c", "sleep 5"};
   pid_t first = ::fork();
   if (first == 0) {
     RunResult ignored = RunDdprun(first_args);
     ::_exit(ignored.exit_code);
   }
-  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(WaitUntil([&] { return Listening(port); })) << "the first launcher's store never listened";
   RunResult second = RunDdprun({absl::StrCat("--master_port=", port), "true"});
   int status = 0;
   ::waitpid(first, &status, 0);

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "store/memory_store.h"
 #include "testing/run_ranks.h"
+#include "testing/wait_until.h"
 #include "store/prefix_store.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
@@ -183,7 +184,9 @@ std::vector<absl::Status> CreateWithWorldSizes(const std::vector<int>& sizes, ab
   std::vector<std::thread> threads;
   for (int rank = 0; rank < static_cast<int>(sizes.size()); ++rank) {
     threads.emplace_back([&, rank] {
-      if (rank > 0) absl::SleepFor(absl::Milliseconds(100));  // rank 0 arrives first
+      if (rank > 0) {  // rank 0 arrives first: its rendezvous keys are in the store
+        ASSERT_TRUE(WaitUntil([&] { return store.NumKeys().value_or(0) > 0; }));
+      }
       statuses[rank] = ProcessGroupGloo::Create(store, rank, sizes[rank], options).status();
     });
   }
