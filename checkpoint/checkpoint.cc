@@ -5,11 +5,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -65,88 +62,38 @@ absl::Status DataLoss(const std::string& file, const std::string& message) {
   return absl::DataLossError(absl::StrCat("checkpoint file ", file, ": ", message));
 }
 
-// -------------------------------------------------------------------------------- auto bucket caps
+// ------------------------------------------------------------------------------------- extra state
 
-constexpr char kAutoCapsKey[] = "auto_bucket_caps";
+constexpr char kExtraStateKey[] = "extra_state";
 
-// "\"auto_bucket_caps.<field>\" <problem>", the way every error about the record names its field.
-std::string AutoCapsField(const char* field, const std::string& problem) {
-  return absl::StrCat("\"", kAutoCapsKey, ".", field, "\" ", problem);
-}
+// Manifest fields that held two layers' state before extra state had names, read as extra_state entries
+// of the same names: DDP's bucket order (a string, as it is; empty: none) and --bucket_cap_mb=auto's
+// record (a JSON object, as its text).
+constexpr char kLegacyBucketOrderField[] = "ddp_bucket_order";
+constexpr char kLegacyAutoCapsField[] = "auto_bucket_caps";
 
-// What is wrong with the values of `record`, named by field; empty when nothing is.
-std::string AutoCapsProblem(const AutoBucketCapsRecord& record) {
-  for (const auto& [field, mib] : {std::pair<const char*, double>{"first_bucket_cap_mib", record.first_bucket_cap_mib},
-                                   std::pair<const char*, double>{"bucket_cap_mib", record.bucket_cap_mib}}) {
-    if (!(mib >= 0)) return AutoCapsField(field, absl::StrCat("must be >= 0 (MiB) or \"inf\", got ", mib));
+// The manifest's extra state into `*extra`: the legacy fields, then the "extra_state" object of strings.
+absl::Status ReadExtraState(const std::string& path, const Json& body, std::map<std::string, std::string>* extra) {
+  if (const auto order = body.find(kLegacyBucketOrderField); order != body.end()) {
+    if (!order->is_string()) return DataLoss(path, absl::StrCat("\"", kLegacyBucketOrderField, "\" must be a string"));
+    if (!order->get<std::string>().empty()) (*extra)[kLegacyBucketOrderField] = order->get<std::string>();
   }
-  if (record.world_size < 1) return AutoCapsField("world_size", absl::StrCat("must be >= 1, got ", record.world_size));
-  if (record.backend.empty()) return AutoCapsField("backend", "must name a backend, got \"\"");
-  return "";
-}
-
-// A cap in MiB as the manifest stores it: a number, or "inf" for no cap (JSON has no infinity).
-Json CapJson(double mib) { return std::isinf(mib) ? Json("inf") : Json(mib); }
-
-Json AutoCapsJson(const AutoBucketCapsRecord& record) {
-  Json j = {{"first_bucket_cap_mib", CapJson(record.first_bucket_cap_mib)},
-            {"bucket_cap_mib", CapJson(record.bucket_cap_mib)},
-            {"world_size", record.world_size},
-            {"backend", record.backend}};
-  if (record.predicted_step_s >= 0) j["predicted_step_s"] = record.predicted_step_s;
-  if (record.measured_step_s >= 0) j["measured_step_s"] = record.measured_step_s;
-  return j;
-}
-
-// record[field] as a cap in MiB (a number or "inf"), into `*mib`.
-absl::Status GetCap(const std::string& path, const Json& record, const char* field, double* mib) {
-  const auto it = record.find(field);
-  if (it == record.end()) return DataLoss(path, AutoCapsField(field, "is missing"));
-  if (it->is_number()) {
-    *mib = it->get<double>();
-  } else if (it->is_string() && it->get<std::string>() == "inf") {
-    *mib = std::numeric_limits<double>::infinity();
-  } else {
-    return DataLoss(path, AutoCapsField(field, absl::StrCat("must be a number (MiB) or \"inf\", got ", it->dump())));
+  if (const auto record = body.find(kLegacyAutoCapsField); record != body.end()) {
+    (*extra)[kLegacyAutoCapsField] = record->dump();
+  }
+  const auto state = body.find(kExtraStateKey);
+  if (state == body.end()) return absl::OkStatus();
+  if (!state->is_object()) {
+    return DataLoss(path, absl::StrCat("\"", kExtraStateKey, "\" must be an object, got ", state->dump()));
+  }
+  for (const auto& [name, value] : state->items()) {
+    if (name.empty() || !value.is_string()) {
+      return DataLoss(path, absl::StrCat("\"", kExtraStateKey, ".", name, "\" must be a named string, got ",
+                                         value.dump()));
+    }
+    (*extra)[name] = value.get<std::string>();
   }
   return absl::OkStatus();
-}
-
-// record[field], when present, as a step time in seconds (a number >= 0) into `*seconds`.
-absl::Status GetOptionalSeconds(const std::string& path, const Json& record, const char* field, double* seconds) {
-  const auto it = record.find(field);
-  if (it == record.end()) return absl::OkStatus();
-  if (!it->is_number() || !(it->get<double>() >= 0))
-    return DataLoss(path, AutoCapsField(field, absl::StrCat("must be a number >= 0 (seconds), got ", it->dump())));
-  *seconds = it->get<double>();
-  return absl::OkStatus();
-}
-
-// The manifest's "auto_bucket_caps" record (`record`); errors (DataLoss) name `path` and the field.
-absl::StatusOr<AutoBucketCapsRecord> ParseAutoCaps(const std::string& path, const Json& record) {
-  if (!record.is_object())
-    return DataLoss(path, absl::StrCat("\"", kAutoCapsKey, "\" must be an object, got ", record.dump()));
-  AutoBucketCapsRecord parsed;
-  DDP_RETURN_IF_ERROR(GetCap(path, record, "first_bucket_cap_mib", &parsed.first_bucket_cap_mib));
-  DDP_RETURN_IF_ERROR(GetCap(path, record, "bucket_cap_mib", &parsed.bucket_cap_mib));
-  const auto world = record.find("world_size");
-  if (world == record.end() || !world->is_number_integer() || world->get<int64_t>() < 1 ||
-      world->get<int64_t>() > INT_MAX) {
-    const std::string got = world == record.end() ? "nothing" : world->dump();
-    return DataLoss(path, AutoCapsField("world_size", absl::StrCat("must be an integer >= 1, got ", got)));
-  }
-  parsed.world_size = static_cast<int>(world->get<int64_t>());
-  const auto backend = record.find("backend");
-  if (backend == record.end() || !backend->is_string()) {
-    const std::string got = backend == record.end() ? "nothing" : backend->dump();
-    return DataLoss(path, AutoCapsField("backend", absl::StrCat("must be a string, got ", got)));
-  }
-  parsed.backend = backend->get<std::string>();
-  DDP_RETURN_IF_ERROR(GetOptionalSeconds(path, record, "predicted_step_s", &parsed.predicted_step_s));
-  DDP_RETURN_IF_ERROR(GetOptionalSeconds(path, record, "measured_step_s", &parsed.measured_step_s));
-  const std::string problem = AutoCapsProblem(parsed);
-  if (!problem.empty()) return DataLoss(path, problem);
-  return parsed;
 }
 
 // ------------------------------------------------------------------------------------------ manifest
@@ -181,8 +128,11 @@ absl::StatusOr<std::string> BuildManifest(const Checkpoint& checkpoint, const st
   body["epoch"] = checkpoint.epoch;
   body["sampler"] = checkpoint.sampler.ToText();
   body["rng_state"] = checkpoint.rng_state;
-  body["ddp_bucket_order"] = checkpoint.ddp_bucket_order;
-  if (checkpoint.auto_bucket_caps.has_value()) body[kAutoCapsKey] = AutoCapsJson(*checkpoint.auto_bucket_caps);
+  if (!checkpoint.extra_state.empty()) {
+    Json extra = Json::object();
+    for (const auto& [name, value] : checkpoint.extra_state) extra[name] = value;
+    body[kExtraStateKey] = extra;
+  }
   body["optimizer_step_count"] = checkpoint.optimizer.step_count;
   DDP_ASSIGN_OR_RETURN(Json model_entry, FileEntry(kModelFile, model_bytes));
   DDP_ASSIGN_OR_RETURN(Json optimizer_entry, FileEntry(kOptimizerFile, optimizer_bytes));
@@ -408,9 +358,8 @@ absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& checkpoint
                             const SaveCheckpointOptions& options) {
   if (checkpoint.step < 0)
     return absl::InvalidArgumentError(absl::StrCat("checkpoint: negative step ", checkpoint.step));
-  if (checkpoint.auto_bucket_caps.has_value()) {
-    const std::string problem = AutoCapsProblem(*checkpoint.auto_bucket_caps);
-    if (!problem.empty()) return absl::InvalidArgumentError(absl::StrCat("checkpoint: ", problem));
+  if (checkpoint.extra_state.count("") > 0) {
+    return absl::InvalidArgumentError("checkpoint: an extra_state entry has an empty name");
   }
   absl::StatusOr<std::string> model_bytes = SerializeSafetensors(checkpoint.model);
   if (!model_bytes.ok()) return Prefixed(model_bytes.status(), "checkpoint: model: ");
@@ -450,12 +399,7 @@ absl::StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
   DDP_RETURN_IF_ERROR(
       GetInt(manifest_path, manifest.body, "optimizer_step_count", &checkpoint.optimizer.step_count));
   DDP_RETURN_IF_ERROR(GetString(manifest_path, manifest.body, "rng_state", &checkpoint.rng_state));
-  if (manifest.body.contains("ddp_bucket_order")) {  // absent in checkpoints of earlier versions
-    DDP_RETURN_IF_ERROR(GetString(manifest_path, manifest.body, "ddp_bucket_order", &checkpoint.ddp_bucket_order));
-  }
-  if (const auto record = manifest.body.find(kAutoCapsKey); record != manifest.body.end()) {  // absent: none made
-    DDP_ASSIGN_OR_RETURN(checkpoint.auto_bucket_caps, ParseAutoCaps(manifest_path, *record));
-  }
+  DDP_RETURN_IF_ERROR(ReadExtraState(manifest_path, manifest.body, &checkpoint.extra_state));
   DDP_RETURN_IF_ERROR(GetString(manifest_path, manifest.body, "sampler", &sampler_text));
   absl::StatusOr<SamplerState> sampler = SamplerState::FromText(sampler_text);
   if (!sampler.ok()) return DataLoss(manifest_path, std::string(sampler.status().message()));

@@ -7,9 +7,9 @@
 //   dir/step-<N>/model.safetensors      Module::StateDict() (parameters and buffers, dotted names)
 //   dir/step-<N>/optimizer.safetensors  OptimizerState::tensors ("<index>.<field>")
 //   dir/step-<N>/manifest.json          step, epoch, sampler state, RNG state, optimizer step count,
-//                                       DDP's bucket order and auto bucket caps (when there are some),
-//                                       size and FNV-1a 64 checksum of each file and of each tensor,
-//                                       and a checksum of the manifest itself
+//                                       the named extra state of the layers above (e.g. DDP's bucket
+//                                       order), size and FNV-1a 64 checksum of each file and of each
+//                                       tensor, and a checksum of the manifest itself
 //   dir/latest                          "step-<N>": the newest complete checkpoint
 // A checkpoint becomes visible only once complete: it is written into dir/.tmp-step-<N>, every file
 // and the directory are fsynced, it is renamed to dir/step-<N>, and dir/latest is replaced atomically.
@@ -34,6 +34,7 @@
 #define DDP_CHECKPOINT_CHECKPOINT_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,27 +48,16 @@
 
 namespace ddp {
 
-// The bucket caps --bucket_cap_mb=auto chose (train/auto_bucket_caps.h, Note [Auto bucket caps]) and
-// what they were chosen for, so that a resumed run can reuse them instead of measuring again. Stored in
-// the manifest as "auto_bucket_caps" (caps in MiB, "inf" for no cap; the step times only when known).
-struct AutoBucketCapsRecord {
-  double first_bucket_cap_mib = 0;  // >= 0; +infinity: no cap (one bucket)
-  double bucket_cap_mib = 0;        // >= 0; +infinity: no cap (one bucket)
-  int world_size = 0;               // the ranks the choice was made for (>= 1)
-  std::string backend;              // ProcessGroup::backend_name() it was made over ("gloo", "shm", ...)
-  double predicted_step_s = -1;     // the simulator's step time for these caps; < 0: not known
-  double measured_step_s = -1;      // the mean step time measured under them; < 0: not measured yet
-};
-
 // Everything a checkpoint holds. Tensors read back by LoadCheckpoint are contiguous CPU tensors.
 struct Checkpoint {
   NamedTensors model;        // Module::StateDict() (may share data with the module when captured)
   OptimizerState optimizer;  // Optimizer::StateDict(); empty when there is no optimizer
   SamplerState sampler;      // DistributedSampler::State(consumed)
   std::string rng_state;     // Generator::SaveState(); empty when there is none
-  std::string ddp_bucket_order;  // Reducer::RebuiltOrderText(); empty without DDP or before the rebuild
-  // --bucket_cap_mb=auto's choice once made; absent otherwise and in checkpoints of earlier versions.
-  std::optional<AutoBucketCapsRecord> auto_bucket_caps;
+  // State the layers above own, by name (DDP's bucket order, --bucket_cap_mb=auto's choice, ...): each an
+  // opaque string that its owner encodes, decodes and validates; this layer stores it in the manifest
+  // (covered by the manifest's checksum) and knows nothing of its meaning. Names are not empty.
+  std::map<std::string, std::string> extra_state;
   int64_t step = 0;          // optimizer steps taken; names the directory ("step-<step>"). >= 0.
   int64_t epoch = 0;
   // Set by LoadCheckpoint: the directory it was read from (error messages name files in it).
@@ -89,16 +79,17 @@ struct SaveCheckpointOptions {
 // Creates `dir` (and its parents) when missing. An existing dir/step-<N> is replaced only after the new
 // one is complete. Errors name the path that failed (read-only directory, disk full, a file where a
 // directory is expected, ...); on error the previous checkpoint and dir/latest are unchanged and the
-// temporary directory is removed. An invalid checkpoint.auto_bucket_caps (a negative or NaN cap,
-// world_size < 1, an empty backend) is an InvalidArgument error naming the field; nothing is written.
-// REQUIRES: checkpoint.step >= 0.
+// temporary directory is removed. An extra_state entry with an empty name is an InvalidArgument error;
+// nothing is written. REQUIRES: checkpoint.step >= 0.
 absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& checkpoint,
                             const SaveCheckpointOptions& options = {});
 
 // Reads and verifies the checkpoint directory `path` (a dir/step-<N>): the manifest's own checksum,
 // each file's size and checksum, and each tensor's name, dtype, shape and checksum against the
-// manifest. Errors (DataLoss) name the file and, where there is one, the tensor or the manifest field (a
-// malformed "auto_bucket_caps" record: "auto_bucket_caps.bucket_cap_mib" ...).
+// manifest. Errors (DataLoss) name the file and, where there is one, the tensor or the manifest field.
+// Manifests that keep DDP's bucket order or --bucket_cap_mb=auto's record as fields of their own
+// ("ddp_bucket_order", "auto_bucket_caps": the layout before extra state had names) load with them as
+// extra_state entries of those names (the record as its JSON text).
 absl::StatusOr<Checkpoint> LoadCheckpoint(const std::string& path);
 
 // The directory dir/latest names (dir/step-<N>). NotFound when dir/latest does not exist (no

@@ -52,7 +52,7 @@ TEST(CheckpointTest, RoundTripIsBitExactAndResumesExactly) {
   rng.Next();
   const SamplerState sampler{9, 3, 1280};
   Checkpoint checkpoint = CaptureCheckpoint(*model, &sgd, sampler, &rng, 2, 3);
-  checkpoint.ddp_bucket_order = "5,4,3,0,1,2";
+  checkpoint.extra_state = {{"ddp_bucket_order", "5,4,3,0,1,2"}, {"owner.blob", std::string("a\0b\n\"", 5)}};
   ASSERT_TRUE(SaveCheckpoint(dir, checkpoint).ok());
 
   absl::StatusOr<Checkpoint> loaded = LoadLatestCheckpoint(dir);
@@ -61,7 +61,7 @@ TEST(CheckpointTest, RoundTripIsBitExactAndResumesExactly) {
   EXPECT_EQ(loaded->epoch, 3);
   EXPECT_EQ(loaded->sampler, sampler);
   EXPECT_EQ(loaded->source, dir + "/step-2");
-  EXPECT_EQ(loaded->ddp_bucket_order, "5,4,3,0,1,2");
+  EXPECT_EQ(loaded->extra_state, checkpoint.extra_state);
   ExpectSameTensors(loaded->model, model->StateDict());
   ExpectSameTensors(loaded->optimizer.tensors, sgd.StateDict().tensors);
   EXPECT_EQ(loaded->optimizer.step_count, 2);

@@ -58,7 +58,7 @@ absl::StatusOr<std::unique_ptr<Store>> MakeTcpStore(const HostPort& address, con
   TcpStoreOptions store_options;
   store_options.host = address.host;
   store_options.port = address.port;
-  store_options.is_server = launch.rank == 0 && env("DDP_STORE_IN_LAUNCHER").value_or("0") != "1";
+  store_options.is_server = launch.rank == 0 && !launch.store_in_launcher;
   if (store_options.is_server) store_options.server_bind_host = StoreListenHost(address.host);
   store_options.job_token = env(kJobTokenEnv).value_or("");
   store_options.connect_timeout = timeout;
@@ -246,8 +246,8 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitO
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<Store> base, MakeStore(options, context->launch, context->timeout));
   // A restarted group (ddprun --max_restarts) meets in a fresh namespace: the store outlives attempts and
   // still holds the previous attempt's rendezvous keys.
-  const std::string attempt = options.env("DDP_RESTART_COUNT").value_or(options.env("TORCHELASTIC_RESTART_COUNT").value_or("0"));
-  context->store = std::make_unique<OwningPrefixStore>(DefaultGroupStorePrefix(attempt), std::move(base));
+  context->store = std::make_unique<OwningPrefixStore>(
+      DefaultGroupStorePrefix(absl::StrCat(context->launch.restart_count)), std::move(base));
 #ifdef DDP_WITH_CUDA
   if (options.backend == "nccl") {
     ProcessGroupNcclOptions nccl_options;

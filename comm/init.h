@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "comm/launch_env.h"
+#include "store/launch_env.h"
 #include "comm/process_group.h"
 #include "store/store.h"
 
@@ -21,7 +21,7 @@ struct InitOptions {
                                        // when every rank is on one host, else gloo); "nccl" (--config=cuda);
                                        // "mpi" (under mpirun/srun: rank and size from MPI, no store)
   std::string init_method = "env://";  // env://, tcp://host:port or file:///path
-  int rank = -1;                        // -1: from the environment (comm/launch_env.h)
+  int rank = -1;                        // -1: from the environment (store/launch_env.h)
   int world_size = -1;                  // -1: from the environment
   std::optional<absl::Duration> timeout;  // nullopt: $DDP_TIMEOUT_S, else 300 s
   EnvLookup env = ProcessEnv();         // tests pass a fake environment

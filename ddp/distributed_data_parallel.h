@@ -40,6 +40,10 @@
 
 namespace ddp {
 
+// The name under which checkpoints keep Reducer::RebuiltOrderText() (checkpoint/checkpoint.h:
+// Checkpoint::extra_state), for RestoreBucketOrder on resume.
+inline constexpr char kBucketOrderStateName[] = "ddp_bucket_order";
+
 class Join;  // ddp/join.h
 
 // How DDP wraps a module. Every default is written once, here or in ReducerOptions and BucketCaps.
@@ -93,8 +97,9 @@ class DistributedDataParallel : public Module {
   Module& module() const { return *module_; }
   // The Reducer: bucket layout, statistics, trace, rebuilt order. Lives as long as this DDP module.
   const Reducer& reducer() const { return *reducer_; }
-  // Resuming: rebuilds the buckets in a checkpoint's Reducer::RebuiltOrderText() (see there). Every rank
-  // passes the same text. REQUIRES: before the first backward pass.
+  // Resuming: rebuilds the buckets in a checkpoint's Reducer::RebuiltOrderText() (see there; checkpoints
+  // keep it as the extra state named kBucketOrderStateName). Every rank passes the same text.
+  // REQUIRES: before the first backward pass.
   absl::Status RestoreBucketOrder(absl::string_view order_text) { return reducer_->RestoreBucketOrder(order_text); }
   // The process group passed to Create.
   ProcessGroup& group() const { return *group_; }

@@ -1,20 +1,14 @@
 // Test worker for ddprun: proves the launcher's store (DDP_STORE_ADDR/DDP_STORE_PORT), token and
 // variables work together.
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "store/launch_env.h"
 #include "store/prefix_store.h"
 #include "store/tcp_store_client.h"
 
 namespace {
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? "" : v;
-}
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "rendezvous failed: %s\n", status.ToString().c_str());
@@ -24,17 +18,17 @@ int Fail(const absl::Status& status) {
 }  // namespace
 
 int main() {
-  int port = 0, world = 0;
-  if (!absl::SimpleAtoi(Env("DDP_STORE_PORT"), &port) || !absl::SimpleAtoi(Env("WORLD_SIZE"), &world)) {
-    return Fail(absl::InvalidArgumentError("DDP_STORE_PORT/WORLD_SIZE not set"));
-  }
+  absl::StatusOr<ddp::LaunchEnv> launch = ddp::ResolveLaunchEnv(ddp::ProcessEnv());
+  if (!launch.ok()) return Fail(launch.status());
+  if (!launch->store_in_launcher) return Fail(absl::InvalidArgumentError("DDP_STORE_IN_LAUNCHER is not 1"));
+  const int world = launch->world_size;
   ddp::TcpStoreClientOptions options;
-  options.host = Env("DDP_STORE_ADDR");
-  options.port = port;  // Token from DDP_JOB_TOKEN.
+  options.host = launch->store_addr;
+  options.port = launch->store_port;  // Token from DDP_JOB_TOKEN.
   options.connect_timeout = absl::Seconds(10);
   auto client = ddp::TcpStoreClient::Create(options);
   if (!client.ok()) return Fail(client.status());
-  ddp::PrefixStore store(absl::StrCat("attempt_", Env("DDP_RESTART_COUNT")), client->get());
+  ddp::PrefixStore store(absl::StrCat("attempt_", launch->restart_count), client->get());
   auto arrived = store.Add("arrived", 1);
   if (!arrived.ok()) return Fail(arrived.status());
   if (*arrived == world) {

@@ -26,7 +26,8 @@
 //      unless it keeps the caps (then the buckets stay as they are). Rank 0 prints the choice with its
 //      predicted step time, and after `report_steps` more iterations (the first after the choice left
 //      out) the step time measured under it.
-//   4. Resume. Checkpoints record the choice once made (checkpoint.h: AutoBucketCapsRecord: the caps, the
+//   4. Resume. Checkpoints record the choice once made (AutoBucketCapsRecord, train/auto_bucket_caps_record.h,
+//      a named extra-state entry of the checkpoint: the caps, the
 //      world size and backend they were chosen for, the predicted and measured step times). A run resumed
 //      with --bucket_cap_mb=auto hands the record to ResumeFrom before its first forward, right after the
 //      saved bucket order is restored: rank 0 reads it and broadcasts what to do, so the ranks agree
@@ -51,12 +52,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "checkpoint/checkpoint.h"
 #include "ddp/distributed_data_parallel.h"
 #include "reducer/bucket_assignment.h"
 #include "reducer/reducer_observer.h"
 #include "sim/link_model.h"
 #include "sim/step_simulator.h"
+#include "train/auto_bucket_caps_record.h"
 
 namespace ddp {
 

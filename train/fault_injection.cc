@@ -26,9 +26,7 @@ int64_t StepsWithUnevenInputs(const FaultInjection& fault, int rank, int64_t ste
 }
 
 bool FaultArmed(const FaultInjection& fault, int rank) {
-  if (fault.step <= 0 || rank != fault.rank) return false;
-  const char* attempt = std::getenv("DDP_RESTART_COUNT");
-  return attempt == nullptr || std::string(attempt) == "0";
+  return fault.step > 0 && rank == fault.rank && fault.attempt == 0;
 }
 
 void MaybeKillAfterStep(const FaultInjection& fault, int rank, int64_t global_step) {

@@ -1,6 +1,6 @@
 // Testing aids of train/train, kept out of the training loop's own logic:
 //   * --fault_inject_step / --fault_inject_rank / --fault_inject_point: one rank kills itself with SIGKILL,
-//     as a crashed node would, on the first attempt only (DDP_RESTART_COUNT unset or 0), so tests can check
+//     as a crashed node would, on the first attempt only (restart count 0), so tests can check
 //     that the others fail cleanly and that a restarted group resumes correctly;
 //   * --uneven_drop_batches: rank r trains r * N fewer steps per epoch, so tests see uneven inputs.
 #ifndef DDP_TRAIN_FAULT_INJECTION_H_
@@ -20,14 +20,15 @@ struct FaultInjection {
   std::string point = "after_step";  // after_step: once optimizer step `step` is done (and logged);
                                      // backward: in the middle of the backward pass of step `step` + 1
   int64_t uneven_drop_batches = 0;   // rank r drops r * this many steps of each epoch (0: even inputs)
+  int attempt = 0;                   // this run's restart count (LaunchEnv::restart_count): faults strike
+                                     // on the first start only, so a restarted group can finish
 };
 
 // The steps `rank` trains this epoch when it would train `steps`: fewer by rank * uneven_drop_batches,
 // never below 0.
 int64_t StepsWithUnevenInputs(const FaultInjection& fault, int rank, int64_t steps);
 
-// Whether this process should die at all: the fault is set, `rank` is its rank and this is the first
-// attempt.
+// Whether this process should die at all: the fault is set, `rank` is its rank and fault.attempt is 0.
 bool FaultArmed(const FaultInjection& fault, int rank);
 
 // point == "after_step": dies when `global_step` == fault.step. No-op unless FaultArmed.

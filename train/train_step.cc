@@ -15,6 +15,7 @@
 #include "ddp/rank_zero.h"
 #include "ddp/zero_redundancy_optimizer.h"
 #include "train/auto_bucket_caps.h"
+#include "train/auto_bucket_caps_record.h"
 #include "train/graceful_stop.h"
 #include "train/progress.h"
 #include "train/stop_agreement.h"
@@ -81,8 +82,15 @@ absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler& 
   Checkpoint checkpoint =
       CaptureCheckpoint(state.model, &state.optimizer, sampler.State(std::min(local_consumed, sampler.Length())),
                         /*generator=*/nullptr, state.global_step, epoch);
-  if (state.ddp != nullptr) checkpoint.ddp_bucket_order = state.ddp->reducer().RebuiltOrderText();
-  if (state.auto_caps != nullptr) checkpoint.auto_bucket_caps = state.auto_caps->Record();
+  if (state.ddp != nullptr) {
+    const std::string order = state.ddp->reducer().RebuiltOrderText();
+    if (!order.empty()) checkpoint.extra_state[kBucketOrderStateName] = order;
+  }
+  if (state.auto_caps != nullptr) {
+    if (const std::optional<AutoBucketCapsRecord> record = state.auto_caps->Record(); record.has_value()) {
+      DDP_ASSIGN_OR_RETURN(checkpoint.extra_state[kAutoBucketCapsStateName], EncodeAutoBucketCapsRecord(*record));
+    }
+  }
   SaveCheckpointOptions options;
   options.keep_last = config.keep_checkpoints;
   if (state.group != nullptr) return SaveCheckpointCollective(*state.group, config.checkpoint_dir, checkpoint, options);

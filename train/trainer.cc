@@ -25,6 +25,7 @@
 #include "ddp/zero_reduce_scatter_hook.h"
 #include "ddp/zero_redundancy_optimizer.h"
 #include "train/auto_bucket_caps.h"
+#include "train/auto_bucket_caps_record.h"
 #include "train/fault_injection.h"
 #include "train/output_guard.h"
 #include "train/progress.h"
@@ -125,14 +126,6 @@ void MoveModel(Module& model, Device device) {
 #else
   (void)model;
 #endif
-}
-
-// ddprun's restart counter (DDP_RESTART_COUNT; 0 when unset or not a number).
-int RestartAttempt() {
-  const char* value = std::getenv("DDP_RESTART_COUNT");
-  int attempt = 0;
-  if (value == nullptr || !absl::SimpleAtoi(value, &attempt)) return 0;
-  return attempt;
 }
 
 // Wraps `model` (on `device`) in DDP over `group` with the configuration's options; rank 0 prints the
@@ -276,6 +269,12 @@ absl::Status Finish(const TrainConfig& config, const TrainState& state, Distribu
   return absl::OkStatus();
 }
 
+// The extra state `name` of `checkpoint` ("" when it has none).
+std::string ExtraState(const Checkpoint& checkpoint, const std::string& name) {
+  const auto it = checkpoint.extra_state.find(name);
+  return it == checkpoint.extra_state.end() ? "" : it->second;
+}
+
 // --resume: loads config.checkpoint_dir's newest complete checkpoint (FindNewestCheckpoint: dir/latest's,
 // or found by scanning, which rank 0 says) into the model, the optimizer, DDP's bucket order (and, under
 // --bucket_cap_mb=auto, its saved caps), the step count and the sampler position. Returns the epoch to
@@ -293,7 +292,9 @@ absl::StatusOr<int> ResumeFromNewest(const TrainConfig& config, TrainState& stat
   const Checkpoint& checkpoint = found->checkpoint;
   DDP_RETURN_IF_ERROR(ApplyCheckpoint(checkpoint, CheckpointTargets{&state.model, &state.optimizer, nullptr}));
   // The same buckets as before the interruption: the same rounding (Reducer::RebuiltOrderText).
-  if (state.ddp != nullptr) DDP_RETURN_IF_ERROR(state.ddp->RestoreBucketOrder(checkpoint.ddp_bucket_order));
+  if (state.ddp != nullptr) {
+    DDP_RETURN_IF_ERROR(state.ddp->RestoreBucketOrder(ExtraState(checkpoint, kBucketOrderStateName)));
+  }
   // --zero: shards follow the restored buckets from the first step, as they did before the interruption.
   if (state.zero != nullptr) DDP_RETURN_IF_ERROR(state.zero->Reshard(state.ddp->reducer().bucket_assignment()));
   state.global_step = checkpoint.step;
@@ -310,7 +311,11 @@ absl::StatusOr<int> ResumeFromNewest(const TrainConfig& config, TrainState& stat
   // order, before the first step. With a fixed --bucket_cap_mb there is no controller and the record is
   // ignored: the flag says which caps the user wants.
   if (state.auto_caps != nullptr) {
-    DDP_RETURN_IF_ERROR(state.auto_caps->ResumeFrom(checkpoint.auto_bucket_caps, checkpoint.source));
+    std::optional<AutoBucketCapsRecord> saved;
+    if (const std::string text = ExtraState(checkpoint, kAutoBucketCapsStateName); !text.empty()) {
+      DDP_ASSIGN_OR_RETURN(saved, DecodeAutoBucketCapsRecord(text, checkpoint.source + "/manifest.json"));
+    }
+    DDP_RETURN_IF_ERROR(state.auto_caps->ResumeFrom(saved, checkpoint.source));
   }
   return epoch;
 }
@@ -359,8 +364,9 @@ absl::StatusOr<EvalResult> RunEpochs(const TrainConfig& config, TrainState& stat
 // The training part of RunTraining, after the data and the model: loader, DDP or DataParallel, optimizer,
 // --resume, the checkpoint guard (GuardExistingCheckpoints on rank 0), the epochs and the end-of-run
 // artefacts.
-absl::StatusOr<EvalResult> Train(const TrainConfig& config, std::shared_ptr<Module> model, Device device,
-                                 ProcessGroup* group, std::shared_ptr<const Dataset> train, const Dataset& test) {
+absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& launch, std::shared_ptr<Module> model,
+                                 Device device, ProcessGroup* group, std::shared_ptr<const Dataset> train,
+                                 const Dataset& test) {
   const int rank = group != nullptr ? group->rank() : 0;
   const int world = group != nullptr ? group->size() : 1;
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> loader, MakeTrainLoader(config, train, rank, world));
@@ -400,9 +406,9 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, std::shared_ptr<Modu
   state.device = device;
   state.dp = dp.get();
   state.group = group;
-  state.attempt = RestartAttempt();
+  state.attempt = launch.restart_count;
   state.fault = FaultInjection{config.fault_inject_step, config.fault_inject_rank, config.fault_inject_point,
-                               config.uneven_drop_batches};
+                               config.uneven_drop_batches, launch.restart_count};
   InstallBackwardFault(state.fault, rank, *model, &state.global_step);
   std::unique_ptr<SampleLog> sample_log;
   if (!config.log_samples.empty()) {
@@ -457,7 +463,7 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   if (config.eval_only) return EvaluateOnly(config, *model, *test, group);
   DDP_ASSIGN_OR_RETURN(auto train, LoadFashionMnist(config.data_dir, Split::kTrain));
   DDP_RETURN_IF_ERROR(CheckDataFitsModel(config, *train, "training"));
-  return Train(config, std::move(model), device, group, std::move(train), *test);
+  return Train(config, launch, std::move(model), device, group, std::move(train), *test);
 }
 
 }  // namespace ddp

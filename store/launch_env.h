@@ -1,10 +1,15 @@
-// Who this process is in a job: rank, world size, local rank and the rendezvous address, read from
-// torchrun's environment variables or, when RANK is absent, from OpenMPI's or Slurm's. Pure (the
-// environment is passed in), so every rule is unit-tested.
+// Note [The launch environment]: the contract between a launcher and its workers, one type for both
+// sides. Who this process is in a job (rank, world size, local rank), where its rendezvous is (MASTER_*
+// and our store's DDP_STORE_*), whether the launcher hosts that store, and which restart of the group
+// this is. ddprun writes it into each worker's environment (LaunchEnvVariables, from launch/worker_env.h);
+// InitProcessGroup and train/ read it (ResolveLaunchEnv), from torchrun's variables or, when RANK is
+// absent, from OpenMPI's or Slurm's. Pure (the environment is passed in), so every rule is unit-tested,
+// and written-then-read is tested to give back what was written.
 #ifndef DDP_COMM_LAUNCH_ENV_H_
 #define DDP_COMM_LAUNCH_ENV_H_
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -31,7 +36,19 @@ struct LaunchEnv {
   std::string store_addr = "127.0.0.1";
   int store_port = 29500;
   std::string source = "default";        // "torchrun", "openmpi", "slurm" or "default" (nothing set)
+  // Which start of the worker group this is (0: the first; ddprun --max_restarts counts up):
+  // DDP_RESTART_COUNT, else torchrun's TORCHELASTIC_RESTART_COUNT, else 0. Rendezvous keys and
+  // per-attempt outputs are namespaced by it.
+  int restart_count = 0;
+  // DDP_STORE_IN_LAUNCHER=1: the launcher hosts the store at store_addr:store_port, so rank 0 must not.
+  bool store_in_launcher = false;
 };
+
+// The variables that carry `launch` to a worker: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT, DDP_STORE_ADDR, DDP_STORE_PORT, DDP_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT
+// and, when store_in_launcher, DDP_STORE_IN_LAUNCHER=1. ResolveLaunchEnv of exactly these gives back
+// `launch` (with source "torchrun").
+std::map<std::string, std::string> LaunchEnvVariables(const LaunchEnv& launch);
 
 // Resolves the launch environment:
 //   * RANK set: torchrun's RANK, WORLD_SIZE (required), LOCAL_RANK, LOCAL_WORLD_SIZE (default: rank and

@@ -1,10 +1,10 @@
-#include "comm/launch_env.h"
+#include "store/launch_env.h"
 
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "comm/scheduler_env.h"
+#include "store/scheduler_env.h"
 #include "base/check.h"
 
 namespace ddp {
@@ -119,7 +119,32 @@ absl::Status ReadAddresses(const EnvLookup& env, LaunchEnv* out) {
   return absl::OkStatus();
 }
 
+// The restart count and whether the launcher hosts the store into `out`.
+absl::Status ReadRestart(const EnvLookup& env, LaunchEnv* out) {
+  const char* name = env("DDP_RESTART_COUNT").has_value() ? "DDP_RESTART_COUNT" : "TORCHELASTIC_RESTART_COUNT";
+  DDP_ASSIGN_OR_RETURN(out->restart_count, ReadInt(env, name, 0));
+  out->store_in_launcher = env("DDP_STORE_IN_LAUNCHER").value_or("0") == "1";
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+std::map<std::string, std::string> LaunchEnvVariables(const LaunchEnv& launch) {
+  std::map<std::string, std::string> variables = {
+      {"RANK", absl::StrCat(launch.rank)},
+      {"WORLD_SIZE", absl::StrCat(launch.world_size)},
+      {"LOCAL_RANK", absl::StrCat(launch.local_rank)},
+      {"LOCAL_WORLD_SIZE", absl::StrCat(launch.local_world_size)},
+      {"MASTER_ADDR", launch.master_addr},
+      {"MASTER_PORT", absl::StrCat(launch.master_port)},
+      {"DDP_STORE_ADDR", launch.store_addr},
+      {"DDP_STORE_PORT", absl::StrCat(launch.store_port)},
+      {"DDP_RESTART_COUNT", absl::StrCat(launch.restart_count)},
+      {"TORCHELASTIC_RESTART_COUNT", absl::StrCat(launch.restart_count)},
+  };
+  if (launch.store_in_launcher) variables["DDP_STORE_IN_LAUNCHER"] = "1";
+  return variables;
+}
 
 EnvLookup ProcessEnv() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -158,6 +183,7 @@ absl::StatusOr<LaunchEnv> ResolveLaunchEnv(const EnvLookup& env, int rank, int w
                                                    out.world_size, " (", out.source, ")"));
   }
   DDP_RETURN_IF_ERROR(ReadAddresses(env, &out));
+  DDP_RETURN_IF_ERROR(ReadRestart(env, &out));
   return out;
 }
 

@@ -1,10 +1,10 @@
-#include "comm/launch_env.h"
+#include "store/launch_env.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "comm/scheduler_env.h"
+#include "store/scheduler_env.h"
 #include "gmock/gmock.h"
 
 namespace ddp {
@@ -33,6 +33,52 @@ TEST(LaunchEnvTest, TorchrunVariables) {
   EXPECT_EQ(env->master_addr, "10.1.2.3");
   EXPECT_EQ(env->master_port, 1234);
   EXPECT_EQ(env->source, "torchrun");
+}
+
+// Note [The launch environment]: what a launcher writes is what a worker reads, field for field.
+TEST(LaunchEnvTest, WrittenVariablesReadBackAsTheSameLaunchEnv) {
+  LaunchEnv written;
+  written.rank = 5;
+  written.world_size = 6;
+  written.local_rank = 1;
+  written.local_world_size = 2;
+  written.master_addr = "10.0.0.7";
+  written.master_port = 31000;
+  written.store_addr = "10.0.0.7";
+  written.store_port = 29400;
+  written.source = "torchrun";
+  written.restart_count = 3;
+  for (const bool in_launcher : {false, true}) {
+    written.store_in_launcher = in_launcher;
+    absl::StatusOr<LaunchEnv> read = ResolveLaunchEnv(Fake(LaunchEnvVariables(written)));
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_EQ(read->rank, written.rank);
+    EXPECT_EQ(read->world_size, written.world_size);
+    EXPECT_EQ(read->local_rank, written.local_rank);
+    EXPECT_EQ(read->local_world_size, written.local_world_size);
+    EXPECT_EQ(read->master_addr, written.master_addr);
+    EXPECT_EQ(read->master_port, written.master_port);
+    EXPECT_EQ(read->store_addr, written.store_addr);
+    EXPECT_EQ(read->store_port, written.store_port);
+    EXPECT_EQ(read->source, written.source);
+    EXPECT_EQ(read->restart_count, written.restart_count);
+    EXPECT_EQ(read->store_in_launcher, in_launcher);
+  }
+}
+
+// The restart count: ours, else torchrun's, else 0; a value that is not a count is named.
+TEST(LaunchEnvTest, RestartCount) {
+  const std::map<std::string, std::string> ranks = {{"RANK", "0"}, {"WORLD_SIZE", "1"}};
+  auto with = [&](std::map<std::string, std::string> extra) {
+    extra.insert(ranks.begin(), ranks.end());
+    return ResolveLaunchEnv(Fake(extra));
+  };
+  EXPECT_EQ(with({})->restart_count, 0);
+  EXPECT_EQ(with({{"TORCHELASTIC_RESTART_COUNT", "2"}})->restart_count, 2);
+  EXPECT_EQ(with({{"TORCHELASTIC_RESTART_COUNT", "2"}, {"DDP_RESTART_COUNT", "4"}})->restart_count, 4);
+  absl::StatusOr<LaunchEnv> bad = with({{"DDP_RESTART_COUNT", "x"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("DDP_RESTART_COUNT=\"x\""));
 }
 
 TEST(LaunchEnvTest, OpenMpiAndSlurmWhenRankIsAbsent) {

@@ -1,4 +1,4 @@
-#include "comm/scheduler_env.h"
+#include "store/scheduler_env.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

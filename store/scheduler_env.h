@@ -1,6 +1,6 @@
 // What Slurm and OpenMPI put in a task's environment, decoded: Slurm's compressed host lists and task
 // counts, and the address of mpirun's host. Pure functions, used by ResolveLaunchEnv
-// (comm/launch_env.h) to find MASTER_ADDR and LOCAL_WORLD_SIZE when no launcher of ours set them.
+// (store/launch_env.h) to find MASTER_ADDR and LOCAL_WORLD_SIZE when no launcher of ours set them.
 #ifndef DDP_COMM_SCHEDULER_ENV_H_
 #define DDP_COMM_SCHEDULER_ENV_H_
 
