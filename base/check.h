@@ -1,4 +1,4 @@
-// Error policy of the whole engine (see README "Errors"):
+// Error policy of the whole engine (docs/checkpoints_and_faults.md, "The error policy"):
 //   * What can fail at run time (I/O, rendezvous, bad input files or flags, a peer gone, a timeout)
 //     returns absl::Status / absl::StatusOr<T>, with a message that names what was wrong.
 //   * A broken invariant or a programming error (shape mismatch passed to an op, a dtype an op does not

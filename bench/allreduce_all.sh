@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One all-reduce table for every CPU backend (issue 15 item 5; //bench:allreduce_all): per world size
+# One all-reduce table for every CPU backend (//bench:allreduce_all): per world size
 # (--world_sizes, default 2,3,4) and message size (4 B, doubling, to --max_bytes, default 64 MiB), the median
 # time per float32 sum all-reduce of
 #   shm       our ProcessGroupShm                } bench/allreduce --impls=ours,raw,shm,shm_buf,floor
@@ -13,7 +13,7 @@
 #                                                  of a size, then all raw MPI calls; rank 0's median
 # in --rounds rounds (default 3), each running both programs, so that drift of the machine hits both alike:
 # every time is the median over the rounds, every ratio the median of the rounds' own ratios. Ratios:
-# shm/gloo and shm/raw MPI (below 1: shm is faster; issue 15's ">= 10x Gloo" is shm/gloo <= 0.1) and
+# shm/gloo and shm/raw MPI (below 1: shm is faster; ">= 10x Gloo" is shm/gloo <= 0.1) and
 # shm_buf/floor (1: as fast as the leanest program of the same algorithm). The table goes to stdout and to
 # DIR/allreduce_all.md and .csv; the programs' own outputs are kept beside them
 # (allreduce_rows_r<round>.json, mpi_w<W>_r<round>.txt) and the table's head names the commands.
@@ -74,8 +74,8 @@ fi
 [[ $EUID == 0 ]] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 IFS=, read -ra worlds <<<"$WORLDS"
 ours_args=() mpi_args=() ours_rc=0
-# Rounds alternate the two programs, so that the machine's drift (up to 4x within an hour on these shared
-# machines) hits both alike; each cell is the median over the rounds.
+# Rounds alternate the two programs, so that the machine's drift (large within an hour on a shared
+# machine) hits both alike; each cell is the median over the rounds.
 for ((round = 1; round <= ROUNDS; round++)); do
   echo "allreduce_all: round $round/$ROUNDS: ${ours_cmd[*]##*/}" >&2
   "${ours_cmd[@]}" >"$OUT/allreduce_rows_r$round.json"

@@ -39,9 +39,9 @@
 //   A timed call starts when this rank enters it and ends when this rank has the result, so it also
 //   contains the arrival skew the previous call left: the ranks leave a Gloo all-reduce tens of
 //   microseconds apart (the ring's last message, wake-ups), and the next impl's call waits that long for
-//   its peer. For Gloo (~100 us at small sizes) that is noise; for shm (~2 us) it is most of the time:
-//   at world 2 under chrt, shm at 4 B read 27 us right after Gloo calls and 2.4-2.8 us with one untimed
-//   shm call first. --settle_calls=N makes N untimed calls of the same impl right before each timed one
+//   its peer. For Gloo (about 100 us at small sizes) that is noise; for shm (a few us) it is most of the
+//   time: a small shm call right after Gloo calls reads about ten times what it does after one untimed
+//   shm call. --settle_calls=N makes N untimed calls of the same impl right before each timed one
 //   (all impls alike, so the rotation still spreads load evenly; the run takes N+1 times as long), which
 //   times each impl as back-to-back calls of that impl would, the way bench/backend_allreduce_bench and
 //   MPI benchmarks time it. The default 0 keeps the method BENCHMARKS.md's ours/raw rows were taken
@@ -55,11 +55,11 @@
 // algbw = bytes / time; busbw = algbw * 2(n-1)/n (nccl-tests' all-reduce bus bandwidth). Rank 0 prints.
 //
 // Ratios are always against "ours" (ProcessGroupGloo), or of "ours" against "raw": in the table the
-// ratio and extra_us columns of the ours row are ours/raw and ours - raw (as before shm existed), those
+// ratio and extra_us columns of the ours row are ours/raw and ours - raw, those
 // of a shm row shm/ours and shm - ours, those of an rs row rs/ours. In JSON every all-reduce row carries
 // "ours_over_raw" (the size's ours/raw, when both were timed) and "over_ours" (the row's time over the
 // size's ours time, when ours was timed). The summary line adds, with shm timed, shm's speed-up over
-// ours against issue 15's targets (>= 10x up to 4 MiB, >= 3x at 64 MiB, world 2).
+// ours against the shared-memory backend's targets (>= 10x up to 4 MiB, >= 3x at 64 MiB, world 2).
 // With --reduce_scatter, each size also times ProcessGroupGloo::ReduceScatter of the same `bytes` per rank
 // (n chunks of bytes/4/n floats: the ring of Note [Ring reduce-scatter] in
 // comm/gloo/process_group_gloo_collectives.cc), after the rotation loop, and prints it as an "rs" row whose
@@ -347,9 +347,9 @@ void OursSummary(const std::vector<Row>& rows, std::vector<std::string>& items) 
   }
 }
 
-// `impl`'s (shm or shm_buf) speed-up over ours against issue 15's targets (stated for world 2): >= 10x at
-// every size up to 4 MiB (the smallest speed-up is the verdict), >= 3x at 64 MiB. Appends one item per
-// verdict.
+// `impl`'s (shm or shm_buf) speed-up over ours against the shared-memory backend's targets (for world
+// 2): >= 10x at every size up to 4 MiB (the smallest speed-up is the verdict), >= 3x at 64 MiB. Appends
+// one item per verdict.
 void ShmSummary(const std::vector<Row>& rows, AllReduceImpl impl, std::vector<std::string>& items) {
   const char* name = AllReduceImplName(impl);
   double slowest = 0.0;

@@ -15,7 +15,7 @@ in its MPI columns and a line saying why. Standard library only.
 
 Several rounds (--allreduce given once per round, --mpi=W:ROUND:FILE): every time is the median over the
 rounds that measured it, every ratio the median of the rounds' own ratios (a round's bench/allreduce
-run and its MPI run were minutes apart; different rounds may be an hour apart on a drifting machine).
+run and its MPI run are minutes apart; different rounds may be an hour apart on a drifting machine).
 
 Usage: allreduce_table.py --allreduce=ROWS.json [--allreduce=ROUND2.json ...] [--mpi=W:ROUND:FILE ...]
                           [--mpi_failed=W:WHY ...] [--mpi_missing=WHY] --md=OUT.md --csv=OUT.csv

@@ -11,10 +11,10 @@
 //       --model=mlp --backend=shm --rounds=10 --block_steps=50
 //
 // Note [Interleaved sweep]
-// This machine's speed drifts 2-4x within minutes (BENCHMARKS.md), so a sweep that runs each
-// configuration in its own pair of processes, one after the other, measures the minute as much as the
-// caps: identical layouts (caps 5, 25 and 100 MiB all give one bucket for the mlp) measured 5.1, 5.7 and
-// 6.0 ms in one such sweep. Here both ranks run every configuration in turn, in blocks of --block_steps
+// A shared machine's speed drifts within minutes, so a sweep that runs each configuration in its own
+// pair of processes, one after the other, measures the minute as much as the caps: identical layouts
+// (caps 5, 25 and 100 MiB all give one bucket for the mlp) differ from run to run by more than the caps'
+// effects. Here both ranks run every configuration in turn, in blocks of --block_steps
 // timed steps after --block_warmup untimed ones, for --rounds rounds, switching between blocks with
 // DistributedDataParallel::Rebucket and internal::SetDdpAblations (every rank switches at the same step: the
 // schedule is a pure function of the flags, which the ranks check agree). A round takes seconds, so every

@@ -2,7 +2,8 @@
 # Single-process training throughput, ours vs PyTorch 1.13 (Debian python3-torch), in the same run,
 # alternating the two so machine load hits both alike. Prints each run's JSON and a ratio table.
 # One thread on both sides, pinned to core 0 (taskset), PyTorch with OMP_NUM_THREADS=1 and
-# OPENBLAS_NUM_THREADS=1: its BLAS otherwise starts threads on the other core (shared/FACTS.md).
+# OPENBLAS_NUM_THREADS=1: its BLAS otherwise starts threads on the other core, whatever
+# torch.set_num_threads says.
 #
 #   bash bench/compare_train.sh                # mlp and cnn, batch 64, 1 thread, 3 rounds
 #   MODELS="cnn" ROUNDS=5 bash bench/compare_train.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the DDP contract checks cost (issue 13), measured in one run on 2 ranks over Gloo:
+# What the DDP contract checks cost, measured in one run on 2 ranks over Gloo:
 #   * the wrap-time settings agreement (DDP's one exchange of ~10 named settings), median of 20 calls;
 #   * the per-step cost of train/train's default mode (a Join: one small all-reduce per forward, which
 #     also carries the SIGTERM stop agreement) and of the stop check without Join (an overlapped

@@ -1,4 +1,4 @@
-// DataParallel throughput on CPU workers (issue 6): one process, the model trained with SGD on a fixed
+// DataParallel throughput on CPU workers: one process, the model trained with SGD on a fixed
 // synthetic batch (compute does not depend on the pixel values, and no data loader runs in the loop),
 // in several modes measured in interleaved rounds so that background load hits them alike:
 //   single          the plain module on one thread with --threads kernel threads (the baseline)

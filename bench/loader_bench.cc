@@ -1,4 +1,4 @@
-// DataLoader benchmark (issue 5's performance targets), one JSON object on stdout:
+// DataLoader benchmark against its performance targets, one JSON object on stdout:
 //   {"loader_samples_per_s": ..., "loader_inline_samples_per_s": ..., "step_ms_premade": ...,
 //    "step_ms_loader": ..., "loader_step_ratio": ...}
 //   * loader_samples_per_s: Fashion-MNIST, shuffled, batches of --batch_size through one worker thread,

@@ -1,10 +1,9 @@
 // Per-step wall times of a timed training loop: their spread, and a file of them for scripts.
 //
 // Why: 2-rank data-parallel training meets once a step, so each step lasts as long as the slower rank's.
-// A machine whose single process already varies from step to step (this one: a pinned cnn process's
-// backward varies by about 9%) costs every lockstep job the expected maximum of two such times over
-// their mean, whatever the transport. bench/compare_ddp.sh reads two concurrent processes' files and
-// reports that bound ("noise bound").
+// A machine whose single process already varies from step to step costs every lockstep job the expected
+// maximum of two such times over their mean, whatever the transport. bench/compare_ddp.sh reads two
+// concurrent processes' files and reports that bound ("noise bound").
 #ifndef DDP_BENCH_STEP_TIMES_H_
 #define DDP_BENCH_STEP_TIMES_H_
 
@@ -16,7 +15,7 @@
 namespace ddp {
 
 // The spread of a loop's step times, in milliseconds: median and 90th percentile (Percentile in
-// reducer/iteration_stats.h, as the Reducer's stats table), and the coefficient of variation (population
+// base/statistics.h, as the Reducer's stats table), and the coefficient of variation (population
 // standard deviation over the mean).
 struct StepTimeSpread {
   double p50_ms = 0;

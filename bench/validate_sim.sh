@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Validates the DDP step simulator against measured bucket sweeps (issue 16 item 4), end to end:
+# Validates the DDP step simulator against measured bucket sweeps, end to end:
 #   1. fits the loopback link from bench/allreduce (2 ranks, Gloo) -> link_loopback.json (with --backends
 #      naming shm: the same run also times ProcessGroupShm on NewCommBuffer tensors, as DDP's buckets are
-#      since 2026-12-01 (Note [Zero-copy all-reduce]) -> link_loopback_shm.json)
+#      (Note [Zero-copy all-reduce]) -> link_loopback_shm.json)
 #      (for real-time loopback sweeps also with both ranks pinned to one core -> link_loopback_one_core[_shm].json,
 #      the shared-core link of Note [Simulated schedule] step 6)
 #   2. traces 400 steps of bench/train_throughput (2 ranks, default caps: the program the sweeps run, with
 #      the same pre-loaded batches) per model -> profile_<model>.json (and per model over shm ->
-#      profile_<model>_shm.json). Results before 2026-12-01 traced train/train, whose data loading on the
-#      training thread counted as compute the sweeps do not have (the mlp was over-predicted by 12-24%).
+#      profile_<model>_shm.json). Not train/train: its data loading on the training thread would count as
+#      compute the sweeps do not have.
 #   3. runs bench/bucket_sweep.sh --repeats times per model on loopback (per backend of --backends), and per
 #      --netns_models model over a network-namespace link at each of --rates, the runs interleaved ->
 #      sweeps/r<k>/bucket_sweep_<tag>.csv (tags: <model>, <model>_shm, <model>_netns_<rate>)
@@ -21,16 +21,16 @@
 # carry that row's noise into every prediction), so the profile and every row of its sweep are measured in
 # the same minutes -> sweeps/interleaved/ and profile_<tag>.json. --steps is then the steps per block
 # (bench/bucket_sweep.sh's defaults: 40 for the mlp, 15 for the cnns).
-# Everything runs at real-time priority (chrt -f 5), as BENCHMARKS.md's all-reduce table does: on this
-# shared 2-core machine other jobs otherwise move step times by 2x between configurations. Under SCHED_FIFO
-# the two ranks' compute threads hold both cores during backward and no Gloo thread can take one from them:
-# an all-reduce runs only once the first rank has ended backward and waits, on the core it freed. The
-# simulator is told so (--comm_after_first_backward, Note [Simulated schedule] step 6; results before
-# 2026-12-01 19:00 UTC were predicted with --no_overlap, which holds every all-reduce until this rank's own
-# end of backward, and read again with --predict_only get the new schedule). --normal_priority runs
-# everything at normal priority instead and predicts with overlap (what a user's job does: the communication threads time-share the cores with compute); meant
-# with --interleaved, whose rotation takes over the job of keeping other tenants' load off the comparison.
-# --predict_only reads which it was from $OUT/priority.
+# Everything runs at real-time priority (chrt -f 5), as BENCHMARKS.md's all-reduce table does: on this shared
+# 2-core machine other jobs otherwise move step times between configurations more than the caps do. Under
+# SCHED_FIFO the two ranks' compute threads hold both cores during backward and no Gloo thread can take one
+# from them: an all-reduce runs only once the first rank has ended backward and waits, on the core it freed.
+# The simulator is told so (--comm_after_first_backward, Note [Simulated schedule] step 6), rather than
+# --no_overlap, which would hold every all-reduce until this rank's own end of backward. --normal_priority
+# runs everything at normal priority instead and predicts with overlap (what a user's job does: the
+# communication threads time-share the cores with compute); meant with --interleaved, whose rotation takes
+# over the job of keeping other tenants' load off the comparison. --predict_only reads which it was from
+# $OUT/priority.
 #
 #   bash bench/validate_sim.sh [--out=DIR] [--steps=100] [--repeats=3] [--models=cnn,mlp] [--no_netns]
 #                        [--netns_models=cnn] [--rates=1gbit[,100mbit]] [--no_loopback] [--backends=gloo[,shm]]

@@ -369,7 +369,7 @@ TEST(FindNewestCheckpointTest, TakesLatestsStepWithoutANote) {
   ExpectFinds(saved.dir, 10, "");
 }
 
-// The bug of issue 13 item 4: with dir/latest gone, complete steps were ignored ("starting fresh").
+// With dir/latest gone, complete steps are found by a scan, not ignored ("starting fresh").
 TEST(FindNewestCheckpointTest, ScansWhenLatestIsMissing) {
   Saved saved = SaveSteps7And10("find_no_latest");
   ASSERT_EQ(::unlink((saved.dir + "/latest").c_str()), 0);

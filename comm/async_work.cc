@@ -6,11 +6,11 @@
 namespace ddp {
 
 // Note [Completed without a lock]
-// A caller that waits for a finished collective (the common case for small ones, which complete inline)
-// took the mutex twice, IsCompleted and Wait, about 13 ns each here. Complete() sets done_ (release)
-// after the final status_ is stored, and status_ never changes again, so a reader that sees done_
-// (acquire) reads status_ without the lock. done_ is written only under the lock, so a thread that holds
-// it reads done_ relaxed.
+// A caller that waits for a finished collective (the common case for small ones, which complete inline) would
+// otherwise take the mutex twice, IsCompleted and Wait. Instead, Complete() sets done_ (release) after the
+// final status_ is stored, and status_ never changes again, so a reader that sees done_ (acquire) reads
+// status_ without the lock. done_ is written only under the lock, so a thread that holds it reads done_
+// relaxed.
 
 bool AsyncWork::IsCompleted() { return done_.load(std::memory_order_acquire); }
 

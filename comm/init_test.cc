@@ -143,9 +143,9 @@ std::string JoinAloneAsRankZero(const std::string& master_addr, int port, const 
   return printed;
 }
 
-// MASTER_ADDR=127.0.0.1: rank 0's store listens on loopback 127.0.0.1 only (it used to bind 0.0.0.0
-// whatever MASTER_ADDR said), so another local address (127.0.0.2, or the host's network address) does
-// not reach it; loopback needs no warning.
+// MASTER_ADDR=127.0.0.1: rank 0's store listens on loopback 127.0.0.1 only (not on 0.0.0.0 whatever
+// MASTER_ADDR says), so another local address (127.0.0.2, or the host's network address) does not reach
+// it; loopback needs no warning.
 TEST(InitTest, StoreListensOnLoopbackMasterAddr) {
   const std::string printed = JoinAloneAsRankZero("127.0.0.1", FreePort());
   EXPECT_NE(printed.find("[unreachable at 127.0.0.2]"), std::string::npos) << printed;

@@ -15,7 +15,8 @@ enum class Split { kTrain, kTest };
 // Where Debian's dataset-fashion-mnist package puts the files.
 inline constexpr char kDefaultFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
 
-// Fashion-MNIST's pixel statistics (FACTS.md); MNIST callers may pass their own.
+// Fashion-MNIST's pixel statistics (mean and standard deviation of the training set's pixels scaled to
+// [0, 1]); MNIST callers may pass their own.
 struct ImageNormalization {
   float mean = 0.2860f;  // of x / 255
   float stddev = 0.3530f;

@@ -105,8 +105,8 @@ std::string BucketLayoutText(const Reducer& reducer, const std::vector<Tensor>& 
 
 // Note [DDP settings agreement]: what every rank must share, or its collectives stop matching (bucket
 // caps and so the layout, the hook, the unused-parameter search, buffer broadcasts and their chunking).
-// Ranks started by hand with different flags used to crash inside Gloo or reduce buffers of different
-// sizes against each other; one exchange at wrap time names the setting instead.
+// Without the check, ranks started by hand with different flags would crash inside Gloo or reduce buffers
+// of different sizes against each other; one exchange at wrap time names the setting instead.
 std::vector<AgreedField> SettingsToAgree(const DdpOptions& options, const Reducer& reducer,
                                          const std::vector<Tensor>& params, int world_size) {
   const ReducerOptions& r = options.reducer;

@@ -1,4 +1,4 @@
-// DDP against one process on the concatenated batch, ranks as threads over Gloo (CONVENTIONS.md 8).
+// DDP against one process on the concatenated batch, ranks as threads over Gloo.
 #include "ddp/distributed_data_parallel.h"
 
 #include <gtest/gtest.h>

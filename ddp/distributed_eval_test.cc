@@ -1,4 +1,4 @@
-// Distributed evaluation equals single-process evaluation, ranks as threads over Gloo (CONVENTIONS.md 8).
+// Distributed evaluation equals single-process evaluation, ranks as threads over Gloo.
 #include "ddp/distributed_eval.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // SyncBatchNorm2d: batch normalisation whose batch statistics are computed over the whole process
 // group (torch.nn.SyncBatchNorm), so N ranks with batch b normalise exactly as one process with batch
-// N * b. It lives above comm/ because it communicates (DESIGN.md).
+// N * b. It lives above comm/ because it communicates.
 #ifndef DDP_DDP_SYNC_BATCH_NORM_H_
 #define DDP_DDP_SYNC_BATCH_NORM_H_
 

@@ -1,5 +1,5 @@
 // ZeroRedundancyOptimizer (Note [ZeRO-1]) against the unsharded optimizer under DDP, ranks as threads
-// over Gloo (CONVENTIONS.md 8): weights, consolidated state, state bytes per rank, bit-exact resume,
+// over Gloo: weights, consolidated state, state bytes per rank, bit-exact resume,
 // and clipping by the global norm against one process on the joint batch.
 #include "ddp/zero_redundancy_optimizer.h"
 

@@ -21,7 +21,7 @@
 //     built without --config=cuda reports CUDA device_ids as FailedPrecondition. device_ids {0} is
 //     checked against the plain module by dp/data_parallel_cuda_test (with two replicas on that one GPU
 //     standing in for two devices; skipped without a GPU; not yet run on one). Several GPUs are unsafe
-//     until copies between GPUs wait for the source device's kernels (README, "GPUs").
+//     until copies between GPUs wait for the source device's kernels (docs/gpus.md, "DataParallel on CUDA").
 //
 // Note [DataParallel buffers]
 // As in PyTorch, buffers (BatchNorm's running statistics, num_batches_tracked) are broadcast from the

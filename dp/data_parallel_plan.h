@@ -1,6 +1,6 @@
 // The pure decisions of DataParallel (dp/data_parallel.h), kept apart so they are tested without
-// threads or devices (CONVENTIONS.md 6): how a batch is split over devices, and whether a set of GPUs is
-// too unbalanced to drive together.
+// threads or devices: how a batch is split over devices, and whether a set of GPUs is too unbalanced
+// to drive together.
 #ifndef DDP_DP_DATA_PARALLEL_PLAN_H_
 #define DDP_DP_DATA_PARALLEL_PLAN_H_
 

@@ -1,4 +1,4 @@
-// DataParallel over CPU workers against one thread running the module (issue 6): outputs, gradients,
+// DataParallel over CPU workers against one thread running the module: outputs, gradients,
 // buffers and SGD trajectories for mlp, cnn and cnn_bn with 1-4 workers and uneven batches, in both
 // backward modes; the errors; the worker pool.
 #include "dp/data_parallel.h"

@@ -10,7 +10,7 @@
 // second stage) chains it with ThenWork: each continuation runs on the thread that completes the
 // collective before it (the backend's worker, through Work::AddCompletionCallback), not inside Wait(),
 // so the host never blocks for it and the Reducer's wait sees the finished buffer. Where a backend's
-// Work cannot notify completion (AddCompletionCallback returns false: NCCL's Works today), the chain
+// Work cannot notify completion (AddCompletionCallback returns false: NCCL's Works), the chain
 // falls back to running the continuation in Wait()/WaitStream() on the waiting thread.
 // A continuation that issues a collective runs on a worker thread, so its place in the group's issue
 // order is a race with the training thread's next bucket: a hook that does this must order its own

@@ -1,4 +1,4 @@
-// The comm-hook API: a custom hook written here (the README's example) runs without touching the
+// The comm-hook API: a custom hook written here (docs/backends.md's example) runs without touching the
 // Reducer, sees the buckets' parameter views and is_last, and ThenWork runs continuations as
 // collectives complete.
 #include "reducer/comm_hook.h"
@@ -15,7 +15,7 @@
 namespace ddp {
 namespace {
 
-// ---- The README's example ("Communication hooks"), compiled here ----
+// ---- docs/backends.md's example ("Communication hooks"), compiled here ----
 // Counts buckets and all-reduces each in float32; a continuation runs as the all-reduce completes.
 class CountingHook : public CommHook {
  public:
@@ -33,7 +33,7 @@ class CountingHook : public CommHook {
 
   std::atomic<int> launched{0}, reduced{0}, iterations{0};
 };
-// ---- end of the README's example ----
+// ---- end of docs/backends.md's example ----
 
 // Records what the hook sees, then all-reduces plainly.
 class RecordingHook : public AllReduceHook {

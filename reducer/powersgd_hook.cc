@@ -107,7 +107,7 @@ void ComputeLocalQ(BucketPlan& plan) {
   for (Matrix& matrix : plan.matrices) {
     matrix.p = OrthogonalizeColumns(Slice(plan.stage1, matrix.p_offset, matrix.n * matrix.r, {matrix.n, matrix.r}));
     // Q = M^T P computed as (P^T M)^T: transposing the small P and the r x m product, not the n x m M
-    // (a strided copy of M cost more than all the matmuls together).
+    // (a strided copy of M costs more than all the matmuls together).
     const Tensor pt_m = Matmul(Contiguous(Transpose(matrix.p, 0, 1)), matrix.input);
     qs.push_back(Reshape(Contiguous(Transpose(pt_m, 0, 1)), {matrix.m * matrix.r}));
   }

@@ -1,4 +1,4 @@
-// ddp_sim: predict DDP step times before running (issue 16). Subcommands:
+// ddp_sim: predict DDP step times before running. Subcommands:
 //
 //   ddp_sim fit --bench=allreduce.jsonl --out=link.json [--impl=ours] [--backend=gloo]
 //       fits t(n) = alpha + beta n per world size to `bench/allreduce --format=json` rows and saves it with

@@ -1,6 +1,6 @@
 // The communication side of the DDP cost model: what one all-reduce of n bytes costs on a cluster, under
 // the ring, tree and hierarchical algorithms, and the fit of a measured all-reduce curve
-// t(n) = alpha + beta * n. Pure functions, tested without processes (CONVENTIONS 6).
+// t(n) = alpha + beta * n. Pure functions, tested without processes.
 //
 // Note [Link model]
 // A link moves one message of n bytes in alpha + n * beta seconds (alpha: per-message latency; beta:

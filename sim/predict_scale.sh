@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scaling predictions of issue 16 item 5 (BENCHMARKS.md "Predicted scaling"), from the simulator only:
+# The scaling predictions of BENCHMARKS.md, section Predicted scaling, from the simulator only:
 #   scale_cnn.md       the cnn's measured compute profile (results/sim/profile_cnn.json, from bench/validate_sim.sh)
 #   scale_mlp100m.md   a synthetic 100.7 M-parameter MLP (six 4096x4096 layers), batch 64 per rank, on a
 #                      device sustaining 10 TFLOP/s with 900 GB/s memory

@@ -1,6 +1,6 @@
 // The DDP step simulator: predicts one training step's time, communication and exposed communication
 // from a compute profile (when each gradient becomes ready) and a link model, by replaying the Reducer's
-// schedule. A pure function (CONVENTIONS 6), tested on hand-computed schedules.
+// schedule. A pure function, tested on hand-computed schedules.
 //
 // Note [Simulated schedule]
 // The simulator follows the Reducer (Note [Reducer flow] in reducer/reducer.h) step by step:
@@ -23,9 +23,9 @@
 //      this (average) rank's: that rank then waits and its core is free, and every rank's communication
 //      thread runs there while the others still compute. One bucket launched during backward thus gets a
 //      head start of about twice the straggler wait over the no_overlap schedule; with no jitter, or one
-//      rank, it is that schedule. (Seen in a 2-rank cnn trace over a 1 Gbit/s namespace link under chrt -f
-//      5: the first bucket's all-reduce started at rank 0's own end of backward in the steps where rank 0
-//      finished first, and 0.3-7.7 ms before it in the others; BENCHMARKS.md, "The freed core".)
+//      rank, it is that schedule. (A 2-rank cnn trace over a 1 Gbit/s namespace link under chrt -f 5
+//      shows it: the first bucket's all-reduce starts at rank 0's own end of backward in the steps where
+//      rank 0 finishes first, and before it in the others.)
 //      Until the slowest rank ends backward (StragglerDelay(step_jitter_s, p, 1) after this rank) every
 //      rank's communication shares that one core: an all-reduce progresses at the speed of
 //      shared_core_link (what bench/allreduce measures with both ranks pinned to one core), then at the
@@ -131,8 +131,9 @@ struct CapChoice {
 };
 
 // The share of a step a cap setting must be predicted to save before a chooser moves off the current caps:
-// the simulator's median error against measured sweeps is a few percent (README "Predicting scale"), so a
-// smaller predicted gain is inside the model's error. --bucket_cap_mb=auto and `ddp_sim validate` use it.
+// the simulator's median error against measured sweeps is a few percent (BENCHMARKS.md, section Simulator
+// validation), so a smaller predicted gain is inside the model's error. --bucket_cap_mb=auto and `ddp_sim
+// validate` use it.
 inline constexpr double kMinPredictedGain = 0.03;
 
 // Simulates `options` once per entry of `candidates` (options.caps replaced) and returns the one with the

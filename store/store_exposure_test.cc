@@ -39,7 +39,7 @@ TEST(StoreExposureTest, ListensOnMasterAddrWhenThisHostOwnsIt) {
   EXPECT_EQ(StoreListenHost("127.0.0.1"), "127.0.0.1");  // loopback stays loopback
   EXPECT_TRUE(IsLoopbackHost(StoreListenHost("localhost")));
   EXPECT_EQ(StoreListenHost("0.0.0.0"), "0.0.0.0");
-  // Not an address of this host (TEST-NET-2), or no address at all: every interface, as before.
+  // Not an address of this host (TEST-NET-2), or no address at all: every interface.
   EXPECT_EQ(StoreListenHost("198.51.100.7"), "0.0.0.0");
   EXPECT_EQ(StoreListenHost("no-such-host.invalid"), "0.0.0.0");
   const std::string own = OwnNonLoopbackAddress();

@@ -1,6 +1,7 @@
 // Single-precision GEMM on the CPU through oneDNN's dnnl_sgemm, which picks its kernels from the CPU's
 // instruction sets (AVX-512 / AVX2) at run time; Debian's OpenBLAS 0.3.21 falls back to a generic kernel
-// on CPUs it does not recognise (shared/FACTS.md: 5-8x slower here), so the choice holds on any x86 CPU.
+// on CPUs it does not recognise (several times slower than dnnl_sgemm on one core), so the choice holds
+// on any x86 CPU.
 #ifndef DDP_TENSOR_CPU_GEMM_H_
 #define DDP_TENSOR_CPU_GEMM_H_
 

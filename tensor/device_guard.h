@@ -7,7 +7,7 @@
 namespace ddp {
 
 // Aborts naming `op` unless every defined input is a float32 CPU tensor. CUDA kernels dispatch before
-// this check when --config=cuda links them (tensor/cuda/, the CUDA issue).
+// this check when --config=cuda links them (tensor/cuda/).
 inline void RequireCpuFloat(const char* op, std::initializer_list<const Tensor*> inputs) {
   for (const Tensor* t : inputs) {
     if (t == nullptr || !t->defined()) continue;

@@ -125,14 +125,13 @@ void MaxPoolRow2x2(const float* r0, const float* r1, int64_t ow, int32_t w, int3
 }
 
 // Note [Pooling rows that overrun]
-// AMD's cores run masked stores as microcode (about 18 cycles each here), and the MNIST cnn's pooled rows
-// are 14 and 7 outputs wide, so most 8-wide blocks are a row's last: masked, they took most of the 2x2
-// forward's time (its share of the cnn's CPU samples fell 40-50% without them, BENCHMARKS.md). A row
-// instead computes its last block whole when the plane holds enough after the row for what the block
-// reads and writes past it (at most 8 outputs, 16 input values): those writes land in later rows of the
-// same plane, which are written after (in order), and the reads only feed the lanes written there. Only a
-// plane's last rows keep masked loads and stores, so nothing is read or written outside the plane, and
-// planes that other threads write are never touched.
+// AMD's cores run masked stores as microcode (many cycles each), and the MNIST cnn's pooled rows are 14
+// and 7 outputs wide, so most 8-wide blocks are a row's last: masked, they would take most of the 2x2
+// forward's time. A row instead computes its last block whole when the plane holds enough after the row
+// for what the block reads and writes past it (at most 8 outputs, 16 input values): those writes land in
+// later rows of the same plane, which are written after (in order), and the reads only feed the lanes
+// written there. Only a plane's last rows keep masked loads and stores, so nothing is read or written
+// outside the plane, and planes that other threads write are never touched.
 
 // Whether a row block that reads `in_after` floats past its input rows' end and writes `out_after`
 // outputs past its output row's end stays inside the plane, given what follows the row in the plane.

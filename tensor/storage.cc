@@ -20,7 +20,7 @@ constexpr size_t kAlignment = 64;
 // every step. glibc's defaults serve blocks above 128 KiB (adaptively up to 32 MiB) with fresh mmap
 // calls and trim freed memory back to the OS, so every step pays page faults for memory it just gave
 // back. Raising both thresholds once makes freed blocks stay in the heap and be reused, which is what a
-// caching allocator would give, without one. Measured: about 10% of a cnn step (BENCHMARKS.md).
+// caching allocator would give, without one: about a tenth of a cnn step.
 class CpuAllocator : public Allocator {
  public:
   CpuAllocator() {

@@ -1,5 +1,6 @@
 // For tests: runs a function as `world` ranks, each a thread with its own ProcessGroupGloo over one
-// shared in-memory store and real TCP over loopback (CONVENTIONS.md 8: multi-rank tests in one process).
+// shared in-memory store and real TCP over loopback, so multi-rank tests run in one process without a
+// launcher.
 #ifndef DDP_TESTING_RUN_RANKS_H_
 #define DDP_TESTING_RUN_RANKS_H_
 

@@ -205,8 +205,8 @@ TEST(CollectivesProcessFailureTest, SigkilledRankFailsTheSurvivorsCollective) {
 }
 
 // The same without the worker's own SIGPIPE workaround: libgloo 0.5 writes with writev, so a survivor
-// that writes to the dead rank's socket used to be killed by SIGPIPE (exit 141, no error printed) in one
-// run in 4 to 12. InitProcessGroup / ProcessGroupGloo::Create now ignore SIGPIPE themselves.
+// that writes to the dead rank's socket is killed by SIGPIPE (exit 141, no error printed) unless SIGPIPE
+// is ignored, which InitProcessGroup / ProcessGroupGloo::Create do themselves.
 TEST(CollectivesProcessFailureTest, SurvivorsReportWithTheDefaultSigpipeAction) {
   ExpectSurvivorsReportTheDeadRank({"--ignore_sigpipe=false"});
 }

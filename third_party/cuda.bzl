@@ -1,7 +1,8 @@
 """cuda_library: compiles .cu files with nvcc (one genrule per file) into position-independent objects
 and wraps them in a cc_library. Only targets reached through --config=cuda (the //tensor/cuda:enabled
 config_setting) should depend on it; the generated targets are tagged `manual` so that a plain
-`bazel build //...` never runs nvcc (FACTS.md: genrule + `nvcc -c -Xcompiler -fPIC` -> .pic.o)."""
+`bazel build //...` never runs nvcc. Each genrule runs `nvcc -c -Xcompiler -fPIC` into a .pic.o, which a
+cc_library's srcs link like any object."""
 
 NVCC = "/usr/local/cuda/bin/nvcc"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The device check of the CUDA backend (issue 7), in two halves:
+# The device check of the CUDA backend, in two halves:
 #
 #   tools/gpu_check.sh bundle        (here: Bazel, no GPU) builds --config=cuda and gathers the CUDA test
 #                                    binaries, the GPU benchmark, train/train, the non-CUDA shared

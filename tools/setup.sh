@@ -10,7 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   libdnnl-dev            # oneDNN sgemm: CPU GEMM that picks kernels from the CPU's instruction sets
-  libopenblas-dev        # the BLAS the foundation issue names; oneDNN is faster here (BENCHMARKS.md)
+  libopenblas-dev        # a reference BLAS (@system//:openblas); GEMM runs on oneDNN (tensor/cpu_gemm.h)
   libgloo-dev            # Gloo collectives over TCP (comm/)
   zlib1g-dev             # gzip IDX files
   nlohmann-json3-dev     # safetensors headers

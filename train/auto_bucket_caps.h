@@ -1,4 +1,4 @@
-// --bucket_cap_mb=auto (issue 16 item 6): DDP measures its own first iterations, the step simulator
+// --bucket_cap_mb=auto: DDP measures its own first iterations, the step simulator
 // (sim/step_simulator.h) picks the bucket caps on rank 0, and every rank rebuilds its buckets once more.
 //
 // Note [Auto bucket caps]
@@ -21,11 +21,11 @@
 //   3. Choose. Rank 0 simulates every candidate (first cap x cap, the current caps first so that a tie
 //      keeps them) with ChooseCaps; the winner replaces the current caps only if it is predicted to save
 //      at least `min_predicted_gain` (3%) of a step: the simulator's median error against measured
-//      sweeps is 1.0-5.4% (README "Predicting scale"), and on a 1 Gbit link on two busy cores choices
-//      predicted to save 1% ran slower. Rank 0 broadcasts the choice; every rank calls Rebucket with it
-//      unless it keeps the caps (then the buckets stay as they are). Rank 0 prints the choice with its
-//      predicted step time, and after `report_steps` more iterations (the first after the choice left
-//      out) the step time measured under it.
+//      sweeps is a few percent (BENCHMARKS.md, section Simulator validation), and on a 1 Gbit link on two
+//      busy cores choices predicted to save 1% run slower. Rank 0 broadcasts the choice; every rank calls
+//      Rebucket with it unless it keeps the caps (then the buckets stay as they are). Rank 0 prints the
+//      choice with its predicted step time, and after `report_steps` more iterations (the first after the
+//      choice left out) the step time measured under it.
 //   4. Resume. Checkpoints record the choice once made (AutoBucketCapsRecord, train/auto_bucket_caps_record.h,
 //      a named extra-state entry of the checkpoint: the caps, the
 //      world size and backend they were chosen for, the predicted and measured step times). A run resumed

@@ -1,4 +1,4 @@
-// --bucket_cap_mb=auto end to end on loopback (issue 16 item 6): train/train on 2 ranks over Gloo
+// --bucket_cap_mb=auto end to end on loopback: train/train on 2 ranks over Gloo
 // measures, prints its choice and then the measured step time, finishes, and trains exactly the model a
 // run with the chosen caps fixed from the start trains (at two ranks the sum of two gradients does not
 // depend on the bucket layout, so the weights must be bit-identical). Checkpoints keep the choice: a

@@ -51,8 +51,8 @@ TEST(DdpContractTest, DesyncCheckAcceptsBatchNormStatistics) {
   EXPECT_THAT(output, HasSubstr("final test_acc"));
 }
 
-// Ranks started with different bucket caps used to crash inside Gloo (exit 134) or to reduce buffers of
-// different sizes against each other; DDP's wrap-time check names the setting and both values.
+// Ranks started with different bucket caps must not crash inside Gloo (exit 134) or reduce buffers of
+// different sizes against each other: DDP's wrap-time check names the setting and both values.
 TEST(DdpContractTest, MismatchedBucketCapsAreNamedAtWrapTime) {
   std::string output;
   EXPECT_NE(RunShell(DdprunPerRank(2, "--model=mlp --max_steps=3", "--bucket_cap_mb=25", "--bucket_cap_mb=0"),
@@ -62,7 +62,7 @@ TEST(DdpContractTest, MismatchedBucketCapsAreNamedAtWrapTime) {
   EXPECT_THAT(output, Not(HasSubstr("terminate")));
 }
 
-// Different batch sizes used to run until the epoch ended, then crash; now the first epoch names the flag.
+// Different batch sizes must not run until the epoch ends and then crash: the first epoch names the flag.
 TEST(DdpContractTest, MismatchedBatchSizesAreNamedBeforeTraining) {
   std::string output;
   EXPECT_NE(RunShell(DdprunPerRank(2, "--model=mlp --max_steps=3", "--batch_size=64", "--batch_size=48"), &output),

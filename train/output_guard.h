@@ -1,4 +1,4 @@
-// Nothing overwritten, nothing lost at the end (issue 13 item 4): the checks train/train makes before
+// Nothing overwritten, nothing lost at the end: the checks train/train makes before
 // its first step, so that a bad output path, a checkpoint directory that already holds another run's
 // checkpoints, or images the model cannot take fail at once, instead of after the run with its work
 // lost. The trainer calls them on the rank that writes each output (rank 0 under DDP, through

@@ -1,4 +1,4 @@
-// Nothing overwritten, nothing lost at the end (issue 13 item 4), train/train as a process: --resume
+// Nothing overwritten, nothing lost at the end, train/train as a process: --resume
 // finds the newest complete step when dir/latest is missing; a run refuses to overwrite checkpoints
 // unless told to; every output path is probed before the first step (every rank fails at once, with the
 // errno text, leaving no probe file behind); --eval_only writes --metrics_out; images the model cannot
@@ -73,8 +73,8 @@ std::string DataDirWithTestSet(const std::string& name, uint32_t count, uint32_t
   return dir;
 }
 
-// The bug: with dir/latest gone, --resume said "no checkpoint ... starting fresh" and overwrote the
-// complete steps. Now it scans, says which step it took, and continues from it.
+// With dir/latest gone, --resume must not say "no checkpoint ... starting fresh" and overwrite the
+// complete steps: it scans, says which step it took, and continues from it.
 TEST(OutputsTest, ResumeScansForTheNewestStepWhenLatestIsMissing) {
   const std::string dir = FreshDir("scan_checkpoints");
   std::string output;
@@ -175,7 +175,7 @@ std::string TestAcc(const std::string& line) {
   return line.substr(at, line.find(',', at) - at);
 }
 
-// --eval_only used to ignore --metrics_out.
+// --eval_only must not ignore --metrics_out.
 TEST(OutputsTest, EvalOnlyWritesOneMetricsLine) {
   const std::string dir = FreshDir("eval_only_metrics");
   std::string output;
@@ -196,7 +196,8 @@ TEST(OutputsTest, EvalOnlyWritesOneMetricsLine) {
   EXPECT_TRUE(Has(second, "\"samples\": 10000, \"world_size\": 2}\n")) << metrics;
 }
 
-// 14x56 images used to train the cnn a whole epoch and then abort in evaluation, saving nothing.
+// 14x56 images fail at start-up, not after training the cnn a whole epoch and aborting in evaluation with
+// nothing saved.
 TEST(OutputsTest, ImagesTheModelCannotTakeFailAtStartUp) {
   const std::string data = DataDirWithTestSet("data_14x56", 20, 14, 56);
   std::string output;
@@ -210,7 +211,8 @@ TEST(OutputsTest, ImagesTheModelCannotTakeFailAtStartUp) {
   EXPECT_TRUE(Has(output, "the test set's images are [1, 14, 56] but --model=mlp takes [1, 28, 28]")) << output;
 }
 
-// A resume with nothing left to train used to print "final test_acc 0.0000" without evaluating.
+// A resume with nothing left to train evaluates, instead of printing "final test_acc 0.0000" without
+// evaluating.
 TEST(OutputsTest, ResumeWithNothingLeftToTrainEvaluates) {
   const std::string dir = FreshDir("nothing_left");
   std::string output;
@@ -227,7 +229,7 @@ TEST(OutputsTest, ResumeWithNothingLeftToTrainEvaluates) {
   EXPECT_TRUE(Has(output, trained)) << "the same weights, the same evaluation: " << trained << "\n" << output;
 }
 
-// An empty test set used to report accuracy 0.
+// An empty test set says there is nothing to evaluate, instead of reporting accuracy 0.
 TEST(OutputsTest, EmptyTestSetSaysThereIsNothingToEvaluate) {
   const std::string data = DataDirWithTestSet("data_empty_test", 0, 28, 28);
   const std::string metrics = TempPath("empty_test_metrics.jsonl");
@@ -251,7 +253,8 @@ TEST(OutputsTest, EmptyTestSetSaysThereIsNothingToEvaluate) {
   EXPECT_TRUE(Has(output, "--eval_only: the test set in " + data + " is empty: nothing to evaluate")) << output;
 }
 
-// --threads=100000 used to segfault inside libgomp; ddprun would try to fork 100000 workers.
+// --threads=100000 is refused instead of segfaulting inside libgomp, and ddprun's --nproc_per_node=100000
+// instead of trying to fork 100000 workers.
 TEST(OutputsTest, ThreadAndWorkerCountsAreBounded) {
   std::string output;
   EXPECT_EQ(RunCommand(Train() + " --threads=100000", &output), 2) << output;

@@ -1,7 +1,7 @@
 // StopAgreement: after a SIGTERM (preemption by Slurm, Kubernetes or ddprun), every rank of train/train
 // stops after the same step, so a checkpoint of that step can be written collectively and `--resume`
 // continues as if nothing happened. Ranks receive the signal at slightly different moments; left alone
-// they stopped one step apart and the one still training reported a lost peer.
+// they would stop one step apart and the one still training would report a lost peer.
 //
 // Note [Stop agreement]: each rank's request (train/graceful_stop.h) is sampled before the step's
 // forward passes and the ranks combine their requests in one exchange per step; a request seen by any

@@ -16,7 +16,7 @@
 namespace ddp {
 
 // Everything train/train's flags set: one field per row of train/train_flags.def, named as the
-// flag, with its default (the documented hyper-parameters, README). Plain data; copy freely.
+// flag, with its default (the documented hyper-parameters, docs/train.md). Plain data; copy freely.
 struct TrainConfig {
 #define DDP_TRAIN_FLAG(type, name, default_value, rule, help) type name = default_value;
 #include "train/train_flags.def"

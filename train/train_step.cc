@@ -111,8 +111,8 @@ double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps)
 namespace {
 
 // Note [Train settings agreement]: what every rank of train/train must share beyond DDP's own
-// settings (which DDP checks at wrap time). Ranks started by hand with different flags used to train
-// until an epoch ended and then crash; one exchange per epoch names the flag instead. Without --join the
+// settings (which DDP checks at wrap time). Ranks started by hand with different flags would otherwise
+// train until an epoch ended and then crash; one exchange per epoch names the flag instead. Without --join the
 // planned step count must agree too: a rank with fewer batches would leave the others waiting.
 absl::Status CheckTrainSettingsAgree(const TrainState& state, int64_t planned_steps) {
   const TrainConfig& c = state.config;

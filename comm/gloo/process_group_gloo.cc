@@ -101,9 +101,9 @@ constexpr char kFailedCallKeyPrefix[] = "gloo/failed_call/";
 // Reducer launches buckets from gradient hooks and must not block). But when the caller then Waits, the
 // collective costs two thread hand-offs on top of Gloo's own: waking the worker for it and waking the
 // waiter at its end. On a 2-core machine, with both ranks' main, worker and Gloo loop threads sharing the
-// cores, each hand-off is a scheduling delay: measured in 2-rank mlp training (BENCHMARKS.md, "Gloo
-// inside training"), ~40-50 us each at real-time priority, and at normal priority on a busy machine
-// 0.1-0.3 ms on average with a tail of a scheduler tick (4 ms here) and more. So a thread that Waits on
+// cores, each hand-off is a scheduling delay (BENCHMARKS.md, section Gloo inside training): tens of
+// microseconds at real-time priority, and at normal priority on a busy machine often a scheduler tick
+// (4 ms) or more. So a thread that Waits on
 // a Work still queued, next in line and with nothing running (the worker has not picked it up yet),
 // takes the queue's turn and runs the collective itself (WorkQueue::RunIfNext), exactly as the worker
 // would: same tag, same timeout, same failure path; the worker and later collectives wait behind it, so
@@ -111,7 +111,7 @@ constexpr char kFailedCallKeyPrefix[] = "gloo/failed_call/";
 // moved to where blocking is harmless: only a thread that blocks for this very collective runs it, so
 // overlap is never lost, and a Wait with less than the group's timeout never runs it (a Gloo call may
 // block for the whole group timeout). A Work behind another task, or already running, is waited for as
-// before. Gloo's own hand-offs (its device loop thread reads every message and wakes the calling thread)
+// usual. Gloo's own hand-offs (its device loop thread reads every message and wakes the calling thread)
 // remain: Pair::setSync would move the reads to the calling thread, but gloo::allreduce's unbound
 // buffers are served by the loop thread only.
 class GlooWork final : public AsyncWork {

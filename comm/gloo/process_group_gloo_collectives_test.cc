@@ -254,7 +254,7 @@ TEST(NewGroupTest, RejectsBadRankLists) {
   EXPECT_EQ(NewGlooSubgroup(store, 0, 2, {0, 0}, 0, {}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// DDP_DEBUG=detail forwards the new collectives, and compares the collective ones first.
+// DDP_DEBUG=detail forwards these collectives, and compares the collective ones first.
 TEST(GlooDebugWrapperTest, ForwardsTheNewCollectivesAndCatchesADifferentRoot) {
   RunRanks(2, [&](int rank, ProcessGroup& inner) {
     ProcessGroupDebug group(&inner);
@@ -305,7 +305,7 @@ TEST(GlooPointToPointTest, MismatchedSizesFailAtTheTimeoutNamingCallAndPeer) {
   for (auto& t : threads) t.join();
 }
 
-// A backend without the new collectives: the interface's defaults fail them, naming call and backend.
+// A backend without these collectives: the interface's defaults fail them, naming call and backend.
 class OldBackend : public ProcessGroup {
  public:
   int rank() const override { return 0; }

@@ -194,8 +194,8 @@ std::vector<absl::Status> CreateWithWorldSizes(const std::vector<int>& sizes, ab
   return statuses;
 }
 
-// WORLD_SIZE 2 on rank 0 and 3 on rank 1 made Gloo fail with "enforce fail at address.cc:45 ... 136 vs
-// 272"; now the rank that disagrees fails at once naming both values, and the rank left waiting says
+// WORLD_SIZE 2 on rank 0 and 3 on rank 1 must not fail deep in Gloo ("enforce fail at address.cc:45 ...
+// 136 vs 272"): the rank that disagrees fails at once naming both values, and the rank left waiting says
 // why its peer never joined.
 TEST(GlooFailureTest, DifferentWorldSizesAreNamed) {
   const absl::Time start = absl::Now();
@@ -232,9 +232,9 @@ std::vector<absl::Status> CallOnTwoRanks(absl::Duration timeout,
   return statuses;
 }
 
-// Rank 0 all-reduces 1000 floats while rank 1 all-reduces 3 (as DDP with different bucket caps did).
-// Gloo used to throw gloo::EnforceNotMet ("op.preamble.length <= op.nbytes") on its event-loop thread:
-// std::terminate. Now both ranks fail within the timeout with a Status naming the collective and what
+// Rank 0 all-reduces 1000 floats while rank 1 all-reduces 3 (as DDP with different bucket caps would).
+// Gloo must not throw gloo::EnforceNotMet ("op.preamble.length <= op.nbytes") on its event-loop thread
+// (std::terminate): both ranks fail within the timeout with a Status naming the collective and what
 // each rank called (Note [Collective tags]).
 TEST(GlooFailureTest, RanksCallingDifferentCollectivesFailNamingThem) {
   const absl::Time start = absl::Now();
@@ -256,7 +256,7 @@ TEST(GlooFailureTest, RanksCallingDifferentCollectivesFailNamingThem) {
       << statuses[0];
 }
 
-// Different reduce ops (or dtypes of one size) used to be reduced against each other silently; they now
+// Different reduce ops (or dtypes of one size) must not be reduced against each other silently; they
 // fail like a size mismatch.
 TEST(GlooFailureTest, DifferentReduceOpsAreNotReducedTogether) {
   std::vector<absl::Status> statuses = CallOnTwoRanks(absl::Seconds(1), [](int rank, ProcessGroup& group) {

@@ -26,7 +26,7 @@
 // inside MPI calls, so the poll spins for options.spin_before_yield, then yields the core between polls,
 // and sleeps 50 us between polls once a wait passed options.yield_before_sleep (a rank still computing
 // while the others wait). Sleeping earlier would starve a large collective of progress: a 64 MiB
-// all-reduce needs thousands of progress calls, and sleeping after 50 ms made it 3x slower.
+// all-reduce needs thousands of progress calls, and sleeping after 50 ms makes it 3x slower.
 // Works complete in issue order because one worker runs one collective at a time (comm/work_queue.h).
 // MPI_Finalize runs from an atexit handler registered by the first Create (only when this library
 // initialised MPI; a program that called MPI_Init itself finalises itself).
@@ -111,9 +111,9 @@ absl::Status EnsureMpiInitialized() {
   MPI_Initialized(&initialized);
   int provided = MPI_THREAD_SINGLE;
   if (!initialized) {
-    // Note [Non-blocking all-reduce algorithm]: OpenMPI's default choice for MPI_Iallreduce (libnbc) ran
+    // Note [Non-blocking all-reduce algorithm]: OpenMPI's default choice for MPI_Iallreduce (libnbc) runs
     // 2-4x slower than the blocking MPI_Allreduce at 1-64 MiB on 2 ranks; Rabenseifner's algorithm (3)
-    // matched it up to 16 MiB (BENCHMARKS.md, "MPI backend"). A value the user set is kept.
+    // matches it up to 16 MiB (BENCHMARKS.md, "Gloo and MPI backends"). A value the user set is kept.
     setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", /*overwrite=*/0);
     const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
     if (rc != MPI_SUCCESS) {

@@ -4,7 +4,7 @@
 // Note [Stuck MPI operations] in comm/mpi/process_group_mpi.cc.
 //
 // Running as root: OpenMPI refuses unless OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-// are set in mpirun's environment (tests/mpi_collectives_test.sh, README "Backends"); this library never
+// are set in mpirun's environment (tests/mpi_collectives_test.sh, docs/backends.md); this library never
 // sets them.
 #ifndef DDP_COMM_MPI_PROCESS_GROUP_MPI_H_
 #define DDP_COMM_MPI_PROCESS_GROUP_MPI_H_

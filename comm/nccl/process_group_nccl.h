@@ -13,7 +13,8 @@
 // naming the collective (Note [Collective watchdog], comm/collective_watchdog.h). After an abort or an
 // asynchronous NCCL error every later collective of the group fails at once.
 //
-// NCCL refuses two ranks on one GPU (shared/FACTS.md), so on a one-GPU machine only world size 1 runs.
+// NCCL refuses two ranks on one GPU ("Duplicate GPU detected"), so on a one-GPU machine only world size 1
+// runs.
 #ifndef DDP_COMM_NCCL_PROCESS_GROUP_NCCL_H_
 #define DDP_COMM_NCCL_PROCESS_GROUP_NCCL_H_
 

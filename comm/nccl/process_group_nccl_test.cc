@@ -1,4 +1,4 @@
-// ProcessGroupNccl at world size 1 (NCCL refuses two ranks on one GPU, shared/FACTS.md): the collectives'
+// ProcessGroupNccl at world size 1 (NCCL refuses two ranks on one GPU): the collectives'
 // results, stream ordering, host staging. DDP over NCCL is tested in tests/nccl_ddp_test.cc. Skips with a
 // printed reason where there is no GPU (or in builds without --config=cuda).
 #include <cstdio>

@@ -27,10 +27,10 @@ char* Bytes(const Tensor& t) { return static_cast<char*>(t.raw_data()); }
 
 // A Work whose description, "<name> #<sequence> of <payload> on rank <r>/<size> (shm)", is formatted
 // only when asked for (an error, a timeout): a 4-byte all-reduce takes about a microsecond, and
-// formatting and allocating the strings on every call was a noticeable part of it. An all-reduce keeps
+// formatting and allocating the strings on every call would be a noticeable part of it. An all-reduce keeps
 // only its op, count and dtype; other collectives their name and payload text. A queued Work's waiter
 // runs it when it is next and nothing runs (Note [Waiter runs the work] in comm/gloo/process_group_gloo.cc):
-// blocking is harmless there, and it saves the two thread hand-offs (~12 µs a call here). A thread in
+// blocking is harmless there, and it saves the two thread hand-offs (microseconds a call). A thread in
 // Wait counts itself in the channel's ShmWaiters, so the group's waits spin instead of sleeping while
 // it is blocked (Note [Spinning while the process waits] in comm/shm/shm_channel.cc).
 class ShmWork final : public AsyncWork {
@@ -229,7 +229,7 @@ absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, co
 
 // Note [Zero-copy all-reduce]
 // A large all-reduce (Note [Shared-memory protocol]) copies each rank's input into its slot so that the
-// peers can read it: for DDP's buckets that copy was a third of the all-reduce's memory traffic, on the
+// peers can read it: for DDP's buckets that copy is a third of the all-reduce's memory traffic, on the
 // cores that also run the backward pass. A tensor from NewCommBuffer lives in this rank's ShmHeap (a
 // memfd every peer maps, comm/shm/shm_heap.h), so the rank publishes the input's heap offset with the step
 // (ShmChannel::PublishInput) instead of copying it, and the peers read it in place:
@@ -240,7 +240,7 @@ absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, co
 //   * rank r's Work completes only once every peer posted kDone for the step (phase 3 -> 4): until then a
 //     peer may still gather slice r, and the caller may overwrite the tensor as soon as the Work is done.
 // The choice is each rank's, per chunk (a rank whose tensor is not in its heap copies into its slot as
-// before; readers follow what each rank published), so ranks that mix heap and ordinary tensors still
+// usual; readers follow what each rank published), so ranks that mix heap and ordinary tensors still
 // agree. Chunks below options.zero_copy_min_bytes keep the copy: it is cheaper than the final wait.
 
 // Note [Pushing the reduced slices]
@@ -250,8 +250,8 @@ absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, co
 // each tensor and writes only slice r, so no two ranks touch the same bytes; r posts kReduced and kDone
 // at once, and its Work completes when every peer posted kDone, i.e. finished writing into r's tensor.
 // Each rank then reads the peers' inputs once and writes its slice once per peer, where the gather read
-// every peer's slice again after a second hand-off. Measured with the floor program (bench/shm_floor.h)
-// at world 2: 1-4 MiB in 0.45-0.75x the gather's time (BENCHMARKS.md, thirteenth session).
+// every peer's slice again after a second hand-off. BENCHMARKS.md (section All-reduce at world 2 and
+// zero-copy buckets) has the times beside those of the floor program (bench/shm_floor.h).
 
 absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, bool blocking, const Call& call) {
   const size_t element = ElementSize(c.dtype);

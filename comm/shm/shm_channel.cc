@@ -72,8 +72,8 @@
 // is blocked, a wait spins for spin_while_waited (5 ms) before it sleeps, and a wait already asleep is
 // woken (ShmWaiters::Begin wakes the futex word it sleeps on) to spin. A wait spins long at most once; a
 // Begin that races with the waiter falling asleep may be missed, and that wait then sleeps until the
-// peer's Post, as before. Groups with more ranks than the host has CPUs never spin long (ranks share
-// cores, and a spinning rank would hold up the peer it waits for).
+// peer's Post, as without the waiter. Groups with more ranks than the host has CPUs never spin long
+// (ranks share cores, and a spinning rank would hold up the peer it waits for).
 //
 // Segments never leak: each is created with shm_open under a random name, and its owner unlinks the
 // name as soon as every rank has mapped every segment (or when Create fails), before any collective
