@@ -26,9 +26,9 @@
 //      Rebucket with it unless it keeps the caps (then the buckets stay as they are). Rank 0 prints the
 //      choice with its predicted step time, and after `report_steps` more iterations (the first after the
 //      choice left out) the step time measured under it.
-//   4. Resume. Checkpoints record the choice once made (AutoBucketCapsRecord, train/auto_bucket_caps_record.h,
-//      a named extra-state entry of the checkpoint: the caps, the
-//      world size and backend they were chosen for, the predicted and measured step times). A run resumed
+//   4. Resume. Checkpoints record the choice once made as a named extra-state entry (AutoBucketCapsRecord,
+//      train/auto_bucket_caps_record.h: the caps, the world size and backend they were chosen for, the
+//      predicted and measured step times). A run resumed
 //      with --bucket_cap_mb=auto hands the record to ResumeFrom before its first forward, right after the
 //      saved bucket order is restored: rank 0 reads it and broadcasts what to do, so the ranks agree
 //      whatever their files say. A choice made for the same world size and backend is applied through the
