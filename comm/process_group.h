@@ -1,7 +1,9 @@
 // ProcessGroup: the collective-communication interface the Reducer and DDP talk through. START HERE
-// for comm/. Backends: ProcessGroupGloo (CPU tensors over TCP, comm/gloo/process_group_gloo.h) and
-// ProcessGroupNccl (CUDA tensors, --config=cuda). InitProcessGroup (comm/init.h) builds one from
-// torchrun-style environment variables.
+// for comm/. Backends: ProcessGroupGloo (CPU tensors over TCP, comm/gloo/process_group_gloo.h),
+// ProcessGroupShm, ProcessGroupMpi and ProcessGroupHierarchical, which share the argument checks, call
+// names and work queue of QueuedProcessGroup (comm/queued_process_group.h), and ProcessGroupNccl (CUDA
+// tensors, --config=cuda). InitProcessGroup (comm/init.h) builds one from torchrun-style environment
+// variables.
 //
 // Contract shared by every backend:
 //   * Every collective returns a Work handle at once; the operation runs asynchronously.
