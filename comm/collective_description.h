@@ -67,6 +67,59 @@ struct CollectiveSpec {
   std::string Signature() const;
 };
 
+// The factories are inline: the smallest collectives build a spec on every call.
+namespace collective_description_internal {
+inline CollectiveSpec Make(CollectiveKind kind, const Tensor* t, ReduceOp op, int root, int tag) {
+  CollectiveSpec spec;
+  spec.kind = kind;
+  spec.op = op;
+  spec.root = root;
+  spec.tag = tag;
+  if (t != nullptr) {
+    spec.numel = t->numel();
+    spec.dtype = t->dtype();
+  }
+  return spec;
+}
+}  // namespace collective_description_internal
+
+inline CollectiveSpec CollectiveSpec::AllReduce(const Tensor& t, ReduceOp op) {
+  return collective_description_internal::Make(CollectiveKind::kAllReduce, &t, op, -1, 0);
+}
+inline CollectiveSpec CollectiveSpec::Broadcast(const Tensor& t, int root) {
+  return collective_description_internal::Make(CollectiveKind::kBroadcast, &t, ReduceOp::kSum, root, 0);
+}
+inline CollectiveSpec CollectiveSpec::AllGather(const Tensor& input) {
+  return collective_description_internal::Make(CollectiveKind::kAllGather, &input, ReduceOp::kSum, -1, 0);
+}
+inline CollectiveSpec CollectiveSpec::ReduceScatter(const Tensor& output, ReduceOp op) {
+  return collective_description_internal::Make(CollectiveKind::kReduceScatter, &output, op, -1, 0);
+}
+inline CollectiveSpec CollectiveSpec::Reduce(const Tensor& t, int root, ReduceOp op) {
+  return collective_description_internal::Make(CollectiveKind::kReduce, &t, op, root, 0);
+}
+inline CollectiveSpec CollectiveSpec::Barrier() {
+  return collective_description_internal::Make(CollectiveKind::kBarrier, nullptr, ReduceOp::kSum, -1, 0);
+}
+inline CollectiveSpec CollectiveSpec::Gather(const Tensor& input, int root) {
+  return collective_description_internal::Make(CollectiveKind::kGather, &input, ReduceOp::kSum, root, 0);
+}
+inline CollectiveSpec CollectiveSpec::Scatter(const Tensor& output, int root) {
+  return collective_description_internal::Make(CollectiveKind::kScatter, &output, ReduceOp::kSum, root, 0);
+}
+inline CollectiveSpec CollectiveSpec::AllToAll(const Tensor& input) {
+  return collective_description_internal::Make(CollectiveKind::kAllToAll, &input, ReduceOp::kSum, -1, 0);
+}
+inline CollectiveSpec CollectiveSpec::Send(const Tensor& t, int dst, int tag) {
+  return collective_description_internal::Make(CollectiveKind::kSend, &t, ReduceOp::kSum, dst, tag);
+}
+inline CollectiveSpec CollectiveSpec::Recv(const Tensor& t, int src, int tag) {
+  return collective_description_internal::Make(CollectiveKind::kRecv, &t, ReduceOp::kSum, src, tag);
+}
+inline CollectiveSpec CollectiveSpec::MonitoredBarrier() {
+  return collective_description_internal::Make(CollectiveKind::kMonitoredBarrier, nullptr, ReduceOp::kSum, -1, 0);
+}
+
 // The sequence number of a call that takes none (Send, Recv; calls outside a group's issue order).
 inline constexpr uint64_t kUnnumbered = ~uint64_t{0};
 

@@ -4,10 +4,11 @@
 
 namespace ddp {
 
-void CheckCpuCollectiveTensor(const char* op, absl::string_view backend, const Tensor& t, absl::string_view hint) {
-  DDP_CHECK(t.device().is_cpu()) << op << " (" << backend << "): tensor on " << t.device().ToString() << "; the "
-                                 << backend << " backend takes CPU tensors" << hint;
-  DDP_CHECK(t.is_contiguous()) << op << " (" << backend << "): tensor must be contiguous";
+void CheckCpuCollectiveTensor(CollectiveKind kind, const char* backend, const Tensor& t, const char* hint) {
+  DDP_CHECK(t.device().is_cpu()) << CollectiveKindName(kind) << " (" << backend << "): tensor on "
+                                 << t.device().ToString() << "; the " << backend << " backend takes CPU tensors"
+                                 << hint;
+  DDP_CHECK(t.is_contiguous()) << CollectiveKindName(kind) << " (" << backend << "): tensor must be contiguous";
 }
 
 void CheckCollectiveList(const char* op, const char* what, const std::vector<Tensor>& list, size_t expected,

@@ -8,15 +8,15 @@
 #include <cstddef>
 #include <vector>
 
-#include "absl/strings/string_view.h"
+#include "comm/collective_description.h"
 #include "tensor/tensor.h"
 
 namespace ddp {
 
 // Aborts unless `t` is a contiguous CPU tensor: "<op> (<backend>): tensor on cuda:0; the <backend>
-// backend takes CPU tensors<hint>" or "<op> (<backend>): tensor must be contiguous".
-void CheckCpuCollectiveTensor(const char* op, absl::string_view backend, const Tensor& t,
-                              absl::string_view hint = "");
+// backend takes CPU tensors<hint>" or "<op> (<backend>): tensor must be contiguous", <op> the name of
+// `kind`. The text is built only on failure (this runs on every call of the smallest collectives).
+void CheckCpuCollectiveTensor(CollectiveKind kind, const char* backend, const Tensor& t, const char* hint = "");
 
 // Aborts unless `list` holds `expected` tensors, each with `like`'s element count and dtype:
 // "<op>: 3 <what> for a group of 2" or "<op>: <what> tensor [4] float32 does not match [3] float32".

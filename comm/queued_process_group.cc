@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
-#include "base/wall_clock.h"
 #include "comm/collective_tensors.h"
 
 namespace ddp {
@@ -49,7 +48,7 @@ QueuedProcessGroup::~QueuedProcessGroup() { StopQueue(); }
 void QueuedProcessGroup::StopQueue() { queue_->Stop(); }
 
 void QueuedProcessGroup::CheckTensor(CollectiveKind kind, const Tensor& t) const {
-  CheckCpuCollectiveTensor(CollectiveKindName(kind), options_.backend, t);
+  CheckCpuCollectiveTensor(kind, options_.backend, t);
 }
 
 std::shared_ptr<Work> QueuedProcessGroup::AllReduce(const Tensor& tensor, ReduceOp op) {
@@ -155,19 +154,14 @@ std::shared_ptr<Work> QueuedProcessGroup::IssueStarted(const CollectiveSpec& spe
   return work;
 }
 
-absl::Status QueuedProcessGroup::Guarded(const QueuedWork& work,
-                                         absl::FunctionRef<absl::Status(const RunningCall&)> body, bool blocking) {
-  if (!broken_.ok()) {
-    return absl::Status(broken_.code(), absl::StrCat(work.description(), " not run: the group failed before (",
-                                                     broken_.message(), ")"));
-  }
-  const RunningCall call{&work, blocking ? WallNow() + options_.timeout : absl::InfiniteFuture()};
-  absl::Status status = body(call);
-  if (!status.ok()) {
-    broken_ = status;
-    OnFailure(status);
-  }
-  return status;
+absl::Status QueuedProcessGroup::Refused(const QueuedWork& work) const {
+  return absl::Status(broken_.code(), absl::StrCat(work.description(), " not run: the group failed before (",
+                                                   broken_.message(), ")"));
+}
+
+void QueuedProcessGroup::Break(const absl::Status& failure) {
+  broken_ = failure;
+  OnFailure(failure);
 }
 
 std::shared_ptr<QueuedWork> QueuedProcessGroup::TryBeginInline(const CollectiveSpec& spec) {
@@ -177,10 +171,6 @@ std::shared_ptr<QueuedWork> QueuedProcessGroup::TryBeginInline(const CollectiveS
 }
 
 void QueuedProcessGroup::EndInline(std::shared_ptr<QueuedWork> work, Body rest) {
-  if (!rest) {
-    queue_->EndInline();
-    return;
-  }
   QueuedWork* raw = work.get();
   queue_->EndInline(std::move(work), [this, raw, rest = std::move(rest)] { return Guarded(*raw, rest); });
 }

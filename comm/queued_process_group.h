@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/wall_clock.h"
 #include "comm/async_work.h"
 #include "comm/collective_description.h"
 #include "comm/process_group.h"
@@ -159,20 +160,29 @@ class QueuedProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> IssueStarted(const CollectiveSpec& spec, absl::FunctionRef<Body()> start,
                                      QueuedIssueOptions options = QueuedIssueOptions());
 
-  // Runs `body` for `work` unless the group is broken; a failure breaks it (Note [Broken groups]).
-  // `blocking` false gives the body no deadline (and reads no clock): for attempts that never block.
+  // Runs `body` (absl::Status(const RunningCall&)) for `work` unless the group is broken; a failure
+  // breaks it (Note [Broken groups]). `blocking` false gives the body no deadline (and reads no clock):
+  // for attempts that never block. Inline, so that the shared-memory inline path pays no extra call.
   // REQUIRES: the caller holds the queue's turn (a queued body, or between TryBeginInline and EndInline).
-  absl::Status Guarded(const QueuedWork& work, absl::FunctionRef<absl::Status(const RunningCall&)> body,
-                       bool blocking = true);
+  template <typename BodyFn>
+  absl::Status Guarded(const QueuedWork& work, BodyFn&& body, bool blocking = true) {
+    if (!broken_.ok()) return Refused(work);
+    const RunningCall call{&work, blocking ? WallNow() + options_.timeout : absl::InfiniteFuture()};
+    absl::Status status = body(call);
+    if (!status.ok()) Break(status);
+    return status;
+  }
 
   // The inline path (Note [Inline collectives] in comm/shm/process_group_shm.cc): when nothing is queued
   // or running, takes the queue's turn and returns the Work of call `spec` (numbered; never run by a
   // waiter), which the caller then runs on its own thread with Guarded; nullptr when the queue is busy.
   // Every Work returned must be followed by exactly one EndInline.
   std::shared_ptr<QueuedWork> TryBeginInline(const CollectiveSpec& spec);
-  // Gives the turn back. With a `rest`, queues it (under Guarded) for `work` ahead of every call issued
+  // Gives the turn back.
+  void EndInline() { queue_->EndInline(); }
+  // Gives the turn back and queues `rest` (under Guarded) for `work` ahead of every call issued
   // meanwhile, so a call the caller could not finish without blocking continues on the worker, in order.
-  void EndInline(std::shared_ptr<QueuedWork> work = nullptr, Body rest = nullptr);
+  void EndInline(std::shared_ptr<QueuedWork> work, Body rest);
 
   // Cancels the queued calls and joins the worker once the running call finished (WorkQueue::Stop).
   // REQUIRES: the first statement of the backend's destructor, before the members its bodies use go.
@@ -183,6 +193,10 @@ class QueuedProcessGroup : public ProcessGroup {
 
   // Under the issue lock: the next sequence number, or kUnnumbered.
   uint64_t TakeSequence(bool numbered) ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_);
+  // Guarded's two outcomes beside success: the Status of a call refused by a broken group, and breaking
+  // the group with `failure` (OnFailure included).
+  absl::Status Refused(const QueuedWork& work) const;
+  void Break(const absl::Status& failure);
 
   const int rank_;
   const int size_;

@@ -173,7 +173,7 @@ void ProcessGroupGloo::CheckTensor(CollectiveKind kind, const Tensor& t) const {
     return;
   }
 #endif
-  CheckCpuCollectiveTensor(CollectiveKindName(kind), "gloo", t,
+  CheckCpuCollectiveTensor(kind, "gloo", t,
                            " (CUDA tensors in AllReduce and Broadcast only, with --config=cuda)");
 }
 

@@ -114,7 +114,7 @@ std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const CollectiveSpec& 
   std::shared_ptr<QueuedWork> work = TryBeginInline(spec);
   if (work == nullptr) return nullptr;
   const absl::Time started = WallNow();  // given to Complete: one locked section, not two
-  ChunkAllReduce chunk{Bytes(tensor), static_cast<size_t>(tensor.numel()), tensor.dtype(), op};
+  ChunkAllReduce chunk{Bytes(tensor), static_cast<size_t>(spec.numel), spec.dtype, op};
   bool done = false;
   absl::Status status = Guarded(
       *work,
@@ -398,8 +398,8 @@ Tensor ProcessGroupShm::NewCommBuffer(int64_t numel, DType dtype, Device device)
 }
 
 std::shared_ptr<Work> ProcessGroupShm::IssueAllReduce(const CollectiveSpec& spec, const Tensor& tensor, ReduceOp op) {
-  if (size() > 1 && tensor.numel() > 0 && tensor.nbytes() <= options_.inline_allreduce_bytes &&
-      tensor.nbytes() <= channel_->slot_bytes()) {
+  const size_t bytes = static_cast<size_t>(spec.numel) * ElementSize(spec.dtype);
+  if (size() > 1 && bytes > 0 && bytes <= options_.inline_allreduce_bytes && bytes <= channel_->slot_bytes()) {
     if (std::shared_ptr<Work> work = TryAllReduceInline(spec, tensor, op)) return work;
   }
   return Issue(spec, [this, tensor, op](const RunningCall& call) { return RunAllReduce(tensor, op, call); });
