@@ -120,7 +120,7 @@ class ProcessGroup {
 
   // A 1-D tensor of `numel` elements that this group communicates without staging copies, for buffers
   // that are communicated again and again (DDP's buckets): ProcessGroupShm places it in its shared heap,
-  // which the peers read in place (Note [Zero-copy all-reduce] in comm/shm/process_group_shm.cc); the other
+  // which the peers read in place (Note [Zero-copy all-reduce] in comm/shm/allreduce_two_shot.cc); the other
   // backends, and shm when its heap is off or full, return Tensor::Empty. Contents uninitialised; any
   // tensor works with every collective, this one is only faster. Allocate once and reuse: a large buffer
   // gives its memory back to the system when freed, so one allocated per step would fault its pages in

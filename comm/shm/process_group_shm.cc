@@ -50,16 +50,6 @@ QueuedProcessGroupOptions QueuedGroupOptionsOf(const ProcessGroupShmOptions& opt
   return queued;
 }
 
-// Rank r's slice [begin, end) of `count` elements in a large all-reduce: equal parts of whole cache
-// lines (64 bytes), the last one shorter.
-std::pair<size_t, size_t> Slice(size_t count, size_t element_size, int size, int r) {
-  const size_t line = std::max<size_t>(1, 64 / element_size);
-  size_t per = (count + size - 1) / size;
-  per = (per + line - 1) / line * line;
-  const size_t begin = std::min(count, per * r);
-  return {begin, std::min(count, begin + per)};
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ProcessGroupShm>> ProcessGroupShm::Create(Store& store, int rank, int size,
@@ -175,120 +165,12 @@ absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, co
   return absl::OkStatus();
 }
 
-// Note [Zero-copy all-reduce]
-// A large all-reduce (Note [Shared-memory protocol]) copies each rank's input into its slot so that the
-// peers can read it: for DDP's buckets that copy was a third of the all-reduce's memory traffic, on the
-// cores that also run the backward pass. A tensor from NewCommBuffer lives in this rank's ShmHeap (a
-// memfd every peer maps, comm/shm/shm_heap.h), so the rank publishes the input's heap offset with the step
-// (ShmChannel::PublishInput) instead of copying it, and the peers read it in place:
-//   * rank r reduces slice r of every input into slice r of its own tensor (in place; no peer reads
-//     slice r of rank r's input), posts kReduced, and the peers gather slice r from there;
-//   * slice q of rank r's tensor is overwritten (gathered from q) only after q posted kReduced, that is
-//     after q read it;
-//   * rank r's Work completes only once every peer posted kDone for the step (phase 3 -> 4): until then a
-//     peer may still gather slice r, and the caller may overwrite the tensor as soon as the Work is done.
-// The choice is each rank's, per chunk (a rank whose tensor is not in its heap copies into its slot as
-// before; readers follow what each rank published), so ranks that mix heap and ordinary tensors still
-// agree. Chunks below options.zero_copy_min_bytes keep the copy: it is cheaper than the final wait.
-
-// Note [Pushing the reduced slices]
-// When every rank's input of a chunk lies in its heap (all ranks see the same published records, so all
-// choose alike), rank r writes its reduced slice r into every peer's tensor as well as its own, in the
-// same pass over L1-sized blocks that reduces it, and the gather is gone: rank r reads only slice r of
-// each tensor and writes only slice r, so no two ranks touch the same bytes; r posts kReduced and kDone
-// at once, and its Work completes when every peer posted kDone, i.e. finished writing into r's tensor.
-// Each rank then reads the peers' inputs once and writes its slice once per peer, where the gather read
-// every peer's slice again after a second hand-off. Measured with the floor program (bench/shm_floor.h)
-// at world 2: 1-4 MiB in 0.45-0.75x the gather's time (BENCHMARKS.md, thirteenth session).
-
-absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, bool blocking, const RunningCall& call) {
-  const size_t element = ElementSize(c.dtype);
-  const bool small = c.count * element <= options_.small_allreduce_bytes;
-  // The smallest inputs travel in the inline areas: a peer's one cache miss brings the step word and
-  // the input's first bytes (Note [Shared-memory protocol]).
-  const bool in_line = small && c.count * element <= ShmChannel::kInlineBytes;
-  const InputPlace input_place = in_line ? InputPlace::kInline : InputPlace::kSlot;
-  const ShmWord ready = in_line ? ShmWord::kInlineReady : ShmWord::kReady;
-  if (c.phase == 0) {
-    if (c.step == 0) c.step = NextStep();
-    if (!blocking && !channel_->TrySlotFree(c.step)) return false;
-    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(c.step, call.deadline, call));
-    char* slot = channel_->Slot(rank(), c.step);
-    const bool may_share =
-        !small && channel_->heap() != nullptr && c.count * element >= options_.zero_copy_min_bytes;
-    const int64_t heap_offset = may_share ? channel_->heap()->OffsetOf(c.data, c.count * element) : -1;
-    c.in_heap = heap_offset >= 0;
-    if (!small) channel_->PublishInput(c.step, heap_offset);  // small chunks are read from the slots
-    if (in_line) {
-      std::memcpy(channel_->InlineInput(rank(), c.step), c.data, c.count * element);
-    } else if (small) {
-      std::memcpy(slot, c.data, c.count * element);
-    } else if (!c.in_heap) {
-      // Only this rank reads its own slice of its input: it reads it from c.data, so it skips the copy.
-      const auto [begin, end] = Slice(c.count, element, size(), rank());
-      std::memcpy(slot, c.data, begin * element);
-      std::memcpy(slot + end * element, c.data + end * element, (c.count - end) * element);
-    }
-    channel_->Post(ready, c.step);
-    c.phase = 1;
+absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& chunk, bool blocking,
+                                                            const RunningCall& call) {
+  if (chunk.count * ElementSize(chunk.dtype) <= options_.small_allreduce_bytes) {
+    return AdvanceOneShotAllReduce(chunk, blocking, call);
   }
-  if (c.phase == 1) {
-    if (!blocking && !channel_->TrySpinAll(ready, c.step)) return false;
-    DDP_RETURN_IF_ERROR(channel_->WaitAll(ready, c.step, call.deadline, call));
-    if (small) {
-      DDP_RETURN_IF_ERROR(ReduceSlots(c.data, 0, c.count, c.dtype, c.op, c.step, input_place));
-      channel_->Post(ShmWord::kDone, c.step);
-      c.phase = 4;
-      return true;
-    }
-    const auto [begin, end] = Slice(c.count, element, size(), rank());
-    char* own = c.data + begin * element;
-    if (c.in_heap && channel_->AllInputsInHeap(c.step)) {  // Note [Pushing the reduced slices]
-      const size_t bytes = (end - begin) * element;
-      absl::InlinedVector<char*, 8> peers;
-      for (int q = 0; q < size(); ++q) {
-        if (q == rank()) continue;
-        DDP_ASSIGN_OR_RETURN(char* at, channel_->HeapInputToWrite(q, c.step, begin * element, bytes));
-        peers.push_back(at);
-      }
-      DDP_RETURN_IF_ERROR(ReduceSlots(own, begin * element, end - begin, c.dtype, c.op, c.step,
-                                      InputPlace::kPublished, /*own=*/own, /*also_out=*/peers[0]));
-      for (size_t i = 1; i < peers.size(); ++i) std::memcpy(peers[i], own, bytes);
-      channel_->Post(ShmWord::kReduced, c.step);
-      channel_->Post(ShmWord::kDone, c.step);
-      c.phase = 3;  // complete once every peer has written its slice into this rank's tensor
-    } else {
-      // Reduced at once into this rank's output and (unless the peers gather it from the heap) into its
-      // slot, whose slice r holds nothing yet: one pass (Note [Blocked reduction]).
-      char* also_out = c.in_heap ? nullptr : channel_->Slot(rank(), c.step) + begin * element;
-      DDP_RETURN_IF_ERROR(ReduceSlots(own, begin * element, end - begin, c.dtype, c.op, c.step,
-                                      InputPlace::kPublished, /*own=*/own, also_out));
-      channel_->Post(ShmWord::kReduced, c.step);
-      c.phase = 2;
-    }
-  }
-  if (c.phase == 2) {
-    // Gathering a slice twice (a resumed attempt) copies the same bytes again: harmless.
-    for (int q = 0; q < size(); ++q) {
-      if (q == rank()) continue;
-      if (!blocking && !channel_->TrySpin(q, ShmWord::kReduced, c.step)) return false;
-      DDP_RETURN_IF_ERROR(channel_->Wait(q, ShmWord::kReduced, c.step, call.deadline, call));
-      const auto [qb, qe] = Slice(c.count, element, size(), q);
-      DDP_ASSIGN_OR_RETURN(const char* slice, channel_->Input(q, c.step, qb * element, (qe - qb) * element));
-      std::memcpy(c.data + qb * element, slice, (qe - qb) * element);
-    }
-    channel_->Post(ShmWord::kDone, c.step);
-    c.phase = 3;
-  }
-  if (c.phase == 3) {
-    // The peers may still be gathering this rank's slice from its heap, or writing theirs into it.
-    if (c.in_heap) {
-      if (!blocking && !channel_->TrySpinAll(ShmWord::kDone, c.step)) return false;
-      DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kDone, c.step, call.deadline, call));
-    }
-    c.phase = 4;
-  }
-  return true;
+  return AdvanceTwoShotAllReduce(chunk, blocking, call);
 }
 
 absl::Status ProcessGroupShm::RunBroadcast(const Tensor& tensor, int root, const RunningCall& call) {

@@ -22,9 +22,9 @@ namespace ddp {
 struct ProcessGroupShmOptions {
   // Bound on the rendezvous and on every collective (PyTorch's default process-group timeout).
   absl::Duration timeout = absl::Seconds(300);
-  // All-reduces of at most this many bytes per chunk: every rank reduces every input (one exchange);
-  // larger chunks: each rank reduces its slice and gathers the others' (two exchanges, 1/size of the
-  // arithmetic each).
+  // All-reduces of at most this many bytes per chunk: every rank reduces every input (one exchange,
+  // comm/shm/allreduce_one_shot.cc); larger chunks: each rank reduces its slice and gathers the others'
+  // (two exchanges, 1/size of the arithmetic each, comm/shm/allreduce_two_shot.cc).
   size_t small_allreduce_bytes = size_t{32} << 10;
   // All-reduces of at most this many bytes (and one slot) run on the calling thread when nothing is
   // queued (Note [Inline collectives] in process_group_shm.cc); 0 turns the inline path off.
@@ -87,27 +87,47 @@ class ProcessGroupShm : public QueuedProcessGroup {
   // ShmWorks: a thread in Wait makes the group's waits spin (Note [Spinning while the process waits]).
   std::shared_ptr<QueuedWork> NewWork(const CollectiveSpec& spec, uint64_t sequence, bool waiter_may_run) override;
 
-  // A one-chunk all-reduce in progress: where it stands in the protocol, so that the worker can resume
-  // one the inline path began (Note [Inline collectives]).
+  // Where a one-chunk all-reduce stands: the next thing it does. A resumed all-reduce (Note [Inline
+  // collectives]) continues from here. The one-shot algorithm (comm/shm/allreduce_one_shot.cc) goes
+  // kPostInput -> kReduce -> kDone; the two-shot one (comm/shm/allreduce_two_shot.cc) goes through all.
+  enum class AllReducePhase {
+    kPostInput,       // take a step, publish this rank's input and post it ready
+    kReduce,          // wait for every input and reduce (one-shot: all of it; two-shot: this rank's slice)
+    kGather,          // two-shot: copy each peer's reduced slice
+    kAwaitPeersDone,  // two-shot, input in the heap: wait until no peer reads or writes it any more
+    kDone,
+  };
+  // A one-chunk all-reduce in progress, so that the worker can resume one the inline path began.
   struct ChunkAllReduce {
     char* data;
     size_t count;
     DType dtype;
     ReduceOp op;
     uint32_t step = 0;  // 0: no step taken yet
-    // 0: input not posted; 1: input posted; 2: reduced slice posted; 3: slices gathered (peers may still
-    // read this rank's heap input); 4: done
-    int phase = 0;
+    AllReducePhase phase = AllReducePhase::kPostInput;
     bool in_heap = false;  // the input is read in place from this rank's heap (Note [Zero-copy all-reduce])
   };
 
   // The inline path of AllReduce: nullptr when it does not apply (queue busy), else a Work that is
   // complete, or whose rest was queued ahead of any later collective.
   std::shared_ptr<Work> TryAllReduceInline(const CollectiveSpec& spec, const Tensor& tensor, ReduceOp op);
-  // Advances `chunk` through the protocol. blocking: waits (bounded by call.deadline) until it is done
-  // and returns true. Not blocking: spins at most channel.spin at each wait and returns false when a
-  // peer is not there yet (nothing failed; call again, blocking, to finish).
+  // Advances `chunk` through its algorithm (one-shot up to options.small_allreduce_bytes, else
+  // two-shot). blocking: waits (bounded by call.deadline) until it is done and returns true. Not
+  // blocking: spins at most channel.spin at each wait and returns false when a peer is not there yet
+  // (nothing failed; call again, blocking, to finish). Each step below has this contract too, and moves
+  // chunk.phase on when it completes.
   absl::StatusOr<bool> AdvanceAllReduceChunk(ChunkAllReduce& chunk, bool blocking, const RunningCall& call);
+  // comm/shm/allreduce_one_shot.cc.
+  absl::StatusOr<bool> AdvanceOneShotAllReduce(ChunkAllReduce& chunk, bool blocking, const RunningCall& call);
+  // comm/shm/allreduce_two_shot.cc, one function per phase.
+  absl::StatusOr<bool> AdvanceTwoShotAllReduce(ChunkAllReduce& chunk, bool blocking, const RunningCall& call);
+  absl::StatusOr<bool> PostTwoShotInput(ChunkAllReduce& chunk, bool blocking, const RunningCall& call);
+  absl::StatusOr<bool> ReduceOwnSlice(ChunkAllReduce& chunk, bool blocking, const RunningCall& call);
+  absl::StatusOr<bool> GatherSlices(ChunkAllReduce& chunk, bool blocking, const RunningCall& call);
+  absl::StatusOr<bool> AwaitPeersDone(ChunkAllReduce& chunk, bool blocking, const RunningCall& call);
+  // Reduces this rank's slice into its own tensor and every peer's (Note [Pushing the reduced slices]).
+  // REQUIRES: every rank's input of the chunk is in its heap; all inputs posted ready.
+  absl::Status PushReducedSlice(ChunkAllReduce& chunk);
   // The next step number (the queue's turn held).
   uint32_t NextStep() { return ++step_; }
 
