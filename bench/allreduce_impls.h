@@ -40,7 +40,7 @@ enum class AllReduceImpl {
   kRaw,   // gloo::allreduce on the calling thread, over a second Gloo context with the same options
   kShm,   // ProcessGroupShm::AllReduce(t)->Wait(): shared memory (small ones run on the calling thread)
   kShmBuf,  // kShm on a tensor from ProcessGroupShm::NewCommBuffer, as DDP's buckets: the peers read it in
-            // place (Note [Zero-copy all-reduce] in comm/shm/process_group_shm.cc); same group as kShm
+            // place (Note [Zero-copy all-reduce] in comm/shm/allreduce_two_shot.cc); same group as kShm
   kFloor,   // bench/shm_floor.h: kShmBuf's algorithm with nothing else, the yardstick for it
 };
 

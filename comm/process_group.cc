@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/async_work.h"
+#include "comm/collective_description.h"
 #include "tensor/ops.h"
 
 namespace ddp {
@@ -104,7 +105,7 @@ absl::Status ProcessGroup::AllGatherObject(const std::string& input, std::vector
 // The defaults of the collectives a backend may lack: a Work that failed with kUnimplemented.
 namespace {
 std::shared_ptr<Work> UnimplementedWork(const ProcessGroup& group, const std::string& call) {
-  auto work = std::make_shared<AsyncWork>(absl::StrCat(call, " on rank ", group.rank(), "/", group.size()));
+  auto work = std::make_shared<AsyncWork>(DescribeCall(call, kUnnumbered, "", group.rank(), group.size(), ""));
   work->MarkStarted();
   work->Complete(absl::UnimplementedError(
       absl::StrCat(call, " is not implemented by the ", group.backend_name(), " backend (gloo has it)")));

@@ -1,7 +1,9 @@
 // ProcessGroup: the collective-communication interface the Reducer and DDP talk through. START HERE
-// for comm/. Backends: ProcessGroupGloo (CPU tensors over TCP, comm/gloo/process_group_gloo.h) and
-// ProcessGroupNccl (CUDA tensors, --config=cuda). InitProcessGroup (comm/init.h) builds one from
-// torchrun-style environment variables.
+// for comm/. Backends: ProcessGroupGloo (CPU tensors over TCP, comm/gloo/process_group_gloo.h),
+// ProcessGroupShm, ProcessGroupMpi and ProcessGroupHierarchical, which share the argument checks, call
+// names and work queue of QueuedProcessGroup (comm/queued_process_group.h), and ProcessGroupNccl (CUDA
+// tensors, --config=cuda). InitProcessGroup (comm/init.h) builds one from torchrun-style environment
+// variables.
 //
 // Contract shared by every backend:
 //   * Every collective returns a Work handle at once; the operation runs asynchronously.
@@ -118,7 +120,7 @@ class ProcessGroup {
 
   // A 1-D tensor of `numel` elements that this group communicates without staging copies, for buffers
   // that are communicated again and again (DDP's buckets): ProcessGroupShm places it in its shared heap,
-  // which the peers read in place (Note [Zero-copy all-reduce] in comm/shm/process_group_shm.cc); the other
+  // which the peers read in place (Note [Zero-copy all-reduce] in comm/shm/allreduce_two_shot.cc); the other
   // backends, and shm when its heap is off or full, return Tensor::Empty. Contents uninitialised; any
   // tensor works with every collective, this one is only faster. Allocate once and reuse: a large buffer
   // gives its memory back to the system when freed, so one allocated per step would fault its pages in

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "comm/collective_description.h"
 #include "comm/process_group.h"
 
 namespace ddp {
@@ -71,20 +72,11 @@ class ProcessGroupDebug : public ProcessGroup {
   ProcessGroup& inner() const { return *inner_; }
 
  private:
-  // One call as the ranks compare it (-1 where an operation has no reduce op or no root).
-  struct Call {
-    int64_t kind;
-    int64_t reduce_op;
-    int64_t root;
-    int64_t dtype;
-    int64_t numel;
-  };
-
   // Compares `call` across ranks; on agreement issues `issue()` on the wrapped group, otherwise
   // returns a completed Work holding the mismatch error (or the fingerprint's own failure).
-  std::shared_ptr<Work> Checked(const Call& call, const std::function<std::shared_ptr<Work>()>& issue);
+  std::shared_ptr<Work> Checked(const CollectiveSpec& call, const std::function<std::shared_ptr<Work>()>& issue);
   // The all-gather of every rank's fingerprint of call number `sequence`; OK when all agree.
-  absl::Status CompareAcrossRanks(int64_t sequence, const Call& call);
+  absl::Status CompareAcrossRanks(int64_t sequence, const CollectiveSpec& call);
 
   std::unique_ptr<ProcessGroup> owned_;
   ProcessGroup* const inner_;

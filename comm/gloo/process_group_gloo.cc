@@ -18,14 +18,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "comm/async_work.h"
 #include "comm/collective_tensors.h"
 #include "comm/gloo/gloo_store_adapter.h"
 #include "comm/host_staging.h"
 #include "comm/rendezvous_checks.h"
 #include "comm/reduce_functions.h"
 #include "store/socket_util.h"
-#include "comm/work_queue.h"
 #include "tensor/ops.h"
 
 namespace ddp {
@@ -66,25 +64,7 @@ void SetInput(Options& options, void* data, DType dtype, size_t count) {
   }
 }
 
-// "1000 float32": what a collective moves, as its description and signature name it.
-std::string Payload(const Tensor& t) { return CollectivePayload(t); }
-
-void CheckTensor(const char* op, const Tensor& t) {
-  CheckCpuCollectiveTensor(op, "gloo", t, " (CUDA tensors in AllReduce and Broadcast only, with --config=cuda)");
-}
-
-// AllReduce and Broadcast also take CUDA tensors in CUDA builds, staged through host memory.
-void CheckStageableTensor(const char* op, const Tensor& t) {
-#ifdef DDP_WITH_CUDA
-  if (t.device().is_cuda()) {
-    DDP_CHECK(t.is_contiguous()) << op << " (gloo): tensor must be contiguous";
-    return;
-  }
-#endif
-  CheckTensor(op, t);
-}
-
-// Throws the failed Status of a staging step (Issue's body turns exceptions into the Work's failure).
+// Throws the failed Status of a staging step (GlooBody turns exceptions into the Work's failure).
 void ThrowIfError(const absl::Status& status) {
   if (!status.ok()) throw std::runtime_error(std::string(status.message()));
 }
@@ -113,27 +93,16 @@ constexpr char kFailedCallKeyPrefix[] = "gloo/failed_call/";
 // block for the whole group timeout). A Work behind another task, or already running, is waited for as
 // usual. Gloo's own hand-offs (its device loop thread reads every message and wakes the calling thread)
 // remain: Pair::setSync would move the reads to the calling thread, but gloo::allreduce's unbound
-// buffers are served by the loop thread only.
-class GlooWork final : public AsyncWork {
- public:
-  // `queue` runs this Work's task; `group_timeout` bounds it.
-  GlooWork(std::string description, std::shared_ptr<WorkQueue> queue, absl::Duration group_timeout,
-           bool waiter_may_run)
-      : AsyncWork(std::move(description)),
-        queue_(std::move(queue)),
-        group_timeout_(group_timeout),
-        waiter_may_run_(waiter_may_run) {}
-
-  absl::Status Wait(absl::Duration timeout) override {
-    if (waiter_may_run_) queue_->RunForWaiter(*this, timeout, group_timeout_);
-    return AsyncWork::Wait(timeout);
-  }
-
- private:
-  const std::shared_ptr<WorkQueue> queue_;
-  const absl::Duration group_timeout_;
-  const bool waiter_may_run_;
-};
+// buffers are served by the loop thread only. QueuedWork::Wait (comm/queued_process_group.h) does it
+// for this group and for ProcessGroupShm.
+// What the queued skeleton needs of the group's options.
+QueuedProcessGroupOptions QueuedGroupOptionsOf(const ProcessGroupGlooOptions& options) {
+  QueuedProcessGroupOptions queued;
+  queued.backend = "gloo";
+  queued.timeout = options.timeout;
+  queued.waiter_runs_work = true;  // Note [Waiter runs the work]
+  return queued;
+}
 
 // Gloo's rendezvous: a full mesh of TCP pairs. Every exception becomes a Status naming the ranks that
 // never joined, when the store shows some.
@@ -186,33 +155,34 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::CreateOwning
 
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<gloo::Context> context, Store* store, int rank, int size,
                                    ProcessGroupGlooOptions options)
-    : context_(std::move(context)),
+    : QueuedProcessGroup(rank, size, QueuedGroupOptionsOf(options)),
+      context_(std::move(context)),
       store_(store),
-      rank_(rank),
-      size_(size),
       options_(std::move(options)),
-      failure_reports_(store, "gloo/failure_report/", rank, size, options_.failure_report_window),
-      worker_(std::make_shared<WorkQueue>()) {}
+      failure_reports_(store, "gloo/failure_report/", rank, size, options_.failure_report_window) {}
 
-// Works may keep the queue alive; Stop makes sure no task, which uses this group, runs after it is gone.
-ProcessGroupGloo::~ProcessGroupGloo() { worker_->Stop(); }
+// Works may keep the queue alive; stopping it makes sure no task, which uses this group, runs after it
+// is gone.
+ProcessGroupGloo::~ProcessGroupGloo() { StopQueue(); }
 
-std::shared_ptr<Work> ProcessGroupGloo::Issue(const std::string& name, const std::string& payload,
-                                              std::function<void(uint32_t)> body, bool waiter_may_run) {
-  absl::MutexLock lock(&issue_mu_);  // sequence numbers and queue order agree across issuing threads
-  const uint32_t sequence = next_sequence_++;
-  const CollectiveCall call{sequence, payload.empty() ? name : absl::StrCat(name, " of ", payload)};
-  return Enqueue(call,
-                 absl::StrCat(name, " #", sequence, payload.empty() ? "" : " of ", payload, " on rank ", rank_, "/",
-                              size_, " (gloo)"),
-                 std::move(body), waiter_may_run);
+void ProcessGroupGloo::CheckTensor(CollectiveKind kind, const Tensor& t) const {
+#ifdef DDP_WITH_CUDA
+  // AllReduce and Broadcast also take CUDA tensors, staged through host memory (Note [Host staging]).
+  if (t.device().is_cuda() && (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kBroadcast)) {
+    DDP_CHECK(t.is_contiguous()) << CollectiveKindName(kind) << " (gloo): tensor must be contiguous";
+    return;
+  }
+#endif
+  CheckCpuCollectiveTensor(kind, "gloo", t,
+                           " (CUDA tensors in AllReduce and Broadcast only, with --config=cuda)");
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::Enqueue(const CollectiveCall& call, const std::string& description,
-                                                std::function<void(uint32_t)> body, bool waiter_may_run) {
-  auto work = std::make_shared<GlooWork>(description, worker_, options_.timeout, waiter_may_run);
-  AsyncWork* raw = work.get();
-  worker_->Enqueue(work, [this, raw, call, body = std::move(body)]() -> absl::Status {
+QueuedProcessGroup::Body ProcessGroupGloo::GlooBody(std::function<void(uint32_t)> body,
+                                                    std::optional<CollectiveCall> fixed_call) {
+  return [this, body = std::move(body), fixed_call = std::move(fixed_call)](const RunningCall& running) {
+    const CollectiveCall call =
+        fixed_call ? *fixed_call
+                   : CollectiveCall{static_cast<uint32_t>(running.work->sequence()), running.work->spec().Signature()};
     std::string what;
     try {
       body(GlooTag(call));
@@ -222,9 +192,8 @@ std::shared_ptr<Work> ProcessGroupGloo::Enqueue(const CollectiveCall& call, cons
     } catch (...) {
       what = "unknown exception";
     }
-    return Fail(call, absl::StrCat(raw->description(), " failed: ", what));
-  });
-  return work;
+    return Fail(call, absl::StrCat(running(), ": ", what));
+  };
 }
 
 absl::Status ProcessGroupGloo::Fail(const CollectiveCall& call, const std::string& failure) {
@@ -234,38 +203,33 @@ absl::Status ProcessGroupGloo::Fail(const CollectiveCall& call, const std::strin
     context_->closeConnections();
   } catch (...) {  // a pair that cannot close cleanly changes nothing: the group has failed already
   }
-  // Only the call that broke the group is compared; it is published before the report, so a peer that
-  // sees this rank's report also finds its call. Later calls fail because the group is broken.
-  const bool first_failure = !failed_;
-  failed_ = true;
-  if (first_failure) PublishCall(*store_, kFailedCallKeyPrefix, rank_, call);
+  // The call is published before the report, so a peer that sees this rank's report also finds its call.
+  PublishCall(*store_, kFailedCallKeyPrefix, rank(), call);
   const std::string reports = failure_reports_.Report(failure);
   const std::string mismatch =
-      first_failure ? DescribeCallMismatch(rank_, call, ReadOtherCalls(*store_, kFailedCallKeyPrefix, rank_, size_))
-                    : "";
+      DescribeCallMismatch(rank(), call, ReadOtherCalls(*store_, kFailedCallKeyPrefix, rank(), size()));
   if (mismatch.empty()) return absl::UnavailableError(absl::StrCat(failure, " ", reports));
   return absl::FailedPreconditionError(absl::StrCat(failure, "; ", mismatch,
                                                     " (DDP_DEBUG=detail reports this before the call) ", reports));
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::AllReduce(const Tensor& tensor, ReduceOp op) {
-  CheckStageableTensor("AllReduce", tensor);
+std::shared_ptr<Work> ProcessGroupGloo::IssueAllReduce(const CollectiveSpec& spec, const Tensor& tensor, ReduceOp op) {
   absl::StatusOr<std::shared_ptr<HostStaging>> staging = HostStaging::Begin(tensor);
-  return Issue(
-      absl::StrCat("AllReduce(", ReduceOpName(op), ")"), Payload(tensor),
-      [this, staging, op](uint32_t tag) {
-        ThrowIfError(staging.status());
-        absl::StatusOr<Tensor> host = (*staging)->CopyToHost(options_.timeout);
-        ThrowIfError(host.status());
-        AllReduceOnHost(*host, op, tag);
-        ThrowIfError((*staging)->CopyBack(options_.timeout));
-      },
-      /*waiter_may_run=*/tensor.device().is_cpu());
+  QueuedIssueOptions issue;
+  issue.waiter_may_run = tensor.device().is_cpu();  // staging copies use the worker's streams
+  return Issue(spec, GlooBody([this, staging, op](uint32_t tag) {
+                 ThrowIfError(staging.status());
+                 absl::StatusOr<Tensor> host = (*staging)->CopyToHost(options_.timeout);
+                 ThrowIfError(host.status());
+                 AllReduceOnHost(*host, op, tag);
+                 ThrowIfError((*staging)->CopyBack(options_.timeout));
+               }),
+               issue);
 }
 
 void ProcessGroupGloo::AllReduceOnHost(const Tensor& tensor, ReduceOp op, uint32_t tag) {
-  if (tensor.numel() == 0 || size_ == 1) {
-    if (op == ReduceOp::kAvg && size_ > 1) DivideInPlace(tensor.raw_data(), tensor.dtype(), tensor.numel(), size_);
+  if (tensor.numel() == 0 || size() == 1) {
+    if (op == ReduceOp::kAvg && size() > 1) DivideInPlace(tensor.raw_data(), tensor.dtype(), tensor.numel(), size());
     return;
   }
   gloo::AllreduceOptions options(context_);
@@ -275,106 +239,82 @@ void ProcessGroupGloo::AllReduceOnHost(const Tensor& tensor, ReduceOp op, uint32
   options.setTag(tag);
   options.setTimeout(ToChrono(options_.timeout));
   gloo::allreduce(options);
-  if (op == ReduceOp::kAvg) DivideInPlace(tensor.raw_data(), tensor.dtype(), tensor.numel(), size_);
+  if (op == ReduceOp::kAvg) DivideInPlace(tensor.raw_data(), tensor.dtype(), tensor.numel(), size());
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::Broadcast(const Tensor& tensor, int root) {
-  CheckStageableTensor("Broadcast", tensor);
-  DDP_CHECK(root >= 0 && root < size_) << "Broadcast: root " << root << " outside a group of " << size_;
+std::shared_ptr<Work> ProcessGroupGloo::IssueBroadcast(const CollectiveSpec& spec, const Tensor& tensor, int root) {
   absl::StatusOr<std::shared_ptr<HostStaging>> staging = HostStaging::Begin(tensor);
-  return Issue(
-      absl::StrCat("Broadcast(root ", root, ")"), Payload(tensor),
-      [this, staging, root, numel = tensor.numel()](uint32_t tag) {
-        ThrowIfError(staging.status());
-        if (numel == 0 || size_ == 1) return;
-        absl::StatusOr<Tensor> host = (*staging)->CopyToHost(options_.timeout);
-        ThrowIfError(host.status());
-        gloo::BroadcastOptions options(context_);
-        SetOutput(options, host->raw_data(), host->dtype(), host->numel());
-        options.setRoot(root);
-        options.setTag(tag);
-        options.setTimeout(ToChrono(options_.timeout));
-        gloo::broadcast(options);
-        ThrowIfError((*staging)->CopyBack(options_.timeout));
-      },
-      /*waiter_may_run=*/tensor.device().is_cpu());
+  QueuedIssueOptions issue;
+  issue.waiter_may_run = tensor.device().is_cpu();  // staging copies use the worker's streams
+  return Issue(spec, GlooBody([this, staging, root, numel = tensor.numel()](uint32_t tag) {
+                 ThrowIfError(staging.status());
+                 if (numel == 0 || size() == 1) return;
+                 absl::StatusOr<Tensor> host = (*staging)->CopyToHost(options_.timeout);
+                 ThrowIfError(host.status());
+                 gloo::BroadcastOptions options(context_);
+                 SetOutput(options, host->raw_data(), host->dtype(), host->numel());
+                 options.setRoot(root);
+                 options.setTag(tag);
+                 options.setTimeout(ToChrono(options_.timeout));
+                 gloo::broadcast(options);
+                 ThrowIfError((*staging)->CopyBack(options_.timeout));
+               }),
+               issue);
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::AllGather(const std::vector<Tensor>& outputs, const Tensor& input) {
-  CheckTensor("AllGather", input);
-  DDP_CHECK(static_cast<int>(outputs.size()) == size_)
-      << "AllGather: " << outputs.size() << " outputs for a group of " << size_;
-  for (const Tensor& out : outputs) {
-    CheckTensor("AllGather", out);
-    DDP_CHECK(out.numel() == input.numel() && out.dtype() == input.dtype())
-        << "AllGather: output " << ShapeToString(out.shape()) << " does not match input "
-        << ShapeToString(input.shape());
-  }
-  return Issue(
-      "AllGather", Payload(input), [this, outputs, input](uint32_t tag) {
-        const size_t bytes = input.nbytes();
-        if (input.numel() == 0) return;
-        Tensor flat = Tensor::Empty({static_cast<int64_t>(size_) * input.numel()}, input.dtype());
-        if (size_ == 1) {
-          std::memcpy(flat.raw_data(), input.raw_data(), bytes);
-        } else {
-          gloo::AllgatherOptions options(context_);
-          SetInput(options, input.raw_data(), input.dtype(), input.numel());
-          SetOutput(options, flat.raw_data(), input.dtype(), flat.numel());
-          options.setTag(tag);
-          options.setTimeout(ToChrono(options_.timeout));
-          gloo::allgather(options);
-        }
-        for (int r = 0; r < size_; ++r) {
-          std::memcpy(outputs[r].raw_data(), static_cast<char*>(flat.raw_data()) + r * bytes, bytes);
-        }
-      });
+std::shared_ptr<Work> ProcessGroupGloo::IssueAllGather(const CollectiveSpec& spec, const std::vector<Tensor>& outputs,
+                                                       const Tensor& input) {
+  return Issue(spec, GlooBody([this, outputs, input](uint32_t tag) {
+                 const size_t bytes = input.nbytes();
+                 if (input.numel() == 0) return;
+                 Tensor flat = Tensor::Empty({static_cast<int64_t>(size()) * input.numel()}, input.dtype());
+                 if (size() == 1) {
+                   std::memcpy(flat.raw_data(), input.raw_data(), bytes);
+                 } else {
+                   gloo::AllgatherOptions options(context_);
+                   SetInput(options, input.raw_data(), input.dtype(), input.numel());
+                   SetOutput(options, flat.raw_data(), input.dtype(), flat.numel());
+                   options.setTag(tag);
+                   options.setTimeout(ToChrono(options_.timeout));
+                   gloo::allgather(options);
+                 }
+                 for (int r = 0; r < size(); ++r) {
+                   std::memcpy(outputs[r].raw_data(), static_cast<char*>(flat.raw_data()) + r * bytes, bytes);
+                 }
+               }));
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::ReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                                      ReduceOp op) {
-  CheckTensor("ReduceScatter", output);
-  DDP_CHECK(static_cast<int>(inputs.size()) == size_)
-      << "ReduceScatter: " << inputs.size() << " inputs for a group of " << size_;
-  for (const Tensor& in : inputs) {
-    CheckTensor("ReduceScatter", in);
-    DDP_CHECK(in.numel() == output.numel() && in.dtype() == output.dtype())
-        << "ReduceScatter: input " << ShapeToString(in.shape()) << " does not match output "
-        << ShapeToString(output.shape());
-  }
-  return Issue(
-      absl::StrCat("ReduceScatter(", ReduceOpName(op), ")"), Payload(output),
-      [this, output, inputs, op](uint32_t tag) { RingReduceScatter(output, inputs, op, tag); });
+std::shared_ptr<Work> ProcessGroupGloo::IssueReduceScatter(const CollectiveSpec& spec, const Tensor& output,
+                                                           const std::vector<Tensor>& inputs, ReduceOp op) {
+  return Issue(spec,
+               GlooBody([this, output, inputs, op](uint32_t tag) { RingReduceScatter(output, inputs, op, tag); }));
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::Reduce(const Tensor& tensor, int root, ReduceOp op) {
-  CheckTensor("Reduce", tensor);
-  DDP_CHECK(root >= 0 && root < size_) << "Reduce: root " << root << " outside a group of " << size_;
-  return Issue(
-      absl::StrCat("Reduce(", ReduceOpName(op), ", root ", root, ")"), Payload(tensor),
-      [this, tensor, root, op](uint32_t tag) {
-        if (tensor.numel() == 0 || size_ == 1) return;
-        gloo::ReduceOptions options(context_);
-        SetOutput(options, tensor.raw_data(), tensor.dtype(), tensor.numel());
-        options.setRoot(root);
-        options.setReduceFunction(GetReduceFunction(tensor.dtype(), op));
-        options.setTag(tag);
-        options.setTimeout(ToChrono(options_.timeout));
-        gloo::reduce(options);
-        if (op == ReduceOp::kAvg && rank_ == root)
-          DivideInPlace(tensor.raw_data(), tensor.dtype(), tensor.numel(), size_);
-      });
+std::shared_ptr<Work> ProcessGroupGloo::IssueReduce(const CollectiveSpec& spec, const Tensor& tensor, int root,
+                                                    ReduceOp op) {
+  return Issue(spec, GlooBody([this, tensor, root, op](uint32_t tag) {
+                 if (tensor.numel() == 0 || size() == 1) return;
+                 gloo::ReduceOptions options(context_);
+                 SetOutput(options, tensor.raw_data(), tensor.dtype(), tensor.numel());
+                 options.setRoot(root);
+                 options.setReduceFunction(GetReduceFunction(tensor.dtype(), op));
+                 options.setTag(tag);
+                 options.setTimeout(ToChrono(options_.timeout));
+                 gloo::reduce(options);
+                 if (op == ReduceOp::kAvg && rank() == root) {
+                   DivideInPlace(tensor.raw_data(), tensor.dtype(), tensor.numel(), size());
+                 }
+               }));
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::Barrier() {
-  return Issue(
-      "Barrier", "", [this](uint32_t tag) {
-        if (size_ == 1) return;
-        gloo::BarrierOptions options(context_);
-        options.setTag(tag);
-        options.setTimeout(ToChrono(options_.timeout));
-        gloo::barrier(options);
-      });
+std::shared_ptr<Work> ProcessGroupGloo::IssueBarrier(const CollectiveSpec& spec) {
+  return Issue(spec, GlooBody([this](uint32_t tag) {
+                 if (size() == 1) return;
+                 gloo::BarrierOptions options(context_);
+                 options.setTag(tag);
+                 options.setTimeout(ToChrono(options_.timeout));
+                 gloo::barrier(options);
+               }));
 }
 
 }  // namespace ddp

@@ -2,18 +2,18 @@
 #ifndef DDP_COMM_GLOO_PROCESS_GROUP_GLOO_H_
 #define DDP_COMM_GLOO_PROCESS_GROUP_GLOO_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "comm/collective_call.h"
 #include "comm/failure_reports.h"
-#include "comm/process_group.h"
-#include "comm/work_queue.h"
+#include "comm/queued_process_group.h"
 #include "store/store.h"
 
 namespace gloo {
@@ -44,10 +44,11 @@ struct ProcessGroupGlooOptions {
 // in device memory. Every other collective takes CPU tensors only (aborts otherwise).
 // Errors: a failed collective's Work holds a Status naming the collective (operation, element count,
 // dtype, sequence number, rank) and, after the ranks exchanged failure reports, the lost rank; the group
-// is then broken and every later collective fails too. Ranks that call different collectives at the same
+// is then broken and every later collective fails at once with that error (Note [Broken groups] in
+// comm/queued_process_group.cc). Ranks that call different collectives at the same
 // position (e.g. another element count) never exchange data: each fails at the timeout, naming what every
 // rank called (Note [Collective tags]); DDP_DEBUG=detail reports it at once instead.
-class ProcessGroupGloo : public ProcessGroup {
+class ProcessGroupGloo : public QueuedProcessGroup {
  public:
   // Rendezvous through `store` and connect a full mesh of TCP pairs. Fails with kFailedPrecondition
   // naming both values when the ranks were started with different world sizes, and with kUnavailable
@@ -65,24 +66,11 @@ class ProcessGroupGloo : public ProcessGroup {
   // collective running now, on the worker or on a waiting thread, finishes first.
   ~ProcessGroupGloo() override;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  std::string backend_name() const override { return "gloo"; }
-  absl::Duration timeout() const override { return options_.timeout; }
   // The options the group was created with.
   const ProcessGroupGlooOptions& options() const { return options_; }
 
-  std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) override;
-  std::shared_ptr<Work> Broadcast(const Tensor& tensor, int root) override;
-  std::shared_ptr<Work> AllGather(const std::vector<Tensor>& outputs, const Tensor& input) override;
-  std::shared_ptr<Work> ReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                      ReduceOp op = ReduceOp::kSum) override;
-  std::shared_ptr<Work> Reduce(const Tensor& tensor, int root, ReduceOp op = ReduceOp::kSum) override;
-  std::shared_ptr<Work> Barrier() override;
-  // In comm/gloo/process_group_gloo_collectives.cc (Note [More collectives]).
-  std::shared_ptr<Work> Gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) override;
-  std::shared_ptr<Work> Scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) override;
-  std::shared_ptr<Work> AllToAll(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) override;
+  // The collectives are QueuedProcessGroup's (checked there); these three are Gloo's alone, in
+  // comm/gloo/process_group_gloo_collectives.cc (Note [Point-to-point tags], Note [Monitored barrier]).
   std::shared_ptr<Work> Send(const Tensor& tensor, int dst, int tag = 0) override;
   std::shared_ptr<Work> Recv(const Tensor& tensor, int src, int tag = 0) override;
   absl::Status MonitoredBarrier(absl::Duration timeout, bool wait_all_ranks = false) override;
@@ -91,45 +79,46 @@ class ProcessGroupGloo : public ProcessGroup {
   ProcessGroupGloo(std::shared_ptr<gloo::Context> context, Store* store, int rank, int size,
                    ProcessGroupGlooOptions options);
 
-  // Takes the next sequence number and queues `body`, run on the worker with the call's Gloo tag. `name`
-  // is e.g. "AllReduce(sum)", `payload` e.g. "1000 float32" ("" for none); the Work's description is
-  // "<name> #<sequence> of <payload> on rank <rank>/<size> (gloo)". Any exception `body` throws fails the
-  // Work through Fail. `waiter_may_run`: a waiting thread may run `body` (Note [Waiter runs the work]);
-  // false for CUDA tensors, whose staging copies use the worker's streams.
-  std::shared_ptr<Work> Issue(const std::string& name, const std::string& payload,
-                              std::function<void(uint32_t tag)> body, bool waiter_may_run = true);
-  // Queues `body` for `call` with the Work description `description` (Issue and the point-to-point calls,
-  // which take no sequence number: Note [Point-to-point tags]).
-  std::shared_ptr<Work> Enqueue(const CollectiveCall& call, const std::string& description,
-                                std::function<void(uint32_t tag)> body, bool waiter_may_run = true);
+  // CPU tensors; in CUDA builds AllReduce and Broadcast also take contiguous CUDA tensors (staged).
+  void CheckTensor(CollectiveKind kind, const Tensor& t) const override;
+  std::shared_ptr<Work> IssueAllReduce(const CollectiveSpec& spec, const Tensor& tensor, ReduceOp op) override;
+  std::shared_ptr<Work> IssueBroadcast(const CollectiveSpec& spec, const Tensor& tensor, int root) override;
+  std::shared_ptr<Work> IssueAllGather(const CollectiveSpec& spec, const std::vector<Tensor>& outputs,
+                                       const Tensor& input) override;
+  std::shared_ptr<Work> IssueReduceScatter(const CollectiveSpec& spec, const Tensor& output,
+                                           const std::vector<Tensor>& inputs, ReduceOp op) override;
+  std::shared_ptr<Work> IssueReduce(const CollectiveSpec& spec, const Tensor& tensor, int root, ReduceOp op) override;
+  std::shared_ptr<Work> IssueBarrier(const CollectiveSpec& spec) override;
+  // In comm/gloo/process_group_gloo_collectives.cc (Note [More collectives]).
+  std::shared_ptr<Work> IssueGather(const CollectiveSpec& spec, const std::vector<Tensor>& outputs,
+                                    const Tensor& input, int root) override;
+  std::shared_ptr<Work> IssueScatter(const CollectiveSpec& spec, const Tensor& output,
+                                     const std::vector<Tensor>& inputs, int root) override;
+  std::shared_ptr<Work> IssueAllToAll(const CollectiveSpec& spec, const std::vector<Tensor>& outputs,
+                                      const std::vector<Tensor>& inputs) override;
+
+  // The queued body of a Gloo call: runs `body` with the call's Gloo tag (Note [Collective tags]); any
+  // exception it throws fails the call through Fail. The call is {sequence, signature} of the running
+  // call, or `fixed_call` where given (Send and Recv: Note [Point-to-point tags]).
+  Body GlooBody(std::function<void(uint32_t tag)> body, std::optional<CollectiveCall> fixed_call = std::nullopt);
   // The AllReduce body on a host tensor (a CPU tensor, or a CUDA tensor's host copy: Note [Host staging]
-  // in comm/host_staging.cc). Runs on the worker; Gloo's exceptions propagate to Enqueue.
+  // in comm/host_staging.cc). Runs on the worker; Gloo's exceptions propagate to GlooBody.
   void AllReduceOnHost(const Tensor& tensor, ReduceOp op, uint32_t tag);
   // Send and Recv: posts the transfer on the calling thread and queues its wait.
-  std::shared_ptr<Work> PointToPoint(bool send, const Tensor& tensor, int peer, int tag);
+  std::shared_ptr<Work> PointToPoint(const CollectiveSpec& spec, const Tensor& tensor);
   // The ring reduce-scatter of the ReduceScatter body (Note [Ring reduce-scatter]).
   void RingReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, uint32_t tag);
-  // The failure path of `call`: closes the connections, publishes the call and a failure report, and
-  // returns `failure` with the ranks that called something else and the failure reports' summary.
+  // The failure path of `call`, the call that broke the group (Note [Broken groups] in
+  // comm/queued_process_group.cc: it runs once): closes the connections, publishes the call and a failure
+  // report, and returns `failure` with the ranks that called something else and the reports' summary.
   absl::Status Fail(const CollectiveCall& call, const std::string& failure);
 
   std::shared_ptr<gloo::Context> context_;
   std::unique_ptr<Store> owned_store_;  // Set by CreateOwningStore; store_ points into it.
   Store* const store_;  // Not owned (unless owned_store_).
-  int rank_;
-  int size_;
   ProcessGroupGlooOptions options_;
   FailureReports failure_reports_;
-  // A collective has failed. Used only by the task running now (by Fail): tasks run one at a time, on
-  // the worker or on a waiter (the queue's turn orders them).
-  bool failed_ = false;
-
-  absl::Mutex issue_mu_;
-  uint32_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
-  int64_t monitored_barriers_ ABSL_GUARDED_BY(issue_mu_) = 0;  // MonitoredBarrier calls so far
-  // Runs the collectives in issue order (comm/work_queue.h). Shared with the Works, which may run their
-  // task on a waiting thread (RunIfNext); stopped by the destructor, so no task outlives the group.
-  std::shared_ptr<WorkQueue> worker_;
+  std::atomic<int64_t> monitored_barriers_{0};  // MonitoredBarrier calls so far
 };
 
 }  // namespace ddp

@@ -17,7 +17,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "comm/collective_tensors.h"
 #include "comm/gloo/process_group_gloo.h"
 #include "comm/reduce_functions.h"
 #include "base/check.h"
@@ -78,72 +77,48 @@ std::chrono::milliseconds ToChrono(absl::Duration d) {
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
 }
 
-std::string Payload(const Tensor& t) { return CollectivePayload(t); }
-
 uint8_t* Bytes(const Tensor& t) { return static_cast<uint8_t*>(t.raw_data()); }
 
-void CheckTensor(const char* op, const Tensor& t) { CheckCpuCollectiveTensor(op, "gloo", t); }
-
-// Every tensor of `list` checked, with `like`'s element count and dtype, and `expected` of them.
-void CheckList(const char* op, const char* what, const std::vector<Tensor>& list, size_t expected,
-               const Tensor& like) {
-  DDP_CHECK(list.size() == expected) << op << ": " << list.size() << " " << what << " for a group of " << expected;
-  for (const Tensor& t : list) {
-    CheckTensor(op, t);
-    DDP_CHECK(t.numel() == like.numel() && t.dtype() == like.dtype())
-        << op << ": " << what << " tensor " << ShapeToString(t.shape()) << " " << DTypeName(t.dtype())
-        << " does not match " << ShapeToString(like.shape()) << " " << DTypeName(like.dtype());
-  }
-}
-
-void CheckRoot(const char* op, int root, int size) {
-  DDP_CHECK(root >= 0 && root < size) << op << ": root " << root << " outside a group of " << size;
-}
-
-// Gloo's waits return false when aborted and throw on timeout; both become exceptions for Issue.
+// Gloo's waits return false when aborted and throw on timeout; both become exceptions for GlooBody.
 void WaitOrThrow(bool completed, const char* what) {
   if (!completed) throw std::runtime_error(absl::StrCat(what, " was aborted"));
 }
 
 }  // namespace
 
-std::shared_ptr<Work> ProcessGroupGloo::Gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) {
-  CheckTensor("Gather", input);
-  CheckRoot("Gather", root, size_);
-  if (rank_ == root) CheckList("Gather", "outputs", outputs, size_, input);
-  return Issue(absl::StrCat("Gather(root ", root, ")"), Payload(input), [this, outputs, input, root](uint32_t tag) {
+std::shared_ptr<Work> ProcessGroupGloo::IssueGather(const CollectiveSpec& spec, const std::vector<Tensor>& outputs,
+                                                    const Tensor& input, int root) {
+  return Issue(spec, GlooBody([this, outputs, input, root](uint32_t tag) {
     const size_t bytes = input.nbytes();
     if (bytes == 0) return;
-    if (size_ == 1) {
+    if (size() == 1) {
       std::memcpy(outputs[0].raw_data(), input.raw_data(), bytes);
       return;
     }
-    std::vector<uint8_t> flat(rank_ == root ? bytes * size_ : 0);
+    std::vector<uint8_t> flat(rank() == root ? bytes * size() : 0);
     gloo::GatherOptions options(context_);
     options.setInput<uint8_t>(Bytes(input), bytes);
-    if (rank_ == root) options.setOutput<uint8_t>(flat.data(), flat.size());
+    if (rank() == root) options.setOutput<uint8_t>(flat.data(), flat.size());
     options.setRoot(root);
     options.setTag(tag);
     options.setTimeout(ToChrono(options_.timeout));
     gloo::gather(options);
-    if (rank_ != root) return;
-    for (int r = 0; r < size_; ++r) std::memcpy(outputs[r].raw_data(), flat.data() + r * bytes, bytes);
-  });
+    if (rank() != root) return;
+    for (int r = 0; r < size(); ++r) std::memcpy(outputs[r].raw_data(), flat.data() + r * bytes, bytes);
+  }));
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::Scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) {
-  CheckTensor("Scatter", output);
-  CheckRoot("Scatter", root, size_);
-  if (rank_ == root) CheckList("Scatter", "inputs", inputs, size_, output);
-  return Issue(absl::StrCat("Scatter(root ", root, ")"), Payload(output), [this, output, inputs, root](uint32_t tag) {
+std::shared_ptr<Work> ProcessGroupGloo::IssueScatter(const CollectiveSpec& spec, const Tensor& output,
+                                                     const std::vector<Tensor>& inputs, int root) {
+  return Issue(spec, GlooBody([this, output, inputs, root](uint32_t tag) {
     const size_t bytes = output.nbytes();
     if (bytes == 0) return;
-    if (size_ == 1) {
+    if (size() == 1) {
       std::memcpy(output.raw_data(), inputs[0].raw_data(), bytes);
       return;
     }
     gloo::ScatterOptions options(context_);
-    if (rank_ == root) {
+    if (rank() == root) {
       std::vector<uint8_t*> pointers;
       for (const Tensor& in : inputs) pointers.push_back(Bytes(in));
       options.setInputs<uint8_t>(pointers, bytes);
@@ -153,84 +128,92 @@ std::shared_ptr<Work> ProcessGroupGloo::Scatter(const Tensor& output, const std:
     options.setTag(tag);
     options.setTimeout(ToChrono(options_.timeout));
     gloo::scatter(options);
-  });
+  }));
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::AllToAll(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) {
-  DDP_CHECK(!inputs.empty()) << "AllToAll: no inputs";
-  CheckTensor("AllToAll", inputs[0]);
-  CheckList("AllToAll", "inputs", inputs, size_, inputs[0]);
-  CheckList("AllToAll", "outputs", outputs, size_, inputs[0]);
-  return Issue("AllToAll", Payload(inputs[0]), [this, outputs, inputs](uint32_t tag) {
+std::shared_ptr<Work> ProcessGroupGloo::IssueAllToAll(const CollectiveSpec& spec, const std::vector<Tensor>& outputs,
+                                                      const std::vector<Tensor>& inputs) {
+  return Issue(spec, GlooBody([this, outputs, inputs](uint32_t tag) {
     const size_t bytes = inputs[0].nbytes();
     if (bytes == 0) return;
-    if (size_ == 1) {
+    if (size() == 1) {
       std::memcpy(outputs[0].raw_data(), inputs[0].raw_data(), bytes);
       return;
     }
-    std::vector<uint8_t> flat_in(bytes * size_), flat_out(bytes * size_);
-    for (int r = 0; r < size_; ++r) std::memcpy(flat_in.data() + r * bytes, inputs[r].raw_data(), bytes);
+    std::vector<uint8_t> flat_in(bytes * size()), flat_out(bytes * size());
+    for (int r = 0; r < size(); ++r) std::memcpy(flat_in.data() + r * bytes, inputs[r].raw_data(), bytes);
     gloo::AlltoallOptions options(context_);
     options.setInput<uint8_t>(flat_in.data(), flat_in.size());
     options.setOutput<uint8_t>(flat_out.data(), flat_out.size());
     options.setTag(tag);
     options.setTimeout(ToChrono(options_.timeout));
     gloo::alltoall(options);
-    for (int r = 0; r < size_; ++r) std::memcpy(outputs[r].raw_data(), flat_out.data() + r * bytes, bytes);
-  });
+    for (int r = 0; r < size(); ++r) std::memcpy(outputs[r].raw_data(), flat_out.data() + r * bytes, bytes);
+  }));
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::Send(const Tensor& tensor, int dst, int tag) {
-  return PointToPoint(/*send=*/true, tensor, dst, tag);
+  return PointToPoint(CollectiveSpec::Send(tensor, dst, tag), tensor);
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::Recv(const Tensor& tensor, int src, int tag) {
-  return PointToPoint(/*send=*/false, tensor, src, tag);
+  return PointToPoint(CollectiveSpec::Recv(tensor, src, tag), tensor);
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::PointToPoint(bool send, const Tensor& tensor, int peer, int tag) {
-  const char* op = send ? "Send" : "Recv";
-  CheckTensor(op, tensor);
-  DDP_CHECK(peer >= 0 && peer < size_ && peer != rank_)
-      << op << ": peer " << peer << " is not another rank of a group of " << size_ << " (this is rank " << rank_ << ")";
-  DDP_CHECK(tag >= 0) << op << ": tag " << tag << " is negative";
+std::shared_ptr<Work> ProcessGroupGloo::PointToPoint(const CollectiveSpec& spec, const Tensor& tensor) {
+  const bool send = spec.kind == CollectiveKind::kSend;
+  const char* op = CollectiveKindName(spec.kind);
+  const int peer = spec.root;
+  CheckTensor(spec.kind, tensor);
+  DDP_CHECK(peer >= 0 && peer < size() && peer != rank())
+      << op << ": peer " << peer << " is not another rank of a group of " << size() << " (this is rank " << rank()
+      << ")";
+  DDP_CHECK(spec.tag >= 0) << op << ": tag " << spec.tag << " is negative";
   // Both ends build the same signature, hence the same slot (Note [Point-to-point tags]).
-  const CollectiveCall call{kPointToPointSequence, absl::StrCat("PointToPoint(tag ", tag, ") of ", Payload(tensor))};
-  const uint64_t slot = gloo::Slot::build(kPointToPointSlotPrefix, GlooTag({static_cast<uint32_t>(tag), call.signature}));
-  const std::string description = absl::StrCat(op, send ? "(to rank " : "(from rank ", peer, ", tag ", tag, ") of ",
-                                               Payload(tensor), " on rank ", rank_, "/", size_, " (gloo)");
-  absl::MutexLock lock(&issue_mu_);  // queue order follows call order, as for collectives
-  std::shared_ptr<gloo::transport::UnboundBuffer> buffer;
-  std::string post_error;
-  if (tensor.nbytes() > 0) {
-    try {
-      buffer = context_->createUnboundBuffer(tensor.raw_data(), tensor.nbytes());
-      if (send) {
-        buffer->send(peer, slot);
-      } else {
-        buffer->recv(peer, slot);
-      }
-    } catch (const std::exception& e) {
-      post_error = e.what();
-    }
-  }
-  const absl::Duration timeout = options_.timeout;
-  return Enqueue(call, description, [buffer, tensor, send, post_error, timeout](uint32_t) {
-    if (!post_error.empty()) throw std::runtime_error(absl::StrCat("posting the transfer: ", post_error));
-    if (buffer == nullptr) return;  // nothing to move
-    if (send) {
-      WaitOrThrow(buffer->waitSend(ToChrono(timeout)), "the send");
-    } else {
-      WaitOrThrow(buffer->waitRecv(ToChrono(timeout)), "the receive");
-    }
-  });
+  const CollectiveCall call{kPointToPointSequence,
+                            absl::StrCat("PointToPoint(tag ", spec.tag, ") of ", spec.Payload())};
+  const uint64_t slot =
+      gloo::Slot::build(kPointToPointSlotPrefix, GlooTag({static_cast<uint32_t>(spec.tag), call.signature}));
+  QueuedIssueOptions unnumbered;
+  unnumbered.numbered = false;  // Note [Point-to-point tags]
+  // The transfer is posted at the call's place in issue order, as collectives are queued.
+  return IssueStarted(
+      spec,
+      [&]() -> Body {
+        std::shared_ptr<gloo::transport::UnboundBuffer> buffer;
+        std::string post_error;
+        if (tensor.nbytes() > 0) {
+          try {
+            buffer = context_->createUnboundBuffer(tensor.raw_data(), tensor.nbytes());
+            if (send) {
+              buffer->send(peer, slot);
+            } else {
+              buffer->recv(peer, slot);
+            }
+          } catch (const std::exception& e) {
+            post_error = e.what();
+          }
+        }
+        return GlooBody(
+            [buffer, tensor, send, post_error, timeout = options_.timeout](uint32_t) {
+              if (!post_error.empty()) throw std::runtime_error(absl::StrCat("posting the transfer: ", post_error));
+              if (buffer == nullptr) return;  // nothing to move
+              if (send) {
+                WaitOrThrow(buffer->waitSend(ToChrono(timeout)), "the send");
+              } else {
+                WaitOrThrow(buffer->waitRecv(ToChrono(timeout)), "the receive");
+              }
+            },
+            call);
+      },
+      unnumbered);
 }
 
 void ProcessGroupGloo::RingReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
                                          uint32_t tag) {
   const int64_t n = output.numel();
   if (n == 0) return;
-  if (size_ == 1) {
+  if (size() == 1) {
     std::memcpy(output.raw_data(), inputs[0].raw_data(), output.nbytes());  // avg over one rank: unchanged
     return;
   }
@@ -239,17 +222,17 @@ void ProcessGroupGloo::RingReduceScatter(const Tensor& output, const std::vector
   const size_t element = output.nbytes() / n;
   const int64_t segment = std::max<int64_t>(1, kRingSegmentBytes / static_cast<int64_t>(element));
   const int64_t segments = (n + segment - 1) / segment;
-  auto chunk_of = [this](int step_back) { return ((rank_ - step_back) % size_ + size_) % size_; };
+  auto chunk_of = [this](int step_back) { return ((rank() - step_back) % size() + size()) % size(); };
   std::vector<Tensor> partial;
-  for (int i = 0; i < 2 && size_ > 2; ++i) partial.push_back(Tensor::Empty({n}, output.dtype()));
+  for (int i = 0; i < 2 && size() > 2; ++i) partial.push_back(Tensor::Empty({n}, output.dtype()));
   auto buffer_over = [this](const Tensor& t) { return context_->createUnboundBuffer(t.raw_data(), t.nbytes()); };
   std::unique_ptr<gloo::transport::UnboundBuffer> first = buffer_over(inputs[chunk_of(1)]);
   std::unique_ptr<gloo::transport::UnboundBuffer> last = buffer_over(output);
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> middle;
   for (const Tensor& t : partial) middle.push_back(buffer_over(t));
   std::vector<int> pending_sends(2, 0);  // per middle buffer
-  const int right = (rank_ + 1) % size_;
-  const int left = (rank_ + size_ - 1) % size_;
+  const int right = (rank() + 1) % size();
+  const int left = (rank() + size() - 1) % size();
   const uint64_t slot = gloo::Slot::build(kRingReduceScatterSlotPrefix, tag);
   const RawReduceFunction reduce = GetReduceFunction(output.dtype(), op);
   const auto timeout = ToChrono(options_.timeout);
@@ -258,8 +241,8 @@ void ProcessGroupGloo::RingReduceScatter(const Tensor& output, const std::vector
     return std::pair<size_t, size_t>(begin * element, (std::min(n, begin + segment) - begin) * element);
   };
   for (int64_t k = 0; k < segments; ++k) first->send(right, slot, segment_range(k).first, segment_range(k).second);
-  for (int step = 0; step < size_ - 1; ++step) {
-    const bool is_last = step == size_ - 2;
+  for (int step = 0; step < size() - 1; ++step) {
+    const bool is_last = step == size() - 2;
     gloo::transport::UnboundBuffer& target = is_last ? *last : *middle[step % 2];
     if (!is_last) {  // the sends of step - 2 from this buffer must be done before it is overwritten
       for (; pending_sends[step % 2] > 0; --pending_sends[step % 2]) {
@@ -283,21 +266,17 @@ void ProcessGroupGloo::RingReduceScatter(const Tensor& output, const std::vector
   for (int i = 0; i < static_cast<int>(middle.size()); ++i) {
     for (; pending_sends[i] > 0; --pending_sends[i]) WaitOrThrow(middle[i]->waitSend(timeout), "a ring send");
   }
-  if (op == ReduceOp::kAvg) DivideInPlace(output.raw_data(), output.dtype(), n, size_);
+  if (op == ReduceOp::kAvg) DivideInPlace(output.raw_data(), output.dtype(), n, size());
 }
 
 absl::Status ProcessGroupGloo::MonitoredBarrier(absl::Duration timeout, bool wait_all_ranks) {
-  int64_t number;
-  {
-    absl::MutexLock lock(&issue_mu_);
-    number = monitored_barriers_++;
-  }
-  const std::string name = absl::StrCat("MonitoredBarrier #", number, " on rank ", rank_, "/", size_, " (gloo)");
-  if (size_ == 1) return absl::OkStatus();
+  const int64_t number = monitored_barriers_.fetch_add(1);
+  const std::string name = DescribeCall(CollectiveSpec::MonitoredBarrier(), number, rank(), size(), "gloo");
+  if (size() == 1) return absl::OkStatus();
   const std::string prefix = absl::StrCat("gloo/monitored_barrier/", number, "/");
   const std::string release_key = prefix + "release";
-  if (rank_ != 0) {  // Note [Monitored barrier]
-    absl::Status arrived = store_->Set(absl::StrCat(prefix, "arrived/", rank_), "1");
+  if (rank() != 0) {  // Note [Monitored barrier]
+    absl::Status arrived = store_->Set(absl::StrCat(prefix, "arrived/", rank()), "1");
     if (!arrived.ok()) return absl::Status(arrived.code(), absl::StrCat(name, ": ", arrived.message()));
     absl::StatusOr<std::string> release = store_->Get(release_key, timeout + kReleaseMargin);
     if (!release.ok()) {
@@ -310,7 +289,7 @@ absl::Status ProcessGroupGloo::MonitoredBarrier(absl::Duration timeout, bool wai
   }
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<int> missing;
-  for (int r = 1; r < size_ && (wait_all_ranks || missing.empty()); ++r) {
+  for (int r = 1; r < size() && (wait_all_ranks || missing.empty()); ++r) {
     const absl::Duration left = std::max(deadline - absl::Now(), absl::Milliseconds(1));
     absl::Status status = store_->Wait({absl::StrCat(prefix, "arrived/", r)}, left);
     if (status.code() == absl::StatusCode::kDeadlineExceeded) {

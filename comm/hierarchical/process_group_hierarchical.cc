@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "comm/async_work.h"
 #include "store/prefix_store.h"
 #include "comm/reduce_functions.h"
 #include "base/check.h"
@@ -43,8 +42,20 @@ absl::StatusOr<HostLayout> ComputeHostLayout(const std::vector<std::string>& ide
   return layout;
 }
 
+namespace {
+
+// What the queued skeleton needs: the name and the bound on every collective.
+QueuedProcessGroupOptions QueuedGroupOptions(absl::Duration timeout) {
+  QueuedProcessGroupOptions queued;
+  queued.backend = "hier(shm+gloo)";
+  queued.timeout = timeout;
+  return queued;
+}
+
+}  // namespace
+
 ProcessGroupHierarchical::ProcessGroupHierarchical(int rank, int size, absl::Duration timeout, HostLayout layout)
-    : rank_(rank), size_(size), timeout_(timeout), layout_(std::move(layout)) {}
+    : QueuedProcessGroup(rank, size, QueuedGroupOptions(timeout)), layout_(std::move(layout)) {}
 
 absl::StatusOr<std::unique_ptr<ProcessGroupHierarchical>> ProcessGroupHierarchical::Create(
     Store& store, int rank, int size, const std::vector<std::string>& host_identities, absl::Duration timeout,
@@ -76,32 +87,22 @@ absl::StatusOr<std::unique_ptr<ProcessGroupHierarchical>> ProcessGroupHierarchic
   auto flat = gloo_factory(prefixed("hier/flat"), rank, size);
   if (!flat.ok()) return annotate(flat.status(), "flat", everyone);
   group->flat_ = *std::move(flat);
-  group->queue_ = std::make_unique<WorkQueue>();
   return group;
 }
 
 ProcessGroupHierarchical::~ProcessGroupHierarchical() {
-  queue_.reset();  // before the inner groups its running task may be waiting on
+  StopQueue();  // before the inner groups its running task may be waiting on
 }
 
-std::string ProcessGroupHierarchical::backend_name() const { return "hier(shm+gloo)"; }
-
-std::shared_ptr<Work> ProcessGroupHierarchical::Issue(const std::string& what, std::function<absl::Status()> task) {
-  auto work = std::make_shared<AsyncWork>(absl::StrCat(what, " #", calls_.fetch_add(1), " on rank ", rank_, "/",
-                                                       size_, " (", backend_name(), ")"));
-  AsyncWork* raw = work.get();
-  queue_->Enqueue(work, [raw, task = std::move(task)]() -> absl::Status {
-    absl::Status status = task();
-    if (status.ok()) return status;
-    return absl::Status(status.code(), absl::StrCat(raw->description(), " failed: ", status.message()));
-  });
-  return work;
+void ProcessGroupHierarchical::CheckTensor(CollectiveKind kind, const Tensor& t) const {
+  if (kind == CollectiveKind::kAllReduce) QueuedProcessGroup::CheckTensor(kind, t);
 }
 
-absl::Status ProcessGroupHierarchical::Await(const std::shared_ptr<Work>& work, const std::string& stage) const {
-  absl::Status status = work->Wait(timeout_);
+absl::Status ProcessGroupHierarchical::Await(const std::shared_ptr<Work>& work, const std::string& stage,
+                                             const RunningCall& call) const {
+  absl::Status status = work->Wait(timeout());
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(stage, ": ", status.message()));
+  return absl::Status(status.code(), absl::StrCat(call(), ": ", stage, ": ", status.message()));
 }
 
 namespace {
@@ -133,10 +134,10 @@ Tensor ProcessGroupHierarchical::Scratch(int which, int64_t numel, DType dtype) 
   return Tensor::View(buffer.storage(), {numel}, {1}, 0, dtype);
 }
 
-absl::Status ProcessGroupHierarchical::RunAllReduce(const Tensor& tensor, ReduceOp op) {
+absl::Status ProcessGroupHierarchical::RunAllReduce(const Tensor& tensor, ReduceOp op, const RunningCall& call) {
   const int64_t n = tensor.numel();
   if (n == 0) return absl::OkStatus();
-  if (!SharedMemoryReduces(tensor.dtype())) return Await(flat_->AllReduce(tensor, op), "all-reduce (flat gloo)");
+  if (!SharedMemoryReduces(tensor.dtype())) return Await(flat_->AllReduce(tensor, op), "all-reduce (flat gloo)", call);
   const ReduceOp stage_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   const int local = layout_.local_size;
   const int64_t chunk = (n + local - 1) / local;
@@ -149,69 +150,76 @@ absl::Status ProcessGroupHierarchical::RunAllReduce(const Tensor& tensor, Reduce
   }
   const std::vector<Tensor> pieces = Pieces(padded, local, chunk);
   const Tensor slice = Scratch(0, chunk, tensor.dtype());
-  DDP_RETURN_IF_ERROR(Await(local_->ReduceScatter(slice, pieces, stage_op), "reduce-scatter inside the host (shm)"));
+  DDP_RETURN_IF_ERROR(
+      Await(local_->ReduceScatter(slice, pieces, stage_op), "reduce-scatter inside the host (shm)", call));
   DDP_RETURN_IF_ERROR(Await(cross_->AllReduce(slice, stage_op),
                             absl::StrCat("all-reduce across hosts (gloo, global ranks ",
-                                         absl::StrJoin(layout_.cross_ranks, ","), ")")));
-  DDP_RETURN_IF_ERROR(Await(local_->AllGather(pieces, slice), "all-gather inside the host (shm)"));
+                                         absl::StrJoin(layout_.cross_ranks, ","), ")"),
+                            call));
+  DDP_RETURN_IF_ERROR(Await(local_->AllGather(pieces, slice), "all-gather inside the host (shm)", call));
   if (!in_place) std::memcpy(tensor.raw_data(), padded.raw_data(), tensor.nbytes());
-  if (op == ReduceOp::kAvg) DivideInPlace(tensor.raw_data(), tensor.dtype(), static_cast<size_t>(n), size_);
+  if (op == ReduceOp::kAvg) DivideInPlace(tensor.raw_data(), tensor.dtype(), static_cast<size_t>(n), size());
   return absl::OkStatus();
 }
 
-std::shared_ptr<Work> ProcessGroupHierarchical::AllReduce(const Tensor& tensor, ReduceOp op) {
-  DDP_CHECK(tensor.is_contiguous() && tensor.device().is_cpu())
-      << "AllReduce: the hierarchical group takes contiguous CPU tensors";
-  return Issue(absl::StrCat("AllReduce(", ReduceOpName(op), ") of ", tensor.numel(), " ", DTypeName(tensor.dtype())),
-               [this, tensor, op] { return RunAllReduce(tensor, op); });
+std::shared_ptr<Work> ProcessGroupHierarchical::IssueAllReduce(const CollectiveSpec& spec, const Tensor& tensor,
+                                                               ReduceOp op) {
+  return Issue(spec, [this, tensor, op](const RunningCall& call) { return RunAllReduce(tensor, op, call); });
 }
 
-std::shared_ptr<Work> ProcessGroupHierarchical::Broadcast(const Tensor& tensor, int root) {
-  return Issue(absl::StrCat("Broadcast(root ", root, ")"),
-               [this, tensor, root] { return Await(flat_->Broadcast(tensor, root), "broadcast (flat gloo)"); });
-}
-
-std::shared_ptr<Work> ProcessGroupHierarchical::AllGather(const std::vector<Tensor>& outputs, const Tensor& input) {
-  return Issue("AllGather",
-               [this, outputs, input] { return Await(flat_->AllGather(outputs, input), "all-gather (flat gloo)"); });
-}
-
-std::shared_ptr<Work> ProcessGroupHierarchical::ReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                                              ReduceOp op) {
-  return Issue(absl::StrCat("ReduceScatter(", ReduceOpName(op), ")"), [this, output, inputs, op] {
-    return Await(flat_->ReduceScatter(output, inputs, op), "reduce-scatter (flat gloo)");
+std::shared_ptr<Work> ProcessGroupHierarchical::IssueOnFlat(const CollectiveSpec& spec, const char* stage,
+                                                            std::function<std::shared_ptr<Work>()> issue) {
+  return Issue(spec, [this, stage, issue = std::move(issue)](const RunningCall& call) {
+    return Await(issue(), stage, call);
   });
 }
 
-std::shared_ptr<Work> ProcessGroupHierarchical::Reduce(const Tensor& tensor, int root, ReduceOp op) {
-  return Issue(absl::StrCat("Reduce(", ReduceOpName(op), ", root ", root, ")"), [this, tensor, root, op] {
-    return Await(flat_->Reduce(tensor, root, op), "reduce (flat gloo)");
-  });
+std::shared_ptr<Work> ProcessGroupHierarchical::IssueBroadcast(const CollectiveSpec& spec, const Tensor& tensor,
+                                                               int root) {
+  return IssueOnFlat(spec, "broadcast (flat gloo)", [this, tensor, root] { return flat_->Broadcast(tensor, root); });
 }
 
-std::shared_ptr<Work> ProcessGroupHierarchical::Barrier() {
-  return Issue("Barrier", [this] { return Await(flat_->Barrier(), "barrier (flat gloo)"); });
+std::shared_ptr<Work> ProcessGroupHierarchical::IssueAllGather(const CollectiveSpec& spec,
+                                                               const std::vector<Tensor>& outputs,
+                                                               const Tensor& input) {
+  return IssueOnFlat(spec, "all-gather (flat gloo)",
+                     [this, outputs, input] { return flat_->AllGather(outputs, input); });
 }
 
-std::shared_ptr<Work> ProcessGroupHierarchical::Gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                                       int root) {
-  return Issue(absl::StrCat("Gather(root ", root, ")"), [this, outputs, input, root] {
-    return Await(flat_->Gather(outputs, input, root), "gather (flat gloo)");
-  });
+std::shared_ptr<Work> ProcessGroupHierarchical::IssueReduceScatter(const CollectiveSpec& spec, const Tensor& output,
+                                                                   const std::vector<Tensor>& inputs, ReduceOp op) {
+  return IssueOnFlat(spec, "reduce-scatter (flat gloo)",
+                     [this, output, inputs, op] { return flat_->ReduceScatter(output, inputs, op); });
 }
 
-std::shared_ptr<Work> ProcessGroupHierarchical::Scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                                        int root) {
-  return Issue(absl::StrCat("Scatter(root ", root, ")"), [this, output, inputs, root] {
-    return Await(flat_->Scatter(output, inputs, root), "scatter (flat gloo)");
-  });
+std::shared_ptr<Work> ProcessGroupHierarchical::IssueReduce(const CollectiveSpec& spec, const Tensor& tensor, int root,
+                                                            ReduceOp op) {
+  return IssueOnFlat(spec, "reduce (flat gloo)",
+                     [this, tensor, root, op] { return flat_->Reduce(tensor, root, op); });
 }
 
-std::shared_ptr<Work> ProcessGroupHierarchical::AllToAll(const std::vector<Tensor>& outputs,
-                                                         const std::vector<Tensor>& inputs) {
-  return Issue("AllToAll", [this, outputs, inputs] {
-    return Await(flat_->AllToAll(outputs, inputs), "all-to-all (flat gloo)");
-  });
+std::shared_ptr<Work> ProcessGroupHierarchical::IssueBarrier(const CollectiveSpec& spec) {
+  return IssueOnFlat(spec, "barrier (flat gloo)", [this] { return flat_->Barrier(); });
+}
+
+std::shared_ptr<Work> ProcessGroupHierarchical::IssueGather(const CollectiveSpec& spec,
+                                                            const std::vector<Tensor>& outputs, const Tensor& input,
+                                                            int root) {
+  return IssueOnFlat(spec, "gather (flat gloo)",
+                     [this, outputs, input, root] { return flat_->Gather(outputs, input, root); });
+}
+
+std::shared_ptr<Work> ProcessGroupHierarchical::IssueScatter(const CollectiveSpec& spec, const Tensor& output,
+                                                             const std::vector<Tensor>& inputs, int root) {
+  return IssueOnFlat(spec, "scatter (flat gloo)",
+                     [this, output, inputs, root] { return flat_->Scatter(output, inputs, root); });
+}
+
+std::shared_ptr<Work> ProcessGroupHierarchical::IssueAllToAll(const CollectiveSpec& spec,
+                                                              const std::vector<Tensor>& outputs,
+                                                              const std::vector<Tensor>& inputs) {
+  return IssueOnFlat(spec, "all-to-all (flat gloo)",
+                     [this, outputs, inputs] { return flat_->AllToAll(outputs, inputs); });
 }
 
 std::shared_ptr<Work> ProcessGroupHierarchical::Send(const Tensor& tensor, int dst, int tag) {

@@ -17,11 +17,11 @@
 //   Every collective runs on this group's one worker thread, which issues the inner calls and waits on
 //   each (bounded by the group's timeout), so works complete in issue order whatever inner group they
 //   use. An inner failure fails the work with the stage that failed and the inner group's error (which
-//   names the lost rank in that group's numbering, with the global ranks of the group in the message).
+//   names the lost rank in that group's numbering, with the global ranks of the group in the message),
+//   and breaks this group (Note [Broken groups] in comm/queued_process_group.cc).
 #ifndef DDP_COMM_HIERARCHICAL_PROCESS_GROUP_HIERARCHICAL_H_
 #define DDP_COMM_HIERARCHICAL_PROCESS_GROUP_HIERARCHICAL_H_
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -31,9 +31,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "comm/process_group.h"
+#include "comm/queued_process_group.h"
 #include "store/store.h"
-#include "comm/work_queue.h"
 
 namespace ddp {
 
@@ -56,7 +55,7 @@ absl::StatusOr<HostLayout> ComputeHostLayout(const std::vector<std::string>& ide
 using InnerGroupFactory =
     std::function<absl::StatusOr<std::unique_ptr<ProcessGroup>>(Store& store, int rank, int size)>;
 
-class ProcessGroupHierarchical : public ProcessGroup {
+class ProcessGroupHierarchical : public QueuedProcessGroup {
  public:
   // Builds the local (shm_factory), cross and flat (gloo_factory) groups of Note [Hierarchical
   // all-reduce] for `rank` of `size`, under store prefixes "hier/..." of `store` (which must outlive the
@@ -67,25 +66,10 @@ class ProcessGroupHierarchical : public ProcessGroup {
   // Queued works complete with kCancelled; the running one finishes first (bounded by timeout()).
   ~ProcessGroupHierarchical() override;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  // "hier(shm+gloo)".
-  std::string backend_name() const override;
-  absl::Duration timeout() const override { return timeout_; }
   const HostLayout& layout() const { return layout_; }
 
-  // Note [Hierarchical all-reduce]. REQUIRES: contiguous CPU tensor.
-  std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) override;
-  // The rest run on the flat Gloo group, in this group's issue order.
-  std::shared_ptr<Work> Broadcast(const Tensor& tensor, int root) override;
-  std::shared_ptr<Work> AllGather(const std::vector<Tensor>& outputs, const Tensor& input) override;
-  std::shared_ptr<Work> ReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                      ReduceOp op = ReduceOp::kSum) override;
-  std::shared_ptr<Work> Reduce(const Tensor& tensor, int root, ReduceOp op = ReduceOp::kSum) override;
-  std::shared_ptr<Work> Barrier() override;
-  std::shared_ptr<Work> Gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) override;
-  std::shared_ptr<Work> Scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) override;
-  std::shared_ptr<Work> AllToAll(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) override;
+  // The collectives are QueuedProcessGroup's: AllReduce follows Note [Hierarchical all-reduce]
+  // (REQUIRES: contiguous CPU tensor); the rest run on the flat Gloo group, in this group's issue order.
   // Point to point and the monitored barrier go straight to the flat group (they take no part in the
   // issue order: a Send completes only once the peer posted its Recv, so queueing it could deadlock).
   std::shared_ptr<Work> Send(const Tensor& tensor, int dst, int tag = 0) override;
@@ -95,28 +79,42 @@ class ProcessGroupHierarchical : public ProcessGroup {
  private:
   ProcessGroupHierarchical(int rank, int size, absl::Duration timeout, HostLayout layout);
 
-  // Queues `task` (which waits on inner works) on the worker; `what` names the call in errors.
-  std::shared_ptr<Work> Issue(const std::string& what, std::function<absl::Status()> task);
-  // Waits for an inner work (bounded by timeout()); errors name `stage`.
-  absl::Status Await(const std::shared_ptr<Work>& work, const std::string& stage) const;
-  absl::Status RunAllReduce(const Tensor& tensor, ReduceOp op);
+  // AllReduce takes contiguous CPU tensors; the flat group checks the tensors of the other calls.
+  void CheckTensor(CollectiveKind kind, const Tensor& t) const override;
+  std::shared_ptr<Work> IssueAllReduce(const CollectiveSpec& spec, const Tensor& tensor, ReduceOp op) override;
+  std::shared_ptr<Work> IssueBroadcast(const CollectiveSpec& spec, const Tensor& tensor, int root) override;
+  std::shared_ptr<Work> IssueAllGather(const CollectiveSpec& spec, const std::vector<Tensor>& outputs,
+                                       const Tensor& input) override;
+  std::shared_ptr<Work> IssueReduceScatter(const CollectiveSpec& spec, const Tensor& output,
+                                           const std::vector<Tensor>& inputs, ReduceOp op) override;
+  std::shared_ptr<Work> IssueReduce(const CollectiveSpec& spec, const Tensor& tensor, int root, ReduceOp op) override;
+  std::shared_ptr<Work> IssueBarrier(const CollectiveSpec& spec) override;
+  std::shared_ptr<Work> IssueGather(const CollectiveSpec& spec, const std::vector<Tensor>& outputs,
+                                    const Tensor& input, int root) override;
+  std::shared_ptr<Work> IssueScatter(const CollectiveSpec& spec, const Tensor& output,
+                                     const std::vector<Tensor>& inputs, int root) override;
+  std::shared_ptr<Work> IssueAllToAll(const CollectiveSpec& spec, const std::vector<Tensor>& outputs,
+                                      const std::vector<Tensor>& inputs) override;
+
+  // Queues the call `spec` that waits on one inner Work, which `issue` starts on the flat group; errors
+  // name `stage`.
+  std::shared_ptr<Work> IssueOnFlat(const CollectiveSpec& spec, const char* stage,
+                                    std::function<std::shared_ptr<Work>()> issue);
+  // Waits for an inner work (bounded by timeout()); errors read "<call> failed: <stage>: <inner error>".
+  absl::Status Await(const std::shared_ptr<Work>& work, const std::string& stage, const RunningCall& call) const;
+  absl::Status RunAllReduce(const Tensor& tensor, ReduceOp op, const RunningCall& call);
   // A flat scratch tensor of `numel` elements of `dtype` for the running task: a view of a buffer kept
   // across calls (`which`: 0 the slice, 1 the padded copy) and grown when too small, so a training loop's
   // all-reduces do not allocate (and first-touch fresh pages) on every call. Worker thread only.
   Tensor Scratch(int which, int64_t numel, DType dtype);
 
-  const int rank_;
-  const int size_;
-  const absl::Duration timeout_;
   const HostLayout layout_;
-  std::atomic<int64_t> calls_{0};  // sequence numbers in work descriptions
   // Prefix stores before the groups that use them (destroyed after them).
   std::vector<std::unique_ptr<Store>> stores_;
   std::unique_ptr<ProcessGroup> local_;
   std::unique_ptr<ProcessGroup> cross_;
   std::unique_ptr<ProcessGroup> flat_;
-  std::unique_ptr<WorkQueue> queue_;  // destroyed first (see the destructor)
-  Tensor scratch_[2];                 // Scratch's buffers, used by the worker thread only
+  Tensor scratch_[2];  // Scratch's buffers, used by the worker thread only
 };
 
 }  // namespace ddp

@@ -11,7 +11,6 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "comm/collective_tensors.h"
 #include "comm/reduce_functions.h"
 #include "base/check.h"
 
@@ -160,17 +159,17 @@ MPI_Op MpiOp(DType dtype, ReduceOp op) {
 }
 
 // Runs `start` (which issues one non-blocking MPI call into *request) and polls the request until it
-// completes, fails, or `deadline` passes (Note [MPI worker thread]). `what` prefixes every error.
+// completes, fails, or `deadline` passes (Note [MPI worker thread]). `what()` prefixes every error.
 template <typename Start>
-absl::Status RunNonBlocking(const std::string& what, absl::Time deadline, const ProcessGroupMpiOptions& options,
-                            Start start) {
+absl::Status RunNonBlocking(absl::FunctionRef<std::string()> what, absl::Time deadline,
+                            const ProcessGroupMpiOptions& options, Start start) {
   MPI_Request request = MPI_REQUEST_NULL;
   int rc;
   {
     absl::MutexLock lock(&MpiCallMutex());
     rc = start(&request);
   }
-  if (rc != MPI_SUCCESS) return absl::InternalError(absl::StrCat(what, ": ", MpiErrorText(rc)));
+  if (rc != MPI_SUCCESS) return absl::InternalError(absl::StrCat(what(), ": ", MpiErrorText(rc)));
   const absl::Time begin = absl::Now();
   for (;;) {
     int done = 0;
@@ -178,13 +177,13 @@ absl::Status RunNonBlocking(const std::string& what, absl::Time deadline, const 
       absl::MutexLock lock(&MpiCallMutex());
       rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     }
-    if (rc != MPI_SUCCESS) return absl::InternalError(absl::StrCat(what, ": ", MpiErrorText(rc)));
+    if (rc != MPI_SUCCESS) return absl::InternalError(absl::StrCat(what(), ": ", MpiErrorText(rc)));
     if (done) return absl::OkStatus();
     const absl::Time now = absl::Now();
     if (now > deadline) {
       g_operation_stuck.store(true);
       return absl::DeadlineExceededError(absl::StrCat(
-          what, ": not complete after ", absl::FormatDuration(now - begin),
+          what(), ": not complete after ", absl::FormatDuration(now - begin),
           " (the group's timeout; some rank did not join it). MPI cannot cancel it: the group is broken and "
           "the process will end with MPI_Abort at exit"));
     }
@@ -196,15 +195,29 @@ absl::Status RunNonBlocking(const std::string& what, absl::Time deadline, const 
   }
 }
 
-std::string Payload(const Tensor& t) { return CollectivePayload(t); }
-void CheckTensor(const char* op, const Tensor& t) { CheckCpuCollectiveTensor(op, "mpi", t); }
-void CheckSameShape(const char* op, const Tensor& a, const Tensor& b) { CheckMatchingCollectiveTensor(op, "mpi", a, b); }
+// RunNonBlocking for the running collective `call`; when it times out, `buffers` (which MPI may still
+// write) are kept alive for ever (Note [Stuck MPI operations]).
+template <typename Start>
+absl::Status RunCollective(const RunningCall& call, const ProcessGroupMpiOptions& options,
+                           std::vector<Tensor> buffers, Start start) {
+  absl::Status status = RunNonBlocking(call, call.deadline, options, start);
+  if (absl::IsDeadlineExceeded(status)) KeepAliveForever(std::move(buffers));
+  return status;
+}
 
 // MPI counts are ints.
-absl::Status CheckCount(const std::string& what, int64_t count) {
+absl::Status CheckCount(const RunningCall& call, int64_t count) {
   if (count <= INT_MAX) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat(what, ": ", count, " elements per rank exceed MPI's int count (", INT_MAX, ")"));
+      absl::StrCat(call(), ": ", count, " elements per rank exceed MPI's int count (", INT_MAX, ")"));
+}
+
+// What the queued skeleton needs of the group's options.
+QueuedProcessGroupOptions QueuedGroupOptionsOf(const ProcessGroupMpiOptions& options) {
+  QueuedProcessGroupOptions queued;
+  queued.backend = "mpi";
+  queued.timeout = options.timeout;
+  return queued;
 }
 
 }  // namespace
@@ -225,7 +238,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroupMpi>> ProcessGroupMpi::Create(const P
   }
   const std::string what = absl::StrCat("mpi: rank ", world_rank, " of ", world_size,
                                         " joining (MPI_Comm_idup of MPI_COMM_WORLD)");
-  absl::Status joined = RunNonBlocking(what, absl::Now() + options.timeout, options,
+  absl::Status joined = RunNonBlocking([&] { return what; }, absl::Now() + options.timeout, options,
                                        [&](MPI_Request* request) {
                                          return MPI_Comm_idup(MPI_COMM_WORLD, &comm->comm, request);
                                        });
@@ -253,16 +266,14 @@ absl::StatusOr<std::unique_ptr<ProcessGroupMpi>> ProcessGroupMpi::Create(const P
 
 ProcessGroupMpi::ProcessGroupMpi(std::unique_ptr<Comm> comm, int rank, int size, int local_rank, int local_size,
                                  ProcessGroupMpiOptions options)
-    : comm_(std::move(comm)),
-      rank_(rank),
-      size_(size),
+    : QueuedProcessGroup(rank, size, QueuedGroupOptionsOf(options)),
+      comm_(std::move(comm)),
       local_rank_(local_rank),
       local_size_(local_size),
-      options_(std::move(options)),
-      queue_(std::make_unique<WorkQueue>()) {}
+      options_(std::move(options)) {}
 
 ProcessGroupMpi::~ProcessGroupMpi() {
-  queue_.reset();
+  StopQueue();  // comm_->stuck is read after the worker joined
   if (comm_->stuck) {
     comm_.release();  // Note [Stuck MPI operations]
     return;
@@ -273,38 +284,15 @@ ProcessGroupMpi::~ProcessGroupMpi() {
   if (!finalized) MPI_Comm_free(&comm_->comm);
 }
 
-std::shared_ptr<Work> ProcessGroupMpi::Issue(const std::string& name, const std::string& payload,
-                                             std::vector<Tensor> buffers,
-                                             std::function<absl::Status(const Call&)> body) {
-  absl::MutexLock lock(&issue_mu_);  // sequence numbers and queue order agree across issuing threads
-  const uint64_t sequence = next_sequence_++;
-  auto work = std::make_shared<AsyncWork>(absl::StrCat(name, " #", sequence, payload.empty() ? "" : " of ", payload,
-                                                       " on rank ", rank(), "/", size(), " (mpi)"));
-  AsyncWork* raw = work.get();
-  queue_->Enqueue(work, [this, raw, buffers = std::move(buffers), body = std::move(body)]() -> absl::Status {
-    if (!broken_.ok()) {
-      return absl::Status(broken_.code(), absl::StrCat(raw->description(), " not run: the group failed before (",
-                                                       broken_.message(), ")"));
-    }
-    const Call call{absl::StrCat(raw->description(), " failed"), absl::Now() + options_.timeout};
-    absl::Status status = body(call);
-    if (!status.ok()) {
-      broken_ = status;
-      if (absl::IsDeadlineExceeded(status)) {
-        comm_->stuck = true;
-        KeepAliveForever(buffers);
-      }
-    }
-    return status;
-  });
-  return work;
+void ProcessGroupMpi::OnFailure(const absl::Status& failure) {
+  if (absl::IsDeadlineExceeded(failure)) comm_->stuck = true;
 }
 
-absl::Status ProcessGroupMpi::RunAllReduce(const Tensor& tensor, ReduceOp op, const Call& call) {
+absl::Status ProcessGroupMpi::RunAllReduce(const Tensor& tensor, ReduceOp op, const RunningCall& call) {
   const int64_t count = tensor.numel();
   if (size() == 1 || count == 0) return absl::OkStatus();
-  DDP_RETURN_IF_ERROR(CheckCount(call.what, count));
-  DDP_RETURN_IF_ERROR(RunNonBlocking(call.what, call.deadline, options_, [&](MPI_Request* r) {
+  DDP_RETURN_IF_ERROR(CheckCount(call, count));
+  DDP_RETURN_IF_ERROR(RunCollective(call, options_, {tensor}, [&](MPI_Request* r) {
     return MPI_Iallreduce(MPI_IN_PLACE, tensor.raw_data(), static_cast<int>(count), MpiType(tensor.dtype()),
                           MpiOp(tensor.dtype(), op), comm_->comm, r);
   }));
@@ -312,17 +300,17 @@ absl::Status ProcessGroupMpi::RunAllReduce(const Tensor& tensor, ReduceOp op, co
   return absl::OkStatus();
 }
 
-absl::Status ProcessGroupMpi::RunBroadcast(const Tensor& tensor, int root, const Call& call) {
+absl::Status ProcessGroupMpi::RunBroadcast(const Tensor& tensor, int root, const RunningCall& call) {
   const int64_t count = tensor.numel();
   if (size() == 1 || count == 0) return absl::OkStatus();
-  DDP_RETURN_IF_ERROR(CheckCount(call.what, count));
-  return RunNonBlocking(call.what, call.deadline, options_, [&](MPI_Request* r) {
+  DDP_RETURN_IF_ERROR(CheckCount(call, count));
+  return RunCollective(call, options_, {tensor}, [&](MPI_Request* r) {
     return MPI_Ibcast(tensor.raw_data(), static_cast<int>(count), MpiType(tensor.dtype()), root, comm_->comm, r);
   });
 }
 
 absl::Status ProcessGroupMpi::RunAllGather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                           const Call& call) {
+                                           const RunningCall& call) {
   const int64_t count = input.numel();
   const size_t bytes = input.nbytes();
   if (count == 0) return absl::OkStatus();
@@ -330,15 +318,13 @@ absl::Status ProcessGroupMpi::RunAllGather(const std::vector<Tensor>& outputs, c
     std::memcpy(outputs[0].raw_data(), input.raw_data(), bytes);
     return absl::OkStatus();
   }
-  DDP_RETURN_IF_ERROR(CheckCount(call.what, count * size()));
+  DDP_RETURN_IF_ERROR(CheckCount(call, count * size()));
   // The outputs are separate tensors: MPI gathers into one buffer, copied out afterwards.
   Tensor gathered = Tensor::Empty({count * size()}, input.dtype());
-  absl::Status status = RunNonBlocking(call.what, call.deadline, options_, [&](MPI_Request* r) {
+  DDP_RETURN_IF_ERROR(RunCollective(call, options_, {input, gathered}, [&](MPI_Request* r) {
     return MPI_Iallgather(input.raw_data(), static_cast<int>(count), MpiType(input.dtype()), gathered.raw_data(),
                           static_cast<int>(count), MpiType(input.dtype()), comm_->comm, r);
-  });
-  if (absl::IsDeadlineExceeded(status)) KeepAliveForever({gathered});
-  DDP_RETURN_IF_ERROR(status);
+  }));
   for (int q = 0; q < size(); ++q) {
     std::memcpy(outputs[q].raw_data(), static_cast<const char*>(gathered.raw_data()) + q * bytes, bytes);
   }
@@ -346,7 +332,7 @@ absl::Status ProcessGroupMpi::RunAllGather(const std::vector<Tensor>& outputs, c
 }
 
 absl::Status ProcessGroupMpi::RunReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
-                                               const Call& call) {
+                                               const RunningCall& call) {
   const int64_t count = output.numel();
   const size_t bytes = output.nbytes();
   if (count == 0) return absl::OkStatus();
@@ -354,27 +340,25 @@ absl::Status ProcessGroupMpi::RunReduceScatter(const Tensor& output, const std::
     std::memcpy(output.raw_data(), inputs[0].raw_data(), bytes);
     return absl::OkStatus();
   }
-  DDP_RETURN_IF_ERROR(CheckCount(call.what, count * size()));
+  DDP_RETURN_IF_ERROR(CheckCount(call, count * size()));
   Tensor staged = Tensor::Empty({count * size()}, output.dtype());
   for (int q = 0; q < size(); ++q) {
     std::memcpy(static_cast<char*>(staged.raw_data()) + q * bytes, inputs[q].raw_data(), bytes);
   }
-  absl::Status status = RunNonBlocking(call.what, call.deadline, options_, [&](MPI_Request* r) {
+  DDP_RETURN_IF_ERROR(RunCollective(call, options_, {output, staged}, [&](MPI_Request* r) {
     return MPI_Ireduce_scatter_block(staged.raw_data(), output.raw_data(), static_cast<int>(count),
                                      MpiType(output.dtype()), MpiOp(output.dtype(), op), comm_->comm, r);
-  });
-  if (absl::IsDeadlineExceeded(status)) KeepAliveForever({staged});
-  DDP_RETURN_IF_ERROR(status);
+  }));
   if (op == ReduceOp::kAvg) DivideInPlace(output.raw_data(), output.dtype(), count, size());
   return absl::OkStatus();
 }
 
-absl::Status ProcessGroupMpi::RunReduce(const Tensor& tensor, int root, ReduceOp op, const Call& call) {
+absl::Status ProcessGroupMpi::RunReduce(const Tensor& tensor, int root, ReduceOp op, const RunningCall& call) {
   const int64_t count = tensor.numel();
   if (size() == 1 || count == 0) return absl::OkStatus();
-  DDP_RETURN_IF_ERROR(CheckCount(call.what, count));
+  DDP_RETURN_IF_ERROR(CheckCount(call, count));
   const bool is_root = rank() == root;
-  DDP_RETURN_IF_ERROR(RunNonBlocking(call.what, call.deadline, options_, [&](MPI_Request* r) {
+  DDP_RETURN_IF_ERROR(RunCollective(call, options_, {tensor}, [&](MPI_Request* r) {
     return MPI_Ireduce(is_root ? MPI_IN_PLACE : tensor.raw_data(), is_root ? tensor.raw_data() : nullptr,
                        static_cast<int>(count), MpiType(tensor.dtype()), MpiOp(tensor.dtype(), op), root,
                        comm_->comm, r);
@@ -383,53 +367,40 @@ absl::Status ProcessGroupMpi::RunReduce(const Tensor& tensor, int root, ReduceOp
   return absl::OkStatus();
 }
 
-absl::Status ProcessGroupMpi::RunBarrier(const Call& call) {
+absl::Status ProcessGroupMpi::RunBarrier(const RunningCall& call) {
   if (size() == 1) return absl::OkStatus();
-  return RunNonBlocking(call.what, call.deadline, options_,
-                        [&](MPI_Request* r) { return MPI_Ibarrier(comm_->comm, r); });
+  return RunCollective(call, options_, {}, [&](MPI_Request* r) { return MPI_Ibarrier(comm_->comm, r); });
 }
 
-std::shared_ptr<Work> ProcessGroupMpi::AllReduce(const Tensor& tensor, ReduceOp op) {
-  CheckTensor("AllReduce", tensor);
-  return Issue(absl::StrCat("AllReduce(", ReduceOpName(op), ")"), Payload(tensor), {tensor},
-               [this, tensor, op](const Call& call) { return RunAllReduce(tensor, op, call); });
+std::shared_ptr<Work> ProcessGroupMpi::IssueAllReduce(const CollectiveSpec& spec, const Tensor& tensor, ReduceOp op) {
+  return Issue(spec, [this, tensor, op](const RunningCall& call) { return RunAllReduce(tensor, op, call); });
 }
 
-std::shared_ptr<Work> ProcessGroupMpi::Broadcast(const Tensor& tensor, int root) {
-  CheckTensor("Broadcast", tensor);
-  DDP_CHECK(root >= 0 && root < size()) << "Broadcast: root " << root << " outside a group of " << size();
-  return Issue(absl::StrCat("Broadcast(root ", root, ")"), Payload(tensor), {tensor},
-               [this, tensor, root](const Call& call) { return RunBroadcast(tensor, root, call); });
+std::shared_ptr<Work> ProcessGroupMpi::IssueBroadcast(const CollectiveSpec& spec, const Tensor& tensor, int root) {
+  return Issue(spec, [this, tensor, root](const RunningCall& call) { return RunBroadcast(tensor, root, call); });
 }
 
-std::shared_ptr<Work> ProcessGroupMpi::AllGather(const std::vector<Tensor>& outputs, const Tensor& input) {
-  CheckTensor("AllGather", input);
-  DDP_CHECK(static_cast<int>(outputs.size()) == size())
-      << "AllGather: " << outputs.size() << " outputs for a group of " << size();
-  for (const Tensor& out : outputs) CheckSameShape("AllGather", input, out);
-  return Issue("AllGather", Payload(input), {input},
-               [this, outputs, input](const Call& call) { return RunAllGather(outputs, input, call); });
+std::shared_ptr<Work> ProcessGroupMpi::IssueAllGather(const CollectiveSpec& spec, const std::vector<Tensor>& outputs,
+                                                      const Tensor& input) {
+  return Issue(spec,
+               [this, outputs, input](const RunningCall& call) { return RunAllGather(outputs, input, call); });
 }
 
-std::shared_ptr<Work> ProcessGroupMpi::ReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                                     ReduceOp op) {
-  CheckTensor("ReduceScatter", output);
-  DDP_CHECK(static_cast<int>(inputs.size()) == size())
-      << "ReduceScatter: " << inputs.size() << " inputs for a group of " << size();
-  for (const Tensor& in : inputs) CheckSameShape("ReduceScatter", output, in);
-  return Issue(absl::StrCat("ReduceScatter(", ReduceOpName(op), ")"), Payload(output), {output},
-               [this, output, inputs, op](const Call& call) { return RunReduceScatter(output, inputs, op, call); });
+std::shared_ptr<Work> ProcessGroupMpi::IssueReduceScatter(const CollectiveSpec& spec, const Tensor& output,
+                                                          const std::vector<Tensor>& inputs, ReduceOp op) {
+  return Issue(spec, [this, output, inputs, op](const RunningCall& call) {
+    return RunReduceScatter(output, inputs, op, call);
+  });
 }
 
-std::shared_ptr<Work> ProcessGroupMpi::Reduce(const Tensor& tensor, int root, ReduceOp op) {
-  CheckTensor("Reduce", tensor);
-  DDP_CHECK(root >= 0 && root < size()) << "Reduce: root " << root << " outside a group of " << size();
-  return Issue(absl::StrCat("Reduce(", ReduceOpName(op), ", root ", root, ")"), Payload(tensor), {tensor},
-               [this, tensor, root, op](const Call& call) { return RunReduce(tensor, root, op, call); });
+std::shared_ptr<Work> ProcessGroupMpi::IssueReduce(const CollectiveSpec& spec, const Tensor& tensor, int root,
+                                                   ReduceOp op) {
+  return Issue(spec,
+               [this, tensor, root, op](const RunningCall& call) { return RunReduce(tensor, root, op, call); });
 }
 
-std::shared_ptr<Work> ProcessGroupMpi::Barrier() {
-  return Issue("Barrier", "", {}, [this](const Call& call) { return RunBarrier(call); });
+std::shared_ptr<Work> ProcessGroupMpi::IssueBarrier(const CollectiveSpec& spec) {
+  return Issue(spec, [this](const RunningCall& call) { return RunBarrier(call); });
 }
 
 }  // namespace ddp

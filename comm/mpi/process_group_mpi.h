@@ -10,17 +10,14 @@
 #define DDP_COMM_MPI_PROCESS_GROUP_MPI_H_
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "comm/process_group.h"
-#include "comm/work_queue.h"
+#include "comm/queued_process_group.h"
 
 namespace ddp {
 
@@ -43,7 +40,7 @@ struct ProcessGroupMpiOptions {
 // sequence number, rank); the group is then broken and later collectives fail at once with that error.
 // A timed-out operation cannot be cancelled (Note [Stuck MPI operations]): the process then ends with
 // MPI_Abort instead of MPI_Finalize, which also ends the other ranks of the job.
-class ProcessGroupMpi : public ProcessGroup {
+class ProcessGroupMpi : public QueuedProcessGroup {
  public:
   // Initialises MPI once per process (MPI_Init_thread with MPI_THREAD_SERIALIZED; MPI_Finalize runs at
   // exit), then duplicates MPI_COMM_WORLD for this group, which waits for every rank. Fails with
@@ -54,28 +51,11 @@ class ProcessGroupMpi : public ProcessGroup {
   // the communicator unless an operation on it is stuck.
   ~ProcessGroupMpi() override;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
   // This process's rank among the ranks of its host (MPI_COMM_TYPE_SHARED), and how many there are.
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
-  std::string backend_name() const override { return "mpi"; }
-  absl::Duration timeout() const override { return options_.timeout; }
-
-  std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) override;
-  std::shared_ptr<Work> Broadcast(const Tensor& tensor, int root) override;
-  std::shared_ptr<Work> AllGather(const std::vector<Tensor>& outputs, const Tensor& input) override;
-  std::shared_ptr<Work> ReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                      ReduceOp op = ReduceOp::kSum) override;
-  std::shared_ptr<Work> Reduce(const Tensor& tensor, int root, ReduceOp op = ReduceOp::kSum) override;
-  std::shared_ptr<Work> Barrier() override;
 
  private:
-  // What a running collective needs besides its data: its description (for errors) and deadline.
-  struct Call {
-    std::string what;
-    absl::Time deadline;
-  };
   // MPI_Comm is an int or a pointer depending on the MPI; the .cc keeps it behind this opaque holder so
   // that mpi.h stays out of this header.
   struct Comm;
@@ -83,32 +63,32 @@ class ProcessGroupMpi : public ProcessGroup {
   ProcessGroupMpi(std::unique_ptr<Comm> comm, int rank, int size, int local_rank, int local_size,
                   ProcessGroupMpiOptions options);
 
-  // Queues `body` under the next sequence number. `name` e.g. "AllReduce(sum)", `payload` e.g.
-  // "1000 float32"; the Work's description is "<name> #<seq> of <payload> on rank <r>/<size> (mpi)".
-  // `buffers` are kept alive for ever if the operation gets stuck (Note [Stuck MPI operations]).
-  std::shared_ptr<Work> Issue(const std::string& name, const std::string& payload, std::vector<Tensor> buffers,
-                              std::function<absl::Status(const Call&)> body);
+  // The collectives (arguments checked by QueuedProcessGroup): each queues its Run* below.
+  std::shared_ptr<Work> IssueAllReduce(const CollectiveSpec& spec, const Tensor& tensor, ReduceOp op) override;
+  std::shared_ptr<Work> IssueBroadcast(const CollectiveSpec& spec, const Tensor& tensor, int root) override;
+  std::shared_ptr<Work> IssueAllGather(const CollectiveSpec& spec, const std::vector<Tensor>& outputs,
+                                       const Tensor& input) override;
+  std::shared_ptr<Work> IssueReduceScatter(const CollectiveSpec& spec, const Tensor& output,
+                                           const std::vector<Tensor>& inputs, ReduceOp op) override;
+  std::shared_ptr<Work> IssueReduce(const CollectiveSpec& spec, const Tensor& tensor, int root, ReduceOp op) override;
+  std::shared_ptr<Work> IssueBarrier(const CollectiveSpec& spec) override;
+  // A timed-out operation is stuck for good (Note [Stuck MPI operations]): the communicator is never freed.
+  void OnFailure(const absl::Status& failure) override;
 
-  // Worker-thread bodies of the collectives.
-  absl::Status RunAllReduce(const Tensor& tensor, ReduceOp op, const Call& call);
-  absl::Status RunBroadcast(const Tensor& tensor, int root, const Call& call);
-  absl::Status RunAllGather(const std::vector<Tensor>& outputs, const Tensor& input, const Call& call);
+  // Worker-thread bodies of the collectives. An operation that times out keeps the buffers MPI may still
+  // write alive for ever (Note [Stuck MPI operations]).
+  absl::Status RunAllReduce(const Tensor& tensor, ReduceOp op, const RunningCall& call);
+  absl::Status RunBroadcast(const Tensor& tensor, int root, const RunningCall& call);
+  absl::Status RunAllGather(const std::vector<Tensor>& outputs, const Tensor& input, const RunningCall& call);
   absl::Status RunReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
-                                const Call& call);
-  absl::Status RunReduce(const Tensor& tensor, int root, ReduceOp op, const Call& call);
-  absl::Status RunBarrier(const Call& call);
+                                const RunningCall& call);
+  absl::Status RunReduce(const Tensor& tensor, int root, ReduceOp op, const RunningCall& call);
+  absl::Status RunBarrier(const RunningCall& call);
 
   std::unique_ptr<Comm> comm_;
-  const int rank_;
-  const int size_;
   const int local_rank_;
   const int local_size_;
   const ProcessGroupMpiOptions options_;
-  absl::Status broken_;  // worker thread only: the first failure, repeated by later collectives
-
-  absl::Mutex issue_mu_;
-  uint64_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
-  std::unique_ptr<WorkQueue> queue_;  // last: its thread uses the members above
 };
 
 }  // namespace ddp

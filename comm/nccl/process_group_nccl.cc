@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "comm/collective_description.h"
 #include "tensor/cuda/context.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/factory.h"
@@ -335,9 +336,12 @@ std::shared_ptr<Work> Launch(const std::shared_ptr<NcclCommunicator>& comm, Coll
   return work;
 }
 
+// The call's description (comm/collective_description.h), before its tensor was checked: an undefined
+// tensor reads "0 ?".
 std::string Describe(const char* name, int64_t sequence, const Tensor& t, int rank, int size) {
-  return absl::StrCat(name, " #", sequence, " of ", t.defined() ? t.numel() : 0, " ",
-                      t.defined() ? DTypeName(t.dtype()) : "?", " on rank ", rank, "/", size, " (nccl)");
+  const std::string payload =
+      t.defined() ? absl::StrCat(t.numel(), " ", DTypeName(t.dtype())) : std::string("0 ?");
+  return DescribeCall(name, sequence, payload, rank, size, "nccl");
 }
 
 }  // namespace

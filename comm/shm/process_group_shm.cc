@@ -6,7 +6,6 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "comm/collective_tensors.h"
 #include "comm/reduce_functions.h"
 #include "comm/rendezvous_checks.h"
 #include "base/wall_clock.h"
@@ -19,69 +18,35 @@
 namespace ddp {
 namespace {
 
-std::string Payload(const Tensor& t) { return CollectivePayload(t); }
-void CheckTensor(const char* op, const Tensor& t) { CheckCpuCollectiveTensor(op, "shm", t); }
-void CheckSameShape(const char* op, const Tensor& a, const Tensor& b) { CheckMatchingCollectiveTensor(op, "shm", a, b); }
-
 char* Bytes(const Tensor& t) { return static_cast<char*>(t.raw_data()); }
 
-// A Work whose description, "<name> #<sequence> of <payload> on rank <r>/<size> (shm)", is formatted
-// only when asked for (an error, a timeout): a 4-byte all-reduce takes about a microsecond, and
-// formatting and allocating the strings on every call would be a noticeable part of it. An all-reduce keeps
-// only its op, count and dtype; other collectives their name and payload text. A queued Work's waiter
-// runs it when it is next and nothing runs (Note [Waiter runs the work] in comm/gloo/process_group_gloo.cc):
-// blocking is harmless there, and it saves the two thread hand-offs (microseconds a call). A thread in
-// Wait counts itself in the channel's ShmWaiters, so the group's waits spin instead of sleeping while
-// it is blocked (Note [Spinning while the process waits] in comm/shm/shm_channel.cc).
-class ShmWork final : public AsyncWork {
+// A thread in Wait counts itself in the channel's ShmWaiters, so the group's waits spin instead of
+// sleeping while it is blocked (Note [Spinning while the process waits] in comm/shm/shm_channel.cc). A
+// queued Work's waiter runs it when it is next and nothing runs (Note [Waiter runs the work] in
+// comm/gloo/process_group_gloo.cc): blocking is harmless there, and it saves the two thread hand-offs.
+class ShmWork final : public QueuedWork {
  public:
-  // A queued collective; `queue` runs it, `group_timeout` bounds it.
-  ShmWork(std::string name, uint64_t sequence, std::string payload, int rank, int size,
-          std::shared_ptr<ShmWaiters> waiters, std::shared_ptr<WorkQueue> queue, absl::Duration group_timeout)
-      : AsyncWork(""), name_(std::move(name)), payload_(std::move(payload)), sequence_(sequence), rank_(rank),
-        size_(size), waiters_(std::move(waiters)), queue_(std::move(queue)), group_timeout_(group_timeout) {}
-  // An all-reduce run inline by its caller (Note [Inline collectives]).
-  ShmWork(ReduceOp op, int64_t numel, DType dtype, uint64_t sequence, int rank, int size,
+  ShmWork(const QueuedProcessGroup& group, const CollectiveSpec& spec, uint64_t sequence, bool waiter_may_run,
           std::shared_ptr<ShmWaiters> waiters)
-      : AsyncWork(""), all_reduce_(true), op_(op), numel_(numel), dtype_(dtype), sequence_(sequence), rank_(rank),
-        size_(size), waiters_(std::move(waiters)) {}
+      : QueuedWork(group, spec, sequence, waiter_may_run), waiters_(std::move(waiters)) {}
   absl::Status Wait(absl::Duration timeout) override {
     if (IsCompleted()) return AsyncWork::Wait(timeout);  // no need to hurry the group (nor wake its worker)
     waiters_->Begin();
     absl::Cleanup end = [this] { waiters_->End(); };
-    if (queue_ != nullptr) queue_->RunForWaiter(*this, timeout, group_timeout_);
-    return AsyncWork::Wait(timeout);
-  }
-  std::string description() const override {
-    const std::string name = all_reduce_ ? absl::StrCat("AllReduce(", ReduceOpName(op_), ")") : name_;
-    const std::string payload = all_reduce_ ? absl::StrCat(numel_, " ", DTypeName(dtype_)) : payload_;
-    return absl::StrCat(name, " #", sequence_, payload.empty() ? "" : " of ", payload, " on rank ", rank_, "/",
-                        size_, " (shm)");
+    return QueuedWork::Wait(timeout);
   }
 
  private:
-  const std::string name_;
-  const std::string payload_;
-  const bool all_reduce_ = false;
-  const ReduceOp op_ = ReduceOp::kSum;
-  const int64_t numel_ = 0;
-  const DType dtype_ = DType::kFloat32;
-  const uint64_t sequence_;
-  const int rank_;
-  const int size_;
   const std::shared_ptr<ShmWaiters> waiters_;
-  const std::shared_ptr<WorkQueue> queue_;  // null: not queued (inline)
-  const absl::Duration group_timeout_;
 };
 
-// Rank r's slice [begin, end) of `count` elements in a large all-reduce: equal parts of whole cache
-// lines (64 bytes), the last one shorter.
-std::pair<size_t, size_t> Slice(size_t count, size_t element_size, int size, int r) {
-  const size_t line = std::max<size_t>(1, 64 / element_size);
-  size_t per = (count + size - 1) / size;
-  per = (per + line - 1) / line * line;
-  const size_t begin = std::min(count, per * r);
-  return {begin, std::min(count, begin + per)};
+// What the queued skeleton needs of the group's options.
+QueuedProcessGroupOptions QueuedGroupOptionsOf(const ProcessGroupShmOptions& options) {
+  QueuedProcessGroupOptions queued;
+  queued.backend = "shm";
+  queued.timeout = options.timeout;
+  queued.waiter_runs_work = true;  // Note [Waiter runs the work]
+  return queued;
 }
 
 }  // namespace
@@ -105,68 +70,44 @@ absl::StatusOr<std::unique_ptr<ProcessGroupShm>> ProcessGroupShm::Create(Store& 
 }
 
 ProcessGroupShm::ProcessGroupShm(std::unique_ptr<ShmChannel> channel, ProcessGroupShmOptions options)
-    : channel_(std::move(channel)), options_(std::move(options)), queue_(std::make_shared<WorkQueue>()) {}
+    : QueuedProcessGroup(channel->rank(), channel->size(), QueuedGroupOptionsOf(options)),
+      channel_(std::move(channel)),
+      options_(std::move(options)) {}
 
-ProcessGroupShm::~ProcessGroupShm() { queue_->Stop(); }  // before the members its tasks use go
+ProcessGroupShm::~ProcessGroupShm() { StopQueue(); }  // before the members its tasks use go
 
-std::shared_ptr<AsyncWork> ProcessGroupShm::NewWork(const std::string& name, const std::string& payload) {
-  return std::make_shared<ShmWork>(name, next_sequence_++, payload, rank(), size(), channel_->waiters(),
-                                   queue_, options_.timeout);
+std::shared_ptr<QueuedWork> ProcessGroupShm::NewWork(const CollectiveSpec& spec, uint64_t sequence,
+                                                     bool waiter_may_run) {
+  return std::make_shared<ShmWork>(*this, spec, sequence, waiter_may_run, channel_->waiters());
 }
 
-std::string ProcessGroupShm::Call::operator()() const { return absl::StrCat(work->description(), " failed"); }
-
-absl::Status ProcessGroupShm::Guarded(const AsyncWork& work, absl::FunctionRef<absl::Status(const Call&)> body,
-                                      bool blocking) {
-  if (!broken_.ok()) {
-    return absl::Status(broken_.code(), absl::StrCat(work.description(), " not run: the group failed before (",
-                                                     broken_.message(), ")"));
-  }
-  const Call call{&work, blocking ? WallNow() + options_.timeout : absl::InfiniteFuture()};
-  absl::Status status = body(call);
-  if (!status.ok()) {
-    broken_ = status;
-    channel_->Abort(-1);  // keeps the lost rank a peer already named; else says "broken"
-  }
-  return status;
-}
-
-std::shared_ptr<Work> ProcessGroupShm::Issue(const std::string& name, const std::string& payload,
-                                             std::function<absl::Status(const Call&)> body) {
-  absl::MutexLock lock(&issue_mu_);  // sequence numbers and queue order agree across issuing threads
-  std::shared_ptr<AsyncWork> work = NewWork(name, payload);
-  AsyncWork* raw = work.get();
-  queue_->Enqueue(work, [this, raw, body = std::move(body)] { return Guarded(*raw, body); });
-  return work;
+void ProcessGroupShm::OnFailure(const absl::Status&) {
+  channel_->Abort(-1);  // keeps the lost rank a peer already named; else says "broken"
 }
 
 // Note [Inline collectives]
 // Handing a small all-reduce to the worker thread and waking the caller again costs two thread
 // switches, several microseconds, more than the protocol itself. So when the queue is idle (nothing
 // queued, nothing running) and the message fits inline_allreduce_bytes and one slot, the caller takes
-// the queue's turn (WorkQueue::TryBeginInline) and runs the all-reduce itself; collectives issued
-// meanwhile by other threads queue behind it, so issue order holds and step_/broken_ have one user at a
-// time. The caller must not block, though: Work is asynchronous, and a rank that blocked on a peer that
-// first waits for a collective of another group from this rank would deadlock. So the inline attempt
-// never sleeps: at each wait of the protocol it spins at most channel.spin, and if a peer is not there
-// yet it hands the all-reduce, at the phase it reached (ChunkAllReduce), to the worker, at the front
-// of the queue (WorkQueue::EndInline), and returns a pending Work. The Work completes before the turn is
-// given back, so completion order is issue order as well.
+// the queue's turn (QueuedProcessGroup::TryBeginInline) and runs the all-reduce itself; collectives issued
+// meanwhile by other threads queue behind it, so issue order holds and step_ and the broken state have
+// one user at a time. The caller must not block, though: Work is asynchronous, and a rank that blocked
+// on a peer that first waits for a collective of another group from this rank would deadlock. So the
+// inline attempt never sleeps: at each wait of the protocol it spins at most channel.spin, and if a peer
+// is not there yet it hands the all-reduce, at the phase it reached (ChunkAllReduce), to the worker, at
+// the front of the queue (QueuedProcessGroup::EndInline), and returns a pending Work. The Work completes
+// before the turn is given back, so completion order is issue order as well.
 
-std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const Tensor& tensor, ReduceOp op) {
-  std::shared_ptr<AsyncWork> work;
-  {
-    absl::MutexLock lock(&issue_mu_);
-    if (!queue_->TryBeginInline()) return nullptr;
-    work = std::make_shared<ShmWork>(op, tensor.numel(), tensor.dtype(), next_sequence_++, rank(), size(),
-                                     channel_->waiters());
-  }
+std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const CollectiveSpec& spec, const Tensor& tensor,
+                                                          ReduceOp op) {
+  std::shared_ptr<QueuedWork> work = TryBeginInline(spec);
+  if (work == nullptr) return nullptr;
   const absl::Time started = WallNow();  // given to Complete: one locked section, not two
-  ChunkAllReduce chunk{Bytes(tensor), static_cast<size_t>(tensor.numel()), tensor.dtype(), op};
+  ChunkAllReduce chunk{Bytes(tensor), static_cast<size_t>(spec.numel), spec.dtype, op};
   bool done = false;
   absl::Status status = Guarded(
       *work,
-      [&](const Call& call) {
+      [&](const RunningCall& call) {
         absl::StatusOr<bool> advanced = AdvanceAllReduceChunk(chunk, /*blocking=*/false, call);
         if (!advanced.ok()) return advanced.status();
         done = *advanced;
@@ -174,18 +115,14 @@ std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const Tensor& tensor, 
       },
       /*blocking=*/false);
   if (status.ok() && !done) {
-    AsyncWork* raw = work.get();
     // `tensor` rides along to keep chunk.data alive until the worker finishes the all-reduce.
-    queue_->EndInline(work, [this, raw, chunk, tensor]() mutable {
-      return Guarded(*raw, [&](const Call& call) {
-        absl::StatusOr<bool> advanced = AdvanceAllReduceChunk(chunk, /*blocking=*/true, call);
-        return advanced.status();
-      });
+    EndInline(work, [this, chunk, tensor](const RunningCall& call) mutable {
+      return AdvanceAllReduceChunk(chunk, /*blocking=*/true, call).status();
     });
     return work;
   }
   work->Complete(status, started);
-  queue_->EndInline();
+  EndInline();
   return work;
 }
 
@@ -215,7 +152,7 @@ absl::Status ProcessGroupShm::ReduceSlots(char* out, size_t offset_bytes, size_t
   return absl::OkStatus();
 }
 
-absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, const Call& call) {
+absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, const RunningCall& call) {
   if (size() == 1 || tensor.numel() == 0) return absl::OkStatus();
   const size_t element = ElementSize(tensor.dtype());
   const size_t chunk = channel_->slot_bytes() / element;
@@ -227,123 +164,15 @@ absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, co
   return absl::OkStatus();
 }
 
-// Note [Zero-copy all-reduce]
-// A large all-reduce (Note [Shared-memory protocol]) copies each rank's input into its slot so that the
-// peers can read it: for DDP's buckets that copy is a third of the all-reduce's memory traffic, on the
-// cores that also run the backward pass. A tensor from NewCommBuffer lives in this rank's ShmHeap (a
-// memfd every peer maps, comm/shm/shm_heap.h), so the rank publishes the input's heap offset with the step
-// (ShmChannel::PublishInput) instead of copying it, and the peers read it in place:
-//   * rank r reduces slice r of every input into slice r of its own tensor (in place; no peer reads
-//     slice r of rank r's input), posts kReduced, and the peers gather slice r from there;
-//   * slice q of rank r's tensor is overwritten (gathered from q) only after q posted kReduced, that is
-//     after q read it;
-//   * rank r's Work completes only once every peer posted kDone for the step (phase 3 -> 4): until then a
-//     peer may still gather slice r, and the caller may overwrite the tensor as soon as the Work is done.
-// The choice is each rank's, per chunk (a rank whose tensor is not in its heap copies into its slot as
-// usual; readers follow what each rank published), so ranks that mix heap and ordinary tensors still
-// agree. Chunks below options.zero_copy_min_bytes keep the copy: it is cheaper than the final wait.
-
-// Note [Pushing the reduced slices]
-// When every rank's input of a chunk lies in its heap (all ranks see the same published records, so all
-// choose alike), rank r writes its reduced slice r into every peer's tensor as well as its own, in the
-// same pass over L1-sized blocks that reduces it, and the gather is gone: rank r reads only slice r of
-// each tensor and writes only slice r, so no two ranks touch the same bytes; r posts kReduced and kDone
-// at once, and its Work completes when every peer posted kDone, i.e. finished writing into r's tensor.
-// Each rank then reads the peers' inputs once and writes its slice once per peer, where the gather read
-// every peer's slice again after a second hand-off. BENCHMARKS.md (section All-reduce at world 2 and
-// zero-copy buckets) has the times beside those of the floor program (bench/shm_floor.h).
-
-absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& c, bool blocking, const Call& call) {
-  const size_t element = ElementSize(c.dtype);
-  const bool small = c.count * element <= options_.small_allreduce_bytes;
-  // The smallest inputs travel in the inline areas: a peer's one cache miss brings the step word and
-  // the input's first bytes (Note [Shared-memory protocol]).
-  const bool in_line = small && c.count * element <= ShmChannel::kInlineBytes;
-  const InputPlace input_place = in_line ? InputPlace::kInline : InputPlace::kSlot;
-  const ShmWord ready = in_line ? ShmWord::kInlineReady : ShmWord::kReady;
-  if (c.phase == 0) {
-    if (c.step == 0) c.step = NextStep();
-    if (!blocking && !channel_->TrySlotFree(c.step)) return false;
-    DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(c.step, call.deadline, call));
-    char* slot = channel_->Slot(rank(), c.step);
-    const bool may_share =
-        !small && channel_->heap() != nullptr && c.count * element >= options_.zero_copy_min_bytes;
-    const int64_t heap_offset = may_share ? channel_->heap()->OffsetOf(c.data, c.count * element) : -1;
-    c.in_heap = heap_offset >= 0;
-    if (!small) channel_->PublishInput(c.step, heap_offset);  // small chunks are read from the slots
-    if (in_line) {
-      std::memcpy(channel_->InlineInput(rank(), c.step), c.data, c.count * element);
-    } else if (small) {
-      std::memcpy(slot, c.data, c.count * element);
-    } else if (!c.in_heap) {
-      // Only this rank reads its own slice of its input: it reads it from c.data, so it skips the copy.
-      const auto [begin, end] = Slice(c.count, element, size(), rank());
-      std::memcpy(slot, c.data, begin * element);
-      std::memcpy(slot + end * element, c.data + end * element, (c.count - end) * element);
-    }
-    channel_->Post(ready, c.step);
-    c.phase = 1;
+absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& chunk, bool blocking,
+                                                            const RunningCall& call) {
+  if (chunk.count * ElementSize(chunk.dtype) <= options_.small_allreduce_bytes) {
+    return AdvanceOneShotAllReduce(chunk, blocking, call);
   }
-  if (c.phase == 1) {
-    if (!blocking && !channel_->TrySpinAll(ready, c.step)) return false;
-    DDP_RETURN_IF_ERROR(channel_->WaitAll(ready, c.step, call.deadline, call));
-    if (small) {
-      DDP_RETURN_IF_ERROR(ReduceSlots(c.data, 0, c.count, c.dtype, c.op, c.step, input_place));
-      channel_->Post(ShmWord::kDone, c.step);
-      c.phase = 4;
-      return true;
-    }
-    const auto [begin, end] = Slice(c.count, element, size(), rank());
-    char* own = c.data + begin * element;
-    if (c.in_heap && channel_->AllInputsInHeap(c.step)) {  // Note [Pushing the reduced slices]
-      const size_t bytes = (end - begin) * element;
-      absl::InlinedVector<char*, 8> peers;
-      for (int q = 0; q < size(); ++q) {
-        if (q == rank()) continue;
-        DDP_ASSIGN_OR_RETURN(char* at, channel_->HeapInputToWrite(q, c.step, begin * element, bytes));
-        peers.push_back(at);
-      }
-      DDP_RETURN_IF_ERROR(ReduceSlots(own, begin * element, end - begin, c.dtype, c.op, c.step,
-                                      InputPlace::kPublished, /*own=*/own, /*also_out=*/peers[0]));
-      for (size_t i = 1; i < peers.size(); ++i) std::memcpy(peers[i], own, bytes);
-      channel_->Post(ShmWord::kReduced, c.step);
-      channel_->Post(ShmWord::kDone, c.step);
-      c.phase = 3;  // complete once every peer has written its slice into this rank's tensor
-    } else {
-      // Reduced at once into this rank's output and (unless the peers gather it from the heap) into its
-      // slot, whose slice r holds nothing yet: one pass (Note [Blocked reduction]).
-      char* also_out = c.in_heap ? nullptr : channel_->Slot(rank(), c.step) + begin * element;
-      DDP_RETURN_IF_ERROR(ReduceSlots(own, begin * element, end - begin, c.dtype, c.op, c.step,
-                                      InputPlace::kPublished, /*own=*/own, also_out));
-      channel_->Post(ShmWord::kReduced, c.step);
-      c.phase = 2;
-    }
-  }
-  if (c.phase == 2) {
-    // Gathering a slice twice (a resumed attempt) copies the same bytes again: harmless.
-    for (int q = 0; q < size(); ++q) {
-      if (q == rank()) continue;
-      if (!blocking && !channel_->TrySpin(q, ShmWord::kReduced, c.step)) return false;
-      DDP_RETURN_IF_ERROR(channel_->Wait(q, ShmWord::kReduced, c.step, call.deadline, call));
-      const auto [qb, qe] = Slice(c.count, element, size(), q);
-      DDP_ASSIGN_OR_RETURN(const char* slice, channel_->Input(q, c.step, qb * element, (qe - qb) * element));
-      std::memcpy(c.data + qb * element, slice, (qe - qb) * element);
-    }
-    channel_->Post(ShmWord::kDone, c.step);
-    c.phase = 3;
-  }
-  if (c.phase == 3) {
-    // The peers may still be gathering this rank's slice from its heap, or writing theirs into it.
-    if (c.in_heap) {
-      if (!blocking && !channel_->TrySpinAll(ShmWord::kDone, c.step)) return false;
-      DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kDone, c.step, call.deadline, call));
-    }
-    c.phase = 4;
-  }
-  return true;
+  return AdvanceTwoShotAllReduce(chunk, blocking, call);
 }
 
-absl::Status ProcessGroupShm::RunBroadcast(const Tensor& tensor, int root, const Call& call) {
+absl::Status ProcessGroupShm::RunBroadcast(const Tensor& tensor, int root, const RunningCall& call) {
   if (size() == 1) return absl::OkStatus();
   const size_t bytes = tensor.nbytes();
   const size_t chunk = channel_->slot_bytes();
@@ -363,7 +192,8 @@ absl::Status ProcessGroupShm::RunBroadcast(const Tensor& tensor, int root, const
   return absl::OkStatus();
 }
 
-absl::Status ProcessGroupShm::RunAllGather(const std::vector<Tensor>& outputs, const Tensor& input, const Call& call) {
+absl::Status ProcessGroupShm::RunAllGather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                           const RunningCall& call) {
   const size_t bytes = input.nbytes();
   if (size() == 1) {
     if (bytes > 0) std::memcpy(Bytes(outputs[0]), Bytes(input), bytes);
@@ -386,7 +216,7 @@ absl::Status ProcessGroupShm::RunAllGather(const std::vector<Tensor>& outputs, c
 }
 
 absl::Status ProcessGroupShm::RunReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
-                                               const Call& call) {
+                                               const RunningCall& call) {
   const size_t element = ElementSize(output.dtype());
   const size_t count = output.numel();
   // Each step carries `chunk` elements of every destination rank's part, destination c at c * chunk.
@@ -407,7 +237,7 @@ absl::Status ProcessGroupShm::RunReduceScatter(const Tensor& output, const std::
   return absl::OkStatus();
 }
 
-absl::Status ProcessGroupShm::RunReduce(const Tensor& tensor, int root, ReduceOp op, const Call& call) {
+absl::Status ProcessGroupShm::RunReduce(const Tensor& tensor, int root, ReduceOp op, const RunningCall& call) {
   if (size() == 1 || tensor.numel() == 0) return absl::OkStatus();
   const size_t element = ElementSize(tensor.dtype());
   const size_t chunk = channel_->slot_bytes() / element;
@@ -428,7 +258,7 @@ absl::Status ProcessGroupShm::RunReduce(const Tensor& tensor, int root, ReduceOp
   return absl::OkStatus();
 }
 
-absl::Status ProcessGroupShm::RunBarrier(const Call& call) {
+absl::Status ProcessGroupShm::RunBarrier(const RunningCall& call) {
   if (size() == 1) return absl::OkStatus();
   const uint32_t step = NextStep();
   channel_->Post(ShmWord::kReady, step);
@@ -448,51 +278,39 @@ Tensor ProcessGroupShm::NewCommBuffer(int64_t numel, DType dtype, Device device)
   return Tensor::View(std::move(storage), {numel}, {1}, 0, dtype);
 }
 
-std::shared_ptr<Work> ProcessGroupShm::AllReduce(const Tensor& tensor, ReduceOp op) {
-  CheckTensor("AllReduce", tensor);
-  if (size() > 1 && tensor.numel() > 0 && tensor.nbytes() <= options_.inline_allreduce_bytes &&
-      tensor.nbytes() <= channel_->slot_bytes()) {
-    if (std::shared_ptr<Work> work = TryAllReduceInline(tensor, op)) return work;
+std::shared_ptr<Work> ProcessGroupShm::IssueAllReduce(const CollectiveSpec& spec, const Tensor& tensor, ReduceOp op) {
+  const size_t bytes = static_cast<size_t>(spec.numel) * ElementSize(spec.dtype);
+  if (size() > 1 && bytes > 0 && bytes <= options_.inline_allreduce_bytes && bytes <= channel_->slot_bytes()) {
+    if (std::shared_ptr<Work> work = TryAllReduceInline(spec, tensor, op)) return work;
   }
-  return Issue(absl::StrCat("AllReduce(", ReduceOpName(op), ")"), Payload(tensor),
-               [this, tensor, op](const Call& call) { return RunAllReduce(tensor, op, call); });
+  return Issue(spec, [this, tensor, op](const RunningCall& call) { return RunAllReduce(tensor, op, call); });
 }
 
-std::shared_ptr<Work> ProcessGroupShm::Broadcast(const Tensor& tensor, int root) {
-  CheckTensor("Broadcast", tensor);
-  DDP_CHECK(root >= 0 && root < size()) << "Broadcast: root " << root << " outside a group of " << size();
-  return Issue(absl::StrCat("Broadcast(root ", root, ")"), Payload(tensor),
-               [this, tensor, root](const Call& call) { return RunBroadcast(tensor, root, call); });
+std::shared_ptr<Work> ProcessGroupShm::IssueBroadcast(const CollectiveSpec& spec, const Tensor& tensor, int root) {
+  return Issue(spec, [this, tensor, root](const RunningCall& call) { return RunBroadcast(tensor, root, call); });
 }
 
-std::shared_ptr<Work> ProcessGroupShm::AllGather(const std::vector<Tensor>& outputs, const Tensor& input) {
-  CheckTensor("AllGather", input);
-  DDP_CHECK(static_cast<int>(outputs.size()) == size())
-      << "AllGather: " << outputs.size() << " outputs for a group of " << size();
-  for (const Tensor& out : outputs) CheckSameShape("AllGather", input, out);
-  return Issue("AllGather", Payload(input),
-               [this, outputs, input](const Call& call) { return RunAllGather(outputs, input, call); });
+std::shared_ptr<Work> ProcessGroupShm::IssueAllGather(const CollectiveSpec& spec, const std::vector<Tensor>& outputs,
+                                                      const Tensor& input) {
+  return Issue(spec,
+               [this, outputs, input](const RunningCall& call) { return RunAllGather(outputs, input, call); });
 }
 
-std::shared_ptr<Work> ProcessGroupShm::ReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                                     ReduceOp op) {
-  CheckTensor("ReduceScatter", output);
-  DDP_CHECK(static_cast<int>(inputs.size()) == size())
-      << "ReduceScatter: " << inputs.size() << " inputs for a group of " << size();
-  for (const Tensor& in : inputs) CheckSameShape("ReduceScatter", output, in);
-  return Issue(absl::StrCat("ReduceScatter(", ReduceOpName(op), ")"), Payload(output),
-               [this, output, inputs, op](const Call& call) { return RunReduceScatter(output, inputs, op, call); });
+std::shared_ptr<Work> ProcessGroupShm::IssueReduceScatter(const CollectiveSpec& spec, const Tensor& output,
+                                                          const std::vector<Tensor>& inputs, ReduceOp op) {
+  return Issue(spec, [this, output, inputs, op](const RunningCall& call) {
+    return RunReduceScatter(output, inputs, op, call);
+  });
 }
 
-std::shared_ptr<Work> ProcessGroupShm::Reduce(const Tensor& tensor, int root, ReduceOp op) {
-  CheckTensor("Reduce", tensor);
-  DDP_CHECK(root >= 0 && root < size()) << "Reduce: root " << root << " outside a group of " << size();
-  return Issue(absl::StrCat("Reduce(", ReduceOpName(op), ", root ", root, ")"), Payload(tensor),
-               [this, tensor, root, op](const Call& call) { return RunReduce(tensor, root, op, call); });
+std::shared_ptr<Work> ProcessGroupShm::IssueReduce(const CollectiveSpec& spec, const Tensor& tensor, int root,
+                                                   ReduceOp op) {
+  return Issue(spec,
+               [this, tensor, root, op](const RunningCall& call) { return RunReduce(tensor, root, op, call); });
 }
 
-std::shared_ptr<Work> ProcessGroupShm::Barrier() {
-  return Issue("Barrier", "", [this](const Call& call) { return RunBarrier(call); });
+std::shared_ptr<Work> ProcessGroupShm::IssueBarrier(const CollectiveSpec& spec) {
+  return Issue(spec, [this](const RunningCall& call) { return RunBarrier(call); });
 }
 
 }  // namespace ddp

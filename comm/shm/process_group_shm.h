@@ -10,25 +10,21 @@
 #include <string>
 #include <vector>
 
-#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "comm/async_work.h"
-#include "comm/process_group.h"
+#include "comm/queued_process_group.h"
 #include "comm/shm/shm_channel.h"
 #include "store/store.h"
-#include "comm/work_queue.h"
 
 namespace ddp {
 
 struct ProcessGroupShmOptions {
   // Bound on the rendezvous and on every collective (PyTorch's default process-group timeout).
   absl::Duration timeout = absl::Seconds(300);
-  // All-reduces of at most this many bytes per chunk: every rank reduces every input (one exchange);
-  // larger chunks: each rank reduces its slice and gathers the others' (two exchanges, 1/size of the
-  // arithmetic each).
+  // All-reduces of at most this many bytes per chunk: every rank reduces every input (one exchange,
+  // comm/shm/allreduce_one_shot.cc); larger chunks: each rank reduces its slice and gathers the others'
+  // (two exchanges, 1/size of the arithmetic each, comm/shm/allreduce_two_shot.cc).
   size_t small_allreduce_bytes = size_t{32} << 10;
   // All-reduces of at most this many bytes (and one slot) run on the calling thread when nothing is
   // queued (Note [Inline collectives] in process_group_shm.cc); 0 turns the inline path off.
@@ -54,7 +50,7 @@ struct ProcessGroupShmOptions {
 // number, rank) and, when a rank's process exited, that rank ("lost rank 2 (process 81 exited)"), within
 // about channel.liveness_interval of its death. The group is then broken: later collectives fail with
 // the first error. Ranks that issue different collectives are not detected (DDP_DEBUG=detail does).
-class ProcessGroupShm : public ProcessGroup {
+class ProcessGroupShm : public QueuedProcessGroup {
  public:
   // Rendezvous through `store` (keys under "shm/"; `store` is not kept): checks the world size, maps
   // every rank's segment. Fails with kUnavailable naming a rank that never arrived within
@@ -63,11 +59,6 @@ class ProcessGroupShm : public ProcessGroup {
                                                                  const ProcessGroupShmOptions& options = {});
   // Pending works fail with "process group destroyed"; the running one finishes (bounded) first.
   ~ProcessGroupShm() override;
-
-  int rank() const override { return channel_->rank(); }
-  int size() const override { return channel_->size(); }
-  std::string backend_name() const override { return "shm"; }
-  absl::Duration timeout() const override { return options_.timeout; }
 
   // CPU tensors come from the group's shared heap (Note [Zero-copy all-reduce]) while it has room.
   Tensor NewCommBuffer(int64_t numel, DType dtype, Device device) override;
@@ -79,68 +70,75 @@ class ProcessGroupShm : public ProcessGroup {
   uint64_t wait_sleeps() const { return channel_->sleeps(); }
   uint64_t wait_long_spins() const { return channel_->long_spins(); }
 
-  std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) override;
-  std::shared_ptr<Work> Broadcast(const Tensor& tensor, int root) override;
-  std::shared_ptr<Work> AllGather(const std::vector<Tensor>& outputs, const Tensor& input) override;
-  std::shared_ptr<Work> ReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                      ReduceOp op = ReduceOp::kSum) override;
-  std::shared_ptr<Work> Reduce(const Tensor& tensor, int root, ReduceOp op = ReduceOp::kSum) override;
-  std::shared_ptr<Work> Barrier() override;
-
  private:
-  // What a running collective's steps need: its Work (for errors) and its deadline. Called, it formats
-  // the error prefix "<description> failed" (a ShmWhat: only failing waits format it).
-  struct Call {
-    const AsyncWork* work;
-    absl::Time deadline;
-    std::string operator()() const;
-  };
   ProcessGroupShm(std::unique_ptr<ShmChannel> channel, ProcessGroupShmOptions options);
 
-  // A one-chunk all-reduce in progress: where it stands in the protocol, so that the worker can resume
-  // one the inline path began (Note [Inline collectives]).
+  // The collectives (arguments checked by QueuedProcessGroup). AllReduce tries the inline path first.
+  std::shared_ptr<Work> IssueAllReduce(const CollectiveSpec& spec, const Tensor& tensor, ReduceOp op) override;
+  std::shared_ptr<Work> IssueBroadcast(const CollectiveSpec& spec, const Tensor& tensor, int root) override;
+  std::shared_ptr<Work> IssueAllGather(const CollectiveSpec& spec, const std::vector<Tensor>& outputs,
+                                       const Tensor& input) override;
+  std::shared_ptr<Work> IssueReduceScatter(const CollectiveSpec& spec, const Tensor& output,
+                                           const std::vector<Tensor>& inputs, ReduceOp op) override;
+  std::shared_ptr<Work> IssueReduce(const CollectiveSpec& spec, const Tensor& tensor, int root, ReduceOp op) override;
+  std::shared_ptr<Work> IssueBarrier(const CollectiveSpec& spec) override;
+  // The failure broke the group: tells the peers through the channel.
+  void OnFailure(const absl::Status& failure) override;
+  // ShmWorks: a thread in Wait makes the group's waits spin (Note [Spinning while the process waits]).
+  std::shared_ptr<QueuedWork> NewWork(const CollectiveSpec& spec, uint64_t sequence, bool waiter_may_run) override;
+
+  // Where a one-chunk all-reduce stands: the next thing it does. A resumed all-reduce (Note [Inline
+  // collectives]) continues from here. The one-shot algorithm (comm/shm/allreduce_one_shot.cc) goes
+  // kPostInput -> kReduce -> kDone; the two-shot one (comm/shm/allreduce_two_shot.cc) goes through all.
+  enum class AllReducePhase {
+    kPostInput,       // take a step, publish this rank's input and post it ready
+    kReduce,          // wait for every input and reduce (one-shot: all of it; two-shot: this rank's slice)
+    kGather,          // two-shot: copy each peer's reduced slice
+    kAwaitPeersDone,  // two-shot, input in the heap: wait until no peer reads or writes it any more
+    kDone,
+  };
+  // A one-chunk all-reduce in progress, so that the worker can resume one the inline path began.
   struct ChunkAllReduce {
     char* data;
     size_t count;
     DType dtype;
     ReduceOp op;
     uint32_t step = 0;  // 0: no step taken yet
-    // 0: input not posted; 1: input posted; 2: reduced slice posted; 3: slices gathered (peers may still
-    // read this rank's heap input); 4: done
-    int phase = 0;
+    AllReducePhase phase = AllReducePhase::kPostInput;
     bool in_heap = false;  // the input is read in place from this rank's heap (Note [Zero-copy all-reduce])
   };
 
-  // The sequence number and Work of a collective named `name` of `payload` (issue_mu_ held).
-  std::shared_ptr<AsyncWork> NewWork(const std::string& name, const std::string& payload)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_);
-  // Runs `body` unless the group is broken; a failure breaks the group (the queue's turn held). The
-  // body's deadline is now + options.timeout; `blocking` false gives it none (absl::InfiniteFuture, and
-  // no clock read): for the inline attempt, which never blocks.
-  absl::Status Guarded(const AsyncWork& work, absl::FunctionRef<absl::Status(const Call&)> body,
-                       bool blocking = true);
   // The inline path of AllReduce: nullptr when it does not apply (queue busy), else a Work that is
   // complete, or whose rest was queued ahead of any later collective.
-  std::shared_ptr<Work> TryAllReduceInline(const Tensor& tensor, ReduceOp op);
-  // Advances `chunk` through the protocol. blocking: waits (bounded by call.deadline) until it is done
-  // and returns true. Not blocking: spins at most channel.spin at each wait and returns false when a
-  // peer is not there yet (nothing failed; call again, blocking, to finish).
-  absl::StatusOr<bool> AdvanceAllReduceChunk(ChunkAllReduce& chunk, bool blocking, const Call& call);
-  // Queues `body` under the next sequence number. `name` e.g. "AllReduce(sum)", `payload` e.g.
-  // "1000 float32"; the Work's description is "<name> #<seq> of <payload> on rank <r>/<size> (shm)".
-  std::shared_ptr<Work> Issue(const std::string& name, const std::string& payload,
-                              std::function<absl::Status(const Call&)> body);
+  std::shared_ptr<Work> TryAllReduceInline(const CollectiveSpec& spec, const Tensor& tensor, ReduceOp op);
+  // Advances `chunk` through its algorithm (one-shot up to options.small_allreduce_bytes, else
+  // two-shot). blocking: waits (bounded by call.deadline) until it is done and returns true. Not
+  // blocking: spins at most channel.spin at each wait and returns false when a peer is not there yet
+  // (nothing failed; call again, blocking, to finish). Each step below has this contract too, and moves
+  // chunk.phase on when it completes.
+  absl::StatusOr<bool> AdvanceAllReduceChunk(ChunkAllReduce& chunk, bool blocking, const RunningCall& call);
+  // comm/shm/allreduce_one_shot.cc.
+  absl::StatusOr<bool> AdvanceOneShotAllReduce(ChunkAllReduce& chunk, bool blocking, const RunningCall& call);
+  // comm/shm/allreduce_two_shot.cc, one function per phase.
+  absl::StatusOr<bool> AdvanceTwoShotAllReduce(ChunkAllReduce& chunk, bool blocking, const RunningCall& call);
+  absl::StatusOr<bool> PostTwoShotInput(ChunkAllReduce& chunk, bool blocking, const RunningCall& call);
+  absl::StatusOr<bool> ReduceOwnSlice(ChunkAllReduce& chunk, bool blocking, const RunningCall& call);
+  absl::StatusOr<bool> GatherSlices(ChunkAllReduce& chunk, bool blocking, const RunningCall& call);
+  absl::StatusOr<bool> AwaitPeersDone(ChunkAllReduce& chunk, bool blocking, const RunningCall& call);
+  // Reduces this rank's slice into its own tensor and every peer's (Note [Pushing the reduced slices]).
+  // REQUIRES: every rank's input of the chunk is in its heap; all inputs posted ready.
+  absl::Status PushReducedSlice(ChunkAllReduce& chunk);
   // The next step number (the queue's turn held).
   uint32_t NextStep() { return ++step_; }
 
   // Worker-thread bodies of the collectives; each moves its data in chunks of at most one slot.
-  absl::Status RunAllReduce(const Tensor& tensor, ReduceOp op, const Call& call);
-  absl::Status RunBroadcast(const Tensor& tensor, int root, const Call& call);
-  absl::Status RunAllGather(const std::vector<Tensor>& outputs, const Tensor& input, const Call& call);
+  absl::Status RunAllReduce(const Tensor& tensor, ReduceOp op, const RunningCall& call);
+  absl::Status RunBroadcast(const Tensor& tensor, int root, const RunningCall& call);
+  absl::Status RunAllGather(const std::vector<Tensor>& outputs, const Tensor& input, const RunningCall& call);
   absl::Status RunReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
-                                const Call& call);
-  absl::Status RunReduce(const Tensor& tensor, int root, ReduceOp op, const Call& call);
-  absl::Status RunBarrier(const Call& call);
+                                const RunningCall& call);
+  absl::Status RunReduce(const Tensor& tensor, int root, ReduceOp op, const RunningCall& call);
+  absl::Status RunBarrier(const RunningCall& call);
   // Where the ranks' inputs of a step lie.
   enum class InputPlace {
     kSlot,       // each rank's slot
@@ -157,14 +155,7 @@ class ProcessGroupShm : public ProcessGroup {
 
   std::unique_ptr<ShmChannel> channel_;
   const ProcessGroupShmOptions options_;
-  uint32_t step_ = 0;          // whoever holds the queue's turn (worker, or an inline caller)
-  absl::Status broken_;        // as step_: the first failure, repeated by later collectives
-
-  absl::Mutex issue_mu_;
-  uint64_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
-  // Last: its thread uses the members above. Shared with the queued Works, whose Wait may run their task
-  // (Note [Waiter runs the work] in comm/gloo/process_group_gloo.cc); stopped by the destructor.
-  std::shared_ptr<WorkQueue> queue_;
+  uint32_t step_ = 0;  // whoever holds the queue's turn (worker, waiter, or an inline caller)
 };
 
 }  // namespace ddp

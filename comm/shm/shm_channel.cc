@@ -48,7 +48,7 @@
 //     s - 1 has finished step s - 2, so when that word says so the kDone wait before step s reads a
 //     line this rank already holds from step s - 1, instead of kDone, which the peer rewrote since:
 //     back-to-back small all-reduces cost one cross-core miss per peer each.
-//   * Zero-copy (Note [Zero-copy all-reduce] in process_group_shm.cc): instead of copying its input into
+//   * Zero-copy (Note [Zero-copy all-reduce] in allreduce_two_shot.cc): instead of copying its input into
 //     its slot, a rank may publish, with the step number, the input's offset in its shared heap (a memfd
 //     the peers open through /proc/<pid>/fd and map on demand, comm/shm/shm_heap.h); readers of step s
 //     follow that record (Input). The record of step s is rewritten for step s + 2 only after the same

@@ -146,7 +146,7 @@ class ShmChannel {
   // once every rank's kReady >= step; every rank then gets the same answer.
   bool AllInputsInHeap(uint32_t step) const;
   // Input() of a rank whose input of `step` lies in its heap, writable (heaps are mapped read-write in
-  // every process): Note [Pushing the reduced slices] in process_group_shm.cc. Errors name the rank;
+  // every process): Note [Pushing the reduced slices] in allreduce_two_shot.cc. Errors name the rank;
   // an input in a slot is an internal error.
   absl::StatusOr<char*> HeapInputToWrite(int owner, uint32_t step, size_t offset_bytes, size_t bytes);
   // Announces that the group is broken (`lost_rank`, or -1 when unknown) so that ranks waiting on this

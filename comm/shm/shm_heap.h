@@ -1,5 +1,5 @@
 // ShmHeap and PeerHeap: shared memory that the ranks of one host read in place, so that a collective on
-// a buffer allocated here needs no staging copy (Note [Zero-copy all-reduce] in comm/shm/process_group_shm.cc).
+// a buffer allocated here needs no staging copy (Note [Zero-copy all-reduce] in comm/shm/allreduce_two_shot.cc).
 // The owner allocates blocks from a growable memfd; a peer maps the owner's memfd through
 // /proc/<pid>/fd/<fd> and reads a block by its offset. A memfd has no name, so nothing is ever left in
 // /dev/shm: the memory goes with the last mapping and descriptor, whatever way the processes end.
