@@ -101,6 +101,19 @@ void BinaryInPlace(const Tensor& dst, const Tensor& src, F f) {
   }
 }
 
+// dst = f(dst) in place.
+template <typename F>
+void UnaryInPlace(const Tensor& dst, F f) {
+  float* d = dst.data<float>();
+  if (dst.is_contiguous()) {
+    const int64_t n = dst.numel();
+    for (int64_t i = 0; i < n; ++i) d[i] = f(d[i]);
+  } else {
+    ForEachIndex(dst.shape(), dst.strides(), dst.strides(),
+                 [&](int64_t, int64_t di, int64_t) { d[di] = f(d[di]); });
+  }
+}
+
 }  // namespace cpu
 }  // namespace ddp
 

@@ -31,6 +31,10 @@ struct Axpy {
   float alpha;
   DDP_HOST_DEVICE float operator()(float a, float b) const { return a + alpha * b; }
 };
+// dst = src (copies into strided or broadcast destinations).
+struct Assign {
+  DDP_HOST_DEVICE float operator()(float, float src) const { return src; }
+};
 // dst = scale * src (the Reducer's pre-scaled gradient copy).
 struct ScaledCopy {
   float scale;

@@ -1,6 +1,6 @@
-// CUDA implementations of the ops in tensor/ops.h. The public ops dispatch here at their top when an
-// input lives on a CUDA device (`#ifdef DDP_WITH_CUDA`), so callers never include this header; the
-// contracts are those of tensor/ops.h. Inputs of one op must share one CUDA device (checked). Kernels
+// CUDA implementations of the ops in tensor/ops.h not yet written once for both devices, and the CUDA
+// entry points of those that are. The public ops dispatch here when an input lives on a CUDA device
+// (`#ifdef DDP_WITH_CUDA`), so callers never include this header; the contracts are those of tensor/ops.h. Inputs of one op must share one CUDA device (checked). Kernels
 // run on the current stream (Note [Current stream], tensor/cuda/context.h). Only built with
 // --config=cuda.
 //
@@ -20,18 +20,6 @@
 namespace ddp {
 namespace cuda {
 
-Tensor Add(const Tensor& a, const Tensor& b);
-Tensor Sub(const Tensor& a, const Tensor& b);
-Tensor Mul(const Tensor& a, const Tensor& b);
-Tensor Div(const Tensor& a, const Tensor& b);
-Tensor AddScalar(const Tensor& a, float s);
-Tensor MulScalar(const Tensor& a, float s);
-Tensor Neg(const Tensor& a);
-Tensor Relu(const Tensor& a);
-Tensor Exp(const Tensor& a);
-Tensor Log(const Tensor& a);
-Tensor Sqrt(const Tensor& a);
-
 Tensor Sum(const Tensor& x);
 Tensor Sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim);
 
@@ -40,14 +28,9 @@ Tensor LogSoftmax(const Tensor& x, int64_t dim);
 Tensor NllLoss(const Tensor& log_probs, const Tensor& target);
 Tensor CrossEntropy(const Tensor& logits, const Tensor& target);
 
-void AddInPlace(const Tensor& dst, const Tensor& src, float alpha);
-void MulScalarInPlace(const Tensor& dst, float s);
-void CopyScaledInPlace(const Tensor& dst, const Tensor& src, float scale);
-void FillInPlace(const Tensor& dst, float value);
-// Any combination of CPU and CUDA devices and dtypes (at least one side on CUDA).
+// dst = src for any combination of CPU and CUDA devices and dtypes (at least one side on CUDA).
+// REQUIRES: equal element counts (ddp::CopyInPlace checks them).
 void CopyInPlace(const Tensor& dst, const Tensor& src);
-// Copies x to `device` (contiguous result; CPU <-> CUDA or between GPUs).
-Tensor ToDevice(const Tensor& x, Device device);
 
 // Optimizer steps over contiguous CUDA tensors of equal size (nn/sgd.cc, nn/adam.cc). `buf` may be
 // undefined when step.momentum == 0.

@@ -30,15 +30,16 @@ struct Indexer {
   int64_t strides[3][kMaxDims] = {};
 };
 
-// out = f(a, b) element-wise (operands 0, 1, 2 of the indexer). In-place ops pass out == a.
-enum class BinaryOp : int { kAdd, kSub, kMul, kDiv, kAxpy, kScaledCopy, kReluBackward, kAssign };
-// out = f(a) element-wise (operands 0, 1).
-enum class UnaryOp : int { kAddScalar, kMulScalar, kNeg, kRelu, kExp, kLog, kSqrt, kFill };
-
-// `param` is Axpy's alpha, ScaledCopy's scale, or the scalar of AddScalar / MulScalar / Fill.
-cudaError_t Binary(BinaryOp op, float param, float* out, const float* a, const float* b, const Indexer& ix,
+// out = f(a, b) element-wise (operands 0, 1, 2 of the indexer); in-place ops pass out == a. F is one of the
+// binary functors of tensor/functors.h, the same object the CPU loops run: Add, Sub, Mul, Div, Axpy,
+// ScaledCopy, ReluBackward or Assign (instantiated in elementwise.cu; another F does not link).
+template <typename F>
+cudaError_t Binary(const F& f, float* out, const float* a, const float* b, const Indexer& ix,
                    cudaStream_t stream);
-cudaError_t Unary(UnaryOp op, float param, float* out, const float* a, const Indexer& ix, cudaStream_t stream);
+// out = f(a) element-wise (operands 0, 1); in-place ops pass out == a. F is one of the unary functors of
+// tensor/functors.h: AddScalar, MulScalar, Neg, Relu, Exp, Log, Sqrt or Fill.
+template <typename F>
+cudaError_t Unary(const F& f, float* out, const float* a, const Indexer& ix, cudaStream_t stream);
 
 // out(i) = in(i) for elements of `element_size` bytes (2, 4 or 8), offsets from operands 0 (out) and 1.
 cudaError_t StridedCopy(void* out, const void* in, int element_size, const Indexer& ix, cudaStream_t stream);

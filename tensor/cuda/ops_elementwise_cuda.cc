@@ -1,4 +1,5 @@
-// CUDA element-wise, in-place, copy and reduction ops (contracts: tensor/ops.h).
+// The CUDA side of copies, reductions and optimizer steps, and the helpers of op_util.h (contracts:
+// tensor/ops.h, cuda_ops.h, op_util.h).
 #include <cstring>
 
 #include "tensor/cpu_elementwise.h"
@@ -9,9 +10,6 @@
 
 namespace ddp {
 namespace cuda {
-
-using kernels::BinaryOp;
-using kernels::UnaryOp;
 
 int RequireCudaFloat(const char* op, std::initializer_list<const Tensor*> inputs) {
   int device = -1;
@@ -64,9 +62,8 @@ Tensor ContiguousNoGrad(const Tensor& x) {
   return out;
 }
 
-Tensor BinaryMap(const Tensor& a, const Tensor& b, const Shape& out_shape, BinaryOp op, float param) {
-  Tensor out = Tensor::Empty(out_shape, DType::kFloat32, a.device());
-  DeviceGuard guard(a.device().index);
+kernels::Indexer BinaryMapIndexer(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const Shape& out_shape = out.shape();
   kernels::Indexer ix = MakeIndexer(out_shape, out.strides(), cpu::BroadcastStrides(a, out_shape),
                                     cpu::BroadcastStrides(b, out_shape));
   if (b.numel() == 1 && a.shape() == out_shape && a.is_contiguous()) {  // tensor-scalar fast path
@@ -75,162 +72,11 @@ Tensor BinaryMap(const Tensor& a, const Tensor& b, const Shape& out_shape, Binar
     ix.strides[1][0] = 1;
     ix.strides[2][0] = 0;
   }
-  DDP_CUDA_CHECK(kernels::Binary(op, param, out.data<float>(), a.data<float>(), b.data<float>(), ix, StreamOf(a)));
-  return out;
+  return ix;
 }
 
-void BinaryInPlace(const Tensor& dst, const Tensor& src, BinaryOp op, float param) {
-  DeviceGuard guard(dst.device().index);
-  const kernels::Indexer ix =
-      MakeIndexer(dst.shape(), dst.strides(), dst.strides(), cpu::BroadcastStrides(src, dst.shape()));
-  DDP_CUDA_CHECK(
-      kernels::Binary(op, param, dst.data<float>(), dst.data<float>(), src.data<float>(), ix, StreamOf(dst)));
-}
-
-Tensor UnaryMap(const Tensor& x, UnaryOp op, float param) {
-  Tensor out = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
-  DeviceGuard guard(x.device().index);
-  const kernels::Indexer ix = MakeIndexer(x.shape(), out.strides(), x.strides());
-  DDP_CUDA_CHECK(kernels::Unary(op, param, out.data<float>(), x.data<float>(), ix, StreamOf(x)));
-  return out;
-}
-
-// ---- element-wise ops (backward as tensor/ops_elementwise.cc, through the public ops) ----
-
-Tensor Add(const Tensor& a, const Tensor& b) {
-  RequireCudaFloat("Add", {&a, &b});
-  Tensor out = BinaryMap(a, b, BroadcastShapes(a.shape(), b.shape()), BinaryOp::kAdd);
-  Shape sa = a.shape(), sb = b.shape();
-  return RecordOp(out, "AddBackward", {&a, &b}, [sa, sb](const Tensor& g) {
-    return std::vector<Tensor>{SumToShape(g, sa), SumToShape(g, sb)};
-  });
-}
-
-Tensor Sub(const Tensor& a, const Tensor& b) {
-  RequireCudaFloat("Sub", {&a, &b});
-  Tensor out = BinaryMap(a, b, BroadcastShapes(a.shape(), b.shape()), BinaryOp::kSub);
-  Shape sa = a.shape(), sb = b.shape();
-  return RecordOp(out, "SubBackward", {&a, &b}, [sa, sb](const Tensor& g) {
-    return std::vector<Tensor>{SumToShape(g, sa), SumToShape(ddp::Neg(g), sb)};
-  });
-}
-
-Tensor Mul(const Tensor& a, const Tensor& b) {
-  RequireCudaFloat("Mul", {&a, &b});
-  Tensor out = BinaryMap(a, b, BroadcastShapes(a.shape(), b.shape()), BinaryOp::kMul);
-  Tensor ad = a.Detach(), bd = b.Detach();
-  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-  return RecordOp(out, "MulBackward", {&a, &b}, [ad, bd, need_a, need_b](const Tensor& g) {
-    return std::vector<Tensor>{need_a ? SumToShape(ddp::Mul(g, bd), ad.shape()) : Tensor(),
-                               need_b ? SumToShape(ddp::Mul(g, ad), bd.shape()) : Tensor()};
-  });
-}
-
-Tensor Div(const Tensor& a, const Tensor& b) {
-  RequireCudaFloat("Div", {&a, &b});
-  Tensor out = BinaryMap(a, b, BroadcastShapes(a.shape(), b.shape()), BinaryOp::kDiv);
-  Tensor ad = a.Detach(), bd = b.Detach();
-  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-  return RecordOp(out, "DivBackward", {&a, &b}, [ad, bd, need_a, need_b](const Tensor& g) {
-    return std::vector<Tensor>{
-        need_a ? SumToShape(ddp::Div(g, bd), ad.shape()) : Tensor(),
-        need_b ? SumToShape(ddp::Neg(ddp::Div(ddp::Mul(g, ad), ddp::Mul(bd, bd))), bd.shape()) : Tensor()};
-  });
-}
-
-Tensor AddScalar(const Tensor& a, float s) {
-  RequireCudaFloat("AddScalar", {&a});
-  return RecordOp(UnaryMap(a, UnaryOp::kAddScalar, s), "AddScalarBackward", {&a},
-                  [](const Tensor& g) { return std::vector<Tensor>{g}; });
-}
-
-Tensor MulScalar(const Tensor& a, float s) {
-  RequireCudaFloat("MulScalar", {&a});
-  return RecordOp(UnaryMap(a, UnaryOp::kMulScalar, s), "MulScalarBackward", {&a},
-                  [s](const Tensor& g) { return std::vector<Tensor>{ddp::MulScalar(g, s)}; });
-}
-
-Tensor Neg(const Tensor& a) {
-  RequireCudaFloat("Neg", {&a});
-  return RecordOp(UnaryMap(a, UnaryOp::kNeg), "NegBackward", {&a},
-                  [](const Tensor& g) { return std::vector<Tensor>{ddp::Neg(g)}; });
-}
-
-Tensor Relu(const Tensor& a) {
-  RequireCudaFloat("Relu", {&a});
-  Tensor out = UnaryMap(a, UnaryOp::kRelu);
-  Tensor saved = out.Detach();
-  return RecordOp(out, "ReluBackward", {&a}, [saved](const Tensor& g) {
-    return std::vector<Tensor>{BinaryMap(g, saved, g.shape(), BinaryOp::kReluBackward)};
-  });
-}
-
-Tensor Exp(const Tensor& a) {
-  RequireCudaFloat("Exp", {&a});
-  Tensor out = UnaryMap(a, UnaryOp::kExp);
-  Tensor saved = out.Detach();
-  return RecordOp(out, "ExpBackward", {&a},
-                  [saved](const Tensor& g) { return std::vector<Tensor>{ddp::Mul(g, saved)}; });
-}
-
-Tensor Log(const Tensor& a) {
-  RequireCudaFloat("Log", {&a});
-  Tensor ad = a.Detach();
-  return RecordOp(UnaryMap(a, UnaryOp::kLog), "LogBackward", {&a},
-                  [ad](const Tensor& g) { return std::vector<Tensor>{ddp::Div(g, ad)}; });
-}
-
-Tensor Sqrt(const Tensor& a) {
-  RequireCudaFloat("Sqrt", {&a});
-  Tensor out = UnaryMap(a, UnaryOp::kSqrt);
-  Tensor saved = out.Detach();
-  return RecordOp(out, "SqrtBackward", {&a}, [saved](const Tensor& g) {
-    return std::vector<Tensor>{ddp::Div(ddp::MulScalar(g, 0.5f), saved)};
-  });
-}
-
-// ---- in place ----
-
-void AddInPlace(const Tensor& dst, const Tensor& src, float alpha) {
-  RequireCudaFloat("AddInPlace", {&dst, &src});
-  DDP_CHECK(BroadcastShapes(dst.shape(), src.shape()) == dst.shape())
-      << "AddInPlace: " << ShapeToString(src.shape()) << " does not broadcast to " << ShapeToString(dst.shape());
-  if (alpha == 1.0f) {
-    BinaryInPlace(dst, src, BinaryOp::kAdd);
-  } else {
-    BinaryInPlace(dst, src, BinaryOp::kAxpy, alpha);
-  }
-}
-
-void MulScalarInPlace(const Tensor& dst, float s) {
-  RequireCudaFloat("MulScalarInPlace", {&dst});
-  DeviceGuard guard(dst.device().index);
-  const kernels::Indexer ix = MakeIndexer(dst.shape(), dst.strides(), dst.strides());
-  DDP_CUDA_CHECK(kernels::Unary(UnaryOp::kMulScalar, s, dst.data<float>(), dst.data<float>(), ix, StreamOf(dst)));
-}
-
-void CopyScaledInPlace(const Tensor& dst, const Tensor& src, float scale) {
-  RequireCudaFloat("CopyScaledInPlace", {&dst, &src});
-  DDP_CHECK(BroadcastShapes(dst.shape(), src.shape()) == dst.shape())
-      << "CopyScaledInPlace: " << ShapeToString(src.shape()) << " does not broadcast to "
-      << ShapeToString(dst.shape());
-  BinaryInPlace(dst, src, BinaryOp::kScaledCopy, scale);
-}
-
-void FillInPlace(const Tensor& dst, float value) {
-  DeviceGuard guard(dst.device().index);
-  if (dst.dtype() == DType::kInt64) {
-    DDP_CHECK(dst.is_contiguous()) << "FillInPlace on a strided int64 tensor";
-    DDP_CUDA_CHECK(kernels::FillInt64(dst.data<int64_t>(), static_cast<int64_t>(value), dst.numel(), StreamOf(dst)));
-    return;
-  }
-  RequireCudaFloat("FillInPlace", {&dst});
-  if (dst.is_contiguous() && value == 0.0f) {
-    DDP_CUDA_CHECK(cudaMemsetAsync(dst.raw_data(), 0, dst.nbytes(), StreamOf(dst)));
-    return;
-  }
-  const kernels::Indexer ix = MakeIndexer(dst.shape(), dst.strides(), dst.strides());
-  DDP_CUDA_CHECK(kernels::Unary(UnaryOp::kFill, value, dst.data<float>(), dst.data<float>(), ix, StreamOf(dst)));
+kernels::Indexer BinaryInPlaceIndexer(const Tensor& dst, const Tensor& src) {
+  return MakeIndexer(dst.shape(), dst.strides(), dst.strides(), cpu::BroadcastStrides(src, dst.shape()));
 }
 
 // ---- copies between devices and dtypes ----
@@ -265,8 +111,6 @@ void CopyBytes(const Tensor& dst, const Tensor& src) {
 }  // namespace
 
 void CopyInPlace(const Tensor& dst, const Tensor& src) {
-  DDP_CHECK(dst.numel() == src.numel()) << "CopyInPlace: " << ShapeToString(src.shape()) << " into "
-                                        << ShapeToString(dst.shape());
   if (dst.numel() == 0) return;
   Tensor s = ConvertedContiguous(src, dst.dtype());
   if (dst.is_contiguous()) {
@@ -289,14 +133,6 @@ void CopyInPlace(const Tensor& dst, const Tensor& src) {
   const kernels::Indexer ix = MakeIndexer(dst.shape(), dst.strides(), shaped.strides());
   DDP_CUDA_CHECK(kernels::StridedCopy(dst.raw_data(), shaped.raw_data(), static_cast<int>(ElementSize(dst.dtype())),
                                       ix, StreamOf(dst)));
-}
-
-Tensor ToDevice(const Tensor& x, Device device) {
-  Tensor out = Tensor::Empty(x.shape(), x.dtype(), device);
-  cuda::CopyInPlace(out, x.Detach());
-  const Device from = x.device();
-  return RecordOp(out, "ToDeviceBackward", {&x},
-                  [from](const Tensor& g) { return std::vector<Tensor>{ddp::ToDevice(g, from)}; });
 }
 
 void MoveToDeviceInPlace(const Tensor& t, Device device) {
@@ -322,7 +158,7 @@ Tensor Sum(const Tensor& x) {
   return RecordOp(out, "SumBackward", {&x}, [shape](const Tensor& g) {
     // Broadcast the scalar gradient on the device (no host round trip).
     Tensor grad = Tensor::Empty(shape, DType::kFloat32, g.device());
-    BinaryInPlace(grad, g, BinaryOp::kAssign);
+    BinaryInPlace(grad, g, functors::Assign());
     return std::vector<Tensor>{grad};
   });
 }
@@ -359,7 +195,7 @@ Tensor Sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   const Shape shape = x.shape();
   return RecordOp(out, "SumDimsBackward", {&x}, [shape, kept](const Tensor& g) {
     Tensor grad = Tensor::Empty(shape, DType::kFloat32, g.device());
-    BinaryInPlace(grad, Reshape(g, kept), BinaryOp::kAssign);
+    BinaryInPlace(grad, Reshape(g, kept), functors::Assign());
     return std::vector<Tensor>{grad};
   });
 }

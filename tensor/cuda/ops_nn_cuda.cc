@@ -51,7 +51,7 @@ void Conv2dBackward(const Tensor& x, const Tensor& w, const Tensor& gy, const ke
   const int64_t max_cols = P * std::max<int64_t>(std::min(group, g.n), 1);
   Tensor col = Tensor::Empty({K * max_cols}, DType::kFloat32, gy.device());
   Tensor gathered = Tensor::Empty({g.out * max_cols}, DType::kFloat32, gy.device());
-  if (gw.defined()) cuda::FillInPlace(gw, 0.0f);
+  if (gw.defined()) ddp::FillInPlace(gw, 0.0f);
   for (int64_t first = 0; first < g.n; first += group) {
     const int64_t count = std::min(group, g.n - first), ld = count * P;
     // gy [count, out, P] -> [out, count * P]
@@ -82,9 +82,9 @@ Tensor Dropout(const Tensor& x, float p, bool training, Generator& generator) {
     const float scale = p == 1.0f ? 0.0f : 1.0f / (1.0f - p);
     DDP_CUDA_CHECK(kernels::DropoutMask(mask.data<float>(), mask.numel(), p, scale, generator.Next(), StreamOf(x)));
   }
-  Tensor out = BinaryMap(x, mask, x.shape(), kernels::BinaryOp::kMul);
+  Tensor out = BinaryMap(x, mask, x.shape(), functors::Mul());
   return RecordOp(out, "DropoutBackward", {&x}, [mask](const Tensor& g) {
-    return std::vector<Tensor>{BinaryMap(g, mask, mask.shape(), kernels::BinaryOp::kMul)};
+    return std::vector<Tensor>{BinaryMap(g, mask, mask.shape(), functors::Mul())};
   });
 }
 
@@ -106,7 +106,7 @@ Tensor TargetsOnDevice(const Tensor& target, const Tensor& log_probs, int64_t ro
     DDP_CHECK(t[i] >= 0 && t[i] < classes)
         << "target " << t[i] << " at index " << i << " is out of range [0, " << classes << ")";
   }
-  return cuda::ToDevice(host, log_probs.device());
+  return ddp::ToDevice(host, log_probs.device());
 }
 
 Tensor LogSoftmaxNoGrad(const Tensor& x, int64_t rows, int64_t cols) {
