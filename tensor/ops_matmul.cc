@@ -66,7 +66,7 @@ void FillRowsWithBias(const Tensor& out, const Tensor& b) {
 // The bias gradient: g[rows, cols] summed over rows.
 Tensor SumRows(const Tensor& g) {
 #ifdef DDP_WITH_CUDA
-  if (g.device().is_cuda()) return cuda::Sum(g.Detach(), {0}, false);
+  if (g.device().is_cuda()) return Sum(g.Detach(), {0}, false);
 #endif
   const int64_t rows = g.shape()[0], cols = g.shape()[1];
   Tensor sum = Tensor::Empty({cols}, DType::kFloat32, g.device());

@@ -20,9 +20,6 @@
 namespace ddp {
 namespace cuda {
 
-Tensor Sum(const Tensor& x);
-Tensor Sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim);
-
 Tensor Dropout(const Tensor& x, float p, bool training, Generator& generator);
 Tensor LogSoftmax(const Tensor& x, int64_t dim);
 Tensor NllLoss(const Tensor& log_probs, const Tensor& target);

@@ -1,4 +1,4 @@
-// The CUDA side of copies, reductions and optimizer steps, and the helpers of op_util.h (contracts:
+// The CUDA side of copies and optimizer steps, and the helpers of op_util.h (contracts:
 // tensor/ops.h, cuda_ops.h, op_util.h).
 #include <cstring>
 
@@ -144,60 +144,6 @@ void MoveToDeviceInPlace(const Tensor& t, Device device) {
   impl->storage = moved.storage();
   impl->strides = moved.strides();
   impl->offset = 0;
-}
-
-// ---- reductions ----
-
-Tensor Sum(const Tensor& x) {
-  RequireCudaFloat("Sum", {&x});
-  Tensor c = ContiguousNoGrad(x);
-  Tensor out = Tensor::Empty({}, DType::kFloat32, x.device());
-  DeviceGuard guard(x.device().index);
-  DDP_CUDA_CHECK(kernels::SumAll(c.data<float>(), c.numel(), out.data<float>(), StreamOf(x)));
-  const Shape shape = x.shape();
-  return RecordOp(out, "SumBackward", {&x}, [shape](const Tensor& g) {
-    // Broadcast the scalar gradient on the device (no host round trip).
-    Tensor grad = Tensor::Empty(shape, DType::kFloat32, g.device());
-    BinaryInPlace(grad, g, functors::Assign());
-    return std::vector<Tensor>{grad};
-  });
-}
-
-Tensor Sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  RequireCudaFloat("Sum", {&x});
-  const int64_t nd = x.dim();
-  std::vector<bool> mask(nd, false);
-  for (int64_t d : dims) {
-    const int64_t w = d < 0 ? d + nd : d;
-    DDP_CHECK(w >= 0 && w < nd) << "reduction dim " << d << " out of range for " << nd << "-d tensor";
-    mask[w] = true;
-  }
-  Shape kept = x.shape(), kept_shape, reduced_shape;
-  std::vector<int64_t> kept_strides, reduced_strides;
-  for (int64_t i = 0; i < nd; ++i) {
-    if (mask[i]) {
-      kept[i] = 1;
-      reduced_shape.push_back(x.shape()[i]);
-      reduced_strides.push_back(x.strides()[i]);
-    } else {
-      kept_shape.push_back(x.shape()[i]);
-      kept_strides.push_back(x.strides()[i]);
-    }
-  }
-  Tensor out = Tensor::Empty(kept, DType::kFloat32, x.device());
-  DeviceGuard guard(x.device().index);
-  kernels::Indexer kept_ix = MakeIndexer(kept_shape, kept_strides, {});
-  kernels::Indexer reduced_ix = MakeIndexer(reduced_shape, reduced_strides, {});
-  kept_ix.contiguous = false;  // the reduce kernels always use the general offsets
-  reduced_ix.contiguous = false;
-  DDP_CUDA_CHECK(kernels::SumReduce(x.data<float>(), out.data<float>(), kept_ix, reduced_ix, StreamOf(x)));
-  if (!keepdim) out = Tensor::View(out.storage(), kept_shape, ContiguousStrides(kept_shape), 0, DType::kFloat32);
-  const Shape shape = x.shape();
-  return RecordOp(out, "SumDimsBackward", {&x}, [shape, kept](const Tensor& g) {
-    Tensor grad = Tensor::Empty(shape, DType::kFloat32, g.device());
-    BinaryInPlace(grad, Reshape(g, kept), functors::Assign());
-    return std::vector<Tensor>{grad};
-  });
 }
 
 // ---- optimizer steps ----

@@ -42,7 +42,7 @@ void Conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b, const kern
 
 void Conv2dBackward(const Tensor& x, const Tensor& w, const Tensor& gy, const kernels::ConvShape& g,
                     const Tensor& gx, const Tensor& gw, const Tensor& gb) {
-  if (gb.defined()) cuda::CopyInPlace(gb, cuda::Sum(gy, {0, 2, 3}, false));
+  if (gb.defined()) ddp::CopyInPlace(gb, ddp::Sum(gy.Detach(), {0, 2, 3}, false));
   if (!gx.defined() && !gw.defined()) return;
   const int device = gy.device().index;
   DeviceGuard guard(device);
