@@ -22,8 +22,8 @@ int RequireCudaFloat(const char* op, std::initializer_list<const Tensor*> inputs
 inline cudaStream_t StreamOf(const Tensor& t) { return CurrentStream(t.device().index); }
 
 // An indexer over `shape` with operands' strides (each of shape.size() entries; missing operands 0).
-kernels::Indexer MakeIndexer(const Shape& shape, const std::vector<int64_t>& s0, const std::vector<int64_t>& s1,
-                             const std::vector<int64_t>& s2 = {});
+kernels::Indexer MakeIndexer(const Shape& shape, const std::vector<int64_t>& s0,
+                             const std::vector<int64_t>& s1, const std::vector<int64_t>& s2 = {});
 
 // The indexer of out = f(a, b) broadcast to out's shape (out contiguous), with the tensor-scalar case as a
 // contiguous loop.

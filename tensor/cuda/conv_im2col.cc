@@ -1,4 +1,5 @@
-// CUDA Conv2d kernels (im2col + cuBLAS; contracts: cuda_ops.h).
+// Conv2d's CUDA kernels (contracts: cuda_ops.h): im2col + one cuBLAS GEMM per group of images, as the CPU's
+// (Note [Conv2d image groups] in tensor/conv_kernels.h) with a GPU-sized group.
 #include <algorithm>
 
 #include "tensor/cuda/cuda_ops.h"
@@ -7,8 +8,6 @@
 
 namespace ddp {
 namespace cuda {
-
-// ---- Conv2d's kernels (Note [Conv2d image groups] in tensor/conv_kernels.h, with a GPU-sized group) ----
 
 namespace {
 
