@@ -46,7 +46,8 @@ void FillInt64(const Tensor& dst, int64_t value) {
     return;
   }
 #endif
-  for (int64_t i = 0; i < dst.numel(); ++i) p[i] = value;
+  const int64_t n = dst.numel();
+  for (int64_t i = 0; i < n; ++i) p[i] = value;
 }
 
 }  // namespace

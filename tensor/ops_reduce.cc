@@ -36,7 +36,8 @@ void SumAllInto(const Tensor& x, const Tensor& out) {
 #endif
   double total = 0.0;
   const float* p = x.data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) total += p[i];
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) total += p[i];
   *out.data<float>() = static_cast<float>(total);
 }
 
@@ -118,17 +119,15 @@ Tensor Sum(const Tensor& x) {
 Tensor Sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   RequireFloatOnOneDevice("Sum", {&x});
   const std::vector<bool> mask = ReducedMask(dims, x.dim());
-  Shape kept = x.shape(), squeezed;
-  for (size_t i = 0; i < mask.size(); ++i) {
-    if (mask[i]) {
-      kept[i] = 1;
-    } else {
-      squeezed.push_back(kept[i]);
-    }
-  }
+  Shape kept = x.shape();
+  for (size_t i = 0; i < mask.size(); ++i) if (mask[i]) kept[i] = 1;
   Tensor out = Tensor::Empty(kept, DType::kFloat32, x.device());
   SumDimsInto(x, mask, out);
-  if (!keepdim) out = Tensor::View(out.storage(), squeezed, ContiguousStrides(squeezed), 0, DType::kFloat32);
+  if (!keepdim) {
+    Shape squeezed;
+    for (size_t i = 0; i < mask.size(); ++i) if (!mask[i]) squeezed.push_back(kept[i]);
+    out = Tensor::View(out.storage(), squeezed, ContiguousStrides(squeezed), 0, DType::kFloat32);
+  }
   const Shape shape = x.shape();
   return RecordOp(out, "SumDimsBackward", {&x}, [shape, kept](const Tensor& g) {
     Tensor grad = Tensor::Empty(shape, DType::kFloat32, g.device());
