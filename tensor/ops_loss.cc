@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "tensor/function_node.h"
+#include "tensor/functors.h"
 #include "tensor/op_device.h"
 #include "tensor/ops.h"
 #ifdef DDP_WITH_CUDA
@@ -57,8 +58,8 @@ void LogSoftmaxBackwardInto(const Tensor& g, const Tensor& y, const Tensor& dx, 
   for (int64_t r = 0; r < rows; ++r) {
     double total = 0.0;
     for (int64_t c = 0; c < cols; ++c) total += pg[r * cols + c];
-    for (int64_t c = 0; c < cols; ++c)
-      pd[r * cols + c] = pg[r * cols + c] - std::exp(py[r * cols + c]) * static_cast<float>(total);
+    const functors::LogSoftmaxBackward grad{static_cast<float>(total)};
+    for (int64_t c = 0; c < cols; ++c) pd[r * cols + c] = grad(pg[r * cols + c], py[r * cols + c]);
   }
 }
 
@@ -113,10 +114,9 @@ void CrossEntropyBackwardInto(const Tensor& lp, const Tensor& t, const Tensor& g
     return;
   }
 #endif
-  const float scale = static_cast<float>(g.item()) / static_cast<float>(rows);
+  const functors::CrossEntropyBackward grad{static_cast<float>(g.item()) / static_cast<float>(rows)};
   for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t c = 0; c < classes; ++c) pd[i * classes + c] = std::exp(pl[i * classes + c]) * scale;
-    pd[i * classes + pt[i]] -= scale;
+    for (int64_t c = 0; c < classes; ++c) pd[i * classes + c] = grad(pl[i * classes + c], c == pt[i]);
   }
 }
 

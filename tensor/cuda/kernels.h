@@ -59,7 +59,8 @@ cudaError_t SumReduce(const float* x, float* out, const Indexer& kept, const Ind
 // out[a, b] = argmax_k x[a, k, b] for contiguous x [outer, n, inner] (ties: first).
 cudaError_t Argmax(const float* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, cudaStream_t stream);
 
-// Row-wise log-softmax of contiguous [rows, cols], and its backward dx = g - exp(y) * sum(g).
+// Row-wise log-softmax of contiguous [rows, cols], and its backward dx = g - exp(y) * sum(g)
+// (functors::LogSoftmaxBackward).
 cudaError_t LogSoftmax(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream);
 cudaError_t LogSoftmaxBackward(const float* g, const float* y, float* dx, int64_t rows, int64_t cols,
                                cudaStream_t stream);
@@ -69,7 +70,7 @@ cudaError_t NllLoss(const float* lp, const int64_t* target, int64_t rows, int64_
 // dx = 0 except dx[i, target[i]] = -(*g) / rows.
 cudaError_t NllLossBackward(const float* g, const int64_t* target, float* dx, int64_t rows, int64_t classes,
                             cudaStream_t stream);
-// dx = (exp(lp) - onehot(target)) * (*g) / rows.
+// dx = (exp(lp) - onehot(target)) * (*g) / rows (functors::CrossEntropyBackward).
 cudaError_t CrossEntropyBackward(const float* lp, const int64_t* target, const float* g, float* dx,
                                  int64_t rows, int64_t classes, cudaStream_t stream);
 
