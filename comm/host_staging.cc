@@ -6,7 +6,7 @@
 //      The caller is not blocked; the event marks "every kernel that wrote the tensor before the call".
 //   2. Worker, in issue order: poll that event (bounded by the group's timeout: a device that never
 //      finishes fails the Work with a message instead of hanging the worker), copy device -> host on the
-//      worker's current stream of that device (the copy waits for itself, tensor/cuda/ops_elementwise_cuda.cc).
+//      worker's current stream of that device (the copy waits for itself, tensor/cuda/copy.cc).
 //   3. The collective runs on the host copy exactly as for a CPU tensor (same tags, same failure path).
 //   4. Copy host -> device, record an event after it and poll it (same bound); only then does the Work
 //      complete, so Work::Wait, and WaitStream, which is Wait for Gloo's host-side works, return with

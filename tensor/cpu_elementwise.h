@@ -95,9 +95,25 @@ void BinaryInPlace(const Tensor& dst, const Tensor& src, F f) {
   const int64_t n = dst.numel();
   if (dst.shape() == src.shape() && dst.is_contiguous() && src.is_contiguous()) {
     for (int64_t i = 0; i < n; ++i) d[i] = f(d[i], s[i]);
+  } else if (src.numel() == 1 && dst.is_contiguous()) {
+    const float value = s[0];
+    for (int64_t i = 0; i < n; ++i) d[i] = f(d[i], value);
   } else {
     ForEachIndex(dst.shape(), dst.strides(), BroadcastStrides(src, dst.shape()),
                  [&](int64_t, int64_t di, int64_t si) { d[di] = f(d[di], s[si]); });
+  }
+}
+
+// dst = f(dst) in place.
+template <typename F>
+void UnaryInPlace(const Tensor& dst, F f) {
+  float* d = dst.data<float>();
+  if (dst.is_contiguous()) {
+    const int64_t n = dst.numel();
+    for (int64_t i = 0; i < n; ++i) d[i] = f(d[i]);
+  } else {
+    ForEachIndex(dst.shape(), dst.strides(), dst.strides(),
+                 [&](int64_t, int64_t di, int64_t) { d[di] = f(d[di]); });
   }
 }
 

@@ -31,6 +31,10 @@ struct Axpy {
   float alpha;
   DDP_HOST_DEVICE float operator()(float a, float b) const { return a + alpha * b; }
 };
+// dst = src (copies into strided or broadcast destinations).
+struct Assign {
+  DDP_HOST_DEVICE float operator()(float, float src) const { return src; }
+};
 // dst = scale * src (the Reducer's pre-scaled gradient copy).
 struct ScaledCopy {
   float scale;
@@ -66,6 +70,22 @@ struct Sqrt {
 struct Fill {
   float value;
   DDP_HOST_DEVICE float operator()(float) const { return value; }
+};
+
+// LogSoftmax's gradient for one element of a row: g - softmax * (the row's sum of g), with the softmax
+// recovered from the saved output y = log_softmax(x).
+struct LogSoftmaxBackward {
+  float row_gradient_sum;
+  DDP_HOST_DEVICE float operator()(float g, float y) const { return g - expf(y) * row_gradient_sum; }
+};
+// CrossEntropy's gradient for one logit: (softmax - onehot) * scale, with scale = the loss gradient / rows,
+// taken as softmax * scale less scale at the target.
+struct CrossEntropyBackward {
+  float scale;
+  DDP_HOST_DEVICE float operator()(float log_prob, bool is_target) const {
+    const float grad = expf(log_prob) * scale;
+    return is_target ? grad - scale : grad;
+  }
 };
 
 // One step of SGD with momentum and weight decay on one element (PyTorch's torch.optim.SGD).

@@ -1,13 +1,16 @@
-// Inverted dropout: a mask of 0 and 1/(1-p) drawn from the caller's Generator, shared by forward and
-// backward.
-#include <memory>
+// Inverted dropout, once for both devices: a mask of 0 and 1/(1-p) drawn from the caller's Generator,
+// multiplied into the input in forward and into the gradient in backward. Only the mask's drawing branches
+// on the device (tensor/cuda/cuda_ops.h says how the GPU's masks differ).
+#include <algorithm>
 #include <vector>
 
-#include "tensor/device_guard.h"
+#include "tensor/elementwise_kernels.h"
 #include "tensor/function_node.h"
+#include "tensor/functors.h"
+#include "tensor/op_device.h"
 #include "tensor/ops.h"
 #ifdef DDP_WITH_CUDA
-#include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/op_util.h"
 #endif
 
 namespace ddp {
@@ -26,36 +29,37 @@ void DrawMask(float p, float scale, Generator& generator, float* mask, int64_t n
   if (i < n) mask[i] = static_cast<float>(generator.Next() >> 40) * kUnit >= p ? scale : 0.0f;
 }
 
+// Fills contiguous `mask` with 0 (probability p) or 1/(1-p) on its device; p == 1 gives all zeros.
+// REQUIRES: 0 < p <= 1.
+void DrawMaskInto(const Tensor& mask, float p, Generator& generator) {
+  const float scale = p == 1.0f ? 0.0f : 1.0f / (1.0f - p);
+#ifdef DDP_WITH_CUDA
+  if (mask.device().is_cuda()) {
+    cuda::DeviceGuard guard(mask.device().index);
+    DDP_CUDA_CHECK(cuda::kernels::DropoutMask(mask.data<float>(), mask.numel(), p, scale, generator.Next(),
+                                              cuda::StreamOf(mask)));
+    return;
+  }
+#endif
+  float* pm = mask.data<float>();
+  if (p == 1.0f) {
+    std::fill(pm, pm + mask.numel(), 0.0f);  // no draws: every element is dropped
+  } else {
+    DrawMask(p, scale, generator, pm, mask.numel());
+  }
+}
+
 }  // namespace
 
 Tensor Dropout(const Tensor& x, float p, bool training, Generator& generator) {
-#ifdef DDP_WITH_CUDA
-  if (x.device().is_cuda()) return cuda::Dropout(x, p, training, generator);
-#endif
-  RequireCpuFloat("Dropout", {&x});
+  RequireFloatOnOneDevice("Dropout", {&x});
   DDP_CHECK(p >= 0.0f && p <= 1.0f) << "Dropout: probability " << p << " is outside [0, 1]";
   if (!training || p == 0.0f) return x;
-  const int64_t n = x.numel();
   Tensor mask = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
-  float* pm = mask.data<float>();
-  if (p == 1.0f) {
-    std::fill(pm, pm + n, 0.0f);  // no draws: every element is dropped
-  } else {
-    DrawMask(p, 1.0f / (1.0f - p), generator, pm, n);
-  }
-  Tensor xc = Contiguous(x.Detach());
-  Tensor out = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
-  const float* px = xc.data<float>();
-  float* po = out.data<float>();
-  for (int64_t i = 0; i < n; ++i) po[i] = px[i] * pm[i];
+  DrawMaskInto(mask, p, generator);
+  Tensor out = MapBinary(x, mask, x.shape(), functors::Mul());
   return RecordOp(out, "DropoutBackward", {&x}, [mask](const Tensor& g) {
-    Tensor gc = Contiguous(g);
-    Tensor gx = Tensor::Empty(mask.shape(), DType::kFloat32, g.device());
-    const float* pg = gc.data<float>();
-    const float* pm = mask.data<float>();
-    float* po = gx.data<float>();
-    for (int64_t i = 0; i < mask.numel(); ++i) po[i] = pg[i] * pm[i];
-    return std::vector<Tensor>{gx};
+    return std::vector<Tensor>{MapBinary(g, mask, mask.shape(), functors::Mul())};
   });
 }
 

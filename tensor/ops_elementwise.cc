@@ -1,14 +1,13 @@
-// Element-wise ops and their backward.
+// Element-wise ops and their backward, once for both devices: the math is a functor of tensor/functors.h
+// that MapUnary / MapBinary run on the operands' device (tensor/elementwise_kernels.h), and each backward is
+// written in terms of other ops.
 #include <algorithm>
 
-#include "tensor/cpu_elementwise.h"
-#include "tensor/device_guard.h"
+#include "tensor/elementwise_kernels.h"
 #include "tensor/function_node.h"
 #include "tensor/functors.h"
+#include "tensor/op_device.h"
 #include "tensor/ops.h"
-#ifdef DDP_WITH_CUDA
-#include "tensor/cuda/cuda_ops.h"
-#endif
 
 namespace ddp {
 
@@ -48,11 +47,8 @@ Tensor OnesLike(const Tensor& x) {
 }
 
 Tensor Add(const Tensor& a, const Tensor& b) {
-#ifdef DDP_WITH_CUDA
-  if (a.device().is_cuda() || b.device().is_cuda()) return cuda::Add(a, b);
-#endif
-  RequireCpuFloat("Add", {&a, &b});
-  Tensor out = cpu::BinaryMap(a, b, BroadcastShapes(a.shape(), b.shape()), functors::Add());
+  RequireFloatOnOneDevice("Add", {&a, &b});
+  Tensor out = MapBinary(a, b, BroadcastShapes(a.shape(), b.shape()), functors::Add());
   Shape sa = a.shape(), sb = b.shape();
   return RecordOp(out, "AddBackward", {&a, &b}, [sa, sb](const Tensor& g) {
     return std::vector<Tensor>{SumToShape(g, sa), SumToShape(g, sb)};
@@ -60,11 +56,8 @@ Tensor Add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor Sub(const Tensor& a, const Tensor& b) {
-#ifdef DDP_WITH_CUDA
-  if (a.device().is_cuda() || b.device().is_cuda()) return cuda::Sub(a, b);
-#endif
-  RequireCpuFloat("Sub", {&a, &b});
-  Tensor out = cpu::BinaryMap(a, b, BroadcastShapes(a.shape(), b.shape()), functors::Sub());
+  RequireFloatOnOneDevice("Sub", {&a, &b});
+  Tensor out = MapBinary(a, b, BroadcastShapes(a.shape(), b.shape()), functors::Sub());
   Shape sa = a.shape(), sb = b.shape();
   return RecordOp(out, "SubBackward", {&a, &b}, [sa, sb](const Tensor& g) {
     return std::vector<Tensor>{SumToShape(g, sa), SumToShape(Neg(g), sb)};
@@ -72,11 +65,8 @@ Tensor Sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor Mul(const Tensor& a, const Tensor& b) {
-#ifdef DDP_WITH_CUDA
-  if (a.device().is_cuda() || b.device().is_cuda()) return cuda::Mul(a, b);
-#endif
-  RequireCpuFloat("Mul", {&a, &b});
-  Tensor out = cpu::BinaryMap(a, b, BroadcastShapes(a.shape(), b.shape()), functors::Mul());
+  RequireFloatOnOneDevice("Mul", {&a, &b});
+  Tensor out = MapBinary(a, b, BroadcastShapes(a.shape(), b.shape()), functors::Mul());
   Tensor ad = a.Detach(), bd = b.Detach();
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   return RecordOp(out, "MulBackward", {&a, &b}, [ad, bd, need_a, need_b](const Tensor& g) {
@@ -86,11 +76,8 @@ Tensor Mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor Div(const Tensor& a, const Tensor& b) {
-#ifdef DDP_WITH_CUDA
-  if (a.device().is_cuda() || b.device().is_cuda()) return cuda::Div(a, b);
-#endif
-  RequireCpuFloat("Div", {&a, &b});
-  Tensor out = cpu::BinaryMap(a, b, BroadcastShapes(a.shape(), b.shape()), functors::Div());
+  RequireFloatOnOneDevice("Div", {&a, &b});
+  Tensor out = MapBinary(a, b, BroadcastShapes(a.shape(), b.shape()), functors::Div());
   Tensor ad = a.Detach(), bd = b.Detach();
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   return RecordOp(out, "DivBackward", {&a, &b}, [ad, bd, need_a, need_b](const Tensor& g) {
@@ -102,71 +89,50 @@ Tensor Div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor AddScalar(const Tensor& a, float s) {
-#ifdef DDP_WITH_CUDA
-  if (a.device().is_cuda()) return cuda::AddScalar(a, s);
-#endif
-  RequireCpuFloat("AddScalar", {&a});
-  return RecordOp(cpu::UnaryMap(a, functors::AddScalar{s}), "AddScalarBackward", {&a},
+  RequireFloatOnOneDevice("AddScalar", {&a});
+  return RecordOp(MapUnary(a, functors::AddScalar{s}), "AddScalarBackward", {&a},
                   [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
 Tensor MulScalar(const Tensor& a, float s) {
-#ifdef DDP_WITH_CUDA
-  if (a.device().is_cuda()) return cuda::MulScalar(a, s);
-#endif
-  RequireCpuFloat("MulScalar", {&a});
-  return RecordOp(cpu::UnaryMap(a, functors::MulScalar{s}), "MulScalarBackward", {&a},
+  RequireFloatOnOneDevice("MulScalar", {&a});
+  return RecordOp(MapUnary(a, functors::MulScalar{s}), "MulScalarBackward", {&a},
                   [s](const Tensor& g) { return std::vector<Tensor>{MulScalar(g, s)}; });
 }
 
 Tensor Neg(const Tensor& a) {
-#ifdef DDP_WITH_CUDA
-  if (a.device().is_cuda()) return cuda::Neg(a);
-#endif
-  RequireCpuFloat("Neg", {&a});
-  return RecordOp(cpu::UnaryMap(a, functors::Neg()), "NegBackward", {&a},
+  RequireFloatOnOneDevice("Neg", {&a});
+  return RecordOp(MapUnary(a, functors::Neg()), "NegBackward", {&a},
                   [](const Tensor& g) { return std::vector<Tensor>{Neg(g)}; });
 }
 
 Tensor Relu(const Tensor& a) {
-#ifdef DDP_WITH_CUDA
-  if (a.device().is_cuda()) return cuda::Relu(a);
-#endif
-  RequireCpuFloat("Relu", {&a});
-  Tensor out = cpu::UnaryMap(a, functors::Relu());
+  RequireFloatOnOneDevice("Relu", {&a});
+  Tensor out = MapUnary(a, functors::Relu());
   Tensor saved = out.Detach();  // relu'(x) = out > 0
   return RecordOp(out, "ReluBackward", {&a}, [saved](const Tensor& g) {
-    return std::vector<Tensor>{cpu::BinaryMap(g, saved, g.shape(), functors::ReluBackward())};
+    return std::vector<Tensor>{MapBinary(g, saved, g.shape(), functors::ReluBackward())};
   });
 }
 
 Tensor Exp(const Tensor& a) {
-#ifdef DDP_WITH_CUDA
-  if (a.device().is_cuda()) return cuda::Exp(a);
-#endif
-  RequireCpuFloat("Exp", {&a});
-  Tensor out = cpu::UnaryMap(a, functors::Exp());
+  RequireFloatOnOneDevice("Exp", {&a});
+  Tensor out = MapUnary(a, functors::Exp());
   Tensor saved = out.Detach();
   return RecordOp(out, "ExpBackward", {&a},
                   [saved](const Tensor& g) { return std::vector<Tensor>{Mul(g, saved)}; });
 }
 
 Tensor Log(const Tensor& a) {
-#ifdef DDP_WITH_CUDA
-  if (a.device().is_cuda()) return cuda::Log(a);
-#endif
-  RequireCpuFloat("Log", {&a});
+  RequireFloatOnOneDevice("Log", {&a});
   Tensor ad = a.Detach();
-  return RecordOp(cpu::UnaryMap(a, functors::Log()), "LogBackward", {&a},
+  return RecordOp(MapUnary(a, functors::Log()), "LogBackward", {&a},
                   [ad](const Tensor& g) { return std::vector<Tensor>{Div(g, ad)}; });
 }
 
 Tensor Sqrt(const Tensor& a) {
-#ifdef DDP_WITH_CUDA
-  if (a.device().is_cuda()) return cuda::Sqrt(a);
-#endif
-  RequireCpuFloat("Sqrt", {&a});
-  Tensor out = cpu::UnaryMap(a, functors::Sqrt());
+  RequireFloatOnOneDevice("Sqrt", {&a});
+  Tensor out = MapUnary(a, functors::Sqrt());
   Tensor saved = out.Detach();
   return RecordOp(out, "SqrtBackward", {&a}, [saved](const Tensor& g) {
     return std::vector<Tensor>{Div(MulScalar(g, 0.5f), saved)};

@@ -1,88 +1,92 @@
-// In-place ops (never recorded by autograd), dtype conversion and device copies.
+// In-place ops (never recorded by autograd), dtype conversion and device copies. The element-wise in-place
+// ops exist once for both devices: their checks here, their math a functor of tensor/functors.h run by
+// tensor/elementwise_kernels.h. Copies between devices are the CUDA backend's (tensor/cuda/cuda_ops.h).
 #include <cstring>
 
 #include "tensor/autograd.h"
 #include "tensor/cpu_elementwise.h"
-#include "tensor/device_guard.h"
+#include "tensor/elementwise_kernels.h"
+#include "tensor/function_node.h"
 #include "tensor/functors.h"
+#include "tensor/op_device.h"
 #include "tensor/ops.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/op_util.h"
 #endif
 
 namespace ddp {
+namespace {
 
-const Tensor& AddInPlace(const Tensor& dst, const Tensor& src, float alpha) {
+// Aborts naming `op` unless src broadcasts to dst's shape.
+void RequireBroadcastsTo(const char* op, const Tensor& dst, const Tensor& src) {
+  DDP_CHECK(BroadcastShapes(dst.shape(), src.shape()) == dst.shape())
+      << op << ": " << ShapeToString(src.shape()) << " does not broadcast to " << ShapeToString(dst.shape());
+}
+
+// Zeroes every byte of contiguous `dst` (any dtype), on dst's device.
+void ZeroContiguous(const Tensor& dst) {
 #ifdef DDP_WITH_CUDA
-  if (dst.device().is_cuda() || src.device().is_cuda()) {
-    cuda::AddInPlace(dst, src, alpha);
-    return dst;
+  if (dst.device().is_cuda()) {
+    cuda::DeviceGuard guard(dst.device().index);
+    DDP_CUDA_CHECK(cudaMemsetAsync(dst.raw_data(), 0, dst.nbytes(), cuda::StreamOf(dst)));
+    return;
   }
 #endif
-  RequireCpuFloat("AddInPlace", {&dst, &src});
-  BroadcastShapes(dst.shape(), src.shape());
-  DDP_CHECK(BroadcastShapes(dst.shape(), src.shape()) == dst.shape())
-      << "AddInPlace: " << ShapeToString(src.shape()) << " does not broadcast to "
-      << ShapeToString(dst.shape());
+  std::memset(dst.raw_data(), 0, dst.nbytes());
+}
+
+// dst = value everywhere for contiguous int64 `dst`, on dst's device.
+void FillInt64(const Tensor& dst, int64_t value) {
+  int64_t* p = dst.data<int64_t>();
+#ifdef DDP_WITH_CUDA
+  if (dst.device().is_cuda()) {
+    cuda::DeviceGuard guard(dst.device().index);
+    DDP_CUDA_CHECK(cuda::kernels::FillInt64(p, value, dst.numel(), cuda::StreamOf(dst)));
+    return;
+  }
+#endif
+  const int64_t n = dst.numel();
+  for (int64_t i = 0; i < n; ++i) p[i] = value;
+}
+
+}  // namespace
+
+const Tensor& AddInPlace(const Tensor& dst, const Tensor& src, float alpha) {
+  RequireFloatOnOneDevice("AddInPlace", {&dst, &src});
+  RequireBroadcastsTo("AddInPlace", dst, src);
   if (alpha == 1.0f) {
-    cpu::BinaryInPlace(dst, src, functors::Add());
+    MapBinaryInPlace(dst, src, functors::Add());
   } else {
-    cpu::BinaryInPlace(dst, src, functors::Axpy{alpha});
+    MapBinaryInPlace(dst, src, functors::Axpy{alpha});
   }
   return dst;
 }
 
 const Tensor& MulScalarInPlace(const Tensor& dst, float s) {
-#ifdef DDP_WITH_CUDA
-  if (dst.device().is_cuda()) {
-    cuda::MulScalarInPlace(dst, s);
-    return dst;
-  }
-#endif
-  RequireCpuFloat("MulScalarInPlace", {&dst});
-  cpu::BinaryInPlace(dst, dst, [s](float a, float) { return a * s; });
+  RequireFloatOnOneDevice("MulScalarInPlace", {&dst});
+  MapUnaryInPlace(dst, functors::MulScalar{s});
   return dst;
 }
 
 const Tensor& CopyScaledInPlace(const Tensor& dst, const Tensor& src, float scale) {
-#ifdef DDP_WITH_CUDA
-  if (dst.device().is_cuda() || src.device().is_cuda()) {
-    cuda::CopyScaledInPlace(dst, src, scale);
-    return dst;
-  }
-#endif
-  RequireCpuFloat("CopyScaledInPlace", {&dst, &src});
-  DDP_CHECK(BroadcastShapes(dst.shape(), src.shape()) == dst.shape())
-      << "CopyScaledInPlace: " << ShapeToString(src.shape()) << " does not broadcast to " << ShapeToString(dst.shape());
-  cpu::BinaryInPlace(dst, src, functors::ScaledCopy{scale});
+  RequireFloatOnOneDevice("CopyScaledInPlace", {&dst, &src});
+  RequireBroadcastsTo("CopyScaledInPlace", dst, src);
+  MapBinaryInPlace(dst, src, functors::ScaledCopy{scale});
   return dst;
 }
 
 const Tensor& FillInPlace(const Tensor& dst, float value) {
-#ifdef DDP_WITH_CUDA
-  if (dst.device().is_cuda()) {
-    cuda::FillInPlace(dst, value);
-    return dst;
-  }
-#endif
-  DDP_CHECK(dst.device().is_cpu()) << "FillInPlace: no CUDA kernel in this build";
   if (dst.dtype() == DType::kInt64) {
-    int64_t* p = dst.data<int64_t>();
     DDP_CHECK(dst.is_contiguous()) << "FillInPlace on a strided int64 tensor";
-    for (int64_t i = 0; i < dst.numel(); ++i) p[i] = static_cast<int64_t>(value);
+    FillInt64(dst, static_cast<int64_t>(value));
     return dst;
   }
-  RequireCpuFloat("FillInPlace", {&dst});
-  if (dst.is_contiguous()) {
-    float* p = dst.data<float>();
-    const int64_t n = dst.numel();
-    if (value == 0.0f) {
-      std::memset(p, 0, n * sizeof(float));
-    } else {
-      for (int64_t i = 0; i < n; ++i) p[i] = value;
-    }
+  RequireFloatOnOneDevice("FillInPlace", {&dst});
+  if (dst.is_contiguous() && value == 0.0f) {
+    ZeroContiguous(dst);
   } else {
-    cpu::BinaryInPlace(dst, dst, [value](float, float) { return value; });
+    MapUnaryInPlace(dst, functors::Fill{value});
   }
   return dst;
 }
@@ -119,10 +123,6 @@ void ConvertElements(const void* src, DType from, void* dst, DType to, int64_t n
   }
 }
 
-}  // namespace
-
-namespace {
-
 // Gathers a strided tensor into a new contiguous one of the same dtype (any element size).
 Tensor GatherContiguous(const Tensor& src) {
   Tensor out = Tensor::Empty(src.shape(), src.dtype(), src.device());
@@ -138,14 +138,14 @@ Tensor GatherContiguous(const Tensor& src) {
 }  // namespace
 
 const Tensor& CopyInPlace(const Tensor& dst, const Tensor& src) {
+  DDP_CHECK(dst.numel() == src.numel()) << "CopyInPlace: " << ShapeToString(src.shape()) << " into "
+                                        << ShapeToString(dst.shape());
 #ifdef DDP_WITH_CUDA
   if (dst.device().is_cuda() || src.device().is_cuda()) {
     cuda::CopyInPlace(dst, src);
     return dst;
   }
 #endif
-  DDP_CHECK(dst.numel() == src.numel()) << "CopyInPlace: " << ShapeToString(src.shape()) << " into "
-                                        << ShapeToString(dst.shape());
   DDP_CHECK(dst.device().is_cpu() && src.device().is_cpu()) << "CopyInPlace: no CUDA copy in this build";
   Tensor s = src.is_contiguous() ? src : GatherContiguous(src);
   if (dst.is_contiguous()) {
@@ -156,7 +156,7 @@ const Tensor& CopyInPlace(const Tensor& dst, const Tensor& src) {
   Tensor converted = ToDType(s, DType::kFloat32);
   Tensor shaped = Tensor::View(converted.storage(), dst.shape(), ContiguousStrides(dst.shape()),
                                converted.storage_offset(), DType::kFloat32);
-  cpu::BinaryInPlace(dst, shaped, [](float, float b) { return b; });
+  cpu::BinaryInPlace(dst, shaped, functors::Assign());
   return dst;
 }
 
@@ -178,13 +178,15 @@ Tensor HostContiguous(const Tensor& x) {
 
 Tensor ToDevice(const Tensor& x, Device device) {
   if (x.device() == device) return x;
-#ifdef DDP_WITH_CUDA
-  return cuda::ToDevice(x, device);
-#else
+#ifndef DDP_WITH_CUDA
   DDP_CHECK(false) << "copy from " << x.device().ToString() << " to " << device.ToString()
                    << ": this build has no CUDA support (build with --config=cuda)";
-  return Tensor();
 #endif
+  Tensor out = Tensor::Empty(x.shape(), x.dtype(), device);
+  CopyInPlace(out, x.Detach());
+  const Device from = x.device();
+  return RecordOp(out, "ToDeviceBackward", {&x},
+                  [from](const Tensor& g) { return std::vector<Tensor>{ToDevice(g, from)}; });
 }
 
 }  // namespace ddp

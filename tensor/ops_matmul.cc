@@ -3,6 +3,7 @@
 // gradient is shared by both devices.
 #include "tensor/cpu_gemm.h"
 #include "tensor/function_node.h"
+#include "tensor/functors.h"
 #include "tensor/op_device.h"
 #include "tensor/ops.h"
 #ifdef DDP_WITH_CUDA
@@ -52,7 +53,7 @@ void MatmulInto(const Tensor& a, const Tensor& b, const Tensor& out, float beta)
 void FillRowsWithBias(const Tensor& out, const Tensor& b) {
 #ifdef DDP_WITH_CUDA
   if (out.device().is_cuda()) {
-    cuda::BinaryInPlace(out, b.Detach(), cuda::kernels::BinaryOp::kAssign);
+    cuda::BinaryInPlace(out, b.Detach(), functors::Assign());
     return;
   }
 #endif
@@ -65,7 +66,7 @@ void FillRowsWithBias(const Tensor& out, const Tensor& b) {
 // The bias gradient: g[rows, cols] summed over rows.
 Tensor SumRows(const Tensor& g) {
 #ifdef DDP_WITH_CUDA
-  if (g.device().is_cuda()) return cuda::Sum(g.Detach(), {0}, false);
+  if (g.device().is_cuda()) return Sum(g.Detach(), {0}, false);
 #endif
   const int64_t rows = g.shape()[0], cols = g.shape()[1];
   Tensor sum = Tensor::Empty({cols}, DType::kFloat32, g.device());

@@ -1,13 +1,14 @@
-// Reductions: sum and mean over all or some dims, argmax.
+// Reductions: sum and mean over all or some dims, argmax; once for both devices, with only the kernel
+// calls branching on the device.
 #include <algorithm>
 
 #include "tensor/cpu_elementwise.h"
-#include "tensor/device_guard.h"
+#include "tensor/elementwise_kernels.h"
 #include "tensor/function_node.h"
+#include "tensor/functors.h"
 #include "tensor/op_device.h"
 #include "tensor/ops.h"
 #ifdef DDP_WITH_CUDA
-#include "tensor/cuda/cuda_ops.h"
 #include "tensor/cuda/op_util.h"
 #endif
 
@@ -24,19 +25,57 @@ std::vector<bool> ReducedMask(const std::vector<int64_t>& dims, int64_t ndim) {
   return mask;
 }
 
-// Sum over the masked dims of a CPU float tensor; output keeps the dims with size 1.
-Tensor SumKeepDims(const Tensor& x, const std::vector<bool>& mask) {
-  Shape out_shape = x.shape();
-  for (size_t i = 0; i < mask.size(); ++i) if (mask[i]) out_shape[i] = 1;
-  Tensor out = Tensor::Empty(out_shape, DType::kFloat32, x.device());
+// *out = the sum of contiguous x's elements, accumulated in double, on x's device.
+void SumAllInto(const Tensor& x, const Tensor& out) {
+#ifdef DDP_WITH_CUDA
+  if (x.device().is_cuda()) {
+    cuda::DeviceGuard guard(x.device().index);
+    DDP_CUDA_CHECK(cuda::kernels::SumAll(x.data<float>(), x.numel(), out.data<float>(), cuda::StreamOf(x)));
+    return;
+  }
+#endif
+  double total = 0.0;
+  const float* p = x.data<float>();
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) total += p[i];
+  *out.data<float>() = static_cast<float>(total);
+}
+
+#ifdef DDP_WITH_CUDA
+// SumDimsInto's CUDA kernel: one output per kept index, each walking the reduced index space of x.
+void SumDimsOnCuda(const Tensor& x, const std::vector<bool>& mask, const Tensor& out) {
+  Shape kept_shape, reduced_shape;
+  std::vector<int64_t> kept_strides, reduced_strides;
+  for (size_t i = 0; i < mask.size(); ++i) {
+    (mask[i] ? reduced_shape : kept_shape).push_back(x.shape()[i]);
+    (mask[i] ? reduced_strides : kept_strides).push_back(x.strides()[i]);
+  }
+  cuda::kernels::Indexer kept = cuda::MakeIndexer(kept_shape, kept_strides, {});
+  cuda::kernels::Indexer reduced = cuda::MakeIndexer(reduced_shape, reduced_strides, {});
+  kept.contiguous = false;  // the reduce kernels always use the general offsets
+  reduced.contiguous = false;
+  cuda::DeviceGuard guard(x.device().index);
+  DDP_CUDA_CHECK(
+      cuda::kernels::SumReduce(x.data<float>(), out.data<float>(), kept, reduced, cuda::StreamOf(x)));
+}
+#endif
+
+// out = x summed over the masked dims, for `out` contiguous with x's shape and the masked dims 1, on x's
+// device.
+void SumDimsInto(const Tensor& x, const std::vector<bool>& mask, const Tensor& out) {
+#ifdef DDP_WITH_CUDA
+  if (x.device().is_cuda()) {
+    SumDimsOnCuda(x, mask, out);
+    return;
+  }
+#endif
   FillInPlace(out, 0.0f);
   float* o = out.data<float>();
   const float* in = x.data<float>();
-  std::vector<int64_t> out_strides = ContiguousStrides(out_shape);
+  std::vector<int64_t> out_strides = ContiguousStrides(out.shape());
   for (size_t i = 0; i < mask.size(); ++i) if (mask[i]) out_strides[i] = 0;
   cpu::ForEachIndex(x.shape(), x.strides(), out_strides,
                     [&](int64_t, int64_t xi, int64_t oi) { o[oi] += in[xi]; });
-  return out;
 }
 
 // out[a, b] = argmax_k x[a, k, b] (ties: the first) for contiguous x [outer, n, inner] and int64 out
@@ -64,32 +103,26 @@ void ArgmaxInto(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const 
 }  // namespace
 
 Tensor Sum(const Tensor& x) {
-#ifdef DDP_WITH_CUDA
-  if (x.device().is_cuda()) return cuda::Sum(x);
-#endif
-  RequireCpuFloat("Sum", {&x});
+  RequireFloatOnOneDevice("Sum", {&x});
   Tensor c = x.is_contiguous() ? x : Contiguous(x.Detach());
-  double total = 0.0;
-  const float* p = c.data<float>();
-  for (int64_t i = 0; i < c.numel(); ++i) total += p[i];
   Tensor out = Tensor::Empty({}, DType::kFloat32, x.device());
-  *out.data<float>() = static_cast<float>(total);
+  SumAllInto(c, out);
   const Shape shape = x.shape();
   return RecordOp(out, "SumBackward", {&x}, [shape](const Tensor& g) {
+    // The scalar gradient broadcast on g's device (no round trip through the host).
     Tensor grad = Tensor::Empty(shape, DType::kFloat32, g.device());
-    FillInPlace(grad, static_cast<float>(g.item()));
+    MapBinaryInPlace(grad, g, functors::Assign());
     return std::vector<Tensor>{grad};
   });
 }
 
 Tensor Sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-#ifdef DDP_WITH_CUDA
-  if (x.device().is_cuda()) return cuda::Sum(x, dims, keepdim);
-#endif
-  RequireCpuFloat("Sum", {&x});
+  RequireFloatOnOneDevice("Sum", {&x});
   const std::vector<bool> mask = ReducedMask(dims, x.dim());
-  Tensor out = SumKeepDims(x, mask);
-  Shape kept = out.shape();
+  Shape kept = x.shape();
+  for (size_t i = 0; i < mask.size(); ++i) if (mask[i]) kept[i] = 1;
+  Tensor out = Tensor::Empty(kept, DType::kFloat32, x.device());
+  SumDimsInto(x, mask, out);
   if (!keepdim) {
     Shape squeezed;
     for (size_t i = 0; i < mask.size(); ++i) if (!mask[i]) squeezed.push_back(kept[i]);
@@ -98,8 +131,7 @@ Tensor Sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   const Shape shape = x.shape();
   return RecordOp(out, "SumDimsBackward", {&x}, [shape, kept](const Tensor& g) {
     Tensor grad = Tensor::Empty(shape, DType::kFloat32, g.device());
-    FillInPlace(grad, 0.0f);
-    AddInPlace(grad, Reshape(g, kept));
+    MapBinaryInPlace(grad, Reshape(g, kept), functors::Assign());
     return std::vector<Tensor>{grad};
   });
 }

@@ -1,10 +1,11 @@
-// CUDA implementations of the ops in tensor/ops.h. The public ops dispatch here at their top when an
-// input lives on a CUDA device (`#ifdef DDP_WITH_CUDA`), so callers never include this header; the
-// contracts are those of tensor/ops.h. Inputs of one op must share one CUDA device (checked). Kernels
-// run on the current stream (Note [Current stream], tensor/cuda/context.h). Only built with
-// --config=cuda.
+// The CUDA backend's entry points that are more than one kernel launch: copies between devices and dtypes,
+// moving a model's tensors to a GPU, the optimizers' steps, and Conv2d's im2col + cuBLAS kernels. The ops of
+// tensor/ops.h exist once for both devices (tensor/ops_*.cc); where their kernel calls branch on the device,
+// the CUDA side is one of these, an element-wise launcher (tensor/elementwise_kernels.h) or a raw launcher of
+// tensor/cuda/kernels.h. Kernels run on the current stream (Note [Current stream], tensor/cuda/context.h).
+// Only built with --config=cuda.
 //
-// Differences from the CPU path, by design:
+// Where the CUDA ops' results differ from the CPU's, by design:
 //   * NllLoss / CrossEntropy with CUDA targets do not check labels on the host (that would synchronise
 //     every step): an out-of-range label makes the loss NaN.
 //   * Dropout draws its mask from a counter-based hash seeded by one generator.Next() draw, so masks
@@ -14,44 +15,19 @@
 
 #include "tensor/cuda/kernels.h"
 #include "tensor/functors.h"
-#include "tensor/random.h"
 #include "tensor/tensor.h"
 
 namespace ddp {
 namespace cuda {
 
-Tensor Add(const Tensor& a, const Tensor& b);
-Tensor Sub(const Tensor& a, const Tensor& b);
-Tensor Mul(const Tensor& a, const Tensor& b);
-Tensor Div(const Tensor& a, const Tensor& b);
-Tensor AddScalar(const Tensor& a, float s);
-Tensor MulScalar(const Tensor& a, float s);
-Tensor Neg(const Tensor& a);
-Tensor Relu(const Tensor& a);
-Tensor Exp(const Tensor& a);
-Tensor Log(const Tensor& a);
-Tensor Sqrt(const Tensor& a);
-
-Tensor Sum(const Tensor& x);
-Tensor Sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim);
-
-Tensor Dropout(const Tensor& x, float p, bool training, Generator& generator);
-Tensor LogSoftmax(const Tensor& x, int64_t dim);
-Tensor NllLoss(const Tensor& log_probs, const Tensor& target);
-Tensor CrossEntropy(const Tensor& logits, const Tensor& target);
-
-void AddInPlace(const Tensor& dst, const Tensor& src, float alpha);
-void MulScalarInPlace(const Tensor& dst, float s);
-void CopyScaledInPlace(const Tensor& dst, const Tensor& src, float scale);
-void FillInPlace(const Tensor& dst, float value);
-// Any combination of CPU and CUDA devices and dtypes (at least one side on CUDA).
+// dst = src for any combination of CPU and CUDA devices and dtypes (at least one side on CUDA).
+// REQUIRES: equal element counts (ddp::CopyInPlace checks them).
 void CopyInPlace(const Tensor& dst, const Tensor& src);
-// Copies x to `device` (contiguous result; CPU <-> CUDA or between GPUs).
-Tensor ToDevice(const Tensor& x, Device device);
 
-// Optimizer steps over contiguous CUDA tensors of equal size (nn/sgd.cc, nn/adam.cc). `buf` may be
+// One SGD step (nn/sgd.cc) over contiguous float32 tensors of one GPU, all of one size; `buf` may be
 // undefined when step.momentum == 0.
 void SgdStep(const Tensor& param, const Tensor& buf, const Tensor& grad, const functors::SgdStep& step);
+// One Adam / AdamW step (nn/adam.cc) over contiguous float32 tensors of one GPU, all of one size.
 void AdamStep(const Tensor& param, const Tensor& m, const Tensor& v, const Tensor& grad,
               const functors::AdamStep& step);
 

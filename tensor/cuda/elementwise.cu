@@ -66,29 +66,6 @@ __global__ void BinaryContiguousKernel(F f, float* out, const float* a, const fl
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
-template <typename F>
-cudaError_t LaunchBinary(F f, float* out, const float* a, const float* b, const Indexer& ix, cudaStream_t s) {
-  if (ix.numel == 0) return cudaSuccess;
-  if (ix.contiguous && ix.strides[1][0] != 0 && ix.strides[2][0] != 0 && Aligned16(out) && Aligned16(a) &&
-      Aligned16(b)) {
-    BinaryContiguousKernel<<<Blocks(ix.numel / 4 + 1), kThreads, 0, s>>>(f, out, a, b, ix.numel);
-  } else {
-    BinaryKernel<<<Blocks(ix.numel), kThreads, 0, s>>>(f, out, a, b, ix);
-  }
-  return cudaGetLastError();
-}
-
-template <typename F>
-cudaError_t LaunchUnary(F f, float* out, const float* a, const Indexer& ix, cudaStream_t s) {
-  if (ix.numel == 0) return cudaSuccess;
-  UnaryKernel<<<Blocks(ix.numel), kThreads, 0, s>>>(f, out, a, ix);
-  return cudaGetLastError();
-}
-
-struct Assign {
-  __device__ float operator()(float, float b) const { return b; }
-};
-
 template <typename T>
 __global__ void StridedCopyKernel(T* out, const T* in, Indexer ix) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < ix.numel;
@@ -166,34 +143,51 @@ __global__ void AdamKernel(functors::AdamStep step, float* param, float* m, floa
 
 }  // namespace
 
-cudaError_t Binary(BinaryOp op, float param, float* out, const float* a, const float* b, const Indexer& ix,
+template <typename F>
+cudaError_t Binary(const F& f, float* out, const float* a, const float* b, const Indexer& ix,
                    cudaStream_t s) {
-  switch (op) {
-    case BinaryOp::kAdd: return LaunchBinary(functors::Add(), out, a, b, ix, s);
-    case BinaryOp::kSub: return LaunchBinary(functors::Sub(), out, a, b, ix, s);
-    case BinaryOp::kMul: return LaunchBinary(functors::Mul(), out, a, b, ix, s);
-    case BinaryOp::kDiv: return LaunchBinary(functors::Div(), out, a, b, ix, s);
-    case BinaryOp::kAxpy: return LaunchBinary(functors::Axpy{param}, out, a, b, ix, s);
-    case BinaryOp::kScaledCopy: return LaunchBinary(functors::ScaledCopy{param}, out, a, b, ix, s);
-    case BinaryOp::kReluBackward: return LaunchBinary(functors::ReluBackward(), out, a, b, ix, s);
-    case BinaryOp::kAssign: return LaunchBinary(Assign(), out, a, b, ix, s);
+  if (ix.numel == 0) return cudaSuccess;
+  if (ix.contiguous && ix.strides[1][0] != 0 && ix.strides[2][0] != 0 && Aligned16(out) && Aligned16(a) &&
+      Aligned16(b)) {
+    BinaryContiguousKernel<<<Blocks(ix.numel / 4 + 1), kThreads, 0, s>>>(f, out, a, b, ix.numel);
+  } else {
+    BinaryKernel<<<Blocks(ix.numel), kThreads, 0, s>>>(f, out, a, b, ix);
   }
-  return cudaErrorInvalidValue;
+  return cudaGetLastError();
 }
 
-cudaError_t Unary(UnaryOp op, float param, float* out, const float* a, const Indexer& ix, cudaStream_t s) {
-  switch (op) {
-    case UnaryOp::kAddScalar: return LaunchUnary(functors::AddScalar{param}, out, a, ix, s);
-    case UnaryOp::kMulScalar: return LaunchUnary(functors::MulScalar{param}, out, a, ix, s);
-    case UnaryOp::kNeg: return LaunchUnary(functors::Neg(), out, a, ix, s);
-    case UnaryOp::kRelu: return LaunchUnary(functors::Relu(), out, a, ix, s);
-    case UnaryOp::kExp: return LaunchUnary(functors::Exp(), out, a, ix, s);
-    case UnaryOp::kLog: return LaunchUnary(functors::Log(), out, a, ix, s);
-    case UnaryOp::kSqrt: return LaunchUnary(functors::Sqrt(), out, a, ix, s);
-    case UnaryOp::kFill: return LaunchUnary(functors::Fill{param}, out, a, ix, s);
-  }
-  return cudaErrorInvalidValue;
+template <typename F>
+cudaError_t Unary(const F& f, float* out, const float* a, const Indexer& ix, cudaStream_t s) {
+  if (ix.numel == 0) return cudaSuccess;
+  UnaryKernel<<<Blocks(ix.numel), kThreads, 0, s>>>(f, out, a, ix);
+  return cudaGetLastError();
 }
+
+// The functors kernels.h lists, one instantiation each.
+#define DDP_BINARY_LAUNCHER(F)                                                                        \
+  template cudaError_t Binary<functors::F>(const functors::F&, float*, const float*, const float*, \
+                                           const Indexer&, cudaStream_t);
+#define DDP_UNARY_LAUNCHER(F)                                                                       \
+  template cudaError_t Unary<functors::F>(const functors::F&, float*, const float*, const Indexer&, \
+                                          cudaStream_t);
+DDP_BINARY_LAUNCHER(Add)
+DDP_BINARY_LAUNCHER(Sub)
+DDP_BINARY_LAUNCHER(Mul)
+DDP_BINARY_LAUNCHER(Div)
+DDP_BINARY_LAUNCHER(Axpy)
+DDP_BINARY_LAUNCHER(ScaledCopy)
+DDP_BINARY_LAUNCHER(ReluBackward)
+DDP_BINARY_LAUNCHER(Assign)
+DDP_UNARY_LAUNCHER(AddScalar)
+DDP_UNARY_LAUNCHER(MulScalar)
+DDP_UNARY_LAUNCHER(Neg)
+DDP_UNARY_LAUNCHER(Relu)
+DDP_UNARY_LAUNCHER(Exp)
+DDP_UNARY_LAUNCHER(Log)
+DDP_UNARY_LAUNCHER(Sqrt)
+DDP_UNARY_LAUNCHER(Fill)
+#undef DDP_BINARY_LAUNCHER
+#undef DDP_UNARY_LAUNCHER
 
 cudaError_t StridedCopy(void* out, const void* in, int element_size, const Indexer& ix, cudaStream_t s) {
   if (ix.numel == 0) return cudaSuccess;

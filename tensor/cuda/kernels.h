@@ -30,15 +30,16 @@ struct Indexer {
   int64_t strides[3][kMaxDims] = {};
 };
 
-// out = f(a, b) element-wise (operands 0, 1, 2 of the indexer). In-place ops pass out == a.
-enum class BinaryOp : int { kAdd, kSub, kMul, kDiv, kAxpy, kScaledCopy, kReluBackward, kAssign };
-// out = f(a) element-wise (operands 0, 1).
-enum class UnaryOp : int { kAddScalar, kMulScalar, kNeg, kRelu, kExp, kLog, kSqrt, kFill };
-
-// `param` is Axpy's alpha, ScaledCopy's scale, or the scalar of AddScalar / MulScalar / Fill.
-cudaError_t Binary(BinaryOp op, float param, float* out, const float* a, const float* b, const Indexer& ix,
+// out = f(a, b) element-wise (operands 0, 1, 2 of the indexer); in-place ops pass out == a. F is one of the
+// binary functors of tensor/functors.h, the same object the CPU loops run: Add, Sub, Mul, Div, Axpy,
+// ScaledCopy, ReluBackward or Assign (instantiated in elementwise.cu; another F does not link).
+template <typename F>
+cudaError_t Binary(const F& f, float* out, const float* a, const float* b, const Indexer& ix,
                    cudaStream_t stream);
-cudaError_t Unary(UnaryOp op, float param, float* out, const float* a, const Indexer& ix, cudaStream_t stream);
+// out = f(a) element-wise (operands 0, 1); in-place ops pass out == a. F is one of the unary functors of
+// tensor/functors.h: AddScalar, MulScalar, Neg, Relu, Exp, Log, Sqrt or Fill.
+template <typename F>
+cudaError_t Unary(const F& f, float* out, const float* a, const Indexer& ix, cudaStream_t stream);
 
 // out(i) = in(i) for elements of `element_size` bytes (2, 4 or 8), offsets from operands 0 (out) and 1.
 cudaError_t StridedCopy(void* out, const void* in, int element_size, const Indexer& ix, cudaStream_t stream);
@@ -58,7 +59,8 @@ cudaError_t SumReduce(const float* x, float* out, const Indexer& kept, const Ind
 // out[a, b] = argmax_k x[a, k, b] for contiguous x [outer, n, inner] (ties: first).
 cudaError_t Argmax(const float* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, cudaStream_t stream);
 
-// Row-wise log-softmax of contiguous [rows, cols], and its backward dx = g - exp(y) * sum(g).
+// Row-wise log-softmax of contiguous [rows, cols], and its backward dx = g - exp(y) * sum(g)
+// (functors::LogSoftmaxBackward).
 cudaError_t LogSoftmax(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream);
 cudaError_t LogSoftmaxBackward(const float* g, const float* y, float* dx, int64_t rows, int64_t cols,
                                cudaStream_t stream);
@@ -68,7 +70,7 @@ cudaError_t NllLoss(const float* lp, const int64_t* target, int64_t rows, int64_
 // dx = 0 except dx[i, target[i]] = -(*g) / rows.
 cudaError_t NllLossBackward(const float* g, const int64_t* target, float* dx, int64_t rows, int64_t classes,
                             cudaStream_t stream);
-// dx = (exp(lp) - onehot(target)) * (*g) / rows.
+// dx = (exp(lp) - onehot(target)) * (*g) / rows (functors::CrossEntropyBackward).
 cudaError_t CrossEntropyBackward(const float* lp, const int64_t* target, const float* g, float* dx,
                                  int64_t rows, int64_t classes, cudaStream_t stream);
 

@@ -121,7 +121,8 @@ __global__ void LogSoftmaxBackwardKernel(const float* g, const float* y, float* 
   total = BlockSum(total);
   if (threadIdx.x == 0) sum = static_cast<float>(total);
   __syncthreads();
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dx[row + c] = g[row + c] - expf(y[row + c]) * sum;
+  const functors::LogSoftmaxBackward grad{sum};
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dx[row + c] = grad(g[row + c], y[row + c]);
 }
 
 __global__ void NllLossKernel(const float* lp, const int64_t* target, int64_t rows, int64_t classes, float* out) {
@@ -151,11 +152,10 @@ __global__ void NllLossBackwardKernel(const float* g, const int64_t* target, flo
 
 __global__ void CrossEntropyBackwardKernel(const float* lp, const int64_t* target, const float* g, float* dx,
                                            int64_t rows, int64_t classes) {
-  const float scale = *g / static_cast<float>(rows);
+  const functors::CrossEntropyBackward grad{*g / static_cast<float>(rows)};
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * classes;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const float onehot = target[i / classes] == i % classes ? 1.0f : 0.0f;
-    dx[i] = (expf(lp[i]) - onehot) * scale;
+    dx[i] = grad(lp[i], target[i / classes] == i % classes);
   }
 }
 
