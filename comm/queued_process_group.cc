@@ -137,6 +137,11 @@ std::shared_ptr<QueuedWork> QueuedProcessGroup::NewWork(const CollectiveSpec& sp
   return std::make_shared<QueuedWork>(*this, spec, sequence, waiter_may_run);
 }
 
+uint64_t QueuedProcessGroup::calls_issued() const {
+  absl::MutexLock lock(&issue_mu_);
+  return next_sequence_;
+}
+
 uint64_t QueuedProcessGroup::TakeSequence(bool numbered) { return numbered ? next_sequence_++ : kUnnumbered; }
 
 std::shared_ptr<Work> QueuedProcessGroup::Issue(const CollectiveSpec& spec, Body body,

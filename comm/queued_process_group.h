@@ -99,6 +99,10 @@ class QueuedProcessGroup : public ProcessGroup {
   int size() const final { return size_; }
   std::string backend_name() const final { return options_.backend; }
   absl::Duration timeout() const final { return options_.timeout; }
+  // How many numbered calls (every collective but Send and Recv) were issued so far: the sequence number
+  // the next one takes (c10d's getSequenceNumberForGroup). A call counts once it holds its place in issue
+  // order, before its work runs. Thread-safe.
+  uint64_t calls_issued() const;
 
   // The collectives of comm/process_group.h. Each checks its arguments (aborting, with a message naming
   // the call, on a broken REQUIRES) and hands them to the backend's hook below. Thread-safe.
@@ -203,7 +207,7 @@ class QueuedProcessGroup : public ProcessGroup {
   const QueuedProcessGroupOptions options_;
   // The first failure (Note [Broken groups]). Used only by whoever holds the queue's turn.
   absl::Status broken_;
-  absl::Mutex issue_mu_;
+  mutable absl::Mutex issue_mu_;
   uint64_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
   // Runs the calls in issue order. Shared with the Works a waiter may run; stopped by StopQueue.
   const std::shared_ptr<WorkQueue> queue_;

@@ -65,9 +65,8 @@ class ProcessGroupShm : public QueuedProcessGroup {
   bool FusesAverage() const override { return true; }  // ReduceSlots divides each block in L1
   // Why all-reduces stage through the slots on this group ("" when zero-copy is on).
   const std::string& zero_copy_off_reason() const { return channel_->zero_copy_off_reason(); }
-  // Since Create: how often this rank's waits slept on a futex, and how many spun past channel.spin
-  // because a thread was blocked on one of the group's Works (Note [Spinning while the process waits]).
-  uint64_t wait_sleeps() const { return channel_->sleeps(); }
+  // Since Create: how many of this rank's waits spun past channel.spin because a thread was blocked on
+  // one of the group's Works (Note [Spinning while the process waits]).
   uint64_t wait_long_spins() const { return channel_->long_spins(); }
 
  private:

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <type_traits>
 #include <functional>
@@ -19,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "store/memory_store.h"
 #include "testing/shm_test_util.h"
+#include "testing/wait_until.h"
 #include "gtest/gtest.h"
 #include "tensor/tensor.h"
 
@@ -148,12 +150,12 @@ class ShmInlineTest : public ::testing::Test {
  protected:
   static constexpr int64_t kSmall = 1000;     // 4000 bytes: the inline path
   static constexpr int64_t kLarge = 100000;   // 400 KB: always queued
-  // Rank 1 arrives `delay` late and issues AllReduce a (small, salt 0), b (small, salt 1), c (large,
-  // salt 2) from one thread. Rank 0 runs `issue(group, a, b, c)`, which must issue the same three in
-  // that order and return their Works. Both check results and completion order (a, b, c).
-  void Run(const ProcessGroupShmOptions& options, absl::Duration delay,
-           const std::function<std::vector<std::shared_ptr<Work>>(ProcessGroup&, Tensor, Tensor, Tensor)>& issue) {
-    RunShmRanks(2, [&](int rank, ProcessGroup& group) {
+  // Rank 1 issues AllReduce a (small, salt 0), b (small, salt 1), c (large, salt 2) from one thread once
+  // `rank1_may_start` holds (bounded wait). Rank 0 runs `issue(group, a, b, c)`, which must issue the same
+  // three in that order and return their Works. Both check results and completion order (a, b, c).
+  void Run(const ProcessGroupShmOptions& options, const std::function<bool()>& rank1_may_start,
+           const std::function<std::vector<std::shared_ptr<Work>>(ProcessGroupShm&, Tensor, Tensor, Tensor)>& issue) {
+    RunShmRanks(2, [&](int rank, ProcessGroupShm& group) {
       Tensor a = Input<float>(rank, kSmall, 0, DType::kFloat32);
       Tensor b = Input<float>(rank, kSmall, 1, DType::kFloat32);
       Tensor c = Input<float>(rank, kLarge, 2, DType::kFloat32);
@@ -161,7 +163,7 @@ class ShmInlineTest : public ::testing::Test {
       if (rank == 0) {
         works = issue(group, a, b, c);
       } else {
-        absl::SleepFor(delay);
+        EXPECT_TRUE(WaitUntil(rank1_may_start)) << "rank 0 never reached the point rank 1 waits for";
         works = {group.AllReduce(a), group.AllReduce(b), group.AllReduce(c)};
       }
       ASSERT_EQ(works.size(), 3u);
@@ -176,16 +178,20 @@ class ShmInlineTest : public ::testing::Test {
   }
 };
 
+// Rank 1 stays away until rank 0's second thread has issued b, which it does once a holds its place in
+// issue order (calls_issued): a, still spinning inline for its late peer, must keep the queue's turn.
 TEST_F(ShmInlineTest, ACallIssuedWhileAnotherRunsInlineQueuesBehindIt) {
   ProcessGroupShmOptions options;
   options.timeout = absl::Seconds(60);
-  options.channel.spin = absl::Seconds(5);  // the inline attempt outlasts rank 1's delay
-  Run(options, absl::Milliseconds(200), [](ProcessGroup& group, Tensor a, Tensor b, Tensor c) {
+  options.channel.spin = absl::Seconds(30);  // the inline attempt outlasts rank 1's absence
+  std::atomic<bool> b_issued{false};
+  Run(options, [&] { return b_issued.load(); }, [&](ProcessGroupShm& group, Tensor a, Tensor b, Tensor c) {
     std::vector<std::shared_ptr<Work>> works(3);
     std::thread second([&] {
-      absl::SleepFor(absl::Milliseconds(50));  // while the first thread is inside AllReduce(a)
+      EXPECT_TRUE(WaitUntil([&] { return group.calls_issued() >= 1; })) << "a was never issued";
       works[1] = group.AllReduce(b);
       EXPECT_FALSE(works[1]->IsCompleted()) << "b ran inline while a held the queue's turn";
+      b_issued = true;
       works[2] = group.AllReduce(c);
     });
     works[0] = group.AllReduce(a);
@@ -195,15 +201,16 @@ TEST_F(ShmInlineTest, ACallIssuedWhileAnotherRunsInlineQueuesBehindIt) {
   });
 }
 
+// Rank 1 stays away until rank 0 has issued all three: the caller must not block on its late peer.
 TEST_F(ShmInlineTest, AnInlineCallWhosePeerIsLateContinuesOnTheWorker) {
   ProcessGroupShmOptions options;
   options.timeout = absl::Seconds(60);
   options.channel.spin = absl::Microseconds(30);
-  Run(options, absl::Milliseconds(200), [](ProcessGroup& group, Tensor a, Tensor b, Tensor c) {
-    const absl::Time start = absl::Now();
+  std::atomic<bool> all_issued{false};
+  Run(options, [&] { return all_issued.load(); }, [&](ProcessGroupShm& group, Tensor a, Tensor b, Tensor c) {
     std::vector<std::shared_ptr<Work>> works = {group.AllReduce(a), group.AllReduce(b), group.AllReduce(c)};
-    EXPECT_LT(absl::Now() - start, absl::Milliseconds(100)) << "the caller blocked on the late peer";
-    EXPECT_FALSE(works[0]->IsCompleted());
+    EXPECT_FALSE(works[0]->IsCompleted()) << "a completed without its peer";
+    all_issued = true;
     return works;
   });
 }
@@ -254,8 +261,8 @@ TEST(ShmWaitTest, WaitingOnAWorkMakesTheGroupSpinForALatePeer) {
   for (int64_t n : {int64_t{10}, int64_t{100000}}) {  // the inline path, then the slots
     const uint64_t spins_before = groups[0]->wait_long_spins();
     Tensor late = Input<float>(1, n, 0, DType::kFloat32);
-    std::thread peer([&] {
-      absl::SleepFor(absl::Milliseconds(50));
+    std::thread peer([&] {  // arrives once rank 0's wait spins long, which it must while rank 0 waits
+      EXPECT_TRUE(WaitUntil([&] { return groups[0]->wait_long_spins() > spins_before; })) << n << " elements";
       EXPECT_TRUE(groups[1]->AllReduce(late)->Wait(absl::Seconds(60)).ok());
     });
     Tensor t = Input<float>(0, n, 0, DType::kFloat32);
