@@ -1,11 +1,12 @@
-// Training throughput with pre-loaded data (no loader in the loop): the C++ side of
-// bench/compare_train.sh (one process) and bench/compare_ddp.sh (DDP under ddprun). Rank 0 prints one
-// JSON object:
+// Training throughput of train/train's step loop (train/train_step.h RunSteps, set up by train/setup.h)
+// with pre-made batches instead of the loader: the C++ side of bench/compare_train.sh (one process) and
+// bench/compare_ddp.sh (DDP under ddprun). Rank 0 prints one JSON object:
 //   {"impl": "ddpengine", "model", "batch_size", "steps", "world_size", "ddp", "samples_per_s", "step_ms",
 //    "step_ms_p50", "step_ms_p90", "step_cv", "peak_rss_mb", "forward_ms", "backward_ms", "optimizer_ms",
 //    "comm_ms", "exposed_comm_ms", "buckets", ...}
-// samples_per_s counts every rank's samples; the comm fields are means over the timed DDP iterations; the
-// step_* fields are the spread of rank 0's timed steps (bench/step_times.h), which --step_times_out writes.
+// samples_per_s counts every rank's samples; forward/backward/optimizer_ms are the loop's phases
+// (train/step_timer.h) and the comm fields means over the timed DDP iterations; the step_* fields are the
+// spread of rank 0's timed steps (bench/step_times.h), which --step_times_out writes.
 //
 //   bazel-bin/bench/train_throughput --model=cnn --batch_size=64 --steps=200 --threads=1
 //   bazel-bin/launch/ddprun --nproc_per_node=2 bazel-bin/bench/train_throughput --model=mlp
@@ -16,6 +17,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "bench/premade_batches.h"
@@ -24,23 +26,23 @@
 #include "comm/rank_agreement.h"
 #include "data/fashion_mnist.h"
 #include "ddp/distributed_data_parallel.h"
-#include "ddp/join.h"
-#include "reducer/comm_hook.h"
-#include "reducer/trace.h"
-#include "train/auto_bucket_caps.h"
-#include "train/stop_agreement.h"
 #include "nn/layers.h"
-#include "nn/models.h"
-#include "nn/sgd.h"
+#include "reducer/trace.h"
 #include "tensor/factory.h"
-#include "tensor/ops.h"
 #include "tensor/threads.h"
+#include "train/auto_bucket_caps.h"
+#include "train/batch_source.h"
+#include "train/setup.h"
+#include "train/step_timer.h"
+#include "train/train_config.h"
+#include "train/train_step.h"
 
 ABSL_FLAG(std::string, backend, "gloo", "Under a launcher: auto, gloo or shm.");
 ABSL_FLAG(std::string, model, "cnn", "mlp | cnn | cnn_bn");
+ABSL_FLAG(int, accumulate_steps, 1, "backward passes per optimizer step (under DDP, no_sync for all but the last)");
 ABSL_FLAG(int64_t, batch_size, 64, "samples per step and rank");
-ABSL_FLAG(int, steps, 200, "timed steps");
-ABSL_FLAG(int, warmup, 20, "untimed steps first");
+ABSL_FLAG(int, steps, 200, "timed optimizer steps");
+ABSL_FLAG(int, warmup, 20, "untimed optimizer steps first");
 ABSL_FLAG(int, threads, 1, "kernel threads per rank");
 ABSL_FLAG(bool, ddp, false, "wrap in DDP even when WORLD_SIZE is 1 (measures DDP's own overhead)");
 ABSL_FLAG(double, bucket_cap_mb, 25, "DDP bucket cap (MiB); 0: one bucket per parameter");
@@ -91,10 +93,6 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-struct Timings {
-  absl::Duration forward, backward, update;
-};
-
 // The exchange DDP makes at wrap time to check its settings (Note [DDP settings agreement]), timed
 // alone: the same number of fields and about the same bytes, median of 20 calls, in milliseconds.
 absl::StatusOr<double> TimeSettingsAgreement(ProcessGroup& group) {
@@ -110,185 +108,244 @@ absl::StatusOr<double> TimeSettingsAgreement(ProcessGroup& group) {
   return ms[ms.size() / 2];
 }
 
-int Run() {
-  SetNumThreads(absl::GetFlag(FLAGS_threads));
-  const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
-  auto launch = ResolveLaunchEnv(ProcessEnv());
-  if (!launch.ok()) return Fail(launch.status());
-  std::unique_ptr<DistributedContext> dist;
-  if (launch->world_size > 1 || absl::GetFlag(FLAGS_ddp)) {
-    InitOptions init;
-    init.backend = absl::GetFlag(FLAGS_backend);
-    auto joined = InitProcessGroup(init);
-    if (!joined.ok()) return Fail(joined.status());
-    dist = std::move(*joined);
+// The pre-made batches in bench/premade_batches.h's order: at its k-th batch, rank r of W takes batch
+// (k * W + r) % 64, without end.
+class PremadeBatchSource : public BatchSource {
+ public:
+  PremadeBatchSource(std::vector<Example> batches, int rank, int world)
+      : batches_(std::move(batches)), rank_(rank), world_(world) {}
+
+  absl::StatusOr<std::optional<Example>> Next() override {
+    const Example& batch = batches_[(next_ * world_ + rank_) % batches_.size()];
+    ++next_;
+    return batch;
   }
-  const int rank = launch->rank, world = launch->world_size;
-  auto train = LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), Split::kTrain);
-  if (!train.ok()) return Fail(train.status());
-  Generator generator(0);
-  auto model = MakeModel(absl::GetFlag(FLAGS_model), generator);
-  if (!model.ok()) return Fail(model.status());
-  if (auto* sequential = dynamic_cast<nn::Sequential*>(model->get())) {
-    sequential->set_fuse_blocks(absl::GetFlag(FLAGS_fuse_blocks));
+
+ private:
+  const std::vector<Example> batches_;
+  const int rank_;
+  const int world_;
+  int64_t next_ = 0;
+};
+
+// --ablation=lockstep: after each backward pass the ranks meet in a one-element all-reduce and nothing
+// else, so each trains its own replica at the pace of the slowest.
+class LockstepMeeting : public StepObserver {
+ public:
+  explicit LockstepMeeting(ProcessGroup& group) : group_(group), meeting_(Zeros({1})) {}
+
+  absl::Status BackwardDone() override { return group_.AllReduce(meeting_)->Wait(group_.timeout()); }
+
+ private:
+  ProcessGroup& group_;
+  const Tensor meeting_;
+};
+
+// train/train's configuration for the benchmark's flags; the flags train/train has too keep their meaning.
+absl::StatusOr<TrainConfig> ConfigFromFlags() {
+  TrainConfig config;
+  config.model = absl::GetFlag(FLAGS_model);
+  config.batch_size = absl::GetFlag(FLAGS_batch_size);
+  config.accumulate_steps = absl::GetFlag(FLAGS_accumulate_steps);
+  config.threads = absl::GetFlag(FLAGS_threads);
+  config.data_dir = absl::GetFlag(FLAGS_data_dir);
+  const SgdOptions sgd = BenchSgdOptions();  // the PyTorch reference's optimizer, at a constant rate
+  config.optimizer = "sgd";
+  config.lr = sgd.lr;
+  config.momentum = sgd.momentum;
+  config.lr_schedule = "constant";
+  config.backend = absl::GetFlag(FLAGS_backend);
+  config.bucket_cap_mb =
+      absl::GetFlag(FLAGS_auto_bucket_caps) ? std::string("auto") : absl::StrCat(absl::GetFlag(FLAGS_bucket_cap_mb));
+  config.auto_caps_steps = absl::GetFlag(FLAGS_auto_caps_steps);
+  config.first_bucket_mb = absl::GetFlag(FLAGS_first_bucket_mb);
+  config.find_unused_parameters = absl::GetFlag(FLAGS_find_unused_parameters);
+  config.static_graph = absl::GetFlag(FLAGS_static_graph);
+  config.grad_as_bucket_view = absl::GetFlag(FLAGS_gradient_as_bucket_view);
+  config.trace_out = absl::GetFlag(FLAGS_trace_out);
+  config.comm_hook = absl::GetFlag(FLAGS_comm_hook);
+  config.powersgd_rank = absl::GetFlag(FLAGS_powersgd_rank);
+  config.powersgd_start_iter = absl::GetFlag(FLAGS_powersgd_start_iter);
+  config.join = absl::GetFlag(FLAGS_per_step) == "join";
+  DDP_RETURN_IF_ERROR(ValidateConfig(config));
+  return config;
+}
+
+// DDP's options for `config` with --ablation's change to the Reducer.
+absl::StatusOr<DdpOptions> BenchDdpOptions(const TrainConfig& config, const std::string& ablation) {
+  DDP_ASSIGN_OR_RETURN(DdpOptions options, DdpOptionsFor(config));
+  if (ablation == "single_allreduce") {
+    options.reducer.caps.bucket_cap_bytes = options.reducer.caps.first_bucket_cap_bytes = SIZE_MAX;
+    options.reducer.ablations.delay_reduction = true;
+  } else if (ablation == "no_overlap") {
+    options.reducer.ablations.delay_reduction = true;
   }
-  std::shared_ptr<DistributedDataParallel> ddp;
-  Module* net = model->get();
-  double wrap_ms = 0, agreement_ms = 0;
-  const std::string ablation = absl::GetFlag(FLAGS_ablation);
-  if (ablation != "none" && ablation != "single_allreduce" && ablation != "no_overlap" &&
-      ablation != "lockstep") {
-    return Fail(
-        absl::InvalidArgumentError("--ablation must be none, single_allreduce, no_overlap or lockstep"));
-  }
-  const bool lockstep = ablation == "lockstep";
-  if (lockstep && dist == nullptr) {
-    return Fail(absl::InvalidArgumentError("--ablation=lockstep needs a launcher's WORLD_SIZE > 1 or --ddp"));
-  }
-  if (dist != nullptr && !lockstep) {
-    DdpOptions options;
-    BucketCaps& caps = options.reducer.caps;
-    caps.bucket_cap_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_cap_mb) * (1 << 20));
-    caps.first_bucket_cap_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_first_bucket_mb) * (1 << 20));
-    options.reducer.find_unused_parameters = absl::GetFlag(FLAGS_find_unused_parameters);
-    options.reducer.static_graph = absl::GetFlag(FLAGS_static_graph);
-    options.reducer.gradient_as_bucket_view = absl::GetFlag(FLAGS_gradient_as_bucket_view);
-    options.reducer.record_trace = !absl::GetFlag(FLAGS_trace_out).empty();
-    PowerSgdOptions powersgd;
-    powersgd.matrix_approximation_rank = absl::GetFlag(FLAGS_powersgd_rank);
-    powersgd.start_iter = absl::GetFlag(FLAGS_powersgd_start_iter);
-    absl::StatusOr<std::shared_ptr<CommHook>> hook = MakeCommHook(absl::GetFlag(FLAGS_comm_hook), powersgd);
-    if (!hook.ok()) return Fail(hook.status());
-    options.reducer.comm_hook = *hook;
-    if (ablation == "single_allreduce") {
-      caps.bucket_cap_bytes = caps.first_bucket_cap_bytes = SIZE_MAX;
-      options.reducer.ablations.delay_reduction = true;
-    } else if (ablation == "no_overlap") {
-      options.reducer.ablations.delay_reduction = true;
-    }
-    const absl::Time wrap_start = absl::Now();
-    auto wrapped = DistributedDataParallel::Create(*model, dist->group.get(), options);
-    if (!wrapped.ok()) return Fail(wrapped.status());
-    wrap_ms = absl::ToDoubleMilliseconds(absl::Now() - wrap_start);
-    ddp = *wrapped;
-    net = ddp.get();
-    absl::StatusOr<double> agreement = TimeSettingsAgreement(*dist->group);
-    if (!agreement.ok()) return Fail(agreement.status());
-    agreement_ms = *agreement;
-  }
-  std::unique_ptr<AutoBucketCaps> auto_caps;  // --auto_bucket_caps (Note [Auto bucket caps])
-  if (ddp != nullptr && absl::GetFlag(FLAGS_auto_bucket_caps)) {
-    AutoBucketCapsOptions auto_options;
-    auto_options.measure_steps = auto_options.report_steps = absl::GetFlag(FLAGS_auto_caps_steps);
-    auto_caps = AutoBucketCaps::Attach(*ddp, auto_options, stderr);
-  }
-  const std::string per_step = absl::GetFlag(FLAGS_per_step);
-  if (per_step != "none" && per_step != "join" && per_step != "stop_check") {
-    return Fail(absl::InvalidArgumentError("--per_step must be none, join or stop_check"));
-  }
-  std::unique_ptr<Join> join;
-  if (ddp != nullptr && per_step == "join") join = std::make_unique<Join>(ddp.get());
-  StopAgreement stop(ddp != nullptr && per_step != "none" ? dist->group.get() : nullptr, join.get());
-  Sgd optimizer((*model)->Parameters(), BenchSgdOptions());
-  absl::StatusOr<std::vector<Example>> premade = PremadeBatches(**train, batch_size);
-  if (!premade.ok()) return Fail(premade.status());
-  const std::vector<Example>& batches = *premade;
-  const int warmup = absl::GetFlag(FLAGS_warmup), steps = absl::GetFlag(FLAGS_steps);
-  if (steps < 1 || warmup < 0) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrFormat("--steps must be >= 1 and --warmup >= 0 (got %d and %d)", steps, warmup)));
-  }
-  const Tensor meeting = Zeros({1});  // --ablation=lockstep's one element
-  Timings t{};
-  std::vector<double> step_ms;
-  step_ms.reserve(steps);
-  absl::Time start;
-  for (int i = 0; i < warmup + steps; ++i) {
-    if (i == warmup) {
-      start = absl::Now();
-      t = Timings{};
-    }
-    const Example& batch = batches[(i * world + rank) % batches.size()];
-    const absl::Time t0 = absl::Now();
-    if (absl::Status begun = stop.BeginStep(false); !begun.ok()) return Fail(begun);
-    (*model)->ZeroGrad();
-    Tensor loss = CrossEntropy(net->Forward(batch.input), batch.target);
-    const absl::Time t1 = absl::Now();
-    loss.Backward();
-    if (ddp != nullptr && !ddp->status().ok()) return Fail(ddp->status());
-    if (lockstep) {
-      if (absl::Status met = dist->group->AllReduce(meeting)->Wait(dist->group->timeout()); !met.ok()) {
-        return Fail(met);
-      }
-    }
-    const absl::Time t2 = absl::Now();
-    optimizer.Step();
-    if (absl::StatusOr<bool> stopped = stop.EndStep(); !stopped.ok()) return Fail(stopped.status());
-    if (auto_caps != nullptr) {
-      if (absl::Status chosen = auto_caps->AfterStep(); !chosen.ok()) return Fail(chosen);
-    }
-    const absl::Time t3 = absl::Now();
-    t.update += t3 - t2;
-    t.forward += t1 - t0;
-    t.backward += t2 - t1;
-    if (i >= warmup) step_ms.push_back(absl::ToDoubleMilliseconds(t3 - t0));
-  }
-  const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
-  double comm_ms = 0, exposed_ms = 0, overlapped_ms = 0, sent_kib = 0;
+  return options;
+}
+
+// What the loop's DDP did per timed step (zeros without DDP).
+struct CommSummary {
+  double comm_ms = 0, overlapped_ms = 0, exposed_ms = 0, sent_kib = 0;
   int buckets = 0;
-  if (ddp != nullptr) {
-    const auto& stats = ddp->reducer().stats();
-    for (size_t i = stats.size() - steps; i < stats.size(); ++i) {
-      comm_ms += 1000.0 * stats[i].comm_s / steps;
-      exposed_ms += 1000.0 * stats[i].exposed_comm_s / steps;
-      overlapped_ms += 1000.0 * stats[i].overlapped_comm_s / steps;
-      sent_kib += stats[i].bytes_sent / 1024.0 / steps;
-    }
-    buckets = static_cast<int>(ddp->reducer().bucket_assignment().size());
-    if (join != nullptr) {
-      absl::Status joined = join->Finish();
-      if (!joined.ok()) return Fail(joined);
-    }
-    if (const std::string trace = absl::GetFlag(FLAGS_trace_out); !trace.empty()) {
-      if (absl::Status written = WriteMergedTrace(ddp->reducer().trace(), *dist->group, trace); !written.ok()) {
-        return Fail(written);
-      }
-    }
+};
+
+CommSummary SummariseComm(const DistributedDataParallel* ddp, int steps) {
+  CommSummary out;
+  if (ddp == nullptr) return out;
+  const auto& stats = ddp->reducer().stats();
+  const size_t timed = std::min(stats.size(), static_cast<size_t>(steps));
+  for (size_t i = stats.size() - timed; i < stats.size(); ++i) {
+    out.comm_ms += 1000.0 * stats[i].comm_s / steps;
+    out.exposed_ms += 1000.0 * stats[i].exposed_comm_s / steps;
+    out.overlapped_ms += 1000.0 * stats[i].overlapped_comm_s / steps;
+    out.sent_kib += stats[i].bytes_sent / 1024.0 / steps;
   }
-  if (std::string path = absl::GetFlag(FLAGS_step_times_out); !path.empty()) {
-    for (size_t at = path.find("%r"); at != std::string::npos; at = path.find("%r")) {
-      path.replace(at, 2, std::to_string(rank));
-    }
-    if (absl::Status written = WriteStepTimes(path, step_ms); !written.ok()) return Fail(written);
+  out.buckets = static_cast<int>(ddp->reducer().bucket_assignment().size());
+  return out;
+}
+
+// The set-up the JSON reports beside the timings.
+struct RunFacts {
+  int world = 1;
+  bool ddp = false;
+  std::string backend = "none";
+  double wrap_ms = 0, agreement_ms = 0;
+  std::string auto_caps;  // the chosen caps' label, "" when none were chosen
+  double auto_predicted_ms = 0;
+};
+
+void PrintResult(const RunFacts& facts, const std::vector<StepTime>& timed, const CommSummary& comm,
+                 const std::string& per_step) {
+  const int steps = static_cast<int>(timed.size());
+  const double elapsed = absl::ToDoubleSeconds(timed.back().ended - timed.front().began);
+  absl::Duration forward, backward, update;
+  std::vector<double> step_ms;
+  for (const StepTime& t : timed) {
+    forward += t.forward;
+    backward += t.backward;
+    update += t.update;
+    step_ms.push_back(absl::ToDoubleMilliseconds(t.total()));
   }
-  if (dist != nullptr) {
-    absl::Status done = dist->group->Barrier()->Wait(dist->group->timeout());
-    if (!done.ok()) return Fail(done);
-  }
-  if (rank != 0) return 0;
-  const bool auto_chosen = auto_caps != nullptr && auto_caps->chosen();
-  const std::string auto_label = auto_chosen ? CapsMiBLabel(auto_caps->choice().caps) : "";
-  const double auto_predicted_ms = auto_chosen ? 1e3 * auto_caps->choice().predicted_step_s : 0.0;
+  const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
+  const int64_t samples_per_step = batch_size * absl::GetFlag(FLAGS_accumulate_steps) * facts.world;
   const StepTimeSpread spread = SpreadOf(step_ms);
   std::printf(
       "{\"impl\": \"ddpengine\", \"model\": \"%s\", \"batch_size\": %ld, \"steps\": %d, \"world_size\": %d, "
       "\"ddp\": %s, \"samples_per_s\": %.1f, \"step_ms\": %.3f, \"step_ms_p50\": %.3f, "
       "\"step_ms_p90\": %.3f, \"step_cv\": %.4f, \"peak_rss_mb\": %.1f, \"forward_ms\": %.3f, "
-      "\"backward_ms\": %.3f, \"optimizer_ms\": %.3f, \"comm_ms\": %.3f, \"overlapped_comm_ms\": %.3f, \"exposed_comm_ms\": %.3f, \"buckets\": %d, "
-      "\"bucket_cap_mb\": %g, \"ablation\": \"%s\", \"per_step\": \"%s\", \"backend\": \"%s\", \"wrap_ms\": %.3f, "
-      "\"settings_agreement_ms\": %.3f, \"auto_caps\": \"%s\", \"auto_predicted_step_ms\": %.3f, \"comm_hook\": \"%s\", "
+      "\"backward_ms\": %.3f, \"optimizer_ms\": %.3f, \"comm_ms\": %.3f, \"overlapped_comm_ms\": %.3f, "
+      "\"exposed_comm_ms\": %.3f, \"buckets\": %d, \"bucket_cap_mb\": %g, \"ablation\": \"%s\", "
+      "\"per_step\": \"%s\", \"backend\": \"%s\", \"wrap_ms\": %.3f, \"settings_agreement_ms\": %.3f, "
+      "\"auto_caps\": \"%s\", \"auto_predicted_step_ms\": %.3f, \"comm_hook\": \"%s\", "
       "\"sent_kib_per_step\": %.1f, \"gradient_as_bucket_view\": %s, \"fuse_blocks\": %s}\n",
-      absl::GetFlag(FLAGS_model).c_str(), static_cast<long>(batch_size), steps, world, ddp != nullptr ? "true" : "false",
-      steps * batch_size * world / elapsed, 1000.0 * elapsed / steps, spread.p50_ms, spread.p90_ms, spread.cv,
-      PeakRssMb(),
-      absl::ToDoubleMilliseconds(t.forward) / steps, absl::ToDoubleMilliseconds(t.backward) / steps,
-      absl::ToDoubleMilliseconds(t.update) / steps, comm_ms, overlapped_ms, exposed_ms, buckets,
-      absl::GetFlag(FLAGS_bucket_cap_mb), absl::GetFlag(FLAGS_ablation).c_str(), per_step.c_str(),
-      dist != nullptr ? dist->group->backend_name().c_str() : "none", wrap_ms,
-      agreement_ms, auto_label.c_str(), auto_predicted_ms, absl::GetFlag(FLAGS_comm_hook).c_str(), sent_kib,
-      absl::GetFlag(FLAGS_gradient_as_bucket_view) ? "true" : "false",
+      absl::GetFlag(FLAGS_model).c_str(), static_cast<long>(batch_size), steps, facts.world,
+      facts.ddp ? "true" : "false", steps * samples_per_step / elapsed, 1000.0 * elapsed / steps,
+      spread.p50_ms, spread.p90_ms, spread.cv, PeakRssMb(), absl::ToDoubleMilliseconds(forward) / steps,
+      absl::ToDoubleMilliseconds(backward) / steps, absl::ToDoubleMilliseconds(update) / steps, comm.comm_ms,
+      comm.overlapped_ms, comm.exposed_ms, comm.buckets, absl::GetFlag(FLAGS_bucket_cap_mb),
+      absl::GetFlag(FLAGS_ablation).c_str(), per_step.c_str(), facts.backend.c_str(), facts.wrap_ms,
+      facts.agreement_ms, facts.auto_caps.c_str(), facts.auto_predicted_ms, absl::GetFlag(FLAGS_comm_hook).c_str(),
+      comm.sent_kib, absl::GetFlag(FLAGS_gradient_as_bucket_view) ? "true" : "false",
       absl::GetFlag(FLAGS_fuse_blocks) ? "true" : "false");
-  return 0;
+}
+
+// --step_times_out: each timed step's milliseconds, to the path with "%r" replaced by the rank.
+absl::Status WriteStepTimesOf(const std::vector<StepTime>& timed, int rank) {
+  std::string path = absl::GetFlag(FLAGS_step_times_out);
+  if (path.empty()) return absl::OkStatus();
+  for (size_t at = path.find("%r"); at != std::string::npos; at = path.find("%r")) {
+    path.replace(at, 2, std::to_string(rank));
+  }
+  std::vector<double> step_ms;
+  for (const StepTime& t : timed) step_ms.push_back(absl::ToDoubleMilliseconds(t.total()));
+  return WriteStepTimes(path, step_ms);
+}
+
+absl::Status CheckBenchFlags(const std::string& ablation, const std::string& per_step) {
+  if (ablation != "none" && ablation != "single_allreduce" && ablation != "no_overlap" && ablation != "lockstep") {
+    return absl::InvalidArgumentError("--ablation must be none, single_allreduce, no_overlap or lockstep");
+  }
+  if (per_step != "none" && per_step != "join" && per_step != "stop_check") {
+    return absl::InvalidArgumentError("--per_step must be none, join or stop_check");
+  }
+  const int warmup = absl::GetFlag(FLAGS_warmup), steps = absl::GetFlag(FLAGS_steps);
+  if (steps < 1 || warmup < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--steps must be >= 1 and --warmup >= 0 (got %d and %d)", steps, warmup));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Run() {
+  const std::string ablation = absl::GetFlag(FLAGS_ablation), per_step = absl::GetFlag(FLAGS_per_step);
+  DDP_RETURN_IF_ERROR(CheckBenchFlags(ablation, per_step));
+  DDP_ASSIGN_OR_RETURN(const TrainConfig config, ConfigFromFlags());
+  SetNumThreads(config.threads);
+  DDP_ASSIGN_OR_RETURN(const LaunchEnv launch, ResolveLaunchEnv(ProcessEnv()));
+  std::unique_ptr<DistributedContext> dist;
+  if (launch.world_size > 1 || absl::GetFlag(FLAGS_ddp)) {
+    InitOptions init;
+    init.backend = config.backend;
+    DDP_ASSIGN_OR_RETURN(dist, InitProcessGroup(init));
+  }
+  const bool lockstep = ablation == "lockstep";
+  if (lockstep && dist == nullptr) {
+    return absl::InvalidArgumentError("--ablation=lockstep needs a launcher's WORLD_SIZE > 1 or --ddp");
+  }
+  RunFacts facts;
+  facts.world = launch.world_size;
+  DDP_ASSIGN_OR_RETURN(auto train, LoadFashionMnist(config.data_dir, Split::kTrain));
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, BuildModel(config, Device::CPU()));
+  if (auto* sequential = dynamic_cast<nn::Sequential*>(model.get())) {
+    sequential->set_fuse_blocks(absl::GetFlag(FLAGS_fuse_blocks));
+  }
+  std::shared_ptr<DistributedDataParallel> ddp;
+  if (dist != nullptr && !lockstep) {
+    DDP_ASSIGN_OR_RETURN(const DdpOptions options, BenchDdpOptions(config, ablation));
+    const absl::Time wrap_start = absl::Now();
+    DDP_ASSIGN_OR_RETURN(ddp, WrapDdp(config, model, Device::CPU(), dist->group.get(), options));
+    facts.wrap_ms = absl::ToDoubleMilliseconds(absl::Now() - wrap_start);
+    DDP_ASSIGN_OR_RETURN(facts.agreement_ms, TimeSettingsAgreement(*dist->group));
+    facts.ddp = true;
+  }
+  if (dist != nullptr) facts.backend = dist->group->backend_name();
+  std::unique_ptr<AutoBucketCaps> auto_caps;  // --auto_bucket_caps (Note [Auto bucket caps])
+  if (ddp != nullptr && AutoBucketCapsRequested(config)) {
+    AutoBucketCapsOptions auto_options;
+    auto_options.measure_steps = auto_options.report_steps = config.auto_caps_steps;
+    auto_caps = AutoBucketCaps::Attach(*ddp, auto_options, stderr);
+  }
+  DDP_ASSIGN_OR_RETURN(const std::vector<Example> premade, PremadeBatches(*train, config.batch_size));
+  PremadeBatchSource batches(premade, launch.rank, launch.world_size);
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, MakeOptimizer(config, model->Parameters()));
+  TrainState state{config, *model, ddp.get(), *optimizer, launch.rank, launch.world_size};
+  state.group = dist != nullptr ? dist->group.get() : nullptr;
+  state.auto_caps = auto_caps.get();
+  const int warmup = absl::GetFlag(FLAGS_warmup), steps = absl::GetFlag(FLAGS_steps);
+  state.total_steps = warmup + steps;
+  state.loop.agree_on_stop = per_step != "none";
+  state.loop.progress = nullptr;
+  std::unique_ptr<LockstepMeeting> meeting;
+  if (lockstep) {
+    meeting = std::make_unique<LockstepMeeting>(*dist->group);
+    state.loop.observers.push_back(meeting.get());
+  }
+  StepTimer timer;  // last: the lockstep meeting counts in the backward phase
+  state.loop.observers.push_back(&timer);
+  DDP_RETURN_IF_ERROR(RunSteps(state, /*epoch=*/1, batches, warmup + steps).status());
+  const std::vector<StepTime> timed(timer.steps().end() - steps, timer.steps().end());
+  if (ddp != nullptr && !config.trace_out.empty()) {
+    DDP_RETURN_IF_ERROR(WriteMergedTrace(ddp->reducer().trace(), *dist->group, config.trace_out));
+  }
+  DDP_RETURN_IF_ERROR(WriteStepTimesOf(timed, launch.rank));
+  if (dist != nullptr) DDP_RETURN_IF_ERROR(dist->group->Barrier()->Wait(dist->group->timeout()));
+  if (launch.rank != 0) return absl::OkStatus();
+  if (auto_caps != nullptr && auto_caps->chosen()) {
+    facts.auto_caps = CapsMiBLabel(auto_caps->choice().caps);
+    facts.auto_predicted_ms = 1e3 * auto_caps->choice().predicted_step_s;
+  }
+  PrintResult(facts, timed, SummariseComm(ddp.get(), steps), per_step);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -296,5 +353,6 @@ int Run() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  return ddp::Run();
+  const absl::Status status = ddp::Run();
+  return status.ok() ? 0 : ddp::Fail(status);
 }

@@ -20,7 +20,7 @@ ProgressReporter::ProgressReporter(FILE* out, std::string label, int64_t total_s
       label_(std::move(label)),
       total_steps_(total_steps),
       plain_every_(std::max<int64_t>(plain_every, 1)),
-      is_terminal_(isatty(fileno(out)) != 0),
+      is_terminal_(out != nullptr && isatty(fileno(out)) != 0),
       start_(absl::Now()),
       last_draw_(absl::InfinitePast()) {}
 
@@ -54,6 +54,7 @@ void ProgressReporter::Finish() {
 }
 
 void ProgressReporter::Print(bool final_line) {
+  if (out_ == nullptr) return;
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start_);
   const double rate = samples_per_second();
   const double eta = steps_ > 0 ? elapsed / steps_ * std::max<int64_t>(total_steps_ - steps_, 0) : 0.0;

@@ -14,8 +14,8 @@ namespace ddp {
 // Reports step, loss, samples/s and ETA for one epoch. Not thread-safe (the training thread owns it).
 class ProgressReporter {
  public:
-  // `out` is not owned. When `out` is a terminal the bar is redrawn in place (at most 10 times a second);
-  // otherwise a plain line is printed every `plain_every` steps and at the end.
+  // `out` is not owned; null counts without printing. When `out` is a terminal the bar is redrawn in
+  // place (at most 10 times a second); otherwise a plain line is printed every `plain_every` steps and at the end.
   ProgressReporter(FILE* out, std::string label, int64_t total_steps, int64_t plain_every = 100);
 
   // Records a finished step that processed `samples` samples with loss `loss`.

@@ -51,9 +51,11 @@ absl::StatusOr<double> ForwardBackward(TrainState& state, const Example& batch, 
   }
   Tensor loss = CrossEntropy(logits, ToDevice(batch.target, logits.device()));
   const double value = loss.item();
+  for (StepObserver* observer : state.loop.observers) observer->ForwardDone();
   if (state.config.accumulate_steps > 1) loss = MulScalar(loss, 1.0f / state.config.accumulate_steps);
   loss.Backward();
   if (state.ddp != nullptr) DDP_RETURN_IF_ERROR(state.ddp->status());
+  for (StepObserver* observer : state.loop.observers) DDP_RETURN_IF_ERROR(observer->BackwardDone());
   return value;
 }
 
@@ -70,17 +72,21 @@ absl::Status StartEpoch(TrainState& state, int epoch, DistributedSampler& sample
 
 // Saves a checkpoint after this step when --checkpoint_every says so, or with `force` whenever there is a
 // --checkpoint_dir (the agreed stop after a SIGTERM). Collective under DDP.
-absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler& sampler, int64_t local_consumed,
+absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler* sampler, int64_t local_consumed,
                              int epoch, bool force) {
   const TrainConfig& config = state.config;
   if (config.checkpoint_dir.empty()) return absl::OkStatus();
   if (!force && (config.checkpoint_every <= 0 || state.global_step % config.checkpoint_every != 0)) {
     return absl::OkStatus();
   }
+  if (sampler == nullptr) {
+    return absl::FailedPreconditionError(
+        "a checkpoint records the sampler's position, and these batches come from no sampler");
+  }
   // --zero: the shards' state is gathered to rank 0 in the unsharded form, which rank 0 saves.
   if (state.zero != nullptr) DDP_RETURN_IF_ERROR(state.zero->ConsolidateStateDict(0));
   Checkpoint checkpoint =
-      CaptureCheckpoint(state.model, &state.optimizer, sampler.State(std::min(local_consumed, sampler.Length())),
+      CaptureCheckpoint(state.model, &state.optimizer, sampler->State(std::min(local_consumed, sampler->Length())),
                         /*generator=*/nullptr, state.global_step, epoch);
   if (state.ddp != nullptr) {
     const std::string order = state.ddp->reducer().RebuiltOrderText();
@@ -139,14 +145,16 @@ absl::Status CheckTrainSettingsAgree(const TrainState& state, int64_t planned_st
 
 // One optimizer step: accumulate_steps forward/backward passes, the optimizer, the sample log.
 // Returns the mean loss and adds the step's samples to `samples`.
-absl::StatusOr<double> TrainStep(TrainState& state, int epoch, DataLoader& loader, int64_t* samples) {
+absl::StatusOr<double> TrainStep(TrainState& state, int epoch, BatchSource& batches, int64_t* samples) {
   const TrainConfig& config = state.config;
   state.model.ZeroGrad();
   double loss_sum = 0;
   std::vector<int64_t> ids;  // the step's sample indices, for --log_samples
   for (int micro = 0; micro < config.accumulate_steps; ++micro) {
-    DDP_ASSIGN_OR_RETURN(std::optional<Example> batch, loader.Next());
-    if (!batch) return absl::InternalError(absl::StrCat("DataLoader ended before its ", loader.NumBatches(), " batches"));
+    DDP_ASSIGN_OR_RETURN(std::optional<Example> batch, batches.Next());
+    if (!batch) {
+      return absl::InternalError(absl::StrCat("the batches ran out in optimizer step ", state.global_step + 1));
+    }
     DDP_ASSIGN_OR_RETURN(double loss, ForwardBackward(state, *batch, micro == config.accumulate_steps - 1));
     loss_sum += loss;
     *samples += batch->target.size(0);
@@ -176,7 +184,7 @@ absl::StatusOr<double> TrainStep(TrainState& state, int epoch, DataLoader& loade
 
 // The per-step work after the optimizer: auto bucket caps, checkpoint, desync check, injected faults,
 // bucket printout.
-absl::Status AfterStep(TrainState& state, const DistributedSampler& sampler, int64_t step, int epoch) {
+absl::Status AfterStep(TrainState& state, const DistributedSampler* sampler, int64_t step, int epoch) {
   const TrainConfig& config = state.config;
   // --bucket_cap_mb=auto: measures, and once chooses and rebuckets (Note [Auto bucket caps]). Before the
   // checkpoint, so that a checkpoint of this step holds a choice made at it and a resume applies it where
@@ -216,29 +224,37 @@ absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& 
   DDP_CHECK(sampler != nullptr) << "train/train's loader uses a DistributedSampler";
   DDP_RETURN_IF_ERROR(StartEpoch(state, epoch, *sampler));
   DDP_RETURN_IF_ERROR(loader.Begin());
+  LoaderBatches batches(loader);
   int64_t steps = loader.NumBatches() / config.accumulate_steps;
   if (config.max_steps > 0) steps = std::min(steps, config.max_steps - state.global_step);
   steps = StepsWithUnevenInputs(state.fault, state.rank, steps);
   if (state.group != nullptr) DDP_RETURN_IF_ERROR(CheckTrainSettingsAgree(state, steps));
+  return RunSteps(state, epoch, batches, steps);
+}
+
+absl::StatusOr<EpochStats> RunSteps(TrainState& state, int epoch, BatchSource& batches, int64_t steps) {
+  const TrainConfig& config = state.config;
   std::unique_ptr<Join> join;
   if (state.ddp != nullptr && config.join) join = std::make_unique<Join>(state.ddp, JoinOptions{});
-  StopAgreement stop(state.group, join.get());
-  ProgressReporter progress(stderr, absl::StrCat("epoch ", epoch), steps);
+  StopAgreement stop(state.loop.agree_on_stop ? state.group : nullptr, join.get());
+  ProgressReporter progress(state.loop.progress, absl::StrCat("epoch ", epoch), steps);
   state.model.Train();
   bool stopping = false;
   int64_t step = 0;
   for (; step < steps && !stopping; ++step) {
+    for (StepObserver* observer : state.loop.observers) observer->StepBegan();
     DDP_RETURN_IF_ERROR(stop.BeginStep(GracefulStopRequested()));
     int64_t samples = 0;
-    DDP_ASSIGN_OR_RETURN(const double loss, TrainStep(state, epoch, loader, &samples));
+    DDP_ASSIGN_OR_RETURN(const double loss, TrainStep(state, epoch, batches, &samples));
     DDP_ASSIGN_OR_RETURN(stopping, stop.EndStep());
-    if (!stopping) DDP_RETURN_IF_ERROR(AfterStep(state, *sampler, step, epoch));
+    if (!stopping) DDP_RETURN_IF_ERROR(AfterStep(state, batches.sampler(), step, epoch));
+    for (StepObserver* observer : state.loop.observers) observer->StepEnded();
     if (state.rank == 0) progress.Step(samples * state.world_size, loss);
   }
   if (join != nullptr) DDP_RETURN_IF_ERROR(FinishJoin(state, *join));
   if (stopping) {  // Note [Stop agreement]: every rank stops after this step and saves it
-    DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, *sampler, step * config.accumulate_steps * config.batch_size, epoch,
-                                        /*force=*/true));
+    DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, batches.sampler(), step * config.accumulate_steps * config.batch_size,
+                                        epoch, /*force=*/true));
     return absl::CancelledError(absl::StrCat("stopped by SIGTERM after step ", state.global_step,
                                              state.group != nullptr ? " (every rank)" : ""));
   }

@@ -4,15 +4,19 @@
 #define DDP_TRAIN_TRAIN_STEP_H_
 
 #include <cstdint>
+#include <cstdio>
 #include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "data/data_loader.h"
 #include "data/sampler.h"
 #include "dp/data_parallel.h"
 #include "ddp/distributed_data_parallel.h"
+#include "train/batch_source.h"
 #include "train/fault_injection.h"
 #include "train/sample_log.h"
+#include "train/step_observer.h"
 #include "train/train_config.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
@@ -21,6 +25,17 @@ namespace ddp {
 
 class ZeroRedundancyOptimizer;  // ddp/zero_redundancy_optimizer.h
 class AutoBucketCaps;           // train/auto_bucket_caps.h
+
+// What the step loop does beyond train/train's flags: what a benchmark of the same loop changes.
+struct StepLoopOptions {
+  // Under DDP, agree every step on stopping after a SIGTERM (Note [Stop agreement]); false leaves the
+  // per-step exchange out (and a SIGTERM then ends the process as the signal's default would).
+  bool agree_on_stop = true;
+  // Called at every step's phase boundaries, in this order (not owned).
+  std::vector<StepObserver*> observers;
+  // Where rank 0 draws the progress display (not owned; null: no display).
+  FILE* progress = stderr;
+};
 
 // What the epoch loop needs; references are not owned. `ddp` is null in a single-process run.
 struct TrainState {
@@ -41,6 +56,7 @@ struct TrainState {
   SampleLog* sample_log = nullptr;  // --log_samples (not owned; null: no log)
   ZeroRedundancyOptimizer* zero = nullptr;  // --zero: `optimizer` itself, sharded (not owned; null: off)
   AutoBucketCaps* auto_caps = nullptr;      // --bucket_cap_mb=auto, after every step (not owned; null: off)
+  StepLoopOptions loop;
 };
 
 // What one epoch did, for the end-of-epoch report.
@@ -56,6 +72,13 @@ struct EpochStats {
 // index) ends the epoch with that error. A SIGTERM (train/graceful_stop.h) ends it after the current
 // step with kCancelled.
 absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& loader);
+
+// The loop of TrainEpoch without the epoch's set-up: `steps` optimizer steps of epoch `epoch`, each taking
+// config.accumulate_steps batches from `batches` (fewer batches than that: an error), inside a Join with
+// config.join under DDP, with the stop agreement, the optimizer, the sample log and the per-step work
+// (bucket caps, checkpoints, desync check, injected faults), calling state.loop's observers. Every rank
+// must call it with the same `steps` unless config.join.
+absl::StatusOr<EpochStats> RunSteps(TrainState& state, int epoch, BatchSource& batches, int64_t steps);
 
 // The learning rate of optimizer step `step` (0-based) of `total_steps`: during the first
 // config.warmup_steps = W steps config.lr * (step + 1) / W (linear warmup); after them config.lr for

@@ -21,7 +21,6 @@
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/module_trace.h"
 #include "ddp/distributed_eval.h"
-#include "ddp/sync_batch_norm.h"
 #include "ddp/zero_reduce_scatter_hook.h"
 #include "ddp/zero_redundancy_optimizer.h"
 #include "train/auto_bucket_caps.h"
@@ -30,37 +29,19 @@
 #include "train/output_guard.h"
 #include "train/progress.h"
 #include "train/sample_log.h"
+#include "train/setup.h"
 #include "train/train_step.h"
-#include "nn/adam.h"
-#include "nn/models.h"
 #include "nn/safetensors.h"
-#include "nn/sgd.h"
 #include "reducer/iteration_stats.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/cuda_check.h"
-#include "tensor/cuda/cuda_ops.h"
 #endif
 
 namespace ddp {
 namespace {
-
-absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TrainConfig& config, const std::vector<Tensor>& params) {
-  if (config.optimizer == "sgd") {
-    SgdOptions options;
-    options.lr = config.lr;
-    options.momentum = config.momentum;
-    options.weight_decay = config.weight_decay;
-    return std::unique_ptr<Optimizer>(new Sgd(params, options));
-  }
-  AdamOptions options;
-  options.lr = config.lr;
-  options.weight_decay = config.weight_decay;
-  if (config.optimizer == "adamw") return std::unique_ptr<Optimizer>(new AdamW(params, options));
-  return std::unique_ptr<Optimizer>(new Adam(params, options));
-}
 
 // --zero: the same update rule as MakeOptimizer, sharded over DDP's group with shards that follow its
 // buckets, and the reduce-scatter hook registered on `ddp` (Note [ZeRO-1]).
@@ -114,59 +95,6 @@ absl::StatusOr<Device> TrainingDevice(const TrainConfig& config, const LaunchEnv
   (void)launch;
   return absl::FailedPreconditionError("--device=cuda needs a CUDA build (bazel build --config=cuda)");
 #endif
-}
-
-// Moves every parameter and buffer of `model` to `device` in place (torch's module.to(device)); the
-// handles the optimizer and DDP will hold stay valid. REQUIRES: no gradients yet.
-void MoveModel(Module& model, Device device) {
-  if (device.is_cpu()) return;
-#ifdef DDP_WITH_CUDA
-  for (const Tensor& p : model.Parameters()) cuda::MoveToDeviceInPlace(p, device);
-  for (const Tensor& b : model.Buffers()) cuda::MoveToDeviceInPlace(b, device);
-#else
-  (void)model;
-#endif
-}
-
-// Wraps `model` (on `device`) in DDP over `group` with the configuration's options; rank 0 prints the
-// layout.
-absl::StatusOr<std::shared_ptr<DistributedDataParallel>> WrapDdp(const TrainConfig& config,
-                                                                 std::shared_ptr<Module> model, Device device,
-                                                                 ProcessGroup* group) {
-  if (device.is_cuda() && group->backend_name() != "nccl") {
-    return absl::InvalidArgumentError("under DDP, --device=cuda needs --backend=nccl (Gloo takes CPU tensors)");
-  }
-  if (config.sync_bn) ConvertSyncBatchNorm(*model, group);
-  DdpOptions options;
-  options.reducer.caps.bucket_cap_bytes = static_cast<size_t>(BucketCapMiB(config) * (1 << 20));
-  options.reducer.caps.first_bucket_cap_bytes = static_cast<size_t>(config.first_bucket_mb * (1 << 20));
-  options.reducer.find_unused_parameters = config.find_unused_parameters;
-  options.reducer.static_graph = config.static_graph;
-  options.reducer.gradient_as_bucket_view = config.grad_as_bucket_view;
-  options.reducer.rebuild_buckets = !config.no_rebuild_buckets;
-  options.reducer.record_trace = !config.trace_out.empty();
-  PowerSgdOptions powersgd;
-  powersgd.matrix_approximation_rank = config.powersgd_rank;
-  powersgd.start_iter = config.powersgd_start_iter;
-  powersgd.min_compression_rate = config.powersgd_min_compression_rate;
-  DDP_ASSIGN_OR_RETURN(options.reducer.comm_hook, MakeCommHook(config.comm_hook, powersgd));
-  DDP_ASSIGN_OR_RETURN(std::shared_ptr<DistributedDataParallel> ddp,
-                       DistributedDataParallel::Create(std::move(model), group, options));
-  if (group->rank() == 0) {
-    std::fprintf(stderr, "DDP: %d ranks over %s, %d buckets\n", group->size(), group->backend_name().c_str(),
-                 static_cast<int>(ddp->reducer().bucket_assignment().size()));
-    if (config.print_buckets) std::fprintf(stderr, "%s", ddp->reducer().DescribeBuckets().c_str());
-  }
-  return ddp;
-}
-
-// The model of config.model, initialised from config.seed (or config.init_from), on `device`.
-absl::StatusOr<std::shared_ptr<Module>> BuildModel(const TrainConfig& config, Device device) {
-  Generator init_generator(config.seed);
-  DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, MakeModel(config.model, init_generator));
-  if (!config.init_from.empty()) DDP_RETURN_IF_ERROR(LoadModuleFromSafetensors(*model, config.init_from));
-  MoveModel(*model, device);
-  return model;
 }
 
 // --mode=dp: DataParallel over config.dp_devices CPU workers or GPUs.
@@ -372,7 +300,8 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& lau
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> loader, MakeTrainLoader(config, train, rank, world));
   std::shared_ptr<DistributedDataParallel> ddp;
   if (group != nullptr && config.mode != "dp") {
-    DDP_ASSIGN_OR_RETURN(ddp, WrapDdp(config, model, device, group));
+    DDP_ASSIGN_OR_RETURN(const DdpOptions ddp_options, DdpOptionsFor(config));
+    DDP_ASSIGN_OR_RETURN(ddp, WrapDdp(config, model, device, group, ddp_options));
   }
   // --trace_out: per-module forward/backward slices (ddp/module_trace.h), made after DDP so that its
   // gradient hooks follow the Reducer's; without the flag nothing is traced or measured.

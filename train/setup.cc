@@ -1,0 +1,89 @@
+#include "train/setup.h"
+
+#include <cstdio>
+
+#include "ddp/sync_batch_norm.h"
+#include "nn/adam.h"
+#include "nn/models.h"
+#include "nn/safetensors.h"
+#include "nn/sgd.h"
+#include "reducer/comm_hook.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/cuda_ops.h"
+#endif
+
+namespace ddp {
+namespace {
+
+// Moves every parameter and buffer of `model` to `device` in place (torch's module.to(device)); the
+// handles the optimizer and DDP will hold stay valid. REQUIRES: no gradients yet.
+void MoveModel(Module& model, Device device) {
+  if (device.is_cpu()) return;
+#ifdef DDP_WITH_CUDA
+  for (const Tensor& p : model.Parameters()) cuda::MoveToDeviceInPlace(p, device);
+  for (const Tensor& b : model.Buffers()) cuda::MoveToDeviceInPlace(b, device);
+#else
+  (void)model;
+#endif
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Module>> BuildModel(const TrainConfig& config, Device device) {
+  Generator init_generator(config.seed);
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, MakeModel(config.model, init_generator));
+  if (!config.init_from.empty()) DDP_RETURN_IF_ERROR(LoadModuleFromSafetensors(*model, config.init_from));
+  MoveModel(*model, device);
+  return model;
+}
+
+absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TrainConfig& config, const std::vector<Tensor>& params) {
+  if (config.optimizer == "sgd") {
+    SgdOptions options;
+    options.lr = config.lr;
+    options.momentum = config.momentum;
+    options.weight_decay = config.weight_decay;
+    return std::unique_ptr<Optimizer>(new Sgd(params, options));
+  }
+  AdamOptions options;
+  options.lr = config.lr;
+  options.weight_decay = config.weight_decay;
+  if (config.optimizer == "adamw") return std::unique_ptr<Optimizer>(new AdamW(params, options));
+  return std::unique_ptr<Optimizer>(new Adam(params, options));
+}
+
+absl::StatusOr<DdpOptions> DdpOptionsFor(const TrainConfig& config) {
+  DdpOptions options;
+  options.reducer.caps.bucket_cap_bytes = static_cast<size_t>(BucketCapMiB(config) * (1 << 20));
+  options.reducer.caps.first_bucket_cap_bytes = static_cast<size_t>(config.first_bucket_mb * (1 << 20));
+  options.reducer.find_unused_parameters = config.find_unused_parameters;
+  options.reducer.static_graph = config.static_graph;
+  options.reducer.gradient_as_bucket_view = config.grad_as_bucket_view;
+  options.reducer.rebuild_buckets = !config.no_rebuild_buckets;
+  options.reducer.record_trace = !config.trace_out.empty();
+  PowerSgdOptions powersgd;
+  powersgd.matrix_approximation_rank = config.powersgd_rank;
+  powersgd.start_iter = config.powersgd_start_iter;
+  powersgd.min_compression_rate = config.powersgd_min_compression_rate;
+  DDP_ASSIGN_OR_RETURN(options.reducer.comm_hook, MakeCommHook(config.comm_hook, powersgd));
+  return options;
+}
+
+absl::StatusOr<std::shared_ptr<DistributedDataParallel>> WrapDdp(const TrainConfig& config,
+                                                                 std::shared_ptr<Module> model, Device device,
+                                                                 ProcessGroup* group, const DdpOptions& options) {
+  if (device.is_cuda() && group->backend_name() != "nccl") {
+    return absl::InvalidArgumentError("under DDP, --device=cuda needs --backend=nccl (Gloo takes CPU tensors)");
+  }
+  if (config.sync_bn) ConvertSyncBatchNorm(*model, group);
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<DistributedDataParallel> ddp,
+                       DistributedDataParallel::Create(std::move(model), group, options));
+  if (group->rank() == 0) {
+    std::fprintf(stderr, "DDP: %d ranks over %s, %d buckets\n", group->size(), group->backend_name().c_str(),
+                 static_cast<int>(ddp->reducer().bucket_assignment().size()));
+    if (config.print_buckets) std::fprintf(stderr, "%s", ddp->reducer().DescribeBuckets().c_str());
+  }
+  return ddp;
+}
+
+}  // namespace ddp
