@@ -72,8 +72,26 @@
 // is blocked, a wait spins for spin_while_waited (5 ms) before it sleeps, and a wait already asleep is
 // woken (ShmWaiters::Begin wakes the futex word it sleeps on) to spin. A wait spins long at most once; a
 // Begin that races with the waiter falling asleep may be missed, and that wait then sleeps until the
-// peer's Post, as without the waiter. Groups with more ranks than the host has CPUs never spin long
-// (ranks share cores, and a spinning rank would hold up the peer it waits for).
+// peer's Post, as without the waiter. Nor does a wait spin long while the CPUs are oversubscribed (Note
+// [Spinning under contention]).
+//
+// Note [Spinning under contention]
+// A spinning wait pays off only while the peer it waits for runs. When more threads want the CPUs than
+// there are (another job, a compile, a busy loop), the peer may be the thread waiting for a CPU, and the
+// spin holds the very CPU it needs, for up to spin_while_waited. So every wait asks CpuContention
+// (comm/shm/cpu_contention.h) how it stands: while the host's runnable threads exceed the CPUs this
+// process may use, a wait spins at most contended_spin after the 64 pauses before its first clock read,
+// then sleeps on its futex, and ShmWaiters::Begin wakes no sleeping wait to spin. The count
+// (/proc/loadavg, about a microsecond) is sampled at most once per sample interval per process, and only
+// by a thread that is the one thread of its process running for the group: the inline caller, or the
+// worker while the process's other threads are blocked on the group. The group then contributes about
+// one runnable thread per rank (this one, and the peers it waits for, which are computing), so the count
+// exceeds the CPUs only when something else wants them too. A worker that spins while its own process
+// computes (buckets reduced during backward) would count that computation as well, and call a quiet
+// machine oversubscribed: it reads the latest verdict but never samples. The verdict is a moving average
+// of the samples (RunnableEstimate): one burst does not flip it, load that stays does within three
+// samples, and it recovers as quickly once the load is gone. A group with more ranks than the CPUs this
+// process may use oversubscribes them by itself and always spins contended_spin.
 //
 // Segments never leak: each is created with shm_open under a random name, and its owner unlinks the
 // name as soon as every rank has mapped every segment (or when Create fails), before any collective
@@ -189,25 +207,17 @@ absl::Status ReadPeerRecord(Store& store, int rank, absl::Duration timeout, pid_
 
 void ShmWaiters::Begin() {
   blocked_.fetch_add(1, std::memory_order_seq_cst);
+  if (oversubscribed_group_ || contention_->oversubscribed()) return;
   if (std::atomic<uint32_t>* word = sleeping_on_.load(std::memory_order_seq_cst)) FutexWakeAll(word);
 }
-
-namespace {
-
-// options.spin_while_waited when the group's `size` ranks fit the host's CPUs; options.spin otherwise
-// (oversubscribed ranks share cores, and a spinning rank would hold up the peer it waits for).
-absl::Duration SpinWhileWaited(const ShmChannelOptions& options, int size) {
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return cpus >= size ? std::max(options.spin, options.spin_while_waited) : options.spin;
-}
-
-}  // namespace
 
 ShmChannel::ShmChannel(int rank, int size, ShmChannelOptions options)
     : rank_(rank),
       size_(size),
       options_(std::move(options)),
-      spin_while_waited_(SpinWhileWaited(options_, size)),
+      contention_(options_.contention != nullptr ? options_.contention : &CpuContention::ForProcess()),
+      oversubscribed_group_(size > UsableCpus()),
+      waiters_(std::make_shared<ShmWaiters>(contention_, oversubscribed_group_)),
       peers_(size) {}
 
 ShmChannel::~ShmChannel() {
@@ -399,13 +409,20 @@ bool ShmChannel::SpinUntil(const std::atomic<uint32_t>& w, uint32_t step, bool m
     if (i % 64 != 0) continue;
     const absl::Time now = WallNow();
     if (i == 64) start = now;
-    const absl::Duration budget = may_extend && waiters_->Any() ? spin_while_waited_ : options_.spin;
-    if (now - start >= budget) return false;
+    if (now - start >= SpinBudget(now, may_extend)) return false;
     if (!extended && now - start >= options_.spin) {
       extended = true;
       long_spins_.fetch_add(1, std::memory_order_relaxed);
     }
   }
+}
+
+absl::Duration ShmChannel::SpinBudget(absl::Time now, bool may_extend) const {
+  if (oversubscribed_group_) return std::min(options_.spin, options_.contended_spin);
+  const bool waited = may_extend && waiters_->Any();
+  const bool contended = waited || !may_extend ? contention_->Sample(now) : contention_->oversubscribed();
+  if (contended) return std::min(options_.spin, options_.contended_spin);
+  return waited ? std::max(options_.spin, options_.spin_while_waited) : options_.spin;
 }
 
 bool ShmChannel::TrySpinAll(ShmWord word, uint32_t step) {

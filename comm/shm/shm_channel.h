@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "comm/shm/cpu_contention.h"
 #include "comm/shm/shm_heap.h"
 #include "store/store.h"
 
@@ -30,9 +31,16 @@ struct ShmChannelOptions {
   absl::Duration spin = absl::Microseconds(30);
   // How long a wait spins instead while a thread of this process is blocked on one of the group's Works
   // (Note [Spinning while the process waits]): the core has nothing else of this process to run, and a
-  // core that sleeps is slow to wake on a virtual machine. Only where the group's ranks are no more than
-  // the host's CPUs (otherwise options.spin: the peer may need this core).
+  // core that sleeps is slow to wake on a virtual machine. Only while the CPUs are not oversubscribed
+  // (otherwise contended_spin: the peer may need this core).
   absl::Duration spin_while_waited = absl::Milliseconds(5);
+  // How long a wait spins (at most; never longer than `spin`) while more threads want this host's CPUs
+  // than there are, or the group has more ranks than this process may use CPUs (Note [Spinning under
+  // contention]): the peer waited for may be the thread without a CPU, and a spin would keep it off.
+  absl::Duration contended_spin = absl::Microseconds(2);
+  // Where waits learn whether the CPUs are oversubscribed; nullptr: CpuContention::ForProcess(). Tests
+  // pass their own. Must outlive the channel and the Works of its group.
+  CpuContention* contention = nullptr;
   // How often a sleeping waiter wakes to check that the rank it waits for is alive.
   absl::Duration liveness_interval = absl::Milliseconds(100);
   // Bound on the rendezvous (segment names and mappings exchanged through the store).
@@ -64,8 +72,13 @@ enum class ShmWord : int {
 // group, which may outlive it. Thread-safe.
 class ShmWaiters {
  public:
+  // `contention` (not owned, outlives this) and `oversubscribed_group` (the group has more ranks than
+  // the CPUs this process may use) say when a wait would not spin long anyway.
+  ShmWaiters(CpuContention* contention, bool oversubscribed_group)
+      : contention_(contention), oversubscribed_group_(oversubscribed_group) {}
   // A thread is about to block on one of the group's Works: waits spin longer from now on, and a wait
-  // asleep on its futex is woken to spin. Each Begin is followed by exactly one End.
+  // asleep on its futex is woken to spin, unless the CPUs are oversubscribed (it would only spin
+  // contended_spin and sleep again). Each Begin is followed by exactly one End.
   void Begin();
   void End() { blocked_.fetch_sub(1, std::memory_order_seq_cst); }
   // Whether a thread is blocked on one of the group's Works.
@@ -74,6 +87,8 @@ class ShmWaiters {
   void SleepingOn(std::atomic<uint32_t>* word) { sleeping_on_.store(word, std::memory_order_seq_cst); }
 
  private:
+  CpuContention* const contention_;
+  const bool oversubscribed_group_;
   std::atomic<int> blocked_{0};
   std::atomic<std::atomic<uint32_t>*> sleeping_on_{nullptr};
 };
@@ -165,9 +180,15 @@ class ShmChannel {
   void OpenPeerHeap(int q);
   // Whether rank `peer` finished every read of `step` (kDone, or a later inline input posted).
   bool FinishedStep(int peer, uint32_t step) const;
-  // Spins until `w` reached `step` (true) or the spin budget passed (false): options.spin, or
-  // spin_while_waited_ while `may_extend` and a thread of this process is blocked on the group's Works.
+  // Spins until `w` reached `step` (true) or the spin budget passed (false): SpinBudget, re-read at
+  // every clock read.
   bool SpinUntil(const std::atomic<uint32_t>& w, uint32_t step, bool may_extend) const;
+  // How long a wait that began spinning may spin, as of `now` (Note [Spinning under contention]):
+  // contended_spin while the CPUs are oversubscribed; else spin_while_waited while `may_extend` and a
+  // thread of this process is blocked on the group's Works; else options.spin. Samples the CPUs'
+  // contention when this thread is the one of its process that runs for the group: the inline caller
+  // (not `may_extend`), or a worker while a thread is blocked on the group.
+  absl::Duration SpinBudget(absl::Time now, bool may_extend) const;
   // Sleeps on a futex until rank `peer`'s `word` reached `step` (the slow path of Wait). `spun_long`: the
   // spin before it already ran with spin_while_waited_ (a wait spins that long at most once).
   absl::Status Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what,
@@ -176,9 +197,10 @@ class ShmChannel {
   const int rank_;
   const int size_;
   const ShmChannelOptions options_;
-  // options.spin_while_waited where the group's ranks fit the host's CPUs, else options.spin.
-  const absl::Duration spin_while_waited_;
-  const std::shared_ptr<ShmWaiters> waiters_ = std::make_shared<ShmWaiters>();
+  CpuContention* const contention_;  // options.contention, or the process's
+  // The group has more ranks than the CPUs this process may use: waits always spin contended_spin.
+  const bool oversubscribed_group_;
+  const std::shared_ptr<ShmWaiters> waiters_;
   std::atomic<uint64_t> sleeps_{0};
   mutable std::atomic<uint64_t> long_spins_{0};  // counted by SpinUntil, a const method
   std::vector<Peer> peers_;  // index = rank, this rank included
