@@ -63,8 +63,10 @@ absl::StatusOr<std::unique_ptr<ProcessGroupShm>> ProcessGroupShm::Create(Store& 
   channel_options.rendezvous_timeout = options.timeout;
   absl::StatusOr<std::unique_ptr<ShmChannel>> channel = ShmChannel::Create(store, rank, size, channel_options);
   if (!channel.ok()) {
-    return absl::Status(channel.status().code(), absl::StrCat("shm: rank ", rank, " of ", size,
-                                                              " could not join: ", channel.status().message()));
+    absl::Status failed(channel.status().code(),
+                        absl::StrCat("shm: rank ", rank, " of ", size, " could not join: ", channel.status().message()));
+    if (IsShmSegmentUnavailable(channel.status())) MarkShmSegmentUnavailable(failed);
+    return failed;
   }
   return std::unique_ptr<ProcessGroupShm>(new ProcessGroupShm(*std::move(channel), options));
 }

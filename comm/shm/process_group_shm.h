@@ -54,7 +54,9 @@ class ProcessGroupShm : public QueuedProcessGroup {
  public:
   // Rendezvous through `store` (keys under "shm/"; `store` is not kept): checks the world size, maps
   // every rank's segment. Fails with kUnavailable naming a rank that never arrived within
-  // options.timeout, or one whose segment cannot be mapped (another host). REQUIRES: 0 <= rank < size.
+  // options.timeout, or one whose segment cannot be mapped (another host); on every rank alike, with
+  // IsShmSegmentUnavailable (comm/shm/shm_channel.h), when a rank cannot create its segment (/dev/shm
+  // too small: the error names its size and the bytes needed). REQUIRES: 0 <= rank < size.
   static absl::StatusOr<std::unique_ptr<ProcessGroupShm>> Create(Store& store, int rank, int size,
                                                                  const ProcessGroupShmOptions& options = {});
   // Pending works fail with "process group destroyed"; the running one finishes (bounded) first.

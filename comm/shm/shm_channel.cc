@@ -16,6 +16,8 @@
 #include <cstring>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -98,6 +100,17 @@
 // runs; the mappings keep the memory alive, and the kernel frees it with the last mapping, whatever
 // way the processes end. Only a SIGKILL inside Create itself, between shm_open and the unlink, leaves
 // a name behind.
+//
+// Note [Segments every rank can reserve]
+// A tmpfs hands out pages only when they are first touched, so a segment larger than what /dev/shm holds
+// (Docker gives 64 MiB; a slot pair is 2 MiB per rank) is created and mapped without complaint, and the
+// first write past the free space kills the process with SIGBUS. So a rank reserves all of its segment
+// when it creates it (posix_fallocate, MapShmSegment) and the memfd heap reserves each block as it grows
+// (comm/shm/shm_heap.h): what cannot be had fails at once, with /dev/shm's size and the bytes needed, and
+// nothing is faulted in later. The failure must reach every rank, or the peers would wait for this
+// rank's segment until the timeout while it leaves: the rank publishes "none <why>" as its segment
+// record, every peer fails on reading it with that reason, and all of their errors satisfy
+// IsShmSegmentUnavailable, so with --backend=auto every rank falls back to Gloo together (comm/init.cc).
 
 namespace ddp {
 namespace {
@@ -183,6 +196,18 @@ struct ShmChannel::Peer {
 
 namespace {
 
+// The segment record of a rank that could not create its segment: this prefix, then why.
+constexpr absl::string_view kNoSegment = "none ";
+
+// The payload that marks a status of IsShmSegmentUnavailable.
+constexpr absl::string_view kSegmentUnavailableUrl = "type.ddpengine/shm-segment-unavailable";
+
+absl::Status SegmentUnavailable(absl::StatusCode code, absl::string_view message) {
+  absl::Status status(code, message);
+  MarkShmSegmentUnavailable(status);
+  return status;
+}
+
 // Reads rank `rank`'s "<pid> <bytes> <name>" from the store.
 absl::Status ReadPeerRecord(Store& store, int rank, absl::Duration timeout, pid_t* pid, size_t* bytes,
                             std::string* name) {
@@ -190,6 +215,9 @@ absl::Status ReadPeerRecord(Store& store, int rank, absl::Duration timeout, pid_
   if (!record.ok()) {
     return absl::UnavailableError(
         absl::StrCat("rank ", rank, " never published its shared-memory segment: ", record.status().message()));
+  }
+  if (absl::StartsWith(*record, kNoSegment)) {
+    return SegmentUnavailable(absl::StatusCode::kResourceExhausted, record->substr(kNoSegment.size()));
   }
   std::vector<std::string> parts = absl::StrSplit(*record, ' ');
   int64_t pid64 = 0;
@@ -204,6 +232,14 @@ absl::Status ReadPeerRecord(Store& store, int rank, absl::Duration timeout, pid_
 }
 
 }  // namespace
+
+bool IsShmSegmentUnavailable(const absl::Status& status) {
+  return status.GetPayload(kSegmentUnavailableUrl).has_value();
+}
+
+void MarkShmSegmentUnavailable(absl::Status& status) {
+  if (!status.ok()) status.SetPayload(kSegmentUnavailableUrl, absl::Cord("1"));
+}
 
 void ShmWaiters::Begin() {
   blocked_.fetch_add(1, std::memory_order_seq_cst);
@@ -232,7 +268,16 @@ absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Create(Store& store, int
   const size_t bytes = kControlBytes + 2 * options.slot_bytes;
   const std::string name = absl::StrCat("/", options.name_tag, "-", getpid(), "-", rank, "-", RandomShmSuffix());
   Peer& self = channel->peers_[rank];
-  DDP_ASSIGN_OR_RETURN(self.base, MapShmSegment(name, bytes, /*create=*/true));
+  absl::StatusOr<char*> own = MapShmSegment(name, bytes, /*create=*/true);
+  if (!own.ok()) {
+    // The peers learn it from this rank's record instead of waiting for it until the timeout, so that
+    // every rank fails alike (Note [Segments every rank can reserve]).
+    const std::string why = absl::StrCat("rank ", rank, " cannot create its shared-memory segment: ",
+                                         own.status().message());
+    (void)store.Set(SegmentKey(rank), absl::StrCat(kNoSegment, why));
+    return SegmentUnavailable(own.status().code(), why);
+  }
+  self.base = *own;
   absl::Cleanup unlink_name = [&name] { shm_unlink(name.c_str()); };  // on every path out of Create
   self.bytes = bytes;
   self.pid = getpid();

@@ -93,14 +93,25 @@ class ShmWaiters {
   std::atomic<std::atomic<uint32_t>*> sleeping_on_{nullptr};
 };
 
+// Whether `status` (from ShmChannel::Create, or an error that kept it with MarkShmSegmentUnavailable)
+// says that a rank of the group could not create its shared-memory segment: too small a /dev/shm, or
+// none. Every rank's Create then fails so, with the reason of the rank that could not (Note [Segments
+// every rank can reserve] in comm/shm/shm_channel.cc), so the ranks may all choose another backend.
+bool IsShmSegmentUnavailable(const absl::Status& status);
+// Marks `status` (not OK) so that IsShmSegmentUnavailable holds: for callers that wrap Create's error
+// in their own.
+void MarkShmSegmentUnavailable(absl::Status& status);
+
 // The mapped segments of a group of `size` ranks of one host. Not thread-safe: one thread (the
 // group's worker) drives it; waiters() may be shared with any thread. The segments' names are unlinked
 // before Create returns, so nothing is left in /dev/shm whatever happens to the processes afterwards.
 class ShmChannel {
  public:
-  // Creates this rank's segment, exchanges names and process ids through `store` (keys under "shm/"),
-  // maps every rank's segment, waits until every rank has mapped all of them, and unlinks its own name
-  // (also on failure). `store` is used only during Create. Errors name the rank that never arrived.
+  // Creates this rank's segment (all its bytes reserved at once), exchanges names and process ids
+  // through `store` (keys under "shm/"), maps every rank's segment, waits until every rank has mapped all
+  // of them, and unlinks its own name (also on failure). `store` is used only during Create. Errors name
+  // the rank that never arrived; when a rank cannot create its segment every rank fails with that rank's
+  // reason (e.g. /dev/shm's size and the bytes needed) and IsShmSegmentUnavailable.
   // REQUIRES: 0 <= rank < size.
   static absl::StatusOr<std::unique_ptr<ShmChannel>> Create(Store& store, int rank, int size,
                                                             const ShmChannelOptions& options);
