@@ -191,13 +191,15 @@ TEST(InitTest, SilentServiceOnMasterPortFailsWithinTheTimeout) {
 
 TEST(InitTest, LocalAddressTowardLoopback) { EXPECT_EQ(LocalAddressToward("127.0.0.1"), "127.0.0.1"); }
 
-// Two ranks (threads) join with `backend` over env:// and all-reduce rank + 1 where /dev/shm holds 1 MiB
-// (a forked child in a private mount namespace: a container's small /dev/shm). OK when `check` accepts
-// every rank's outcome (the group's backend or its error) and what the process printed on stderr.
+// Two ranks (threads) join with `backend` and all-reduce rank + 1 where /dev/shm holds 1 MiB (a forked
+// child in a private mount namespace: a container's small /dev/shm). They meet through a file store: a
+// rank that fails leaves no store behind that its peer still needs. OK when `check` accepts every rank's
+// outcome (the group's backend or its error) and what the process printed on stderr.
 absl::Status JoinWithSmallDevShm(
     const std::string& backend,
     const std::function<absl::Status(const std::vector<absl::StatusOr<std::string>>&, const std::string&)>& check) {
-  const std::string port = std::to_string(FreePort());
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string url = absl::StrCat("file://", tmp ? tmp : "/tmp", "/small_dev_shm_store_", getpid());
   std::vector<absl::StatusOr<std::string>> outcomes(2, absl::UnknownError("not run"));
   testing::internal::CaptureStderr();
   std::vector<std::thread> threads;
@@ -205,11 +207,11 @@ absl::Status JoinWithSmallDevShm(
     threads.emplace_back([&, rank] {
       InitOptions options;
       options.backend = backend;
-      options.env = Fake({{"RANK", std::to_string(rank)},
-                          {"WORLD_SIZE", "2"},
-                          {"MASTER_ADDR", "127.0.0.1"},
-                          {"MASTER_PORT", port},
-                          {"DDP_TIMEOUT_S", "30"}});
+      options.init_method = url;
+      options.rank = rank;
+      options.world_size = 2;
+      options.env = Fake({});
+      options.timeout = absl::Seconds(30);
       auto context = InitProcessGroup(options);
       if (!context.ok()) {
         outcomes[rank] = context.status();
@@ -219,7 +221,6 @@ absl::Status JoinWithSmallDevShm(
       Tensor t = Full({1 << 18}, static_cast<float>(rank + 1));
       absl::Status reduced = group.AllReduce(t)->Wait(absl::Seconds(30));
       if (reduced.ok() && t.ToVector<float>()[12345] != 3.0f) reduced = absl::DataLossError("wrong sum");
-      if (reduced.ok()) reduced = group.Barrier()->Wait(absl::Seconds(30));  // rank 0 hosts the store
       outcomes[rank] = reduced.ok() ? absl::StatusOr<std::string>(group.backend_name()) : reduced;
     });
   }

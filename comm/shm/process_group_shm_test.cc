@@ -297,7 +297,8 @@ TEST(ShmTimeoutTest, TheErrorNamesTheCollectiveAndTheRankWaitedFor) {
   EXPECT_TRUE(absl::StrContains(status.message(), "waiting for rank 1")) << status;
   // The group is broken: later collectives fail at once, and the peer learns it from the abort word.
   EXPECT_FALSE(groups[0]->Barrier()->Wait(absl::Seconds(10)).ok());
-  groups[1]->Barrier()->Wait(absl::Seconds(10)).IgnoreError();  // may pass: rank 0 posted step 1
+  Tensor late = Input<float>(1, 10, 0, DType::kFloat32);  // rank 1's side of the same call
+  groups[1]->AllReduce(late)->Wait(absl::Seconds(10)).IgnoreError();  // may pass: rank 0 posted step 1
   absl::Status peer_status = groups[1]->Barrier()->Wait(absl::Seconds(10));
   EXPECT_EQ(peer_status.code(), absl::StatusCode::kUnavailable) << peer_status;
   EXPECT_TRUE(absl::StrContains(peer_status.message(), "rank 0 failed")) << peer_status;

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <optional>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/cord.h"
@@ -120,6 +121,10 @@ constexpr int kNumWords = 3;
 
 struct alignas(64) WordLine {
   std::atomic<uint32_t> value;
+  // kReady only, per step parity: the stamp of the call the owner's input of that step belongs to, in
+  // the word's own cache line, so the reader's one miss on the word brings it (Note [Call stamps] in
+  // comm/shm/call_stamp.h).
+  std::atomic<uint32_t> stamp[2];
 };
 
 // The control block at the start of every segment. Zero-initialised by ftruncate.
@@ -132,9 +137,14 @@ struct Control {
   // step that published nothing finds another step's number here and reads the slot.
   alignas(64) std::atomic<uint64_t> input[2];
   std::atomic<uint32_t> input_step[2];
-  // Per step parity: the step whose input the owner put in `data` (Post(kInlineReady)), then the input.
+  // Per step parity: the owner's record of the call its input of that step belongs to (PostInput), read
+  // only to name a mismatch.
+  alignas(64) std::atomic<uint64_t> call_record[2][ShmCallStamp::kRecordWords];
+  // Per step parity: the step whose input the owner put in `data` (Post(kInlineReady)), the stamp of its
+  // call (as WordLine's), then the input.
   struct alignas(64) InlineInput {
     std::atomic<uint32_t> step;
+    std::atomic<uint32_t> stamp;
     alignas(8) char data[ShmChannel::kInlineBytes];
   } inline_input[2];
 };
@@ -201,6 +211,8 @@ constexpr absl::string_view kNoSegment = "none ";
 
 // The payload that marks a status of IsShmSegmentUnavailable.
 constexpr absl::string_view kSegmentUnavailableUrl = "type.ddpengine/shm-segment-unavailable";
+// The payload of a wait's status that PeerPostedInputElsewhere reads: the peer's rank.
+constexpr absl::string_view kInputElsewhereUrl = "type.ddpengine/shm-input-elsewhere";
 
 absl::Status SegmentUnavailable(absl::StatusCode code, absl::string_view message) {
   absl::Status status(code, message);
@@ -232,6 +244,13 @@ absl::Status ReadPeerRecord(Store& store, int rank, absl::Duration timeout, pid_
 }
 
 }  // namespace
+
+int PeerPostedInputElsewhere(const absl::Status& status) {
+  const auto peer = status.GetPayload(kInputElsewhereUrl);
+  int rank = -1;
+  if (!peer.has_value() || !absl::SimpleAtoi(std::string(*peer), &rank)) return -1;
+  return rank;
+}
 
 bool IsShmSegmentUnavailable(const absl::Status& status) {
   return status.GetPayload(kSegmentUnavailableUrl).has_value();
@@ -401,6 +420,43 @@ char* ShmChannel::Slot(int owner, uint32_t step) const {
   return peers_[owner].base + kControlBytes + (step % 2) * options_.slot_bytes;
 }
 
+void ShmChannel::PostInput(ShmWord word, uint32_t step, const ShmCallStamp& call) {
+  Control* control = peers_[rank_].control();
+  for (int i = 0; i < ShmCallStamp::kRecordWords; ++i) {
+    control->call_record[step % 2][i].store(call.record[i], std::memory_order_relaxed);
+  }
+  StampOf(rank_, word, step).store(call.stamp, std::memory_order_relaxed);
+  Post(word, step);  // a seq_cst store: a reader that sees the step sees the stamp and the record
+}
+
+std::atomic<uint32_t>& ShmChannel::StampOf(int owner, ShmWord word, uint32_t step) const {
+  DDP_CHECK(word == ShmWord::kReady || word == ShmWord::kInlineReady) << "no stamp beside word " << WordName(word);
+  Control* control = peers_[owner].control();
+  if (word == ShmWord::kInlineReady) return control->inline_input[step % 2].stamp;
+  return control->words[static_cast<int>(ShmWord::kReady)].stamp[step % 2];
+}
+
+uint32_t ShmChannel::InputStamp(int peer, ShmWord word, uint32_t step) const {
+  return StampOf(peer, word, step).load(std::memory_order_relaxed);
+}
+
+std::array<uint64_t, ShmCallStamp::kRecordWords> ShmChannel::InputCallRecord(int peer, uint32_t step) const {
+  std::array<uint64_t, ShmCallStamp::kRecordWords> record;
+  for (int i = 0; i < ShmCallStamp::kRecordWords; ++i) {
+    record[i] = peers_[peer].control()->call_record[step % 2][i].load(std::memory_order_relaxed);
+  }
+  return record;
+}
+
+bool ShmChannel::PostedInputElsewhere(int peer, ShmWord word, uint32_t step) const {
+  const Control* control = peers_[peer].control();
+  const bool posted_inline = control->inline_input[step % 2].step.load(std::memory_order_acquire) == step;
+  if (word == ShmWord::kReady) return posted_inline;
+  if (word != ShmWord::kInlineReady) return false;
+  const uint32_t ready = control->words[static_cast<int>(ShmWord::kReady)].value.load(std::memory_order_acquire);
+  return !posted_inline && Reached(ready, step);
+}
+
 void ShmChannel::Post(ShmWord word, uint32_t step) {
   Peer& self = peers_[rank_];
   std::atomic<uint32_t>& w = self.word(word, step);
@@ -490,7 +546,16 @@ absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time
   std::atomic<uint32_t>& w = peers_[peer].word(word, step);
   std::atomic<uint32_t>& sleepers = peers_[peer].control()->sleepers;
   absl::Time next_check = WallNow();
+  // Checked before each sleep and before the peers' liveness, so that a peer that found the mismatch
+  // first and broke the group is reported for the mismatch (Note [Call stamps] in comm/shm/call_stamp.h).
+  const auto posted_elsewhere = [&] {
+    absl::Status elsewhere = absl::FailedPreconditionError(
+        absl::StrCat(what(), ": rank ", peer, " posted its input of step ", step, " as another kind of call"));
+    elsewhere.SetPayload(kInputElsewhereUrl, absl::Cord(absl::StrCat(peer)));
+    return elsewhere;
+  };
   while (true) {
+    if (PostedInputElsewhere(peer, word, step)) return posted_elsewhere();
     if (!spun_long && waiters_->Any()) {  // a thread began to wait on the group (and may have woken us)
       spun_long = true;
       if (SpinUntil(w, step, /*may_extend=*/true)) return absl::OkStatus();
@@ -510,6 +575,7 @@ absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time
     const absl::Time now = WallNow();
     const bool check_processes = now >= next_check;
     if (check_processes) next_check = now + options_.liveness_interval;
+    if (PostedInputElsewhere(peer, word, step)) return posted_elsewhere();
     if (std::string lost = CheckPeers(check_processes); !lost.empty()) {
       return absl::UnavailableError(absl::StrCat(what(), ": ", lost));
     }

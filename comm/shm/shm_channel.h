@@ -5,6 +5,7 @@
 #ifndef DDP_COMM_SHM_SHM_CHANNEL_H_
 #define DDP_COMM_SHM_SHM_CHANNEL_H_
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -66,6 +67,20 @@ enum class ShmWord : int {
   // shares its cache line with the input's first bytes, so a peer's one miss brings both.
   kInlineReady = 3,
 };
+
+// How a rank's input of a step names the call it belongs to (Note [Call stamps] in comm/shm/call_stamp.h):
+// a stamp every reader compares with its own, and a record, opaque to the channel, that only a reader
+// whose stamp differs reads back to name both calls.
+struct ShmCallStamp {
+  static constexpr int kRecordWords = 6;
+  uint32_t stamp = 0;
+  std::array<uint64_t, kRecordWords> record{};
+};
+
+// The peer's rank when `status` (from a Wait for kReady or kInlineReady) says that the peer posted its
+// input of that step on the other of those two words: its call differs from this rank's (a size that
+// takes the other path). -1 otherwise.
+int PeerPostedInputElsewhere(const absl::Status& status);
 
 // How many threads of this process are blocked on the group's Works, and the futex word the channel's
 // waiter sleeps on (Note [Spinning while the process waits]). Shared by a ShmChannel and the Works of its
@@ -143,9 +158,18 @@ class ShmChannel {
   absl::Status WaitSlotFree(uint32_t step, absl::Time deadline, ShmWhat what);
   // Publishes `word` = `step` for this rank and wakes the peers sleeping on it.
   void Post(ShmWord word, uint32_t step);
+  // Post of an input's word (kReady or kInlineReady) with the stamp and record of its call, which the
+  // readers of `step` compare (InputStamp) before they use the input. Like the slot, the stamp and the
+  // record of `step` are reused for step + 2: REQUIRES WaitSlotFree(step) first.
+  void PostInput(ShmWord word, uint32_t step, const ShmCallStamp& call);
+  // The stamp rank `peer` posted with its input of `step` on `word` (kReady or kInlineReady), and the
+  // record of its call. Valid once that word reached `step`, until this rank posts kDone = step.
+  uint32_t InputStamp(int peer, ShmWord word, uint32_t step) const;
+  std::array<uint64_t, ShmCallStamp::kRecordWords> InputCallRecord(int peer, uint32_t step) const;
   // Blocks until rank `peer`'s `word` reached `step`, `deadline` passed (DeadlineExceeded naming the
-  // word, step and peer), or a rank was lost (Unavailable naming it: its process exited, or a peer
-  // announced it lost). `what()` prefixes the error.
+  // word, step and peer), a rank was lost (Unavailable naming it: its process exited, or a peer
+  // announced it lost), or, waiting for kReady or kInlineReady, the peer posted its input of `step` on
+  // the other word (FailedPrecondition, PeerPostedInputElsewhere). `what()` prefixes the error.
   absl::Status Wait(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what);
   // Wait for every rank other than this one.
   absl::Status WaitAll(ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what);
@@ -189,6 +213,11 @@ class ShmChannel {
   uint64_t HeapInput(int owner, uint32_t step) const;
   // Opens rank q's heap (after mapping its segment); on failure records why zero-copy is off.
   void OpenPeerHeap(int q);
+  // The word beside `word` (kReady or kInlineReady) that holds rank `owner`'s stamp for `step`.
+  std::atomic<uint32_t>& StampOf(int owner, ShmWord word, uint32_t step) const;
+  // Whether rank `peer` posted its input of `step` on the other input word than `word` (kReady or
+  // kInlineReady; false for the others).
+  bool PostedInputElsewhere(int peer, ShmWord word, uint32_t step) const;
   // Whether rank `peer` finished every read of `step` (kDone, or a later inline input posted).
   bool FinishedStep(int peer, uint32_t step) const;
   // Spins until `w` reached `step` (true) or the spin budget passed (false): SpinBudget, re-read at
