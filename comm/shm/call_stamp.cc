@@ -66,10 +66,11 @@ std::string Describe(const ShmCallRecord& record, int at, int rank, int size) {
 
 ShmCallStamp ShmCallHistory::Stamp(const CollectiveSpec& spec, uint64_t sequence) {
   const std::array<uint64_t, 3> call = Encode(spec, sequence);
-  // The fingerprint leaves the sequence number out: the history carries the order.
-  const uint64_t fingerprint = Mix(call[1] ^ Mix(call[2]));
+  // The fingerprint (element count; kind, op, dtype and root) leaves the sequence number out: the
+  // history carries the order. One mix: the smallest collectives stamp every call.
   ShmCallStamp stamp;
-  stamp.stamp = static_cast<uint32_t>(Mix(fingerprint ^ (static_cast<uint64_t>(last_stamp_) << 32)) >> 32);
+  stamp.stamp = static_cast<uint32_t>(
+      Mix(call[1] * 0x9e3779b97f4a7c15ULL ^ call[2] ^ static_cast<uint64_t>(last_stamp_) << 40 ^ last_stamp_) >> 32);
   for (int i = 0; i < 3; ++i) {
     stamp.record[i] = call[i];
     stamp.record[3 + i] = last_call_[i];

@@ -5,9 +5,12 @@
 // The ranks of a shared-memory group meet step by step, and the steps line up whatever the ranks call: a
 // rank that all-reduces 1000 floats while its peer all-reduces 10, or broadcasts while its peer reduces,
 // would read the peer's input as its own kind of data and return wrong numbers without an error. So
-// every input a rank posts carries the stamp of its call (ShmChannel::PostInput), in the cache line of
-// the word the readers wait on, and every reader compares it with its own stamp before it touches the
-// input: one load from a line it has just read, and a compare. Beside it lies a record of the call
+// every input a rank posts carries the stamp of its call (ShmChannel::PostInput): the high half of the
+// step word the readers wait on, published with the step in one store (a second store to a line a peer
+// spins on would cost a second transfer of the line, a quarter of a 4-byte all-reduce), and every
+// reader compares it with its own stamp before it touches the input: a load from a line it has just
+// read, and a compare. A reader that finds kReady already at the peer's next step takes the stamp from
+// the peer's record line instead. In that line lies a record of the call
 // (its sequence number, kind, reduce op, root, element count and dtype, and the same of the rank's
 // previous call), which only a reader whose stamp differs reads back, to name both ranks' calls in the
 // format of comm/collective_description.h (FailedPrecondition, as ProcessGroupGloo reports a mismatch).

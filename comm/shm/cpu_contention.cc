@@ -66,8 +66,12 @@ double QuotaCpus() {
 }
 
 // The runnable count in /proc/loadavg ("0.40 0.22 0.09 2/152 4128": the 2), read through a descriptor
-// kept open for the process's life (a pread regenerates the text: about a microsecond).
+// kept open for the process's life (a pread regenerates the text: about a microsecond). Unknown for a
+// thread under a real-time policy (chrt -f): the ordinary threads that make up the count cannot preempt
+// it, nor the peers it waits for, which run under the same policy.
 std::optional<int> ReadLoadavgRunnable() {
+  const int policy = sched_getscheduler(0);
+  if (policy == SCHED_FIFO || policy == SCHED_RR) return std::nullopt;
   static const int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   char buffer[128];

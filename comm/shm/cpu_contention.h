@@ -57,7 +57,8 @@ class CpuContention {
   CpuContention& operator=(const CpuContention&) = delete;
 
   // The instance of this process: /proc/loadavg's count of runnable threads (the whole host's) against
-  // the host's online CPUs. Never destroyed. When /proc/loadavg cannot be read it never reports
+  // UsableCpus(). Never destroyed. Samples taken by a thread under a real-time policy are skipped (the
+  // count's ordinary threads cannot take its CPU); when /proc/loadavg cannot be read it never reports
   // oversubscription.
   static CpuContention& ForProcess();
 

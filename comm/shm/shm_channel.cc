@@ -29,7 +29,9 @@
 
 // Note [Shared-memory protocol]
 // Every rank owns one segment: a control block (three step words, a sleeper count and an abort word,
-// each step word on its own cache line) and two data slots. Only the owner writes its segment; every
+// each step word on its own cache line) and two data slots. A step word holds the step in its low 32
+// bits, the word a futex sleeps on, and beside an input the stamp of its call in its high 32 bits (Note
+// [Call stamps] in comm/shm/call_stamp.h). Only the owner writes its segment; every
 // rank maps all segments. Collectives are cut into steps (one chunk of at most slot_bytes each); ranks
 // count steps identically because they issue the same collectives with the same shapes, so no global
 // barrier is needed per call: the step numbers themselves say who is where.
@@ -119,12 +121,10 @@ namespace {
 constexpr size_t kControlBytes = 4096;
 constexpr int kNumWords = 3;
 
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "a step word's low half (its step) is its futex word");
+
 struct alignas(64) WordLine {
-  std::atomic<uint32_t> value;
-  // kReady only, per step parity: the stamp of the call the owner's input of that step belongs to, in
-  // the word's own cache line, so the reader's one miss on the word brings it (Note [Call stamps] in
-  // comm/shm/call_stamp.h).
-  std::atomic<uint32_t> stamp[2];
+  ShmStepWord value;
 };
 
 // The control block at the start of every segment. Zero-initialised by ftruncate.
@@ -138,20 +138,27 @@ struct Control {
   alignas(64) std::atomic<uint64_t> input[2];
   std::atomic<uint32_t> input_step[2];
   // Per step parity: the owner's record of the call its input of that step belongs to (PostInput), read
-  // only to name a mismatch.
-  alignas(64) std::atomic<uint64_t> call_record[2][ShmCallStamp::kRecordWords];
-  // Per step parity: the step whose input the owner put in `data` (Post(kInlineReady)), the stamp of its
-  // call (as WordLine's), then the input.
+  // only to name a mismatch, and the stamp it posted with kReady, read only by a reader that finds kReady
+  // already at a later step. Plain memory: written before the input's word is posted (a seq_cst store),
+  // read only after that word was seen, and rewritten only two steps later, after every reader's kDone.
+  alignas(64) uint64_t call_record[2][ShmCallStamp::kRecordWords];
+  uint32_t ready_stamp[2];
+  // Per step parity: the step whose input the owner put in `data` (Post(kInlineReady)) with the stamp of
+  // its call, then the input.
   struct alignas(64) InlineInput {
-    std::atomic<uint32_t> step;
-    std::atomic<uint32_t> stamp;
-    alignas(8) char data[ShmChannel::kInlineBytes];
+    ShmStepWord step;
+    char data[ShmChannel::kInlineBytes];
   } inline_input[2];
 };
 static_assert(sizeof(Control::InlineInput) == 1024, "an inline area is 16 cache lines, its word in the first");
 static_assert(sizeof(Control) <= kControlBytes, "control block must fit its page");
 
-bool Reached(uint32_t value, uint32_t step) { return static_cast<int32_t>(value - step) >= 0; }
+// The step in a step word's value.
+uint32_t StepOf(uint64_t value) { return static_cast<uint32_t>(value); }
+// The stamp beside it (an input's word).
+uint32_t StampIn(uint64_t value) { return static_cast<uint32_t>(value >> 32); }
+
+bool Reached(uint64_t value, uint32_t step) { return static_cast<int32_t>(StepOf(value) - step) >= 0; }
 
 const char* WordName(ShmWord word) {
   switch (word) {
@@ -167,12 +174,13 @@ const char* WordName(ShmWord word) {
   return "?";
 }
 
-void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout) {
+// Futexes on a step word: its low half, the step (little-endian, asserted above).
+void FutexWait(ShmStepWord* word, uint32_t expected, absl::Duration timeout) {
   const timespec ts = absl::ToTimespec(timeout);
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
 }
 
-void FutexWakeAll(std::atomic<uint32_t>* word) {
+void FutexWakeAll(ShmStepWord* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
@@ -198,7 +206,7 @@ struct ShmChannel::Peer {
   std::unique_ptr<PeerHeap> heap;  // this peer's heap, mapped on demand (zero-copy only)
   Control* control() const { return reinterpret_cast<Control*>(base); }
   // The word `w` for `step` (all but kInlineReady have one word for every step).
-  std::atomic<uint32_t>& word(ShmWord w, uint32_t step) const {
+  ShmStepWord& word(ShmWord w, uint32_t step) const {
     if (w == ShmWord::kInlineReady) return control()->inline_input[step % 2].step;
     return control()->words[static_cast<int>(w)].value;
   }
@@ -263,7 +271,7 @@ void MarkShmSegmentUnavailable(absl::Status& status) {
 void ShmWaiters::Begin() {
   blocked_.fetch_add(1, std::memory_order_seq_cst);
   if (oversubscribed_group_ || contention_->oversubscribed()) return;
-  if (std::atomic<uint32_t>* word = sleeping_on_.load(std::memory_order_seq_cst)) FutexWakeAll(word);
+  if (ShmStepWord* word = sleeping_on_.load(std::memory_order_seq_cst)) FutexWakeAll(word);
 }
 
 ShmChannel::ShmChannel(int rank, int size, ShmChannelOptions options)
@@ -420,46 +428,43 @@ char* ShmChannel::Slot(int owner, uint32_t step) const {
   return peers_[owner].base + kControlBytes + (step % 2) * options_.slot_bytes;
 }
 
+// One store publishes the step and the stamp, so a reader spinning on the word's line loses it to this
+// rank once, as for a bare Post (Note [Call stamps] in comm/shm/call_stamp.h).
 void ShmChannel::PostInput(ShmWord word, uint32_t step, const ShmCallStamp& call) {
-  Control* control = peers_[rank_].control();
-  for (int i = 0; i < ShmCallStamp::kRecordWords; ++i) {
-    control->call_record[step % 2][i].store(call.record[i], std::memory_order_relaxed);
-  }
-  StampOf(rank_, word, step).store(call.stamp, std::memory_order_relaxed);
-  Post(word, step);  // a seq_cst store: a reader that sees the step sees the stamp and the record
+  Peer& self = peers_[rank_];
+  std::memcpy(self.control()->call_record[step % 2], call.record.data(), sizeof(call.record));
+  self.control()->ready_stamp[step % 2] = call.stamp;
+  ShmStepWord& w = self.word(word, step);
+  w.store(uint64_t{call.stamp} << 32 | step, std::memory_order_seq_cst);
+  if (self.control()->sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll(&w);
 }
 
-std::atomic<uint32_t>& ShmChannel::StampOf(int owner, ShmWord word, uint32_t step) const {
-  DDP_CHECK(word == ShmWord::kReady || word == ShmWord::kInlineReady) << "no stamp beside word " << WordName(word);
-  Control* control = peers_[owner].control();
-  if (word == ShmWord::kInlineReady) return control->inline_input[step % 2].stamp;
-  return control->words[static_cast<int>(ShmWord::kReady)].stamp[step % 2];
-}
-
+// kReady may have moved on to the peer's next step (it posts step + 1 once it read this rank's input
+// of step): then the stamp of `step` is the one it left in its record line.
 uint32_t ShmChannel::InputStamp(int peer, ShmWord word, uint32_t step) const {
-  return StampOf(peer, word, step).load(std::memory_order_relaxed);
+  const uint64_t value = peers_[peer].word(word, step).load(std::memory_order_acquire);
+  if (StepOf(value) == step) return StampIn(value);
+  return peers_[peer].control()->ready_stamp[step % 2];
 }
 
 std::array<uint64_t, ShmCallStamp::kRecordWords> ShmChannel::InputCallRecord(int peer, uint32_t step) const {
   std::array<uint64_t, ShmCallStamp::kRecordWords> record;
-  for (int i = 0; i < ShmCallStamp::kRecordWords; ++i) {
-    record[i] = peers_[peer].control()->call_record[step % 2][i].load(std::memory_order_relaxed);
-  }
+  std::memcpy(record.data(), peers_[peer].control()->call_record[step % 2], sizeof(record));
   return record;
 }
 
 bool ShmChannel::PostedInputElsewhere(int peer, ShmWord word, uint32_t step) const {
   const Control* control = peers_[peer].control();
-  const bool posted_inline = control->inline_input[step % 2].step.load(std::memory_order_acquire) == step;
+  const bool posted_inline = StepOf(control->inline_input[step % 2].step.load(std::memory_order_acquire)) == step;
   if (word == ShmWord::kReady) return posted_inline;
   if (word != ShmWord::kInlineReady) return false;
-  const uint32_t ready = control->words[static_cast<int>(ShmWord::kReady)].value.load(std::memory_order_acquire);
+  const uint64_t ready = control->words[static_cast<int>(ShmWord::kReady)].value.load(std::memory_order_acquire);
   return !posted_inline && Reached(ready, step);
 }
 
 void ShmChannel::Post(ShmWord word, uint32_t step) {
   Peer& self = peers_[rank_];
-  std::atomic<uint32_t>& w = self.word(word, step);
+  ShmStepWord& w = self.word(word, step);
   w.store(step, std::memory_order_seq_cst);
   if (self.control()->sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll(&w);
 }
@@ -488,7 +493,7 @@ absl::Status ShmChannel::WaitAll(ShmWord word, uint32_t step, absl::Time deadlin
 }
 
 absl::Status ShmChannel::Wait(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what) {
-  std::atomic<uint32_t>& w = peers_[peer].word(word, step);
+  ShmStepWord& w = peers_[peer].word(word, step);
   if (SpinUntil(w, step, /*may_extend=*/true)) return absl::OkStatus();
   return Sleep(peer, word, step, deadline, what, /*spun_long=*/waiters_->Any());
 }
@@ -500,7 +505,7 @@ bool ShmChannel::TrySpin(int peer, ShmWord word, uint32_t step) {
 // The clock is read first after 64 pauses: a peer that arrives within them (the common case of
 // back-to-back small collectives) costs no clock read. The budget is re-read at every clock read, so a
 // thread that starts waiting on the group meanwhile extends it.
-bool ShmChannel::SpinUntil(const std::atomic<uint32_t>& w, uint32_t step, bool may_extend) const {
+bool ShmChannel::SpinUntil(const ShmStepWord& w, uint32_t step, bool may_extend) const {
   if (Reached(w.load(std::memory_order_acquire), step)) return true;
   absl::Time start = absl::InfiniteFuture();
   bool extended = false;
@@ -543,7 +548,7 @@ bool ShmChannel::TrySlotFree(uint32_t step) {
 
 absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what,
                                bool spun_long) {
-  std::atomic<uint32_t>& w = peers_[peer].word(word, step);
+  ShmStepWord& w = peers_[peer].word(word, step);
   std::atomic<uint32_t>& sleepers = peers_[peer].control()->sleepers;
   absl::Time next_check = WallNow();
   // Checked before each sleep and before the peers' liveness, so that a peer that found the mismatch
@@ -562,15 +567,15 @@ absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time
     }
     sleepers.fetch_add(1, std::memory_order_seq_cst);
     waiters_->SleepingOn(&w);
-    const uint32_t seen = w.load(std::memory_order_seq_cst);
+    const uint64_t seen = w.load(std::memory_order_seq_cst);
     if (!Reached(seen, step) && (spun_long || !waiters_->Any())) {
       sleeps_.fetch_add(1, std::memory_order_relaxed);
       const absl::Duration left = deadline - WallNow();
-      FutexWait(&w, seen, std::max(absl::ZeroDuration(), std::min(options_.liveness_interval, left)));
+      FutexWait(&w, StepOf(seen), std::max(absl::ZeroDuration(), std::min(options_.liveness_interval, left)));
     }
     waiters_->SleepingOn(nullptr);
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    const uint32_t now_value = w.load(std::memory_order_acquire);
+    const uint64_t now_value = w.load(std::memory_order_acquire);
     if (Reached(now_value, step)) return absl::OkStatus();
     const absl::Time now = WallNow();
     const bool check_processes = now >= next_check;
@@ -582,7 +587,7 @@ absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time
     if (now >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(what(), ": timed out waiting for rank ", peer, " to ",
                                                       WordName(word), " for step ", step, " (rank ", peer,
-                                                      " is at step ", now_value, ")"));
+                                                      " is at step ", StepOf(now_value), ")"));
     }
   }
 }

@@ -68,6 +68,10 @@ enum class ShmWord : int {
   kInlineReady = 3,
 };
 
+// A step word in shared memory: the step in its low 32 bits (the futex word), and, beside an input's word,
+// the stamp of its call in the high 32 bits, so that one store publishes both.
+using ShmStepWord = std::atomic<uint64_t>;
+
 // How a rank's input of a step names the call it belongs to (Note [Call stamps] in comm/shm/call_stamp.h):
 // a stamp every reader compares with its own, and a record, opaque to the channel, that only a reader
 // whose stamp differs reads back to name both calls.
@@ -99,13 +103,13 @@ class ShmWaiters {
   // Whether a thread is blocked on one of the group's Works.
   bool Any() const { return blocked_.load(std::memory_order_seq_cst) > 0; }
   // The channel's waiter is about to sleep on `word` (nullptr: it woke). Only the channel's thread calls it.
-  void SleepingOn(std::atomic<uint32_t>* word) { sleeping_on_.store(word, std::memory_order_seq_cst); }
+  void SleepingOn(ShmStepWord* word) { sleeping_on_.store(word, std::memory_order_seq_cst); }
 
  private:
   CpuContention* const contention_;
   const bool oversubscribed_group_;
   std::atomic<int> blocked_{0};
-  std::atomic<std::atomic<uint32_t>*> sleeping_on_{nullptr};
+  std::atomic<ShmStepWord*> sleeping_on_{nullptr};
 };
 
 // Whether `status` (from ShmChannel::Create, or an error that kept it with MarkShmSegmentUnavailable)
@@ -213,8 +217,6 @@ class ShmChannel {
   uint64_t HeapInput(int owner, uint32_t step) const;
   // Opens rank q's heap (after mapping its segment); on failure records why zero-copy is off.
   void OpenPeerHeap(int q);
-  // The word beside `word` (kReady or kInlineReady) that holds rank `owner`'s stamp for `step`.
-  std::atomic<uint32_t>& StampOf(int owner, ShmWord word, uint32_t step) const;
   // Whether rank `peer` posted its input of `step` on the other input word than `word` (kReady or
   // kInlineReady; false for the others).
   bool PostedInputElsewhere(int peer, ShmWord word, uint32_t step) const;
@@ -222,7 +224,7 @@ class ShmChannel {
   bool FinishedStep(int peer, uint32_t step) const;
   // Spins until `w` reached `step` (true) or the spin budget passed (false): SpinBudget, re-read at
   // every clock read.
-  bool SpinUntil(const std::atomic<uint32_t>& w, uint32_t step, bool may_extend) const;
+  bool SpinUntil(const ShmStepWord& w, uint32_t step, bool may_extend) const;
   // How long a wait that began spinning may spin, as of `now` (Note [Spinning under contention]):
   // contended_spin while the CPUs are oversubscribed; else spin_while_waited while `may_extend` and a
   // thread of this process is blocked on the group's Works; else options.spin. Samples the CPUs'
