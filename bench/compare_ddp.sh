@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# DDP throughput, ours vs PyTorch 1.13 DDP over gloo, in the same run (alternating, so load on the
+# DDP throughput, ours vs PyTorch DDP over gloo (bench/pytorch_env.sh: 2.x from PyPI), in the same run (alternating, so load on the
 # machine hits both alike). 1 thread per rank, batch 64 per rank, pre-loaded Fashion-MNIST batches.
 #   * world size 1: DDP-wrapped vs plain module (DDP's own overhead), for ours and PyTorch;
 #   * world size 2: samples/s over both ranks, ours over Gloo (like for like) and over shared memory
@@ -24,13 +24,14 @@
 #   MODELS=cnn ROUNDS=5 bash bench/compare_ddp.sh      (MLP_STEPS / CNN_STEPS change the step counts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/pytorch_env.sh
 bash tools/setup.sh
 bazel build //bench:train_throughput //launch:ddprun 2>&1 | grep -vE '^[0-9.]+: src/main/tools/linux-sandbox' | tail -1
 MODELS=${MODELS:-"mlp cnn"}
 ROUNDS=${ROUNDS:-3}
 out=$(mktemp)
-# World-size-1 runs are pinned to core 0 on both sides; PyTorch gets OMP_NUM_THREADS=1 and
-# OPENBLAS_NUM_THREADS=1 everywhere (its BLAS otherwise starts threads on the other core).
+# World-size-1 runs are pinned to core 0 on both sides; bench/pytorch_env.sh gives PyTorch one-thread
+# OpenMP, MKL and OpenBLAS pools everywhere (they otherwise start threads on the other core).
 ours() { taskset -c 0 bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 "$@"; }
 ours2() { bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 "$@" | sed 's/^\[rank 0\] //'; }
 # Two single processes at once, pinned to cores 0 and 1; prints one JSON line with their samples/s summed.
@@ -55,8 +56,8 @@ print(json.dumps({"impl": "ddpengine", "model": rows[0]["model"], "world_size": 
                   "step_cv": max(r["step_cv"] for r in rows)}))' "$a" "$b"
   rm -f "$a" "$b" "$a.steps" "$b.steps"
 }
-theirs() { OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_reference.py --steps="$STEPS" --threads=1 "$@"; }
-theirs1() { OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 /usr/bin/python3 bench/pytorch_reference.py --steps="$STEPS" --threads=1 "$@"; }
+theirs() { "$TORCH_PY" bench/pytorch_reference.py --steps="$STEPS" --threads=1 "$@"; }
+theirs1() { taskset -c 0 "$TORCH_PY" bench/pytorch_reference.py --steps="$STEPS" --threads=1 "$@"; }
 for model in $MODELS; do
   # About 4 s of timed steps per run, so that a 3% difference is above the noise (mlp steps are ~2 ms).
   if [[ $model == mlp ]]; then STEPS=${MLP_STEPS:-2000}; else STEPS=${CNN_STEPS:-200}; fi

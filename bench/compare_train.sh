@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# Single-process training throughput, ours vs PyTorch 1.13 (Debian python3-torch), in the same run,
+# Single-process training throughput, ours vs PyTorch (bench/pytorch_env.sh: 2.x from PyPI), in the same run,
 # alternating the two so machine load hits both alike. Prints each run's JSON and a ratio table.
-# One thread on both sides, pinned to core 0 (taskset), PyTorch with OMP_NUM_THREADS=1 and
-# OPENBLAS_NUM_THREADS=1: its BLAS otherwise starts threads on the other core, whatever
-# torch.set_num_threads says.
+# One thread on both sides, pinned to core 0 (taskset), PyTorch with one-thread OpenMP/MKL/OpenBLAS pools.
 #
 #   bash bench/compare_train.sh                # mlp and cnn, batch 64, 1 thread, 3 rounds
 #   MODELS="cnn" ROUNDS=5 bash bench/compare_train.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/pytorch_env.sh
 bash tools/setup.sh
 bazel build //bench:train_throughput 2>&1 | grep -vE '^[0-9.]+: src/main/tools/linux-sandbox' | tail -1
 MODELS=${MODELS:-"mlp cnn"}
@@ -20,7 +19,7 @@ for model in $MODELS; do
   for round in $(seq "$ROUNDS"); do
     taskset -c 0 bazel-bin/bench/train_throughput --model="$model" --batch_size="$BATCH" --steps="$STEPS" --threads=1 |
       tee -a "$out"
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 /usr/bin/python3 bench/pytorch_reference.py --model="$model" --batch_size="$BATCH" \
+    taskset -c 0 "$TORCH_PY" bench/pytorch_reference.py --model="$model" --batch_size="$BATCH" \
       --steps="$STEPS" --threads=1 | tee -a "$out"
   done
 done

@@ -6,6 +6,7 @@
 #   bash bench/fusion_ab.sh                  ROUNDS=8 STEPS=60 MODEL=cnn_bn bash bench/fusion_ab.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/pytorch_env.sh
 bash tools/setup.sh
 bazel build //bench:train_throughput //launch:ddprun 2>&1 | grep -vE '^[0-9.]+: src/main/tools/linux-sandbox' | tail -1
 ROUNDS=${ROUNDS:-6}
@@ -22,7 +23,7 @@ for round in $(seq "$ROUNDS"); do
     one --fuse_blocks="$fuse" | tee -a "$out"
     two --fuse_blocks="$fuse" | tee -a "$out"
   done
-  OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 /usr/bin/python3 bench/pytorch_reference.py \
+  taskset -c 0 "$TORCH_PY" bench/pytorch_reference.py \
     --model="$MODEL" --steps="$STEPS" --threads=1 | tee -a "$out"
 done
 /usr/bin/python3 - "$out" "$ROUNDS" <<'PY'

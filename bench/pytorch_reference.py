@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""PyTorch 1.13 reference for the training-throughput benchmarks (run with /usr/bin/python3, which has
-Debian's python3-torch). Same models, data, batch and thread count as bench/train_throughput.cc.
+"""PyTorch reference for the training-throughput benchmarks (run with PyTorch 2.x from PyPI, as
+bench/pytorch_env.sh chooses, or with /usr/bin/python3 and Debian's python3-torch 1.13). Same models, data, batch and thread count as bench/train_throughput.cc.
 
 Prints one JSON object: {"impl": "pytorch", "model", "batch_size", "steps", "samples_per_s",
 "step_ms", "peak_rss_mb", "world_size"}.
 
-  /usr/bin/python3 bench/pytorch_reference.py --model=cnn --batch_size=64 --steps=200
-  /usr/bin/python3 bench/pytorch_reference.py --model=mlp --world_size=2   # DDP over gloo, 2 processes
+  /opt/torch2/bin/python bench/pytorch_reference.py --model=cnn --batch_size=64 --steps=200
+  /opt/torch2/bin/python bench/pytorch_reference.py --model=mlp --world_size=2   # DDP over gloo, 2 processes
 """
 import argparse
 import gzip
