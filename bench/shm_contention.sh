@@ -9,6 +9,7 @@
 #   ROUNDS=7 BUSY="0 1" MODEL=cnn bash bench/shm_contention.sh
 #   BASE_BIN=/path/to/other/build bash bench/shm_contention.sh
 #       # also runs ddprun and train_throughput from that folder ("base" rows), interleaved: an A/B
+#   NEW_BIN=/path/to/a/copy bash bench/shm_contention.sh   # the "new" rows from there, not bazel-bin/
 #   NPROC=3 bash bench/shm_contention.sh               # 3 ranks
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,13 +21,19 @@ STEPS=${STEPS:-300}
 WARMUP=${WARMUP:-30}
 NPROC=${NPROC:-2}
 BASE_BIN=${BASE_BIN:-}
-if [[ -z "${SKIP_BUILD:-}" ]]; then
+NEW_BIN=${NEW_BIN:-}
+if [[ -z "${SKIP_BUILD:-}" && -z "$NEW_BIN" ]]; then
   bazel build //launch:ddprun //bench:train_throughput 2>&1 | grep -vE '^[0-9.]+: src/main/tools/linux-sandbox' | tail -1
 fi
-builds=("new:bazel-bin/launch/ddprun:bazel-bin/bench/train_throughput")
+if [[ -n "$NEW_BIN" ]]; then
+  builds=("new:$NEW_BIN/ddprun:$NEW_BIN/train_throughput")
+else
+  builds=("new:bazel-bin/launch/ddprun:bazel-bin/bench/train_throughput")
+fi
 if [[ -n "$BASE_BIN" ]]; then builds+=("base:$BASE_BIN/ddprun:$BASE_BIN/train_throughput"); fi
 
-echo "# $(date) | $(lscpu | sed -n 's/^Model name: *//p') | $(nproc) CPUs | load before: $(cut -d' ' -f1-4 /proc/loadavg)"
+echo "# $(date) | $(lscpu | sed -n 's/^Model name: *//p') (family $(lscpu | sed -n 's/^CPU family: *//p'), model" \
+  "$(lscpu | sed -n 's/^Model: *//p')) | $(nproc) CPUs | load before: $(cut -d' ' -f1-4 /proc/loadavg)"
 echo "# $NPROC ranks, --model=$MODEL --steps=$STEPS --warmup=$WARMUP, $ROUNDS rounds, busy processes: $BUSY"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
@@ -42,7 +49,7 @@ for ((round = 0; round < ROUNDS; ++round)); do
     rate=$(bash bench/contend.sh "$n" "$ddprun" --nproc_per_node="$NPROC" --master_port=0 "$bin" --model="$MODEL" \
              --backend="$backend" --steps="$STEPS" --warmup="$WARMUP" 2>/dev/null |
            sed -n 's/.*"samples_per_s": \([0-9.]*\).*/\1/p')
-    echo "round $round busy $n $backend $name ${rate:-failed}" | tee -a "$out"
+    echo "round $round busy $n $backend $name ${rate:-failed} runnable $(cut -d' ' -f4 /proc/loadavg)" | tee -a "$out"
   done
 done
 python3 - "$out" <<'PY'
@@ -50,7 +57,7 @@ import statistics, sys
 from collections import defaultdict
 rates = defaultdict(list)
 for line in open(sys.argv[1]):
-    _, _, _, n, backend, build, rate = line.split()
+    _, _, _, n, backend, build, rate = line.split()[:7]
     if rate != "failed":
         rates[(build, backend, int(n))].append(float(rate))
 print("\nbuild  backend  busy  median samples/s  range            ratio to quiet  runs")

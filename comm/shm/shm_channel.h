@@ -232,7 +232,7 @@ class ShmChannel {
   // (not `may_extend`), or a worker while a thread is blocked on the group.
   absl::Duration SpinBudget(absl::Time now, bool may_extend) const;
   // Sleeps on a futex until rank `peer`'s `word` reached `step` (the slow path of Wait). `spun_long`: the
-  // spin before it already ran with spin_while_waited_ (a wait spins that long at most once).
+  // spin before it already ran with spin_while_waited (a wait spins that long at most once).
   absl::Status Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what,
                      bool spun_long);
 
