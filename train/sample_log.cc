@@ -1,6 +1,7 @@
 #include "train/sample_log.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,9 +19,16 @@
 namespace ddp {
 
 absl::StatusOr<std::unique_ptr<SampleLog>> SampleLog::Open(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  // O_NONBLOCK: a FIFO without a reader fails here instead of blocking; anything but a regular file is
+  // refused (Note [Output targets] in io/file.cc).
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644));
   if (!fd.valid()) {
     return absl::UnavailableError(absl::StrCat("--log_samples: cannot open ", path, ": ", std::strerror(errno)));
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--log_samples=", path, ": not a regular file (a device, FIFO or socket is not written to)"));
   }
   return std::unique_ptr<SampleLog>(new SampleLog(path, std::move(fd)));
 }
