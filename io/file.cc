@@ -112,13 +112,14 @@ absl::StatusOr<std::string> ResolveOutputFile(const std::string& path) {
   for (int depth = 0;; ++depth) {
     struct stat st;
     if (::lstat(file.c_str(), &st) != 0) {
-      if (errno == ENOENT) return file;  // created by the write
+      // Missing: created by the write (a missing or non-directory parent is the write's error to name).
+      if (errno == ENOENT || errno == ENOTDIR) return file;
       return FileError("look up", file, errno);
     }
     if (S_ISREG(st.st_mode)) return file;
     if (!S_ISLNK(st.st_mode)) {
       return absl::FailedPreconditionError(
-          absl::StrCat("cannot replace ", file, file == path ? "" : absl::StrCat(" (the target of ", path, ")"),
+          absl::StrCat("cannot write ", file, file == path ? "" : absl::StrCat(" (the target of ", path, ")"),
                        ": it is ", FileKind(st.st_mode), ", not a regular file"));
     }
     if (depth == kMaxLinkDepth) return FileError("resolve", path, ELOOP);

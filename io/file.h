@@ -43,7 +43,7 @@ absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes);
 // to a missing file resolves to that missing file, which the write then creates. Errors:
 // FailedPrecondition when the file exists and is not a regular file (a directory, a device node such as
 // /dev/null, a FIFO or a socket), naming it and what it is:
-//   "cannot replace /dev/null: it is a character device, not a regular file"
+//   "cannot write /dev/null: it is a character device, not a regular file"
 // and the errno error of a failed lookup (ELOOP for a cycle of links, EACCES, ...). Changes nothing.
 absl::StatusOr<std::string> ResolveOutputFile(const std::string& path);
 

@@ -124,17 +124,17 @@ TEST(FileTest, WriteAtomicallyRefusesWhatIsNotARegularFile) {
   ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0644), 0);
   absl::Status status = WriteFileAtomically(dir + "/fifo", "x");
   EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
-  EXPECT_EQ(status.message(), "cannot replace " + dir + "/fifo: it is a FIFO, not a regular file");
+  EXPECT_EQ(status.message(), "cannot write " + dir + "/fifo: it is a FIFO, not a regular file");
   EXPECT_TRUE(fs::is_fifo(dir + "/fifo"));
   EXPECT_FALSE(fs::exists(dir + "/fifo.tmp"));
   fs::create_symlink("fifo", dir + "/to_fifo");
   status = WriteFileAtomically(dir + "/to_fifo", "x");
   EXPECT_EQ(status.message(),
-            "cannot replace " + dir + "/fifo (the target of " + dir + "/to_fifo): it is a FIFO, not a regular file");
+            "cannot write " + dir + "/fifo (the target of " + dir + "/to_fifo): it is a FIFO, not a regular file");
   EXPECT_TRUE(fs::is_fifo(dir + "/fifo"));
   fs::create_directory(dir + "/sub");
   status = WriteFileAtomically(dir + "/sub", "x");
-  EXPECT_EQ(status.message(), "cannot replace " + dir + "/sub: it is a directory, not a regular file");
+  EXPECT_EQ(status.message(), "cannot write " + dir + "/sub: it is a directory, not a regular file");
   EXPECT_TRUE(fs::is_directory(dir + "/sub"));
   const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
@@ -148,7 +148,7 @@ TEST(FileTest, WriteAtomicallyRefusesWhatIsNotARegularFile) {
   ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
   status = WriteFileAtomically(socket_path, "x");
   ::close(fd);
-  EXPECT_EQ(status.message(), "cannot replace " + socket_path + ": it is a socket, not a regular file");
+  EXPECT_EQ(status.message(), "cannot write " + socket_path + ": it is a socket, not a regular file");
   EXPECT_TRUE(fs::is_socket(socket_path));
   fs::remove_all(short_dir);
 }

@@ -38,7 +38,7 @@ enum class OutputWrite {
 // existing file must open for writing. Creates and removes a probe file beside the file
 // ("<file>.probe-XXXXXX"); changes nothing else (an existing file keeps its contents). Errors read
 // "--<flag>=<path>: cannot create files in <dir>: No such file or directory", or
-// "--save=/dev/null: cannot replace /dev/null: it is a character device, not a regular file".
+// "--save=/dev/null: cannot write /dev/null: it is a character device, not a regular file".
 absl::Status ProbeOutputFile(absl::string_view flag, const std::string& path, OutputWrite how);
 
 // OK when `dir` can hold checkpoints (SaveCheckpoint creates it and its parents): `dir` is a directory
