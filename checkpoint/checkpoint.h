@@ -80,11 +80,11 @@ struct SaveCheckpointOptions {
 };
 
 // Writes `checkpoint` as dir/step-<checkpoint.step> and points dir/latest at it (see the layout above).
-// Creates `dir` (and its parents) when missing. An existing dir/step-<N> is replaced only after the new
-// one is complete, and only with options.replace_existing. Errors name the path that failed (read-only directory, disk full, a file where a
-// directory is expected, ...); on error the previous checkpoint and dir/latest are unchanged and the
-// temporary directory is removed. An extra_state entry with an empty name is an InvalidArgument error;
-// nothing is written. REQUIRES: checkpoint.step >= 0.
+// Creates `dir` (and its parents) when missing. An existing dir/step-<N> is replaced only after the new one
+// is complete, and only with options.replace_existing. Errors name the path that failed (read-only directory,
+// disk full, a file where a directory is expected, ...); on error the previous checkpoint and dir/latest are
+// unchanged and the temporary directory is removed. An extra_state entry with an empty name is an
+// InvalidArgument error; nothing is written. REQUIRES: checkpoint.step >= 0.
 absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& checkpoint,
                             const SaveCheckpointOptions& options = {});
 

@@ -49,6 +49,13 @@ TEST(SettingsToAgreeTest, NamesWhatMustMatchAndOnlyThat) {
   for (const std::string name : {"--data_dir", "--threads", "--num_workers", "--eval_batch_size", "--backend"}) {
     EXPECT_EQ(Agreed(config, name), "(absent)") << name;
   }
+  // Numbers compare exactly, however they were written.
+  config.lr = 0.01;
+  config.bucket_cap_mb = "25.0";
+  EXPECT_EQ(Agreed(config, "--lr"), "0.01");
+  EXPECT_EQ(Agreed(config, "--bucket_cap_mb"), "25");
+  config.lr = 0.0100000001;
+  EXPECT_EQ(Agreed(config, "--lr"), "0.0100000001");
   config.eval_only = true;
   EXPECT_EQ(Agreed(config, "--lr"), "(absent)") << "training flags do not matter to an evaluation";
   EXPECT_EQ(Agreed(config, "--init_from"), "not given");

@@ -51,12 +51,12 @@ absl::Status ProbeOutputDirectory(absl::string_view flag, const std::string& dir
 // (when --checkpoint_every > 0). Empty flags are skipped. The first failure is returned.
 absl::Status ProbeRankZeroOutputs(const TrainConfig& config, bool writes_trace);
 
-// Before a run that can save checkpoints (any run with --checkpoint_dir: every --checkpoint_every steps,
-// and once when a SIGTERM stops it) starts at optimizer step `start_step` (0, or the step --resume
-// took): the step-<N> directories of --checkpoint_dir with N > start_step would be overwritten, or left
-// newer than the run's own checkpoints (a later --resume would take them). Without --overwrite_checkpoints that is an AlreadyExists error naming the directory and the
-// steps; with it they are removed (RemoveCheckpointsAfter) and named on stderr. OK when the run saves no
-// checkpoint (no --checkpoint_dir) or there are no such steps.
+// Before a run that can save checkpoints (any run with --checkpoint_dir: every --checkpoint_every steps, and
+// once when a SIGTERM stops it) starts at optimizer step `start_step` (0, or the step --resume took): the
+// step-<N> directories of --checkpoint_dir with N > start_step would be overwritten, or left newer than the
+// run's own checkpoints (a later --resume would take them). Without --overwrite_checkpoints that is an
+// AlreadyExists error naming the directory and the steps; with it they are removed (RemoveCheckpointsAfter)
+// and named on stderr. OK when the run saves no checkpoint (no --checkpoint_dir) or there are no such steps.
 absl::Status GuardExistingCheckpoints(const TrainConfig& config, int64_t start_step);
 
 // OK when the samples of `data` (inputs [n, ...]) have the shape --model takes (ModelInputShape,

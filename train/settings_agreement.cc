@@ -10,6 +10,7 @@
 // loaded (train/state_agreement.h); the per-epoch step count without --join in the step loop.
 #include "train/settings_agreement.h"
 
+#include <charconv>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,14 @@ namespace ddp {
 namespace {
 
 std::string Bool(bool value) { return value ? "true" : "false"; }
+
+// The shortest text that reads back as exactly `value` ("0.01", "1e+30"): two values that differ in any
+// bit differ as text (absl::StrCat keeps six digits), and equal values print alike.
+std::string Exact(double value) {
+  char text[32];
+  const std::to_chars_result result = std::to_chars(text, text + sizeof(text), value);
+  return std::string(text, result.ptr);
+}
 std::string Given(const std::string& value) { return value.empty() ? "not given" : "given"; }
 
 // The flags that decide which collectives a training run issues, or which numbers it computes.
@@ -29,26 +38,26 @@ void AddTrainingFlags(const TrainConfig& c, std::vector<AgreedField>* fields) {
       {"--max_steps", absl::StrCat(c.max_steps)},
       {"--optimizer", c.optimizer},
       {"--zero", Bool(c.zero)},
-      {"--lr", absl::StrCat(c.lr)},
-      {"--momentum", absl::StrCat(c.momentum)},
-      {"--weight_decay", absl::StrCat(c.weight_decay)},
+      {"--lr", Exact(c.lr)},
+      {"--momentum", Exact(c.momentum)},
+      {"--weight_decay", Exact(c.weight_decay)},
       {"--lr_schedule", c.lr_schedule},
       {"--warmup_steps", absl::StrCat(c.warmup_steps)},
-      {"--clip_grad_norm", absl::StrCat(c.clip_grad_norm)},
+      {"--clip_grad_norm", Exact(c.clip_grad_norm)},
       {"--seed", absl::StrCat(c.seed)},
       {"--shuffle", Bool(c.shuffle)},
       {"--sync_bn", Bool(c.sync_bn)},
       {"--join", Bool(c.join)},
-      {"--bucket_cap_mb", c.bucket_cap_mb},
+      {"--bucket_cap_mb", AutoBucketCapsRequested(c) ? c.bucket_cap_mb : Exact(BucketCapMiB(c))},
       {"--auto_caps_steps", absl::StrCat(c.auto_caps_steps)},
-      {"--first_bucket_mb", absl::StrCat(c.first_bucket_mb)},
+      {"--first_bucket_mb", Exact(c.first_bucket_mb)},
       {"--find_unused_parameters", Bool(c.find_unused_parameters)},
       {"--static_graph", Bool(c.static_graph)},
       {"--grad_as_bucket_view", Bool(c.grad_as_bucket_view)},
       {"--comm_hook", c.comm_hook},
       {"--powersgd_rank", absl::StrCat(c.powersgd_rank)},
       {"--powersgd_start_iter", absl::StrCat(c.powersgd_start_iter)},
-      {"--powersgd_min_compression_rate", absl::StrCat(c.powersgd_min_compression_rate)},
+      {"--powersgd_min_compression_rate", Exact(c.powersgd_min_compression_rate)},
       {"--no_rebuild_buckets", Bool(c.no_rebuild_buckets)},
       {"--uneven_drop_batches", absl::StrCat(c.uneven_drop_batches)},
       {"--check_sync_every", absl::StrCat(c.check_sync_every)},

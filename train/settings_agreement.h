@@ -22,9 +22,10 @@ namespace ddp {
 // first, then what the run does (--model, --device, and unless --eval_only the training, DDP,
 // checkpoint and testing flags that change which collectives run or which numbers are computed), then
 // for each output flag and --init_from whether it is given ("given" / "not given": rank 0 writes every
-// output, so a path given to another rank only would silently never be written). Flags that may differ
-// per rank (--data_dir, --threads, --num_workers, --eval_batch_size, --backend, --print_buckets, the
-// output paths themselves) are not in it. Pure.
+// output, so a path given to another rank only would silently never be written). Numbers are compared
+// exactly, as the shortest text that reads back as the value ("0.01" and "0.010" agree). Flags that may
+// differ per rank (--data_dir, --threads, --num_workers, --eval_batch_size, --backend, --print_buckets,
+// the output paths themselves) are not in it. Pure. REQUIRES: ValidateConfig(config) is OK.
 std::vector<AgreedField> SettingsToAgree(const TrainConfig& config);
 
 // CheckRanksAgree over SettingsToAgree(config): OK, or on every rank the same FailedPrecondition naming
