@@ -373,8 +373,9 @@ absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& checkpoint
   const std::string name = absl::StrCat(kStepPrefix, checkpoint.step);
   const std::string tmp = JoinPath(dir, ".tmp-" + name);
   if (!options.replace_existing && fs::exists(fs::symlink_status(JoinPath(dir, name), ec))) {
-    return absl::AlreadyExistsError(absl::StrCat("checkpoint: ", JoinPath(dir, name),
-                                                 " already exists and is not replaced (another run's checkpoint?)"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("checkpoint: ", JoinPath(dir, name),
+                     " already exists and is not replaced (another run's checkpoint?)"));
   }
   fs::remove_all(tmp, ec);  // a leftover of an interrupted save
   absl::Status status = WriteCheckpointDirectory(tmp, *model_bytes, *optimizer_bytes, manifest);

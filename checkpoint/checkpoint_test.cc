@@ -354,8 +354,9 @@ TEST(CheckpointTest, WithoutReplaceExistingAnExistingStepIsKept) {
   options.replace_existing = false;
   const absl::Status status = SaveCheckpoint(saved.dir, other, options);
   EXPECT_TRUE(absl::IsAlreadyExists(status)) << status;
-  EXPECT_EQ(status.message(), "checkpoint: " + saved.dir + "/step-7 already exists and is not replaced (another "
-                              "run's checkpoint?)");
+  EXPECT_EQ(status.message(), "checkpoint: " + saved.dir +
+                                  "/step-7 already exists and is not replaced (another "
+                                  "run's checkpoint?)");
   EXPECT_EQ(ReadAll(saved.dir + "/step-7/manifest.json"), manifest);
   EXPECT_EQ(ReadAll(saved.dir + "/latest"), latest);
   EXPECT_FALSE(fs::exists(saved.dir + "/.tmp-step-7"));

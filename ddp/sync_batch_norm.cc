@@ -48,12 +48,14 @@ Tensor SyncBatchNorm2d::TrainingForward(const Tensor& x) {
   const Tensor xc = Contiguous(x);  // one copy, if any, shared by the statistics and the output
   // Blocking all-reduce (sum) of a small vector. After a failure, nothing: the ranks are out of step, and
   // another collective would only wait for the timeout again (see the class comment).
-  const ChannelSumFn all_reduce = [group = group_, failure = failure_](const Tensor& partial, const char* stage) {
+  const ChannelSumFn all_reduce = [group = group_, failure = failure_](const Tensor& partial,
+                                                                       const char* stage) {
     absl::MutexLock lock(&failure->mu);
     if (!failure->status.ok()) return;
     const absl::Status status = group->AllReduce(partial, ReduceOp::kSum)->Wait(group->timeout());
     if (!status.ok()) {
-      failure->status = absl::Status(status.code(), absl::StrCat("SyncBatchNorm2d ", stage, ": ", status.message()));
+      failure->status =
+          absl::Status(status.code(), absl::StrCat("SyncBatchNorm2d ", stage, ": ", status.message()));
     }
   };
   const BatchNormStats stats = BatchNormBatchStats(xc, eps_, all_reduce);

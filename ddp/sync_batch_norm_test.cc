@@ -31,7 +31,9 @@ class PeerLostGroup : public ProcessGroup {
     return work;
   }
   std::shared_ptr<Work> Broadcast(const Tensor&, int) override { return Unsupported(); }
-  std::shared_ptr<Work> AllGather(const std::vector<Tensor>&, const Tensor&) override { return Unsupported(); }
+  std::shared_ptr<Work> AllGather(const std::vector<Tensor>&, const Tensor&) override {
+    return Unsupported();
+  }
   std::shared_ptr<Work> ReduceScatter(const Tensor&, const std::vector<Tensor>&, ReduceOp) override {
     return Unsupported();
   }

@@ -2,8 +2,8 @@
 // that cannot be created, a full disk); verified reads reject truncated, extended and corrupt files.
 #include "io/file.h"
 
-#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -129,8 +129,8 @@ TEST(FileTest, WriteAtomicallyRefusesWhatIsNotARegularFile) {
   EXPECT_FALSE(fs::exists(dir + "/fifo.tmp"));
   fs::create_symlink("fifo", dir + "/to_fifo");
   status = WriteFileAtomically(dir + "/to_fifo", "x");
-  EXPECT_EQ(status.message(),
-            "cannot write " + dir + "/fifo (the target of " + dir + "/to_fifo): it is a FIFO, not a regular file");
+  EXPECT_EQ(status.message(), "cannot write " + dir + "/fifo (the target of " + dir +
+                                  "/to_fifo): it is a FIFO, not a regular file");
   EXPECT_TRUE(fs::is_fifo(dir + "/fifo"));
   fs::create_directory(dir + "/sub");
   status = WriteFileAtomically(dir + "/sub", "x");

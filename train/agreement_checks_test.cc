@@ -46,7 +46,8 @@ TEST(SettingsToAgreeTest, NamesWhatMustMatchAndOnlyThat) {
   config.sync_bn = true;
   EXPECT_EQ(Agreed(config, "--save"), "given");
   EXPECT_EQ(Agreed(config, "--sync_bn"), "true");
-  for (const std::string name : {"--data_dir", "--threads", "--num_workers", "--eval_batch_size", "--backend"}) {
+  for (const std::string name :
+       {"--data_dir", "--threads", "--num_workers", "--eval_batch_size", "--backend"}) {
     EXPECT_EQ(Agreed(config, name), "(absent)") << name;
   }
   // Numbers compare exactly, however they were written.
@@ -67,7 +68,8 @@ TEST(CheckRanksHoldTheSameTest, NamesEachGroupOfRanksWithItsDetail) {
   std::vector<std::string> errors(3);
   RunRanks(3, [&](int rank, ProcessGroup& group) {
     const std::string key = rank == 1 ? "b" : "a";
-    errors[rank] = CheckRanksHoldTheSame(group, "what", key, "detail of rank " + std::to_string(rank)).ToString();
+    errors[rank] =
+        CheckRanksHoldTheSame(group, "what", key, "detail of rank " + std::to_string(rank)).ToString();
   });
   for (const std::string& error : errors) {
     EXPECT_EQ(error, "FAILED_PRECONDITION: what: ranks 0, 2: detail of rank 0; rank 1: detail of rank 1");
@@ -102,8 +104,10 @@ TEST(LossWatchTest, KeepsTheFirstNonFiniteLossAndNamesTheCause) {
   ASSERT_TRUE(watch.tripped());
   EXPECT_EQ(watch.bad_step(), 12);
   const std::string expected =
-      "the training loss is inf at step 12 (rank 1), so training stopped on every rank: the learning rate is likely "
-      "too high (--lr=1e+30; the loss was 2.5000 at step 11): lower it, or add --warmup_steps or --clip_grad_norm";
+      "the training loss is inf at step 12 (rank 1), so training stopped on every rank: the learning rate is "
+      "likely "
+      "too high (--lr=1e+30; the loss was 2.5000 at step 11): lower it, or add --warmup_steps or "
+      "--clip_grad_norm";
   EXPECT_EQ(watch.Error(config, 2).message(), expected);
   LossWatch back(0);
   ASSERT_TRUE(LossWatch::Decode(watch.Encode(), &back).ok());
@@ -114,7 +118,8 @@ TEST(LossWatchTest, KeepsTheFirstNonFiniteLossAndNamesTheCause) {
   first.Observe(1, std::nan(""), 0);
   config.init_from = "/w.safetensors";
   EXPECT_EQ(first.Error(config, 1).message(),
-            "the training loss is nan at step 1, so training stopped: it is this run's first step, before any update, "
+            "the training loss is nan at step 1, so training stopped: it is this run's first step, before "
+            "any update, "
             "so the weights it started from (--init_from=/w.safetensors, finite) overflow on this data");
 }
 
@@ -182,8 +187,9 @@ TEST(NonFiniteLossTest, OneRanksNanStopsEveryRankWithTheSameError) {
       taken[rank] = batches.taken();
     });
     for (int rank = 0; rank < 2; ++rank) {
-      EXPECT_THAT(errors[rank], HasSubstr("FAILED_PRECONDITION: the training loss is nan at step 3 (rank 1), so "
-                                          "training stopped on every rank"))
+      EXPECT_THAT(errors[rank],
+                  HasSubstr("FAILED_PRECONDITION: the training loss is nan at step 3 (rank 1), so "
+                            "training stopped on every rank"))
           << "--join=" << join << " rank " << rank;
       EXPECT_EQ(taken[rank], 4) << "stopped after the step whose exchange carried the request: rank " << rank;
     }

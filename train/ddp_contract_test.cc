@@ -59,7 +59,9 @@ TEST(DdpContractTest, MismatchedBucketCapsAreNamedAtStartUp) {
   EXPECT_NE(RunShell(DdprunPerRank(2, "--model=mlp --max_steps=3", "--bucket_cap_mb=25", "--bucket_cap_mb=0"),
                      &output),
             0);
-  EXPECT_THAT(output, HasSubstr("train/train settings differ across ranks: --bucket_cap_mb is 25 on rank 0 and 0 on rank 1"));
+  EXPECT_THAT(
+      output,
+      HasSubstr("train/train settings differ across ranks: --bucket_cap_mb is 25 on rank 0 and 0 on rank 1"));
   EXPECT_THAT(output, Not(HasSubstr("terminate")));
 }
 

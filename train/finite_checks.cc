@@ -38,12 +38,12 @@ absl::Status LossWatch::Error(const TrainConfig& config, int world_size) const {
   if (bad_step_ == start_step_ + 1) {
     cause = absl::StrCat("it is this run's first step, before any update, so the weights it started from (",
                          config.init_from.empty() ? "" : absl::StrCat("--init_from=", config.init_from, ", "),
-                         config.resume ? "the resumed checkpoint, " : "",
-                         "finite) overflow on this data");
+                         config.resume ? "the resumed checkpoint, " : "", "finite) overflow on this data");
   } else {
     cause = absl::StrCat("the learning rate is likely too high (--lr=", config.lr,
-                         good_step_ > 0 ? absl::StrFormat("; the loss was %.4f at step %d", good_loss_, good_step_)
-                                        : std::string(),
+                         good_step_ > 0
+                             ? absl::StrFormat("; the loss was %.4f at step %d", good_loss_, good_step_)
+                             : std::string(),
                          "): lower it, or add --warmup_steps or --clip_grad_norm");
   }
   return absl::FailedPreconditionError(absl::StrCat(
@@ -64,9 +64,9 @@ absl::Status LossWatch::Decode(const std::string& text, LossWatch* watch) {
   if (text.empty()) return absl::OkStatus();
   const std::vector<std::string> parts = absl::StrSplit(text, ' ');
   bool ok = parts.size() == 6;
-  ok = ok && absl::SimpleAtoi(parts[0], &watch->start_step_) && absl::SimpleAtoi(parts[1], &watch->bad_step_) &&
-       absl::SimpleAtoi(parts[3], &watch->bad_rank_) && absl::SimpleAtoi(parts[4], &watch->good_step_) &&
-       absl::SimpleAtod(parts[5], &watch->good_loss_);
+  ok = ok && absl::SimpleAtoi(parts[0], &watch->start_step_) &&
+       absl::SimpleAtoi(parts[1], &watch->bad_step_) && absl::SimpleAtoi(parts[3], &watch->bad_rank_) &&
+       absl::SimpleAtoi(parts[4], &watch->good_step_) && absl::SimpleAtod(parts[5], &watch->good_loss_);
   // SimpleAtod reads "nan" and "inf", which is what a non-finite loss prints as.
   ok = ok && absl::SimpleAtod(parts[2], &watch->bad_loss_) && watch->bad_step_ > 0;
   if (!ok) return absl::DataLossError(absl::StrCat("a malformed loss report \"", text, "\""));
@@ -78,14 +78,16 @@ absl::Status AgreeLossesFinite(ProcessGroup* group, const TrainConfig& config, c
   std::vector<std::string> all;
   const absl::Status exchange = group->AllGatherObject(watch.Encode(), &all);
   if (!exchange.ok()) {
-    return absl::Status(exchange.code(), absl::StrCat("agreeing that the losses were finite: ", exchange.message()));
+    return absl::Status(exchange.code(),
+                        absl::StrCat("agreeing that the losses were finite: ", exchange.message()));
   }
   const LossWatch* first = nullptr;
   std::vector<LossWatch> watches(all.size(), LossWatch(0));
   for (size_t r = 0; r < all.size(); ++r) {
     absl::Status decoded = LossWatch::Decode(all[r], &watches[r]);
     if (!decoded.ok()) return absl::DataLossError(absl::StrCat("rank ", r, " sent ", decoded.message()));
-    if (watches[r].tripped() && (first == nullptr || watches[r].bad_step() < first->bad_step())) first = &watches[r];
+    if (watches[r].tripped() && (first == nullptr || watches[r].bad_step() < first->bad_step()))
+      first = &watches[r];
   }
   return first == nullptr ? absl::OkStatus() : first->Error(config, group->size());
 }

@@ -128,8 +128,7 @@ absl::Status GuardExistingCheckpoints(const TrainConfig& config, int64_t start_s
       "--checkpoint_dir=", config.checkpoint_dir, " already holds ", absl::StrJoin(newer, ", "),
       ", newer than step ", start_step, " where this run starts, which its checkpoints",
       config.checkpoint_every > 0 ? "" : " (one is saved when a SIGTERM stops it)",
-      " would overwrite or fall behind: ",
-      config.resume ? "" : "continue from them with --resume, ",
+      " would overwrite or fall behind: ", config.resume ? "" : "continue from them with --resume, ",
       "choose another --checkpoint_dir, or pass --overwrite_checkpoints to replace them"));
 }
 

@@ -56,7 +56,8 @@ void WriteBigEndian(std::ofstream& out, uint32_t value) {
 
 // Writes `count` images of rows x cols and their labels (0..9 in turn) as the uncompressed IDX files
 // dir/<prefix>-images-idx3-ubyte and dir/<prefix>-labels-idx1-ubyte.
-void WriteIdxSplit(const std::string& dir, const std::string& prefix, uint32_t count, uint32_t rows, uint32_t cols) {
+void WriteIdxSplit(const std::string& dir, const std::string& prefix, uint32_t count, uint32_t rows,
+                   uint32_t cols) {
   std::ofstream images(dir + "/" + prefix + "-images-idx3-ubyte", std::ios::binary);
   for (uint32_t value : {0x803u, count, rows, cols}) WriteBigEndian(images, value);
   images << std::string(static_cast<size_t>(count) * rows * cols, '\x40');
@@ -132,12 +133,15 @@ TEST(OutputsTest, BadOutputPathsFailBeforeTheFirstStep) {
   ASSERT_EQ(RunCommand("touch " + file, &output), 0);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {" --metrics_out=/nonexistent_dir/m.jsonl",
-       "NOT_FOUND: --metrics_out=/nonexistent_dir/m.jsonl: cannot create files in /nonexistent_dir: No such file or "
+       "NOT_FOUND: --metrics_out=/nonexistent_dir/m.jsonl: cannot create files in /nonexistent_dir: No such "
+       "file or "
        "directory"},
       {" --save=/nonexistent_dir/w.safetensors",
-       "NOT_FOUND: --save=/nonexistent_dir/w.safetensors: cannot create files in /nonexistent_dir: No such file or "
+       "NOT_FOUND: --save=/nonexistent_dir/w.safetensors: cannot create files in /nonexistent_dir: No such "
+       "file or "
        "directory"},
-      {" --save=" + dir, "--save=" + dir + ": cannot write " + dir + ": it is a directory, not a regular file"},
+      {" --save=" + dir,
+       "--save=" + dir + ": cannot write " + dir + ": it is a directory, not a regular file"},
       {" --dump_grads=" + file + "/g.safetensors", "cannot create files in " + file + ": Not a directory"},
       {" --checkpoint_every=10 --checkpoint_dir=" + file + "/ck",
        "--checkpoint_dir=" + file + "/ck: cannot create directory " + file + "/ck: Not a directory"},
@@ -270,14 +274,16 @@ TEST(OutputsTest, EmptyTestSetSaysThereIsNothingToEvaluate) {
 // tmpfs of a private mount namespace, so that the machine's own /dev/null is safe whatever happens.
 TEST(OutputsTest, SaveToDevNullIsRefusedAndLeavesItAlone) {
   std::string output;
-  if (RunShell("unshare -m true", &output) != 0) GTEST_SKIP() << "no private mount namespace here: " << output;
+  if (RunShell("unshare -m true", &output) != 0)
+    GTEST_SKIP() << "no private mount namespace here: " << output;
   const int code = RunCommand(
-      absl::StrCat("unshare -m sh -c 'mount -t tmpfs tmpfs /dev && mknod -m 666 /dev/null c 1 3 && ", Train(), kShort,
-                   " --max_steps=2 --save=/dev/null; echo \"exit $?\"; stat -c %F /dev/null'"),
+      absl::StrCat("unshare -m sh -c 'mount -t tmpfs tmpfs /dev && mknod -m 666 /dev/null c 1 3 && ", Train(),
+                   kShort, " --max_steps=2 --save=/dev/null; echo \"exit $?\"; stat -c %F /dev/null'"),
       &output);
   ASSERT_EQ(code, 0) << output;
-  EXPECT_TRUE(Has(output, "train: FAILED_PRECONDITION: --save=/dev/null: cannot write /dev/null: it is a character "
-                          "device, not a regular file"))
+  EXPECT_TRUE(Has(output,
+                  "train: FAILED_PRECONDITION: --save=/dev/null: cannot write /dev/null: it is a character "
+                  "device, not a regular file"))
       << output;
   EXPECT_TRUE(Has(output, "exit 1\ncharacter special file\n")) << output;
   EXPECT_FALSE(Has(output, "epoch 1")) << output;
@@ -303,7 +309,8 @@ TEST(OutputsTest, PathsThatAreNotRegularFilesAreRefusedByName) {
   }
   for (const auto& [flag, error] : cases) {
     // `timeout`: opening a FIFO for writing with no reader would block for ever.
-    EXPECT_EQ(RunCommand("timeout 60 " + Train() + kShort + " --max_steps=2 " + flag, &output), 1) << flag << output;
+    EXPECT_EQ(RunCommand("timeout 60 " + Train() + kShort + " --max_steps=2 " + flag, &output), 1)
+        << flag << output;
     EXPECT_TRUE(Has(output, error)) << flag << "\n" << output;
     EXPECT_TRUE(Has(output, flag)) << "names the flag: " << output;
     EXPECT_FALSE(Has(output, "epoch 1")) << output;
@@ -318,17 +325,21 @@ TEST(OutputsTest, PathsThatAreNotRegularFilesAreRefusedByName) {
 TEST(OutputsTest, OutputsAreWrittenThroughSymbolicLinks) {
   const std::string dir = FreshDir("linked_outputs");
   std::string output;
-  ASSERT_EQ(RunCommand(absl::StrCat("mkdir ", dir, "/real && echo old > ", dir, "/real/w.safetensors && ln -s real/",
-                                    "w.safetensors ", dir, "/w && ln -s real/m.jsonl ", dir, "/m"),
-                       &output),
+  ASSERT_EQ(RunCommand(
+                absl::StrCat("mkdir ", dir, "/real && echo old > ", dir, "/real/w.safetensors && ln -s real/",
+                             "w.safetensors ", dir, "/w && ln -s real/m.jsonl ", dir, "/m"),
+                &output),
             0)
       << output;
-  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=2 --save=" + dir + "/w --metrics_out=" + dir + "/m", &output), 0)
+  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=2 --save=" + dir + "/w --metrics_out=" + dir + "/m",
+                       &output),
+            0)
       << output;
   EXPECT_EQ(FileType(dir + "/w"), "symbolic link\n");
   EXPECT_EQ(FileType(dir + "/m"), "symbolic link\n");
   EXPECT_EQ(Listing(dir + "/real"), "m.jsonl\nw.safetensors\n");
-  ASSERT_EQ(RunCommand(Train() + " --model=mlp --eval_only --init_from=" + dir + "/real/w.safetensors", &output), 0)
+  ASSERT_EQ(
+      RunCommand(Train() + " --model=mlp --eval_only --init_from=" + dir + "/real/w.safetensors", &output), 0)
       << "the target holds the saved weights: " << output;
   std::string metrics;
   ASSERT_EQ(RunCommand("cat " + dir + "/real/m.jsonl", &metrics), 0);
@@ -341,21 +352,27 @@ TEST(OutputsTest, OutputsAreWrittenThroughSymbolicLinks) {
 TEST(OutputsTest, TheSigtermCheckpointObeysTheOverwriteGuard) {
   const std::string dir = FreshDir("sigterm_guard");
   std::string output;
-  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=2 --checkpoint_every=1 --checkpoint_dir=" + dir, &output), 0)
+  ASSERT_EQ(
+      RunCommand(Train() + kShort + " --max_steps=2 --checkpoint_every=1 --checkpoint_dir=" + dir, &output),
+      0)
       << output;
   std::string before;
   ASSERT_EQ(RunCommand("cat " + dir + "/step-1/manifest.json " + dir + "/step-2/manifest.json", &before), 0);
-  EXPECT_EQ(RunCommand(Train() + kShort + " --max_steps=200 --seed=7 --checkpoint_dir=" + dir, &output), 1) << output;
-  EXPECT_TRUE(Has(output, "train: ALREADY_EXISTS: --checkpoint_dir=" + dir + " already holds step-1, step-2, newer "
-                          "than step 0 where this run starts, which its checkpoints (one is saved when a SIGTERM "
-                          "stops it) would overwrite or fall behind"))
+  EXPECT_EQ(RunCommand(Train() + kShort + " --max_steps=200 --seed=7 --checkpoint_dir=" + dir, &output), 1)
+      << output;
+  EXPECT_TRUE(
+      Has(output, "train: ALREADY_EXISTS: --checkpoint_dir=" + dir +
+                      " already holds step-1, step-2, newer "
+                      "than step 0 where this run starts, which its checkpoints (one is saved when a SIGTERM "
+                      "stops it) would overwrite or fall behind"))
       << output;
   EXPECT_FALSE(Has(output, "epoch 1")) << output;
   std::string after;
   ASSERT_EQ(RunCommand("cat " + dir + "/step-1/manifest.json " + dir + "/step-2/manifest.json", &after), 0);
   EXPECT_EQ(after, before);
   // Continuing the same run is what the directory is for.
-  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=3 --resume --checkpoint_dir=" + dir, &output), 0) << output;
+  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=3 --resume --checkpoint_dir=" + dir, &output), 0)
+      << output;
 }
 
 // A loss that is not finite stops the run at once, naming the step and the likely cause, on every rank
@@ -366,16 +383,19 @@ TEST(OutputsTest, ANonFiniteLossStopsAtOnceNamingTheStep) {
   const std::string run = Train() + kShort + " --lr=1e30 --max_steps=100 --save=" + dir + "/w";
   std::string output;
   EXPECT_EQ(RunCommand(run, &output), 1) << output;
-  EXPECT_TRUE(Has(output, "train: FAILED_PRECONDITION: the training loss is nan at step 2, so training stopped: the "
-                          "learning rate is likely too high (--lr=1e+30; the loss was "))
+  EXPECT_TRUE(Has(output,
+                  "train: FAILED_PRECONDITION: the training loss is nan at step 2, so training stopped: the "
+                  "learning rate is likely too high (--lr=1e+30; the loss was "))
       << output;
   EXPECT_FALSE(Has(output, "epoch 1:")) << "nothing evaluated: " << output;
   for (const std::string& join : {"true", "false"}) {
     EXPECT_EQ(RunCommand("DDP_TIMEOUT_S=60 " + Ddprun2() + run + " --join=" + join, &output), 1) << output;
     for (const std::string& rank : {"[rank 0] ", "[rank 1] "}) {
-      EXPECT_TRUE(Has(output, rank + "train: FAILED_PRECONDITION: the training loss is nan at step 2 (rank 0), so "
-                                     "training stopped on every rank: the learning rate is likely too high"))
-          << "--join=" << join << "\n" << output;
+      EXPECT_TRUE(
+          Has(output, rank + "train: FAILED_PRECONDITION: the training loss is nan at step 2 (rank 0), so "
+                             "training stopped on every rank: the learning rate is likely too high"))
+          << "--join=" << join << "\n"
+          << output;
     }
     EXPECT_FALSE(Has(output, "epoch 1:")) << output;
   }
@@ -394,14 +414,19 @@ TEST(OutputsTest, AnEmptyTrainingSetIsAnError) {
   EXPECT_TRUE(Has(output, "train: FAILED_PRECONDITION: the training set in --data_dir=" + data +
                               " is empty: nothing to train on"))
       << output;
-  EXPECT_EQ(RunCommand(Ddprun2() + Train() + kShort + " --save=" + out + "/w --data_dir=" + data, &output), 1) << output;
-  EXPECT_TRUE(Has(output, "[rank 1] train: FAILED_PRECONDITION: the training set in --data_dir=" + data + " is empty"))
+  EXPECT_EQ(RunCommand(Ddprun2() + Train() + kShort + " --save=" + out + "/w --data_dir=" + data, &output), 1)
+      << output;
+  EXPECT_TRUE(Has(
+      output, "[rank 1] train: FAILED_PRECONDITION: the training set in --data_dir=" + data + " is empty"))
       << output;
   WriteIdxSplit(data, "train", 3, 28, 28);
-  EXPECT_EQ(RunCommand(Train() + kShort + " --accumulate_steps=2 --save=" + out + "/w --data_dir=" + data, &output), 1)
+  EXPECT_EQ(
+      RunCommand(Train() + kShort + " --accumulate_steps=2 --save=" + out + "/w --data_dir=" + data, &output),
+      1)
       << output;
-  EXPECT_TRUE(Has(output, "(3 samples) gives each rank 1 batch(es) of --batch_size=256 per epoch, fewer than the 2 "
-                          "one optimizer step takes (--accumulate_steps): nothing to train"))
+  EXPECT_TRUE(Has(output,
+                  "(3 samples) gives each rank 1 batch(es) of --batch_size=256 per epoch, fewer than the 2 "
+                  "one optimizer step takes (--accumulate_steps): nothing to train"))
       << output;
   EXPECT_FALSE(Has(output, "train_loss")) << output;
   EXPECT_EQ(Listing(out), "") << "no weights saved";

@@ -37,11 +37,10 @@ std::string FreshDir(const std::string& name) {
 // ddprun with 2 ranks running train with `common` flags, plus `rank1_flags` on rank 1 only: a wrapper
 // shell reads RANK (which ddprun sets). `rank1_flags` may use $RANK.
 ProcessResult RunWithRank1Flags(const std::string& common, const std::string& rank1_flags) {
-  const std::string wrapper =
-      absl::StrCat("if [ \"$RANK\" = 1 ]; then extra=\"", rank1_flags, "\"; else extra=; fi; exec ", Train(), " ",
-                   common, " $extra");
-  return RunShell(absl::StrCat(kTimeout, " ", Runfile("launch/ddprun"), " --nproc_per_node=2 --master_port=0 ",
-                               "/bin/sh -c '", wrapper, "'"),
+  const std::string wrapper = absl::StrCat("if [ \"$RANK\" = 1 ]; then extra=\"", rank1_flags,
+                                           "\"; else extra=; fi; exec ", Train(), " ", common, " $extra");
+  return RunShell(absl::StrCat(kTimeout, " ", Runfile("launch/ddprun"),
+                               " --nproc_per_node=2 --master_port=0 ", "/bin/sh -c '", wrapper, "'"),
                   absl::Seconds(120));
 }
 
@@ -58,14 +57,16 @@ void ExpectNamedPromptly(const ProcessResult& run, const std::string& message) {
 // meet them with DDP's collectives (an abort inside the backend, or a hang).
 TEST(PerRankFlagsTest, SyncBnOnOneRankIsNamed) {
   const ProcessResult run = RunWithRank1Flags("--model=cnn_bn --max_steps=2 --batch_size=16", "--sync_bn");
-  ExpectNamedPromptly(run, "train/train settings differ across ranks: --sync_bn is false on rank 0 and true on rank 1");
+  ExpectNamedPromptly(
+      run, "train/train settings differ across ranks: --sync_bn is false on rank 0 and true on rank 1");
 }
 
 // --zero on one rank only registers ZeRO's comm hook and all-gathers parameters that the other rank never
 // sends.
 TEST(PerRankFlagsTest, ZeroOnOneRankIsNamed) {
   const ProcessResult run = RunWithRank1Flags(absl::StrCat(kMlp, " --max_steps=2"), "--zero");
-  ExpectNamedPromptly(run, "train/train settings differ across ranks: --zero is false on rank 0 and true on rank 1");
+  ExpectNamedPromptly(
+      run, "train/train settings differ across ranks: --zero is false on rank 0 and true on rank 1");
 }
 
 // An output flag given to rank 1 only would never be written (rank 0 writes every output); it is named,
@@ -73,7 +74,8 @@ TEST(PerRankFlagsTest, ZeroOnOneRankIsNamed) {
 TEST(PerRankFlagsTest, AnOutputFlagOnOneRankIsNamed) {
   const std::string dir = FreshDir("output_on_one_rank");
   const ProcessResult run = RunWithRank1Flags(absl::StrCat(kMlp, " --max_steps=2"), "--save=" + dir + "/w");
-  ExpectNamedPromptly(run, "train/train settings differ across ranks: --save is not given on rank 0 and given on rank 1");
+  ExpectNamedPromptly(
+      run, "train/train settings differ across ranks: --save is not given on rank 0 and given on rank 1");
   std::string listing;
   EXPECT_EQ(RunShell("ls -A " + dir, &listing), 0);
   EXPECT_EQ(listing, "");
@@ -85,18 +87,21 @@ TEST(PerRankFlagsTest, AnOutputFlagOnOneRankIsNamed) {
 TEST(PerRankFlagsTest, EvalOnlyWithDifferentWeightsIsNamed) {
   const std::string dir = FreshDir("eval_weights");
   std::string output;
-  ASSERT_EQ(RunShell(absl::StrCat(Train(), " ", kMlp, " --max_steps=1 --save=", dir, "/w1"), &output), 0) << output;
-  ASSERT_EQ(RunShell(absl::StrCat(Train(), " ", kMlp, " --max_steps=2 --save=", dir, "/w2"), &output), 0) << output;
+  ASSERT_EQ(RunShell(absl::StrCat(Train(), " ", kMlp, " --max_steps=1 --save=", dir, "/w1"), &output), 0)
+      << output;
+  ASSERT_EQ(RunShell(absl::StrCat(Train(), " ", kMlp, " --max_steps=2 --save=", dir, "/w2"), &output), 0)
+      << output;
   ASSERT_EQ(RunShell(absl::StrCat("cp ", dir, "/w1 ", dir, "/w1_copy"), &output), 0) << output;
   // The same bytes under another path on rank 1 evaluate as before.
-  const ProcessResult same =
-      RunWithRank1Flags(absl::StrCat("--model=mlp --eval_only --init_from=", dir, "/w1"), "--init_from=" + dir + "/w1_copy");
+  const ProcessResult same = RunWithRank1Flags(
+      absl::StrCat("--model=mlp --eval_only --init_from=", dir, "/w1"), "--init_from=" + dir + "/w1_copy");
   EXPECT_EQ(same.exit_code, 0) << same.out;
   EXPECT_THAT(same.out, HasSubstr("final test_acc"));
-  const ProcessResult run =
-      RunWithRank1Flags(absl::StrCat("--model=mlp --eval_only --init_from=", dir, "/w1"), "--init_from=" + dir + "/w2");
-  ExpectNamedPromptly(run, absl::StrCat("--eval_only: the ranks loaded different weights: rank 0: --init_from=", dir,
-                                        "/w1 (state "));
+  const ProcessResult run = RunWithRank1Flags(
+      absl::StrCat("--model=mlp --eval_only --init_from=", dir, "/w1"), "--init_from=" + dir + "/w2");
+  ExpectNamedPromptly(
+      run, absl::StrCat("--eval_only: the ranks loaded different weights: rank 0: --init_from=", dir,
+                        "/w1 (state "));
   EXPECT_THAT(run.out, HasSubstr(absl::StrCat("; rank 1: --init_from=", dir, "/w2 (state ")));
   EXPECT_THAT(run.out, Not(HasSubstr("final test_acc")));
 }
@@ -108,18 +113,23 @@ TEST(PerRankFlagsTest, ResumeFromDifferentStepsIsNamed) {
   const std::string dir = FreshDir("resume_points");
   const std::string run_flags = absl::StrCat(kMlp, " --checkpoint_every=1");
   std::string output;
-  ASSERT_EQ(RunShell(absl::StrCat(Train(), " ", run_flags, " --max_steps=2 --checkpoint_dir=", dir, "/ck0"), &output), 0)
-      << output;
-  ASSERT_EQ(RunShell(absl::StrCat("cp -r ", dir, "/ck0 ", dir, "/ck1 && rm -r ", dir, "/ck1/step-2 && echo step-1 > ",
-                                  dir, "/ck1/latest && mkdir ", dir, "/empty"),
+  ASSERT_EQ(RunShell(absl::StrCat(Train(), " ", run_flags, " --max_steps=2 --checkpoint_dir=", dir, "/ck0"),
                      &output),
             0)
       << output;
-  const std::string common = absl::StrCat(run_flags, " --max_steps=4 --resume --checkpoint_dir=", dir, "/ck0");
+  ASSERT_EQ(
+      RunShell(absl::StrCat("cp -r ", dir, "/ck0 ", dir, "/ck1 && rm -r ", dir,
+                            "/ck1/step-2 && echo step-1 > ", dir, "/ck1/latest && mkdir ", dir, "/empty"),
+               &output),
+      0)
+      << output;
+  const std::string common =
+      absl::StrCat(run_flags, " --max_steps=4 --resume --checkpoint_dir=", dir, "/ck0");
   ProcessResult run = RunWithRank1Flags(common, absl::StrCat("--checkpoint_dir=", dir, "/ck1"));
-  ExpectNamedPromptly(run, absl::StrCat("--resume: the ranks would continue from different points: rank 0: step 2 "
-                                        "(epoch 1, 512 samples of it) from ",
-                                        dir, "/ck0/step-2 (state "));
+  ExpectNamedPromptly(run,
+                      absl::StrCat("--resume: the ranks would continue from different points: rank 0: step 2 "
+                                   "(epoch 1, 512 samples of it) from ",
+                                   dir, "/ck0/step-2 (state "));
   EXPECT_THAT(run.out, HasSubstr(absl::StrCat("; rank 1: step 1 (epoch 1, 256 samples of it) from ", dir,
                                               "/ck1/step-1 (state ")));
   run = RunWithRank1Flags(common, absl::StrCat("--checkpoint_dir=", dir, "/empty"));

@@ -24,7 +24,8 @@ absl::StatusOr<std::unique_ptr<SampleLog>> SampleLog::Open(const std::string& pa
   // io/file.cc); O_NONBLOCK keeps a FIFO put there since from blocking the open, and fstat refuses it.
   absl::StatusOr<std::string> file = ResolveOutputFile(path);
   if (!file.ok()) {
-    return absl::Status(file.status().code(), absl::StrCat("--log_samples=", path, ": ", file.status().message()));
+    return absl::Status(file.status().code(),
+                        absl::StrCat("--log_samples=", path, ": ", file.status().message()));
   }
   UniqueFd fd(::open(file->c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644));
   if (!fd.valid()) {

@@ -78,12 +78,9 @@ std::vector<AgreedField> SettingsToAgree(const TrainConfig& c) {
   };
   if (!c.eval_only) AddTrainingFlags(c, &fields);
   const std::vector<AgreedField> given = {
-      {"--init_from", Given(c.init_from)},
-      {"--save", Given(c.save)},
-      {"--dump_grads", Given(c.dump_grads)},
-      {"--metrics_out", Given(c.metrics_out)},
-      {"--trace_out", Given(c.trace_out)},
-      {"--log_samples", Given(c.log_samples)},
+      {"--init_from", Given(c.init_from)},           {"--save", Given(c.save)},
+      {"--dump_grads", Given(c.dump_grads)},         {"--metrics_out", Given(c.metrics_out)},
+      {"--trace_out", Given(c.trace_out)},           {"--log_samples", Given(c.log_samples)},
       {"--checkpoint_dir", Given(c.checkpoint_dir)},
   };
   fields.insert(fields.end(), given.begin(), given.end());

@@ -5,25 +5,24 @@
 #include <cmath>
 #include <cstdio>
 
-#include "absl/strings/str_cat.h"
-
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint.h"
 #include "comm/rank_agreement.h"
-#include "ddp/join.h"
 #include "ddp/desync_check.h"
+#include "ddp/join.h"
 #include "ddp/rank_zero.h"
 #include "ddp/sync_batch_norm.h"
 #include "ddp/zero_redundancy_optimizer.h"
+#include "nn/clip_grad.h"
+#include "nn/safetensors.h"
+#include "tensor/ops.h"
 #include "train/auto_bucket_caps.h"
 #include "train/auto_bucket_caps_record.h"
 #include "train/finite_checks.h"
 #include "train/graceful_stop.h"
 #include "train/progress.h"
 #include "train/stop_agreement.h"
-#include "nn/clip_grad.h"
-#include "nn/safetensors.h"
-#include "tensor/ops.h"
 
 namespace ddp {
 namespace {
@@ -81,8 +80,8 @@ absl::Status StartEpoch(TrainState& state, int epoch, DistributedSampler& sample
 // exists already is never replaced (GuardExistingCheckpoints cleared the run's future steps at start; one
 // there now belongs to another run), and weights that are not finite are never saved: rank 0's error
 // (the loss watch's, when it tripped) then reaches every rank.
-absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler* sampler, int64_t local_consumed,
-                             int epoch, bool force, const LossWatch& watch) {
+absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler* sampler,
+                             int64_t local_consumed, int epoch, bool force, const LossWatch& watch) {
   const TrainConfig& config = state.config;
   if (config.checkpoint_dir.empty()) return absl::OkStatus();
   if (!force && (config.checkpoint_every <= 0 || state.global_step % config.checkpoint_every != 0)) {
@@ -111,8 +110,8 @@ absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler* 
   options.replace_existing = false;
   const auto save = [&]() -> absl::Status {
     if (watch.tripped()) return watch.Error(config, state.world_size);
-    DDP_RETURN_IF_ERROR(
-        RequireFiniteWeights(state.model, absl::StrCat("not saving the checkpoint of step ", state.global_step)));
+    DDP_RETURN_IF_ERROR(RequireFiniteWeights(
+        state.model, absl::StrCat("not saving the checkpoint of step ", state.global_step)));
     return SaveCheckpoint(config.checkpoint_dir, checkpoint, options);
   };
   return state.group != nullptr ? RunOnRankZero(*state.group, save) : save();
@@ -136,9 +135,9 @@ namespace {
 // the others waiting.
 absl::Status CheckPlannedStepsAgree(const TrainState& state, int64_t planned_steps) {
   if (state.config.join) return absl::OkStatus();
-  return CheckRanksAgree(*state.group,
-                         {{"training steps this epoch (uneven inputs need --join)", absl::StrCat(planned_steps)}},
-                         "train/train settings");
+  return CheckRanksAgree(
+      *state.group, {{"training steps this epoch (uneven inputs need --join)", absl::StrCat(planned_steps)}},
+      "train/train settings");
 }
 
 // One optimizer step: accumulate_steps forward/backward passes, the optimizer, the sample log.
@@ -189,8 +188,9 @@ absl::Status AfterStep(TrainState& state, const DistributedSampler* sampler, int
   // checkpoint, so that a checkpoint of this step holds a choice made at it and a resume applies it where
   // this run did: before the next step.
   if (state.auto_caps != nullptr) DDP_RETURN_IF_ERROR(state.auto_caps->AfterStep());
-  DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, sampler, (step + 1) * config.accumulate_steps * config.batch_size,
-                                      epoch, /*force=*/false, watch));
+  DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, sampler,
+                                      (step + 1) * config.accumulate_steps * config.batch_size, epoch,
+                                      /*force=*/false, watch));
   if (state.group != nullptr && config.check_sync_every > 0) {
     DesyncCheckOptions compared;
     compared.compare_buffers = state.ddp == nullptr;  // DDP re-broadcasts buffers every forward (train's default)
@@ -259,8 +259,9 @@ absl::StatusOr<EpochStats> RunSteps(TrainState& state, int epoch, BatchSource& b
   if (join != nullptr) DDP_RETURN_IF_ERROR(FinishJoin(state, *join));
   DDP_RETURN_IF_ERROR(AgreeLossesFinite(state.group, config, watch));
   if (stopping) {  // Note [Stop agreement]: every rank stops after this step and saves it
-    DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, batches.sampler(), step * config.accumulate_steps * config.batch_size,
-                                        epoch, /*force=*/true, watch));
+    DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, batches.sampler(),
+                                        step * config.accumulate_steps * config.batch_size, epoch,
+                                        /*force=*/true, watch));
     return absl::CancelledError(absl::StrCat("stopped by SIGTERM after step ", state.global_step,
                                              state.group != nullptr ? " (every rank)" : ""));
   }

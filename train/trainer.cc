@@ -8,21 +8,26 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "checkpoint/checkpoint.h"
 #include "comm/init.h"
 #include "data/data_loader.h"
 #include "data/fashion_mnist.h"
 #include "data/sampler.h"
-#include "checkpoint/checkpoint.h"
-#include "dp/data_parallel.h"
-#include "ddp/rank_zero.h"
 #include "ddp/distributed_data_parallel.h"
-#include "ddp/module_trace.h"
 #include "ddp/distributed_eval.h"
+#include "ddp/module_trace.h"
+#include "ddp/rank_zero.h"
 #include "ddp/zero_reduce_scatter_hook.h"
 #include "ddp/zero_redundancy_optimizer.h"
+#include "dp/data_parallel.h"
+#include "nn/safetensors.h"
+#include "reducer/iteration_stats.h"
+#include "tensor/autograd.h"
+#include "tensor/ops.h"
+#include "tensor/threads.h"
 #include "train/auto_bucket_caps.h"
 #include "train/auto_bucket_caps_record.h"
 #include "train/fault_injection.h"
@@ -34,11 +39,6 @@
 #include "train/setup.h"
 #include "train/state_agreement.h"
 #include "train/train_step.h"
-#include "nn/safetensors.h"
-#include "reducer/iteration_stats.h"
-#include "tensor/autograd.h"
-#include "tensor/ops.h"
-#include "tensor/threads.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/cuda_check.h"
 #endif
@@ -149,7 +149,8 @@ absl::Status OnRankZero(ProcessGroup* group, const std::function<absl::Status()>
 // A training set that gives no optimizer step (empty, or fewer batches per rank than --accumulate_steps)
 // is an error: the run would report a made-up train_loss and save untrained weights. Every rank's shard
 // has the same length (DistributedSampler pads), so every rank decides alike.
-absl::Status CheckSomethingToTrain(const TrainConfig& config, const Dataset& train, const DataLoader& loader) {
+absl::Status CheckSomethingToTrain(const TrainConfig& config, const Dataset& train,
+                                   const DataLoader& loader) {
   if (train.Size() == 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("the training set in --data_dir=", config.data_dir, " is empty: nothing to train on"));
@@ -183,9 +184,9 @@ absl::StatusOr<EvalResult> EvaluateOnly(const TrainConfig& config, Module& model
   // one node would blend into an accuracy that is nobody's.
   if (group != nullptr) {
     const std::string fingerprint = FingerprintText(ModuleStateFingerprint(model));
-    DDP_RETURN_IF_ERROR(CheckRanksHoldTheSame(*group, "--eval_only: the ranks loaded different weights", fingerprint,
-                                              absl::StrCat("--init_from=", config.init_from, " (state ", fingerprint,
-                                                           ")")));
+    DDP_RETURN_IF_ERROR(
+        CheckRanksHoldTheSame(*group, "--eval_only: the ranks loaded different weights", fingerprint,
+                              absl::StrCat("--init_from=", config.init_from, " (state ", fingerprint, ")")));
   }
   DDP_ASSIGN_OR_RETURN(EvalResult result, EvaluateTestSet(config, model, test, group));
   const int world = group != nullptr ? group->size() : 1;
@@ -252,8 +253,8 @@ absl::Status CheckSameResumePoint(const TrainConfig& config, const absl::StatusO
     const Checkpoint& c = found->checkpoint;
     const std::string fingerprint = FingerprintText(ModuleStateFingerprint(state.model));
     key = absl::StrCat(c.step, " ", c.epoch, " ", c.sampler.consumed, " ", fingerprint);
-    detail = absl::StrCat("step ", c.step, " (epoch ", c.epoch, ", ", c.sampler.consumed, " samples of it) from ",
-                          c.source, " (state ", fingerprint, ")");
+    detail = absl::StrCat("step ", c.step, " (epoch ", c.epoch, ", ", c.sampler.consumed,
+                          " samples of it) from ", c.source, " (state ", fingerprint, ")");
   }
   return CheckRanksHoldTheSame(*state.group, "--resume: the ranks would continue from different points", key,
                                detail);
@@ -411,7 +412,8 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& lau
     DDP_ASSIGN_OR_RETURN(first_epoch, ResumeFromNewest(config, state));
   }
   DDP_RETURN_IF_ERROR(RequireFiniteWeights(
-      *model, config.resume ? absl::StrCat("cannot train from the checkpoint resumed from ", config.checkpoint_dir)
+      *model, config.resume
+                  ? absl::StrCat("cannot train from the checkpoint resumed from ", config.checkpoint_dir)
               : config.init_from.empty() ? std::string("cannot train from the initial weights")
                                          : absl::StrCat("cannot train from --init_from=", config.init_from)));
   DDP_RETURN_IF_ERROR(OnRankZero(group, [&] { return GuardExistingCheckpoints(config, state.global_step); }));
