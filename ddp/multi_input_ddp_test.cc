@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -178,6 +179,8 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   return absl::StrCat(c.find_unused ? "find_unused" : "all_used", c.bucket_view ? "_view" : "",
                       c.hook.empty() ? "" : "_" + c.hook);
 }
+
+void PrintTo(const Case& c, std::ostream* os) { *os << CaseName(::testing::TestParamInfo<Case>(c, 0)); }
 
 class MultiInputDdpTest : public ::testing::TestWithParam<Case> {};
 
