@@ -208,7 +208,9 @@ TEST_P(MultiInputDdpTest, MatchesOneProcessOnTheConcatenatedBatch) {
     std::shared_ptr<TwoInputNet> net = MakeNet();
     auto ddp = DistributedDataParallel::Create(net, &group, Options(c.find_unused, c.bucket_view));
     ASSERT_TRUE(ddp.ok()) << ddp.status();
-    if (!c.hook.empty()) ASSERT_TRUE((*ddp)->RegisterCommHook(*MakeCommHook(c.hook)).ok());
+    if (!c.hook.empty()) {
+      ASSERT_TRUE((*ddp)->RegisterCommHook(*MakeCommHook(c.hook)).ok());
+    }
     ASSERT_EQ((*ddp)->reducer().bucket_assignment().size(), 3u);
     Sgd opt(net->Parameters(), sgd);
     for (size_t s = 0; s < schedule.size(); ++s) {
