@@ -50,9 +50,10 @@
 //
 // Each default adapts the other: ForwardMany of a one-tensor module is {Forward(inputs[0])} (exactly one
 // input), and Forward of a many-tensor module is ForwardMany({x}) (exactly one output), so every module
-// can be called both ways and containers and wrappers (DistributedDataParallel) need one code path. An
-// optional output that a call did not compute is an undefined entry (PyTorch's None). Settings that are
-// not tensors (PyTorch's non-tensor kwargs) are members of the module, set before the call.
+// can be called both ways: a wrapper (DistributedDataParallel) offers both and passes each call through
+// to the same entry point of the module it wraps. An optional output that a call did not compute is an
+// undefined entry (PyTorch's None). Settings that are not tensors (PyTorch's non-tensor kwargs) are
+// members of the module, set before the call. With find_unused_parameters,
 // DistributedDataParallel::ForwardMany searches every defined output's autograd graph for unused
 // parameters, as PyTorch's DDP searches the structure forward returned.
 #ifndef DDP_NN_MODULE_H_
