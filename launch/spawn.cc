@@ -103,6 +103,7 @@ absl::Status Spawn(const std::function<absl::Status(int rank)>& fn, int nprocs, 
   DDP_ASSIGN_OR_RETURN(config.layout.master_port, PickFreePort());
   config.layout.store_port = store->port();
   config.layout.job_token = token;
+  config.layout.job_id = GenerateJobToken().substr(0, 16);
   config.layout.spawned = true;
   config.grace_period = options.grace_period;
   // As under ddprun: SIGINT/SIGTERM to this process reach every rank, and the first rank to fail is
