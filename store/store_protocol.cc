@@ -90,7 +90,12 @@ std::string EncodeRequestFrame(const StoreRequest& r) {
   const int key_count = KeyCount(r.op);
   DDP_CHECK(key_count < 0 || static_cast<int>(r.keys.size()) == key_count)
       << "store op " << static_cast<int>(r.op) << " takes " << key_count << " key(s)";
+  // Encoded in place after a length placeholder: a large value is copied once.
+  size_t size = 4 + 1 + 4 + 8 + 8 + r.value.size() + r.desired.size();
+  for (const std::string& key : r.keys) size += 4 + key.size();
   std::string p;
+  p.reserve(size);
+  AppendU32(&p, 0);
   AppendU8(&p, static_cast<uint8_t>(r.op));
   if (r.op == StoreOp::kWait) AppendU32(&p, static_cast<uint32_t>(r.keys.size()));
   for (const std::string& key : r.keys) AppendBytes(&p, key);
@@ -115,7 +120,11 @@ std::string EncodeRequestFrame(const StoreRequest& r) {
     case StoreOp::kNumKeys:
       break;
   }
-  return Frame(p);
+  DDP_CHECK(p.size() - 4 <= std::numeric_limits<uint32_t>::max()) << "store frame too large";
+  std::string length;
+  AppendU32(&length, static_cast<uint32_t>(p.size() - 4));
+  p.replace(0, 4, length);
+  return p;
 }
 
 std::string EncodeResponseFrame(const StoreResponse& r) {

@@ -128,7 +128,7 @@ int64_t StatusBytes(pid_t pid, absl::string_view field) {
   while (std::getline(in, line)) {
     if (!absl::StartsWith(line, field)) continue;
     int64_t kb = 0;
-    std::vector<std::string> parts = absl::StrSplit(line.substr(field.size()), ' ', absl::SkipEmpty());
+    std::vector<std::string> parts = absl::StrSplit(line.substr(field.size()), absl::ByAnyChar(" \t"), absl::SkipEmpty());
     if (!parts.empty() && absl::SimpleAtoi(parts[0], &kb)) return kb * 1024;
   }
   return -1;
