@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
@@ -90,6 +92,53 @@ TEST(TcpStoreSharedHostTest, AFloodOfSilentConnectionsDoesNotLockAClientOut) {
   EXPECT_EQ(*client->Get("k", absl::Seconds(5)), "v");
   EXPECT_LT(absl::Now() - start, absl::Seconds(4)) << "the client waited behind silent connections";
   for (int fd : silent) ::close(fd);
+}
+
+// The server runs out of file descriptors (a child with RLIMIT_NOFILE of 48) while silent connections
+// queue up: it closes the oldest of them to accept more, so a client that speaks still gets in promptly
+// instead of waiting for the silent ones' hello timeout (5 s) or finding the server spinning.
+TEST(TcpStoreSharedHostTest, RunningOutOfDescriptorsDoesNotLockAClientOut) {
+  int port_pipe[2], stop_pipe[2];
+  ASSERT_EQ(::pipe(port_pipe), 0);
+  ASSERT_EQ(::pipe(stop_pipe), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(stop_pipe[1]);
+    ::close(port_pipe[0]);
+    rlimit files = {48, 48};
+    if (::setrlimit(RLIMIT_NOFILE, &files) != 0) ::_exit(2);
+    TcpStoreServerOptions options;
+    options.job_token = "";
+    auto server = TcpStoreServer::Create(options);
+    if (!server.ok()) ::_exit(3);
+    const int port = (*server)->port();
+    if (::write(port_pipe[1], &port, sizeof(port)) != sizeof(port)) ::_exit(4);
+    char byte = 0;
+    (void)!::read(stop_pipe[0], &byte, 1);  // serve until the test is done
+    ::_exit(0);
+  }
+  ::close(port_pipe[1]);
+  ::close(stop_pipe[0]);
+  int port = 0;
+  if (::read(port_pipe[0], &port, sizeof(port)) != static_cast<ssize_t>(sizeof(port))) {
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    FAIL() << "the server child did not start: status " << status;
+  }
+  const std::vector<int> silent = SilentConnections(port, 300);
+  const absl::Time start = absl::Now();
+  std::unique_ptr<TcpStoreClient> client = Connect(port, absl::Seconds(10));
+  EXPECT_NE(client, nullptr);
+  if (client != nullptr) {
+    EXPECT_TRUE(client->Set("k", "v").ok());
+    EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "the client waited for the silent connections to time out";
+  }
+  client.reset();
+  for (int fd : silent) ::close(fd);
+  ::close(stop_pipe[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "server child status " << status;
 }
 
 // Large values: once the held bytes and the next request would pass the cap, the request is read and
