@@ -37,7 +37,10 @@
 //    What would pass the cap is answered kResourceExhausted, naming the key and the sizes; a rejected
 //    request's bytes are read and dropped, so the client gets the answer rather than a reset connection.
 //    A request above the protocol's limits closes its connection (TcpStoreClient refuses to send one,
-//    naming the limit).
+//    naming the limit). Small requests (up to 64 KiB) are not reserved, so that a full store still
+//    answers Gets and Deletes; each connection buffers at most one read of 64 KiB beyond its current
+//    request. The server's memory is thus bounded by max_store_bytes plus 64 KiB per connection
+//    (max_connections) plus one large request being decoded.
 
 namespace ddp {
 namespace {
