@@ -52,7 +52,13 @@ absl::StatusOr<std::string> TokenFromFile(const LaunchOptions& options, const st
 // one is refused: its store listens beyond loopback.
 absl::StatusOr<std::string> ChooseJobToken(const LaunchOptions& options) {
   if (!options.job_token.empty()) return options.job_token;
-  if (!options.job_token_file.empty()) return TokenFromFile(options, options.job_token_file);
+  if (!options.job_token_file.empty()) {
+    absl::StatusOr<std::string> token = TokenFromFile(options, options.job_token_file);
+    if (!token.ok()) {
+      return absl::Status(token.status().code(), absl::StrCat("--job_token_file: ", token.status().message()));
+    }
+    return token;
+  }
   DDP_ASSIGN_OR_RETURN(std::string token, JobTokenFromEnv(ProcessEnv()));
   if (!token.empty()) return token;
   if (options.nnodes == 1) return GenerateJobToken();

@@ -27,7 +27,7 @@ namespace ddp {
 namespace {
 
 absl::Status TokenFileError(const std::string& path, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("job token file ", path, " (", kJobTokenFileEnv, "): ", what));
+  return absl::InvalidArgumentError(absl::StrCat("job token file ", path, ": ", what));
 }
 
 // Writes all of `data` to `fd`.
@@ -71,7 +71,11 @@ absl::StatusOr<std::string> ReadJobTokenFile(const std::string& path) {
 absl::StatusOr<std::string> JobTokenFromEnv(const EnvLookup& env) {
   if (std::optional<std::string> token = env(kJobTokenEnv); token.has_value() && !token->empty()) return *token;
   if (std::optional<std::string> path = env(kJobTokenFileEnv); path.has_value() && !path->empty()) {
-    return ReadJobTokenFile(*path);
+    absl::StatusOr<std::string> token = ReadJobTokenFile(*path);
+    if (!token.ok()) {
+      return absl::Status(token.status().code(), absl::StrCat(token.status().message(), " (", kJobTokenFileEnv, ")"));
+    }
+    return token;
   }
   return std::string();
 }

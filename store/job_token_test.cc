@@ -43,7 +43,9 @@ TEST(JobTokenTest, VariableThenFileThenNone) {
 TEST(JobTokenTest, BadFilesAreNamed) {
   const absl::StatusOr<std::string> missing = ReadJobTokenFile("/nonexistent/token");
   EXPECT_TRUE(absl::IsInvalidArgument(missing.status()));
-  EXPECT_THAT(missing.status().message(), HasSubstr("job token file /nonexistent/token (DDP_JOB_TOKEN_FILE)"));
+  EXPECT_THAT(missing.status().message(), HasSubstr("job token file /nonexistent/token: "));
+  EXPECT_THAT(JobTokenFromEnv(Env({{"DDP_JOB_TOKEN_FILE", "/nonexistent/token"}})).status().message(),
+              HasSubstr("(DDP_JOB_TOKEN_FILE)"));
   const std::string empty = Temp("empty");
   WriteFile(empty, "\n\n");
   EXPECT_THAT(ReadJobTokenFile(empty).status().message(), HasSubstr("it is empty"));
