@@ -1,0 +1,103 @@
+// FlightRecorder: the last N calls of one process group, kept in a ring buffer so that, when a
+// collective hangs or fails, each rank can say what it issued, what ran, what completed and what it is
+// stuck in (PyTorch's NCCL flight recorder, for the queued backends). Note [Flight recorder] in the .cc
+// says what an entry holds and why recording costs next to nothing; comm/flight_recorder_postmortem.h
+// dumps it and compares the ranks' progress when a call fails, and `//comm:flight_recorder_report`
+// reads the dumps of every rank.
+#ifndef DDP_COMM_FLIGHT_RECORDER_H_
+#define DDP_COMM_FLIGHT_RECORDER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "comm/async_work.h"
+#include "comm/collective_description.h"
+#include "store/launch_env.h"
+
+namespace ddp {
+
+// How many calls a group's recorder keeps, and where its dumps go.
+struct FlightRecorderOptions {
+  // Calls kept (the newest ones); 0 turns the recorder off: nothing is recorded or dumped.
+  // DDP_FLIGHT_RECORDER_ENTRIES sets it (FlightRecorderOptionsFromEnv).
+  int entries = 2000;
+  // The folder that receives each group's dump folder (Note [Flight recorder dumps] in
+  // comm/flight_recorder_dump.cc); "": ${TMPDIR:-/tmp}/ddp-flight-recorder. DDP_FLIGHT_RECORDER_DIR sets it.
+  std::string dump_dir;
+};
+
+// The most entries DDP_FLIGHT_RECORDER_ENTRIES may ask for (an entry costs about 100 bytes plus the call's
+// Work, kept alive until the ring overwrites it).
+inline constexpr int kMaxFlightRecorderEntries = 1 << 20;
+
+// The options from DDP_FLIGHT_RECORDER_ENTRIES (an integer 0..kMaxFlightRecorderEntries) and
+// DDP_FLIGHT_RECORDER_DIR, each defaulting as above. kInvalidArgument naming the variable and its value
+// otherwise.
+absl::StatusOr<FlightRecorderOptions> FlightRecorderOptionsFromEnv(const EnvLookup& env);
+
+// Where a recorded call stands.
+enum class FlightState : uint8_t {
+  kIssued,     // queued: its body has not started
+  kStarted,    // its body runs (on the worker, a waiter or the calling thread)
+  kCompleted,  // finished successfully
+  kFailed,     // finished with an error (a failure, a broken group's refusal, a cancellation)
+};
+
+// "issued", "started", "completed", "failed".
+const char* FlightStateName(FlightState state);
+
+// One recorded call, as a snapshot saw it.
+struct FlightEntry {
+  uint64_t record = 0;              // 0 for the first call the recorder saw, then 1, 2, ... (every call)
+  uint64_t sequence = kUnnumbered;  // the group's sequence number; kUnnumbered for Send and Recv
+  CollectiveSpec spec;
+  FlightState state = FlightState::kIssued;
+  absl::Time issued = absl::InfinitePast();
+  absl::Time started = absl::InfinitePast();  // InfinitePast until it started
+  absl::Time ended = absl::InfinitePast();    // InfinitePast until it finished
+  std::string error;                          // the failure, for kFailed
+};
+
+// The ring. Thread-safe: Record may run on every issuing thread, Snapshot on any.
+class FlightRecorder {
+ public:
+  // Keeps the newest `capacity` calls. REQUIRES: 1 <= capacity <= kMaxFlightRecorderEntries.
+  explicit FlightRecorder(int capacity);
+
+  // Records that call `spec`, numbered `sequence`, was issued now; its state and times are read from
+  // `work` when a snapshot is taken. The ring keeps `work` alive until it overwrites the entry (or
+  // Clear). Cost: one clock read and one uncontended lock.
+  void Record(uint64_t sequence, const CollectiveSpec& spec, std::shared_ptr<AsyncWork> work);
+
+  // The calls kept, oldest first, each with its state now.
+  std::vector<FlightEntry> Snapshot() const;
+
+  // Drops every entry (and the Works they keep). Record may be called again afterwards.
+  void Clear();
+
+  int capacity() const { return capacity_; }
+  // How many calls were recorded since construction (or the last Clear): the next entry's `record`.
+  uint64_t recorded() const;
+
+ private:
+  struct Slot {
+    uint64_t sequence = kUnnumbered;
+    CollectiveSpec spec;
+    absl::Time issued;
+    std::shared_ptr<AsyncWork> work;  // null: an empty slot
+  };
+
+  const int capacity_;
+  mutable absl::Mutex mu_;
+  std::vector<Slot> ring_ ABSL_GUARDED_BY(mu_);  // capacity_ slots
+  uint64_t next_ ABSL_GUARDED_BY(mu_) = 0;       // calls recorded; the newest is at (next_ - 1) % capacity
+};
+
+}  // namespace ddp
+
+#endif  // DDP_COMM_FLIGHT_RECORDER_H_
