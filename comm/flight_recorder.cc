@@ -87,7 +87,7 @@ void FlightRecorder::Record(uint64_t sequence, const CollectiveSpec& spec, std::
   }
 }
 
-std::vector<FlightEntry> FlightRecorder::Snapshot() const {
+std::vector<FlightEntry> FlightRecorder::Snapshot(const AsyncWork* failing, absl::string_view failure) const {
   std::vector<FlightEntry> entries;
   absl::MutexLock lock(&mu_);
   const uint64_t kept = std::min<uint64_t>(next_, capacity_);
@@ -103,6 +103,10 @@ std::vector<FlightEntry> FlightRecorder::Snapshot() const {
     entry.state = StateOf(*slot.work, &entry.error);
     entry.started = slot.work->StartTime();
     entry.ended = slot.work->EndTime();
+    if (slot.work.get() == failing && entry.state != FlightState::kFailed) {
+      entry.state = FlightState::kFailed;
+      entry.error = std::string(failure);
+    }
     entries.push_back(std::move(entry));
   }
   return entries;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "comm/async_work.h"
@@ -74,8 +75,9 @@ class FlightRecorder {
   // Clear). Cost: one clock read and one uncontended lock.
   void Record(uint64_t sequence, const CollectiveSpec& spec, std::shared_ptr<AsyncWork> work);
 
-  // The calls kept, oldest first, each with its state now.
-  std::vector<FlightEntry> Snapshot() const;
+  // The calls kept, oldest first, each with its state now; the call whose Work is `failing` (one whose
+  // body just failed with `failure` and will complete with it) is shown failed.
+  std::vector<FlightEntry> Snapshot(const AsyncWork* failing = nullptr, absl::string_view failure = {}) const;
 
   // Drops every entry (and the Works they keep). Record may be called again afterwards.
   void Clear();

@@ -29,11 +29,11 @@ std::pair<int64_t, int> Position(const RankProgress& p) {
   return {p.last_completed + 1, 0};
 }
 
-// "running for 5.0s", "queued for 5.0s, not started" or "failed", as of the report or dump.
+// "running for 5.0s", "queued for 5.0s, not started" or "failed after 5.0s", as of the report or dump.
 std::string StatePhrase(const RankProgress::Call& c) {
   if (c.state == FlightState::kIssued) return absl::StrCat("queued for ", Seconds(c.age), ", not started");
   if (c.state == FlightState::kStarted) return absl::StrCat("running for ", Seconds(c.age));
-  return "failed";
+  return absl::StrCat("failed after ", Seconds(c.age));
 }
 
 // "in AllReduce(sum) #252 of 4 int64 (running for 5.0s)", after "rank 1 is".
@@ -229,7 +229,7 @@ std::string DiagnoseProgress(const GroupProgress& g) {
   } else if (!known.empty()) {
     text = DiagnoseHeard(known);
   } else {
-    text = "no rank recorded its calls";
+    return "no rank recorded its calls (DDP_FLIGHT_RECORDER_ENTRIES=0)";
   }
   if (!unrecorded.empty()) {
     absl::StrAppend(&text, "; ", NameRanks(unrecorded), " recorded no calls (DDP_FLIGHT_RECORDER_ENTRIES=0)");

@@ -135,10 +135,10 @@ std::string GroupPostmortem::DumpOnce(const std::string& reason, const std::vect
   return dump_note_;
 }
 
-void GroupPostmortem::Dump(const std::string& reason) {
+void GroupPostmortem::Dump(const std::string& reason, const AsyncWork* failing) {
   if (recorder_ == nullptr) return;
   absl::MutexLock lock(&mu_);
-  DumpOnce(reason, recorder_->Snapshot());
+  if (!dumped_) DumpOnce(reason, recorder_->Snapshot(failing, reason));
 }
 
 void GroupPostmortem::Detach() {
@@ -146,19 +146,21 @@ void GroupPostmortem::Detach() {
   reports_.reset();
 }
 
-PostmortemResult GroupPostmortem::Explain(const std::string& error, const std::optional<CollectiveCall>& call) {
+PostmortemResult GroupPostmortem::Explain(const std::string& error, const std::optional<CollectiveCall>& call,
+                                          const AsyncWork* failing) {
   absl::MutexLock lock(&mu_);
-  if (!result_.has_value()) result_ = ExplainFirst(error, call);
+  if (!result_.has_value()) result_ = ExplainFirst(error, call, failing);
   return *result_;
 }
 
-PostmortemResult GroupPostmortem::ExplainFirst(const std::string& error, const std::optional<CollectiveCall>& call) {
+PostmortemResult GroupPostmortem::ExplainFirst(const std::string& error, const std::optional<CollectiveCall>& call,
+                                               const AsyncWork* failing) {
   PostmortemResult result;
   std::optional<RankProgress> mine;
   std::string note;
   if (recorder_ != nullptr) {
     const absl::Time now = WallNow();
-    const std::vector<FlightEntry> snapshot = recorder_->Snapshot();
+    const std::vector<FlightEntry> snapshot = recorder_->Snapshot(failing, error);
     mine = ProgressOf(snapshot, now);
     note = DumpOnce(error, snapshot);
   }

@@ -67,11 +67,13 @@ class GroupPostmortem {
   // calls return the first result at once: after the first failure the ranks no longer agree on where
   // they stand, and the first failure is the cause. After Detach, an explanation not made yet uses no
   // store. Blocks at most the window plus one store timeout.
-  PostmortemResult Explain(const std::string& error, const std::optional<CollectiveCall>& call);
+  // `failing`: the Work of the call whose body fails with `error` now (null for a wait that timed out).
+  PostmortemResult Explain(const std::string& error, const std::optional<CollectiveCall>& call,
+                           const AsyncWork* failing = nullptr);
 
   // Writes this rank's dump with `reason` unless it was written already; no exchange. For failures whose
-  // error the backend explains itself.
-  void Dump(const std::string& reason);
+  // error the backend explains itself; `failing` as for Explain.
+  void Dump(const std::string& reason, const AsyncWork* failing = nullptr);
 
   // Forgets the store (the group is going away and the store may go before its Works); waits for an
   // Explain in progress.
@@ -81,8 +83,8 @@ class GroupPostmortem {
   // Writes the dump of `snapshot` once; returns the folder it went to ("" when nothing was written).
   std::string DumpOnce(const std::string& reason, const std::vector<FlightEntry>& snapshot)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  PostmortemResult ExplainFirst(const std::string& error, const std::optional<CollectiveCall>& call)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  PostmortemResult ExplainFirst(const std::string& error, const std::optional<CollectiveCall>& call,
+                                const AsyncWork* failing) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const char* const backend_;
   const int rank_;

@@ -187,10 +187,10 @@ absl::Status QueuedProcessGroup::Refused(const QueuedWork& work) const {
                                                    broken_.message(), ")"));
 }
 
-void QueuedProcessGroup::Break(const absl::Status& failure) {
+void QueuedProcessGroup::Break(const QueuedWork& work, const absl::Status& failure) {
   broken_ = failure;
   OnFailure(failure);
-  postmortem_->Dump(std::string(failure.message()));  // after OnFailure: the peers hear of it first
+  postmortem_->Dump(std::string(failure.message()), &work);  // after OnFailure: the peers hear of it first
 }
 
 std::shared_ptr<QueuedWork> QueuedProcessGroup::TryBeginInline(const CollectiveSpec& spec) {

@@ -190,7 +190,7 @@ class QueuedProcessGroup : public ProcessGroup {
     if (!broken_.ok()) return Refused(work);
     const RunningCall call{&work, blocking ? WallNow() + options_.timeout : absl::InfiniteFuture()};
     absl::Status status = body(call);
-    if (!status.ok()) Break(status);
+    if (!status.ok()) Break(work, status);
     return status;
   }
 
@@ -218,7 +218,7 @@ class QueuedProcessGroup : public ProcessGroup {
   // Guarded's two outcomes beside success: the Status of a call refused by a broken group, and breaking
   // the group with `failure` (OnFailure included).
   absl::Status Refused(const QueuedWork& work) const;
-  void Break(const absl::Status& failure);
+  void Break(const QueuedWork& work, const absl::Status& failure);
 
   const int rank_;
   const int size_;

@@ -208,11 +208,11 @@ QueuedProcessGroup::Body ProcessGroupGloo::GlooBody(std::function<void(uint32_t)
     } catch (...) {
       what = "unknown exception";
     }
-    return Fail(call, absl::StrCat(running(), ": ", what));
+    return Fail(call, absl::StrCat(running(), ": ", what), *running.work);
   };
 }
 
-absl::Status ProcessGroupGloo::Fail(const CollectiveCall& call, const std::string& failure) {
+absl::Status ProcessGroupGloo::Fail(const CollectiveCall& call, const std::string& failure, const QueuedWork& work) {
   // The group is broken: closing every connection makes the peers still waiting on this rank fail
   // now rather than at their timeout, so they report too (Note [Failure reports]).
   try {
@@ -220,7 +220,7 @@ absl::Status ProcessGroupGloo::Fail(const CollectiveCall& call, const std::strin
   } catch (...) {  // a pair that cannot close cleanly changes nothing: the group has failed already
   }
   // Each rank's report carries its call, so the mismatch needs no store round of its own.
-  const PostmortemResult postmortem = this->postmortem().Explain(failure, call);
+  const PostmortemResult postmortem = this->postmortem().Explain(failure, call, &work);
   std::map<int, CollectiveCall> others = postmortem.calls;
   others.erase(rank());
   const std::string mismatch = DescribeCallMismatch(rank(), call, others);

@@ -116,11 +116,11 @@ class ProcessGroupGloo : public QueuedProcessGroup {
   std::shared_ptr<Work> PointToPoint(const CollectiveSpec& spec, const Tensor& tensor);
   // The ring reduce-scatter of the ReduceScatter body (Note [Ring reduce-scatter]).
   void RingReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, uint32_t tag);
-  // The failure path of `call`, the call that broke the group (Note [Broken groups] in
+  // The failure path of `call` (whose Work is `work`), the call that broke the group (Note [Broken groups] in
   // comm/queued_process_group.cc: it runs once): closes the connections, then the postmortem exchanges
   // reports (Note [Hang postmortem]); returns `failure` with the ranks that called something else, the
   // lost rank and the rank that is behind.
-  absl::Status Fail(const CollectiveCall& call, const std::string& failure);
+  absl::Status Fail(const CollectiveCall& call, const std::string& failure, const QueuedWork& work);
 
   std::shared_ptr<gloo::Context> context_;
   std::unique_ptr<Store> owned_store_;  // Set by CreateOwningStore; store_ points into it.
