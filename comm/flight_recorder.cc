@@ -16,11 +16,12 @@ namespace ddp {
 // entry keeps the call's spec (op, reduce op or root, element count, dtype: plain data, no strings), the
 // time it was issued and its Work. The Work already records when its body started and ended and how it
 // finished (AsyncWork), so the recorder does not copy those on the hot path; a snapshot reads them from
-// the Work. Recording a call therefore costs one clock read, one uncontended lock and a shared_ptr copy
-// (BENCHMARKS.md, section Flight recorder, measures it against DDP_FLIGHT_RECORDER_ENTRIES=0 at 4 B); a
-// Work lives on in the ring until the entry is overwrites N calls later, a few hundred bytes each.
-// The Work the ring releases when it overwrites a slot is dropped after the lock is released: the last
-// reference to a Work may free it, which is no work for the lock to cover.
+// the Work. The issue lock is the recorder's own mutex (mu()), which the group takes to number a call
+// anyway, so recording takes no lock of its own: it costs one clock read, a shared_ptr copy and a few
+// stores (BENCHMARKS.md, section Flight recorder, measures it against DDP_FLIGHT_RECORDER_ENTRIES=0 at
+// 4 B). A Work lives on in the ring until its entry is overwritten N calls later, a few hundred bytes
+// each; the group drops the Work the ring lets go of after the lock (its last reference may free it,
+// which is no work for the lock to cover).
 
 namespace {
 
@@ -67,24 +68,21 @@ const char* FlightStateName(FlightState state) {
 }
 
 FlightRecorder::FlightRecorder(int capacity) : capacity_(capacity) {
-  DDP_CHECK(capacity >= 1 && capacity <= kMaxFlightRecorderEntries)
-      << "FlightRecorder: capacity " << capacity << " outside 1.." << kMaxFlightRecorderEntries;
+  DDP_CHECK(capacity >= 0 && capacity <= kMaxFlightRecorderEntries)
+      << "FlightRecorder: capacity " << capacity << " outside 0.." << kMaxFlightRecorderEntries;
   absl::MutexLock lock(&mu_);
   ring_.resize(capacity);
 }
 
-void FlightRecorder::Record(uint64_t sequence, const CollectiveSpec& spec, std::shared_ptr<AsyncWork> work) {
-  const absl::Time issued = WallNow();
-  std::shared_ptr<AsyncWork> overwritten;  // released after the lock (Note [Flight recorder])
-  {
-    absl::MutexLock lock(&mu_);
-    Slot& slot = ring_[next_ % capacity_];
-    slot.sequence = sequence;
-    slot.spec = spec;
-    slot.issued = issued;
-    overwritten = std::exchange(slot.work, std::move(work));
-    ++next_;
-  }
+std::shared_ptr<AsyncWork> FlightRecorder::Record(uint64_t sequence, const CollectiveSpec& spec,
+                                                  std::shared_ptr<AsyncWork> work) {
+  if (capacity_ == 0) return nullptr;
+  Slot& slot = ring_[next_ % capacity_];
+  slot.sequence = sequence;
+  slot.spec = spec;
+  slot.issued = WallNow();
+  ++next_;
+  return std::exchange(slot.work, std::move(work));
 }
 
 std::vector<FlightEntry> FlightRecorder::Snapshot(const AsyncWork* failing, absl::string_view failure) const {

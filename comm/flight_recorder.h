@@ -64,16 +64,23 @@ struct FlightEntry {
   std::string error;                          // the failure, for kFailed
 };
 
-// The ring. Thread-safe: Record may run on every issuing thread, Snapshot on any.
+// The ring. Thread-safe: Record runs under mu(), which its group takes to issue a call anyway (the
+// group's issue lock), Snapshot and the rest on any thread.
 class FlightRecorder {
  public:
-  // Keeps the newest `capacity` calls. REQUIRES: 1 <= capacity <= kMaxFlightRecorderEntries.
+  // Keeps the newest `capacity` calls; 0 keeps none (Record does nothing, mu() still serves the group).
+  // REQUIRES: 0 <= capacity <= kMaxFlightRecorderEntries.
   explicit FlightRecorder(int capacity);
+
+  // The lock Record requires: the issue lock of the group that records.
+  absl::Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
 
   // Records that call `spec`, numbered `sequence`, was issued now; its state and times are read from
   // `work` when a snapshot is taken. The ring keeps `work` alive until it overwrites the entry (or
-  // Clear). Cost: one clock read and one uncontended lock.
-  void Record(uint64_t sequence, const CollectiveSpec& spec, std::shared_ptr<AsyncWork> work);
+  // Clear) and returns the Work it let go of, for the caller to release after unlocking mu() (its last
+  // reference may free it). Cost: one clock read and a few stores.
+  std::shared_ptr<AsyncWork> Record(uint64_t sequence, const CollectiveSpec& spec, std::shared_ptr<AsyncWork> work)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The calls kept, oldest first, each with its state now; the call whose Work is `failing` (one whose
   // body just failed with `failure` and will complete with it) is shown failed.
@@ -83,6 +90,7 @@ class FlightRecorder {
   void Clear();
 
   int capacity() const { return capacity_; }
+  bool enabled() const { return capacity_ > 0; }
   // How many calls were recorded since construction (or the last Clear): the next entry's `record`.
   uint64_t recorded() const;
 

@@ -100,8 +100,7 @@ GroupPostmortem::GroupPostmortem(const char* backend, int rank, int size, absl::
       timeout_(timeout),
       options_(std::move(options)),
       recorder_options_(ResolveRecorderOptions(options_.recorder)),
-      recorder_(recorder_options_.entries > 0 ? std::make_unique<FlightRecorder>(recorder_options_.entries)
-                                              : nullptr) {
+      recorder_(std::make_unique<FlightRecorder>(recorder_options_.entries)) {
   DDP_CHECK(rank >= 0 && rank < size) << "GroupPostmortem: rank " << rank << " outside a group of " << size;
   absl::MutexLock lock(&mu_);
   if (options_.store != nullptr) {
@@ -111,7 +110,7 @@ GroupPostmortem::GroupPostmortem(const char* backend, int rank, int size, absl::
 }
 
 std::string GroupPostmortem::DumpOnce(const std::string& reason, const std::vector<FlightEntry>& snapshot) {
-  if (dumped_ || recorder_ == nullptr) return dump_note_;
+  if (dumped_ || !recorder_->enabled()) return dump_note_;
   dumped_ = true;
   FlightDump dump;
   dump.header.group_id = options_.group_id.empty() ? absl::StrCat(backend_, "-group") : options_.group_id;
@@ -136,7 +135,7 @@ std::string GroupPostmortem::DumpOnce(const std::string& reason, const std::vect
 }
 
 void GroupPostmortem::Dump(const std::string& reason, const AsyncWork* failing) {
-  if (recorder_ == nullptr) return;
+  if (!recorder_->enabled()) return;
   absl::MutexLock lock(&mu_);
   if (!dumped_) DumpOnce(reason, recorder_->Snapshot(failing, reason));
 }
@@ -158,7 +157,7 @@ PostmortemResult GroupPostmortem::ExplainFirst(const std::string& error, const s
   PostmortemResult result;
   std::optional<RankProgress> mine;
   std::string note;
-  if (recorder_ != nullptr) {
+  if (recorder_->enabled()) {
     const absl::Time now = WallNow();
     const std::vector<FlightEntry> snapshot = recorder_->Snapshot(failing, error);
     mine = ProgressOf(snapshot, now);

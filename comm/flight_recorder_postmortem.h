@@ -59,7 +59,8 @@ class GroupPostmortem {
   // `timeout`. REQUIRES: 0 <= rank < size.
   GroupPostmortem(const char* backend, int rank, int size, absl::Duration timeout, PostmortemOptions options);
 
-  // The group's recorder; null when DDP_FLIGHT_RECORDER_ENTRIES=0. Lives as long as this object.
+  // The group's recorder (disabled, capacity 0, when DDP_FLIGHT_RECORDER_ENTRIES=0; its mu() is the
+  // group's issue lock either way). Never null; lives as long as this object.
   FlightRecorder* recorder() const { return recorder_.get(); }
 
   // The first call: dumps (unless Dump did), sends this rank's report ({`error`, `call`, its progress})
@@ -92,7 +93,7 @@ class GroupPostmortem {
   const absl::Duration timeout_;
   const PostmortemOptions options_;
   const FlightRecorderOptions recorder_options_;
-  const std::unique_ptr<FlightRecorder> recorder_;  // null when off
+  const std::unique_ptr<FlightRecorder> recorder_;
 
   absl::Mutex mu_;
   std::unique_ptr<FailureReports> reports_ ABSL_GUARDED_BY(mu_);  // null without a store, or detached

@@ -66,6 +66,7 @@ std::vector<std::shared_ptr<AsyncWork>> RecordCalls(GroupPostmortem& pm, int n) 
   std::vector<std::shared_ptr<AsyncWork>> works;
   for (int i = 0; i < n; ++i) {
     works.push_back(std::make_shared<AsyncWork>("call"));
+    absl::MutexLock lock(&pm.recorder()->mu());
     pm.recorder()->Record(i, Spec(), works.back());
     works.back()->MarkStarted();
     if (i + 1 < n) works.back()->Complete(absl::OkStatus());
@@ -165,7 +166,7 @@ TEST(GroupPostmortemTest, DumpWritesOnceAndOffWritesNothing) {
   EXPECT_THAT(*text, HasSubstr("\"reason\":\"first failure\""));
 
   GroupPostmortem off("shm", 0, 2, absl::Seconds(5), Options(nullptr, dir, /*entries=*/0));
-  EXPECT_EQ(off.recorder(), nullptr);
+  EXPECT_FALSE(off.recorder()->enabled());
   off.Dump("failure");
   EXPECT_FALSE(Exists(dir + "/test-group/rank0.jsonl"));
   EXPECT_THAT(off.Explain("error", std::nullopt).text,

@@ -116,5 +116,26 @@ TEST(FlightRecorderOptionsTest, BadValuesAreNamed) {
   EXPECT_THAT(empty_dir.status().message(), HasSubstr("DDP_FLIGHT_RECORDER_DIR"));
 }
 
+TEST(FlightRecorderTest, ReturnsTheWorkItLetsGoOf) {
+  FlightRecorder recorder(1);
+  auto first = std::make_shared<AsyncWork>("first");
+  auto second = std::make_shared<AsyncWork>("second");
+  absl::MutexLock lock(&recorder.mu());
+  EXPECT_EQ(recorder.Record(0, AllReduceSpec(1), first), nullptr);
+  EXPECT_EQ(recorder.Record(1, AllReduceSpec(1), second), first);
+}
+
+TEST(FlightRecorderTest, ACapacityOfZeroRecordsNothing) {
+  FlightRecorder recorder(0);
+  EXPECT_FALSE(recorder.enabled());
+  auto work = std::make_shared<AsyncWork>("call");
+  {
+    absl::MutexLock lock(&recorder.mu());
+    EXPECT_EQ(recorder.Record(0, AllReduceSpec(1), work), nullptr);
+  }
+  EXPECT_EQ(work.use_count(), 1);
+  EXPECT_TRUE(recorder.Snapshot().empty());
+}
+
 }  // namespace
 }  // namespace ddp

@@ -160,11 +160,19 @@ std::shared_ptr<QueuedWork> QueuedProcessGroup::NewWork(const CollectiveSpec& sp
 }
 
 uint64_t QueuedProcessGroup::calls_issued() const {
-  absl::MutexLock lock(&issue_mu_);
+  absl::MutexLock lock(&recorder_->mu());
   return next_sequence_;
 }
 
 uint64_t QueuedProcessGroup::TakeSequence(bool numbered) { return numbered ? next_sequence_++ : kUnnumbered; }
+
+std::shared_ptr<QueuedWork> QueuedProcessGroup::NewRecordedWork(const CollectiveSpec& spec, bool numbered,
+                                                                bool waiter_may_run,
+                                                                std::shared_ptr<AsyncWork>* overwritten) {
+  std::shared_ptr<QueuedWork> work = NewWork(spec, TakeSequence(numbered), waiter_may_run);
+  *overwritten = recorder_->Record(work->sequence(), spec, work);
+  return work;
+}
 
 std::shared_ptr<Work> QueuedProcessGroup::Issue(const CollectiveSpec& spec, Body body,
                                                 QueuedIssueOptions options) {
@@ -173,10 +181,10 @@ std::shared_ptr<Work> QueuedProcessGroup::Issue(const CollectiveSpec& spec, Body
 
 std::shared_ptr<Work> QueuedProcessGroup::IssueStarted(const CollectiveSpec& spec, absl::FunctionRef<Body()> start,
                                                        QueuedIssueOptions options) {
-  absl::MutexLock lock(&issue_mu_);
-  std::shared_ptr<QueuedWork> work =
-      NewWork(spec, TakeSequence(options.numbered), options_.waiter_runs_work && options.waiter_may_run);
-  if (recorder_ != nullptr) recorder_->Record(work->sequence(), spec, work);
+  std::shared_ptr<AsyncWork> overwritten;  // released after the lock
+  absl::MutexLock lock(&recorder_->mu());
+  std::shared_ptr<QueuedWork> work = NewRecordedWork(spec, options.numbered,
+                                                     options_.waiter_runs_work && options.waiter_may_run, &overwritten);
   QueuedWork* raw = work.get();
   queue_->Enqueue(work, [this, raw, body = start()] { return Guarded(*raw, body); });
   return work;
@@ -194,11 +202,10 @@ void QueuedProcessGroup::Break(const QueuedWork& work, const absl::Status& failu
 }
 
 std::shared_ptr<QueuedWork> QueuedProcessGroup::TryBeginInline(const CollectiveSpec& spec) {
-  absl::MutexLock lock(&issue_mu_);
+  std::shared_ptr<AsyncWork> overwritten;  // released after the lock
+  absl::MutexLock lock(&recorder_->mu());
   if (!queue_->TryBeginInline()) return nullptr;
-  std::shared_ptr<QueuedWork> work = NewWork(spec, TakeSequence(/*numbered=*/true), /*waiter_may_run=*/false);
-  if (recorder_ != nullptr) recorder_->Record(work->sequence(), spec, work);
-  return work;
+  return NewRecordedWork(spec, /*numbered=*/true, /*waiter_may_run=*/false, &overwritten);
 }
 
 void QueuedProcessGroup::EndInline(std::shared_ptr<QueuedWork> work, Body rest) {

@@ -214,7 +214,12 @@ class QueuedProcessGroup : public ProcessGroup {
   friend class QueuedWork;
 
   // Under the issue lock: the next sequence number, or kUnnumbered.
-  uint64_t TakeSequence(bool numbered) ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_);
+  uint64_t TakeSequence(bool numbered) ABSL_EXCLUSIVE_LOCKS_REQUIRED(recorder_->mu());
+  // Under the issue lock: numbers call `spec` and makes its Work (NewWork), and records it. Returns the
+  // Work the recorder let go of in `*overwritten`, for the caller to release after the lock.
+  std::shared_ptr<QueuedWork> NewRecordedWork(const CollectiveSpec& spec, bool numbered, bool waiter_may_run,
+                                              std::shared_ptr<AsyncWork>* overwritten)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(recorder_->mu());
   // Guarded's two outcomes beside success: the Status of a call refused by a broken group, and breaking
   // the group with `failure` (OnFailure included).
   absl::Status Refused(const QueuedWork& work) const;
@@ -225,12 +230,12 @@ class QueuedProcessGroup : public ProcessGroup {
   const QueuedProcessGroupOptions options_;
   // The first failure (Note [Broken groups]). Used only by whoever holds the queue's turn.
   absl::Status broken_;
-  // Dumps, exchanges and explains the first failure; shared with the Works (weakly). Its recorder, when
-  // on, records every call under issue_mu_, so the ring's order is the issue order.
+  // Dumps, exchanges and explains the first failure; shared with the Works (weakly).
   const std::shared_ptr<GroupPostmortem> postmortem_;
-  FlightRecorder* const recorder_;  // postmortem_'s; null when off
-  mutable absl::Mutex issue_mu_;
-  uint64_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
+  // postmortem_'s recorder. Its mu() is the issue lock: a call is numbered, queued and recorded under
+  // it, so sequence numbers, queue order and the ring's order agree (Note [Flight recorder]).
+  FlightRecorder* const recorder_;
+  uint64_t next_sequence_ ABSL_GUARDED_BY(recorder_->mu()) = 0;
   // Runs the calls in issue order. Shared with the Works a waiter may run; stopped by StopQueue.
   const std::shared_ptr<WorkQueue> queue_;
 };
