@@ -16,12 +16,14 @@ namespace ddp {
 // entry keeps the call's spec (op, reduce op or root, element count, dtype: plain data, no strings), the
 // time it was issued and its Work. The Work already records when its body started and ended and how it
 // finished (AsyncWork), so the recorder does not copy those on the hot path; a snapshot reads them from
-// the Work. The issue lock is the recorder's own mutex (mu()), which the group takes to number a call
-// anyway, so recording takes no lock of its own: it costs one clock read, a shared_ptr copy and a few
-// stores (BENCHMARKS.md, section Flight recorder, measures it against DDP_FLIGHT_RECORDER_ENTRIES=0 at
-// 4 B). A Work lives on in the ring until its entry is overwritten N calls later, a few hundred bytes
-// each; the group drops the Work the ring lets go of after the lock (its last reference may free it,
-// which is no work for the lock to cover).
+// the Work: the ring keeps a call's Work while the call runs, and once it completed, the next Record
+// copies its outcome (AsyncWork::CompletedOutcome, no lock) into the entry and lets the Work go. Calls
+// of a group complete in issue order, so the calls still holding a Work are the newest ones, and each
+// Record resolves about one. Keeping every Work until its entry is overwritten would be simpler, but it
+// measured +0.25 us per 4-byte shared-memory all-reduce (0.7 us): 2000 live Works defeat the allocator's
+// per-thread cache and the CPU's. The issue lock is the recorder's own mutex (mu()), which the group
+// takes to number a call anyway, so recording takes no lock of its own (BENCHMARKS.md, section Flight
+// recorder, measures the whole against DDP_FLIGHT_RECORDER_ENTRIES=0).
 
 namespace {
 
@@ -74,15 +76,30 @@ FlightRecorder::FlightRecorder(int capacity) : capacity_(capacity) {
   ring_.resize(capacity);
 }
 
-std::shared_ptr<AsyncWork> FlightRecorder::Record(uint64_t sequence, const CollectiveSpec& spec,
-                                                  std::shared_ptr<AsyncWork> work) {
-  if (capacity_ == 0) return nullptr;
+void FlightRecorder::ResolveCompleted() {
+  resolved_ = std::max(resolved_, next_ - std::min<uint64_t>(next_, capacity_));  // older ones are gone
+  for (; resolved_ < next_; ++resolved_) {
+    Slot& slot = ring_[resolved_ % capacity_];
+    absl::Status status;
+    if (!slot.work->CompletedOutcome(&status, &slot.started, &slot.ended)) return;
+    slot.state = status.ok() ? FlightState::kCompleted : FlightState::kFailed;
+    if (!status.ok()) slot.error = std::string(status.message());
+    slot.work.reset();
+  }
+}
+
+void FlightRecorder::Record(uint64_t sequence, const CollectiveSpec& spec, std::shared_ptr<AsyncWork> work) {
+  if (capacity_ == 0) return;
+  ResolveCompleted();
   Slot& slot = ring_[next_ % capacity_];
   slot.sequence = sequence;
   slot.spec = spec;
   slot.issued = WallNow();
+  slot.work = std::move(work);  // an unresolved Work overwritten here (a ring of running calls) is let go
+  slot.state = FlightState::kIssued;
+  slot.started = slot.ended = absl::InfinitePast();
+  slot.error.clear();
   ++next_;
-  return std::exchange(slot.work, std::move(work));
 }
 
 std::vector<FlightEntry> FlightRecorder::Snapshot(const AsyncWork* failing, absl::string_view failure) const {
@@ -92,16 +109,21 @@ std::vector<FlightEntry> FlightRecorder::Snapshot(const AsyncWork* failing, absl
   entries.reserve(kept);
   for (uint64_t record = next_ - kept; record < next_; ++record) {
     const Slot& slot = ring_[record % capacity_];
-    if (slot.work == nullptr) continue;
     FlightEntry entry;
     entry.record = record;
     entry.sequence = slot.sequence;
     entry.spec = slot.spec;
     entry.issued = slot.issued;
-    entry.state = StateOf(*slot.work, &entry.error);
-    entry.started = slot.work->StartTime();
-    entry.ended = slot.work->EndTime();
-    if (slot.work.get() == failing && entry.state != FlightState::kFailed) {
+    entry.state = slot.state;
+    entry.started = slot.started;
+    entry.ended = slot.ended;
+    entry.error = slot.error;
+    if (slot.work != nullptr) {  // unresolved: ask the Work
+      entry.state = StateOf(*slot.work, &entry.error);
+      entry.started = slot.work->StartTime();
+      entry.ended = slot.work->EndTime();
+    }
+    if (slot.work != nullptr && slot.work.get() == failing && entry.state != FlightState::kFailed) {
       entry.state = FlightState::kFailed;
       entry.error = std::string(failure);
     }
@@ -115,6 +137,7 @@ void FlightRecorder::Clear() {
   absl::MutexLock lock(&mu_);
   ring_.swap(dropped);
   next_ = 0;
+  resolved_ = 0;
 }
 
 uint64_t FlightRecorder::recorded() const {

@@ -75,11 +75,11 @@ class FlightRecorder {
   // The lock Record requires: the issue lock of the group that records.
   absl::Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
 
-  // Records that call `spec`, numbered `sequence`, was issued now; its state and times are read from
-  // `work` when a snapshot is taken. The ring keeps `work` alive until it overwrites the entry (or
-  // Clear) and returns the Work it let go of, for the caller to release after unlocking mu() (its last
-  // reference may free it). Cost: one clock read and a few stores.
-  std::shared_ptr<AsyncWork> Record(uint64_t sequence, const CollectiveSpec& spec, std::shared_ptr<AsyncWork> work)
+  // Records that call `spec`, numbered `sequence`, was issued now. The ring keeps `work` until the call
+  // completed and a later Record copied its outcome (Note [Flight recorder]); a snapshot reads the state
+  // of a call still running from its Work. Cost: one clock read, a few stores, and the outcome of
+  // (usually) one completed call.
+  void Record(uint64_t sequence, const CollectiveSpec& spec, std::shared_ptr<AsyncWork> work)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The calls kept, oldest first, each with its state now; the call whose Work is `failing` (one whose
@@ -99,13 +99,22 @@ class FlightRecorder {
     uint64_t sequence = kUnnumbered;
     CollectiveSpec spec;
     absl::Time issued;
-    std::shared_ptr<AsyncWork> work;  // null: an empty slot
+    // The call's Work until its outcome is copied below (an unresolved slot), then null.
+    std::shared_ptr<AsyncWork> work;
+    FlightState state = FlightState::kIssued;  // kCompleted or kFailed once resolved
+    absl::Time started, ended;
+    std::string error;
   };
+
+  // Copies the outcome of every completed call from the oldest unresolved one on, stopping at the first
+  // call still running (calls complete in issue order), and lets their Works go.
+  void ResolveCompleted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int capacity_;
   mutable absl::Mutex mu_;
   std::vector<Slot> ring_ ABSL_GUARDED_BY(mu_);  // capacity_ slots
   uint64_t next_ ABSL_GUARDED_BY(mu_) = 0;       // calls recorded; the newest is at (next_ - 1) % capacity
+  uint64_t resolved_ ABSL_GUARDED_BY(mu_) = 0;   // every record below it has its outcome copied
 };
 
 }  // namespace ddp

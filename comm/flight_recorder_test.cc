@@ -81,7 +81,7 @@ TEST(FlightRecorderTest, ReadsEachCallsStateFromItsWork) {
 }
 
 TEST(FlightRecorderTest, ClearDropsTheWorks) {
-  FlightRecorder recorder(2);
+  FlightRecorder recorder(2);  // the call never completes: its Work stays in the ring
   auto work = std::make_shared<AsyncWork>("call");
   recorder.Record(0, AllReduceSpec(1), work);
   EXPECT_EQ(work.use_count(), 2);
@@ -116,13 +116,35 @@ TEST(FlightRecorderOptionsTest, BadValuesAreNamed) {
   EXPECT_THAT(empty_dir.status().message(), HasSubstr("DDP_FLIGHT_RECORDER_DIR"));
 }
 
-TEST(FlightRecorderTest, ReturnsTheWorkItLetsGoOf) {
-  FlightRecorder recorder(1);
+// Works are held only until their call completed and a later Record copied the outcome: in steady
+// state the ring keeps the running calls' Works, not N of them.
+TEST(FlightRecorderTest, LetsCompletedWorksGoKeepingTheirOutcome) {
+  FlightRecorder recorder(8);
   auto first = std::make_shared<AsyncWork>("first");
   auto second = std::make_shared<AsyncWork>("second");
-  absl::MutexLock lock(&recorder.mu());
-  EXPECT_EQ(recorder.Record(0, AllReduceSpec(1), first), nullptr);
-  EXPECT_EQ(recorder.Record(1, AllReduceSpec(1), second), first);
+  auto third = std::make_shared<AsyncWork>("third");
+  {
+    absl::MutexLock lock(&recorder.mu());
+    recorder.Record(0, AllReduceSpec(1), first);
+    recorder.Record(1, AllReduceSpec(1), second);
+  }
+  first->MarkStarted();
+  first->Complete(absl::DataLossError("bad bytes"));
+  EXPECT_EQ(first.use_count(), 2);
+  {
+    absl::MutexLock lock(&recorder.mu());
+    recorder.Record(2, AllReduceSpec(1), third);  // resolves #0; #1 still runs, so #2 waits behind it
+  }
+  EXPECT_EQ(first.use_count(), 1);
+  EXPECT_EQ(second.use_count(), 2);
+  const std::vector<FlightEntry> entries = recorder.Snapshot();
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(entries[0].state, FlightState::kFailed);
+  EXPECT_EQ(entries[0].error, "bad bytes");
+  EXPECT_NE(entries[0].started, absl::InfinitePast());
+  EXPECT_NE(entries[0].ended, absl::InfinitePast());
+  EXPECT_EQ(entries[1].state, FlightState::kIssued);
+  EXPECT_EQ(entries[2].state, FlightState::kIssued);
 }
 
 TEST(FlightRecorderTest, ACapacityOfZeroRecordsNothing) {
@@ -131,7 +153,7 @@ TEST(FlightRecorderTest, ACapacityOfZeroRecordsNothing) {
   auto work = std::make_shared<AsyncWork>("call");
   {
     absl::MutexLock lock(&recorder.mu());
-    EXPECT_EQ(recorder.Record(0, AllReduceSpec(1), work), nullptr);
+    recorder.Record(0, AllReduceSpec(1), work);
   }
   EXPECT_EQ(work.use_count(), 1);
   EXPECT_TRUE(recorder.Snapshot().empty());

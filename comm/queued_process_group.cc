@@ -167,10 +167,9 @@ uint64_t QueuedProcessGroup::calls_issued() const {
 uint64_t QueuedProcessGroup::TakeSequence(bool numbered) { return numbered ? next_sequence_++ : kUnnumbered; }
 
 std::shared_ptr<QueuedWork> QueuedProcessGroup::NewRecordedWork(const CollectiveSpec& spec, bool numbered,
-                                                                bool waiter_may_run,
-                                                                std::shared_ptr<AsyncWork>* overwritten) {
+                                                                bool waiter_may_run) {
   std::shared_ptr<QueuedWork> work = NewWork(spec, TakeSequence(numbered), waiter_may_run);
-  *overwritten = recorder_->Record(work->sequence(), spec, work);
+  recorder_->Record(work->sequence(), spec, work);
   return work;
 }
 
@@ -181,10 +180,9 @@ std::shared_ptr<Work> QueuedProcessGroup::Issue(const CollectiveSpec& spec, Body
 
 std::shared_ptr<Work> QueuedProcessGroup::IssueStarted(const CollectiveSpec& spec, absl::FunctionRef<Body()> start,
                                                        QueuedIssueOptions options) {
-  std::shared_ptr<AsyncWork> overwritten;  // released after the lock
   absl::MutexLock lock(&recorder_->mu());
-  std::shared_ptr<QueuedWork> work = NewRecordedWork(spec, options.numbered,
-                                                     options_.waiter_runs_work && options.waiter_may_run, &overwritten);
+  std::shared_ptr<QueuedWork> work =
+      NewRecordedWork(spec, options.numbered, options_.waiter_runs_work && options.waiter_may_run);
   QueuedWork* raw = work.get();
   queue_->Enqueue(work, [this, raw, body = start()] { return Guarded(*raw, body); });
   return work;
@@ -202,10 +200,9 @@ void QueuedProcessGroup::Break(const QueuedWork& work, const absl::Status& failu
 }
 
 std::shared_ptr<QueuedWork> QueuedProcessGroup::TryBeginInline(const CollectiveSpec& spec) {
-  std::shared_ptr<AsyncWork> overwritten;  // released after the lock
   absl::MutexLock lock(&recorder_->mu());
   if (!queue_->TryBeginInline()) return nullptr;
-  return NewRecordedWork(spec, /*numbered=*/true, /*waiter_may_run=*/false, &overwritten);
+  return NewRecordedWork(spec, /*numbered=*/true, /*waiter_may_run=*/false);
 }
 
 void QueuedProcessGroup::EndInline(std::shared_ptr<QueuedWork> work, Body rest) {

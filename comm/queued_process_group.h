@@ -215,10 +215,8 @@ class QueuedProcessGroup : public ProcessGroup {
 
   // Under the issue lock: the next sequence number, or kUnnumbered.
   uint64_t TakeSequence(bool numbered) ABSL_EXCLUSIVE_LOCKS_REQUIRED(recorder_->mu());
-  // Under the issue lock: numbers call `spec` and makes its Work (NewWork), and records it. Returns the
-  // Work the recorder let go of in `*overwritten`, for the caller to release after the lock.
-  std::shared_ptr<QueuedWork> NewRecordedWork(const CollectiveSpec& spec, bool numbered, bool waiter_may_run,
-                                              std::shared_ptr<AsyncWork>* overwritten)
+  // Under the issue lock: numbers call `spec`, makes its Work (NewWork) and records it.
+  std::shared_ptr<QueuedWork> NewRecordedWork(const CollectiveSpec& spec, bool numbered, bool waiter_may_run)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(recorder_->mu());
   // Guarded's two outcomes beside success: the Status of a call refused by a broken group, and breaking
   // the group with `failure` (OnFailure included).
