@@ -1,11 +1,12 @@
 #include "comm/flight_recorder.h"
 
+#include <time.h>
+
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
-#include "base/wall_clock.h"
 
 namespace ddp {
 
@@ -21,11 +22,25 @@ namespace ddp {
 // of a group complete in issue order, so the calls still holding a Work are the newest ones, and each
 // Record resolves about one. Keeping every Work until its entry is overwritten would be simpler, but it
 // measured +0.25 us per 4-byte shared-memory all-reduce (0.7 us): 2000 live Works defeat the allocator's
-// per-thread cache and the CPU's. The issue lock is the recorder's own mutex (mu()), which the group
-// takes to number a call anyway, so recording takes no lock of its own (BENCHMARKS.md, section Flight
-// recorder, measures the whole against DDP_FLIGHT_RECORDER_ENTRIES=0).
+// per-thread cache and the CPU's. Issue times come from the coarse clock (CLOCK_REALTIME_COARSE, 1-4 ms):
+// they say how long a call waited in the queue, while its start and end times, from its Work, are exact.
+// For the same reason as above an entry is one cache line (the spec packed,
+// times as integers, the rare error kept apart), and Record prefetches the next one: the slot a call
+// writes was last touched N calls ago, and on a busy machine it comes from memory. The issue lock is
+// the recorder's own mutex (mu()), which the group takes to number a call anyway, so recording takes no
+// lock of its own (BENCHMARKS.md, section Flight recorder, measures the whole against
+// DDP_FLIGHT_RECORDER_ENTRIES=0).
 
 namespace {
+
+// The wall clock at its last tick (1-4 ms resolution), for issue times: about 8 ns a read here against
+// WallNow's 30-35 ns, and it
+// never runs ahead of the exact clock, so a call is never shown issued after it started.
+int64_t CoarseNowNanos() {
+  timespec now;
+  clock_gettime(CLOCK_REALTIME_COARSE, &now);
+  return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+}
 
 FlightState StateOf(AsyncWork& work, std::string* error) {
   if (work.IsCompleted()) {
@@ -74,32 +89,78 @@ FlightRecorder::FlightRecorder(int capacity) : capacity_(capacity) {
       << "FlightRecorder: capacity " << capacity << " outside 0.." << kMaxFlightRecorderEntries;
   absl::MutexLock lock(&mu_);
   ring_.resize(capacity);
+  works_.resize(capacity);
 }
 
 void FlightRecorder::ResolveCompleted() {
-  resolved_ = std::max(resolved_, next_ - std::min<uint64_t>(next_, capacity_));  // older ones are gone
+  // Records older than the ring's capacity are gone (overwritten while unresolved: a ring of running calls).
+  resolved_ = std::max(resolved_, next_ - std::min<uint64_t>(next_, capacity_));
   for (; resolved_ < next_; ++resolved_) {
+    std::shared_ptr<AsyncWork>& work = works_[resolved_ % capacity_];
     Slot& slot = ring_[resolved_ % capacity_];
     absl::Status status;
-    if (!slot.work->CompletedOutcome(&status, &slot.started, &slot.ended)) return;
+    absl::Time started, ended;
+    if (!work->CompletedOutcome(&status, &started, &ended)) return;
+    slot.started_ns = absl::ToUnixNanos(started);
+    slot.ended_ns = absl::ToUnixNanos(ended);
     slot.state = status.ok() ? FlightState::kCompleted : FlightState::kFailed;
-    if (!status.ok()) slot.error = std::string(status.message());
-    slot.work.reset();
+    if (!status.ok()) errors_[resolved_] = std::string(status.message());
+    work.reset();
   }
 }
 
 void FlightRecorder::Record(uint64_t sequence, const CollectiveSpec& spec, std::shared_ptr<AsyncWork> work) {
   if (capacity_ == 0) return;
   ResolveCompleted();
-  Slot& slot = ring_[next_ % capacity_];
+  const size_t at = next_ % capacity_;
+  Slot& slot = ring_[at];
   slot.sequence = sequence;
-  slot.spec = spec;
-  slot.issued = WallNow();
-  slot.work = std::move(work);  // an unresolved Work overwritten here (a ring of running calls) is let go
+  slot.numel = spec.numel;
+  slot.issued_ns = CoarseNowNanos();
+  slot.started_ns = slot.ended_ns = 0;
+  slot.root = spec.root;
+  slot.tag = spec.tag;
+  slot.kind = spec.kind;
+  slot.op = static_cast<uint8_t>(spec.op);
+  slot.dtype = static_cast<uint8_t>(spec.dtype);
   slot.state = FlightState::kIssued;
-  slot.started = slot.ended = absl::InfinitePast();
-  slot.error.clear();
+  works_[at] = std::move(work);  // an unresolved Work overwritten here (a ring of running calls) is let go
+  if (!errors_.empty() && next_ >= static_cast<uint64_t>(capacity_)) errors_.erase(next_ - capacity_);
   ++next_;
+  // The next call's slot was last touched `capacity_` calls ago and is likely out of the cache: fetch it
+  // now, while this call runs, rather than when the next one is issued.
+  __builtin_prefetch(&ring_[next_ % capacity_], /*rw=*/1);
+  __builtin_prefetch(&works_[next_ % capacity_], /*rw=*/1);
+}
+
+FlightEntry FlightRecorder::EntryOf(uint64_t record, const AsyncWork* failing, absl::string_view failure) const {
+  const Slot& slot = ring_[record % capacity_];
+  auto time = [](int64_t ns) { return ns == 0 ? absl::InfinitePast() : absl::FromUnixNanos(ns); };
+  FlightEntry entry;
+  entry.record = record;
+  entry.sequence = slot.sequence;
+  entry.spec.kind = slot.kind;
+  entry.spec.op = static_cast<ReduceOp>(slot.op);
+  entry.spec.dtype = static_cast<DType>(slot.dtype);
+  entry.spec.root = slot.root;
+  entry.spec.tag = slot.tag;
+  entry.spec.numel = slot.numel;
+  entry.issued = time(slot.issued_ns);
+  entry.state = slot.state;
+  entry.started = time(slot.started_ns);
+  entry.ended = time(slot.ended_ns);
+  if (auto error = errors_.find(record); error != errors_.end()) entry.error = error->second;
+  const std::shared_ptr<AsyncWork>& work = works_[record % capacity_];
+  if (record >= resolved_ && work != nullptr) {  // unresolved: ask the Work
+    entry.state = StateOf(*work, &entry.error);
+    entry.started = work->StartTime();
+    entry.ended = work->EndTime();
+    if (work.get() == failing && entry.state != FlightState::kFailed) {
+      entry.state = FlightState::kFailed;
+      entry.error = std::string(failure);
+    }
+  }
+  return entry;
 }
 
 std::vector<FlightEntry> FlightRecorder::Snapshot(const AsyncWork* failing, absl::string_view failure) const {
@@ -107,35 +168,16 @@ std::vector<FlightEntry> FlightRecorder::Snapshot(const AsyncWork* failing, absl
   absl::MutexLock lock(&mu_);
   const uint64_t kept = std::min<uint64_t>(next_, capacity_);
   entries.reserve(kept);
-  for (uint64_t record = next_ - kept; record < next_; ++record) {
-    const Slot& slot = ring_[record % capacity_];
-    FlightEntry entry;
-    entry.record = record;
-    entry.sequence = slot.sequence;
-    entry.spec = slot.spec;
-    entry.issued = slot.issued;
-    entry.state = slot.state;
-    entry.started = slot.started;
-    entry.ended = slot.ended;
-    entry.error = slot.error;
-    if (slot.work != nullptr) {  // unresolved: ask the Work
-      entry.state = StateOf(*slot.work, &entry.error);
-      entry.started = slot.work->StartTime();
-      entry.ended = slot.work->EndTime();
-    }
-    if (slot.work != nullptr && slot.work.get() == failing && entry.state != FlightState::kFailed) {
-      entry.state = FlightState::kFailed;
-      entry.error = std::string(failure);
-    }
-    entries.push_back(std::move(entry));
-  }
+  for (uint64_t record = next_ - kept; record < next_; ++record) entries.push_back(EntryOf(record, failing, failure));
   return entries;
 }
 
 void FlightRecorder::Clear() {
-  std::vector<Slot> dropped(capacity_);
+  std::vector<std::shared_ptr<AsyncWork>> dropped(capacity_);
   absl::MutexLock lock(&mu_);
-  ring_.swap(dropped);
+  works_.swap(dropped);
+  ring_.assign(capacity_, Slot());
+  errors_.clear();
   next_ = 0;
   resolved_ = 0;
 }

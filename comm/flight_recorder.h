@@ -8,6 +8,7 @@
 #define DDP_COMM_FLIGHT_RECORDER_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,7 +59,7 @@ struct FlightEntry {
   uint64_t sequence = kUnnumbered;  // the group's sequence number; kUnnumbered for Send and Recv
   CollectiveSpec spec;
   FlightState state = FlightState::kIssued;
-  absl::Time issued = absl::InfinitePast();
+  absl::Time issued = absl::InfinitePast();   // to the coarse clock's tick (1-4 ms; Note [Flight recorder])
   absl::Time started = absl::InfinitePast();  // InfinitePast until it started
   absl::Time ended = absl::InfinitePast();    // InfinitePast until it finished
   std::string error;                          // the failure, for kFailed
@@ -95,26 +96,39 @@ class FlightRecorder {
   uint64_t recorded() const;
 
  private:
-  struct Slot {
+  // One call in one cache line (Note [Flight recorder]): the spec packed, times as Unix nanoseconds (0:
+  // not yet), the Work kept apart in works_.
+  struct alignas(64) Slot {
     uint64_t sequence = kUnnumbered;
-    CollectiveSpec spec;
-    absl::Time issued;
-    // The call's Work until its outcome is copied below (an unresolved slot), then null.
-    std::shared_ptr<AsyncWork> work;
+    int64_t numel = 0;
+    int64_t issued_ns = 0;
+    int64_t started_ns = 0;
+    int64_t ended_ns = 0;
+    int32_t root = -1;
+    int32_t tag = 0;
+    CollectiveKind kind = CollectiveKind::kBarrier;
+    uint8_t op = 0;     // ReduceOp
+    uint8_t dtype = 0;  // DType
     FlightState state = FlightState::kIssued;  // kCompleted or kFailed once resolved
-    absl::Time started, ended;
-    std::string error;
   };
+  static_assert(sizeof(Slot) == 64, "a slot is one cache line");
 
   // Copies the outcome of every completed call from the oldest unresolved one on, stopping at the first
   // call still running (calls complete in issue order), and lets their Works go.
   void ResolveCompleted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The entry of `record` (kept in the ring) as a snapshot shows it.
+  FlightEntry EntryOf(uint64_t record, const AsyncWork* failing, absl::string_view failure) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int capacity_;
   mutable absl::Mutex mu_;
   std::vector<Slot> ring_ ABSL_GUARDED_BY(mu_);  // capacity_ slots
-  uint64_t next_ ABSL_GUARDED_BY(mu_) = 0;       // calls recorded; the newest is at (next_ - 1) % capacity
-  uint64_t resolved_ ABSL_GUARDED_BY(mu_) = 0;   // every record below it has its outcome copied
+  // The Work of record r at works_[r % capacity_] while r is unresolved (resolved_ <= r < next_), else null.
+  std::vector<std::shared_ptr<AsyncWork>> works_ ABSL_GUARDED_BY(mu_);
+  // The errors of resolved failed calls still in the ring, by record (failures are rare: kept apart).
+  std::map<uint64_t, std::string> errors_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_ ABSL_GUARDED_BY(mu_) = 0;      // calls recorded; the newest is record next_ - 1
+  uint64_t resolved_ ABSL_GUARDED_BY(mu_) = 0;  // every record below it has its outcome copied
 };
 
 }  // namespace ddp
