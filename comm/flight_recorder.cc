@@ -34,8 +34,8 @@ namespace ddp {
 namespace {
 
 // The wall clock at its last tick (1-4 ms resolution), for issue times: about 8 ns a read here against
-// WallNow's 30-35 ns, and it
-// never runs ahead of the exact clock, so a call is never shown issued after it started.
+// WallNow's 30-35 ns, and it never runs ahead of the exact clock, so a call is never shown issued after
+// it started.
 int64_t CoarseNowNanos() {
   timespec now;
   clock_gettime(CLOCK_REALTIME_COARSE, &now);
