@@ -171,10 +171,18 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeShmGroup(const EnvLookup& env,
   return std::unique_ptr<ProcessGroup>(std::move(group));
 }
 
-// The Gloo group of `rank` of `size` over `store`.
+// The rank whose process serves the job's store (MakeTcpStore's server), -1 when none does: a file store,
+// or ddprun's.
+int StoreHostRank(const InitOptions& options, const LaunchEnv& launch) {
+  if (absl::StartsWith(options.init_method, "file://") || launch.store_in_launcher) return -1;
+  return 0;
+}
+
+// The Gloo group of `rank` of `size` over `store`; `store_host_rank` as ProcessGroupGlooOptions says.
 absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeGlooGroup(const InitOptions& options, const DistributedContext& context,
-                                                            Store& store, int rank, int size) {
+                                                            Store& store, int rank, int size, int store_host_rank) {
   ProcessGroupGlooOptions gloo_options;
+  gloo_options.store_host_rank = store_host_rank;
   gloo_options.timeout = context.timeout;
   DDP_ASSIGN_OR_RETURN(gloo_options.failure_report_window, ResolveFailureReportWindow(options.env));
   gloo_options.hostname =
@@ -190,11 +198,13 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeCpuGroup(const InitOptions& op
   const int rank = context.launch.rank;
   const int size = context.launch.world_size;
   if (backend == "shm") return MakeShmGroup(options.env, *context.store, rank, size, context.timeout);
-  if (backend == "gloo") return MakeGlooGroup(options, context, *context.store, rank, size);
+  if (backend == "gloo") {
+    return MakeGlooGroup(options, context, *context.store, rank, size, StoreHostRank(options, context.launch));
+  }
   InnerGroupFactory shm = [&](Store& store, int r, int s) {
     return MakeShmGroup(options.env, store, r, s, context.timeout);
   };
-  InnerGroupFactory gloo = [&](Store& store, int r, int s) { return MakeGlooGroup(options, context, store, r, s); };
+  InnerGroupFactory gloo = [&](Store& store, int r, int s) { return MakeGlooGroup(options, context, store, r, s, -1); };
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupHierarchical> group,
                        ProcessGroupHierarchical::Create(*context.store, rank, size, identities, context.timeout,
                                                         shm, gloo));
