@@ -1,27 +1,31 @@
 """The PyTorch side of //nn:resnet_interchange_test: torchvision's resnet18 and our resnet18 exchanging
 weights through safetensors files, both directions, with strict names (nn/resnet.h).
 
-    resnet_interchange.py torch_save DIR   # torchvision weights (with non-trivial BatchNorm statistics)
-                                           # -> DIR/torch_weights.safetensors; a fixed input and the
-                                           # model's eval-mode logits -> DIR/torch_io.safetensors
-    resnet_interchange.py torch_check DIR --expect_batches=N
-                                           # load_file(DIR/ours_weights.safetensors) +
-                                           # load_state_dict(strict=True); every num_batches_tracked is N;
-                                           # eval-mode logits on DIR/ours_io.safetensors' input equal its
-                                           # logits
+    resnet_interchange.py DIR --expect_batches=N
+      1. ours -> torchvision: load_file(DIR/ours_weights.safetensors) + load_state_dict(strict=True);
+         every num_batches_tracked is N; the eval-mode logits on DIR/ours_io.safetensors' input equal the
+         logits stored there.
+      2. torchvision -> ours: a fresh torchvision model's weights (BatchNorm statistics and
+         num_batches_tracked set to non-initial values) -> DIR/torch_weights.safetensors; a fixed input
+         and its eval-mode logits -> DIR/torch_io.safetensors, for our side to check.
 
 Runs under any PyTorch with torchvision (2.x from PyPI, or Debian's python3-torch 1.13 with
-python3-torchvision 0.14) and Hugging Face's safetensors. Exit status 0 on success; a failure prints what
-differed and exits 1.
+python3-torchvision 0.14) and Hugging Face's safetensors. Exit status 0 on success, 1 on a failure (it
+prints what differed), and 77 when torch, torchvision or safetensors cannot be imported (missing or broken) (the test then
+tries another Python): one process, because importing torch and torchvision takes seconds.
 """
 
 import argparse
 import os
 import sys
 
-import torch
-import torchvision
-from safetensors.torch import load_file, save_file
+try:
+    import torch
+    import torchvision
+    from safetensors.torch import load_file, save_file
+except Exception as error:  # a missing or broken install is the environment's, not this test's, failure
+    print("cannot import: %s: %s" % (type(error).__name__, error))
+    sys.exit(77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import reference_models  # noqa: E402
@@ -78,8 +82,7 @@ def torch_save(args):
     save_file({k: v.contiguous() for k, v in model.state_dict().items()},
               os.path.join(args.dir, "torch_weights.safetensors"))
     save_file({"input": x, "logits": logits}, os.path.join(args.dir, "torch_io.safetensors"))
-    print("torch (torchvision %s, torch %s) saved %d tensors" % (torchvision.__version__, torch.__version__,
-                                                                 len(model.state_dict())))
+    print("torchvision saved %d tensors" % len(model.state_dict()))
 
 
 def torch_check(args):
@@ -99,12 +102,13 @@ def torch_check(args):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=("torch_save", "torch_check"))
     parser.add_argument("dir")
-    parser.add_argument("--expect_batches", type=int, default=0)
+    parser.add_argument("--expect_batches", type=int, required=True)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    torch_save(args) if args.command == "torch_save" else torch_check(args)
+    print("torch %s, torchvision %s" % (torch.__version__, torchvision.__version__))
+    torch_check(args)
+    torch_save(args)
 
 
 if __name__ == "__main__":
