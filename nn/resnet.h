@@ -38,6 +38,7 @@ class BasicBlock : public Module {
   Tensor Forward(const Tensor& x) override;
   std::shared_ptr<Module> Replicate() const override { return ReplicateAs(*this); }
 
+  // Whether the block has the "downsample" path (stride != 1 or a channel change).
   bool has_downsample() const { return Child("downsample") != nullptr; }
 };
 
