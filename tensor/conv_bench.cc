@@ -1,7 +1,8 @@
 // Micro-benchmark of the CNN layers of the MNIST model (batch 64): Conv2d forward and forward+backward
 // for conv1 (1->32, 3x3, pad 1, 28x28) and conv2 (32->64, 3x3, pad 1, 14x14), MaxPool2d, and a whole
 // training step of the small CNN, with each conv -> ReLU -> pool block as three ops and as one
-// (Conv2dReluMaxPool2d, as nn::Sequential runs it). Prints
+// (Conv2dReluMaxPool2d, as nn::Sequential runs it), then ResNet-18's convolutions (with GFLOP/s) and
+// its element-wise layers at layer1's size ("resnet" in the label). Prints
 // milliseconds per iteration: the median and the minimum of 20 runs (the minimum is the steadier number on
 // a shared machine).
 //   bazel run //tensor:conv_bench -- [threads] [label substring]
