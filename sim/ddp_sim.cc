@@ -42,7 +42,7 @@ ABSL_FLAG(std::string, impl, "ours", "fit: which bench/allreduce rows to fit (ou
 ABSL_FLAG(std::string, backend, "gloo", "fit: the backend name saved with the fit");
 ABSL_FLAG(std::string, out, "", "fit/profile/validate: output file");
 ABSL_FLAG(std::string, trace, "", "profile: Chrome trace from --trace_out");
-ABSL_FLAG(std::string, model, "cnn", "profile: the model the trace ran (mlp | cnn | cnn_bn)");
+ABSL_FLAG(std::string, model, "cnn", "profile: the model the trace ran (mlp | cnn | cnn_bn | resnet18)");
 ABSL_FLAG(int, rank, 0, "profile: whose track to read");
 ABSL_FLAG(int, skip, 10, "profile: iterations left out at the start");
 ABSL_FLAG(std::string, iterations, "",

@@ -43,7 +43,7 @@ TEST(TrainerTest, BadConfigurationsNameTheFlag) {
   EXPECT_NE(ValidateConfig(config).message().find("--batch_size must be >= 1, got 0"), std::string::npos);
   config = TrainConfig();
   config.model = "resnet";
-  EXPECT_NE(ValidateConfig(config).message().find("--model must be mlp, cnn or cnn_bn"), std::string::npos);
+  EXPECT_NE(ValidateConfig(config).message().find("--model must be mlp, cnn, cnn_bn or resnet18"), std::string::npos);
   config = TrainConfig();
   config.comm_hook = "int8";
   EXPECT_NE(ValidateConfig(config).message().find("--comm_hook"), std::string::npos);
