@@ -280,8 +280,22 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitO
 #endif
   std::vector<std::string> identities;
   DDP_ASSIGN_OR_RETURN(const std::string backend, ResolveCpuBackend(options, *context, &identities));
-  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroup> group, MakeCpuGroup(options, *context, backend, identities));
-  context->group = MaybeDebugWrapped(std::move(group), debug);
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> group = MakeCpuGroup(options, *context, backend, identities);
+  if (!group.ok() && backend == "shm" && IsShmSegmentUnavailable(group.status())) {
+    if (options.backend != "auto") {
+      return absl::Status(group.status().code(),
+                          absl::StrCat(group.status().message(), " (give /dev/shm more room, e.g. docker run ",
+                                       "--shm-size=1g, or use backend auto or gloo)"));
+    }
+    // Every rank failed so (Note [Segments every rank can reserve] in comm/shm/shm_channel.cc): all fall back.
+    if (context->launch.rank == 0) {
+      std::fprintf(stderr, "ddp: backend auto: gloo, since shared memory cannot be used: %s\n",
+                   std::string(group.status().message()).c_str());
+    }
+    group = MakeCpuGroup(options, *context, "gloo", identities);
+  }
+  if (!group.ok()) return group.status();
+  context->group = MaybeDebugWrapped(*std::move(group), debug);
   return context;
 }
 

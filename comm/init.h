@@ -18,8 +18,10 @@ namespace ddp {
 
 struct InitOptions {
   std::string backend = "gloo";        // "gloo" (CPU, TCP); "shm" (CPU, ranks of one host); "auto" (shm
-                                       // when every rank is on one host, else gloo); "nccl" (--config=cuda);
-                                       // "mpi" (under mpirun/srun: rank and size from MPI, no store)
+                                       // when every rank is on one host, else gloo; gloo also when a
+                                       // rank cannot reserve its shared memory, which rank 0 says on
+                                       // stderr); "nccl" (--config=cuda); "mpi" (under mpirun/srun: rank
+                                       // and size from MPI, no store)
   std::string init_method = "env://";  // env://, tcp://host:port or file:///path
   int rank = -1;                        // -1: from the environment (store/launch_env.h)
   int world_size = -1;                  // -1: from the environment

@@ -5,11 +5,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <functional>
 #include <map>
+#include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "comm/shm/small_dev_shm.h"
 #include "store/socket_util.h"
+#include "testing/child_process.h"
 #include "tensor/factory.h"
 
 namespace ddp {
@@ -188,6 +195,84 @@ TEST(InitTest, SilentServiceOnMasterPortFailsWithinTheTimeout) {
 }
 
 TEST(InitTest, LocalAddressTowardLoopback) { EXPECT_EQ(LocalAddressToward("127.0.0.1"), "127.0.0.1"); }
+
+// Two ranks (threads) join with `backend` and all-reduce rank + 1 where /dev/shm holds 1 MiB (a forked
+// child in a private mount namespace: a container's small /dev/shm). They meet through a file store: a
+// rank that fails leaves no store behind that its peer still needs. OK when `check` accepts every rank's
+// outcome (the group's backend or its error) and what the process printed on stderr.
+absl::Status JoinWithSmallDevShm(
+    const std::string& backend,
+    const std::function<absl::Status(const std::vector<absl::StatusOr<std::string>>&, const std::string&)>& check) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string url = absl::StrCat("file://", tmp ? tmp : "/tmp", "/small_dev_shm_store_", getpid());
+  std::vector<absl::StatusOr<std::string>> outcomes(2, absl::UnknownError("not run"));
+  testing::internal::CaptureStderr();
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      InitOptions options;
+      options.backend = backend;
+      options.init_method = url;
+      options.rank = rank;
+      options.world_size = 2;
+      options.env = Fake({});
+      options.timeout = absl::Seconds(30);
+      auto context = InitProcessGroup(options);
+      if (!context.ok()) {
+        outcomes[rank] = context.status();
+        return;
+      }
+      ProcessGroup& group = *(*context)->group;
+      Tensor t = Full({1 << 18}, static_cast<float>(rank + 1));
+      absl::Status reduced = group.AllReduce(t)->Wait(absl::Seconds(30));
+      if (reduced.ok() && t.ToVector<float>()[12345] != 3.0f) reduced = absl::DataLossError("wrong sum");
+      outcomes[rank] = reduced.ok() ? absl::StatusOr<std::string>(group.backend_name()) : reduced;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return check(outcomes, testing::internal::GetCapturedStderr());
+}
+
+// Too small a /dev/shm for the segments: backend auto trains on Gloo on every rank, and rank 0 says why
+// in one line naming /dev/shm's size.
+TEST(InitTest, AutoFallsBackToGlooWhenDevShmIsTooSmall) {
+  const ChildRun run = RunInChild([] { return MountSmallDevShm(1 << 20); }, [] {
+    return JoinWithSmallDevShm("auto", [](const auto& outcomes, const std::string& printed) -> absl::Status {
+      for (const auto& outcome : outcomes) {
+        if (!outcome.ok() || *outcome != "gloo") {
+          return absl::InternalError(absl::StrCat("expected gloo, got ", outcome.ok() ? *outcome : outcome.status().ToString()));
+        }
+      }
+      const std::string line = "ddp: backend auto: gloo, since shared memory cannot be used: ";
+      if (std::count(printed.begin(), printed.end(), '\n') != 1 || !absl::StartsWith(printed, line) ||
+          !absl::StrContains(printed, "/dev/shm has 1048576 bytes")) {
+        return absl::InternalError(absl::StrCat("expected one line \"", line, "...\", printed: ", printed));
+      }
+      return absl::OkStatus();
+    });
+  });
+  if (run.skipped) GTEST_SKIP() << "no private /dev/shm: " << run.status.message();
+  EXPECT_TRUE(run.status.ok()) << run.status;
+}
+
+// Backend shm asked for explicitly fails on every rank, naming /dev/shm's size and the bytes needed.
+TEST(InitTest, ShmFailsNamingDevShmWhenItIsTooSmall) {
+  const ChildRun run = RunInChild([] { return MountSmallDevShm(1 << 20); }, [] {
+    return JoinWithSmallDevShm("shm", [](const auto& outcomes, const std::string&) -> absl::Status {
+      for (const auto& outcome : outcomes) {
+        const std::string message(outcome.status().message());
+        if (outcome.ok() || !absl::StrContains(message, "/dev/shm has 1048576 bytes") ||
+            !absl::StrContains(message, "cannot reserve 2101248 bytes") || !absl::StrContains(message, "--shm-size")) {
+          return absl::InternalError(absl::StrCat("expected an error naming /dev/shm, got ",
+                                                  outcome.ok() ? *outcome : outcome.status().ToString()));
+        }
+      }
+      return absl::OkStatus();
+    });
+  });
+  if (run.skipped) GTEST_SKIP() << "no private /dev/shm: " << run.status.message();
+  EXPECT_TRUE(run.status.ok()) << run.status;
+}
 
 }  // namespace
 }  // namespace ddp

@@ -23,12 +23,12 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceOneShotAllReduce(ChunkAllReduce& c,
     DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(c.step, call.deadline, call));
     char* input = in_line ? channel_->InlineInput(rank(), c.step) : channel_->Slot(rank(), c.step);
     std::memcpy(input, c.data, bytes);
-    channel_->Post(ready, c.step);
+    channel_->PostInput(ready, c.step, c.call);
     c.phase = AllReducePhase::kReduce;
   }
   // kReduce
   if (!blocking && !channel_->TrySpinAll(ready, c.step)) return false;
-  DDP_RETURN_IF_ERROR(channel_->WaitAll(ready, c.step, call.deadline, call));
+  DDP_RETURN_IF_ERROR(WaitInputs(ready, c.step, c.call, call));
   DDP_RETURN_IF_ERROR(ReduceSlots(c.data, 0, c.count, c.dtype, c.op, c.step,
                                   in_line ? InputPlace::kInline : InputPlace::kSlot));
   channel_->Post(ShmWord::kDone, c.step);

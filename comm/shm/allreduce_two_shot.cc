@@ -95,14 +95,14 @@ absl::StatusOr<bool> ProcessGroupShm::PostTwoShotInput(ChunkAllReduce& c, bool b
     std::memcpy(slot, c.data, begin * element);
     std::memcpy(slot + end * element, c.data + end * element, (c.count - end) * element);
   }
-  channel_->Post(ShmWord::kReady, c.step);
+  channel_->PostInput(ShmWord::kReady, c.step, c.call);
   c.phase = AllReducePhase::kReduce;
   return true;
 }
 
 absl::StatusOr<bool> ProcessGroupShm::ReduceOwnSlice(ChunkAllReduce& c, bool blocking, const RunningCall& call) {
   if (!blocking && !channel_->TrySpinAll(ShmWord::kReady, c.step)) return false;
-  DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, c.step, call.deadline, call));
+  DDP_RETURN_IF_ERROR(WaitInputs(ShmWord::kReady, c.step, c.call, call));
   if (c.in_heap && channel_->AllInputsInHeap(c.step)) {
     DDP_RETURN_IF_ERROR(PushReducedSlice(c));
     c.phase = AllReducePhase::kAwaitPeersDone;  // until every peer has written its slice into this tensor

@@ -7,6 +7,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "comm/reduce_functions.h"
+#include "comm/shm/call_stamp.h"
 #include "comm/rendezvous_checks.h"
 #include "base/wall_clock.h"
 #include "base/check.h"
@@ -63,8 +64,10 @@ absl::StatusOr<std::unique_ptr<ProcessGroupShm>> ProcessGroupShm::Create(Store& 
   channel_options.rendezvous_timeout = options.timeout;
   absl::StatusOr<std::unique_ptr<ShmChannel>> channel = ShmChannel::Create(store, rank, size, channel_options);
   if (!channel.ok()) {
-    return absl::Status(channel.status().code(), absl::StrCat("shm: rank ", rank, " of ", size,
-                                                              " could not join: ", channel.status().message()));
+    absl::Status failed(channel.status().code(),
+                        absl::StrCat("shm: rank ", rank, " of ", size, " could not join: ", channel.status().message()));
+    if (IsShmSegmentUnavailable(channel.status())) MarkShmSegmentUnavailable(failed);
+    return failed;
   }
   return std::unique_ptr<ProcessGroupShm>(new ProcessGroupShm(*std::move(channel), options));
 }
@@ -108,6 +111,7 @@ std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const CollectiveSpec& 
   absl::Status status = Guarded(
       *work,
       [&](const RunningCall& call) {
+        chunk.call = StampCall(call);
         absl::StatusOr<bool> advanced = AdvanceAllReduceChunk(chunk, /*blocking=*/false, call);
         if (!advanced.ok()) return advanced.status();
         done = *advanced;
@@ -124,6 +128,33 @@ std::shared_ptr<Work> ProcessGroupShm::TryAllReduceInline(const CollectiveSpec& 
   work->Complete(status, started);
   EndInline();
   return work;
+}
+
+ShmCallStamp ProcessGroupShm::StampCall(const RunningCall& call) {
+  return history_.Stamp(call.work->spec(), call.work->sequence());
+}
+
+absl::Status ProcessGroupShm::CallMismatch(int peer, uint32_t step, const ShmCallStamp& mine, const RunningCall& call) {
+  return CallMismatchError(call(), rank(), size(), mine, peer, channel_->InputCallRecord(peer, step));
+}
+
+absl::Status ProcessGroupShm::WaitInput(int peer, ShmWord word, uint32_t step, const ShmCallStamp& mine,
+                                        const RunningCall& call) {
+  absl::Status waited = channel_->Wait(peer, word, step, call.deadline, call);
+  if (!waited.ok()) {
+    if (PeerPostedInputElsewhere(waited) == peer) return CallMismatch(peer, step, mine, call);
+    return waited;
+  }
+  if (channel_->InputStamp(peer, word, step) != mine.stamp) return CallMismatch(peer, step, mine, call);
+  return absl::OkStatus();
+}
+
+absl::Status ProcessGroupShm::WaitInputs(ShmWord word, uint32_t step, const ShmCallStamp& mine,
+                                         const RunningCall& call) {
+  for (int q = 0; q < size(); ++q) {
+    if (q != rank()) DDP_RETURN_IF_ERROR(WaitInput(q, word, step, mine, call));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ProcessGroupShm::ReduceSlots(char* out, size_t offset_bytes, size_t count, DType dtype, ReduceOp op,
@@ -153,12 +184,14 @@ absl::Status ProcessGroupShm::ReduceSlots(char* out, size_t offset_bytes, size_t
 }
 
 absl::Status ProcessGroupShm::RunAllReduce(const Tensor& tensor, ReduceOp op, const RunningCall& call) {
+  const ShmCallStamp stamp = StampCall(call);
   if (size() == 1 || tensor.numel() == 0) return absl::OkStatus();
   const size_t element = ElementSize(tensor.dtype());
   const size_t chunk = channel_->slot_bytes() / element;
   const size_t count = tensor.numel();
   for (size_t begin = 0; begin < count; begin += chunk) {
     ChunkAllReduce part{Bytes(tensor) + begin * element, std::min(chunk, count - begin), tensor.dtype(), op};
+    part.call = stamp;
     DDP_RETURN_IF_ERROR(AdvanceAllReduceChunk(part, /*blocking=*/true, call).status());
   }
   return absl::OkStatus();
@@ -173,6 +206,7 @@ absl::StatusOr<bool> ProcessGroupShm::AdvanceAllReduceChunk(ChunkAllReduce& chun
 }
 
 absl::Status ProcessGroupShm::RunBroadcast(const Tensor& tensor, int root, const RunningCall& call) {
+  const ShmCallStamp stamp = StampCall(call);
   if (size() == 1) return absl::OkStatus();
   const size_t bytes = tensor.nbytes();
   const size_t chunk = channel_->slot_bytes();
@@ -182,9 +216,13 @@ absl::Status ProcessGroupShm::RunBroadcast(const Tensor& tensor, int root, const
     if (rank() == root) {
       DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call));
       std::memcpy(channel_->Slot(root, step), Bytes(tensor) + begin, n);
-      channel_->Post(ShmWord::kReady, step);
+      channel_->PostInput(ShmWord::kReady, step, stamp);
     } else {
-      DDP_RETURN_IF_ERROR(channel_->Wait(root, ShmWord::kReady, step, call.deadline, call));
+      // No input, but the stamp: a peer that waits for this rank's input at this step (another call)
+      // finds the mismatch too (Note [Call stamps]). The stamp is reused two steps later, like the slot.
+      DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call));
+      channel_->PostInput(ShmWord::kReady, step, stamp);
+      DDP_RETURN_IF_ERROR(WaitInput(root, ShmWord::kReady, step, stamp, call));
       std::memcpy(Bytes(tensor) + begin, channel_->Slot(root, step), n);
     }
     channel_->Post(ShmWord::kDone, step);
@@ -194,6 +232,7 @@ absl::Status ProcessGroupShm::RunBroadcast(const Tensor& tensor, int root, const
 
 absl::Status ProcessGroupShm::RunAllGather(const std::vector<Tensor>& outputs, const Tensor& input,
                                            const RunningCall& call) {
+  const ShmCallStamp stamp = StampCall(call);
   const size_t bytes = input.nbytes();
   if (size() == 1) {
     if (bytes > 0) std::memcpy(Bytes(outputs[0]), Bytes(input), bytes);
@@ -205,9 +244,9 @@ absl::Status ProcessGroupShm::RunAllGather(const std::vector<Tensor>& outputs, c
     const uint32_t step = NextStep();
     DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call));
     std::memcpy(channel_->Slot(rank(), step), Bytes(input) + begin, n);
-    channel_->Post(ShmWord::kReady, step);
+    channel_->PostInput(ShmWord::kReady, step, stamp);
     for (int q = 0; q < size(); ++q) {
-      if (q != rank()) DDP_RETURN_IF_ERROR(channel_->Wait(q, ShmWord::kReady, step, call.deadline, call));
+      if (q != rank()) DDP_RETURN_IF_ERROR(WaitInput(q, ShmWord::kReady, step, stamp, call));
       std::memcpy(Bytes(outputs[q]) + begin, channel_->Slot(q, step), n);
     }
     channel_->Post(ShmWord::kDone, step);
@@ -217,6 +256,7 @@ absl::Status ProcessGroupShm::RunAllGather(const std::vector<Tensor>& outputs, c
 
 absl::Status ProcessGroupShm::RunReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
                                                const RunningCall& call) {
+  const ShmCallStamp stamp = StampCall(call);
   const size_t element = ElementSize(output.dtype());
   const size_t count = output.numel();
   // Each step carries `chunk` elements of every destination rank's part, destination c at c * chunk.
@@ -228,8 +268,8 @@ absl::Status ProcessGroupShm::RunReduceScatter(const Tensor& output, const std::
     for (int c = 0; c < size(); ++c) {
       std::memcpy(channel_->Slot(rank(), step) + c * n * element, Bytes(inputs[c]) + begin * element, n * element);
     }
-    channel_->Post(ShmWord::kReady, step);
-    DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
+    channel_->PostInput(ShmWord::kReady, step, stamp);
+    DDP_RETURN_IF_ERROR(WaitInputs(ShmWord::kReady, step, stamp, call));
     DDP_RETURN_IF_ERROR(ReduceSlots(Bytes(output) + begin * element, rank() * n * element, n, output.dtype(), op,
                                     step, InputPlace::kSlot));
     channel_->Post(ShmWord::kDone, step);
@@ -238,6 +278,7 @@ absl::Status ProcessGroupShm::RunReduceScatter(const Tensor& output, const std::
 }
 
 absl::Status ProcessGroupShm::RunReduce(const Tensor& tensor, int root, ReduceOp op, const RunningCall& call) {
+  const ShmCallStamp stamp = StampCall(call);
   if (size() == 1 || tensor.numel() == 0) return absl::OkStatus();
   const size_t element = ElementSize(tensor.dtype());
   const size_t chunk = channel_->slot_bytes() / element;
@@ -247,9 +288,9 @@ absl::Status ProcessGroupShm::RunReduce(const Tensor& tensor, int root, ReduceOp
     const uint32_t step = NextStep();
     DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call));
     std::memcpy(channel_->Slot(rank(), step), Bytes(tensor) + begin * element, n * element);
-    channel_->Post(ShmWord::kReady, step);
+    channel_->PostInput(ShmWord::kReady, step, stamp);
     if (rank() == root) {
-      DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
+      DDP_RETURN_IF_ERROR(WaitInputs(ShmWord::kReady, step, stamp, call));
       DDP_RETURN_IF_ERROR(
           ReduceSlots(Bytes(tensor) + begin * element, 0, n, tensor.dtype(), op, step, InputPlace::kSlot));
     }
@@ -259,10 +300,12 @@ absl::Status ProcessGroupShm::RunReduce(const Tensor& tensor, int root, ReduceOp
 }
 
 absl::Status ProcessGroupShm::RunBarrier(const RunningCall& call) {
+  const ShmCallStamp stamp = StampCall(call);
   if (size() == 1) return absl::OkStatus();
   const uint32_t step = NextStep();
-  channel_->Post(ShmWord::kReady, step);
-  DDP_RETURN_IF_ERROR(channel_->WaitAll(ShmWord::kReady, step, call.deadline, call));
+  DDP_RETURN_IF_ERROR(channel_->WaitSlotFree(step, call.deadline, call));  // the stamp's, as a slot's
+  channel_->PostInput(ShmWord::kReady, step, stamp);
+  DDP_RETURN_IF_ERROR(WaitInputs(ShmWord::kReady, step, stamp, call));
   channel_->Post(ShmWord::kDone, step);
   return absl::OkStatus();
 }

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "comm/queued_process_group.h"
+#include "comm/shm/call_stamp.h"
 #include "comm/shm/shm_channel.h"
 #include "store/store.h"
 
@@ -49,12 +50,16 @@ struct ProcessGroupShmOptions {
 // Errors: a failed collective's Work names the collective (operation, element count, dtype, sequence
 // number, rank) and, when a rank's process exited, that rank ("lost rank 2 (process 81 exited)"), within
 // about channel.liveness_interval of its death. The group is then broken: later collectives fail with
-// the first error. Ranks that issue different collectives are not detected (DDP_DEBUG=detail does).
+// the first error. Ranks that issue different collectives (kind, reduce op, root, element count, dtype,
+// or order) fail with FailedPrecondition naming both ranks' calls (Note [Call stamps] in
+// comm/shm/call_stamp.h): every rank that reads a peer's input compares the peer's call with its own.
 class ProcessGroupShm : public QueuedProcessGroup {
  public:
   // Rendezvous through `store` (keys under "shm/"; `store` is not kept): checks the world size, maps
   // every rank's segment. Fails with kUnavailable naming a rank that never arrived within
-  // options.timeout, or one whose segment cannot be mapped (another host). REQUIRES: 0 <= rank < size.
+  // options.timeout, or one whose segment cannot be mapped (another host); on every rank alike, with
+  // IsShmSegmentUnavailable (comm/shm/shm_channel.h), when a rank cannot create its segment (/dev/shm
+  // too small: the error names its size and the bytes needed). REQUIRES: 0 <= rank < size.
   static absl::StatusOr<std::unique_ptr<ProcessGroupShm>> Create(Store& store, int rank, int size,
                                                                  const ProcessGroupShmOptions& options = {});
   // Pending works fail with "process group destroyed"; the running one finishes (bounded) first.
@@ -105,6 +110,7 @@ class ProcessGroupShm : public QueuedProcessGroup {
     uint32_t step = 0;  // 0: no step taken yet
     AllReducePhase phase = AllReducePhase::kPostInput;
     bool in_heap = false;  // the input is read in place from this rank's heap (Note [Zero-copy all-reduce])
+    ShmCallStamp call;     // the stamp of the all-reduce it is part of (Note [Call stamps])
   };
 
   // The inline path of AllReduce: nullptr when it does not apply (queue busy), else a Work that is
@@ -129,6 +135,17 @@ class ProcessGroupShm : public QueuedProcessGroup {
   absl::Status PushReducedSlice(ChunkAllReduce& chunk);
   // The next step number (the queue's turn held).
   uint32_t NextStep() { return ++step_; }
+  // The stamp of `call`, the group's next call (Note [Call stamps] in comm/shm/call_stamp.h): once per
+  // call, first thing in its body, whether it takes steps or not.
+  ShmCallStamp StampCall(const RunningCall& call);
+  // Waits (as ShmChannel::Wait) until rank `peer` posted its input of `step` on `word` (kReady or
+  // kInlineReady), then compares the stamp it posted with `mine`: FailedPrecondition naming both calls
+  // when they differ, or when the peer posted its input on the other word.
+  absl::Status WaitInput(int peer, ShmWord word, uint32_t step, const ShmCallStamp& mine, const RunningCall& call);
+  // WaitInput for every rank other than this one.
+  absl::Status WaitInputs(ShmWord word, uint32_t step, const ShmCallStamp& mine, const RunningCall& call);
+  // The error of `call` (stamped `mine`) whose peer `peer` posted another call's input for `step`.
+  absl::Status CallMismatch(int peer, uint32_t step, const ShmCallStamp& mine, const RunningCall& call);
 
   // Worker-thread bodies of the collectives; each moves its data in chunks of at most one slot.
   absl::Status RunAllReduce(const Tensor& tensor, ReduceOp op, const RunningCall& call);
@@ -154,7 +171,8 @@ class ProcessGroupShm : public QueuedProcessGroup {
 
   std::unique_ptr<ShmChannel> channel_;
   const ProcessGroupShmOptions options_;
-  uint32_t step_ = 0;  // whoever holds the queue's turn (worker, waiter, or an inline caller)
+  uint32_t step_ = 0;       // whoever holds the queue's turn (worker, waiter, or an inline caller)
+  ShmCallHistory history_;  // as step_
 };
 
 }  // namespace ddp

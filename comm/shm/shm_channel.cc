@@ -14,8 +14,11 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <optional>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -26,7 +29,9 @@
 
 // Note [Shared-memory protocol]
 // Every rank owns one segment: a control block (three step words, a sleeper count and an abort word,
-// each step word on its own cache line) and two data slots. Only the owner writes its segment; every
+// each step word on its own cache line) and two data slots. A step word holds the step in its low 32
+// bits, the word a futex sleeps on, and beside an input the stamp of its call in its high 32 bits (Note
+// [Call stamps] in comm/shm/call_stamp.h). Only the owner writes its segment; every
 // rank maps all segments. Collectives are cut into steps (one chunk of at most slot_bytes each); ranks
 // count steps identically because they issue the same collectives with the same shapes, so no global
 // barrier is needed per call: the step numbers themselves say who is where.
@@ -72,14 +77,43 @@
 // is blocked, a wait spins for spin_while_waited (5 ms) before it sleeps, and a wait already asleep is
 // woken (ShmWaiters::Begin wakes the futex word it sleeps on) to spin. A wait spins long at most once; a
 // Begin that races with the waiter falling asleep may be missed, and that wait then sleeps until the
-// peer's Post, as without the waiter. Groups with more ranks than the host has CPUs never spin long
-// (ranks share cores, and a spinning rank would hold up the peer it waits for).
+// peer's Post, as without the waiter. Nor does a wait spin long while the CPUs are oversubscribed (Note
+// [Spinning under contention]).
+//
+// Note [Spinning under contention]
+// A spinning wait pays off only while the peer it waits for runs. When more threads want the CPUs than
+// there are (another job, a compile, a busy loop), the peer may be the thread waiting for a CPU, and the
+// spin holds the very CPU it needs, for up to spin_while_waited. So every wait asks CpuContention
+// (comm/shm/cpu_contention.h) how it stands: while the host's runnable threads exceed the CPUs this
+// process may use, a wait spins at most contended_spin after the 64 pauses before its first clock read,
+// then sleeps on its futex, and ShmWaiters::Begin wakes no sleeping wait to spin. The count
+// (/proc/loadavg, about a microsecond) is sampled at most once per sample interval per process, and only
+// by a thread that is the one thread of its process running for the group: the inline caller, or the
+// worker while the process's other threads are blocked on the group. The group then contributes about
+// one runnable thread per rank (this one, and the peers it waits for, which are computing), so the count
+// exceeds the CPUs only when something else wants them too. A worker that spins while its own process
+// computes (buckets reduced during backward) would count that computation as well, and call a quiet
+// machine oversubscribed: it reads the latest verdict but never samples. The verdict is a moving average
+// of the samples (RunnableEstimate): one burst does not flip it, load that stays does within three
+// samples, and it recovers as quickly once the load is gone. A group with more ranks than the CPUs this
+// process may use oversubscribes them by itself and always spins contended_spin.
 //
 // Segments never leak: each is created with shm_open under a random name, and its owner unlinks the
 // name as soon as every rank has mapped every segment (or when Create fails), before any collective
 // runs; the mappings keep the memory alive, and the kernel frees it with the last mapping, whatever
 // way the processes end. Only a SIGKILL inside Create itself, between shm_open and the unlink, leaves
 // a name behind.
+//
+// Note [Segments every rank can reserve]
+// A tmpfs hands out pages only when they are first touched, so a segment larger than what /dev/shm holds
+// (Docker gives 64 MiB; a slot pair is 2 MiB per rank) is created and mapped without complaint, and the
+// first write past the free space kills the process with SIGBUS. So a rank reserves all of its segment
+// when it creates it (posix_fallocate, MapShmSegment) and the memfd heap reserves each block as it grows
+// (comm/shm/shm_heap.h): what cannot be had fails at once, with /dev/shm's size and the bytes needed, and
+// nothing is faulted in later. The failure must reach every rank, or the peers would wait for this
+// rank's segment until the timeout while it leaves: the rank publishes "none <why>" as its segment
+// record, every peer fails on reading it with that reason, and all of their errors satisfy
+// IsShmSegmentUnavailable, so with --backend=auto every rank falls back to Gloo together (comm/init.cc).
 
 namespace ddp {
 namespace {
@@ -87,8 +121,10 @@ namespace {
 constexpr size_t kControlBytes = 4096;
 constexpr int kNumWords = 3;
 
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "a step word's low half (its step) is its futex word");
+
 struct alignas(64) WordLine {
-  std::atomic<uint32_t> value;
+  ShmStepWord value;
 };
 
 // The control block at the start of every segment. Zero-initialised by ftruncate.
@@ -101,16 +137,28 @@ struct Control {
   // step that published nothing finds another step's number here and reads the slot.
   alignas(64) std::atomic<uint64_t> input[2];
   std::atomic<uint32_t> input_step[2];
-  // Per step parity: the step whose input the owner put in `data` (Post(kInlineReady)), then the input.
+  // Per step parity: the owner's record of the call its input of that step belongs to (PostInput), read
+  // only to name a mismatch, and the stamp it posted with kReady, read only by a reader that finds kReady
+  // already at a later step. Plain memory: written before the input's word is posted (a seq_cst store),
+  // read only after that word was seen, and rewritten only two steps later, after every reader's kDone.
+  alignas(64) uint64_t call_record[2][ShmCallStamp::kRecordWords];
+  uint32_t ready_stamp[2];
+  // Per step parity: the step whose input the owner put in `data` (Post(kInlineReady)) with the stamp of
+  // its call, then the input.
   struct alignas(64) InlineInput {
-    std::atomic<uint32_t> step;
-    alignas(8) char data[ShmChannel::kInlineBytes];
+    ShmStepWord step;
+    char data[ShmChannel::kInlineBytes];
   } inline_input[2];
 };
 static_assert(sizeof(Control::InlineInput) == 1024, "an inline area is 16 cache lines, its word in the first");
 static_assert(sizeof(Control) <= kControlBytes, "control block must fit its page");
 
-bool Reached(uint32_t value, uint32_t step) { return static_cast<int32_t>(value - step) >= 0; }
+// The step in a step word's value.
+uint32_t StepOf(uint64_t value) { return static_cast<uint32_t>(value); }
+// The stamp beside it (an input's word).
+uint32_t StampIn(uint64_t value) { return static_cast<uint32_t>(value >> 32); }
+
+bool Reached(uint64_t value, uint32_t step) { return static_cast<int32_t>(StepOf(value) - step) >= 0; }
 
 const char* WordName(ShmWord word) {
   switch (word) {
@@ -126,12 +174,13 @@ const char* WordName(ShmWord word) {
   return "?";
 }
 
-void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout) {
+// Futexes on a step word: its low half, the step (little-endian, asserted above).
+void FutexWait(ShmStepWord* word, uint32_t expected, absl::Duration timeout) {
   const timespec ts = absl::ToTimespec(timeout);
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
 }
 
-void FutexWakeAll(std::atomic<uint32_t>* word) {
+void FutexWakeAll(ShmStepWord* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
@@ -157,13 +206,27 @@ struct ShmChannel::Peer {
   std::unique_ptr<PeerHeap> heap;  // this peer's heap, mapped on demand (zero-copy only)
   Control* control() const { return reinterpret_cast<Control*>(base); }
   // The word `w` for `step` (all but kInlineReady have one word for every step).
-  std::atomic<uint32_t>& word(ShmWord w, uint32_t step) const {
+  ShmStepWord& word(ShmWord w, uint32_t step) const {
     if (w == ShmWord::kInlineReady) return control()->inline_input[step % 2].step;
     return control()->words[static_cast<int>(w)].value;
   }
 };
 
 namespace {
+
+// The segment record of a rank that could not create its segment: this prefix, then why.
+constexpr absl::string_view kNoSegment = "none ";
+
+// The payload that marks a status of IsShmSegmentUnavailable.
+constexpr absl::string_view kSegmentUnavailableUrl = "type.ddpengine/shm-segment-unavailable";
+// The payload of a wait's status that PeerPostedInputElsewhere reads: the peer's rank.
+constexpr absl::string_view kInputElsewhereUrl = "type.ddpengine/shm-input-elsewhere";
+
+absl::Status SegmentUnavailable(absl::StatusCode code, absl::string_view message) {
+  absl::Status status(code, message);
+  MarkShmSegmentUnavailable(status);
+  return status;
+}
 
 // Reads rank `rank`'s "<pid> <bytes> <name>" from the store.
 absl::Status ReadPeerRecord(Store& store, int rank, absl::Duration timeout, pid_t* pid, size_t* bytes,
@@ -172,6 +235,9 @@ absl::Status ReadPeerRecord(Store& store, int rank, absl::Duration timeout, pid_
   if (!record.ok()) {
     return absl::UnavailableError(
         absl::StrCat("rank ", rank, " never published its shared-memory segment: ", record.status().message()));
+  }
+  if (absl::StartsWith(*record, kNoSegment)) {
+    return SegmentUnavailable(absl::StatusCode::kResourceExhausted, record->substr(kNoSegment.size()));
   }
   std::vector<std::string> parts = absl::StrSplit(*record, ' ');
   int64_t pid64 = 0;
@@ -187,27 +253,34 @@ absl::Status ReadPeerRecord(Store& store, int rank, absl::Duration timeout, pid_
 
 }  // namespace
 
+int PeerPostedInputElsewhere(const absl::Status& status) {
+  const auto peer = status.GetPayload(kInputElsewhereUrl);
+  int rank = -1;
+  if (!peer.has_value() || !absl::SimpleAtoi(std::string(*peer), &rank)) return -1;
+  return rank;
+}
+
+bool IsShmSegmentUnavailable(const absl::Status& status) {
+  return status.GetPayload(kSegmentUnavailableUrl).has_value();
+}
+
+void MarkShmSegmentUnavailable(absl::Status& status) {
+  if (!status.ok()) status.SetPayload(kSegmentUnavailableUrl, absl::Cord("1"));
+}
+
 void ShmWaiters::Begin() {
   blocked_.fetch_add(1, std::memory_order_seq_cst);
-  if (std::atomic<uint32_t>* word = sleeping_on_.load(std::memory_order_seq_cst)) FutexWakeAll(word);
+  if (oversubscribed_group_ || contention_->oversubscribed()) return;
+  if (ShmStepWord* word = sleeping_on_.load(std::memory_order_seq_cst)) FutexWakeAll(word);
 }
-
-namespace {
-
-// options.spin_while_waited when the group's `size` ranks fit the host's CPUs; options.spin otherwise
-// (oversubscribed ranks share cores, and a spinning rank would hold up the peer it waits for).
-absl::Duration SpinWhileWaited(const ShmChannelOptions& options, int size) {
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return cpus >= size ? std::max(options.spin, options.spin_while_waited) : options.spin;
-}
-
-}  // namespace
 
 ShmChannel::ShmChannel(int rank, int size, ShmChannelOptions options)
     : rank_(rank),
       size_(size),
       options_(std::move(options)),
-      spin_while_waited_(SpinWhileWaited(options_, size)),
+      contention_(options_.contention != nullptr ? options_.contention : &CpuContention::ForProcess()),
+      oversubscribed_group_(size > UsableCpus()),
+      waiters_(std::make_shared<ShmWaiters>(contention_, oversubscribed_group_)),
       peers_(size) {}
 
 ShmChannel::~ShmChannel() {
@@ -222,7 +295,16 @@ absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::Create(Store& store, int
   const size_t bytes = kControlBytes + 2 * options.slot_bytes;
   const std::string name = absl::StrCat("/", options.name_tag, "-", getpid(), "-", rank, "-", RandomShmSuffix());
   Peer& self = channel->peers_[rank];
-  DDP_ASSIGN_OR_RETURN(self.base, MapShmSegment(name, bytes, /*create=*/true));
+  absl::StatusOr<char*> own = MapShmSegment(name, bytes, /*create=*/true);
+  if (!own.ok()) {
+    // The peers learn it from this rank's record instead of waiting for it until the timeout, so that
+    // every rank fails alike (Note [Segments every rank can reserve]).
+    const std::string why = absl::StrCat("rank ", rank, " cannot create its shared-memory segment: ",
+                                         own.status().message());
+    (void)store.Set(SegmentKey(rank), absl::StrCat(kNoSegment, why));
+    return SegmentUnavailable(own.status().code(), why);
+  }
+  self.base = *own;
   absl::Cleanup unlink_name = [&name] { shm_unlink(name.c_str()); };  // on every path out of Create
   self.bytes = bytes;
   self.pid = getpid();
@@ -346,9 +428,43 @@ char* ShmChannel::Slot(int owner, uint32_t step) const {
   return peers_[owner].base + kControlBytes + (step % 2) * options_.slot_bytes;
 }
 
+// One store publishes the step and the stamp, so a reader spinning on the word's line loses it to this
+// rank once, as for a bare Post (Note [Call stamps] in comm/shm/call_stamp.h).
+void ShmChannel::PostInput(ShmWord word, uint32_t step, const ShmCallStamp& call) {
+  Peer& self = peers_[rank_];
+  std::memcpy(self.control()->call_record[step % 2], call.record.data(), sizeof(call.record));
+  self.control()->ready_stamp[step % 2] = call.stamp;
+  ShmStepWord& w = self.word(word, step);
+  w.store(uint64_t{call.stamp} << 32 | step, std::memory_order_seq_cst);
+  if (self.control()->sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll(&w);
+}
+
+// kReady may have moved on to the peer's next step (it posts step + 1 once it read this rank's input
+// of step): then the stamp of `step` is the one it left in its record line.
+uint32_t ShmChannel::InputStamp(int peer, ShmWord word, uint32_t step) const {
+  const uint64_t value = peers_[peer].word(word, step).load(std::memory_order_acquire);
+  if (StepOf(value) == step) return StampIn(value);
+  return peers_[peer].control()->ready_stamp[step % 2];
+}
+
+std::array<uint64_t, ShmCallStamp::kRecordWords> ShmChannel::InputCallRecord(int peer, uint32_t step) const {
+  std::array<uint64_t, ShmCallStamp::kRecordWords> record;
+  std::memcpy(record.data(), peers_[peer].control()->call_record[step % 2], sizeof(record));
+  return record;
+}
+
+bool ShmChannel::PostedInputElsewhere(int peer, ShmWord word, uint32_t step) const {
+  const Control* control = peers_[peer].control();
+  const bool posted_inline = StepOf(control->inline_input[step % 2].step.load(std::memory_order_acquire)) == step;
+  if (word == ShmWord::kReady) return posted_inline;
+  if (word != ShmWord::kInlineReady) return false;
+  const uint64_t ready = control->words[static_cast<int>(ShmWord::kReady)].value.load(std::memory_order_acquire);
+  return !posted_inline && Reached(ready, step);
+}
+
 void ShmChannel::Post(ShmWord word, uint32_t step) {
   Peer& self = peers_[rank_];
-  std::atomic<uint32_t>& w = self.word(word, step);
+  ShmStepWord& w = self.word(word, step);
   w.store(step, std::memory_order_seq_cst);
   if (self.control()->sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll(&w);
 }
@@ -377,7 +493,7 @@ absl::Status ShmChannel::WaitAll(ShmWord word, uint32_t step, absl::Time deadlin
 }
 
 absl::Status ShmChannel::Wait(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what) {
-  std::atomic<uint32_t>& w = peers_[peer].word(word, step);
+  ShmStepWord& w = peers_[peer].word(word, step);
   if (SpinUntil(w, step, /*may_extend=*/true)) return absl::OkStatus();
   return Sleep(peer, word, step, deadline, what, /*spun_long=*/waiters_->Any());
 }
@@ -389,7 +505,7 @@ bool ShmChannel::TrySpin(int peer, ShmWord word, uint32_t step) {
 // The clock is read first after 64 pauses: a peer that arrives within them (the common case of
 // back-to-back small collectives) costs no clock read. The budget is re-read at every clock read, so a
 // thread that starts waiting on the group meanwhile extends it.
-bool ShmChannel::SpinUntil(const std::atomic<uint32_t>& w, uint32_t step, bool may_extend) const {
+bool ShmChannel::SpinUntil(const ShmStepWord& w, uint32_t step, bool may_extend) const {
   if (Reached(w.load(std::memory_order_acquire), step)) return true;
   absl::Time start = absl::InfiniteFuture();
   bool extended = false;
@@ -399,13 +515,20 @@ bool ShmChannel::SpinUntil(const std::atomic<uint32_t>& w, uint32_t step, bool m
     if (i % 64 != 0) continue;
     const absl::Time now = WallNow();
     if (i == 64) start = now;
-    const absl::Duration budget = may_extend && waiters_->Any() ? spin_while_waited_ : options_.spin;
-    if (now - start >= budget) return false;
+    if (now - start >= SpinBudget(now, may_extend)) return false;
     if (!extended && now - start >= options_.spin) {
       extended = true;
       long_spins_.fetch_add(1, std::memory_order_relaxed);
     }
   }
+}
+
+absl::Duration ShmChannel::SpinBudget(absl::Time now, bool may_extend) const {
+  if (oversubscribed_group_) return std::min(options_.spin, options_.contended_spin);
+  const bool waited = may_extend && waiters_->Any();
+  const bool contended = waited || !may_extend ? contention_->Sample(now) : contention_->oversubscribed();
+  if (contended) return std::min(options_.spin, options_.contended_spin);
+  return waited ? std::max(options_.spin, options_.spin_while_waited) : options_.spin;
 }
 
 bool ShmChannel::TrySpinAll(ShmWord word, uint32_t step) {
@@ -425,36 +548,46 @@ bool ShmChannel::TrySlotFree(uint32_t step) {
 
 absl::Status ShmChannel::Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what,
                                bool spun_long) {
-  std::atomic<uint32_t>& w = peers_[peer].word(word, step);
+  ShmStepWord& w = peers_[peer].word(word, step);
   std::atomic<uint32_t>& sleepers = peers_[peer].control()->sleepers;
   absl::Time next_check = WallNow();
+  // Checked before each sleep and before the peers' liveness, so that a peer that found the mismatch
+  // first and broke the group is reported for the mismatch (Note [Call stamps] in comm/shm/call_stamp.h).
+  const auto posted_elsewhere = [&] {
+    absl::Status elsewhere = absl::FailedPreconditionError(
+        absl::StrCat(what(), ": rank ", peer, " posted its input of step ", step, " as another kind of call"));
+    elsewhere.SetPayload(kInputElsewhereUrl, absl::Cord(absl::StrCat(peer)));
+    return elsewhere;
+  };
   while (true) {
+    if (PostedInputElsewhere(peer, word, step)) return posted_elsewhere();
     if (!spun_long && waiters_->Any()) {  // a thread began to wait on the group (and may have woken us)
       spun_long = true;
       if (SpinUntil(w, step, /*may_extend=*/true)) return absl::OkStatus();
     }
     sleepers.fetch_add(1, std::memory_order_seq_cst);
     waiters_->SleepingOn(&w);
-    const uint32_t seen = w.load(std::memory_order_seq_cst);
+    const uint64_t seen = w.load(std::memory_order_seq_cst);
     if (!Reached(seen, step) && (spun_long || !waiters_->Any())) {
       sleeps_.fetch_add(1, std::memory_order_relaxed);
       const absl::Duration left = deadline - WallNow();
-      FutexWait(&w, seen, std::max(absl::ZeroDuration(), std::min(options_.liveness_interval, left)));
+      FutexWait(&w, StepOf(seen), std::max(absl::ZeroDuration(), std::min(options_.liveness_interval, left)));
     }
     waiters_->SleepingOn(nullptr);
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    const uint32_t now_value = w.load(std::memory_order_acquire);
+    const uint64_t now_value = w.load(std::memory_order_acquire);
     if (Reached(now_value, step)) return absl::OkStatus();
     const absl::Time now = WallNow();
     const bool check_processes = now >= next_check;
     if (check_processes) next_check = now + options_.liveness_interval;
+    if (PostedInputElsewhere(peer, word, step)) return posted_elsewhere();
     if (std::string lost = CheckPeers(check_processes); !lost.empty()) {
       return absl::UnavailableError(absl::StrCat(what(), ": ", lost));
     }
     if (now >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(what(), ": timed out waiting for rank ", peer, " to ",
                                                       WordName(word), " for step ", step, " (rank ", peer,
-                                                      " is at step ", now_value, ")"));
+                                                      " is at step ", StepOf(now_value), ")"));
     }
   }
 }

@@ -5,6 +5,7 @@
 #ifndef DDP_COMM_SHM_SHM_CHANNEL_H_
 #define DDP_COMM_SHM_SHM_CHANNEL_H_
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "comm/shm/cpu_contention.h"
 #include "comm/shm/shm_heap.h"
 #include "store/store.h"
 
@@ -30,9 +32,16 @@ struct ShmChannelOptions {
   absl::Duration spin = absl::Microseconds(30);
   // How long a wait spins instead while a thread of this process is blocked on one of the group's Works
   // (Note [Spinning while the process waits]): the core has nothing else of this process to run, and a
-  // core that sleeps is slow to wake on a virtual machine. Only where the group's ranks are no more than
-  // the host's CPUs (otherwise options.spin: the peer may need this core).
+  // core that sleeps is slow to wake on a virtual machine. Only while the CPUs are not oversubscribed
+  // (otherwise contended_spin: the peer may need this core).
   absl::Duration spin_while_waited = absl::Milliseconds(5);
+  // How long a wait spins (at most; never longer than `spin`) while more threads want this host's CPUs
+  // than there are, or the group has more ranks than this process may use CPUs (Note [Spinning under
+  // contention]): the peer waited for may be the thread without a CPU, and a spin would keep it off.
+  absl::Duration contended_spin = absl::Microseconds(2);
+  // Where waits learn whether the CPUs are oversubscribed; nullptr: CpuContention::ForProcess(). Tests
+  // pass their own. Must outlive the channel and the Works of its group.
+  CpuContention* contention = nullptr;
   // How often a sleeping waiter wakes to check that the rank it waits for is alive.
   absl::Duration liveness_interval = absl::Milliseconds(100);
   // Bound on the rendezvous (segment names and mappings exchanged through the store).
@@ -59,33 +68,69 @@ enum class ShmWord : int {
   kInlineReady = 3,
 };
 
+// A step word in shared memory: the step in its low 32 bits (the futex word), and, beside an input's word,
+// the stamp of its call in the high 32 bits, so that one store publishes both.
+using ShmStepWord = std::atomic<uint64_t>;
+
+// How a rank's input of a step names the call it belongs to (Note [Call stamps] in comm/shm/call_stamp.h):
+// a stamp every reader compares with its own, and a record, opaque to the channel, that only a reader
+// whose stamp differs reads back to name both calls.
+struct ShmCallStamp {
+  static constexpr int kRecordWords = 6;
+  uint32_t stamp = 0;
+  std::array<uint64_t, kRecordWords> record{};
+};
+
+// The peer's rank when `status` (from a Wait for kReady or kInlineReady) says that the peer posted its
+// input of that step on the other of those two words: its call differs from this rank's (a size that
+// takes the other path). -1 otherwise.
+int PeerPostedInputElsewhere(const absl::Status& status);
+
 // How many threads of this process are blocked on the group's Works, and the futex word the channel's
 // waiter sleeps on (Note [Spinning while the process waits]). Shared by a ShmChannel and the Works of its
 // group, which may outlive it. Thread-safe.
 class ShmWaiters {
  public:
+  // `contention` (not owned, outlives this) and `oversubscribed_group` (the group has more ranks than
+  // the CPUs this process may use) say when a wait would not spin long anyway.
+  ShmWaiters(CpuContention* contention, bool oversubscribed_group)
+      : contention_(contention), oversubscribed_group_(oversubscribed_group) {}
   // A thread is about to block on one of the group's Works: waits spin longer from now on, and a wait
-  // asleep on its futex is woken to spin. Each Begin is followed by exactly one End.
+  // asleep on its futex is woken to spin, unless the CPUs are oversubscribed (it would only spin
+  // contended_spin and sleep again). Each Begin is followed by exactly one End.
   void Begin();
   void End() { blocked_.fetch_sub(1, std::memory_order_seq_cst); }
   // Whether a thread is blocked on one of the group's Works.
   bool Any() const { return blocked_.load(std::memory_order_seq_cst) > 0; }
   // The channel's waiter is about to sleep on `word` (nullptr: it woke). Only the channel's thread calls it.
-  void SleepingOn(std::atomic<uint32_t>* word) { sleeping_on_.store(word, std::memory_order_seq_cst); }
+  void SleepingOn(ShmStepWord* word) { sleeping_on_.store(word, std::memory_order_seq_cst); }
 
  private:
+  CpuContention* const contention_;
+  const bool oversubscribed_group_;
   std::atomic<int> blocked_{0};
-  std::atomic<std::atomic<uint32_t>*> sleeping_on_{nullptr};
+  std::atomic<ShmStepWord*> sleeping_on_{nullptr};
 };
+
+// Whether `status` (from ShmChannel::Create, or an error that kept it with MarkShmSegmentUnavailable)
+// says that a rank of the group could not create its shared-memory segment: too small a /dev/shm, or
+// none. Every rank's Create then fails so, with the reason of the rank that could not (Note [Segments
+// every rank can reserve] in comm/shm/shm_channel.cc), so the ranks may all choose another backend.
+bool IsShmSegmentUnavailable(const absl::Status& status);
+// Marks `status` (not OK) so that IsShmSegmentUnavailable holds: for callers that wrap Create's error
+// in their own.
+void MarkShmSegmentUnavailable(absl::Status& status);
 
 // The mapped segments of a group of `size` ranks of one host. Not thread-safe: one thread (the
 // group's worker) drives it; waiters() may be shared with any thread. The segments' names are unlinked
 // before Create returns, so nothing is left in /dev/shm whatever happens to the processes afterwards.
 class ShmChannel {
  public:
-  // Creates this rank's segment, exchanges names and process ids through `store` (keys under "shm/"),
-  // maps every rank's segment, waits until every rank has mapped all of them, and unlinks its own name
-  // (also on failure). `store` is used only during Create. Errors name the rank that never arrived.
+  // Creates this rank's segment (all its bytes reserved at once), exchanges names and process ids
+  // through `store` (keys under "shm/"), maps every rank's segment, waits until every rank has mapped all
+  // of them, and unlinks its own name (also on failure). `store` is used only during Create. Errors name
+  // the rank that never arrived; when a rank cannot create its segment every rank fails with that rank's
+  // reason (e.g. /dev/shm's size and the bytes needed) and IsShmSegmentUnavailable.
   // REQUIRES: 0 <= rank < size.
   static absl::StatusOr<std::unique_ptr<ShmChannel>> Create(Store& store, int rank, int size,
                                                             const ShmChannelOptions& options);
@@ -117,9 +162,18 @@ class ShmChannel {
   absl::Status WaitSlotFree(uint32_t step, absl::Time deadline, ShmWhat what);
   // Publishes `word` = `step` for this rank and wakes the peers sleeping on it.
   void Post(ShmWord word, uint32_t step);
+  // Post of an input's word (kReady or kInlineReady) with the stamp and record of its call, which the
+  // readers of `step` compare (InputStamp) before they use the input. Like the slot, the stamp and the
+  // record of `step` are reused for step + 2: REQUIRES WaitSlotFree(step) first.
+  void PostInput(ShmWord word, uint32_t step, const ShmCallStamp& call);
+  // The stamp rank `peer` posted with its input of `step` on `word` (kReady or kInlineReady), and the
+  // record of its call. Valid once that word reached `step`, until this rank posts kDone = step.
+  uint32_t InputStamp(int peer, ShmWord word, uint32_t step) const;
+  std::array<uint64_t, ShmCallStamp::kRecordWords> InputCallRecord(int peer, uint32_t step) const;
   // Blocks until rank `peer`'s `word` reached `step`, `deadline` passed (DeadlineExceeded naming the
-  // word, step and peer), or a rank was lost (Unavailable naming it: its process exited, or a peer
-  // announced it lost). `what()` prefixes the error.
+  // word, step and peer), a rank was lost (Unavailable naming it: its process exited, or a peer
+  // announced it lost), or, waiting for kReady or kInlineReady, the peer posted its input of `step` on
+  // the other word (FailedPrecondition, PeerPostedInputElsewhere). `what()` prefixes the error.
   absl::Status Wait(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what);
   // Wait for every rank other than this one.
   absl::Status WaitAll(ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what);
@@ -163,22 +217,32 @@ class ShmChannel {
   uint64_t HeapInput(int owner, uint32_t step) const;
   // Opens rank q's heap (after mapping its segment); on failure records why zero-copy is off.
   void OpenPeerHeap(int q);
+  // Whether rank `peer` posted its input of `step` on the other input word than `word` (kReady or
+  // kInlineReady; false for the others).
+  bool PostedInputElsewhere(int peer, ShmWord word, uint32_t step) const;
   // Whether rank `peer` finished every read of `step` (kDone, or a later inline input posted).
   bool FinishedStep(int peer, uint32_t step) const;
-  // Spins until `w` reached `step` (true) or the spin budget passed (false): options.spin, or
-  // spin_while_waited_ while `may_extend` and a thread of this process is blocked on the group's Works.
-  bool SpinUntil(const std::atomic<uint32_t>& w, uint32_t step, bool may_extend) const;
+  // Spins until `w` reached `step` (true) or the spin budget passed (false): SpinBudget, re-read at
+  // every clock read.
+  bool SpinUntil(const ShmStepWord& w, uint32_t step, bool may_extend) const;
+  // How long a wait that began spinning may spin, as of `now` (Note [Spinning under contention]):
+  // contended_spin while the CPUs are oversubscribed; else spin_while_waited while `may_extend` and a
+  // thread of this process is blocked on the group's Works; else options.spin. Samples the CPUs'
+  // contention when this thread is the one of its process that runs for the group: the inline caller
+  // (not `may_extend`), or a worker while a thread is blocked on the group.
+  absl::Duration SpinBudget(absl::Time now, bool may_extend) const;
   // Sleeps on a futex until rank `peer`'s `word` reached `step` (the slow path of Wait). `spun_long`: the
-  // spin before it already ran with spin_while_waited_ (a wait spins that long at most once).
+  // spin before it already ran with spin_while_waited (a wait spins that long at most once).
   absl::Status Sleep(int peer, ShmWord word, uint32_t step, absl::Time deadline, ShmWhat what,
                      bool spun_long);
 
   const int rank_;
   const int size_;
   const ShmChannelOptions options_;
-  // options.spin_while_waited where the group's ranks fit the host's CPUs, else options.spin.
-  const absl::Duration spin_while_waited_;
-  const std::shared_ptr<ShmWaiters> waiters_ = std::make_shared<ShmWaiters>();
+  CpuContention* const contention_;  // options.contention, or the process's
+  // The group has more ranks than the CPUs this process may use: waits always spin contended_spin.
+  const bool oversubscribed_group_;
+  const std::shared_ptr<ShmWaiters> waiters_;
   std::atomic<uint64_t> sleeps_{0};
   mutable std::atomic<uint64_t> long_spins_{0};  // counted by SpinUntil, a const method
   std::vector<Peer> peers_;  // index = rank, this rank included

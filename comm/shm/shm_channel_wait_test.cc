@@ -1,9 +1,12 @@
-// Note [Spinning while the process waits] (comm/shm/shm_channel.cc): a channel's wait spins past
-// options.spin only while a thread of its process is blocked on the group (ShmWaiters), a wait asleep on
-// its futex is woken to spin when such a thread arrives, and oversubscribed groups never spin long.
-// Ranks are threads of this process, each with its own ShmChannel over one MemoryStore.
+// Note [Spinning while the process waits] and Note [Spinning under contention] (comm/shm/shm_channel.cc):
+// a channel's wait spins past options.spin only while a thread of its process is blocked on the group
+// (ShmWaiters) and the CPUs are not oversubscribed, a wait asleep on its futex is woken to spin when such
+// a thread arrives, and oversubscribed groups never spin long. Ranks are threads of this process, each
+// with its own ShmChannel over one MemoryStore; the CPUs' contention is a fake whose runnable count the
+// tests set (the machine's own load must not decide them).
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -17,10 +20,29 @@
 namespace ddp {
 namespace {
 
+// The runnable threads the fake contention below reports, on kFakeCpus CPUs: kFakeCpus means quiet.
+constexpr int kFakeCpus = 2;
+std::atomic<int> fake_runnable{kFakeCpus};
+
+// Samples fake_runnable at every clock read of a spinning wait.
+CpuContention& FakeContention() {
+  static CpuContention* const contention = new CpuContention(
+      kFakeCpus, []() -> std::optional<int> { return fake_runnable.load(); },
+      CpuContention::Options{absl::ZeroDuration()});
+  return *contention;
+}
+
+// Brings the fake contention's verdict to `runnable` threads wanting kFakeCpus CPUs.
+void SetRunnable(int runnable) {
+  fake_runnable = runnable;
+  for (int i = 0; i < 4; ++i) FakeContention().Sample(absl::Now());
+}
+
 // Long enough that no test below reaches it: a wait that spins long spins until its peer posts, and a
 // sleeping wait wakes only for a Post or for ShmWaiters::Begin.
 ShmChannelOptions TestOptions() {
   ShmChannelOptions options;
+  options.contention = &FakeContention();
   options.slot_bytes = 4096;
   options.spin = absl::Microseconds(30);
   options.spin_while_waited = absl::Seconds(20);
@@ -31,6 +53,7 @@ ShmChannelOptions TestOptions() {
 
 // `world` channels created concurrently (Create waits until every rank has mapped every segment).
 std::vector<std::unique_ptr<ShmChannel>> CreateChannels(int world) {
+  SetRunnable(kFakeCpus);
   MemoryStore store;
   std::vector<std::unique_ptr<ShmChannel>> channels(world);
   std::vector<std::thread> threads;
@@ -117,6 +140,36 @@ TEST(ShmChannelWaitTest, AGroupWithMoreRanksThanCpusNeverSpinsLong) {
   channels[0]->waiters()->End();
   EXPECT_GE(channels[0]->sleeps(), 1u);
   EXPECT_EQ(channels[0]->long_spins(), 0u);
+}
+
+TEST(ShmChannelWaitTest, AWaitWhileTheCpusAreOversubscribedSleepsAfterAShortSpinThoughAThreadIsBlocked) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "one CPU: two ranks oversubscribe it";
+  auto channels = CreateChannels(2);
+  SetRunnable(kFakeCpus + 1);  // one thread more than CPUs: the peer may be the one without a CPU
+  channels[0]->waiters()->Begin();
+  ASSERT_TRUE(WaitForLatePeers(channels, absl::Milliseconds(50)).ok());
+  channels[0]->waiters()->End();
+  EXPECT_GE(channels[0]->sleeps(), 1u);
+  EXPECT_EQ(channels[0]->long_spins(), 0u);
+}
+
+TEST(ShmChannelWaitTest, AWaitThatSeesTheCpusOversubscribedWhileItSpinsStopsSpinning) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "one CPU: two ranks oversubscribe it";
+  auto channels = CreateChannels(2);
+  channels[0]->waiters()->Begin();
+  absl::Status status;
+  std::thread waiter([&] {
+    status = channels[0]->Wait(1, ShmWord::kReady, 1, absl::Now() + absl::Seconds(60), What);
+  });
+  ASSERT_TRUE(Eventually([&] { return channels[0]->long_spins() == 1; }));  // quiet: it spins long
+  SetRunnable(kFakeCpus + 1);  // its next sample finds another thread wanting the CPUs
+  // Without the sample the wait would spin until the Post below (spin_while_waited is 20 s).
+  const bool slept = Eventually([&] { return channels[0]->sleeps() >= 1; });
+  channels[1]->Post(ShmWord::kReady, 1);
+  waiter.join();
+  channels[0]->waiters()->End();
+  EXPECT_TRUE(slept) << "the wait kept spinning on oversubscribed CPUs";
+  EXPECT_TRUE(status.ok()) << status;
 }
 
 }  // namespace

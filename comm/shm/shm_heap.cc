@@ -38,6 +38,20 @@ absl::Status MapRange(char* base, int fd, size_t from, size_t to) {
   return absl::OkStatus();
 }
 
+// Reserves the memory of [from, to) of `fd` (posix_fallocate), so that no later page fault needs a page
+// the system cannot give (Note [Segments every rank can reserve] in comm/shm/shm_channel.cc).
+absl::Status Commit(int fd, size_t from, size_t to) {
+  int error;
+  do {
+    error = posix_fallocate(fd, static_cast<off_t>(from), static_cast<off_t>(to - from));
+  } while (error == EINTR);
+  if (error != 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("reserving bytes [", from, ", ", to, ") of a shared heap: ", std::strerror(error)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<ShmHeap>> ShmHeap::Create() {
@@ -58,10 +72,12 @@ absl::Status ShmHeap::Grow(size_t bytes) {
   if (ftruncate(fd_.get(), static_cast<off_t>(bytes)) != 0) {
     return absl::ResourceExhaustedError(absl::StrCat("growing a shared heap to ", bytes, " bytes: ", std::strerror(errno)));
   }
-  if (absl::Status mapped = MapRange(base_, fd_.get(), old, bytes); !mapped.ok()) {
+  absl::Status grown = Commit(fd_.get(), old, bytes);
+  if (grown.ok()) grown = MapRange(base_, fd_.get(), old, bytes);
+  if (!grown.ok()) {
     // Shrinks the memfd back; should that fail too, it stays larger than the mapping, which is harmless.
     [[maybe_unused]] const int restored = ftruncate(fd_.get(), static_cast<off_t>(old));
-    return mapped;
+    return grown;
   }
   committed_.store(bytes, std::memory_order_release);
   return absl::OkStatus();
@@ -74,6 +90,9 @@ absl::StatusOr<char*> ShmHeap::Allocate(size_t bytes) {
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < need) continue;
     const size_t offset = it->first;
+    // Free gave the pages of large blocks back to the system: reserved again here, or the first touch
+    // would fault them in (a no-op for pages still held).
+    DDP_RETURN_IF_ERROR(Commit(fd_.get(), offset, offset + need));
     const size_t rest = it->second - need;
     free_.erase(it);
     if (rest > 0) free_[offset + need] = rest;
@@ -108,7 +127,7 @@ void ShmHeap::Free(char* block) {
   used_.erase(used);
   if (length >= kReleaseBytes) {
     // Gives the pages back to the system (every mapping, the peers' too, reads zeros there afterwards, and
-    // the next use faults fresh pages in); should it fail, the block just stays committed.
+    // Allocate reserves them again before the range is used); should it fail, the block stays committed.
     [[maybe_unused]] const int released =
         fallocate(fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(start),
                   static_cast<off_t>(length));

@@ -23,7 +23,9 @@
 namespace ddp {
 
 // The owner's side: a first-fit allocator of page-aligned blocks over one memfd, which grows (never
-// shrinks) inside a reserved range of addresses, so that a block never moves. Thread-safe.
+// shrinks) inside a reserved range of addresses, so that a block never moves. Every block's memory is
+// reserved when Allocate hands it out (posix_fallocate): touching it never faults in a page the system
+// cannot give. Thread-safe.
 class ShmHeap {
  public:
   // Address space reserved for the heap (and for each peer's mapping of it); no memory is committed.
@@ -39,8 +41,8 @@ class ShmHeap {
 
   // The memfd's descriptor number in this process (what a peer opens as /proc/<pid>/fd/<fd>).
   int fd() const { return fd_.get(); }
-  // `bytes` (> 0) of shared memory, page aligned, contents uninitialised, or ResourceExhausted when the
-  // reserved range or the system's memory is exhausted.
+  // `bytes` (> 0) of shared memory, page aligned, contents uninitialised, its memory reserved; or
+  // ResourceExhausted when the reserved range or the system's memory is exhausted.
   absl::StatusOr<char*> Allocate(size_t bytes);
   // Returns a block from Allocate to the heap; a block of at least kReleaseBytes also gives its memory
   // back to the system (a rebuild's old buckets), a smaller one keeps it committed for later blocks.

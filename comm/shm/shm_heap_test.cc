@@ -83,6 +83,20 @@ TEST(ShmHeapTest, FreeingALargeBlockGivesItsMemoryBack) {
   EXPECT_EQ(heap->committed_bytes(), (8u << 20) + 4096u);  // the memfd's size is unchanged
 }
 
+// A block's memory is held from Allocate on, before anything touches it: a system that cannot give it
+// refuses the allocation instead of a SIGBUS at the first write. Also for a block reused where Free gave
+// the memory back.
+TEST(ShmHeapTest, AllocateReservesTheBlocksMemoryBeforeItIsTouched) {
+  std::shared_ptr<ShmHeap> heap = NewHeap();
+  char* large = *heap->Allocate(8 << 20);
+  EXPECT_GE(ResidentBytes(*heap), 8u << 20);
+  heap->Free(large);
+  EXPECT_LT(ResidentBytes(*heap), 1u << 20);
+  char* again = *heap->Allocate(4 << 20);
+  EXPECT_EQ(again, large);
+  EXPECT_GE(ResidentBytes(*heap), 4u << 20);
+}
+
 TEST(ShmHeapTest, APeerReadsAndWritesTheOwnersBlocksAndFollowsItsGrowth) {
   std::shared_ptr<ShmHeap> heap = NewHeap();
   char* first = *heap->Allocate(100);

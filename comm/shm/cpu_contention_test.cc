@@ -1,0 +1,89 @@
+#include "comm/shm/cpu_contention.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace ddp {
+namespace {
+
+TEST(RunnableEstimateTest, TheFirstSampleSetsTheMean) {
+  RunnableEstimate estimate(2);
+  EXPECT_FALSE(estimate.oversubscribed());
+  estimate.Add(3);
+  EXPECT_EQ(estimate.mean(), 3);
+  EXPECT_TRUE(estimate.oversubscribed());
+}
+
+TEST(RunnableEstimateTest, OneBurstDoesNotFlipTheVerdictButLoadThatStaysDoesWithinThreeSamples) {
+  RunnableEstimate estimate(2);
+  estimate.Add(2);
+  estimate.Add(4);  // a burst: mean 2.5
+  EXPECT_FALSE(estimate.oversubscribed());
+  estimate.Add(2);
+  estimate.Add(2);
+  EXPECT_FALSE(estimate.oversubscribed());
+  int samples = 0;
+  while (!estimate.oversubscribed()) {
+    estimate.Add(3);  // one more thread than CPUs, for good
+    ++samples;
+  }
+  EXPECT_LE(samples, 3);
+  samples = 0;
+  while (estimate.oversubscribed()) {
+    estimate.Add(2);
+    ++samples;
+  }
+  EXPECT_LE(samples, 3);
+}
+
+TEST(CpuContentionTest, SamplesAtMostOncePerInterval) {
+  int reads = 0;
+  CpuContention::Options options;
+  options.sample_interval = absl::Milliseconds(1);
+  CpuContention contention(
+      2, [&]() -> std::optional<int> { return ++reads < 100 ? 3 : 2; }, options);
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  EXPECT_FALSE(contention.oversubscribed());
+  EXPECT_TRUE(contention.Sample(t0));
+  EXPECT_TRUE(contention.Sample(t0 + absl::Microseconds(999)));
+  EXPECT_EQ(reads, 1);
+  contention.Sample(t0 + absl::Milliseconds(1));
+  EXPECT_EQ(reads, 2);
+  EXPECT_EQ(contention.samples(), 2u);
+  EXPECT_TRUE(contention.oversubscribed());
+}
+
+TEST(CpuContentionTest, AnUnknownCountIsSkippedAndNeverOversubscribes) {
+  CpuContention contention(1, []() -> std::optional<int> { return std::nullopt; });
+  EXPECT_FALSE(contention.Sample(absl::Now()));
+  EXPECT_EQ(contention.samples(), 0u);
+}
+
+TEST(CpuContentionTest, TheProcessInstanceReadsTheHostsRunnableThreads) {
+  CpuContention& contention = CpuContention::ForProcess();
+  const uint64_t before = contention.samples();
+  contention.Sample(absl::Now() + absl::Seconds(1));  // past any interval a previous sample started
+  EXPECT_EQ(contention.samples(), before + 1) << "/proc/loadavg could not be read";
+}
+
+TEST(UsableCpusTest, FollowsTheAffinityMask) {
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  EXPECT_GE(UsableCpus(), 1);
+  EXPECT_LE(UsableCpus(), online);
+  int pinned = 0;
+  std::thread([&] {  // the mask is per thread: pinning this one leaves the test's other threads alone
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    if (sched_setaffinity(0, sizeof(one), &one) == 0) pinned = UsableCpus();
+  }).join();
+  EXPECT_EQ(pinned, 1);
+}
+
+}  // namespace
+}  // namespace ddp
