@@ -27,7 +27,7 @@
 #include "tensor/ops.h"
 #include "tensor/threads.h"
 
-ABSL_FLAG(std::string, model, "cnn", "mlp | cnn | cnn_bn");
+ABSL_FLAG(std::string, model, "cnn", "mlp | cnn | cnn_bn | resnet18");
 ABSL_FLAG(int64_t, batch_size, 128, "samples per step (the whole batch, split over the workers)");
 ABSL_FLAG(int, workers, 2, "DataParallel CPU workers");
 ABSL_FLAG(int, threads, 1, "kernel threads of the baseline and of each worker");

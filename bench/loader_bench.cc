@@ -26,7 +26,7 @@ ABSL_FLAG(int64_t, batch_size, 64, "samples per batch");
 ABSL_FLAG(int, steps, 200, "timed training steps per run");
 ABSL_FLAG(int, repeats, 3, "runs of the interleaved training comparison (the best counts)");
 ABSL_FLAG(int, threads, 1, "kernel threads for the training step");
-ABSL_FLAG(std::string, model, "cnn", "mlp | cnn | cnn_bn");
+ABSL_FLAG(std::string, model, "cnn", "mlp | cnn | cnn_bn | resnet18");
 
 namespace ddp {
 namespace {

@@ -38,7 +38,7 @@
 #include "train/train_step.h"
 
 ABSL_FLAG(std::string, backend, "gloo", "Under a launcher: auto, gloo or shm.");
-ABSL_FLAG(std::string, model, "cnn", "mlp | cnn | cnn_bn");
+ABSL_FLAG(std::string, model, "cnn", "mlp | cnn | cnn_bn | resnet18");
 ABSL_FLAG(int, accumulate_steps, 1, "backward passes per optimizer step (under DDP, no_sync for all but the last)");
 ABSL_FLAG(int64_t, batch_size, 64, "samples per step and rank");
 ABSL_FLAG(int, steps, 200, "timed optimizer steps");

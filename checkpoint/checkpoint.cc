@@ -269,10 +269,10 @@ absl::Status WriteCheckpointDirectory(const std::string& tmp, const std::string&
 // Renames `tmp` to `final_path`, replacing an existing checkpoint directory there only once `tmp` is in
 // place (the old one is moved aside first and restored if the rename fails).
 absl::Status Publish(const std::string& dir, const std::string& tmp, const std::string& final_path,
-                     const std::string& name) {
+                     const std::string& name, bool replace_existing) {
   std::error_code ec;
   const std::string aside = JoinPath(dir, ".old-" + name);
-  const bool replacing = fs::is_directory(final_path, ec);
+  const bool replacing = replace_existing && fs::is_directory(final_path, ec);
   if (replacing) {
     fs::remove_all(aside, ec);
     if (std::rename(final_path.c_str(), aside.c_str()) != 0) return FileError("move aside", final_path, errno);
@@ -372,9 +372,14 @@ absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& checkpoint
   if (ec) return FileError("create checkpoint directory", dir, ec.value());
   const std::string name = absl::StrCat(kStepPrefix, checkpoint.step);
   const std::string tmp = JoinPath(dir, ".tmp-" + name);
+  if (!options.replace_existing && fs::exists(fs::symlink_status(JoinPath(dir, name), ec))) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("checkpoint: ", JoinPath(dir, name),
+                     " already exists and is not replaced (another run's checkpoint?)"));
+  }
   fs::remove_all(tmp, ec);  // a leftover of an interrupted save
   absl::Status status = WriteCheckpointDirectory(tmp, *model_bytes, *optimizer_bytes, manifest);
-  if (status.ok()) status = Publish(dir, tmp, JoinPath(dir, name), name);
+  if (status.ok()) status = Publish(dir, tmp, JoinPath(dir, name), name, options.replace_existing);
   if (!status.ok()) {
     fs::remove_all(tmp, ec);
     return status;

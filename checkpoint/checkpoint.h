@@ -73,14 +73,18 @@ struct SaveCheckpointOptions {
   // After a successful save, delete all but the newest `keep_last` step-* directories (never the one
   // dir/latest names). 0: keep every checkpoint.
   int keep_last = 0;
+  // Whether an existing dir/step-<N> may be replaced. false: it is an AlreadyExists error naming it, and
+  // nothing is written (a checkpoint of another run at the same step stays whole). A directory that
+  // appears while the checkpoint is written is never replaced either: the final rename fails.
+  bool replace_existing = true;
 };
 
 // Writes `checkpoint` as dir/step-<checkpoint.step> and points dir/latest at it (see the layout above).
-// Creates `dir` (and its parents) when missing. An existing dir/step-<N> is replaced only after the new
-// one is complete. Errors name the path that failed (read-only directory, disk full, a file where a
-// directory is expected, ...); on error the previous checkpoint and dir/latest are unchanged and the
-// temporary directory is removed. An extra_state entry with an empty name is an InvalidArgument error;
-// nothing is written. REQUIRES: checkpoint.step >= 0.
+// Creates `dir` (and its parents) when missing. An existing dir/step-<N> is replaced only after the new one
+// is complete, and only with options.replace_existing. Errors name the path that failed (read-only directory,
+// disk full, a file where a directory is expected, ...); on error the previous checkpoint and dir/latest are
+// unchanged and the temporary directory is removed. An extra_state entry with an empty name is an
+// InvalidArgument error; nothing is written. REQUIRES: checkpoint.step >= 0.
 absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& checkpoint,
                             const SaveCheckpointOptions& options = {});
 

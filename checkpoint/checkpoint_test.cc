@@ -342,6 +342,29 @@ TEST(CheckpointTest, ResavingAStepReplacesItAndKeepLastPrunes) {
   EXPECT_EQ(ReadAll(saved.dir + "/latest"), "step-10\n");
 }
 
+// Without replace_existing an existing step (another run's) is refused by name and left byte for byte,
+// dir/latest included; a step that does not exist yet is written as usual.
+TEST(CheckpointTest, WithoutReplaceExistingAnExistingStepIsKept) {
+  Saved saved = SaveTrained("no_replace");
+  const std::string manifest = ReadAll(saved.dir + "/step-7/manifest.json");
+  const std::string latest = ReadAll(saved.dir + "/latest");
+  Checkpoint other = saved.checkpoint;
+  other.epoch = 99;
+  SaveCheckpointOptions options;
+  options.replace_existing = false;
+  const absl::Status status = SaveCheckpoint(saved.dir, other, options);
+  EXPECT_TRUE(absl::IsAlreadyExists(status)) << status;
+  EXPECT_EQ(status.message(), "checkpoint: " + saved.dir +
+                                  "/step-7 already exists and is not replaced (another "
+                                  "run's checkpoint?)");
+  EXPECT_EQ(ReadAll(saved.dir + "/step-7/manifest.json"), manifest);
+  EXPECT_EQ(ReadAll(saved.dir + "/latest"), latest);
+  EXPECT_FALSE(fs::exists(saved.dir + "/.tmp-step-7"));
+  other.step = 8;
+  ASSERT_TRUE(SaveCheckpoint(saved.dir, other, options).ok());
+  EXPECT_EQ(ReadAll(saved.dir + "/latest"), "step-8\n");
+}
+
 // Saves steps 7 and 10 (SaveTrained's checkpoint under two step numbers) into a fresh directory.
 Saved SaveSteps7And10(const std::string& name) {
   Saved saved = SaveTrained(name);

@@ -27,6 +27,15 @@ absl::Status AsyncWork::Wait(absl::Duration timeout) {
   return status_;
 }
 
+// The status and times are final once done_ is set (Note [Completed without a lock]).
+bool AsyncWork::CompletedOutcome(absl::Status* status, absl::Time* started, absl::Time* ended) const {
+  if (!done_.load(std::memory_order_acquire)) return false;
+  *status = status_;
+  *started = started_;
+  *ended = ended_;
+  return true;
+}
+
 double AsyncWork::ExecutionSeconds() const {
   absl::MutexLock lock(&mu_);
   if (started_ == absl::InfinitePast() || ended_ == absl::InfinitePast()) return 0.0;

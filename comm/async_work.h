@@ -31,6 +31,12 @@ class AsyncWork : public Work {
 
   // Records that the backend began executing the operation.
   void MarkStarted();
+  // When the operation has completed: true, with its final status and start and end times, read
+  // without the lock (Note [Completed without a lock]); false, touching nothing, while it runs. For
+  // observers that look at many Works on a hot path (the flight recorder, comm/flight_recorder.h).
+  bool CompletedOutcome(absl::Status* status, absl::Time* started, absl::Time* ended) const
+      ABSL_NO_THREAD_SAFETY_ANALYSIS;
+
   // Records the outcome and wakes every waiter. Later calls are ignored. `started`, when given, is when
   // the backend began (one locked section instead of MarkStarted's; a MarkStarted time is kept).
   void Complete(absl::Status status, absl::Time started = absl::InfinitePast());

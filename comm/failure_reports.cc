@@ -56,8 +56,14 @@ std::string SummarizeFailureReports(int size, const FailureEvidence& evidence, a
   return summary + "]";
 }
 
-FailureReports::FailureReports(Store* store, std::string key_prefix, int rank, int size, absl::Duration window)
-    : store_(store), key_prefix_(std::move(key_prefix)), rank_(rank), size_(size), window_(window) {}
+FailureReports::FailureReports(Store* store, std::string key_prefix, int rank, int size, absl::Duration window,
+                               int store_host_rank)
+    : store_(store),
+      key_prefix_(std::move(key_prefix)),
+      rank_(rank),
+      size_(size),
+      window_(window),
+      store_host_rank_(store_host_rank) {}
 
 std::string FailureReports::Key(int rank) const { return absl::StrCat(key_prefix_, rank); }
 
@@ -77,30 +83,36 @@ bool FailureReports::Collect(FailureEvidence* evidence, std::string* store_error
   return true;
 }
 
-std::string FailureReports::Report(const std::string& what) {
-  absl::MutexLock lock(&mu_);
-  if (summary_.has_value()) return *summary_;
-  if (absl::Status set = store_->Set(Key(rank_), what); !set.ok()) {
-    summary_ = absl::StrCat("[failure reports unavailable: ", set.message(), "]");
-    return *summary_;
+std::string FailureReports::Unavailable(absl::string_view error) const {
+  std::string summary = absl::StrCat("[failure reports unavailable: ", error);
+  if (store_host_rank_ >= 0 && store_host_rank_ != rank_) {
+    absl::StrAppend(&summary, "; rank ", store_host_rank_,
+                    " serves the store, so it is gone or not responding (dead, stopped or cut off)");
   }
-  FailureEvidence evidence;
+  return summary + "]";
+}
+
+std::string FailureReports::Report(const std::string& what, FailureEvidence* evidence) {
+  absl::MutexLock lock(&mu_);
+  if (!summary_.has_value()) summary_ = FirstReport(what);
+  if (evidence != nullptr) *evidence = evidence_;
+  return *summary_;
+}
+
+std::string FailureReports::FirstReport(const std::string& what) {
+  if (absl::Status set = store_->Set(Key(rank_), what); !set.ok()) return Unavailable(set.message());
   const absl::Time deadline = absl::Now() + window_;
   while (true) {
     std::string store_error;
-    if (!Collect(&evidence, &store_error)) {
-      summary_ = absl::StrCat("[failure reports unavailable: ", store_error, "]");
-      return *summary_;
-    }
+    if (!Collect(&evidence_, &store_error)) return Unavailable(store_error);
     int accounted = 0;
     for (int r = 0; r < size_; ++r) {
-      accounted += evidence.reports.count(r) != 0 || evidence.exit_notices.count(r) != 0;
+      accounted += evidence_.reports.count(r) != 0 || evidence_.exit_notices.count(r) != 0;
     }
     if (accounted == size_ || absl::Now() >= deadline) break;
     absl::SleepFor(std::min(kPollInterval, deadline - absl::Now()));
   }
-  summary_ = SummarizeFailureReports(size_, evidence, window_);
-  return *summary_;
+  return SummarizeFailureReports(size_, evidence_, window_);
 }
 
 }  // namespace ddp

@@ -36,28 +36,39 @@ class FailureReports {
  public:
   // `store` (not owned) must outlive this object; `key_prefix` separates groups sharing a store (the
   // launcher's notices are read at LauncherExitNoticeKey(rank) of `store` itself). `window` bounds how
-  // long Report waits for the other ranks.
-  FailureReports(Store* store, std::string key_prefix, int rank, int size, absl::Duration window);
+  // long Report waits for the other ranks. `store_host_rank`: the rank whose process serves the store
+  // (rank 0 under tcp:// or env:// without ddprun's store), so that an unreachable store names it; -1
+  // when no rank does (ddprun's store, a file store) or it is unknown.
+  FailureReports(Store* store, std::string key_prefix, int rank, int size, absl::Duration window,
+                 int store_host_rank = -1);
 
   // On the first call: writes `what` as this rank's report, then polls the store until every other
   // rank has a report or an exit notice, or `window` passed, and returns SummarizeFailureReports of what
-  // arrived. Later calls return the first summary at once (a broken group fails every later collective
-  // too). Store errors (e.g. the store lived in the lost rank) give a summary that says the reports
-  // were unavailable.
-  std::string Report(const std::string& what);
+  // arrived; `evidence`, when given, receives the reports and notices themselves. Later calls return
+  // the first summary and evidence at once (a broken group fails every later collective too). Store
+  // errors (e.g. the store lived in the lost rank) give a summary that says the reports were unavailable
+  // and, with a store_host_rank, that this rank is gone or not responding; the first store error ends
+  // the exchange, so an unreachable store costs one store timeout, not one per key.
+  std::string Report(const std::string& what, FailureEvidence* evidence = nullptr);
 
  private:
   std::string Key(int rank) const;
   // One pass over the ranks not heard of yet. Returns false when the store is unavailable.
   bool Collect(FailureEvidence* evidence, std::string* store_error);
+  // The summary when the store failed with `error`.
+  std::string Unavailable(absl::string_view error) const;
+  // The first summary, computed under mu_.
+  std::string FirstReport(const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Store* store_;
   const std::string key_prefix_;
   const int rank_;
   const int size_;
   const absl::Duration window_;
+  const int store_host_rank_;
   absl::Mutex mu_;
   std::optional<std::string> summary_ ABSL_GUARDED_BY(mu_);
+  FailureEvidence evidence_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ddp

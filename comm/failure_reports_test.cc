@@ -98,5 +98,33 @@ TEST(FailureReportsTest, UnavailableStoreIsSaidPlainly) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));
 }
 
+// When a rank serves the store, an unreachable store names it: it is the rank that is gone or stopped.
+TEST(FailureReportsTest, AnUnavailableStoreNamesTheRankThatServesIt) {
+  DeadStore store;
+  FailureReports reports(&store, "pg/failure/", 1, 2, absl::Seconds(30), /*store_host_rank=*/0);
+  FailureEvidence evidence;
+  EXPECT_EQ(reports.Report("x", &evidence),
+            "[failure reports unavailable: store connection closed; rank 0 serves the store, so it is gone or "
+            "not responding (dead, stopped or cut off)]");
+  EXPECT_TRUE(evidence.reports.empty());
+  // The store host itself says nothing of itself.
+  FailureReports host(&store, "pg/failure/", 0, 2, absl::Seconds(30), /*store_host_rank=*/0);
+  EXPECT_EQ(host.Report("x"), "[failure reports unavailable: store connection closed]");
+}
+
+// The evidence a caller asks for is what the summary was made of: every rank's report.
+TEST(FailureReportsTest, EvidenceHoldsTheReports) {
+  MemoryStore store;
+  ASSERT_TRUE(store.Set("pg/failure/1", "rank 1's report").ok());
+  FailureReports reports(&store, "pg/failure/", 0, 2, absl::Seconds(30));
+  FailureEvidence evidence;
+  EXPECT_EQ(reports.Report("rank 0's report", &evidence), "[failure reports: every rank reported a failure, none was lost]");
+  EXPECT_EQ(evidence.reports.at(0), "rank 0's report");
+  EXPECT_EQ(evidence.reports.at(1), "rank 1's report");
+  FailureEvidence again;
+  reports.Report("ignored", &again);  // later calls repeat the first exchange
+  EXPECT_EQ(again.reports.at(0), "rank 0's report");
+}
+
 }  // namespace
 }  // namespace ddp

@@ -16,6 +16,7 @@
 #include "comm/host_identity.h"
 #include "store/job_token.h"
 #include "store/prefix_store.h"
+#include "store/rank_claim.h"
 #include "comm/process_group_debug.h"
 #include "comm/gloo/process_group_gloo.h"
 #include "comm/mpi/process_group_mpi.h"
@@ -50,9 +51,9 @@ absl::StatusOr<HostPort> ParseTcpUrl(const std::string& url) {
 }
 
 // The TCP store at `address`; rank 0 hosts the server unless ddprun does. The server listens on
-// MASTER_ADDR itself when this host owns it (loopback stays loopback) and warns on stderr when it takes
-// clients from beyond loopback without a job token. Every store wait, the connection's hello included,
-// is bounded by `timeout` (DDP_TIMEOUT_S).
+// MASTER_ADDR itself when this host owns it (loopback stays loopback) and refuses to listen beyond
+// loopback without a job token (DDP_JOB_TOKEN or DDP_JOB_TOKEN_FILE; Note [Job tokens]). Every store
+// wait, the connection's hello included, is bounded by `timeout` (DDP_TIMEOUT_S).
 absl::StatusOr<std::unique_ptr<Store>> MakeTcpStore(const HostPort& address, const LaunchEnv& launch,
                                                     const EnvLookup& env, absl::Duration timeout) {
   TcpStoreOptions store_options;
@@ -60,17 +61,20 @@ absl::StatusOr<std::unique_ptr<Store>> MakeTcpStore(const HostPort& address, con
   store_options.port = address.port;
   store_options.is_server = launch.rank == 0 && !launch.store_in_launcher;
   if (store_options.is_server) store_options.server_bind_host = StoreListenHost(address.host);
-  store_options.job_token = env(kJobTokenEnv).value_or("");
+  DDP_ASSIGN_OR_RETURN(store_options.job_token, JobTokenFromEnv(env));
   store_options.connect_timeout = timeout;
   store_options.io_timeout = std::min(store_options.io_timeout, timeout);
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store, TcpStore::Create(store_options));
-  if (store_options.is_server) {
-    if (std::optional<std::string> warning =
-            OpenStoreWarning(store_options.server_bind_host, store->port(), *store_options.job_token)) {
-      std::fprintf(stderr, "ddp: rank 0: %s\n", warning->c_str());
-    }
-  }
   return std::unique_ptr<Store>(std::move(store));
+}
+
+// The store as the user named it, for errors: "127.0.0.1:29500 (MASTER_ADDR:MASTER_PORT)".
+std::string DescribeStore(const InitOptions& options, const LaunchEnv& launch) {
+  const std::string& url = options.init_method;
+  if (url != "env://") return absl::StrCat("init method ", url);
+  const char* names = options.env("DDP_STORE_PORT").has_value() ? "DDP_STORE_ADDR:DDP_STORE_PORT, the launcher's"
+                                                                 : "MASTER_ADDR:MASTER_PORT";
+  return absl::StrCat(launch.store_addr, ":", launch.store_port, " (", names, ")");
 }
 
 absl::StatusOr<std::unique_ptr<Store>> MakeStore(const InitOptions& options, const LaunchEnv& launch,
@@ -167,10 +171,18 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeShmGroup(const EnvLookup& env,
   return std::unique_ptr<ProcessGroup>(std::move(group));
 }
 
-// The Gloo group of `rank` of `size` over `store`.
+// The rank whose process serves the job's store (MakeTcpStore's server), -1 when none does: a file store,
+// or ddprun's.
+int StoreHostRank(const InitOptions& options, const LaunchEnv& launch) {
+  if (absl::StartsWith(options.init_method, "file://") || launch.store_in_launcher) return -1;
+  return 0;
+}
+
+// The Gloo group of `rank` of `size` over `store`; `store_host_rank` as ProcessGroupGlooOptions says.
 absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeGlooGroup(const InitOptions& options, const DistributedContext& context,
-                                                            Store& store, int rank, int size) {
+                                                            Store& store, int rank, int size, int store_host_rank) {
   ProcessGroupGlooOptions gloo_options;
+  gloo_options.store_host_rank = store_host_rank;
   gloo_options.timeout = context.timeout;
   DDP_ASSIGN_OR_RETURN(gloo_options.failure_report_window, ResolveFailureReportWindow(options.env));
   gloo_options.hostname =
@@ -186,11 +198,13 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeCpuGroup(const InitOptions& op
   const int rank = context.launch.rank;
   const int size = context.launch.world_size;
   if (backend == "shm") return MakeShmGroup(options.env, *context.store, rank, size, context.timeout);
-  if (backend == "gloo") return MakeGlooGroup(options, context, *context.store, rank, size);
+  if (backend == "gloo") {
+    return MakeGlooGroup(options, context, *context.store, rank, size, StoreHostRank(options, context.launch));
+  }
   InnerGroupFactory shm = [&](Store& store, int r, int s) {
     return MakeShmGroup(options.env, store, r, s, context.timeout);
   };
-  InnerGroupFactory gloo = [&](Store& store, int r, int s) { return MakeGlooGroup(options, context, store, r, s); };
+  InnerGroupFactory gloo = [&](Store& store, int r, int s) { return MakeGlooGroup(options, context, store, r, s, -1); };
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupHierarchical> group,
                        ProcessGroupHierarchical::Create(*context.store, rank, size, identities, context.timeout,
                                                         shm, gloo));
@@ -203,6 +217,7 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> JoinMpi(const InitOptions& o
                                                             std::unique_ptr<DistributedContext> context) {
   ProcessGroupMpiOptions mpi_options;
   mpi_options.timeout = context->timeout;
+  mpi_options.launch = context->launch;  // refused when MPI disagrees (comm/mpi/mpi_launch_check.h)
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupMpi> group, ProcessGroupMpi::Create(mpi_options));
   if ((options.rank >= 0 && options.rank != group->rank()) ||
       (options.world_size >= 0 && options.world_size != group->size())) {
@@ -248,6 +263,9 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitO
   // still holds the previous attempt's rendezvous keys.
   context->store = std::make_unique<OwningPrefixStore>(
       DefaultGroupStorePrefix(absl::StrCat(context->launch.restart_count)), std::move(base));
+  // Before this rank writes anything into the job's namespace (Note [Rank claims]).
+  DDP_RETURN_IF_ERROR(ClaimRank(*context->store, RankClaim{context->launch.rank, context->launch.job_id,
+                                                           DescribeStore(options, context->launch)}));
 #ifdef DDP_WITH_CUDA
   if (options.backend == "nccl") {
     ProcessGroupNcclOptions nccl_options;

@@ -159,16 +159,21 @@ TEST(InitTest, StoreListensOnLoopbackMasterAddr) {
   EXPECT_EQ(printed.find("warning"), std::string::npos) << printed;
 }
 
-// MASTER_ADDR=0.0.0.0 without DDP_JOB_TOKEN: the store takes any client, and rank 0 says so in one line.
-TEST(InitTest, OpenStoreWithoutTokenWarns) {
+// MASTER_ADDR=0.0.0.0 without a job token: rank 0 refuses to host a store any client could reach
+// (Note [Job tokens]); with DDP_JOB_TOKEN it listens on every interface.
+TEST(InitTest, OpenStoreWithoutTokenIsRefused) {
   const int port = FreePort();
-  const std::string printed = JoinAloneAsRankZero("0.0.0.0", port);
-  EXPECT_NE(printed.find("[reachable at 127.0.0.2]"), std::string::npos) << printed;
-  EXPECT_NE(printed.find("ddp: rank 0: warning: the TCP store on 0.0.0.0:" + std::to_string(port) +
-                         " accepts any client that can reach it (no job token"),
+  InitOptions options;
+  options.env = Fake({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "0.0.0.0"},
+                      {"MASTER_PORT", std::to_string(port)}, {"DDP_TIMEOUT_S", "5"}});
+  const absl::Status refused = InitProcessGroup(options).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_NE(refused.message().find("the TCP store on 0.0.0.0:" + std::to_string(port) +
+                                   " would accept any client that can reach it: beyond loopback a job token is required"),
             std::string::npos)
-      << printed;
-  EXPECT_EQ(JoinAloneAsRankZero("0.0.0.0", FreePort(), "secret").find("warning"), std::string::npos);
+      << refused;
+  const std::string printed = JoinAloneAsRankZero("0.0.0.0", FreePort(), "secret");
+  EXPECT_NE(printed.find("[reachable at 127.0.0.2]"), std::string::npos) << printed;
 }
 
 // Another service on MASTER_PORT accepts connections and never answers: a rank fails within

@@ -27,11 +27,24 @@ QueuedWork::QueuedWork(const QueuedProcessGroup& group, const CollectiveSpec& sp
       size_(group.size_),
       backend_(group.options_.backend),
       queue_(waiter_may_run ? group.queue_ : nullptr),
-      group_timeout_(group.options_.timeout) {}
+      group_timeout_(group.options_.timeout),
+      postmortem_(group.postmortem_) {}
 
 absl::Status QueuedWork::Wait(absl::Duration timeout) {
   if (queue_ != nullptr) queue_->RunForWaiter(*this, timeout, group_timeout_);
-  return AsyncWork::Wait(timeout);
+  absl::Status status = AsyncWork::Wait(timeout);
+  // A hang (Note [Hang postmortem]): the wait covered the group's timeout and the call still runs. A
+  // completed call's own kDeadlineExceeded was explained where it failed.
+  if (ABSL_PREDICT_FALSE(absl::IsDeadlineExceeded(status)) && timeout >= group_timeout_ && !IsCompleted()) {
+    if (std::shared_ptr<GroupPostmortem> postmortem = postmortem_.lock()) {
+      const CollectiveCall call{static_cast<uint32_t>(sequence_), spec_.Signature()};
+      const std::string error(status.message());
+      status = absl::DeadlineExceededError(
+          absl::StrCat(error, postmortem->Explain(error, sequence_ == kUnnumbered ? std::nullopt
+                                                                                  : std::optional(call)).text));
+    }
+  }
+  return status;
 }
 
 std::string QueuedWork::description() const { return DescribeCall(spec_, sequence_, rank_, size_, backend_); }
@@ -39,13 +52,22 @@ std::string QueuedWork::description() const { return DescribeCall(spec_, sequenc
 std::string RunningCall::operator()() const { return absl::StrCat(work->description(), " failed"); }
 
 QueuedProcessGroup::QueuedProcessGroup(int rank, int size, QueuedProcessGroupOptions options)
-    : rank_(rank), size_(size), options_(std::move(options)), queue_(std::make_shared<WorkQueue>()) {
+    : rank_(rank),
+      size_(size),
+      options_(std::move(options)),
+      postmortem_(std::make_shared<GroupPostmortem>(options_.backend, rank, size, options_.timeout,
+                                                    options_.postmortem)),
+      recorder_(postmortem_->recorder()),
+      queue_(std::make_shared<WorkQueue>()) {
   DDP_CHECK(rank >= 0 && rank < size) << options_.backend << ": rank " << rank << " is outside a group of " << size;
 }
 
 QueuedProcessGroup::~QueuedProcessGroup() { StopQueue(); }
 
-void QueuedProcessGroup::StopQueue() { queue_->Stop(); }
+void QueuedProcessGroup::StopQueue() {
+  queue_->Stop();
+  postmortem_->Detach();
+}
 
 void QueuedProcessGroup::CheckTensor(CollectiveKind kind, const Tensor& t) const {
   CheckCpuCollectiveTensor(kind, options_.backend, t);
@@ -138,11 +160,18 @@ std::shared_ptr<QueuedWork> QueuedProcessGroup::NewWork(const CollectiveSpec& sp
 }
 
 uint64_t QueuedProcessGroup::calls_issued() const {
-  absl::MutexLock lock(&issue_mu_);
+  absl::MutexLock lock(&recorder_->mu());
   return next_sequence_;
 }
 
 uint64_t QueuedProcessGroup::TakeSequence(bool numbered) { return numbered ? next_sequence_++ : kUnnumbered; }
+
+std::shared_ptr<QueuedWork> QueuedProcessGroup::NewRecordedWork(const CollectiveSpec& spec, bool numbered,
+                                                                bool waiter_may_run) {
+  std::shared_ptr<QueuedWork> work = NewWork(spec, TakeSequence(numbered), waiter_may_run);
+  recorder_->Record(work->sequence(), spec, work);
+  return work;
+}
 
 std::shared_ptr<Work> QueuedProcessGroup::Issue(const CollectiveSpec& spec, Body body,
                                                 QueuedIssueOptions options) {
@@ -151,9 +180,9 @@ std::shared_ptr<Work> QueuedProcessGroup::Issue(const CollectiveSpec& spec, Body
 
 std::shared_ptr<Work> QueuedProcessGroup::IssueStarted(const CollectiveSpec& spec, absl::FunctionRef<Body()> start,
                                                        QueuedIssueOptions options) {
-  absl::MutexLock lock(&issue_mu_);
+  absl::MutexLock lock(&recorder_->mu());
   std::shared_ptr<QueuedWork> work =
-      NewWork(spec, TakeSequence(options.numbered), options_.waiter_runs_work && options.waiter_may_run);
+      NewRecordedWork(spec, options.numbered, options_.waiter_runs_work && options.waiter_may_run);
   QueuedWork* raw = work.get();
   queue_->Enqueue(work, [this, raw, body = start()] { return Guarded(*raw, body); });
   return work;
@@ -164,15 +193,16 @@ absl::Status QueuedProcessGroup::Refused(const QueuedWork& work) const {
                                                    broken_.message(), ")"));
 }
 
-void QueuedProcessGroup::Break(const absl::Status& failure) {
+void QueuedProcessGroup::Break(const QueuedWork& work, const absl::Status& failure) {
   broken_ = failure;
   OnFailure(failure);
+  postmortem_->Dump(std::string(failure.message()), &work);  // after OnFailure: the peers hear of it first
 }
 
 std::shared_ptr<QueuedWork> QueuedProcessGroup::TryBeginInline(const CollectiveSpec& spec) {
-  absl::MutexLock lock(&issue_mu_);
+  absl::MutexLock lock(&recorder_->mu());
   if (!queue_->TryBeginInline()) return nullptr;
-  return NewWork(spec, TakeSequence(/*numbered=*/true), /*waiter_may_run=*/false);
+  return NewRecordedWork(spec, /*numbered=*/true, /*waiter_may_run=*/false);
 }
 
 void QueuedProcessGroup::EndInline(std::shared_ptr<QueuedWork> work, Body rest) {

@@ -4,7 +4,9 @@
 // backend's tensor rule, list sizes, roots, matching tensors), gives it its sequence number and names it
 // ("<op> #<n> of <payload> on rank <r>/<s> (<backend>)", comm/collective_description.h). A backend
 // implements only the work, in the protected Issue* hooks, and queues it with Issue; every queued body
-// runs under one failure policy (Note [Broken groups] in the .cc).
+// runs under one failure policy (Note [Broken groups] in the .cc). Every call is recorded in the group's
+// flight recorder (comm/flight_recorder.h), and the first failure or hang is explained by its
+// postmortem (comm/flight_recorder_postmortem.h): a dump, and the rank that is behind.
 #ifndef DDP_COMM_QUEUED_PROCESS_GROUP_H_
 #define DDP_COMM_QUEUED_PROCESS_GROUP_H_
 
@@ -21,6 +23,8 @@
 #include "base/wall_clock.h"
 #include "comm/async_work.h"
 #include "comm/collective_description.h"
+#include "comm/flight_recorder.h"
+#include "comm/flight_recorder_postmortem.h"
 #include "comm/process_group.h"
 #include "comm/work_queue.h"
 
@@ -39,7 +43,10 @@ class QueuedWork : public AsyncWork {
   QueuedWork(const QueuedProcessGroup& group, const CollectiveSpec& spec, uint64_t sequence, bool waiter_may_run);
 
   // With waiter_may_run, first runs the call on this thread when the wait covers the group's timeout and
-  // the call is next in the queue with nothing running (WorkQueue::RunForWaiter).
+  // the call is next in the queue with nothing running (WorkQueue::RunForWaiter). A wait that covered the
+  // group's timeout and ends with the call still running is a hang: the kDeadlineExceeded error then
+  // carries the group's postmortem (which rank is behind, in which call; Note [Hang postmortem] in
+  // comm/flight_recorder_postmortem.cc), which blocks this thread at most its window longer.
   absl::Status Wait(absl::Duration timeout) override;
   // "<name> #<sequence> of <payload> on rank <rank>/<size> (<backend>)".
   std::string description() const override;
@@ -56,6 +63,8 @@ class QueuedWork : public AsyncWork {
   const char* const backend_;              // a string literal
   const std::shared_ptr<WorkQueue> queue_;  // null unless a waiter may run the call
   const absl::Duration group_timeout_;
+  // The group's postmortem, for a wait that times out; expired once the group is gone.
+  const std::weak_ptr<GroupPostmortem> postmortem_;
 };
 
 // What a queued call's body gets while it runs: its Work and its deadline. Called, it gives the prefix of
@@ -78,6 +87,10 @@ struct QueuedProcessGroupOptions {
   // Whether a thread that Waits on a queued call may run it itself (Note [Waiter runs the work] in
   // comm/gloo/process_group_gloo.cc); Issue can still refuse it per call.
   bool waiter_runs_work = false;
+  // The flight recorder and what the group does when a call fails or times out (Note [Flight recorder]
+  // in comm/flight_recorder.cc, Note [Hang postmortem]): by default the recorder's settings come from
+  // the environment and no store is used.
+  PostmortemOptions postmortem;
 };
 
 // The choices QueuedProcessGroup::Issue leaves to each call.
@@ -149,8 +162,12 @@ class QueuedProcessGroup : public ProcessGroup {
                                               const std::vector<Tensor>& inputs);
 
   // Runs once, on the thread that ran the call, when a call first fails and breaks the group (Note
-  // [Broken groups]), e.g. to tell the peers. The default does nothing.
+  // [Broken groups]), e.g. to tell the peers. The default does nothing. The group writes its flight
+  // recorder dump right after.
   virtual void OnFailure(const absl::Status& failure);
+  // The group's postmortem (Note [Hang postmortem]), for a backend whose failure path explains its
+  // errors itself (ProcessGroupGloo::Fail).
+  GroupPostmortem& postmortem() { return *postmortem_; }
   // The Work of call `spec` numbered `sequence`. The default makes a QueuedWork; a backend whose Works
   // do more on Wait returns a subclass.
   virtual std::shared_ptr<QueuedWork> NewWork(const CollectiveSpec& spec, uint64_t sequence, bool waiter_may_run);
@@ -173,7 +190,7 @@ class QueuedProcessGroup : public ProcessGroup {
     if (!broken_.ok()) return Refused(work);
     const RunningCall call{&work, blocking ? WallNow() + options_.timeout : absl::InfiniteFuture()};
     absl::Status status = body(call);
-    if (!status.ok()) Break(status);
+    if (!status.ok()) Break(work, status);
     return status;
   }
 
@@ -188,7 +205,8 @@ class QueuedProcessGroup : public ProcessGroup {
   // meanwhile, so a call the caller could not finish without blocking continues on the worker, in order.
   void EndInline(std::shared_ptr<QueuedWork> work, Body rest);
 
-  // Cancels the queued calls and joins the worker once the running call finished (WorkQueue::Stop).
+  // Cancels the queued calls and joins the worker once the running call finished (WorkQueue::Stop),
+  // then detaches the postmortem from the store (a Work may outlive the group and its store).
   // REQUIRES: the first statement of the backend's destructor, before the members its bodies use go.
   void StopQueue();
 
@@ -196,19 +214,26 @@ class QueuedProcessGroup : public ProcessGroup {
   friend class QueuedWork;
 
   // Under the issue lock: the next sequence number, or kUnnumbered.
-  uint64_t TakeSequence(bool numbered) ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_);
+  uint64_t TakeSequence(bool numbered) ABSL_EXCLUSIVE_LOCKS_REQUIRED(recorder_->mu());
+  // Under the issue lock: numbers call `spec`, makes its Work (NewWork) and records it.
+  std::shared_ptr<QueuedWork> NewRecordedWork(const CollectiveSpec& spec, bool numbered, bool waiter_may_run)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(recorder_->mu());
   // Guarded's two outcomes beside success: the Status of a call refused by a broken group, and breaking
   // the group with `failure` (OnFailure included).
   absl::Status Refused(const QueuedWork& work) const;
-  void Break(const absl::Status& failure);
+  void Break(const QueuedWork& work, const absl::Status& failure);
 
   const int rank_;
   const int size_;
   const QueuedProcessGroupOptions options_;
   // The first failure (Note [Broken groups]). Used only by whoever holds the queue's turn.
   absl::Status broken_;
-  mutable absl::Mutex issue_mu_;
-  uint64_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
+  // Dumps, exchanges and explains the first failure; shared with the Works (weakly).
+  const std::shared_ptr<GroupPostmortem> postmortem_;
+  // postmortem_'s recorder. Its mu() is the issue lock: a call is numbered, queued and recorded under
+  // it, so sequence numbers, queue order and the ring's order agree (Note [Flight recorder]).
+  FlightRecorder* const recorder_;
+  uint64_t next_sequence_ ABSL_GUARDED_BY(recorder_->mu()) = 0;
   // Runs the calls in issue order. Shared with the Works a waiter may run; stopped by StopQueue.
   const std::shared_ptr<WorkQueue> queue_;
 };

@@ -177,28 +177,51 @@ absl::Status DistributedDataParallel::BroadcastBuffers() {
   return BroadcastCoalesced(buffers, *group_, 0, options_.broadcast_chunk_bytes);
 }
 
-absl::StatusOr<Tensor> DistributedDataParallel::TryForward(const Tensor& x) {
-  const absl::Time start = reducer_->observed() ? absl::Now() : absl::Time();  // Note [Reducer observers]
+absl::Status DistributedDataParallel::BeforeModuleForward(absl::Time* start) {
+  *start = reducer_->observed() ? absl::Now() : absl::Time();  // Note [Reducer observers]
   DDP_RETURN_IF_ERROR(reducer_->status());
   forward_ran_ = true;
   const bool syncs = is_training() && GradModeEnabled() && require_sync_;
   if (is_training() && join_ != nullptr) DDP_RETURN_IF_ERROR(join_->AnnounceTraining(syncs));  // Note [Join]
   if (is_training() && options_.broadcast_buffers) DDP_RETURN_IF_ERROR(BroadcastBuffers());
-  Tensor out = module_->Forward(x);
-  if (is_training() && GradModeEnabled()) {
-    if (require_sync_) {
-      DDP_RETURN_IF_ERROR(reducer_->PrepareForBackward({out}, start));
-    } else {
-      reducer_->SkipNextSync();
-    }
+  return absl::OkStatus();
+}
+
+absl::Status DistributedDataParallel::AfterModuleForward(const std::vector<Tensor>& outputs, absl::Time start) {
+  if (!is_training() || !GradModeEnabled()) return absl::OkStatus();
+  if (!require_sync_) {
+    reducer_->SkipNextSync();
+    return absl::OkStatus();
   }
+  return reducer_->PrepareForBackward(outputs, start);
+}
+
+absl::StatusOr<Tensor> DistributedDataParallel::TryForward(const Tensor& x) {
+  absl::Time start;
+  DDP_RETURN_IF_ERROR(BeforeModuleForward(&start));
+  Tensor out = module_->Forward(x);
+  DDP_RETURN_IF_ERROR(AfterModuleForward({out}, start));
   return out;
+}
+
+absl::StatusOr<TensorList> DistributedDataParallel::TryForwardMany(const TensorList& inputs) {
+  absl::Time start;
+  DDP_RETURN_IF_ERROR(BeforeModuleForward(&start));
+  TensorList outputs = module_->ForwardMany(inputs);
+  DDP_RETURN_IF_ERROR(AfterModuleForward(outputs.tensors(), start));
+  return outputs;
 }
 
 Tensor DistributedDataParallel::Forward(const Tensor& x) {
   absl::StatusOr<Tensor> out = TryForward(x);
   DDP_CHECK(out.ok()) << out.status().message();
   return *out;
+}
+
+TensorList DistributedDataParallel::ForwardMany(const TensorList& inputs) {
+  absl::StatusOr<TensorList> out = TryForwardMany(inputs);
+  DDP_CHECK(out.ok()) << out.status().message();
+  return *std::move(out);
 }
 
 std::shared_ptr<Module> DistributedDataParallel::Replicate() const {

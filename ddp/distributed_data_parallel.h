@@ -14,6 +14,16 @@
 // value on each rank, Note [DDP settings agreement]); then it broadcasts every parameter and buffer from
 // rank 0 in coalesced chunks and builds a Reducer (reducer/reducer.h, Note [Reducer flow]).
 //
+// A module with several inputs or outputs (Note [Modules with several inputs and outputs] in
+// nn/module.h) is wrapped the same way and called through ForwardMany:
+//
+//   TensorList out = (*ddp)->ForwardMany({{"image", x}, {"side", s}});
+//   Tensor loss = CrossEntropy(out.Get("logits"), y) + CrossEntropy(out.Get("aux"), z) * 0.3f;
+//
+// With find_unused_parameters the autograd graphs of all its defined outputs are searched, as PyTorch's
+// DDP searches every tensor in the structure forward returned; an output the loss leaves out on a step
+// is allowed too (Note [Gradients of unused parameters] in reducer/reducer.cc).
+//
 // Collectives: Create, every training-mode Forward (buffer broadcast; once, the bucket rebuild's
 // broadcast of rank 0's gradient order, Note [Bucket rebuild]) and every synchronised backward (bucket
 // reductions) communicate, so every rank must make the same calls in the same order, with NoSync around
@@ -70,6 +80,12 @@ class DistributedDataParallel : public Module {
   Tensor Forward(const Tensor& x) override;
   // Forward, with the previous iteration's error (status()) or a failed broadcast as the Status.
   absl::StatusOr<Tensor> TryForward(const Tensor& x);
+  // Forward for a module with several inputs or outputs: the same steps around module().ForwardMany
+  // (which for a one-tensor module is {Forward(inputs[0])}). Under find_unused_parameters the Reducer
+  // searches every defined output's graph; undefined outputs (optional ones not computed) are skipped.
+  // Collective as Forward. Aborts as Forward; TryForwardMany returns the error instead.
+  TensorList ForwardMany(const TensorList& inputs) override;
+  absl::StatusOr<TensorList> TryForwardMany(const TensorList& inputs);
 
   // DDP modules are not replicated (DataParallel replicates the inner module). Aborts.
   std::shared_ptr<Module> Replicate() const override;
@@ -118,6 +134,10 @@ class DistributedDataParallel : public Module {
  private:
   DistributedDataParallel(std::shared_ptr<Module> module, ProcessGroup* group, DdpOptions options);
   absl::Status BroadcastBuffers();
+  // The steps of a forward before the module runs (Join, buffer broadcast); `start` gets the forward's
+  // start time for the statistics. Then, after it ran, the Reducer is armed with its `outputs`.
+  absl::Status BeforeModuleForward(absl::Time* start);
+  absl::Status AfterModuleForward(const std::vector<Tensor>& outputs, absl::Time start);
 
   std::shared_ptr<Module> module_;
   ProcessGroup* group_;

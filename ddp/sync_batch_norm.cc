@@ -1,21 +1,12 @@
 #include "ddp/sync_batch_norm.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tensor/batch_norm.h"
 #include "tensor/op_device.h"
 #include "tensor/ops.h"
 
 namespace ddp {
-namespace {
-
-// Blocking all-reduce (sum) of a small float vector; aborts naming the layer if it fails, since an
-// error cannot be returned from inside forward/backward.
-void AllReduceOrDie(ProcessGroup& group, const Tensor& t, const char* what) {
-  absl::Status status = group.AllReduce(t, ReduceOp::kSum)->Wait(group.timeout());
-  DDP_CHECK(status.ok()) << "SyncBatchNorm2d " << what << ": " << status.message();
-}
-
-}  // namespace
 
 SyncBatchNorm2d::SyncBatchNorm2d(const nn::BatchNorm2d& bn, ProcessGroup* group)
     : Module("SyncBatchNorm"), group_(group), num_features_(bn.num_features()), eps_(bn.eps()),
@@ -55,14 +46,37 @@ Tensor SyncBatchNorm2d::TrainingForward(const Tensor& x) {
   Tensor running_mean = GetBuffer("running_mean"), running_var = GetBuffer("running_var");
   RequireFloatOnOneDevice("SyncBatchNorm2d", {&x, &weight, &bias, &running_mean, &running_var});
   const Tensor xc = Contiguous(x);  // one copy, if any, shared by the statistics and the output
-  ProcessGroup* group = group_;
-  const ChannelSumFn all_reduce = [group](const Tensor& partial, const char* stage) {
-    AllReduceOrDie(*group, partial, stage);
+  // Blocking all-reduce (sum) of a small vector. After a failure, nothing: the ranks are out of step, and
+  // another collective would only wait for the timeout again (see the class comment).
+  const ChannelSumFn all_reduce = [group = group_, failure = failure_](const Tensor& partial,
+                                                                       const char* stage) {
+    absl::MutexLock lock(&failure->mu);
+    if (!failure->status.ok()) return;
+    const absl::Status status = group->AllReduce(partial, ReduceOp::kSum)->Wait(group->timeout());
+    if (!status.ok()) {
+      failure->status =
+          absl::Status(status.code(), absl::StrCat("SyncBatchNorm2d ", stage, ": ", status.message()));
+    }
   };
   const BatchNormStats stats = BatchNormBatchStats(xc, eps_, all_reduce);
   UpdateRunningStats(running_mean, running_var, stats, momentum_);
   nn::IncrementBatchCount(GetBuffer("num_batches_tracked"));  // on the device the module lives on
   return BatchNormNormalize(xc, weight, bias, stats, /*training=*/true, all_reduce);
+}
+
+absl::Status SyncBatchNorm2d::status() const {
+  absl::MutexLock lock(&failure_->mu);
+  return failure_->status;
+}
+
+absl::Status SyncBatchNormStatus(const Module& module) {
+  if (const auto* sync = dynamic_cast<const SyncBatchNorm2d*>(&module)) {
+    if (absl::Status status = sync->status(); !status.ok()) return status;
+  }
+  for (const auto& [name, child] : module.NamedChildren()) {
+    if (absl::Status status = SyncBatchNormStatus(*child); !status.ok()) return status;
+  }
+  return absl::OkStatus();
 }
 
 int ConvertSyncBatchNorm(Module& module, ProcessGroup* group) {

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Runs every program in examples/ the way its top comment says, so none of them rots: minimal_ddp,
-# custom_model and comm_hook on 2 ranks under ddprun, data_parallel as one process. Each must exit 0
-# and print its result line: ranks that agree where there are ranks, and a loss that fell (below 1.0,
-# from about 2.3 for the Fashion-MNIST programs and 1.4 for data_parallel).
+# custom_model, comm_hook and two_input_model on 2 ranks under ddprun, data_parallel as one process.
+# Each must exit 0 and print its result line: ranks that agree where there are ranks, and a loss that
+# fell (below 1.0, from about 2.3 for the Fashion-MNIST programs and 1.4 for data_parallel).
 set -u
 DDPRUN=launch/ddprun
 
@@ -32,6 +32,8 @@ run_two_ranks() {
 run_two_ranks minimal_ddp '^\[rank 0\] test accuracy 0\.[7-9][0-9]* over 10000 samples on 2 ranks$'
 run_two_ranks custom_model '^\[rank 0\] custom_model: 150 steps on 2 ranks, final loss .*\(ranks agree\)$'
 run_two_ranks comm_hook '^\[rank 0\] comm_hook: 100 steps on 2 ranks, 2 buckets per step, .*\(ranks agree\)$'
+run_two_ranks two_input_model \
+  '^\[rank 0\] two_input_model: 150 steps on 2 ranks, 2 micro-batches of 32 per step, .*final loss .*\(ranks agree\)$'
 
 out=$(timeout 60 examples/data_parallel 2>&1)
 check "examples/data_parallel" $? "$out" \

@@ -1,9 +1,11 @@
 #include "io/file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +33,35 @@ absl::Status WriteAll(int fd, absl::string_view bytes, const std::string& path) 
     done += static_cast<size_t>(n);
   }
   return absl::OkStatus();
+}
+
+// Links followed by ResolveOutputFile before it gives up with ELOOP (Linux's own limit).
+constexpr int kMaxLinkDepth = 40;
+
+// What a file of mode `mode` is, for errors: "a directory", "a character device", ...
+std::string FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "a regular file";
+}
+
+// WriteFileDurably into a file created new at `path`: an existing file (or link, FIFO, ...) of that name
+// is removed first, and O_EXCL | O_NOFOLLOW make sure the bytes land in the new file and nowhere else.
+absl::Status WriteNewFileDurably(const std::string& path, absl::string_view bytes) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && ::unlink(path.c_str()) != 0) {
+    return FileError("remove the stale", path, errno);
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return FileError("create", path, errno);
+  absl::Status status = WriteAll(fd, bytes, path);
+  if (status.ok() && ::fsync(fd) != 0) status = FileError("fsync", path, errno);
+  if (::close(fd) != 0 && status.ok()) status = FileError("close", path, errno);
+  return status;
 }
 
 }  // namespace
@@ -68,17 +99,51 @@ absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes) 
   return status;
 }
 
+// Note [Output targets]: an output is written beside its file and renamed over it, so a crash never
+// leaves half a file. Renaming over a name replaces whatever the name is: a symbolic link would become
+// a regular file (the file it pointed to left stale), a device node such as /dev/null would be replaced
+// by a regular file (for every program on the machine, when run as root), and so would a FIFO or a
+// socket that another program reads. So the name is first resolved through its links to the file the
+// user means (what torch.save and `>` write to), and anything there but a regular file is refused by
+// name. The temporary is created new (O_EXCL, never through a link), so a stale "<file>.tmp" that is a
+// link cannot redirect the write either.
+absl::StatusOr<std::string> ResolveOutputFile(const std::string& path) {
+  std::string file = path;
+  for (int depth = 0;; ++depth) {
+    struct stat st;
+    if (::lstat(file.c_str(), &st) != 0) {
+      // Missing: created by the write (a missing or non-directory parent is the write's error to name).
+      if (errno == ENOENT || errno == ENOTDIR) return file;
+      return FileError("look up", file, errno);
+    }
+    if (S_ISREG(st.st_mode)) return file;
+    if (!S_ISLNK(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot write ", file, file == path ? "" : absl::StrCat(" (the target of ", path, ")"),
+                       ": it is ", FileKind(st.st_mode), ", not a regular file"));
+    }
+    if (depth == kMaxLinkDepth) return FileError("resolve", path, ELOOP);
+    std::string target(PATH_MAX, '\0');
+    const ssize_t n = ::readlink(file.c_str(), target.data(), target.size());
+    if (n < 0) return FileError("read the link", file, errno);
+    target.resize(static_cast<size_t>(n));
+    file = target.empty() || target[0] == '/' ? target : absl::StrCat(Directory(file), "/", target);
+  }
+}
+
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes) {
-  const std::string tmp = path + ".tmp";
-  absl::Status status = WriteFileDurably(tmp, bytes);
-  if (status.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    status = FileError(absl::StrCat("rename ", tmp, " to"), path, errno);
+  absl::StatusOr<std::string> file = ResolveOutputFile(path);
+  if (!file.ok()) return file.status();
+  const std::string tmp = *file + ".tmp";
+  absl::Status status = WriteNewFileDurably(tmp, bytes);
+  if (status.ok() && std::rename(tmp.c_str(), file->c_str()) != 0) {
+    status = FileError(absl::StrCat("rename ", tmp, " to"), *file, errno);
   }
   if (!status.ok()) {
     ::unlink(tmp.c_str());
     return status;
   }
-  return FsyncDirectory(Directory(path));  // makes the rename itself durable
+  return FsyncDirectory(Directory(*file));  // makes the rename itself durable
 }
 
 absl::Status FsyncDirectory(const std::string& dir) {

@@ -37,11 +37,23 @@ absl::StatusOr<std::string> ReadFile(const std::string& path);
 // rename (a directory published whole), and WriteFileAtomically for the rest.
 absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes);
 
-// Replaces `path` with `bytes` all or nothing: writes "<path>.tmp" (WriteFileDurably), renames it over
-// `path` and fsyncs the directory. On any failure (missing or read-only directory, disk full, ...) the
-// previous `path`, if there was one, is unchanged and the temporary is removed; a crash leaves either
-// the old or the new file. REQUIRES: no other writer of `path` at the same time ("<path>.tmp" is
-// shared).
+// The file that a write to `path` replaces (Note [Output targets] in file.cc): `path` itself, or, when
+// `path` is a symbolic link, the file it points to, as torch.save and shell redirection write through a
+// link (followed up to 40 links deep; a relative target is taken against its link's directory). A link
+// to a missing file resolves to that missing file, which the write then creates. Errors:
+// FailedPrecondition when the file exists and is not a regular file (a directory, a device node such as
+// /dev/null, a FIFO or a socket), naming it and what it is:
+//   "cannot write /dev/null: it is a character device, not a regular file"
+// and the errno error of a failed lookup (ELOOP for a cycle of links, EACCES, ...). Changes nothing.
+absl::StatusOr<std::string> ResolveOutputFile(const std::string& path);
+
+// Replaces the file at `path` (through symbolic links: ResolveOutputFile) with `bytes` all or nothing:
+// writes "<file>.tmp" (a new file: whatever had that name is removed first, and a link there is never
+// followed), fsyncs it, renames it over the file and fsyncs the directory. A `path` that is not a regular
+// file (ResolveOutputFile's error) is refused before anything is written. On any failure (missing or
+// read-only directory, disk full, ...) the previous file, if there was one, is unchanged and the
+// temporary is removed; a crash leaves either the old or the new file. REQUIRES: no other writer of
+// `path` at the same time ("<file>.tmp" is shared).
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes);
 
 // Fsyncs directory `dir`, making the names created, renamed or removed in it durable.

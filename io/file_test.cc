@@ -2,7 +2,10 @@
 // that cannot be created, a full disk); verified reads reject truncated, extended and corrupt files.
 #include "io/file.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -87,6 +90,79 @@ TEST(FileTest, ReadOnlyDirectoryKeepsTheOldFile) {
   EXPECT_TRUE(absl::IsPermissionDenied(child.status)) << child.status;
   EXPECT_THAT(std::string(child.status.message()), HasSubstr("cannot create " + path + ".tmp: "));
   EXPECT_EQ(Contents(path), "old");
+}
+
+// A symbolic link is written through, as torch.save and shell redirection do: the link stays a link and
+// the file it points to (relative to the link's directory, through a chain of links) gets the bytes; a
+// link to a missing file creates that file.
+TEST(FileTest, WriteAtomicallyWritesThroughSymbolicLinks) {
+  const std::string dir = FreshDir("links");
+  fs::create_directory(dir + "/real");
+  ASSERT_TRUE(WriteFileAtomically(dir + "/real/w.bin", "old").ok());
+  fs::create_symlink("real/w.bin", dir + "/link1");
+  fs::create_symlink(dir + "/link1", dir + "/link2");
+  ASSERT_TRUE(WriteFileAtomically(dir + "/link2", "new").ok());
+  EXPECT_TRUE(fs::is_symlink(dir + "/link2"));
+  EXPECT_TRUE(fs::is_symlink(dir + "/link1"));
+  EXPECT_EQ(Contents(dir + "/real/w.bin"), "new");
+  EXPECT_FALSE(fs::exists(dir + "/real/w.bin.tmp"));
+  EXPECT_FALSE(fs::exists(dir + "/link2.tmp"));
+  fs::create_symlink("real/missing.bin", dir + "/dangling");
+  ASSERT_TRUE(WriteFileAtomically(dir + "/dangling", "created").ok());
+  EXPECT_TRUE(fs::is_symlink(dir + "/dangling"));
+  EXPECT_EQ(Contents(dir + "/real/missing.bin"), "created");
+  fs::create_symlink("loop_b", dir + "/loop_a");
+  fs::create_symlink("loop_a", dir + "/loop_b");
+  const absl::Status loop = WriteFileAtomically(dir + "/loop_a", "x");
+  EXPECT_EQ(loop.message(), "cannot resolve " + dir + "/loop_a: Too many levels of symbolic links");
+}
+
+// What is not a regular file (a FIFO, a socket, a directory, and through a link) is refused by name and
+// left as it was: renaming over it would replace it with a regular file.
+TEST(FileTest, WriteAtomicallyRefusesWhatIsNotARegularFile) {
+  const std::string dir = FreshDir("special");
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0644), 0);
+  absl::Status status = WriteFileAtomically(dir + "/fifo", "x");
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_EQ(status.message(), "cannot write " + dir + "/fifo: it is a FIFO, not a regular file");
+  EXPECT_TRUE(fs::is_fifo(dir + "/fifo"));
+  EXPECT_FALSE(fs::exists(dir + "/fifo.tmp"));
+  fs::create_symlink("fifo", dir + "/to_fifo");
+  status = WriteFileAtomically(dir + "/to_fifo", "x");
+  EXPECT_EQ(status.message(), "cannot write " + dir + "/fifo (the target of " + dir +
+                                  "/to_fifo): it is a FIFO, not a regular file");
+  EXPECT_TRUE(fs::is_fifo(dir + "/fifo"));
+  fs::create_directory(dir + "/sub");
+  status = WriteFileAtomically(dir + "/sub", "x");
+  EXPECT_EQ(status.message(), "cannot write " + dir + "/sub: it is a directory, not a regular file");
+  EXPECT_TRUE(fs::is_directory(dir + "/sub"));
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  char short_dir[] = "/tmp/file_test_XXXXXX";  // a socket's path must fit sun_path (108 bytes)
+  ASSERT_NE(::mkdtemp(short_dir), nullptr);
+  const std::string socket_path = std::string(short_dir) + "/sock";
+  ASSERT_LT(socket_path.size(), sizeof(address.sun_path));
+  socket_path.copy(address.sun_path, socket_path.size());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  status = WriteFileAtomically(socket_path, "x");
+  ::close(fd);
+  EXPECT_EQ(status.message(), "cannot write " + socket_path + ": it is a socket, not a regular file");
+  EXPECT_TRUE(fs::is_socket(socket_path));
+  fs::remove_all(short_dir);
+}
+
+// A stale temporary that is a link is removed, never written through: the file it points to keeps its
+// bytes.
+TEST(FileTest, AStaleTemporaryLinkIsNotFollowed) {
+  const std::string dir = FreshDir("stale_tmp");
+  ASSERT_TRUE(WriteFileAtomically(dir + "/victim", "keep").ok());
+  fs::create_symlink(dir + "/victim", dir + "/out.bin.tmp");
+  ASSERT_TRUE(WriteFileAtomically(dir + "/out.bin", "new").ok());
+  EXPECT_EQ(Contents(dir + "/victim"), "keep");
+  EXPECT_EQ(Contents(dir + "/out.bin"), "new");
+  EXPECT_FALSE(fs::exists(dir + "/out.bin.tmp"));
 }
 
 TEST(FileTest, VerifiedReadAcceptsTheFileItWasGiven) {

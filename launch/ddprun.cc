@@ -2,7 +2,7 @@
 // RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, ... set (launch/worker_env.h); node 0 also
 // hosts the TCP store, on its own port (Note [Two ports]), so PyTorch DDP scripts run unchanged. Examples:
 //   ddprun --nproc_per_node=4 bazel-bin/train/train --model=mlp
-//   ddprun --nnodes=2 --node_rank=1 --master_addr=10.0.0.1 --job_token=$TOKEN -- ./train
+//   ddprun --nnodes=2 --node_rank=1 --master_addr=10.0.0.1 --job_token_file=/shared/job.token -- ./train
 // Exit code: 0, or the first failing worker's code (128 + signal), see launch/launcher.h.
 #include <cstdio>
 #include <string>
@@ -28,13 +28,17 @@ ABSL_FLAG(std::string, redirect, "all",
           "What ranks other than 0 print: all | errors (stderr only) | none.");
 ABSL_FLAG(double, grace_period_s, 5.0, "Seconds between SIGTERM and SIGKILL when stopping workers.");
 ABSL_FLAG(std::string, job_token, "",
-          "Store job token; default $DDP_JOB_TOKEN, or a random one for single-node jobs.");
+          "Store job token; default $DDP_JOB_TOKEN (or the file $DDP_JOB_TOKEN_FILE names), or a random one "
+          "for single-node jobs. A multi-node job needs one, the same on every node.");
+ABSL_FLAG(std::string, job_token_file, "",
+          "File holding the job token, on a filesystem every node sees: node 0 creates it (mode 0600) when "
+          "missing, the other nodes wait for it.");
 
 namespace {
 
 const std::vector<std::string> kValueFlags = {
     "nproc_per_node", "nnodes",   "node_rank", "master_addr",    "master_port",
-    "max_restarts",   "log_dir",  "redirect",  "grace_period_s", "job_token"};
+    "max_restarts",   "log_dir",  "redirect",  "grace_period_s", "job_token", "job_token_file"};
 
 // Parses our flags; returns false (after printing why) when they are unusable.
 bool ParseOptions(int argc, char** argv, ddp::LaunchOptions* options) {
@@ -52,6 +56,7 @@ bool ParseOptions(int argc, char** argv, ddp::LaunchOptions* options) {
   options->log_dir = absl::GetFlag(FLAGS_log_dir);
   options->grace_period = absl::Seconds(absl::GetFlag(FLAGS_grace_period_s));
   options->job_token = absl::GetFlag(FLAGS_job_token);
+  options->job_token_file = absl::GetFlag(FLAGS_job_token_file);
   options->command = std::move(split.command);
   if (!ddp::ParseRedirectMode(absl::GetFlag(FLAGS_redirect), &options->redirect)) {
     std::fprintf(stderr, "ddprun: --redirect must be all, errors or none, not '%s'\n",

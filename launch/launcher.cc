@@ -25,23 +25,60 @@ namespace {
 
 void Say(absl::string_view message) { WriteFully(2, absl::StrCat("ddprun: ", message, "\n")); }
 
-// The job token: flag, then environment, then a fresh one for single-node jobs ("" for a multi-node job
-// without one: StartStore warns).
-std::string ChooseJobToken(const LaunchOptions& options) {
-  if (!options.job_token.empty()) return options.job_token;
-  std::string token = ResolveJobToken(std::nullopt);
-  if (!token.empty()) return token;
-  if (options.nnodes == 1) return GenerateJobToken();
-  return "";
+// How long a node other than 0 waits for node 0's store and its word on MASTER_PORT (torchrun's join
+// timeout), and for the job token file node 0 creates.
+constexpr absl::Duration kNodeJoinTimeout = absl::Seconds(900);
+
+// The token in `path`: node 0 creates the file when missing; the other nodes wait for it to appear.
+absl::StatusOr<std::string> TokenFromFile(const LaunchOptions& options, const std::string& path) {
+  if (options.node_rank == 0) return CreateOrReadJobTokenFile(path);
+  const absl::Time deadline = absl::Now() + kNodeJoinTimeout;
+  bool said = false;
+  while (::access(path.c_str(), F_OK) != 0) {
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("the job token file ", path, " did not appear within ",
+                                                      absl::FormatDuration(kNodeJoinTimeout),
+                                                      " (node 0's ddprun creates it)"));
+    }
+    if (!said) Say(absl::StrCat("waiting for node 0 to create the job token file ", path));
+    said = true;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return ReadJobTokenFile(path);
 }
 
-// Node 0 hosts the store; a single-node job listens on master_addr only, a multi-node job on every
-// interface. A store open beyond loopback without a token gets the same warning as rank 0's
-// (store/store_exposure.h).
+// The job token (Note [Job tokens] in store/job_token.cc): --job_token, --job_token_file, then
+// DDP_JOB_TOKEN / DDP_JOB_TOKEN_FILE, then a fresh one for a single-node job. A multi-node job without
+// one is refused: its store listens beyond loopback.
+absl::StatusOr<std::string> ChooseJobToken(const LaunchOptions& options) {
+  if (!options.job_token.empty()) return options.job_token;
+  if (!options.job_token_file.empty()) {
+    absl::StatusOr<std::string> token = TokenFromFile(options, options.job_token_file);
+    if (!token.ok()) {
+      return absl::Status(token.status().code(), absl::StrCat("--job_token_file: ", token.status().message()));
+    }
+    return token;
+  }
+  DDP_ASSIGN_OR_RETURN(std::string token, JobTokenFromEnv(ProcessEnv()));
+  if (!token.empty()) return token;
+  if (options.nnodes == 1) return GenerateJobToken();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "a job of --nnodes=", options.nnodes, " needs a job token shared by every node's ddprun: pass the same "
+      "--job_token=SECRET, or --job_token_file=PATH on a filesystem every node sees (node 0 creates it), or set "
+      "DDP_JOB_TOKEN / DDP_JOB_TOKEN_FILE"));
+}
+
+// Where node 0's store listens: on the address it was given, master_addr itself for a single-node job,
+// and for a multi-node job master_addr when this host owns it, else every interface (an address
+// forwarded to this host); store/store_exposure.h.
+std::string StoreHost(const LaunchOptions& options) {
+  return options.nnodes == 1 ? options.master_addr : StoreListenHost(options.master_addr);
+}
+
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> StartStore(const LaunchOptions& options,
                                                             const std::string& token) {
   TcpStoreServerOptions server_options;
-  server_options.host = options.nnodes == 1 ? options.master_addr : "0.0.0.0";
+  server_options.host = StoreHost(options);
   server_options.port = options.master_port;
   server_options.job_token = token;
   auto server = TcpStoreServer::Create(server_options);
@@ -50,41 +87,45 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> StartStore(const LaunchOptions& 
                         absl::StrCat("cannot start the store on ", options.master_addr, ":",
                                      options.master_port, ": ", server.status().message()));
   }
-  if (std::optional<std::string> warning = OpenStoreWarning(server_options.host, (*server)->port(), token)) {
-    Say(*warning);
-  }
   return server;
 }
 
-// How long a node other than 0 waits for node 0's store and its word on MASTER_PORT (torchrun's join
-// timeout).
-constexpr absl::Duration kNodeJoinTimeout = absl::Seconds(900);
 constexpr char kWorkerMasterPortKey[] = "ddprun/worker_master_port";
+constexpr char kJobIdKey[] = "ddprun/job_id";
 
-// The workers' MASTER_PORT (Note [Two ports]): node 0 picks a free port and, in a multi-node job,
-// publishes it in its store; the other nodes read it from there.
-absl::StatusOr<int> AgreeWorkerMasterPort(const LaunchOptions& options, int store_port,
-                                          const std::string& token) {
-  int port = 0;
+// What node 0 decides for the whole job and the other nodes learn from its store.
+struct NodeAgreement {
+  int worker_master_port = 0;  // the workers' MASTER_PORT (Note [Two ports])
+  std::string job_id;          // DDP_JOB_ID
+};
+
+// Node 0 picks a free port for the workers' MASTER_PORT and a random job id and, in a multi-node job,
+// publishes both in its store; the other nodes read them from there.
+absl::StatusOr<NodeAgreement> AgreeWithNode0(const LaunchOptions& options, int store_port, const std::string& token) {
+  NodeAgreement agreed;
   if (options.node_rank == 0) {
-    DDP_ASSIGN_OR_RETURN(port, PickFreePort());
-    if (options.nnodes == 1) return port;
+    DDP_ASSIGN_OR_RETURN(agreed.worker_master_port, PickFreePort());
+    agreed.job_id = GenerateJobToken().substr(0, 16);
+    if (options.nnodes == 1) return agreed;
   }
   TcpStoreClientOptions client_options;
-  client_options.host = options.node_rank == 0 ? "127.0.0.1" : options.master_addr;
+  client_options.host = options.master_addr;
+  if (options.node_rank == 0 && StoreHost(options) == "0.0.0.0") client_options.host = "127.0.0.1";
   client_options.port = store_port;
   client_options.job_token = token;
   client_options.connect_timeout = kNodeJoinTimeout;
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> client, TcpStoreClient::Create(client_options));
   if (options.node_rank == 0) {
-    DDP_RETURN_IF_ERROR(client->Set(kWorkerMasterPortKey, absl::StrCat(port)));
-    return port;
+    DDP_RETURN_IF_ERROR(client->Set(kJobIdKey, agreed.job_id));
+    DDP_RETURN_IF_ERROR(client->Set(kWorkerMasterPortKey, absl::StrCat(agreed.worker_master_port)));
+    return agreed;
   }
   DDP_ASSIGN_OR_RETURN(std::string text, client->Get(kWorkerMasterPortKey, kNodeJoinTimeout));
-  if (!absl::SimpleAtoi(text, &port)) {
+  if (!absl::SimpleAtoi(text, &agreed.worker_master_port)) {
     return absl::InternalError(absl::StrCat("node 0 published MASTER_PORT \"", text, "\""));
   }
-  return port;
+  DDP_ASSIGN_OR_RETURN(agreed.job_id, client->Get(kJobIdKey, kNodeJoinTimeout));
+  return agreed;
 }
 
 // The layout of the first attempt; prints torchrun's notice when it sets OMP_NUM_THREADS=1.
@@ -95,7 +136,9 @@ absl::StatusOr<JobLayout> FirstLayout(const LaunchOptions& options, int store_po
   layout.node_rank = options.node_rank;
   layout.master_addr = options.master_addr;
   layout.store_port = store_port;
-  DDP_ASSIGN_OR_RETURN(layout.master_port, AgreeWorkerMasterPort(options, store_port, token));
+  DDP_ASSIGN_OR_RETURN(const NodeAgreement agreed, AgreeWithNode0(options, store_port, token));
+  layout.master_port = agreed.worker_master_port;
+  layout.job_id = agreed.job_id;
   layout.max_restarts = options.max_restarts;
   layout.job_token = token;
   layout.default_omp_num_threads = options.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr;
@@ -133,6 +176,9 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
   if (o.grace_period < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--grace_period_s must be >= 0");
   }
+  if (!o.job_token.empty() && !o.job_token_file.empty()) {
+    return absl::InvalidArgumentError("give --job_token or --job_token_file, not both");
+  }
   if (o.command.empty()) return absl::InvalidArgumentError("no program to run was given");
   return absl::OkStatus();
 }
@@ -143,7 +189,7 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
     return absl::UnavailableError(absl::StrCat("cannot create --log_dir ", options.log_dir, ": ",
                                                std::strerror(errno)));
   }
-  const std::string token = ChooseJobToken(options);
+  DDP_ASSIGN_OR_RETURN(const std::string token, ChooseJobToken(options));
   std::unique_ptr<TcpStoreServer> store;
   int store_port = options.master_port;
   if (options.node_rank == 0) {

@@ -38,9 +38,14 @@ struct LaunchOptions {
   RedirectMode redirect = RedirectMode::kAll;
   // After SIGTERM, how long workers get to exit before SIGKILL.
   absl::Duration grace_period = absl::Seconds(5);
-  // Job token of the store. "": $DDP_JOB_TOKEN when set; else a random token for single-node jobs;
-  // else (several nodes) none, with a warning: give every node's ddprun the same --job_token.
+  // Job token of the store (Note [Job tokens] in store/job_token.cc). "": the token in job_token_file;
+  // else $DDP_JOB_TOKEN, else the file $DDP_JOB_TOKEN_FILE names; else a random token for a single-node
+  // job. A multi-node job without one is refused: every node's ddprun must share it.
   std::string job_token;
+  // A file that holds the job token, on a filesystem every node sees: node 0 creates it (mode 0600,
+  // a fresh token) when it does not exist; the other nodes wait for it (up to the node join timeout).
+  // At most one of job_token and job_token_file.
+  std::string job_token_file;
   // The program and its arguments.
   std::vector<std::string> command;
 };
@@ -51,7 +56,7 @@ struct LaunchOptions {
 inline constexpr int kMaxProcPerNode = 1024;
 
 // Checks ranges (1 <= nproc_per_node <= kMaxProcPerNode, 0 <= node_rank < nnodes, ports, a command
-// given, ...).
+// given, at most one of job_token and job_token_file, ...).
 absl::Status ValidateLaunchOptions(const LaunchOptions& options);
 
 // Runs the job to completion and returns the exit code ddprun should exit with: 0 when every worker
@@ -59,7 +64,8 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options);
 // number when it died of a signal); 128 + signal when ddprun itself got SIGINT/SIGTERM (forwarded to
 // the workers). Worker output is printed on this process's stdout/stderr with "[rank N] " prefixes;
 // launcher messages go to stderr prefixed "ddprun: ". Returns an error status only when the job
-// could not be started (bad options, store port busy, fork failure).
+// could not be started (bad options, no job token for a multi-node job, store port busy, fork failure).
+// Every worker dies with ddprun, even when ddprun is SIGKILLed (launch/worker_process.h).
 // Not thread-safe: installs SIGINT/SIGTERM handlers for its duration and ignores SIGPIPE.
 absl::StatusOr<int> RunLauncher(const LaunchOptions& options);
 

@@ -207,5 +207,57 @@ TEST(LauncherTest, BusyStorePortIsAClearError) {
   EXPECT_THAT(second.err, HasSubstr("cannot start the store"));
 }
 
+// A multi-node job's store listens beyond one process, so every node must share a token: without one
+// ddprun refuses to start, saying how to give it.
+TEST(LauncherTest, AMultiNodeJobWithoutATokenIsRefused) {
+  const int port = 20000 + ::getpid() % 20000;
+  RunResult r = RunDdprun({"--nnodes=2", "--node_rank=0", absl::StrCat("--master_port=", port), "true"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("a job of --nnodes=2 needs a job token shared by every node's ddprun"));
+  EXPECT_THAT(r.err, HasSubstr("--job_token_file"));
+  RunResult both = RunDdprun({"--job_token=a", "--job_token_file=/tmp/x", "true"});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("give --job_token or --job_token_file, not both"));
+}
+
+// Two nodes (two ddpruns on this host) share a token through a file that node 0 creates: node 1, started
+// first, waits for it; the workers of both nodes rendezvous in node 0's store with it, under one job id.
+TEST(LauncherTest, NodesShareATokenFileThatNodeZeroCreates) {
+  const std::string file = absl::StrCat(::testing::TempDir(), "/job_token_", ::getpid());
+  ::unlink(file.c_str());
+  const int port = 20000 + (::getpid() + 7) % 20000;
+  auto node = [&](int rank) {
+    return std::vector<std::string>{"--nnodes=2", absl::StrCat("--node_rank=", rank), absl::StrCat("--master_port=", port),
+                                    absl::StrCat("--job_token_file=", file), "--", "/bin/sh", "-c",
+                                    absl::StrCat("echo id=$DDP_JOB_ID token=$DDP_JOB_TOKEN; exec ",
+                                                 Runfile("launch/store_rendezvous_check"))};
+  };
+  pid_t node1 = ::fork();
+  if (node1 == 0) {
+    RunResult r = RunDdprun(node(1), absl::Seconds(60));
+    std::ofstream(file + ".node1") << r.out << r.err;
+    ::_exit(r.exit_code);
+  }
+  RunResult node0 = RunDdprun(node(0), absl::Seconds(60));
+  int status = 0;
+  ::waitpid(node1, &status, 0);
+  std::stringstream node1_out;
+  node1_out << std::ifstream(file + ".node1").rdbuf();
+  EXPECT_EQ(node0.exit_code, 0) << node0.out << node0.err;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << node1_out.str();
+  std::stringstream token;
+  token << std::ifstream(file).rdbuf();
+  ASSERT_EQ(token.str().size(), 33u) << "32 hex digits and a newline";
+  EXPECT_THAT(node0.out, HasSubstr(absl::StrCat("token=", token.str().substr(0, 32))));
+  EXPECT_THAT(node1_out.str(), HasSubstr(absl::StrCat("token=", token.str().substr(0, 32))));
+  EXPECT_THAT(node0.out, HasSubstr("[rank 0] rendezvous ok"));
+  EXPECT_THAT(node1_out.str(), HasSubstr("[rank 1] rendezvous ok"));
+  const size_t at = node0.out.find("id=");
+  ASSERT_NE(at, std::string::npos);
+  const std::string id = node0.out.substr(at, node0.out.find(' ', at) - at);
+  EXPECT_EQ(id.size(), 3u + 16u) << id;
+  EXPECT_THAT(node1_out.str(), HasSubstr(id)) << "both nodes carry node 0's job id";
+}
+
 }  // namespace
 }  // namespace ddp

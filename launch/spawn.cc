@@ -20,6 +20,7 @@
 #include "store/tcp_store_server.h"
 #include "base/unique_fd.h"
 #include "launch/job_control.h"
+#include "launch/launcher.h"
 #include "launch/worker_group.h"
 #include "base/check.h"
 
@@ -84,7 +85,10 @@ absl::Status FailureStatus(const GroupOutcome& outcome) {
 
 
 absl::Status Spawn(const std::function<absl::Status(int rank)>& fn, int nprocs, const SpawnOptions& options) {
-  DDP_CHECK(nprocs >= 1) << "Spawn needs at least one process, got " << nprocs;
+  if (nprocs < 1 || nprocs > kMaxProcPerNode) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Spawn: nprocs must be in [1, ", kMaxProcPerNode, "] (processes on this host), got ", nprocs));
+  }
   if (const char* rank = std::getenv(kSpawnRankEnv); rank != nullptr) RunSpawnedRank(rank, fn, nprocs);
   WorkerGroupConfig config;
   DDP_ASSIGN_OR_RETURN(config.command, OwnCommand());
@@ -99,6 +103,7 @@ absl::Status Spawn(const std::function<absl::Status(int rank)>& fn, int nprocs, 
   DDP_ASSIGN_OR_RETURN(config.layout.master_port, PickFreePort());
   config.layout.store_port = store->port();
   config.layout.job_token = token;
+  config.layout.job_id = GenerateJobToken().substr(0, 16);
   config.layout.spawned = true;
   config.grace_period = options.grace_period;
   // As under ddprun: SIGINT/SIGTERM to this process reach every rank, and the first rank to fail is

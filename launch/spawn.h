@@ -35,8 +35,11 @@ struct SpawnOptions {
 // returns OK, else 1 after printing "spawned rank R: <status>" on stderr (an escaping exception counts as
 // an error). So the code before the call runs in every process, and the code after it only in the
 // parent. fn should join its group through InitProcessGroup(InitOptions{}) (comm/init.h).
-// REQUIRES: nprocs >= 1; in a child, the same nprocs as the parent's call. Not thread-safe (forks,
-// installs SIGINT/SIGTERM handlers and ignores SIGPIPE for its duration; one Spawn at a time per process).
+// nprocs outside [1, kMaxProcPerNode] (launch/launcher.h, ddprun's bound) is kInvalidArgument, before
+// anything starts. The children die with the thread that called Spawn, even when the parent is
+// SIGKILLed (launch/worker_process.h), so a killed parent leaves no rank training on.
+// REQUIRES: in a child, the same nprocs as the parent's call. Not thread-safe (forks, installs
+// SIGINT/SIGTERM handlers and ignores SIGPIPE for its duration; one Spawn at a time per process).
 absl::Status Spawn(const std::function<absl::Status(int rank)>& fn, int nprocs, const SpawnOptions& options = {});
 
 }  // namespace ddp

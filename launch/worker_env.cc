@@ -19,6 +19,7 @@ std::map<std::string, std::string> WorkerEnvironment(const JobLayout& layout, in
   launch.store_port = layout.store_port;
   launch.restart_count = layout.restart_count;
   launch.store_in_launcher = true;
+  launch.job_id = layout.job_id;
   std::map<std::string, std::string> env = LaunchEnvVariables(launch);
   const std::string rank = env["RANK"];
   // torchrun's own variables beyond the contract.

@@ -19,6 +19,7 @@ struct JobLayout {
   int restart_count = 0;        // 0 for the first start of the group.
   int max_restarts = 0;
   std::string job_token;        // "" when the store needs no token.
+  std::string job_id;           // DDP_JOB_ID: this job's name, shared by its nodes ("" for none).
   std::string run_id = "none";  // TORCHELASTIC_RUN_ID (torchrun's --rdzv_id default).
   // Set OMP_NUM_THREADS=1 in every worker: the launcher says so when the variable is unset and more
   // than one worker runs per node (torchrun's rule, printed with torchrun's notice).
@@ -42,7 +43,8 @@ struct JobLayout {
 //   TORCHELASTIC_RUN_ID, TORCHELASTIC_USE_AGENT_STORE=False (PyTorch's rank 0 hosts its own store),
 //   OMP_NUM_THREADS=1 when layout.default_omp_num_threads;
 // plus ours: DDP_RESTART_COUNT (restart_count), DDP_STORE_ADDR/DDP_STORE_PORT (ddprun's store),
-//   DDP_STORE_IN_LAUNCHER=1 (so rank 0 does not start one), DDP_JOB_TOKEN when job_token is not empty
+//   DDP_STORE_IN_LAUNCHER=1 (so rank 0 does not start one), DDP_JOB_ID when job_id is not empty,
+//   DDP_JOB_TOKEN when job_token is not empty
 //   and DDP_SPAWN_RANK when layout.spawned.
 // REQUIRES: 0 <= local_rank < layout.nproc_per_node.
 std::map<std::string, std::string> WorkerEnvironment(const JobLayout& layout, int local_rank);

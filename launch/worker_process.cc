@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,8 +36,12 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
   return out;
 }
 
-// In the child after fork: only async-signal-safe calls.
-[[noreturn]] void ExecChild(int out_w, int err_w, char** argv, char** envp) {
+// In the child after fork: only async-signal-safe calls. Note [Workers die with their launcher]: the
+// kernel SIGKILLs the child when the thread that forked it ends (ddprun killed, even by SIGKILL, which
+// no handler sees); a launcher that died between fork and prctl is caught by comparing getppid() with
+// `launcher`, since the child was then already reparented.
+[[noreturn]] void ExecChild(pid_t launcher, int out_w, int err_w, char** argv, char** envp) {
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != launcher) ::_exit(128 + SIGKILL);
   ::setpgid(0, 0);
   ::signal(SIGPIPE, SIG_DFL);  // ddprun ignores SIGPIPE; exec would keep that.
   ::signal(SIGINT, SIG_DFL);
@@ -74,9 +79,10 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
     return absl::ResourceExhaustedError("pipe failed");
   }
   UniqueFd out_r(out[0]), out_w(out[1]), err_r(err[0]), err_w(err[1]);
+  const pid_t launcher = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(errno)));
-  if (pid == 0) ExecChild(out_w.get(), err_w.get(), c_args.data(), c_envs.data());
+  if (pid == 0) ExecChild(launcher, out_w.get(), err_w.get(), c_args.data(), c_envs.data());
   ::setpgid(pid, pid);  // Also in the parent, so Signal() works even before the child runs.
   ::fcntl(out_r.get(), F_SETFL, O_NONBLOCK);
   ::fcntl(err_r.get(), F_SETFL, O_NONBLOCK);

@@ -17,7 +17,10 @@
 namespace ddp {
 
 // A running (or exited) child process. Destroying it does not kill the child: the launcher decides.
-// Not thread-safe.
+// The child dies with the thread that started it (SIGKILL through PR_SET_PDEATHSIG, which survives
+// exec): workers never outlive a launcher that was killed (Note [Workers die with their launcher] in
+// worker_process.cc). Processes the child starts itself are its own business; a wrapper script should
+// `exec` the real program. Not thread-safe; Start from a thread that lives as long as the child should.
 class WorkerProcess {
  public:
   // Starts `argv` (argv[0] searched in PATH) with this process's environment overridden by `env`,

@@ -112,6 +112,21 @@ std::string MaxPool2d::Describe() const {
                       ", padding=0, dilation=1, ceil_mode=False)");
 }
 
+// ---- AdaptiveAvgPool2d ----
+
+AdaptiveAvgPool2d::AdaptiveAvgPool2d(int64_t output_size) : Module("AdaptiveAvgPool2d") {
+  DDP_CHECK(output_size == 1) << "AdaptiveAvgPool2d(output_size=" << output_size
+                              << "): only output size 1 (global average pooling) is implemented";
+}
+
+Tensor AdaptiveAvgPool2d::Forward(const Tensor& x) {
+  DDP_CHECK(x.dim() == 4 && x.size(2) > 0 && x.size(3) > 0)
+      << "AdaptiveAvgPool2d got input " << ShapeToString(x.shape()) << ", expected [n, c, h, w] with h, w >= 1";
+  return Mean(x, {2, 3}, /*keepdim=*/true);
+}
+
+std::string AdaptiveAvgPool2d::Describe() const { return "AdaptiveAvgPool2d(output_size=(1, 1))"; }
+
 // ---- BatchNorm2d ----
 
 BatchNorm2d::BatchNorm2d(int64_t num_features, float eps, float momentum)

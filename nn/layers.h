@@ -104,6 +104,19 @@ class MaxPool2d : public Module {
   int64_t kernel_size_, stride_;
 };
 
+// torch.nn.AdaptiveAvgPool2d(1), global average pooling: x [n, c, h, w] -> [n, c, 1, 1], the mean of each
+// plane (Mean over dims 2 and 3). Only output size 1 exists here; another is a construction error.
+class AdaptiveAvgPool2d : public Module {
+ public:
+  // REQUIRES: output_size == 1.
+  explicit AdaptiveAvgPool2d(int64_t output_size = 1);
+  Tensor Forward(const Tensor& x) override;
+  std::shared_ptr<Module> Replicate() const override { return ReplicateAs(*this); }
+
+ protected:
+  std::string Describe() const override;
+};
+
 // Adds 1 to BatchNorm's int64 scalar "num_batches_tracked" in place, on whatever device it lives
 // (BatchNorm2d and SyncBatchNorm2d share it). REQUIRES: an int64 tensor of one element.
 void IncrementBatchCount(const Tensor& count);

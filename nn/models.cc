@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nn/layers.h"
+#include "nn/resnet.h"
 
 namespace ddp {
 namespace {
@@ -45,7 +46,7 @@ std::shared_ptr<Module> MakeCnn(Generator& g, bool batch_norm) {
 
 }  // namespace
 
-std::vector<std::string> ModelNames() { return {"mlp", "cnn", "cnn_bn"}; }
+std::vector<std::string> ModelNames() { return {"mlp", "cnn", "cnn_bn", "resnet18"}; }
 
 absl::StatusOr<std::shared_ptr<Module>> MakeModel(const std::string& name, Generator& generator) {
   std::shared_ptr<Module> model;
@@ -55,6 +56,8 @@ absl::StatusOr<std::shared_ptr<Module>> MakeModel(const std::string& name, Gener
     model = MakeCnn(generator, /*batch_norm=*/false);
   } else if (name == "cnn_bn") {
     model = MakeCnn(generator, /*batch_norm=*/true);
+  } else if (name == "resnet18") {
+    model = std::make_shared<nn::ResNet>(nn::ResNetOptions{}, generator);
   } else {
     return absl::InvalidArgumentError(absl::StrCat("unknown model \"", name,
                                                    "\"; valid models: ", absl::StrJoin(ModelNames(), ", ")));

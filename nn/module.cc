@@ -38,6 +38,74 @@ ModuleCallObserver* SetModuleCallObserver(ModuleCallObserver* observer) {
   return previous;
 }
 
+namespace {
+
+// The index of the first defined entry of `list`, or list.size().
+size_t FirstDefined(const TensorList& list) {
+  size_t i = 0;
+  while (i < list.size() && !list[i].defined()) ++i;
+  return i;
+}
+
+}  // namespace
+
+TensorList ModuleCallObserver::BeforeForwardMany(const Module& module, const TensorList& inputs) {
+  const size_t first = FirstDefined(inputs);
+  if (first == inputs.size()) {
+    BeforeForward(module, Tensor());
+    return inputs;
+  }
+  TensorList seen = inputs;
+  seen[first] = BeforeForward(module, inputs[first]);
+  return seen;
+}
+
+TensorList ModuleCallObserver::AfterForwardMany(const Module& module, const TensorList& outputs) {
+  const size_t first = FirstDefined(outputs);
+  if (first == outputs.size()) {
+    AfterForward(module, Tensor());
+    return outputs;
+  }
+  TensorList seen = outputs;
+  seen[first] = AfterForward(module, outputs[first]);
+  return seen;
+}
+
+// Note [Modules with several inputs and outputs]: each default adapts the other. The default Forward
+// marks that it runs ForwardMany, so the default ForwardMany, reached only when the module overrides
+// neither, stops with a message instead of recursing. A module whose ForwardMany calls its own Forward
+// (recursion over its input) passes through the default Forward again, which sets the mark again, and
+// never reaches the default ForwardMany: no false alarm.
+Tensor Module::Forward(const Tensor& x) {
+  const bool outer = forward_adapts_many_;
+  forward_adapts_many_ = true;
+  TensorList outputs = ForwardMany(TensorList{x});
+  forward_adapts_many_ = outer;
+  DDP_CHECK(outputs.size() == 1) << type_name_ << ".Forward: the module returns " << outputs.size()
+                                 << " outputs " << outputs.ToString() << "; call ForwardMany to get them all";
+  return outputs[0];
+}
+
+TensorList Module::ForwardMany(const TensorList& inputs) {
+  DDP_CHECK(!forward_adapts_many_) << type_name_ << " overrides neither Forward nor ForwardMany";
+  DDP_CHECK(inputs.size() == 1) << type_name_ << " takes one input (it overrides Forward, not ForwardMany), got "
+                                << inputs.size() << ": " << inputs.ToString();
+  return TensorList{Forward(inputs[0])};
+}
+
+std::vector<Tensor> Module::BindInputs(const TensorList& inputs, const std::vector<std::string>& parameters) const {
+  absl::StatusOr<std::vector<Tensor>> bound = inputs.Bind(parameters);
+  DDP_CHECK(bound.ok()) << type_name_ << ".ForwardMany " << bound.status().message();
+  return *std::move(bound);
+}
+
+TensorList Module::operator()(const TensorList& inputs) {
+  ModuleCallObserver* observer = module_call_observer;
+  if (observer == nullptr) return ForwardMany(inputs);
+  const TensorList outputs = ForwardMany(observer->BeforeForwardMany(*this, inputs));
+  return observer->AfterForwardMany(*this, outputs);
+}
+
 Tensor Module::operator()(const Tensor& x) {
   ModuleCallObserver* observer = module_call_observer;
   if (observer == nullptr) return Forward(x);

@@ -22,9 +22,40 @@
 //   };
 //   // NamedParameters(): fc1.weight [8, 4], fc1.bias [8], fc2.weight [2, 8], fc2.bias [2].
 //
+// A module with several inputs or outputs overrides ForwardMany instead of Forward (Note [Modules with
+// several inputs and outputs]).
+//
 // Ownership: children are held by shared_ptr (a child may be reached from several places, as in
 // PyTorch); parameters and buffers are Tensor handles (shared data). Thread safety: none; one thread
 // uses a module at a time (DataParallel gives each thread its own Replicate()).
+//
+// Note [Modules with several inputs and outputs]
+// PyTorch's forward(*inputs, **kwargs) takes any arguments and returns any structure of tensors. Here a
+// module has two entry points, and overrides at least one of them:
+//   * Forward(const Tensor&) -> Tensor, the common case: every layer and built-in model overrides it.
+//   * ForwardMany(const TensorList&) -> TensorList (nn/tensor_list.h), for several inputs (positional or
+//     named, PyTorch's *inputs and tensor **kwargs) and several outputs (a tuple or dict: logits and an
+//     auxiliary output). Example (compiled as ModuleTest.ForwardManyHeaderExample):
+//
+//       class TwoTower : public Module {  // children image, side, head, aux registered in the constructor
+//        public:
+//         TensorList ForwardMany(const TensorList& inputs) override {
+//           const std::vector<Tensor> in = BindInputs(inputs, {"image", "side"});
+//           Tensor h = Relu((*Child("image"))(in[0]) + (*Child("side"))(in[1]));
+//           return {{"logits", (*Child("head"))(h)}, {"aux", (*Child("aux"))(h)}};
+//         }
+//       };
+//       TensorList out = net.ForwardMany({x, s});  // or {{"image", x}, {"side", s}}
+//       Tensor loss = CrossEntropy(out.Get("logits"), y) + CrossEntropy(out.Get("aux"), z) * 0.3f;
+//
+// Each default adapts the other: ForwardMany of a one-tensor module is {Forward(inputs[0])} (exactly one
+// input), and Forward of a many-tensor module is ForwardMany({x}) (exactly one output), so every module
+// can be called both ways: a wrapper (DistributedDataParallel) offers both and passes each call through
+// to the same entry point of the module it wraps. An optional output that a call did not compute is an
+// undefined entry (PyTorch's None). Settings that are not tensors (PyTorch's non-tensor kwargs) are
+// members of the module, set before the call. With find_unused_parameters,
+// DistributedDataParallel::ForwardMany searches every defined output's autograd graph for unused
+// parameters, as PyTorch's DDP searches the structure forward returned.
 #ifndef DDP_NN_MODULE_H_
 #define DDP_NN_MODULE_H_
 
@@ -36,6 +67,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "nn/tensor_list.h"
 #include "tensor/tensor.h"
 
 namespace ddp {
@@ -57,6 +89,14 @@ class ModuleCallObserver {
   virtual Tensor BeforeForward(const Module& module, const Tensor& input) = 0;
   // After module.Forward: returns the tensor the caller gets (`output` itself, or an alias of it).
   virtual Tensor AfterForward(const Module& module, const Tensor& output) = 0;
+  // Before module.ForwardMany (Module::operator()(const TensorList&)): returns the inputs ForwardMany
+  // gets, entry for entry (each the input itself or an alias of it). Default: BeforeForward on the first
+  // defined input (on an undefined Tensor when there is none; its result then unused), the other entries
+  // unchanged, so an observer written for one-tensor calls sees one call per module call.
+  virtual TensorList BeforeForwardMany(const Module& module, const TensorList& inputs);
+  // After module.ForwardMany: returns the outputs the caller gets. Default: AfterForward on the first
+  // defined output, as BeforeForwardMany.
+  virtual TensorList AfterForwardMany(const Module& module, const TensorList& outputs);
 };
 
 // Sets the calling thread's module call observer (null: none) and returns the previous one. Not owned:
@@ -67,12 +107,22 @@ class Module {
   virtual ~Module() = default;
   Module& operator=(const Module&) = delete;
 
-  // The computation. REQUIRES: x has the shape the layer documents (checked by the ops).
-  virtual Tensor Forward(const Tensor& x) = 0;
+  // The computation of a module with one input and one output. REQUIRES: x has the shape the layer
+  // documents (checked by the ops). Every layer overrides it. Default, for a module that overrides
+  // ForwardMany instead: ForwardMany({x}), which must return exactly one entry (aborts naming the module
+  // and its outputs otherwise). Note [Modules with several inputs and outputs].
+  virtual Tensor Forward(const Tensor& x);
+  // The computation of a module with several inputs or outputs (Note [Modules with several inputs and
+  // outputs]): the inputs positional or named, the outputs in the module's documented order and names.
+  // Default, for a module that overrides Forward: {Forward(inputs[0])}. REQUIRES then: exactly one input
+  // (aborts naming the module and what it got). A module that overrides neither aborts when called.
+  virtual TensorList ForwardMany(const TensorList& inputs);
   // Forward(x), seen by this thread's ModuleCallObserver when one is set (Note [Module call observer]):
   // containers call their children this way (Sequential does), as PyTorch's __call__ runs the forward
   // hooks and a direct .forward() call does not.
   Tensor operator()(const Tensor& x);
+  // ForwardMany(inputs), seen by the observer the same way (BeforeForwardMany, AfterForwardMany).
+  TensorList operator()(const TensorList& inputs);
   // forward(x) in place of Forward(x), seen by the observer as this module's call: how a container runs
   // several children as one op (Note [Fusion in Sequential]) and the observer sees the first of them.
   Tensor CallAs(const Tensor& x, const std::function<Tensor(const Tensor&)>& forward);
@@ -158,6 +208,11 @@ class Module {
     return module;
   }
 
+  // For ForwardMany: `inputs` bound to parameters called `parameters` as Python binds a call's arguments
+  // (TensorList::Bind), one tensor per parameter in their order. Aborts with "<type>.ForwardMany takes
+  // (...): ..." naming the missing, extra or doubly given input.
+  std::vector<Tensor> BindInputs(const TensorList& inputs, const std::vector<std::string>& parameters) const;
+
   // One line of ToString() for this module alone, e.g. "Linear(in_features=784, out_features=512,
   // bias=True)". Defaults to "TypeName()".
   virtual std::string Describe() const;
@@ -185,6 +240,9 @@ class Module {
 
   std::string type_name_;
   bool training_ = true;
+  // The default Forward is running ForwardMany: the default ForwardMany then aborts, since the module
+  // overrides neither (Note [Modules with several inputs and outputs]).
+  bool forward_adapts_many_ = false;
   NamedTensors parameters_;
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;

@@ -263,5 +263,170 @@ TEST(ModuleTest, ReplicateIsDeepAndEqual) {
   EXPECT_FALSE(model->is_training());
 }
 
+
+// Note [Modules with several inputs and outputs]: the example of nn/module.h, with its constructor.
+class TwoTower : public Module {
+ public:
+  explicit TwoTower(Generator& g) : Module("TwoTower") {
+    RegisterModule("image", std::make_shared<Linear>(6, 8, g));
+    RegisterModule("side", std::make_shared<Linear>(2, 8, g));
+    RegisterModule("head", std::make_shared<Linear>(8, 4, g));
+    RegisterModule("aux", std::make_shared<Linear>(8, 3, g));
+  }
+  TensorList ForwardMany(const TensorList& inputs) override {
+    const std::vector<Tensor> in = BindInputs(inputs, {"image", "side"});
+    Tensor h = Relu((*Child("image"))(in[0]) + (*Child("side"))(in[1]));
+    return {{"logits", (*Child("head"))(h)}, {"aux", (*Child("aux"))(h)}};
+  }
+  std::shared_ptr<Module> Replicate() const override { return ReplicateAs(*this); }
+};
+
+TEST(ModuleTest, ForwardManyHeaderExample) {
+  Generator g(7);
+  TwoTower net(g);
+  const Tensor x = Uniform({5, 6}, -1.0f, 1.0f, g), s = Uniform({5, 2}, -1.0f, 1.0f, g);
+  const std::vector<int64_t> labels = {0, 1, 2, 3, 0}, coarse = {0, 1, 2, 0, 1};
+  const Tensor y = FromVector(labels, {5}), z = FromVector(coarse, {5});
+  TensorList out = net.ForwardMany({x, s});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out.name(0), "logits");
+  EXPECT_EQ(out.Get("logits").shape(), (Shape{5, 4}));
+  EXPECT_EQ(out.Get("aux").shape(), (Shape{5, 3}));
+  Tensor loss = CrossEntropy(out.Get("logits"), y) + CrossEntropy(out.Get("aux"), z) * 0.3f;
+  loss.Backward();
+  for (const auto& [name, p] : net.NamedParameters()) EXPECT_TRUE(p.grad().defined()) << name;
+  // Named inputs, in any order, bind as in Python; the call operator gives the same outputs.
+  const TensorList named = net({{"side", s}, {"image", x}});
+  EXPECT_EQ(named.Get("logits").ToVector<float>(), out.Get("logits").ToVector<float>());
+  EXPECT_EQ(net.Replicate()->ForwardMany({x, s}).Get("aux").ToVector<float>(), out.Get("aux").ToVector<float>());
+  // Forward(x) is ForwardMany({x}): one input is too few here, and two outputs are too many.
+  EXPECT_DEATH(net.Forward(x), "TwoTower.ForwardMany takes \\(image, side\\): \"side\" is missing");
+  EXPECT_DEATH(net.ForwardMany({x}), "TwoTower.ForwardMany takes \\(image, side\\)");
+}
+
+// A one-output module written with ForwardMany is called with Forward too (the default adapts it).
+class Scale2 : public Module {
+ public:
+  Scale2() : Module("Scale2") {}
+  TensorList ForwardMany(const TensorList& inputs) override {
+    const std::vector<Tensor> in = BindInputs(inputs, {"x"});
+    return {in[0] * 2.0f};
+  }
+  std::shared_ptr<Module> Replicate() const override { return ReplicateAs(*this); }
+};
+
+// Two outputs from two inputs, for the arity messages.
+class Swap : public Module {
+ public:
+  Swap() : Module("Swap") {}
+  TensorList ForwardMany(const TensorList& inputs) override {
+    const std::vector<Tensor> in = BindInputs(inputs, {"a", "b"});
+    return {in[1], in[0]};
+  }
+  std::shared_ptr<Module> Replicate() const override { return ReplicateAs(*this); }
+};
+
+// Overrides neither Forward nor ForwardMany.
+class Hollow : public Module {
+ public:
+  Hollow() : Module("Hollow") {}
+  std::shared_ptr<Module> Replicate() const override { return ReplicateAs(*this); }
+};
+
+// Sums its rows recursively through its own Forward from inside ForwardMany: the default Forward is
+// re-entered, which must not be mistaken for a module that overrides neither.
+class RecursiveRowSum : public Module {
+ public:
+  RecursiveRowSum() : Module("RecursiveRowSum") {}
+  TensorList ForwardMany(const TensorList& inputs) override {
+    const Tensor x = BindInputs(inputs, {"x"})[0];
+    if (x.shape()[0] == 1) return {x};
+    return {Narrow(x, 0, 0, 1) + Forward(Contiguous(Narrow(x, 0, 1, x.shape()[0] - 1)))};
+  }
+  std::shared_ptr<Module> Replicate() const override { return ReplicateAs(*this); }
+};
+
+TEST(ModuleTest, EachEntryPointAdaptsTheOther) {
+  Generator g(8);
+  const Tensor x = Uniform({3, 4}, -1.0f, 1.0f, g);
+  Linear linear(4, 2, g);  // overrides Forward only
+  const TensorList through_many = linear.ForwardMany({x});
+  ASSERT_EQ(through_many.size(), 1u);
+  EXPECT_EQ(through_many[0].ToVector<float>(), linear.Forward(x).ToVector<float>());
+  EXPECT_EQ(linear(TensorList{x})[0].ToVector<float>(), linear.Forward(x).ToVector<float>());
+  EXPECT_DEATH(linear.ForwardMany({x, x}),
+               "Linear takes one input \\(it overrides Forward, not ForwardMany\\), got 2: "
+               "\\(\\[3, 4\\] float32, \\[3, 4\\] float32\\)");
+
+  Scale2 scale;  // overrides ForwardMany only
+  EXPECT_EQ(scale.Forward(x).ToVector<float>(), (x * 2.0f).ToVector<float>());
+  EXPECT_EQ(scale(x).ToVector<float>(), (x * 2.0f).ToVector<float>());
+  Sequential seq({std::make_shared<Scale2>(), std::make_shared<Linear>(4, 2, g)});  // a container calls Forward
+  EXPECT_EQ(seq.Forward(x).shape(), (Shape{3, 2}));
+
+  Swap swap;
+  EXPECT_DEATH(swap.Forward(x), "Swap.ForwardMany takes \\(a, b\\): \"b\" is missing");
+  EXPECT_EQ(swap.ForwardMany({x, x * 2.0f})[0].ToVector<float>(), (x * 2.0f).ToVector<float>());
+
+  RecursiveRowSum rows;
+  EXPECT_EQ(rows.Forward(x).ToVector<float>(), Sum(x, {0}, /*keepdim=*/true).ToVector<float>());
+
+  Hollow hollow;
+  EXPECT_DEATH(hollow.Forward(x), "Hollow overrides neither Forward nor ForwardMany");
+  EXPECT_DEATH(hollow.ForwardMany({x}), "Hollow overrides neither Forward nor ForwardMany");
+}
+
+TEST(ModuleTest, ForwardOfManyOutputsAbortsNamingThem) {
+  // A one-input module with two outputs: Forward cannot choose one of them.
+  class Split : public Module {
+   public:
+    Split() : Module("Split") {}
+    TensorList ForwardMany(const TensorList& inputs) override {
+      const Tensor x = BindInputs(inputs, {"x"})[0];
+      return {{"first", x}, {"second", Tensor()}};
+    }
+    std::shared_ptr<Module> Replicate() const override { return ReplicateAs(*this); }
+  } split;
+  EXPECT_DEATH(split.Forward(Zeros({2})),
+               "Split.Forward: the module returns 2 outputs \\(first: \\[2\\] float32, second: undefined\\); "
+               "call ForwardMany to get them all");
+}
+
+// Logs every call the observer sees, and replaces what it is given by an alias (as ddp/module_trace.h
+// does, to put its own node into the graph).
+class AliasingObserver : public ModuleCallObserver {
+ public:
+  Tensor BeforeForward(const Module& module, const Tensor& input) override {
+    log.push_back("before " + module.type_name() + (input.defined() ? " defined" : " undefined"));
+    return input.defined() ? input.Detach() : input;
+  }
+  Tensor AfterForward(const Module& module, const Tensor& output) override {
+    log.push_back("after " + module.type_name());
+    return output.defined() ? output.Detach() : output;
+  }
+  std::vector<std::string> log;
+};
+
+// Note [Module call observer] for several inputs and outputs: by default the observer sees one call per
+// module call, through the first defined input and output; the other entries pass unchanged.
+TEST(ModuleTest, ObserverSeesManyTensorCallsOnce) {
+  const Tensor a = Zeros({2}), b = Ones({2});
+  AliasingObserver observer;
+  ModuleCallObserver* previous = SetModuleCallObserver(&observer);
+  Swap swap;
+  const TensorList out = swap(TensorList{{"a", a}, {"b", b}});
+  const TensorList none = observer.BeforeForwardMany(swap, TensorList{Tensor(), Tensor()});
+  SetModuleCallObserver(previous);
+  EXPECT_THAT(observer.log, ElementsAre("before Swap defined", "after Swap", "before Swap undefined"));
+  ASSERT_EQ(out.size(), 2u);
+  // Swap returned {b, a-alias}: the first output was replaced by an alias of b, the second is the alias
+  // of a that BeforeForwardMany made.
+  EXPECT_FALSE(out[0].is_same(b));
+  EXPECT_EQ(out[0].storage(), b.storage());
+  EXPECT_FALSE(out[1].is_same(a));
+  EXPECT_EQ(out[1].storage(), a.storage());
+  EXPECT_FALSE(none[0].defined());
+}
+
 }  // namespace
 }  // namespace ddp

@@ -16,6 +16,7 @@
 #include "nn/adam.h"
 #include "nn/layers.h"
 #include "nn/models.h"
+#include "nn/resnet.h"
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
 #include "tensor/factory.h"
@@ -102,8 +103,10 @@ void CheckLayer(Module& layer, const Fixture& f) {
   for (const auto& [name, p] : layer.NamedParameters()) {
     ExpectClose(p.grad(), f.at("grad." + name), "grad." + name);
   }
+  std::map<std::string, Tensor> buffers;
+  for (const auto& [name, b] : layer.NamedBuffers()) buffers[name] = b;
   for (const auto& [name, expected] : f.WithPrefix("after.")) {
-    ExpectClose(layer.GetBuffer(name), expected, "after." + name);
+    ExpectClose(buffers[name], expected, "after." + name);
   }
 }
 
@@ -124,6 +127,33 @@ TEST(PyTorchFixtureTest, Conv2d) {
     options.padding = static_cast<int64_t>(f.number("padding"));
     nn::Conv2d conv(3, 4, 3, g, options);
     CheckLayer(conv, f);
+  }
+}
+
+TEST(PyTorchFixtureTest, Conv2dOneByOneStrideTwoWithoutBias) {
+  const Fixture f = LoadFixture("conv2d_k1_s2_nobias.safetensors");
+  Generator g(0);
+  nn::Conv2dOptions options;
+  options.stride = 2;
+  options.bias = false;
+  nn::Conv2d conv(6, 5, 1, g, options);
+  CheckLayer(conv, f);
+}
+
+TEST(PyTorchFixtureTest, AdaptiveAvgPool2d) {
+  nn::AdaptiveAvgPool2d pool(1);
+  CheckLayer(pool, LoadFixture("adaptive_avgpool2d.safetensors"));
+}
+
+TEST(PyTorchFixtureTest, BasicBlockWithDownsample) {
+  for (const char* file : {"basic_block_train.safetensors", "basic_block_eval.safetensors"}) {
+    SCOPED_TRACE(file);
+    const Fixture f = LoadFixture(file);
+    Generator g(0);
+    nn::BasicBlock block(3, 4, 2, g);
+    ASSERT_TRUE(block.has_downsample());
+    block.Train(f.metadata.at("mode") == "train");
+    CheckLayer(block, f);
   }
 }
 
@@ -193,6 +223,11 @@ void CheckGradient(const std::string& name, const Tensor& grad, const Fixture& f
   for (size_t i = 0; i < all.size(); i += stride) sample.push_back(all[i]);
   ExpectClose(FromVector(sample, {static_cast<int64_t>(sample.size())}), f.at("grad_sample." + name),
               "grad_sample." + name);
+  if (f.has("grad_sum_out." + name)) {  // a convolution kernel [out, in, kh, kw]
+    ExpectClose(Sum(grad, {1, 2, 3}), f.at("grad_sum_out." + name), "grad_sum_out." + name);
+    ExpectClose(Sum(grad, {0, 2, 3}), f.at("grad_sum_in." + name), "grad_sum_in." + name);
+    return;
+  }
   ExpectClose(Sum(grad, {0}), f.at("grad_sum0." + name), "grad_sum0." + name);
   ExpectClose(Sum(grad, {1}), f.at("grad_sum1." + name), "grad_sum1." + name);
 }
@@ -229,6 +264,7 @@ void CheckModel(const std::string& name) {
 TEST(PyTorchFixtureTest, Mlp) { CheckModel("mlp"); }
 TEST(PyTorchFixtureTest, Cnn) { CheckModel("cnn"); }
 TEST(PyTorchFixtureTest, CnnBatchNorm) { CheckModel("cnn_bn"); }
+TEST(PyTorchFixtureTest, ResNet18) { CheckModel("resnet18"); }
 
 void CheckOptimizer(const std::string& name,
                     const std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>, const Fixture&)>& make) {

@@ -217,7 +217,7 @@ absl::Status Reducer::ShadowBackward() {
   DDP_CHECK(phase_ == Phase::kArmed) << "ShadowBackward needs a Reducer armed by PrepareForBackward";
   phase_ = Phase::kBackward;  // no autograd pass: Finalize runs below instead of from its callback
   for (size_t i = params_.size(); i-- > 0;) {
-    if (!iteration_.ready[i]) MarkReady(i, /*used=*/false);
+    if (!iteration_.ready[i]) MarkReady(i, Contribution::kZeros);
   }
   Finalize();
   return status_;
@@ -257,7 +257,7 @@ void Reducer::OnGradientReady(size_t index) {
                                                "' became ready twice in one backward pass"));
     return;
   }
-  MarkReady(index, /*used=*/true);
+  MarkReady(index, Contribution::kGradient);
 }
 
 void Reducer::BeginBackward() {
@@ -265,28 +265,54 @@ void Reducer::BeginBackward() {
   QueueBackwardFinishedCallback([this] { Finalize(); });
   if (!options_.find_unused_parameters) return;
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (iteration_.unused[i] && !iteration_.ready[i]) MarkReady(i, /*used=*/false);
+    if (iteration_.unused[i] && !iteration_.ready[i]) MarkReady(i, Contribution::kHeldGradient);
   }
 }
 
-void Reducer::MarkReady(size_t index, bool used) {
+// Note [Gradients of unused parameters]
+// A parameter that gets no gradient in a synchronised pass still fills its bucket slot, so that every
+// rank reduces the same buckets. What it contributes follows PyTorch's reducer: whatever its .grad
+// already holds, and zeros only when it holds none. After ZeroGrad that is zeros either way; but a
+// parameter used in a no_sync pass and unused in the synchronising one holds its accumulated local
+// gradient, and that must enter the average (the used map marks it used, so the average is written back
+// into .grad: zeros there would replace the accumulation with the other ranks' share alone). Join's
+// shadow pass is the exception: the joined rank's .grad is a stale gradient, so it contributes zeros.
+//
+// Which parameters get no gradient: those the forward's outputs do not reach (the search in
+// PrepareForBackward, marked at the first hook so their buckets launch early), and, under
+// find_unused_parameters, those the outputs reach but the loss did not, when the loss left an output out
+// (an auxiliary head trained on some steps only). Their hooks never fire; Finalize marks them then
+// (MarkUnreachedUnused), and their buckets launch at the end of backward, without overlap. PyTorch
+// reaches the same result by passing every output through one autograd node (_DDPSink) whose backward
+// runs the hooks of the left-out outputs' parameters with undefined gradients. Without
+// find_unused_parameters a parameter without gradient is an error, as in PyTorch.
+void Reducer::MarkUnreachedUnused() {
+  for (size_t i = params_.size(); i-- > 0;) {
+    if (iteration_.ready[i]) continue;
+    iteration_.unused[i] = true;  // static_graph records it with the search's result
+    MarkReady(i, Contribution::kHeldGradient);
+  }
+}
+
+void Reducer::MarkReady(size_t index, Contribution contribution) {
   iteration_.ready[index] = true;
   if (rebuild_ == Rebuild::kRecording) ready_order_.push_back(index);
-  if (reduces_) CopyIntoSlot(index, used);
+  if (reduces_) CopyIntoSlot(index, contribution);
   if (observed()) {
+    const bool used = contribution == Contribution::kGradient;
     Notify(&ReducerObserver::OnGradientReady, GradientReadyEvent{index, names_[index], used, absl::Now()});
   }
   if (--iteration_.pending[slots_[index].bucket] == 0) LaunchReadyBuckets();
 }
 
-void Reducer::CopyIntoSlot(size_t index, bool used) {
+void Reducer::CopyIntoSlot(size_t index, Contribution contribution) {
   const Tensor& view = slots_[index].view;
-  if (!used) {
+  Tensor grad = params_[index].grad();
+  if (contribution == Contribution::kZeros || !grad.defined()) {
     FillInPlace(view, 0.0f);
     return;
   }
   const float scale = averages_in_collective_ ? 1.0f : 1.0f / static_cast<float>(gradient_divisor_);
-  Tensor grad = params_[index].grad();
   if (SameRegion(grad, view)) {
     if (scale != 1.0f) MulScalarInPlace(view, scale);
     return;
@@ -332,6 +358,7 @@ void Reducer::Finalize() {
 
 absl::Status Reducer::FinishIteration() {
   if (options_.ablations.delay_reduction) LaunchReadyBuckets();
+  if (options_.find_unused_parameters) MarkUnreachedUnused();  // Note [Gradients of unused parameters]
   if (iteration_.next_bucket < buckets_.size()) {
     const absl::Status unready = UnreadyParametersError();
     WaitForBuckets().IgnoreError();  // keep the launched collectives matched before reporting

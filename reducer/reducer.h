@@ -23,7 +23,9 @@
 //      buckets in that order (so buckets fill, and launch, as early as possible), and gradients move
 //      into the new buffers. This happens once, unless rebuild_buckets is off (or Note [World size 1]).
 //   Without find_unused_parameters, a parameter that got no gradient leaves its bucket unlaunched:
-//   Finalize records an error naming those parameters (status(), and the next PrepareForBackward).
+//   Finalize records an error naming those parameters (status(), and the next PrepareForBackward). With
+//   it, Finalize marks such parameters unused then (an output the loss left out; Note [Gradients of
+//   unused parameters] in reducer.cc) and launches their buckets.
 //
 // Note [Averaging in the collective]: step 3 divides every gradient by the world size so that the
 // hook's sum is the average (PyTorch's DDP does the same). For a gradient that is a bucket view that
@@ -67,7 +69,9 @@ namespace ddp {
 struct ReducerOptions {
   BucketCaps caps;                       // bucket sizes (Note [Bucket assignment])
   bool gradient_as_bucket_view = false;  // .grad tensors are views into the bucket buffers (no copy back)
-  bool find_unused_parameters = false;   // search the graph for parameters without gradient every forward
+  bool find_unused_parameters = false;   // search the graph from every output for parameters without
+                                         // gradient every forward; parameters the search reached but
+                                         // the loss did not are found unused at the end of backward
   bool static_graph = false;             // the graph is the same every iteration (PyTorch's static_graph):
                                          // the unused search and the used-map all-reduce run in the first
                                          // synchronised iteration only; later ones reuse their result
@@ -204,8 +208,17 @@ class Reducer {
   void StartIteration(absl::Time forward_start);
   void OnGradientReady(size_t index);
   void BeginBackward();
-  void MarkReady(size_t index, bool used);
-  void CopyIntoSlot(size_t index, bool used);
+  // What a parameter puts into its bucket slot when it is marked ready (Note [Gradients of unused
+  // parameters] in reducer.cc).
+  enum class Contribution {
+    kGradient,      // its hook fired: .grad, with this pass's gradient accumulated into it
+    kHeldGradient,  // no gradient this pass (find_unused_parameters): whatever .grad already holds (e.g.
+                    // accumulated under no_sync), zeros when it holds none
+    kZeros,         // Join's shadow pass: zeros, whatever .grad holds
+  };
+  void MarkReady(size_t index, Contribution contribution);
+  void CopyIntoSlot(size_t index, Contribution contribution);
+  void MarkUnreachedUnused();
   void LaunchReadyBuckets();
   void LaunchBucket(size_t bucket);
   // Sets averages_in_collective_ from the group, the divisor and the hook; called wherever the last two

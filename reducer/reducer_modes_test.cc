@@ -76,6 +76,52 @@ TEST(ReducerTest, ParameterUnusedOnEveryRankKeepsNoGradient) {
   });
 }
 
+// Note [Gradients of unused parameters]: under find_unused_parameters an output that the search reaches
+// but the loss leaves out gives its parameters no gradient; Finalize marks them unused (ready last, their
+// bucket launched then) instead of failing. And a parameter unused in the synchronising pass contributes
+// what its .grad holds: here the gradient it accumulated in a no_sync pass, averaged over the ranks.
+TEST(ReducerTest, OutputLeftOutOfTheLossAndHeldGradientsUnderFindUnused) {
+  RunRanks(2, [&](int rank, ProcessGroup& group) {
+    TinyModel model(5);
+    ReducerOptions options;
+    options.find_unused_parameters = true;
+    options.caps.first_bucket_cap_bytes = 0;
+    options.caps.bucket_cap_bytes = 0;  // one bucket per parameter
+    Reducer reducer(model.params, model.names, &group, options);
+    EventLog log;
+    reducer.AddObserver(&log);
+    const Batch shard = Shard(GlobalBatch(0, 4), rank, 2);
+    // Two outputs: the logits' loss, and the extra head's output, which the loss leaves out.
+    const Tensor h = Relu(Linear(shard.x, model.params[0], model.params[1]));
+    const Tensor loss = CrossEntropy(Linear(h, model.params[2], model.params[3]), shard.y);
+    const Tensor extra = Linear(h, model.params[4], Tensor());
+    ASSERT_TRUE(reducer.PrepareForBackward({loss, extra}, absl::Now()).ok());
+    loss.Backward();
+    ASSERT_TRUE(reducer.status().ok()) << reducer.status();
+    ASSERT_EQ(log.ready.size(), 5u);
+    EXPECT_EQ(log.ready.back(), 4u) << "the left-out head is marked at the end of backward";
+    EXPECT_FALSE(model.params[4].grad().defined()) << "unused on every rank: no gradient, as in PyTorch";
+
+    // Accumulate: the extra head is used in a no_sync pass, unused in the synchronising one.
+    model.ZeroGrad();
+    reducer.SkipNextSync();
+    model.Loss(shard.x, shard.y, /*use_extra=*/true).Backward();
+    const Tensor sync_loss = model.Loss(shard.x, shard.y, /*use_extra=*/false);
+    ASSERT_TRUE(reducer.PrepareForBackward({sync_loss}, absl::Now()).ok());
+    sync_loss.Backward();
+    ASSERT_TRUE(reducer.status().ok()) << reducer.status();
+    Tensor expected = Zeros({3, 8});
+    for (int r = 0; r < 2; ++r) {  // each rank's local extra.weight gradient, averaged
+      TinyModel local(5);
+      const Batch theirs = Shard(GlobalBatch(0, 4), r, 2);
+      local.Loss(theirs.x, theirs.y, true).Backward();
+      AddInPlace(expected, local.params[4].grad(), 0.5f);
+    }
+    ASSERT_TRUE(model.params[4].grad().defined());
+    EXPECT_LE(MaxRelativeError(model.params[4].grad(), expected), 1e-5);
+  });
+}
+
 // Counts the int64 all-reduces a Reducer issues (the used map; buckets are float32), records the op of
 // every other one (the buckets, compressed or not), claims to fuse kAvg's division when told to
 // (ProcessGroup::FusesAverage), and forwards everything to `inner`.

@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/check.h"
 #include "io/file.h"
 #include "nlohmann/json.hpp"
 #include "nn/models.h"
@@ -39,13 +40,42 @@ std::string CpuModel() {
   return "unknown CPU";
 }
 
-absl::StatusOr<size_t> CapBytes(absl::string_view mib) {
-  if (mib == "inf") return SIZE_MAX;
-  double value = 0;
-  if (!absl::SimpleAtod(mib, &value) || value < 0)
-    return absl::InvalidArgumentError(absl::StrCat("bad cap \"", mib, "\" (MiB or inf)"));
-  return static_cast<size_t>(value * kMiB);
+// The largest world size a flag may name (the formulas would take more; no cluster has more).
+constexpr int kMaxWorldSize = 1 << 24;
+
+// "--<name>=<value>: must be from <low> to <high> (<unit>)" unless low <= value <= high.
+absl::Status CheckInt(const char* name, int64_t value, int64_t low, int64_t high, const char* unit) {
+  if (value >= low && value <= high) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--", name, "=", value, ": must be ",
+                                                 high >= INT32_MAX ? absl::StrCat(">= ", low)
+                                                                   : absl::StrCat("from ", low, " to ", high),
+                                                 " (", unit, ")"));
 }
+
+enum class Bound { kPositive, kNonNegative, kFraction };
+
+// "--<name>=<value>: must be ..." unless `value` is finite and within `bound`.
+absl::Status CheckReal(const char* name, double value, Bound bound, const char* unit) {
+  bool ok = std::isfinite(value);
+  const char* rule = "";
+  switch (bound) {
+    case Bound::kPositive:
+      ok = ok && value > 0;
+      rule = "a finite number > 0";
+      break;
+    case Bound::kNonNegative:
+      ok = ok && value >= 0;
+      rule = "a finite number >= 0";
+      break;
+    case Bound::kFraction:
+      ok = ok && value >= 0 && value <= 1;
+      rule = "from 0 to 1";
+      break;
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--", name, "=", value, ": must be ", rule, " (", unit, ")"));
+}
+
 
 // Samples of `impl` per world size from bench/allreduce's JSON lines.
 absl::StatusOr<std::map<int, std::vector<Sample>>> ReadBenchRows(const std::string& text,
@@ -126,8 +156,7 @@ absl::StatusOr<std::string> RunPredict(const CliFlags& flags) {
   absl::StatusOr<SimOptions> options = LoadOptions(flags, flags.world_size);
   if (!options.ok()) return options.status();
   options->overlap = !flags.no_overlap;
-  auto caps = ParseCapsList(flags.caps);
-  if (!caps.ok()) return caps.status();
+  auto caps = ParseCapsList(flags.caps);  // CheckFlags parsed it already
   std::string report =
       absl::StrFormat("%-10s %8s %9s %9s %11s\n", "caps MiB", "buckets", "step ms", "comm ms", "exposed ms");
   for (const auto& [label, setting] : *caps) {
@@ -148,16 +177,30 @@ absl::StatusOr<LinkSpec> LinkFromFile(const std::string& path, int world) {
   if (!in.is_object() || !in.contains("fits") || !in["fits"].is_array())
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a link fit (no \"fits\")"));
   for (const json& fit : in["fits"]) {
-    if (fit.value("world_size", 0) != world) continue;
+    if (!fit.is_object() || !fit.value("world_size", json(0)).is_number_integer() || fit.value("world_size", 0) != world)
+      continue;
     LineFit line;
-    line.alpha_s = fit.value("alpha_s", 0.0);
-    line.beta_s_per_byte = fit.value("beta_s_per_byte", 0.0);
-    return LinkFromRingFit(line, world);
+    const json alpha = fit.value("alpha_s", json(0.0)), beta = fit.value("beta_s_per_byte", json(0.0));
+    if (!alpha.is_number() || !beta.is_number() || !(alpha.get<double>() >= 0) || !(beta.get<double>() >= 0))
+      return absl::InvalidArgumentError(absl::StrCat(path, ": the fit for world size ", world,
+                                                     " needs numbers alpha_s >= 0 and beta_s_per_byte >= 0"));
+    line.alpha_s = alpha.get<double>();
+    line.beta_s_per_byte = beta.get<double>();
+    return LinkFromRingFit(line, world);  // world >= 2: CheckFlags
   }
   return absl::InvalidArgumentError(absl::StrCat(path, " has no fit for world size ", world));
 }
 
 }  // namespace
+
+absl::StatusOr<size_t> CapBytes(absl::string_view mib) {
+  if (mib == "inf") return SIZE_MAX;
+  double value = 0;
+  // Finite, >= 0 and at most 2^40 MiB (1 EiB: beyond any model, and within size_t).
+  if (!absl::SimpleAtod(mib, &value) || !(value >= 0) || value > 1099511627776.0)
+    return absl::InvalidArgumentError(absl::StrCat("bad cap \"", mib, "\" (MiB from 0 to 2^40, or inf)"));
+  return static_cast<size_t>(value * kMiB);
+}
 
 absl::StatusOr<std::vector<std::pair<std::string, BucketCaps>>> ParseCapsList(absl::string_view text) {
   std::vector<std::pair<std::string, BucketCaps>> out;
@@ -210,10 +253,7 @@ absl::StatusOr<SimOptions> LoadOptions(const CliFlags& flags, int world_size) {
   absl::StatusOr<AllReduceAlgorithm> algorithm = ParseAlgorithm(flags.algorithm);
   if (!algorithm.ok()) return algorithm.status();
   options.algorithm = *algorithm;
-  options.max_in_flight = std::max(1, flags.max_in_flight);
-  if (flags.compute_lost_to_comm < 0 || flags.compute_lost_to_comm > 1) {
-    return absl::InvalidArgumentError("--compute_lost_to_comm must be between 0 and 1");
-  }
+  options.max_in_flight = flags.max_in_flight;  // CheckFlags: >= 1
   options.compute_lost_to_comm = flags.compute_lost_to_comm;
   options.comm_after_first_backward = flags.comm_after_first_backward;
   if (!flags.shared_core_link.empty()) {
@@ -223,7 +263,6 @@ absl::StatusOr<SimOptions> LoadOptions(const CliFlags& flags, int world_size) {
     if (!shared.ok()) return shared.status();
     options.shared_core_link = *shared;
   }
-  if (flags.burst_kib < 0) return absl::InvalidArgumentError("--burst_kib must be >= 0");
   const double burst_bytes = flags.burst_kib * 1024;
   if (!flags.preset.empty()) {
     absl::StatusOr<Cluster> cluster = PresetCluster(flags.preset, world_size);
@@ -237,8 +276,11 @@ absl::StatusOr<SimOptions> LoadOptions(const CliFlags& flags, int world_size) {
     absl::StatusOr<LinkSpec> link = LinkFromFile(flags.link, flags.link_world_size);
     if (!link.ok()) return link.status();
     options.cluster.intra = *link;
-  } else if (flags.alpha_us >= 0 && flags.gbps > 0) {
-    options.cluster.intra = LinkSpec{flags.alpha_us * 1e-6, 1.0 / (flags.gbps * 1e9)};
+  } else if (flags.alpha_us.has_value() && flags.gbps.has_value()) {
+    options.cluster.intra = LinkSpec{*flags.alpha_us * 1e-6, 1.0 / (*flags.gbps * 1e9)};
+  } else if (flags.alpha_us.has_value() != flags.gbps.has_value()) {
+    return absl::InvalidArgumentError(flags.alpha_us.has_value() ? "--alpha_us needs --gbps too"
+                                                                 : "--gbps needs --alpha_us too");
   } else {
     return absl::InvalidArgumentError("name the link: --link=FILE, --alpha_us and --gbps, or --preset");
   }
@@ -246,7 +288,41 @@ absl::StatusOr<SimOptions> LoadOptions(const CliFlags& flags, int world_size) {
   return options;
 }
 
+absl::Status CheckFlags(const CliFlags& f) {
+  DDP_RETURN_IF_ERROR(CheckInt("world_size", f.world_size, 1, kMaxWorldSize, "ranks"));
+  DDP_RETURN_IF_ERROR(CheckInt("link_world_size", f.link_world_size, 2, kMaxWorldSize,
+                               "the fit's world size: a ring needs two ranks"));
+  DDP_RETURN_IF_ERROR(CheckInt("max_in_flight", f.max_in_flight, 1, 1 << 20, "collectives at once"));
+  DDP_RETURN_IF_ERROR(CheckInt("rank", f.rank, 0, kMaxWorldSize - 1, "a rank of the trace"));
+  DDP_RETURN_IF_ERROR(CheckInt("skip", f.skip, 0, INT32_MAX, "iterations"));
+  DDP_RETURN_IF_ERROR(CheckInt("batch", f.rates.batch, 1, int64_t{1} << 40, "samples per rank"));
+  DDP_RETURN_IF_ERROR(CheckReal("tflops", f.rates.flop_per_s / 1e12, Bound::kPositive, "TFLOP/s of one rank"));
+  DDP_RETURN_IF_ERROR(CheckReal("mem_gbps", f.rates.memory_bytes_per_s / 1e9, Bound::kPositive, "GB/s of one rank"));
+  if (f.alpha_us) {
+    DDP_RETURN_IF_ERROR(CheckReal("alpha_us", *f.alpha_us, Bound::kNonNegative, "microseconds per message"));
+  }
+  if (f.gbps) DDP_RETURN_IF_ERROR(CheckReal("gbps", *f.gbps, Bound::kPositive, "GB/s of one link"));
+  DDP_RETURN_IF_ERROR(CheckReal("burst_kib", f.burst_kib, Bound::kNonNegative, "KiB"));
+  DDP_RETURN_IF_ERROR(CheckReal("compute_lost_to_comm", f.compute_lost_to_comm, Bound::kFraction,
+                                "a share of compute speed"));
+  if (absl::Status caps = ParseCapsList(f.caps).status(); !caps.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--caps=", f.caps, ": ", caps.message()));
+  }
+  if (absl::Status ranges = ParseIterationRanges(f.iterations).status(); !ranges.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--iterations=", f.iterations, ": ", ranges.message()));
+  }
+  for (absl::string_view entry : absl::StrSplit(f.ranks, ',', absl::SkipWhitespace())) {
+    int world = 0;
+    if (!absl::SimpleAtoi(entry, &world) || world < 1 || world > kMaxWorldSize) {
+      return absl::InvalidArgumentError(absl::StrCat("--ranks=", f.ranks, ": \"", entry,
+                                                     "\" is not a world size from 1 to ", kMaxWorldSize));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> RunSubcommand(absl::string_view name, const CliFlags& flags) {
+  DDP_RETURN_IF_ERROR(CheckFlags(flags));
   if (name == "fit") return RunFit(flags);
   if (name == "profile") return RunProfile(flags);
   if (name == "predict") return RunPredict(flags);

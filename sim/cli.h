@@ -4,6 +4,7 @@
 #ifndef DDP_SIM_CLI_H_
 #define DDP_SIM_CLI_H_
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,7 +28,7 @@ struct CliFlags {
   SyntheticRates rates;                                     // synthetic models
   std::string link;                                         // the link: a fit file,
   int link_world_size = 2;                                  //   its world size,
-  double alpha_us = -1, gbps = -1;                          //   or alpha and bandwidth,
+  std::optional<double> alpha_us, gbps;                     //   or alpha and bandwidth (nullopt: not given),
   double burst_kib = 0;                                     //   its token-bucket depth,
   std::string preset;                                       //   or a preset
   int world_size = 2;
@@ -43,8 +44,15 @@ struct CliFlags {
   std::string ranks = "2,4,8,16,32,64,128,256,512,1024";  // scale
 };
 
-// Runs subcommand `name` (fit, profile, predict, validate, scale) and returns what it prints. Errors name
-// the flag or file at fault.
+// Checks every numeric flag, whatever the subcommand: counts and sizes within their ranges (--world_size
+// and --max_in_flight >= 1, --link_world_size >= 2, --rank and --skip >= 0, --batch >= 1), rates finite
+// and positive (--tflops, --mem_gbps, --gbps when given), times and depths finite and >= 0 (--alpha_us
+// when given, --burst_kib), --compute_lost_to_comm within [0, 1], and every world size of --ranks.
+// kInvalidArgument naming the flag and its value, e.g. "--gbps=0: must be > 0 (GB/s of one link)".
+absl::Status CheckFlags(const CliFlags& flags);
+
+// Runs subcommand `name` (fit, profile, predict, validate, scale) and returns what it prints, after
+// CheckFlags. Errors name the flag or file at fault.
 absl::StatusOr<std::string> RunSubcommand(absl::string_view name, const CliFlags& flags);
 
 // Parses a caps list in MiB ("0,0.25,1/25,inf": "C" is first = bucket = C, "F/C" sets them apart, "inf"

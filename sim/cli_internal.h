@@ -15,6 +15,9 @@ absl::StatusOr<ComputeProfile> LoadProfile(const CliFlags& flags);
 // The simulation options of the flags: the cluster (--link, --alpha_us/--gbps or --preset) at
 // `world_size` ranks, --algorithm and --max_in_flight; caps left at their defaults.
 absl::StatusOr<SimOptions> LoadOptions(const CliFlags& flags, int world_size);
+// Bytes of a cap written in MiB, "inf" for one bucket. kInvalidArgument quoting `mib` unless it is a
+// finite number from 0 to 2^40 or "inf".
+absl::StatusOr<size_t> CapBytes(absl::string_view mib);
 // "1/25" for caps of 1 MiB and 25 MiB, "5" when both are 5 MiB, "inf" for one bucket.
 std::string CapsLabel(const BucketCaps& caps);
 

@@ -110,10 +110,9 @@ struct SweepSetting {
 
 // Bytes of a cap written in MiB ("inf": one bucket), or nullopt.
 std::optional<size_t> CapBytesOf(absl::string_view mib_text) {
-  if (mib_text == "inf") return SIZE_MAX;
-  double mib = 0;
-  if (!absl::SimpleAtod(mib_text, &mib) || mib < 0) return std::nullopt;
-  return static_cast<size_t>(mib * kMiB);
+  absl::StatusOr<size_t> bytes = CapBytes(mib_text);
+  if (!bytes.ok()) return std::nullopt;
+  return *bytes;
 }
 
 absl::StatusOr<SweepSetting> SettingOf(const std::string& config) {

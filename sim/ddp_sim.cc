@@ -25,6 +25,7 @@
 // Synthetic models take --batch, --tflops (sustained) and --mem_gbps (Note [Synthetic timing]).
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,7 @@ ABSL_FLAG(std::string, impl, "ours", "fit: which bench/allreduce rows to fit (ou
 ABSL_FLAG(std::string, backend, "gloo", "fit: the backend name saved with the fit");
 ABSL_FLAG(std::string, out, "", "fit/profile/validate: output file");
 ABSL_FLAG(std::string, trace, "", "profile: Chrome trace from --trace_out");
-ABSL_FLAG(std::string, model, "cnn", "profile: the model the trace ran (mlp | cnn | cnn_bn)");
+ABSL_FLAG(std::string, model, "cnn", "profile: the model the trace ran (mlp | cnn | cnn_bn | resnet18)");
 ABSL_FLAG(int, rank, 0, "profile: whose track to read");
 ABSL_FLAG(int, skip, 10, "profile: iterations left out at the start");
 ABSL_FLAG(std::string, iterations, "",
@@ -54,8 +55,8 @@ ABSL_FLAG(double, tflops, 10, "synthetic: sustained TFLOP/s of one rank");
 ABSL_FLAG(double, mem_gbps, 900, "synthetic: memory GB/s of one rank (optimizer step)");
 ABSL_FLAG(std::string, link, "", "a link fit JSON (ddp_sim fit)");
 ABSL_FLAG(int, link_world_size, 2, "which world size's fit of --link to use");
-ABSL_FLAG(double, alpha_us, -1, "link latency per message (us), with --gbps");
-ABSL_FLAG(double, gbps, -1, "link bandwidth (GB/s), with --alpha_us");
+ABSL_FLAG(std::optional<double>, alpha_us, std::nullopt, "link latency per message (us, >= 0), with --gbps");
+ABSL_FLAG(std::optional<double>, gbps, std::nullopt, "link bandwidth (GB/s, > 0), with --alpha_us");
 ABSL_FLAG(double, burst_kib, 0,
           "the limited link's token-bucket depth in KiB of payload (tc tbf's burst; Note [Token-bucket "
           "links]); with --link or --alpha_us it is the link's, with --preset the inter-host link's");

@@ -159,7 +159,9 @@ absl::StatusOr<LineFit> FitLine(const std::vector<Sample>& samples) {
 }
 
 absl::StatusOr<Cluster> PresetCluster(absl::string_view name, int world_size) {
-  DDP_CHECK(world_size >= 1) << "world size " << world_size;
+  if (world_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("cluster preset \"", name, "\": world size ", world_size, " < 1"));
+  }
   Cluster c;
   c.world_size = world_size;
   c.intra = LinkSpec{1e-6, 1.0 / 370e9};

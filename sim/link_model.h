@@ -98,7 +98,7 @@ double AllReduceSecondsWithTokens(AllReduceAlgorithm algorithm, const Cluster& c
 //            bandwidth about 130 GB/s, alpha 2 us), hosts joined by 100 Gb/s InfiniBand (11.25 GB/s, alpha 5
 //            us).
 // The reduction arithmetic runs on the GPU at memory speed and is folded into the bus bandwidth (gamma 0).
-// REQUIRES: world_size >= 1. Errors (kInvalidArgument) name the unknown preset.
+// Errors (kInvalidArgument) name the unknown preset or a world size below 1.
 absl::StatusOr<Cluster> PresetCluster(absl::string_view name, int world_size);
 
 // One measurement: an all-reduce of `bytes` took `seconds`.

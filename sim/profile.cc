@@ -226,12 +226,16 @@ std::string ProfileToJson(const ComputeProfile& profile) {
   return out.dump(1);
 }
 
+namespace {
+bool FiniteNonNegative(double x) { return std::isfinite(x) && x >= 0; }
+}  // namespace
+
 absl::StatusOr<ComputeProfile> ProfileFromJson(absl::string_view text) {
   const json in = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (!in.is_object()) return absl::InvalidArgumentError("a profile must be a JSON object");
   for (const char* key : {"forward_ms", "backward_ms", "other_ms"}) {
-    if (!in.contains(key) || !in[key].is_number())
-      return absl::InvalidArgumentError(absl::StrCat("profile: \"", key, "\" must be a number"));
+    if (!in.contains(key) || !in[key].is_number() || !FiniteNonNegative(in[key].get<double>()))
+      return absl::InvalidArgumentError(absl::StrCat("profile: \"", key, "\" must be a finite number >= 0"));
   }
   if (!in.contains("params") || !in["params"].is_array())
     return absl::InvalidArgumentError("profile: \"params\" must be an array");
@@ -245,11 +249,11 @@ absl::StatusOr<ComputeProfile> ProfileFromJson(absl::string_view text) {
     profile.step_jitter_s = in["step_jitter_ms"].get<double>() * 1e-3;
   }
   for (const json& p : in["params"]) {
-    if (!p.is_object() || !p.contains("numel") || !p["numel"].is_number_integer() ||
-        !p.contains("ready_ms") || !p["ready_ms"].is_number()) {
+    if (!p.is_object() || !p.contains("numel") || !p["numel"].is_number_integer() || p["numel"].get<int64_t>() < 0 ||
+        !p.contains("ready_ms") || !p["ready_ms"].is_number() || !FiniteNonNegative(p["ready_ms"].get<double>())) {
       return absl::InvalidArgumentError(
           absl::StrCat("profile: parameter ", profile.params.size(),
-                       " needs an integer \"numel\" and a number \"ready_ms\""));
+                       " needs an integer \"numel\" >= 0 and a number \"ready_ms\" >= 0"));
     }
     profile.params.push_back(ParameterTiming{p.value("name", absl::StrCat("param", profile.params.size())),
                                              p["numel"].get<int64_t>(), p["ready_ms"].get<double>() * 1e-3});

@@ -219,6 +219,21 @@ TEST(SyntheticModelsTest, ResNet50HasTorchvisionsParameters) {
   EXPECT_NEAR(flop, 8.2e9, 0.15e9);  // torchvision's "4.1 GMACs"
 }
 
+// Negative times or sizes would simulate nonsense (a step shorter than its parts): refused, naming the field.
+TEST(ProfileJsonTest, NegativeTimesAndSizesAreRefused) {
+  for (const auto& [text, field] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"forward_ms": -3, "backward_ms": 2, "other_ms": 1, "params": []})", "\"forward_ms\""},
+           {R"({"forward_ms": 3, "backward_ms": 2, "other_ms": -0.5, "params": []})", "\"other_ms\""},
+           {R"({"forward_ms": 3, "backward_ms": 2, "other_ms": 1, "params": [{"numel": -4, "ready_ms": 1}]})",
+            "parameter 0"},
+           {R"({"forward_ms": 3, "backward_ms": 2, "other_ms": 1, "params": [{"numel": 4, "ready_ms": -1}]})",
+            "parameter 0"}}) {
+    absl::StatusOr<ComputeProfile> p = ProfileFromJson(text);
+    ASSERT_FALSE(p.ok()) << text;
+    EXPECT_NE(p.status().message().find(field), std::string::npos) << p.status();
+  }
+}
+
 }  // namespace
 }  // namespace sim
 }  // namespace ddp

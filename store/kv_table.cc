@@ -1,5 +1,7 @@
 #include "store/kv_table.h"
 
+#include <utility>
+
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
@@ -23,13 +25,29 @@ absl::StatusOr<int64_t> AddToStoredInteger(absl::string_view key, const std::str
   return sum;
 }
 
-void KvTable::Set(absl::string_view key, absl::string_view value) {
-  map_[key] = std::string(value);
+KvTable::Value KvTable::MakeValue(std::string bytes) {
+  *live_value_bytes_ += static_cast<int64_t>(bytes.size());
+  return Value(new std::string(std::move(bytes)), [counter = live_value_bytes_](const std::string* value) {
+    *counter -= static_cast<int64_t>(value->size());
+    delete value;
+  });
+}
+
+void KvTable::SetOwned(absl::string_view key, std::string value) {
+  Value made = MakeValue(std::move(value));
+  auto [it, inserted] = map_.try_emplace(key, nullptr);
+  if (inserted) key_bytes_ += static_cast<int64_t>(key.size());
+  it->second = std::move(made);
 }
 
 const std::string* KvTable::Find(absl::string_view key) const {
   auto it = map_.find(key);
-  return it == map_.end() ? nullptr : &it->second;
+  return it == map_.end() ? nullptr : it->second.get();
+}
+
+KvTable::Value KvTable::Share(absl::string_view key) const {
+  auto it = map_.find(key);
+  return it == map_.end() ? nullptr : it->second;
 }
 
 absl::StatusOr<int64_t> KvTable::Add(absl::string_view key, int64_t delta) {
@@ -52,6 +70,7 @@ KvTable::CompareSetResult KvTable::CompareSet(absl::string_view key, absl::strin
 bool KvTable::Delete(absl::string_view key) {
   auto it = map_.find(key);
   if (it == map_.end()) return false;
+  key_bytes_ -= static_cast<int64_t>(it->first.size());
   map_.erase(it);
   return true;
 }

@@ -119,11 +119,12 @@ absl::Status ReadAddresses(const EnvLookup& env, LaunchEnv* out) {
   return absl::OkStatus();
 }
 
-// The restart count and whether the launcher hosts the store into `out`.
+// The restart count, whether the launcher hosts the store, and the job id into `out`.
 absl::Status ReadRestart(const EnvLookup& env, LaunchEnv* out) {
   const char* name = env("DDP_RESTART_COUNT").has_value() ? "DDP_RESTART_COUNT" : "TORCHELASTIC_RESTART_COUNT";
   DDP_ASSIGN_OR_RETURN(out->restart_count, ReadInt(env, name, 0));
   out->store_in_launcher = env("DDP_STORE_IN_LAUNCHER").value_or("0") == "1";
+  out->job_id = env("DDP_JOB_ID").value_or("");
   return absl::OkStatus();
 }
 
@@ -143,6 +144,7 @@ std::map<std::string, std::string> LaunchEnvVariables(const LaunchEnv& launch) {
       {"TORCHELASTIC_RESTART_COUNT", absl::StrCat(launch.restart_count)},
   };
   if (launch.store_in_launcher) variables["DDP_STORE_IN_LAUNCHER"] = "1";
+  if (!launch.job_id.empty()) variables["DDP_JOB_ID"] = launch.job_id;
   return variables;
 }
 

@@ -42,11 +42,14 @@ struct LaunchEnv {
   int restart_count = 0;
   // DDP_STORE_IN_LAUNCHER=1: the launcher hosts the store at store_addr:store_port, so rank 0 must not.
   bool store_in_launcher = false;
+  // DDP_JOB_ID: the launcher's name for this job (ddprun and Spawn make a random one per job), which
+  // every rank presents at rendezvous (store/rank_claim.h); "" for ranks started by hand.
+  std::string job_id;
 };
 
 // The variables that carry `launch` to a worker: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT, DDP_STORE_ADDR, DDP_STORE_PORT, DDP_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT
-// and, when store_in_launcher, DDP_STORE_IN_LAUNCHER=1. ResolveLaunchEnv of exactly these gives back
+// and, when store_in_launcher, DDP_STORE_IN_LAUNCHER=1, and DDP_JOB_ID when job_id is not empty. ResolveLaunchEnv of exactly these gives back
 // `launch` (with source "torchrun").
 std::map<std::string, std::string> LaunchEnvVariables(const LaunchEnv& launch);
 

@@ -50,6 +50,7 @@ TEST(LaunchEnvTest, WrittenVariablesReadBackAsTheSameLaunchEnv) {
   written.restart_count = 3;
   for (const bool in_launcher : {false, true}) {
     written.store_in_launcher = in_launcher;
+    written.job_id = in_launcher ? "job-7f3a" : "";
     absl::StatusOr<LaunchEnv> read = ResolveLaunchEnv(Fake(LaunchEnvVariables(written)));
     ASSERT_TRUE(read.ok()) << read.status();
     EXPECT_EQ(read->rank, written.rank);
@@ -63,6 +64,7 @@ TEST(LaunchEnvTest, WrittenVariablesReadBackAsTheSameLaunchEnv) {
     EXPECT_EQ(read->source, written.source);
     EXPECT_EQ(read->restart_count, written.restart_count);
     EXPECT_EQ(read->store_in_launcher, in_launcher);
+    EXPECT_EQ(read->job_id, written.job_id);
   }
 }
 

@@ -75,10 +75,12 @@ std::string StoreListenHost(const std::string& master_addr) {
   return "0.0.0.0";
 }
 
-std::optional<std::string> OpenStoreWarning(const std::string& listen_host, int port, absl::string_view token) {
-  if (!token.empty() || IsLoopbackHost(listen_host)) return std::nullopt;
-  return absl::StrCat("warning: the TCP store on ", listen_host, ":", port,
-                      " accepts any client that can reach it (no job token: set DDP_JOB_TOKEN, or ddprun --job_token)");
+absl::Status CheckStoreExposure(const std::string& listen_host, int port, absl::string_view token) {
+  if (!token.empty() || IsLoopbackHost(listen_host)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the TCP store on ", listen_host, ":", port,
+      " would accept any client that can reach it: beyond loopback a job token is required (set DDP_JOB_TOKEN or "
+      "DDP_JOB_TOKEN_FILE to the same secret for every rank; ddprun: --job_token or --job_token_file)"));
 }
 
 }  // namespace ddp

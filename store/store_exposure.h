@@ -1,12 +1,13 @@
-// Who can reach a TCP store: the address its server listens on, and the warning due when it accepts any
-// client from beyond this host. Shared by the store rank 0 hosts (comm/init.h) and the one ddprun hosts
-// (launch/launcher.h), so both decide and word it alike.
+// Who can reach a TCP store: the address its server listens on, and the refusal due when it would
+// accept any client from beyond this host. Shared by the store rank 0 hosts (comm/init.h), the one
+// ddprun hosts (launch/launcher.h) and the server itself, so all decide and word it alike.
 #ifndef DDP_STORE_STORE_EXPOSURE_H_
 #define DDP_STORE_STORE_EXPOSURE_H_
 
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace ddp {
@@ -22,11 +23,12 @@ bool IsLoopbackHost(const std::string& host);
 // lookup; thread-safe.
 std::string StoreListenHost(const std::string& master_addr);
 
-// The one-line warning due for a store server listening on `listen_host`:`port` that requires no job
-// token (`token` empty) while it is reachable beyond loopback, e.g. "warning: the TCP store on
-// 0.0.0.0:29500 accepts any client that can reach it (no job token: set DDP_JOB_TOKEN, or ddprun
-// --job_token)"; nullopt when none is due. Thread-safe.
-std::optional<std::string> OpenStoreWarning(const std::string& listen_host, int port, absl::string_view token);
+// OK when a store server listening on `listen_host`:`port` with `token` can only be reached from this
+// host, or requires a token; else kFailedPrecondition saying so and how to give one, e.g. "the TCP
+// store on 0.0.0.0:29500 would accept any client that can reach it: beyond loopback a job token is
+// required (set DDP_JOB_TOKEN or DDP_JOB_TOKEN_FILE to the same secret for every rank; ddprun:
+// --job_token or --job_token_file)". Note [Job tokens] in store/job_token.cc. Thread-safe.
+absl::Status CheckStoreExposure(const std::string& listen_host, int port, absl::string_view token);
 
 }  // namespace ddp
 

@@ -1,4 +1,4 @@
-// Where a TCP store listens (MASTER_ADDR when this host owns it) and when it warns that it is open.
+// Where a TCP store listens (MASTER_ADDR when this host owns it) and when it refuses to listen open.
 #include "store/store_exposure.h"
 
 #include <arpa/inet.h>
@@ -47,15 +47,17 @@ TEST(StoreExposureTest, ListensOnMasterAddrWhenThisHostOwnsIt) {
   EXPECT_EQ(StoreListenHost(own), own);
 }
 
-TEST(StoreExposureTest, WarnsOnlyForAnOpenStoreBeyondLoopback) {
-  std::optional<std::string> warning = OpenStoreWarning("0.0.0.0", 29500, "");
-  ASSERT_TRUE(warning.has_value());
-  EXPECT_EQ(*warning,
-            "warning: the TCP store on 0.0.0.0:29500 accepts any client that can reach it (no job token: set "
-            "DDP_JOB_TOKEN, or ddprun --job_token)");
-  EXPECT_FALSE(OpenStoreWarning("0.0.0.0", 29500, "secret").has_value());
-  EXPECT_FALSE(OpenStoreWarning("127.0.0.1", 29500, "").has_value());
-  EXPECT_TRUE(OpenStoreWarning("198.51.100.7", 29500, "").has_value());
+TEST(StoreExposureTest, RefusesOnlyAnOpenStoreBeyondLoopback) {
+  const absl::Status open = CheckStoreExposure("0.0.0.0", 29500, "");
+  EXPECT_TRUE(absl::IsFailedPrecondition(open)) << open;
+  EXPECT_EQ(open.message(),
+            "the TCP store on 0.0.0.0:29500 would accept any client that can reach it: beyond loopback a job token "
+            "is required (set DDP_JOB_TOKEN or DDP_JOB_TOKEN_FILE to the same secret for every rank; ddprun: "
+            "--job_token or --job_token_file)");
+  EXPECT_TRUE(CheckStoreExposure("0.0.0.0", 29500, "secret").ok());
+  EXPECT_TRUE(CheckStoreExposure("127.0.0.1", 29500, "").ok());
+  EXPECT_TRUE(CheckStoreExposure("localhost", 29500, "").ok());
+  EXPECT_FALSE(CheckStoreExposure("198.51.100.7", 29500, "").ok());
 }
 
 }  // namespace

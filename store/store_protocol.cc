@@ -90,7 +90,12 @@ std::string EncodeRequestFrame(const StoreRequest& r) {
   const int key_count = KeyCount(r.op);
   DDP_CHECK(key_count < 0 || static_cast<int>(r.keys.size()) == key_count)
       << "store op " << static_cast<int>(r.op) << " takes " << key_count << " key(s)";
+  // Encoded in place after a length placeholder: a large value is copied once.
+  size_t size = 4 + 1 + 4 + 8 + 8 + r.value.size() + r.desired.size();
+  for (const std::string& key : r.keys) size += 4 + key.size();
   std::string p;
+  p.reserve(size);
+  AppendU32(&p, 0);
   AppendU8(&p, static_cast<uint8_t>(r.op));
   if (r.op == StoreOp::kWait) AppendU32(&p, static_cast<uint32_t>(r.keys.size()));
   for (const std::string& key : r.keys) AppendBytes(&p, key);
@@ -115,7 +120,11 @@ std::string EncodeRequestFrame(const StoreRequest& r) {
     case StoreOp::kNumKeys:
       break;
   }
-  return Frame(p);
+  DDP_CHECK(p.size() - 4 <= std::numeric_limits<uint32_t>::max()) << "store frame too large";
+  std::string length;
+  AppendU32(&length, static_cast<uint32_t>(p.size() - 4));
+  p.replace(0, 4, length);
+  return p;
 }
 
 std::string EncodeResponseFrame(const StoreResponse& r) {
@@ -181,21 +190,87 @@ absl::Duration TimeoutFromMs(int64_t timeout_ms) {
   return timeout_ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(timeout_ms);
 }
 
-absl::StatusOr<std::optional<std::string>> FrameReader::Next() {
+ResponseFrameParts EncodeResponseFrameAround(const StoreResponse& response, size_t value_size) {
+  DDP_CHECK(response.value.empty()) << "the value travels separately";
+  ResponseFrameParts parts;
+  AppendI64(&parts.tail, response.number);
+  std::string payload_head;
+  AppendU8(&payload_head, static_cast<uint8_t>(response.code));
+  AppendBytes(&payload_head, response.message);
+  DDP_CHECK(value_size <= std::numeric_limits<uint32_t>::max()) << "store value too large";
+  AppendU32(&payload_head, static_cast<uint32_t>(value_size));
+  const size_t payload = payload_head.size() + value_size + parts.tail.size();
+  DDP_CHECK(payload <= std::numeric_limits<uint32_t>::max()) << "store frame too large";
+  AppendU32(&parts.head, static_cast<uint32_t>(payload));
+  parts.head += payload_head;
+  return parts;
+}
+
+void FrameReader::Append(absl::string_view bytes) {
+  if (skip_remaining_ > 0) {
+    const size_t dropped = std::min(skip_remaining_, bytes.size());
+    skip_remaining_ -= dropped;
+    bytes.remove_prefix(dropped);
+  }
+  buffer_.append(bytes.data(), bytes.size());
+}
+
+std::optional<size_t> FrameReader::NextLength() const {
+  if (skip_remaining_ > 0) return std::nullopt;
   ByteReader header(absl::string_view(buffer_).substr(consumed_));
   uint32_t length = 0;
-  if (!header.ReadU32(&length)) return std::optional<std::string>();
-  if (length > max_frame_bytes_) {
-    return Malformed(absl::StrCat("frame of ", length, " bytes exceeds the limit of ",
-                                  max_frame_bytes_));
-  }
-  if (header.remaining() < length) return std::optional<std::string>();
-  std::string payload = buffer_.substr(consumed_ + 4, length);
-  consumed_ += 4 + length;
-  // Compact once the consumed prefix dominates, keeping Append amortised O(n).
-  if (consumed_ > 4096 && consumed_ * 2 > buffer_.size()) {
+  if (!header.ReadU32(&length)) return std::nullopt;
+  return length;
+}
+
+void FrameReader::Skip() {
+  const std::optional<size_t> length = NextLength();
+  DDP_CHECK(length.has_value()) << "FrameReader::Skip without a frame header";
+  const size_t here = std::min(*length, buffered() - 4);
+  consumed_ += 4 + here;
+  skip_remaining_ = *length - here;
+  Compact();
+}
+
+void FrameReader::Reserve(size_t frame_bytes) {
+  if (consumed_ > 0) {
     buffer_.erase(0, consumed_);
     consumed_ = 0;
+  }
+  buffer_.reserve(std::max(buffer_.size(), frame_bytes));
+}
+
+void FrameReader::Compact() {
+  constexpr size_t kKeptCapacity = size_t{64} << 10;
+  if (consumed_ == buffer_.size()) {
+    if (buffer_.capacity() > kKeptCapacity) {
+      std::string().swap(buffer_);  // free a large frame's buffer now, not when the next one comes
+    } else {
+      buffer_.clear();
+    }
+    consumed_ = 0;
+  } else if (consumed_ > 4096 && consumed_ * 2 > buffer_.size()) {
+    buffer_.erase(0, consumed_);
+    consumed_ = 0;
+  }
+}
+
+absl::StatusOr<std::optional<std::string>> FrameReader::Next() {
+  const std::optional<size_t> length = NextLength();
+  if (!length.has_value()) return std::optional<std::string>();
+  if (*length > max_frame_bytes_) {
+    return Malformed(absl::StrCat("frame of ", *length, " bytes exceeds the limit of ", max_frame_bytes_));
+  }
+  if (buffered() - 4 < *length) return std::optional<std::string>();
+  std::string payload;
+  if (consumed_ == 0 && buffer_.size() == 4 + *length) {
+    payload = std::move(buffer_);  // the whole buffer is this frame: no copy of a large payload
+    payload.erase(0, 4);
+    buffer_ = std::string();
+  } else {
+    payload = buffer_.substr(consumed_ + 4, *length);
+    consumed_ += 4 + *length;
+    Compact();
   }
   return std::optional<std::string>(std::move(payload));
 }

@@ -110,16 +110,40 @@ absl::Status StatusFromResponse(const StoreResponse& response);
 int64_t TimeoutToMs(absl::Duration timeout);
 absl::Duration TimeoutFromMs(int64_t timeout_ms);
 
+// The bytes of a response frame around its value: head (length prefix, code, message, the value's
+// length), then the value itself, then tail (number). head + value + tail == EncodeResponseFrame of the
+// response with that value, so a server can send a large stored value without copying it. Pure.
+struct ResponseFrameParts {
+  std::string head;
+  std::string tail;
+};
+// REQUIRES: response.value is empty (the value travels separately); value_size < 2^32 minus the rest.
+ResponseFrameParts EncodeResponseFrameAround(const StoreResponse& response, size_t value_size);
+
 // Splits a byte stream into frame payloads. Feed it whatever arrived with Append(), then call Next()
-// until it returns nullopt. Not thread-safe.
+// until it returns nullopt. Holds at most the bytes not yet returned (a large frame's buffer is
+// released once the frame is taken). Not thread-safe.
 class FrameReader {
  public:
   // Frames whose announced length is above `max_frame_bytes` are an error.
   explicit FrameReader(size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
 
-  void Append(absl::string_view bytes) { buffer_.append(bytes.data(), bytes.size()); }
+  // Adds received bytes (those of a frame being skipped are dropped at once).
+  void Append(absl::string_view bytes);
   // Changes the limit for the frames not yet returned (e.g. after the hello).
   void set_max_frame_bytes(size_t max) { max_frame_bytes_ = max; }
+
+  // The payload length the next frame announces, once its 4-byte header is here (whatever the
+  // limit); nullopt before, and while a skipped frame's bytes are still arriving.
+  std::optional<size_t> NextLength() const;
+  // Drops the next frame, header and payload, including the payload bytes still to arrive.
+  // REQUIRES: NextLength() has a value.
+  void Skip();
+  // True while the bytes of a skipped frame are still to arrive.
+  bool skipping() const { return skip_remaining_ > 0; }
+  // Makes room at once for a frame of `frame_bytes` (header included) starting at the next unread
+  // byte, so that a large frame is received without repeated reallocation.
+  void Reserve(size_t frame_bytes);
 
   // Returns the next complete payload, nullopt when more bytes are needed, or kInvalidArgument when
   // the next frame is longer than the limit (the stream is then unusable).
@@ -129,9 +153,14 @@ class FrameReader {
   size_t buffered() const { return buffer_.size() - consumed_; }
 
  private:
+  // Drops the consumed prefix when it dominates (amortised O(n) appends) and frees a large buffer
+  // once nothing in it is left.
+  void Compact();
+
   size_t max_frame_bytes_;
   std::string buffer_;
-  size_t consumed_ = 0;  // Bytes of buffer_ already returned.
+  size_t consumed_ = 0;        // Bytes of buffer_ already returned.
+  size_t skip_remaining_ = 0;  // Bytes of a skipped frame still to arrive (dropped by Append).
 };
 
 }  // namespace ddp

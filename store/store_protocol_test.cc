@@ -129,6 +129,57 @@ TEST(FrameReaderTest, OversizedFrameIsAnErrorBeforeItsBytesArrive) {
   EXPECT_FALSE(reader.Next().ok());
 }
 
+// A skipped frame's bytes are dropped as they arrive, however they are split, and the frames after it
+// come through intact.
+TEST(FrameReaderTest, SkipDropsAFrameIncludingBytesStillToArrive) {
+  StoreRequest big = Request(StoreOp::kSet, {"k"});
+  big.value = std::string(10000, 'x');
+  StoreRequest small = Request(StoreOp::kSet, {"k"});
+  small.value = "after";
+  const std::string stream = EncodeRequestFrame(big) + EncodeRequestFrame(small);
+  FrameReader reader(1 << 20);
+  EXPECT_FALSE(reader.NextLength().has_value());
+  reader.Append(stream.substr(0, 100));
+  ASSERT_TRUE(reader.NextLength().has_value());
+  EXPECT_EQ(*reader.NextLength(), EncodeRequestFrame(big).size() - 4);
+  reader.Skip();
+  EXPECT_TRUE(reader.skipping());
+  EXPECT_FALSE(reader.NextLength().has_value());
+  for (size_t at = 100; at < stream.size(); at += 777) reader.Append(stream.substr(at, 777));
+  EXPECT_FALSE(reader.skipping());
+  auto next = reader.Next();
+  ASSERT_TRUE(next.ok() && next->has_value());
+  EXPECT_EQ(*DecodeRequest(**next, StoreProtocolLimits()), small);
+  EXPECT_EQ(reader.buffered(), 0u);
+}
+
+TEST(FrameReaderTest, ReservedLargeFrameComesOutWhole) {
+  StoreRequest big = Request(StoreOp::kSet, {"k"});
+  big.value = std::string(300000, 'y');
+  const std::string frame = EncodeRequestFrame(big);
+  FrameReader reader(1 << 20);
+  reader.Append(frame.substr(0, 10));
+  reader.Reserve(frame.size());
+  reader.Append(frame.substr(10));
+  auto next = reader.Next();
+  ASSERT_TRUE(next.ok() && next->has_value());
+  EXPECT_EQ(*DecodeRequest(**next, StoreProtocolLimits()), big);
+  EXPECT_EQ(reader.buffered(), 0u);
+}
+
+// The parts a server sends around a shared value are exactly the response's frame.
+TEST(StoreProtocolTest, ResponsePartsAroundAValueMatchTheWholeFrame) {
+  for (const std::string& value : {std::string(), std::string("v"), std::string(70000, 'z')}) {
+    StoreResponse response;
+    response.code = absl::StatusCode::kNotFound;
+    response.message = "msg";
+    response.number = -42;
+    const ResponseFrameParts parts = EncodeResponseFrameAround(response, value.size());
+    response.value = value;
+    EXPECT_EQ(parts.head + value + parts.tail, EncodeResponseFrame(response));
+  }
+}
+
 TEST(StoreProtocolTest, TimeoutConversion) {
   EXPECT_EQ(TimeoutToMs(absl::InfiniteDuration()), -1);
   EXPECT_EQ(TimeoutToMs(absl::Milliseconds(250)), 250);

@@ -15,6 +15,7 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Create(TcpStoreOptions optio
     server_options.port = options.port;
     server_options.job_token = options.job_token;
     server_options.limits = options.limits;
+    server_options.max_store_bytes = options.max_store_bytes;
     DDP_ASSIGN_OR_RETURN(server, TcpStoreServer::Create(std::move(server_options)));
     port = server->port();
   }

@@ -23,11 +23,15 @@ struct TcpStoreOptions {
   int port = 29500;
   // Start a TcpStoreServer in this process (listening on server_bind_host:port) before connecting.
   bool is_server = false;
-  // Address the in-process server listens on ("0.0.0.0": every interface). InitProcessGroup passes
-  // StoreListenHost(MASTER_ADDR) (store/store_exposure.h).
-  std::string server_bind_host = "0.0.0.0";
-  // Job token for server and client. nullopt: $DDP_JOB_TOKEN when set, else none.
+  // Address the in-process server listens on, bound as given ("0.0.0.0": every interface; beyond
+  // loopback a job token is required). InitProcessGroup passes StoreListenHost(MASTER_ADDR)
+  // (store/store_exposure.h).
+  std::string server_bind_host = "127.0.0.1";
+  // Job token for server and client. nullopt: $DDP_JOB_TOKEN, else $DDP_JOB_TOKEN_FILE's, else none.
   std::optional<std::string> job_token;
+  // The in-process server's memory cap (TcpStoreServerOptions::max_store_bytes). nullopt:
+  // $DDP_STORE_MAX_BYTES, else kDefaultMaxStoreBytes.
+  std::optional<int64_t> max_store_bytes;
   // How long the client keeps retrying to reach the server (and to complete its hello).
   absl::Duration connect_timeout = absl::Seconds(60);
   // How long the client waits for a response beyond the call's own timeout before declaring the
@@ -44,7 +48,8 @@ class TcpStore : public Store {
  public:
   // Starts the server when options.is_server, then connects a client (retrying until
   // options.connect_timeout). kUnavailable when the server cannot listen or cannot be reached,
-  // kPermissionDenied for a wrong job token.
+  // kPermissionDenied for a wrong job token, kFailedPrecondition for a server beyond loopback without
+  // one (TcpStoreServer::Create).
   static absl::StatusOr<std::unique_ptr<TcpStore>> Create(TcpStoreOptions options);
 
   // The server's port (the picked one when is_server and port was 0).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "store/byte_codec.h"
 #include "store/job_token.h"
@@ -33,21 +34,24 @@ absl::Status CheckSizes(const StoreRequest& request, const StoreProtocolLimits& 
                                                      limits.max_key_bytes));
     }
   }
-  if (std::max(request.value.size(), request.desired.size()) > limits.max_value_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("store value exceeds max_value_bytes ",
-                                                   limits.max_value_bytes));
+  const size_t value_bytes = std::max(request.value.size(), request.desired.size());
+  if (value_bytes > limits.max_value_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "store value of ", value_bytes, " bytes for key '", absl::CHexEscape(request.keys[0].substr(0, 200)),
+        "' is above the store's limit of ", limits.max_value_bytes, " bytes per value"));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-TcpStoreClient::TcpStoreClient(TcpStoreClientOptions options)
-    : options_(std::move(options)), token_(ResolveJobToken(options_.job_token)) {}
+TcpStoreClient::TcpStoreClient(TcpStoreClientOptions options, std::string token)
+    : options_(std::move(options)), token_(std::move(token)) {}
 
 absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Create(
     TcpStoreClientOptions options) {
-  std::unique_ptr<TcpStoreClient> client(new TcpStoreClient(std::move(options)));
+  DDP_ASSIGN_OR_RETURN(std::string token, ResolveJobToken(options.job_token));
+  std::unique_ptr<TcpStoreClient> client(new TcpStoreClient(std::move(options), std::move(token)));
   DDP_ASSIGN_OR_RETURN(UniqueFd fd, client->Connect());
   absl::MutexLock lock(&client->mu_);
   client->idle_.push_back(std::move(fd));
@@ -70,7 +74,11 @@ absl::StatusOr<UniqueFd> TcpStoreClient::Connect() const {
           Exchange(fd->get(), hello, std::min(deadline, absl::Now() + options_.io_timeout));
       if (response.ok() && response->code == absl::StatusCode::kOk) return fd;
       // A refused token or version is final; a broken hello is retried like a refused connect.
-      if (response.ok()) return StatusFromResponse(*response);
+      if (response.ok()) {
+        const absl::Status refused = StatusFromResponse(*response);
+        return absl::Status(refused.code(), absl::StrCat("TCP store at ", options_.host, ":", options_.port, ": ",
+                                                         refused.message()));
+      }
       last = response.status();
     } else {
       last = fd.status();

@@ -22,7 +22,8 @@ struct TcpStoreClientOptions {
   std::string host = "127.0.0.1";
   // Server port.
   int port = 29500;
-  // Token presented to the server. nullopt: $DDP_JOB_TOKEN when set, else none; "": none.
+  // Token presented to the server. nullopt: $DDP_JOB_TOKEN, else the file $DDP_JOB_TOKEN_FILE names,
+  // else none (store/job_token.h); "": none.
   std::optional<std::string> job_token;
   // How long to keep retrying to connect (exponential backoff from 10 ms to 1 s) before failing;
   // the server may start after its clients. It bounds the hello too: a peer that accepts the
@@ -39,10 +40,13 @@ struct TcpStoreClientOptions {
 // Thread safety: thread-safe. Each call borrows a connection from a small pool and opens a new one
 // when all are busy, so a thread blocked in Get never delays another thread's Set.
 // Errors: kUnavailable when the server is unreachable or the connection breaks (the call is not
-// retried, since Add is not idempotent), kPermissionDenied for a wrong job token.
+// retried, since Add is not idempotent), kPermissionDenied for a wrong job token, kInvalidArgument for
+// a key or value above options.limits (before anything is sent), kResourceExhausted when the server's
+// memory cap would be passed (store/tcp_store_server.h).
 class TcpStoreClient : public Store {
  public:
-  // Connects (retrying until options.connect_timeout) and presents the job token.
+  // Connects (retrying until options.connect_timeout) and presents the job token. Errors name the
+  // server's host:port; kInvalidArgument for an unreadable DDP_JOB_TOKEN_FILE.
   static absl::StatusOr<std::unique_ptr<TcpStoreClient>> Create(TcpStoreClientOptions options);
 
   absl::Status Set(absl::string_view key, absl::string_view value) override;
@@ -55,7 +59,7 @@ class TcpStoreClient : public Store {
   absl::StatusOr<int64_t> NumKeys() override;
 
  private:
-  explicit TcpStoreClient(TcpStoreClientOptions options);
+  TcpStoreClient(TcpStoreClientOptions options, std::string token);
 
   // Opens a connection with retries and completes the hello.
   absl::StatusOr<UniqueFd> Connect() const;

@@ -1,7 +1,8 @@
 // Micro-benchmark of the CNN layers of the MNIST model (batch 64): Conv2d forward and forward+backward
 // for conv1 (1->32, 3x3, pad 1, 28x28) and conv2 (32->64, 3x3, pad 1, 14x14), MaxPool2d, and a whole
 // training step of the small CNN, with each conv -> ReLU -> pool block as three ops and as one
-// (Conv2dReluMaxPool2d, as nn::Sequential runs it). Prints
+// (Conv2dReluMaxPool2d, as nn::Sequential runs it), then ResNet-18's convolutions (with GFLOP/s) and
+// its element-wise layers at layer1's size ("resnet" in the label). Prints
 // milliseconds per iteration: the median and the minimum of 20 runs (the minimum is the steadier number on
 // a shared machine).
 //   bazel run //tensor:conv_bench -- [threads] [label substring]
@@ -112,6 +113,58 @@ void Run() {
               }));
 }
 
+// The convolutions of ResNet-18 on 28x28 images (nn/resnet.h) at batch 64, forward + backward (input,
+// weight), with the GFLOP/s each reaches: 2 * MACs forward, twice that backward.
+void RunResNet() {
+  struct Case {
+    const char* label;
+    int64_t c, out, hw, kernel, stride;
+  };
+  const Case cases[] = {
+      {"resnet l1 64->64 3x3 28", 64, 64, 28, 3, 1},    {"resnet l2a 64->128 3x3 s2", 64, 128, 28, 3, 2},
+      {"resnet l2 128->128 3x3 14", 128, 128, 14, 3, 1}, {"resnet l2ds 64->128 1x1 s2", 64, 128, 28, 1, 2},
+      {"resnet l3a 128->256 3x3 s2", 128, 256, 14, 3, 2}, {"resnet l3 256->256 3x3 7", 256, 256, 7, 3, 1},
+      {"resnet l4a 256->512 3x3 s2", 256, 512, 7, 3, 2}, {"resnet l4 512->512 3x3 4", 512, 512, 4, 3, 1},
+      {"resnet l4ds 256->512 1x1 s2", 256, 512, 7, 1, 2},
+  };
+  Generator gen(1);
+  for (const Case& k : cases) {
+    if (std::strstr(k.label, g_filter) == nullptr) continue;
+    Tensor x = Param({64, k.c, k.hw, k.hw}, gen);
+    Tensor w = Param({k.out, k.c, k.kernel, k.kernel}, gen);
+    const int64_t padding = k.kernel / 2, o = (k.hw + 2 * padding - k.kernel) / k.stride + 1;
+    const double macs = 64.0 * k.out * k.c * k.kernel * k.kernel * o * o;
+    const Timing t = Measure([&] {
+      Tensor y = Conv2d(x, w, Tensor(), k.stride, padding);
+      y.Backward(OnesLike(y));
+    }, 5);
+    std::printf("%-30s %8.3f ms (min %8.3f ms) %6.1f GFLOP/s\n", k.label, t.median_ms, t.min_ms,
+                6.0 * macs / (t.min_ms * 1e6));
+  }
+}
+
+// The element-wise layers of a ResNet-18 BasicBlock at layer1's size ([64, 64, 28, 28], batch 64),
+// forward + backward.
+void RunResNetElementwise() {
+  Generator gen(2);
+  Tensor x = Param({64, 64, 28, 28}, gen), r = Param({64, 64, 28, 28}, gen);
+  Tensor weight = Param({64}, gen), bias = Param({64}, gen);
+  Tensor mean = Zeros({64}), var = Ones({64});
+  Report("resnet bn 64x64x28x28 fwd+bwd", ([&] {
+           Tensor y = BatchNorm(x, weight, bias, mean, var, true);
+           y.Backward(OnesLike(y));
+         }));
+  Report("resnet relu 64x64x28x28 fwd+bwd", ([&] {
+           Tensor y = Relu(x);
+           y.Backward(OnesLike(y));
+         }));
+  Report("resnet add 64x64x28x28 fwd+bwd", ([&] {
+           Tensor y = Add(x, r);
+           y.Backward(OnesLike(y));
+         }));
+  Report("resnet ones 64x64x28x28", ([&] { OnesLike(x); }));
+}
+
 }  // namespace
 }  // namespace ddp
 
@@ -121,5 +174,7 @@ int main(int argc, char** argv) {
   ddp::SetNumThreads(threads);
   std::printf("threads: %d\n", threads);
   ddp::Run();
+  ddp::RunResNet();
+  ddp::RunResNetElementwise();
   return 0;
 }

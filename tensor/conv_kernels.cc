@@ -116,14 +116,23 @@ void Col2ImImage(float* col, const ConvGeometry& g, int64_t ld, float* gx) {
   }
 }
 
+// Scratch buffers up to this many floats are cached per thread (class Scratch); larger ones are allocated
+// per call.
+constexpr size_t kMaxCachedFloats = size_t{4} << 20;  // 16 MiB per slot and thread
+
 // Images per GEMM (Note [Conv2d image groups]): enough to give the GEMM N >= ~800 columns while keeping
-// col within 1 MiB. Measured on the MNIST CNN at batch 64, 1 thread (tensor/conv_bench.cc): conv2
-// (P = 196) is fastest with 4 images per GEMM, conv1 (P = 784) with one; larger groups lose more to
-// the scatter/gather copies and cache misses than the wider GEMM gains.
+// col within a budget of 1 MiB, or of the weight matrix's size where that is larger (within the cached
+// scratch). Measured on the MNIST CNN at batch 64, 1 thread (tensor/conv_bench.cc): conv2 (P = 196) is
+// fastest with 4 images per GEMM, conv1 (P = 784) with one; larger groups lose more to the
+// scatter/gather copies and cache misses than the wider GEMM gains. Weights beyond L2 (ResNet-18's
+// later stages: 512 x 4608 floats, 9 MiB, at P = 16) change the balance: every group streams them
+// through the GEMM again, and backward reads and writes the whole weight gradient once per group, so
+// a col as large as the weights costs less than the extra weight passes it saves.
 int64_t ImagesPerGroup(const ConvGeometry& g) {
   const int64_t p = std::max<int64_t>(g.P(), 1);
   const int64_t want_n = 800;
-  const int64_t budget_floats = (1 << 20) / sizeof(float);
+  const int64_t budget_floats = std::min<int64_t>(
+      std::max<int64_t>((1 << 20) / sizeof(float), g.out * g.K()), static_cast<int64_t>(kMaxCachedFloats));
   int64_t group = std::max<int64_t>(1, want_n / p);
   group = std::min(group, std::max<int64_t>(1, budget_floats / std::max<int64_t>(g.K() * p, 1)));
   return std::min(group, std::max<int64_t>(g.n, 1));
@@ -134,7 +143,6 @@ int64_t ImagesPerGroup(const ConvGeometry& g) {
 class Scratch {
  public:
   Scratch(int slot, size_t floats) {
-    constexpr size_t kMaxCachedFloats = size_t{4} << 20;  // 16 MiB per slot and thread
     thread_local std::vector<float> cached[2];
     if (floats > kMaxCachedFloats) {
       own_.resize(floats);

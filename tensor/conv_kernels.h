@@ -11,7 +11,9 @@
 // For G == 1 the GEMM reads and writes the image's [out, P] slice of the output or gradient directly,
 // with no scatter. A larger G gives the GEMM a wider N (better kernel efficiency when P is small) at
 // the price of the scatter/gather copies; ImagesPerGroup picks G so the col buffer stays within 1 MiB
-// (L2-resident). The col buffers are per-thread scratch reused across calls (class Scratch), never
+// (L2-resident), or within the weight matrix's size when that is larger (each group streams the weights
+// again: a deep layer's 9 MiB of weights at P = 16 would otherwise pass through the GEMM 21 times per
+// batch of 64). The col buffers are per-thread scratch reused across calls (class Scratch), never
 // allocated per image.
 #ifndef DDP_TENSOR_CONV_KERNELS_H_
 #define DDP_TENSOR_CONV_KERNELS_H_

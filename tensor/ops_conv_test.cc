@@ -82,8 +82,9 @@ std::vector<float> ReferenceConv(const Tensor& x, const Tensor& w, const Tensor&
   return out;
 }
 
-// Stride 1 and 2, padding 0 and 1, non-square images and kernels, batch 1 and 3, several channels, and a
-// 48x48 image (P > 2048: one image per GEMM, Note [Conv2d image groups]) besides the grouped path.
+// Stride 1 and 2, padding 0 and 1, non-square images and kernels, batch 1 and 3, several channels, a
+// 48x48 image (P > 2048: one image per GEMM, Note [Conv2d image groups]) besides the grouped path, and
+// ResNet's strided convolutions without bias.
 const std::vector<ConvCase>& ConvCases() {
   static const std::vector<ConvCase> cases = {
       {1, 1, 5, 5, 1, 3, 3, 1, 0, true},  {3, 2, 7, 5, 4, 3, 3, 2, 1, true},
@@ -91,6 +92,8 @@ const std::vector<ConvCase>& ConvCases() {
       {3, 4, 6, 6, 5, 3, 3, 1, 1, true},  {3, 2, 5, 7, 3, 1, 1, 1, 0, true},
       {2, 2, 7, 6, 3, 3, 2, 1, 1, true},  {1, 3, 9, 8, 2, 5, 5, 2, 2, true},
       {2, 1, 48, 48, 2, 3, 3, 1, 1, true},
+      // ResNet's downsample (1x1, stride 2, no bias, odd size) and a strided 3x3 without bias.
+      {2, 4, 7, 7, 3, 1, 1, 2, 0, false}, {2, 3, 7, 7, 4, 3, 3, 2, 1, false},
   };
   return cases;
 }

@@ -53,6 +53,8 @@ TEST(OpsGradCheck, Reductions) {
   EXPECT_GRADCHECK([](const Inputs& x) { return Mean(x[0]); }, in);
   EXPECT_GRADCHECK([](const Inputs& x) { return Sum(x[0], {0, 2}); }, in);
   EXPECT_GRADCHECK([](const Inputs& x) { return Mean(x[0], {1}, true); }, in);
+  // Global average pooling as ResNet's AdaptiveAvgPool2d(1) runs it: each [h, w] plane's mean.
+  EXPECT_GRADCHECK([](const Inputs& x) { return Mean(x[0], {2, 3}, true); }, (Inputs{Leaf({2, 3, 4, 5}, 12)}));
 }
 
 TEST(OpsGradCheck, ShapeOps) {

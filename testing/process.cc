@@ -1,13 +1,24 @@
 #include "testing/process.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
@@ -70,8 +81,10 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const RunOptions&
   EXPECT_EQ(::pipe(out), 0);
   EXPECT_EQ(::pipe(err), 0);
   const absl::Time start = absl::Now();
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(126);
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
     for (const std::string& assignment : options.env) ::putenv(const_cast<char*>(assignment.c_str()));
@@ -102,6 +115,152 @@ int RunShell(const std::string& command, std::string* output) {
   ProcessResult result = RunShell(command);
   output->append(result.out);
   return result.exit_code;
+}
+
+namespace {
+
+int ExitCode(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+// The value in kB of `field` ("VmHWM:") of /proc/<pid>/status, in bytes; -1 when unreadable.
+int64_t StatusBytes(pid_t pid, absl::string_view field) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!absl::StartsWith(line, field)) continue;
+    int64_t kb = 0;
+    std::vector<std::string> parts = absl::StrSplit(line.substr(field.size()), absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (!parts.empty() && absl::SimpleAtoi(parts[0], &kb)) return kb * 1024;
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::unique_ptr<BackgroundProcess> BackgroundProcess::Start(const std::vector<std::string>& argv,
+                                                            const std::vector<std::string>& env,
+                                                            const std::string& output_path) {
+  const int out = ::open(output_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (out < 0) {
+    ADD_FAILURE() << "cannot open " << output_path;
+    return nullptr;
+  }
+  std::vector<std::string> args = argv, vars = env;
+  std::vector<char*> c_argv;
+  for (std::string& a : args) c_argv.push_back(a.data());
+  c_argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(126);
+    ::dup2(out, 1);
+    ::dup2(out, 2);
+    for (std::string& assignment : vars) ::putenv(assignment.data());
+    ::execv(c_argv[0], c_argv.data());
+    ::_exit(126);
+  }
+  ::close(out);
+  if (pid < 0) {
+    ADD_FAILURE() << "fork failed";
+    return nullptr;
+  }
+  return std::unique_ptr<BackgroundProcess>(new BackgroundProcess(pid, output_path));
+}
+
+BackgroundProcess::~BackgroundProcess() {
+  if (!exit_code_.has_value()) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+}
+
+std::string BackgroundProcess::Output() const {
+  std::ifstream in(output_path_);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void BackgroundProcess::Signal(int signal) {
+  if (!exit_code_.has_value()) ::kill(pid_, signal);
+}
+
+std::optional<int> BackgroundProcess::Wait(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!exit_code_.has_value()) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      exit_code_ = ExitCode(status);
+      break;
+    }
+    if (absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return exit_code_;
+}
+
+bool BecomeChildSubreaper() { return ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0; }
+
+std::vector<pid_t> ChildrenOf(pid_t pid) {
+  std::vector<pid_t> children;
+  const std::string tasks = absl::StrCat("/proc/", pid, "/task");
+  DIR* dir = ::opendir(tasks.c_str());
+  if (dir == nullptr) return children;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    std::ifstream in(absl::StrCat(tasks, "/", entry->d_name, "/children"));
+    pid_t child = 0;
+    while (in >> child) children.push_back(child);
+  }
+  ::closedir(dir);
+  return children;
+}
+
+bool ProcessEnded(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');
+  if (stat.empty() || paren == std::string::npos || paren + 2 >= stat.size()) return true;
+  const char state = stat[paren + 2];
+  return state == 'Z' || state == 'X';
+}
+
+void KillAndReap(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+}
+
+int64_t PeakRssBytes(pid_t pid) { return StatusBytes(pid, "VmHWM:"); }
+int64_t RssBytes(pid_t pid) { return StatusBytes(pid, "VmRSS:"); }
+
+bool AcceptsConnections(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  ::close(fd);
+  return connected;
+}
+
+int FreeTcpPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  int port = 0;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  if (fd >= 0) ::close(fd);
+  EXPECT_GT(port, 0) << "no free port";
+  return port;
 }
 
 }  // namespace ddp

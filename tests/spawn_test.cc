@@ -1,6 +1,7 @@
 // Spawn starts real processes: runs tests/spawn_check (which calls Spawn on itself) and checks its
 // ranks rendezvous, that a failing rank is named with how it ended while the others are stopped (and
-// named in the survivors' errors through the exit notice), and that SIGINT/SIGTERM reach every rank.
+// named in the survivors' errors through the exit notice), that SIGINT/SIGTERM reach every rank, that
+// the ranks die with a SIGKILLed parent, and that nprocs is bounded.
 #include "launch/spawn.h"
 
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/process.h"
+#include "testing/wait_until.h"
 
 namespace ddp {
 namespace {
@@ -66,6 +68,40 @@ TEST(SpawnTest, ARankLostInACollectiveIsNamedInTheSurvivorsError) {
   EXPECT_THAT(r.all(), HasSubstr("[rank 0] spawned rank 0: "));
   EXPECT_THAT(r.all(), HasSubstr("lost rank 1 (launcher: exit code 137 (signal 9))"));
   EXPECT_LT(r.elapsed, absl::Seconds(30)) << r.all();
+}
+
+// The parent is SIGKILLed while its ranks sleep: the ranks are gone within a second (they die with the
+// parent), instead of running on as orphans.
+TEST(SpawnTest, RanksDieWithASigkilledParent) {
+  ASSERT_TRUE(BecomeChildSubreaper());  // the orphaned ranks become ours to watch and reap
+  const std::string output = TempPath("spawn_killed_parent.out");
+  std::unique_ptr<BackgroundProcess> parent =
+      BackgroundProcess::Start({Runfile("tests/spawn_check"), "--nprocs=2", "--others_sleep_s=50"}, {}, output);
+  ASSERT_NE(parent, nullptr);
+  ASSERT_TRUE(WaitUntil([&] {
+    const std::string out = parent->Output();
+    return out.find("[rank 0] before Spawn") != std::string::npos &&
+           out.find("[rank 1] before Spawn") != std::string::npos;
+  })) << parent->Output();
+  const std::vector<pid_t> ranks = ChildrenOf(parent->pid());
+  ASSERT_EQ(ranks.size(), 2u);
+  parent->Signal(SIGKILL);
+  ASSERT_TRUE(parent->Wait(absl::Seconds(5)).has_value());
+  const absl::Time killed = absl::Now();
+  const bool gone = WaitUntil([&] { return ProcessEnded(ranks[0]) && ProcessEnded(ranks[1]); }, absl::Seconds(5));
+  const absl::Duration took = absl::Now() - killed;
+  for (pid_t rank : ranks) KillAndReap(rank);
+  EXPECT_TRUE(gone) << "ranks still ran 5 s after their parent was killed";
+  EXPECT_LT(took, absl::Seconds(1));
+}
+
+// nprocs is bounded as ddprun's --nproc_per_node is: a clear error, not an abort or a fork storm.
+TEST(SpawnTest, NprocsOutOfRangeIsAnError) {
+  for (const char* nprocs : {"--nprocs=0", "--nprocs=-3"}) {
+    const ProcessResult r = RunSpawnCheck({nprocs});
+    EXPECT_EQ(r.exit_code, 1) << r.all();
+    EXPECT_THAT(r.err, HasSubstr("Spawn: nprocs must be in [1, 1024] (processes on this host), got ")) << r.all();
+  }
 }
 
 class SpawnSignalTest : public ::testing::TestWithParam<int> {};

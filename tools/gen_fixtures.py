@@ -17,9 +17,12 @@ full weights and gradients (fc1 alone has 401k weights), so:
     parameter with at most LARGE elements as "state.<name>" so the C++ test checks that both sides
     agree on the formula;
   * gradients with at most LARGE elements are stored whole ("grad.<name>"); larger ones as a strided
-    sample of the flattened gradient ("grad_sample.<name>", stride "grad_sample_stride.<name>") plus
-    their sums over dim 0 and dim 1 ("grad_sum0.<name>", "grad_sum1.<name>").
-The total stays well under 2 MB.
+    sample of the flattened gradient ("grad_sample.<name>", stride "grad_sample_stride.<name>") plus,
+    for matrices, their sums over dim 0 and dim 1 ("grad_sum0.<name>", "grad_sum1.<name>"), and for
+    convolution kernels [out, in, kh, kw] their sums per output and per input channel
+    ("grad_sum_out.<name>" [out], "grad_sum_in.<name>" [in]; a kernel's sum over dim 0 alone would be
+    as large as a small layer).
+The total stays under 2 MB (resnet18's file, 62 parameters and 11.2M values, is about 0.6 MB of it).
 """
 
 import argparse
@@ -94,8 +97,12 @@ def grad_entries(name, grad, out):
     stride = max(1, grad.numel() // SAMPLE_TARGET)
     out["grad_sample." + name] = grad.flatten()[::stride].clone()
     out["grad_sample_stride." + name] = torch.tensor(stride, dtype=torch.int64)
-    out["grad_sum0." + name] = grad.sum(0)
-    out["grad_sum1." + name] = grad.sum(1)
+    if grad.dim() == 2:
+        out["grad_sum0." + name] = grad.sum(0)
+        out["grad_sum1." + name] = grad.sum(1)
+    else:
+        out["grad_sum_out." + name] = grad.sum(dim=(1, 2, 3))
+        out["grad_sum_in." + name] = grad.sum(dim=(0, 2, 3))
 
 
 def model_fixture(name, model, out_dir):
@@ -184,6 +191,36 @@ def layer_fixtures(out_dir):
                       buffers_after=("running_mean", "running_var", "num_batches_tracked"))
 
 
+def resnet_layer_fixtures(out_dir):
+    """The pieces of resnet18 the other layer fixtures do not cover: a 1x1, stride 2 convolution without
+    bias (downsample.0), global average pooling, and a BasicBlock with a downsample (3 -> 4 channels,
+    stride 2) in training mode (batch statistics; the running ones updated: after.*) and in eval mode
+    (random running statistics)."""
+    torch.manual_seed(10)
+    gen = torch.Generator().manual_seed(11)
+    conv = nn.Conv2d(6, 5, 1, stride=2, bias=False)
+    layer_fixture(os.path.join(out_dir, "conv2d_k1_s2_nobias.safetensors"), conv,
+                  torch.randn(2, 6, 7, 7, generator=gen),
+                  {"in_channels": 6, "out_channels": 5, "kernel_size": 1, "stride": 2, "padding": 0,
+                   "bias": 0})
+    layer_fixture(os.path.join(out_dir, "adaptive_avgpool2d.safetensors"), nn.AdaptiveAvgPool2d(1),
+                  torch.randn(3, 4, 5, 6, generator=gen), {"output_size": 1})
+    for mode in ("train", "eval"):
+        block = reference_models.BasicBlock(3, 4, 2)
+        with torch.no_grad():
+            for name, bn in block.named_modules():
+                if isinstance(bn, nn.BatchNorm2d):
+                    bn.weight.copy_(torch.rand(4, generator=gen) + 0.5)
+                    bn.bias.copy_(torch.randn(4, generator=gen))
+                    bn.running_mean.copy_(torch.randn(4, generator=gen))
+                    bn.running_var.copy_(torch.rand(4, generator=gen) + 0.5)
+        block.train(mode == "train")
+        buffers = [name for name, _ in block.named_buffers()]
+        layer_fixture(os.path.join(out_dir, "basic_block_%s.safetensors" % mode), block,
+                      torch.randn(2, 3, 7, 7, generator=gen),
+                      {"in_channels": 3, "out_channels": 4, "stride": 2, "mode": mode}, buffers_after=buffers)
+
+
 def loss_fixture(out_dir):
     gen = torch.Generator().manual_seed(2)
     out = collections.OrderedDict()
@@ -248,6 +285,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(1)
     layer_fixtures(args.out)
+    resnet_layer_fixtures(args.out)
     loss_fixture(args.out)
     torch.manual_seed(0)
     for name in reference_models.MODELS:

@@ -16,6 +16,7 @@ PACKAGES=(
   nlohmann-json3-dev     # safetensors headers
   dataset-fashion-mnist  # /usr/share/datasets/fashion-mnist
   python3-torch          # PyTorch 1.13 CPU for /usr/bin/python3: the benchmark reference and fixture generator
+  python3-torchvision    # torchvision 0.14: //nn:resnet_interchange_test's resnet18
   python3-pip            # pip for /usr/bin/python3: Hugging Face's safetensors below
   gnuplot-nox            # plots in bench/
   iproute2               # network namespaces for the multi-host tests

@@ -52,13 +52,16 @@ TEST(DdpContractTest, DesyncCheckAcceptsBatchNormStatistics) {
 }
 
 // Ranks started with different bucket caps must not crash inside Gloo (exit 134) or reduce buffers of
-// different sizes against each other: DDP's wrap-time check names the setting and both values.
-TEST(DdpContractTest, MismatchedBucketCapsAreNamedAtWrapTime) {
+// different sizes against each other: the start-up settings check names the flag and both values (DDP's
+// own wrap-time check, which names its option, is the library's: ddp/distributed_data_parallel_test.cc).
+TEST(DdpContractTest, MismatchedBucketCapsAreNamedAtStartUp) {
   std::string output;
   EXPECT_NE(RunShell(DdprunPerRank(2, "--model=mlp --max_steps=3", "--bucket_cap_mb=25", "--bucket_cap_mb=0"),
                      &output),
             0);
-  EXPECT_THAT(output, HasSubstr("DDP settings differ across ranks: bucket_cap_bytes is 26214400 on rank 0 and 0 on rank 1"));
+  EXPECT_THAT(
+      output,
+      HasSubstr("train/train settings differ across ranks: --bucket_cap_mb is 25 on rank 0 and 0 on rank 1"));
   EXPECT_THAT(output, Not(HasSubstr("terminate")));
 }
 

@@ -13,15 +13,26 @@ namespace ddp {
 namespace {
 
 std::atomic<bool> stop_requested{false};
+std::atomic<bool> polled{false};  // The step loop has asked at least once.
+
+// Async-signal-safe enough for the waiting thread: one write(2), then _exit.
+[[noreturn]] void ExitNow(const char* message, size_t size) {
+  (void)!::write(2, message, size);
+  _exit(128 + SIGTERM);
+}
 
 void WaitForSigterm(sigset_t set) {
   while (true) {
     int signal = 0;
     if (sigwait(&set, &signal) != 0 || signal != SIGTERM) continue;
+    if (!polled.load()) {
+      static const char kMessage[] =
+          "train: SIGTERM before training started (start-up or rendezvous), exiting now\n";
+      ExitNow(kMessage, sizeof(kMessage) - 1);
+    }
     if (stop_requested.exchange(true)) {
       static const char kMessage[] = "train: second SIGTERM, exiting now\n";
-      (void)!::write(2, kMessage, sizeof(kMessage) - 1);
-      _exit(128 + SIGTERM);
+      ExitNow(kMessage, sizeof(kMessage) - 1);
     }
     std::fprintf(stderr, "train: SIGTERM received, stopping after the current step\n");
     std::fflush(stderr);
@@ -41,6 +52,9 @@ void InstallGracefulStop() {
   });
 }
 
-bool GracefulStopRequested() { return stop_requested.load(std::memory_order_relaxed); }
+bool GracefulStopRequested() {
+  polled.store(true);
+  return stop_requested.load();
+}
 
 }  // namespace ddp

@@ -59,17 +59,20 @@ fs::path NearestExisting(fs::path path, int* error) {
 }  // namespace
 
 absl::Status ProbeOutputFile(absl::string_view flag, const std::string& path, OutputWrite how) {
-  const fs::path file(path);
+  // Through symbolic links to the file the write lands in; anything there but a regular file (a device
+  // node such as /dev/null, a FIFO, a socket, a directory) is refused (Note [Output targets], io/file.cc).
+  absl::StatusOr<std::string> target = ResolveOutputFile(path);
+  if (!target.ok()) return ForFlag(flag, path, target.status());
+  const fs::path file(*target);
   const std::string dir = file.has_parent_path() ? file.parent_path().string() : ".";
   if (const int error = ProbeDirectory(dir, file.filename().string()); error != 0) {
     return ForFlag(flag, path, FileError("create files in", dir, error));
   }
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return absl::OkStatus();  // created at the end, as the probe was
-  if (S_ISDIR(st.st_mode)) return ForFlag(flag, path, FileError("write", path, EISDIR));
+  if (::stat(target->c_str(), &st) != 0) return absl::OkStatus();  // created at the end, as the probe was
   if (how == OutputWrite::kInPlace) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (fd < 0) return ForFlag(flag, path, FileError("open for writing", path, errno));
+    const int fd = ::open(target->c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return ForFlag(flag, path, FileError("open for writing", *target, errno));
     ::close(fd);
   }
   return absl::OkStatus();
@@ -107,7 +110,7 @@ absl::Status ProbeRankZeroOutputs(const TrainConfig& config, bool writes_trace) 
 }
 
 absl::Status GuardExistingCheckpoints(const TrainConfig& config, int64_t start_step) {
-  if (config.checkpoint_dir.empty() || config.checkpoint_every <= 0) return absl::OkStatus();
+  if (config.checkpoint_dir.empty()) return absl::OkStatus();
   DDP_ASSIGN_OR_RETURN(const std::vector<int64_t> steps, ListCheckpointSteps(config.checkpoint_dir));
   std::vector<std::string> newer;  // oldest first
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
@@ -123,9 +126,9 @@ absl::Status GuardExistingCheckpoints(const TrainConfig& config, int64_t start_s
   }
   return absl::AlreadyExistsError(absl::StrCat(
       "--checkpoint_dir=", config.checkpoint_dir, " already holds ", absl::StrJoin(newer, ", "),
-      ", newer than step ", start_step, " where this run starts, which its checkpoints would overwrite or fall "
-      "behind: ",
-      config.resume ? "" : "continue from them with --resume, ",
+      ", newer than step ", start_step, " where this run starts, which its checkpoints",
+      config.checkpoint_every > 0 ? "" : " (one is saved when a SIGTERM stops it)",
+      " would overwrite or fall behind: ", config.resume ? "" : "continue from them with --resume, ",
       "choose another --checkpoint_dir, or pass --overwrite_checkpoints to replace them"));
 }
 
@@ -140,7 +143,10 @@ absl::Status CheckDataFitsModel(const TrainConfig& config, const TensorDataset& 
 }
 
 absl::Status AppendLine(const std::string& path, const std::string& line) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  // Only ever a regular file (ProbeOutputFile checked it at start; this keeps a FIFO put there since from
+  // blocking the run).
+  DDP_ASSIGN_OR_RETURN(const std::string file, ResolveOutputFile(path));
+  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0) return FileError("open for appending", path, errno);
   const std::string bytes = line + "\n";
   size_t done = 0;

@@ -31,10 +31,14 @@ enum class OutputWrite {
   kInPlace,   // opened where it is and written or appended to (--metrics_out, --trace_out)
 };
 
-// OK when `path` can be written as `how` says: its directory exists and takes a new file, `path` is not
-// a directory, and (kInPlace) an existing file at `path` opens for writing. Creates and removes a probe
-// file beside `path` ("<path>.probe-XXXXXX"); changes nothing else (an existing file keeps its
-// contents). Errors read "--<flag>=<path>: cannot create files in <dir>: No such file or directory".
+// OK when `path` can be written as `how` says. The file written is `path`, or through symbolic links
+// the file it points to (ResolveOutputFile, io/file.h: as torch.save and shell redirection); that file
+// must be a regular file or not exist yet (a device node such as /dev/null, a FIFO, a socket or a
+// directory is refused by name), its directory must exist and take a new file, and (kInPlace) an
+// existing file must open for writing. Creates and removes a probe file beside the file
+// ("<file>.probe-XXXXXX"); changes nothing else (an existing file keeps its contents). Errors read
+// "--<flag>=<path>: cannot create files in <dir>: No such file or directory", or
+// "--save=/dev/null: cannot write /dev/null: it is a character device, not a regular file".
 absl::Status ProbeOutputFile(absl::string_view flag, const std::string& path, OutputWrite how);
 
 // OK when `dir` can hold checkpoints (SaveCheckpoint creates it and its parents): `dir` is a directory
@@ -47,12 +51,12 @@ absl::Status ProbeOutputDirectory(absl::string_view flag, const std::string& dir
 // (when --checkpoint_every > 0). Empty flags are skipped. The first failure is returned.
 absl::Status ProbeRankZeroOutputs(const TrainConfig& config, bool writes_trace);
 
-// Before a run that saves checkpoints (--checkpoint_every > 0) starts at optimizer step `start_step`
-// (0, or the step --resume took): the step-<N> directories of --checkpoint_dir with N > start_step
-// would be overwritten, or left newer than the run's own checkpoints (a later --resume would take
-// them). Without --overwrite_checkpoints that is an AlreadyExists error naming the directory and the
-// steps; with it they are removed (RemoveCheckpointsAfter) and named on stderr. OK when the run saves no
-// checkpoint or there are no such steps.
+// Before a run that can save checkpoints (any run with --checkpoint_dir: every --checkpoint_every steps, and
+// once when a SIGTERM stops it) starts at optimizer step `start_step` (0, or the step --resume took): the
+// step-<N> directories of --checkpoint_dir with N > start_step would be overwritten, or left newer than the
+// run's own checkpoints (a later --resume would take them). Without --overwrite_checkpoints that is an
+// AlreadyExists error naming the directory and the steps; with it they are removed (RemoveCheckpointsAfter)
+// and named on stderr. OK when the run saves no checkpoint (no --checkpoint_dir) or there are no such steps.
 absl::Status GuardExistingCheckpoints(const TrainConfig& config, int64_t start_step);
 
 // OK when the samples of `data` (inputs [n, ...]) have the shape --model takes (ModelInputShape,
@@ -60,8 +64,9 @@ absl::Status GuardExistingCheckpoints(const TrainConfig& config, int64_t start_s
 // "the test set's images are [1, 14, 56] but --model=cnn takes [1, 28, 28] (--data_dir=/d)".
 absl::Status CheckDataFitsModel(const TrainConfig& config, const TensorDataset& data, absl::string_view which);
 
-// Appends `line` and a newline to the file at `path` (created when missing). Errors name the path and
-// the errno text.
+// Appends `line` and a newline to the file at `path` (created when missing; through symbolic links; a
+// path that is not a regular file is refused as by ProbeOutputFile). Errors name the path and the errno
+// text.
 absl::Status AppendLine(const std::string& path, const std::string& line);
 
 }  // namespace ddp

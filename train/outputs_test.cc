@@ -54,8 +54,19 @@ void WriteBigEndian(std::ofstream& out, uint32_t value) {
   out.write(bytes, 4);
 }
 
-// A data directory with Fashion-MNIST's training set and a test set of `count` images of rows x cols
-// (uncompressed IDX files, labels 0..9 in turn).
+// Writes `count` images of rows x cols and their labels (0..9 in turn) as the uncompressed IDX files
+// dir/<prefix>-images-idx3-ubyte and dir/<prefix>-labels-idx1-ubyte.
+void WriteIdxSplit(const std::string& dir, const std::string& prefix, uint32_t count, uint32_t rows,
+                   uint32_t cols) {
+  std::ofstream images(dir + "/" + prefix + "-images-idx3-ubyte", std::ios::binary);
+  for (uint32_t value : {0x803u, count, rows, cols}) WriteBigEndian(images, value);
+  images << std::string(static_cast<size_t>(count) * rows * cols, '\x40');
+  std::ofstream labels(dir + "/" + prefix + "-labels-idx1-ubyte", std::ios::binary);
+  for (uint32_t value : {0x801u, count}) WriteBigEndian(labels, value);
+  for (uint32_t i = 0; i < count; ++i) labels.put(static_cast<char>(i % 10));
+}
+
+// A data directory with Fashion-MNIST's training set and a test set of `count` images of rows x cols.
 std::string DataDirWithTestSet(const std::string& name, uint32_t count, uint32_t rows, uint32_t cols) {
   const std::string dir = FreshDir(name);
   std::string output;
@@ -64,13 +75,15 @@ std::string DataDirWithTestSet(const std::string& name, uint32_t count, uint32_t
                      &output),
             0)
       << output;
-  std::ofstream images(dir + "/t10k-images-idx3-ubyte", std::ios::binary);
-  for (uint32_t value : {0x803u, count, rows, cols}) WriteBigEndian(images, value);
-  images << std::string(static_cast<size_t>(count) * rows * cols, '\x40');
-  std::ofstream labels(dir + "/t10k-labels-idx1-ubyte", std::ios::binary);
-  for (uint32_t value : {0x801u, count}) WriteBigEndian(labels, value);
-  for (uint32_t i = 0; i < count; ++i) labels.put(static_cast<char>(i % 10));
+  WriteIdxSplit(dir, "t10k", count, rows, cols);
   return dir;
+}
+
+// What `stat -c %F` says `path` is ("regular file", "fifo", "character special file", ...).
+std::string FileType(const std::string& path) {
+  std::string type;
+  RunShell("stat -c %F " + path, &type);
+  return type;
 }
 
 // With dir/latest gone, --resume must not say "no checkpoint ... starting fresh" and overwrite the
@@ -120,12 +133,15 @@ TEST(OutputsTest, BadOutputPathsFailBeforeTheFirstStep) {
   ASSERT_EQ(RunCommand("touch " + file, &output), 0);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {" --metrics_out=/nonexistent_dir/m.jsonl",
-       "NOT_FOUND: --metrics_out=/nonexistent_dir/m.jsonl: cannot create files in /nonexistent_dir: No such file or "
+       "NOT_FOUND: --metrics_out=/nonexistent_dir/m.jsonl: cannot create files in /nonexistent_dir: No such "
+       "file or "
        "directory"},
       {" --save=/nonexistent_dir/w.safetensors",
-       "NOT_FOUND: --save=/nonexistent_dir/w.safetensors: cannot create files in /nonexistent_dir: No such file or "
+       "NOT_FOUND: --save=/nonexistent_dir/w.safetensors: cannot create files in /nonexistent_dir: No such "
+       "file or "
        "directory"},
-      {" --save=" + dir, "--save=" + dir + ": cannot write " + dir + ": Is a directory"},
+      {" --save=" + dir,
+       "--save=" + dir + ": cannot write " + dir + ": it is a directory, not a regular file"},
       {" --dump_grads=" + file + "/g.safetensors", "cannot create files in " + file + ": Not a directory"},
       {" --checkpoint_every=10 --checkpoint_dir=" + file + "/ck",
        "--checkpoint_dir=" + file + "/ck: cannot create directory " + file + "/ck: Not a directory"},
@@ -251,6 +267,169 @@ TEST(OutputsTest, EmptyTestSetSaysThereIsNothingToEvaluate) {
                 &output),
             1);
   EXPECT_TRUE(Has(output, "--eval_only: the test set in " + data + " is empty: nothing to evaluate")) << output;
+}
+
+// --save=/dev/null run as root must not replace /dev/null with a regular file (a rename over it would,
+// for every program on the machine): it is refused by name before training. Run where /dev is a fresh
+// tmpfs of a private mount namespace, so that the machine's own /dev/null is safe whatever happens.
+TEST(OutputsTest, SaveToDevNullIsRefusedAndLeavesItAlone) {
+  std::string output;
+  if (RunShell("unshare -m true", &output) != 0)
+    GTEST_SKIP() << "no private mount namespace here: " << output;
+  const int code = RunCommand(
+      absl::StrCat("unshare -m sh -c 'mount -t tmpfs tmpfs /dev && mknod -m 666 /dev/null c 1 3 && ", Train(),
+                   kShort, " --max_steps=2 --save=/dev/null; echo \"exit $?\"; stat -c %F /dev/null'"),
+      &output);
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_TRUE(Has(output,
+                  "train: FAILED_PRECONDITION: --save=/dev/null: cannot write /dev/null: it is a character "
+                  "device, not a regular file"))
+      << output;
+  EXPECT_TRUE(Has(output, "exit 1\ncharacter special file\n")) << output;
+  EXPECT_FALSE(Has(output, "epoch 1")) << output;
+}
+
+// A device node, a FIFO or a directory at an output path is refused by name before the first step and
+// left as it was: a FIFO would block the run (or another program reading it would get the bytes), a
+// device node would be replaced by a regular file.
+TEST(OutputsTest, PathsThatAreNotRegularFilesAreRefusedByName) {
+  const std::string dir = FreshDir("special_outputs");
+  std::string output;
+  ASSERT_EQ(RunCommand("mkfifo " + dir + "/fifo", &output), 0) << output;
+  const bool root = RunCommand("mknod " + dir + "/null c 1 3", &output) == 0;  // a copy of /dev/null's node
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"--save=" + dir + "/fifo", "it is a FIFO, not a regular file"},
+      {"--metrics_out=" + dir + "/fifo", "it is a FIFO, not a regular file"},
+      {"--dump_grads=" + dir + "/fifo", "it is a FIFO, not a regular file"},
+      {"--log_samples=" + dir + "/fifo", "it is a FIFO, not a regular file"},
+  };
+  if (root) {
+    cases.push_back({"--save=" + dir + "/null", "it is a character device, not a regular file"});
+    cases.push_back({"--metrics_out=" + dir + "/null", "it is a character device, not a regular file"});
+  }
+  for (const auto& [flag, error] : cases) {
+    // `timeout`: opening a FIFO for writing with no reader would block for ever.
+    EXPECT_EQ(RunCommand("timeout 60 " + Train() + kShort + " --max_steps=2 " + flag, &output), 1)
+        << flag << output;
+    EXPECT_TRUE(Has(output, error)) << flag << "\n" << output;
+    EXPECT_TRUE(Has(output, flag)) << "names the flag: " << output;
+    EXPECT_FALSE(Has(output, "epoch 1")) << output;
+  }
+  EXPECT_EQ(FileType(dir + "/fifo"), "fifo\n");
+  if (root) EXPECT_EQ(FileType(dir + "/null"), "character special file\n");
+  EXPECT_EQ(Listing(dir), root ? "fifo\nnull\n" : "fifo\n") << "nothing written beside them";
+}
+
+// A symbolic link is written through to its target, as torch.save and shell redirection do: the link
+// stays, the file it points to gets the weights (and the metrics lines).
+TEST(OutputsTest, OutputsAreWrittenThroughSymbolicLinks) {
+  const std::string dir = FreshDir("linked_outputs");
+  std::string output;
+  ASSERT_EQ(RunCommand(
+                absl::StrCat("mkdir ", dir, "/real && echo old > ", dir, "/real/w.safetensors && ln -s real/",
+                             "w.safetensors ", dir, "/w && ln -s real/m.jsonl ", dir, "/m"),
+                &output),
+            0)
+      << output;
+  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=2 --save=" + dir + "/w --metrics_out=" + dir + "/m",
+                       &output),
+            0)
+      << output;
+  EXPECT_EQ(FileType(dir + "/w"), "symbolic link\n");
+  EXPECT_EQ(FileType(dir + "/m"), "symbolic link\n");
+  EXPECT_EQ(Listing(dir + "/real"), "m.jsonl\nw.safetensors\n");
+  ASSERT_EQ(
+      RunCommand(Train() + " --model=mlp --eval_only --init_from=" + dir + "/real/w.safetensors", &output), 0)
+      << "the target holds the saved weights: " << output;
+  std::string metrics;
+  ASSERT_EQ(RunCommand("cat " + dir + "/real/m.jsonl", &metrics), 0);
+  EXPECT_TRUE(Has(metrics, "{\"epoch\": 1, \"steps\": 2, ")) << metrics;
+}
+
+// A run that can save a checkpoint only when a SIGTERM stops it (--checkpoint_dir without
+// --checkpoint_every) obeys the same guard as --checkpoint_every: a directory holding another run's
+// step-N is refused at start, instead of that step being replaced when the signal comes.
+TEST(OutputsTest, TheSigtermCheckpointObeysTheOverwriteGuard) {
+  const std::string dir = FreshDir("sigterm_guard");
+  std::string output;
+  ASSERT_EQ(
+      RunCommand(Train() + kShort + " --max_steps=2 --checkpoint_every=1 --checkpoint_dir=" + dir, &output),
+      0)
+      << output;
+  std::string before;
+  ASSERT_EQ(RunCommand("cat " + dir + "/step-1/manifest.json " + dir + "/step-2/manifest.json", &before), 0);
+  EXPECT_EQ(RunCommand(Train() + kShort + " --max_steps=200 --seed=7 --checkpoint_dir=" + dir, &output), 1)
+      << output;
+  EXPECT_TRUE(
+      Has(output, "train: ALREADY_EXISTS: --checkpoint_dir=" + dir +
+                      " already holds step-1, step-2, newer "
+                      "than step 0 where this run starts, which its checkpoints (one is saved when a SIGTERM "
+                      "stops it) would overwrite or fall behind"))
+      << output;
+  EXPECT_FALSE(Has(output, "epoch 1")) << output;
+  std::string after;
+  ASSERT_EQ(RunCommand("cat " + dir + "/step-1/manifest.json " + dir + "/step-2/manifest.json", &after), 0);
+  EXPECT_EQ(after, before);
+  // Continuing the same run is what the directory is for.
+  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=3 --resume --checkpoint_dir=" + dir, &output), 0)
+      << output;
+}
+
+// A loss that is not finite stops the run at once, naming the step and the likely cause, on every rank
+// (they agree to stop, nobody waits), with nothing evaluated or saved; not 20 NaN steps and a late
+// evaluation error.
+TEST(OutputsTest, ANonFiniteLossStopsAtOnceNamingTheStep) {
+  const std::string dir = FreshDir("nan_loss");
+  const std::string run = Train() + kShort + " --lr=1e30 --max_steps=100 --save=" + dir + "/w";
+  std::string output;
+  EXPECT_EQ(RunCommand(run, &output), 1) << output;
+  EXPECT_TRUE(Has(output,
+                  "train: FAILED_PRECONDITION: the training loss is nan at step 2, so training stopped: the "
+                  "learning rate is likely too high (--lr=1e+30; the loss was "))
+      << output;
+  EXPECT_FALSE(Has(output, "epoch 1:")) << "nothing evaluated: " << output;
+  for (const std::string& join : {"true", "false"}) {
+    EXPECT_EQ(RunCommand("DDP_TIMEOUT_S=60 " + Ddprun2() + run + " --join=" + join, &output), 1) << output;
+    for (const std::string& rank : {"[rank 0] ", "[rank 1] "}) {
+      EXPECT_TRUE(
+          Has(output, rank + "train: FAILED_PRECONDITION: the training loss is nan at step 2 (rank 0), so "
+                             "training stopped on every rank: the learning rate is likely too high"))
+          << "--join=" << join << "\n"
+          << output;
+    }
+    EXPECT_FALSE(Has(output, "epoch 1:")) << output;
+  }
+  EXPECT_EQ(Listing(dir), "") << "no weights saved";
+}
+
+// An empty training set is an error, not "train_loss 0" and untrained weights saved; so is one that
+// gives fewer batches than one optimizer step takes.
+TEST(OutputsTest, AnEmptyTrainingSetIsAnError) {
+  const std::string data = FreshDir("data_empty_train");
+  WriteIdxSplit(data, "train", 0, 28, 28);
+  WriteIdxSplit(data, "t10k", 20, 28, 28);
+  const std::string out = FreshDir("empty_train_out");
+  std::string output;
+  EXPECT_EQ(RunCommand(Train() + kShort + " --save=" + out + "/w --data_dir=" + data, &output), 1) << output;
+  EXPECT_TRUE(Has(output, "train: FAILED_PRECONDITION: the training set in --data_dir=" + data +
+                              " is empty: nothing to train on"))
+      << output;
+  EXPECT_EQ(RunCommand(Ddprun2() + Train() + kShort + " --save=" + out + "/w --data_dir=" + data, &output), 1)
+      << output;
+  EXPECT_TRUE(Has(
+      output, "[rank 1] train: FAILED_PRECONDITION: the training set in --data_dir=" + data + " is empty"))
+      << output;
+  WriteIdxSplit(data, "train", 3, 28, 28);
+  EXPECT_EQ(
+      RunCommand(Train() + kShort + " --accumulate_steps=2 --save=" + out + "/w --data_dir=" + data, &output),
+      1)
+      << output;
+  EXPECT_TRUE(Has(output,
+                  "(3 samples) gives each rank 1 batch(es) of --batch_size=256 per epoch, fewer than the 2 "
+                  "one optimizer step takes (--accumulate_steps): nothing to train"))
+      << output;
+  EXPECT_FALSE(Has(output, "train_loss")) << output;
+  EXPECT_EQ(Listing(out), "") << "no weights saved";
 }
 
 // --threads=100000 is refused instead of segfaulting inside libgomp, and ddprun's --nproc_per_node=100000

@@ -1,6 +1,7 @@
 #include "train/sample_log.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,13 +15,25 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "io/file.h"
 
 namespace ddp {
 
 absl::StatusOr<std::unique_ptr<SampleLog>> SampleLog::Open(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  // Anything but a regular file (through links) is refused before it is opened (Note [Output targets] in
+  // io/file.cc); O_NONBLOCK keeps a FIFO put there since from blocking the open, and fstat refuses it.
+  absl::StatusOr<std::string> file = ResolveOutputFile(path);
+  if (!file.ok()) {
+    return absl::Status(file.status().code(),
+                        absl::StrCat("--log_samples=", path, ": ", file.status().message()));
+  }
+  UniqueFd fd(::open(file->c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644));
   if (!fd.valid()) {
     return absl::UnavailableError(absl::StrCat("--log_samples: cannot open ", path, ": ", std::strerror(errno)));
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat("--log_samples=", path, ": not a regular file"));
   }
   return std::unique_ptr<SampleLog>(new SampleLog(path, std::move(fd)));
 }

@@ -30,7 +30,8 @@ struct SampleLogEntry {
 // descriptor, so lines never interleave. Not thread-safe (the training thread owns it).
 class SampleLog {
  public:
-  // Opens (creates) `path` for appending. The error names the path.
+  // Opens (creates) `path` for appending, through a symbolic link. The error names the path; a path that
+  // is not a regular file (a device node, a FIFO, a socket) is refused.
   static absl::StatusOr<std::unique_ptr<SampleLog>> Open(const std::string& path);
 
   // Appends one line. The error names the path (e.g. a full disk).

@@ -5,23 +5,24 @@
 #include <cmath>
 #include <cstdio>
 
-#include "absl/strings/str_cat.h"
-
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint.h"
 #include "comm/rank_agreement.h"
-#include "ddp/join.h"
 #include "ddp/desync_check.h"
+#include "ddp/join.h"
 #include "ddp/rank_zero.h"
+#include "ddp/sync_batch_norm.h"
 #include "ddp/zero_redundancy_optimizer.h"
-#include "train/auto_bucket_caps.h"
-#include "train/auto_bucket_caps_record.h"
-#include "train/graceful_stop.h"
-#include "train/progress.h"
-#include "train/stop_agreement.h"
 #include "nn/clip_grad.h"
 #include "nn/safetensors.h"
 #include "tensor/ops.h"
+#include "train/auto_bucket_caps.h"
+#include "train/auto_bucket_caps_record.h"
+#include "train/finite_checks.h"
+#include "train/graceful_stop.h"
+#include "train/progress.h"
+#include "train/stop_agreement.h"
 
 namespace ddp {
 namespace {
@@ -49,12 +50,16 @@ absl::StatusOr<double> ForwardBackward(TrainState& state, const Example& batch, 
     auto guard = state.ddp->NoSync();
     DDP_ASSIGN_OR_RETURN(logits, state.ddp->TryForward(input));
   }
+  // --sync_bn: a failed collective inside a layer is kept there (ddp/sync_batch_norm.h); the step stops.
+  const bool sync_bn = state.config.sync_bn && state.ddp != nullptr;
+  if (sync_bn) DDP_RETURN_IF_ERROR(SyncBatchNormStatus(state.model));
   Tensor loss = CrossEntropy(logits, ToDevice(batch.target, logits.device()));
   const double value = loss.item();
   for (StepObserver* observer : state.loop.observers) observer->ForwardDone();
   if (state.config.accumulate_steps > 1) loss = MulScalar(loss, 1.0f / state.config.accumulate_steps);
   loss.Backward();
   if (state.ddp != nullptr) DDP_RETURN_IF_ERROR(state.ddp->status());
+  if (sync_bn) DDP_RETURN_IF_ERROR(SyncBatchNormStatus(state.model));
   for (StepObserver* observer : state.loop.observers) DDP_RETURN_IF_ERROR(observer->BackwardDone());
   return value;
 }
@@ -71,9 +76,12 @@ absl::Status StartEpoch(TrainState& state, int epoch, DistributedSampler& sample
 }
 
 // Saves a checkpoint after this step when --checkpoint_every says so, or with `force` whenever there is a
-// --checkpoint_dir (the agreed stop after a SIGTERM). Collective under DDP.
-absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler* sampler, int64_t local_consumed,
-                             int epoch, bool force) {
+// --checkpoint_dir (the agreed stop after a SIGTERM). Collective under DDP: rank 0 writes. A step-N that
+// exists already is never replaced (GuardExistingCheckpoints cleared the run's future steps at start; one
+// there now belongs to another run), and weights that are not finite are never saved: rank 0's error
+// (the loss watch's, when it tripped) then reaches every rank.
+absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler* sampler,
+                             int64_t local_consumed, int epoch, bool force, const LossWatch& watch) {
   const TrainConfig& config = state.config;
   if (config.checkpoint_dir.empty()) return absl::OkStatus();
   if (!force && (config.checkpoint_every <= 0 || state.global_step % config.checkpoint_every != 0)) {
@@ -99,8 +107,14 @@ absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler* 
   }
   SaveCheckpointOptions options;
   options.keep_last = config.keep_checkpoints;
-  if (state.group != nullptr) return SaveCheckpointCollective(*state.group, config.checkpoint_dir, checkpoint, options);
-  return SaveCheckpoint(config.checkpoint_dir, checkpoint, options);
+  options.replace_existing = false;
+  const auto save = [&]() -> absl::Status {
+    if (watch.tripped()) return watch.Error(config, state.world_size);
+    DDP_RETURN_IF_ERROR(RequireFiniteWeights(
+        state.model, absl::StrCat("not saving the checkpoint of step ", state.global_step)));
+    return SaveCheckpoint(config.checkpoint_dir, checkpoint, options);
+  };
+  return state.group != nullptr ? RunOnRankZero(*state.group, save) : save();
 }
 
 }  // namespace
@@ -116,31 +130,14 @@ double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps)
 
 namespace {
 
-// Note [Train settings agreement]: what every rank of train/train must share beyond DDP's own
-// settings (which DDP checks at wrap time). Ranks started by hand with different flags would otherwise
-// train until an epoch ended and then crash; one exchange per epoch names the flag instead. Without --join the
-// planned step count must agree too: a rank with fewer batches would leave the others waiting.
-absl::Status CheckTrainSettingsAgree(const TrainState& state, int64_t planned_steps) {
-  const TrainConfig& c = state.config;
-  std::vector<AgreedField> fields = {
-      {"--model", c.model},
-      {"--batch_size", absl::StrCat(c.batch_size)},
-      {"--accumulate_steps", absl::StrCat(c.accumulate_steps)},
-      {"--epochs", absl::StrCat(c.epochs)},
-      {"--max_steps", absl::StrCat(c.max_steps)},
-      {"--optimizer", c.optimizer},
-      {"--zero", c.zero ? "true" : "false"},
-      {"--lr", absl::StrCat(c.lr)},
-      {"--momentum", absl::StrCat(c.momentum)},
-      {"--lr_schedule", c.lr_schedule},
-      {"--seed", absl::StrCat(c.seed)},
-      {"--shuffle", c.shuffle ? "true" : "false"},
-      {"--join", c.join ? "true" : "false"},
-      {"--checkpoint_every", absl::StrCat(c.checkpoint_every)},
-      {"--check_sync_every", absl::StrCat(c.check_sync_every)},
-  };
-  if (!c.join) fields.push_back({"training steps this epoch (uneven inputs need --join)", absl::StrCat(planned_steps)});
-  return CheckRanksAgree(*state.group, fields, "train/train settings");
+// Without --join the planned step count of each epoch must agree (the flags agreed at start-up, Note
+// [Train settings agreement]; the data may still differ per rank): a rank with fewer batches would leave
+// the others waiting.
+absl::Status CheckPlannedStepsAgree(const TrainState& state, int64_t planned_steps) {
+  if (state.config.join) return absl::OkStatus();
+  return CheckRanksAgree(
+      *state.group, {{"training steps this epoch (uneven inputs need --join)", absl::StrCat(planned_steps)}},
+      "train/train settings");
 }
 
 // One optimizer step: accumulate_steps forward/backward passes, the optimizer, the sample log.
@@ -184,14 +181,16 @@ absl::StatusOr<double> TrainStep(TrainState& state, int epoch, BatchSource& batc
 
 // The per-step work after the optimizer: auto bucket caps, checkpoint, desync check, injected faults,
 // bucket printout.
-absl::Status AfterStep(TrainState& state, const DistributedSampler* sampler, int64_t step, int epoch) {
+absl::Status AfterStep(TrainState& state, const DistributedSampler* sampler, int64_t step, int epoch,
+                       const LossWatch& watch) {
   const TrainConfig& config = state.config;
   // --bucket_cap_mb=auto: measures, and once chooses and rebuckets (Note [Auto bucket caps]). Before the
   // checkpoint, so that a checkpoint of this step holds a choice made at it and a resume applies it where
   // this run did: before the next step.
   if (state.auto_caps != nullptr) DDP_RETURN_IF_ERROR(state.auto_caps->AfterStep());
-  DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, sampler, (step + 1) * config.accumulate_steps * config.batch_size,
-                                      epoch, /*force=*/false));
+  DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, sampler,
+                                      (step + 1) * config.accumulate_steps * config.batch_size, epoch,
+                                      /*force=*/false, watch));
   if (state.group != nullptr && config.check_sync_every > 0) {
     DesyncCheckOptions compared;
     compared.compare_buffers = state.ddp == nullptr;  // DDP re-broadcasts buffers every forward (train's default)
@@ -228,7 +227,7 @@ absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& 
   int64_t steps = loader.NumBatches() / config.accumulate_steps;
   if (config.max_steps > 0) steps = std::min(steps, config.max_steps - state.global_step);
   steps = StepsWithUnevenInputs(state.fault, state.rank, steps);
-  if (state.group != nullptr) DDP_RETURN_IF_ERROR(CheckTrainSettingsAgree(state, steps));
+  if (state.group != nullptr) DDP_RETURN_IF_ERROR(CheckPlannedStepsAgree(state, steps));
   return RunSteps(state, epoch, batches, steps);
 }
 
@@ -237,24 +236,32 @@ absl::StatusOr<EpochStats> RunSteps(TrainState& state, int epoch, BatchSource& b
   std::unique_ptr<Join> join;
   if (state.ddp != nullptr && config.join) join = std::make_unique<Join>(state.ddp, JoinOptions{});
   StopAgreement stop(state.loop.agree_on_stop ? state.group : nullptr, join.get());
+  // Note [Non-finite loss]: a tripped watch asks every rank to stop through the stop agreement (where the
+  // ranks have one; in one process the step itself stops).
+  const bool stop_together = state.group != nullptr && state.loop.agree_on_stop;
+  LossWatch watch(state.global_step);
   ProgressReporter progress(state.loop.progress, absl::StrCat("epoch ", epoch), steps);
   state.model.Train();
   bool stopping = false;
   int64_t step = 0;
   for (; step < steps && !stopping; ++step) {
     for (StepObserver* observer : state.loop.observers) observer->StepBegan();
-    DDP_RETURN_IF_ERROR(stop.BeginStep(GracefulStopRequested()));
+    DDP_RETURN_IF_ERROR(stop.BeginStep(GracefulStopRequested() || (stop_together && watch.tripped())));
     int64_t samples = 0;
     DDP_ASSIGN_OR_RETURN(const double loss, TrainStep(state, epoch, batches, &samples));
+    watch.Observe(state.global_step, loss, state.rank);
+    if (state.group == nullptr && watch.tripped()) return watch.Error(config, 1);
     DDP_ASSIGN_OR_RETURN(stopping, stop.EndStep());
-    if (!stopping) DDP_RETURN_IF_ERROR(AfterStep(state, batches.sampler(), step, epoch));
+    if (!stopping) DDP_RETURN_IF_ERROR(AfterStep(state, batches.sampler(), step, epoch, watch));
     for (StepObserver* observer : state.loop.observers) observer->StepEnded();
     if (state.rank == 0) progress.Step(samples * state.world_size, loss);
   }
   if (join != nullptr) DDP_RETURN_IF_ERROR(FinishJoin(state, *join));
+  DDP_RETURN_IF_ERROR(AgreeLossesFinite(state.group, config, watch));
   if (stopping) {  // Note [Stop agreement]: every rank stops after this step and saves it
-    DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, batches.sampler(), step * config.accumulate_steps * config.batch_size,
-                                        epoch, /*force=*/true));
+    DDP_RETURN_IF_ERROR(MaybeCheckpoint(state, batches.sampler(),
+                                        step * config.accumulate_steps * config.batch_size, epoch,
+                                        /*force=*/true, watch));
     return absl::CancelledError(absl::StrCat("stopped by SIGTERM after step ", state.global_step,
                                              state.group != nullptr ? " (every rank)" : ""));
   }

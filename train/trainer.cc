@@ -8,34 +8,37 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "checkpoint/checkpoint.h"
 #include "comm/init.h"
 #include "data/data_loader.h"
 #include "data/fashion_mnist.h"
 #include "data/sampler.h"
-#include "checkpoint/checkpoint.h"
-#include "dp/data_parallel.h"
-#include "ddp/rank_zero.h"
 #include "ddp/distributed_data_parallel.h"
-#include "ddp/module_trace.h"
 #include "ddp/distributed_eval.h"
+#include "ddp/module_trace.h"
+#include "ddp/rank_zero.h"
 #include "ddp/zero_reduce_scatter_hook.h"
 #include "ddp/zero_redundancy_optimizer.h"
-#include "train/auto_bucket_caps.h"
-#include "train/auto_bucket_caps_record.h"
-#include "train/fault_injection.h"
-#include "train/output_guard.h"
-#include "train/progress.h"
-#include "train/sample_log.h"
-#include "train/setup.h"
-#include "train/train_step.h"
+#include "dp/data_parallel.h"
 #include "nn/safetensors.h"
 #include "reducer/iteration_stats.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
+#include "train/auto_bucket_caps.h"
+#include "train/auto_bucket_caps_record.h"
+#include "train/fault_injection.h"
+#include "train/finite_checks.h"
+#include "train/output_guard.h"
+#include "train/progress.h"
+#include "train/sample_log.h"
+#include "train/settings_agreement.h"
+#include "train/setup.h"
+#include "train/state_agreement.h"
+#include "train/train_step.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/cuda_check.h"
 #endif
@@ -143,6 +146,24 @@ absl::Status OnRankZero(ProcessGroup* group, const std::function<absl::Status()>
   return group != nullptr ? RunOnRankZero(*group, fn) : fn();
 }
 
+// A training set that gives no optimizer step (empty, or fewer batches per rank than --accumulate_steps)
+// is an error: the run would report a made-up train_loss and save untrained weights. Every rank's shard
+// has the same length (DistributedSampler pads), so every rank decides alike.
+absl::Status CheckSomethingToTrain(const TrainConfig& config, const Dataset& train,
+                                   const DataLoader& loader) {
+  if (train.Size() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the training set in --data_dir=", config.data_dir, " is empty: nothing to train on"));
+  }
+  if (loader.NumBatches() < config.accumulate_steps) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the training set in --data_dir=", config.data_dir, " (", train.Size(), " samples) gives each rank ",
+        loader.NumBatches(), " batch(es) of --batch_size=", config.batch_size, " per epoch, fewer than the ",
+        config.accumulate_steps, " one optimizer step takes (--accumulate_steps): nothing to train"));
+  }
+  return absl::OkStatus();
+}
+
 // The test metrics of a --metrics_out record: null when there was nothing to evaluate (never a
 // made-up number).
 std::string TestMetricsJson(const EvalResult& eval) {
@@ -158,6 +179,14 @@ absl::StatusOr<EvalResult> EvaluateOnly(const TrainConfig& config, Module& model
   if (test.Size() == 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("--eval_only: the test set in ", config.data_dir, " is empty: nothing to evaluate"));
+  }
+  // Each rank evaluates its share of the test set with the weights it loaded: a stale copy of the file on
+  // one node would blend into an accuracy that is nobody's.
+  if (group != nullptr) {
+    const std::string fingerprint = FingerprintText(ModuleStateFingerprint(model));
+    DDP_RETURN_IF_ERROR(
+        CheckRanksHoldTheSame(*group, "--eval_only: the ranks loaded different weights", fingerprint,
+                              absl::StrCat("--init_from=", config.init_from, " (state ", fingerprint, ")")));
   }
   DDP_ASSIGN_OR_RETURN(EvalResult result, EvaluateTestSet(config, model, test, group));
   const int world = group != nullptr ? group->size() : 1;
@@ -182,7 +211,10 @@ absl::Status Finish(const TrainConfig& config, const TrainState& state, Distribu
   if (!config.save.empty()) {
     // Under DDP rank 0 saves and its error, if any, reaches every rank at once (no rank waits on a
     // barrier that rank 0 will never reach).
-    DDP_RETURN_IF_ERROR(OnRankZero(group, [&] { return SaveModuleToSafetensors(model, config.save); }));
+    DDP_RETURN_IF_ERROR(OnRankZero(group, [&]() -> absl::Status {
+      DDP_RETURN_IF_ERROR(RequireFiniteWeights(model, absl::StrCat("not saving --save=", config.save)));
+      return SaveModuleToSafetensors(model, config.save);
+    }));
   }
   if (ddp != nullptr) {
     if (rank0) std::fprintf(stderr, "%s", FormatStatsTable(ddp->reducer().stats()).c_str());
@@ -203,12 +235,42 @@ std::string ExtraState(const Checkpoint& checkpoint, const std::string& name) {
   return it == checkpoint.extra_state.end() ? "" : it->second;
 }
 
+// --resume under DDP: every rank must continue from the same step of the same run. Each rank's resume
+// point (the checkpoint's step, epoch and sampler position, and the fingerprint of the state it loaded; a
+// fresh start; or its error) is compared in one exchange before anything else of the resume
+// communicates; a difference is named on every rank with each rank's checkpoint. A rank that failed on
+// its own shows its error to the others instead of leaving them waiting.
+absl::Status CheckSameResumePoint(const TrainConfig& config, const absl::StatusOr<FoundCheckpoint>& found,
+                                  const absl::Status& applied, const TrainState& state) {
+  std::string key, detail;
+  if (absl::IsNotFound(found.status())) {
+    key = "fresh";
+    detail = absl::StrCat("no checkpoint in ", config.checkpoint_dir, ", a fresh start");
+  } else if (!applied.ok()) {
+    key = absl::StrCat("error: ", applied.ToString());
+    detail = absl::StrCat("cannot resume: ", applied.ToString());
+  } else {
+    const Checkpoint& c = found->checkpoint;
+    const std::string fingerprint = FingerprintText(ModuleStateFingerprint(state.model));
+    key = absl::StrCat(c.step, " ", c.epoch, " ", c.sampler.consumed, " ", fingerprint);
+    detail = absl::StrCat("step ", c.step, " (epoch ", c.epoch, ", ", c.sampler.consumed,
+                          " samples of it) from ", c.source, " (state ", fingerprint, ")");
+  }
+  return CheckRanksHoldTheSame(*state.group, "--resume: the ranks would continue from different points", key,
+                               detail);
+}
+
 // --resume: loads config.checkpoint_dir's newest complete checkpoint (FindNewestCheckpoint: dir/latest's,
 // or found by scanning, which rank 0 says) into the model, the optimizer, DDP's bucket order (and, under
 // --bucket_cap_mb=auto, its saved caps), the step count and the sampler position. Returns the epoch to
 // start with.
 absl::StatusOr<int> ResumeFromNewest(const TrainConfig& config, TrainState& state) {
   absl::StatusOr<FoundCheckpoint> found = FindNewestCheckpoint(config.checkpoint_dir);
+  absl::Status applied = found.status();
+  if (found.ok()) {
+    applied = ApplyCheckpoint(found->checkpoint, CheckpointTargets{&state.model, &state.optimizer, nullptr});
+  }
+  if (state.group != nullptr) DDP_RETURN_IF_ERROR(CheckSameResumePoint(config, found, applied, state));
   if (absl::IsNotFound(found.status())) {
     if (state.rank == 0) {
       std::fprintf(stderr, "--resume: no checkpoint in %s yet (no step-N directory), starting fresh\n",
@@ -216,9 +278,8 @@ absl::StatusOr<int> ResumeFromNewest(const TrainConfig& config, TrainState& stat
     }
     return 1;
   }
-  if (!found.ok()) return found.status();
+  DDP_RETURN_IF_ERROR(applied);
   const Checkpoint& checkpoint = found->checkpoint;
-  DDP_RETURN_IF_ERROR(ApplyCheckpoint(checkpoint, CheckpointTargets{&state.model, &state.optimizer, nullptr}));
   // The same buckets as before the interruption: the same rounding (Reducer::RebuiltOrderText).
   if (state.ddp != nullptr) {
     DDP_RETURN_IF_ERROR(state.ddp->RestoreBucketOrder(ExtraState(checkpoint, kBucketOrderStateName)));
@@ -298,6 +359,7 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& lau
   const int rank = group != nullptr ? group->rank() : 0;
   const int world = group != nullptr ? group->size() : 1;
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> loader, MakeTrainLoader(config, train, rank, world));
+  DDP_RETURN_IF_ERROR(CheckSomethingToTrain(config, *train, *loader));
   std::shared_ptr<DistributedDataParallel> ddp;
   if (group != nullptr && config.mode != "dp") {
     DDP_ASSIGN_OR_RETURN(const DdpOptions ddp_options, DdpOptionsFor(config));
@@ -349,6 +411,11 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& lau
   if (config.resume) {
     DDP_ASSIGN_OR_RETURN(first_epoch, ResumeFromNewest(config, state));
   }
+  DDP_RETURN_IF_ERROR(RequireFiniteWeights(
+      *model, config.resume
+                  ? absl::StrCat("cannot train from the checkpoint resumed from ", config.checkpoint_dir)
+              : config.init_from.empty() ? std::string("cannot train from the initial weights")
+                                         : absl::StrCat("cannot train from --init_from=", config.init_from)));
   DDP_RETURN_IF_ERROR(OnRankZero(group, [&] { return GuardExistingCheckpoints(config, state.global_step); }));
   const int64_t steps_per_epoch = loader->NumBatches() / config.accumulate_steps;
   state.total_steps = steps_per_epoch * config.epochs;
@@ -381,6 +448,8 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   }
   ProcessGroup* group = dist != nullptr ? dist->group.get() : nullptr;
   if (group == nullptr) WarnIgnoredDdpFlags(config);
+  // Before anything else communicates (Note [Train settings agreement]).
+  if (group != nullptr) DDP_RETURN_IF_ERROR(CheckSettingsAgree(*group, config));
   // Every output is tried before any work, by rank 0 which writes them all (the trace exists under DDP).
   const bool writes_trace = group != nullptr && config.mode != "dp" && !config.eval_only;
   DDP_RETURN_IF_ERROR(OnRankZero(group, [&] { return ProbeRankZeroOutputs(config, writes_trace); }));

@@ -73,9 +73,6 @@ void ThrowIfError(const absl::Status& status) {
 // 0.0~git20220518): a rank without it never reached Gloo's rendezvous. The missing-peer tests check it.
 std::string GlooPresenceKey(int rank) { return absl::StrCat("rank_", rank); }
 
-// Store keys of the calls that failed ranks publish (Note [Collective tags]).
-constexpr char kFailedCallKeyPrefix[] = "gloo/failed_call/";
-
 // Note [Waiter runs the work]
 // Every collective is queued for the group's worker thread, so the caller gets its Work at once (the
 // Reducer launches buckets from gradient hooks and must not block). But when the caller then Waits, the
@@ -95,12 +92,20 @@ constexpr char kFailedCallKeyPrefix[] = "gloo/failed_call/";
 // remain: Pair::setSync would move the reads to the calling thread, but gloo::allreduce's unbound
 // buffers are served by the loop thread only. QueuedWork::Wait (comm/queued_process_group.h) does it
 // for this group and for ProcessGroupShm.
-// What the queued skeleton needs of the group's options.
-QueuedProcessGroupOptions QueuedGroupOptionsOf(const ProcessGroupGlooOptions& options) {
+// What the queued skeleton needs of the group's options; failures exchange reports through `store`
+// (Note [Hang postmortem]) under the failure reports' keys.
+QueuedProcessGroupOptions QueuedGroupOptionsOf(const ProcessGroupGlooOptions& options, Store* store,
+                                               std::string group_id) {
   QueuedProcessGroupOptions queued;
   queued.backend = "gloo";
   queued.timeout = options.timeout;
   queued.waiter_runs_work = true;  // Note [Waiter runs the work]
+  queued.postmortem.recorder = options.flight_recorder;
+  queued.postmortem.group_id = std::move(group_id);
+  queued.postmortem.store = store;
+  queued.postmortem.report_key_prefix = "gloo/failure_report/";
+  queued.postmortem.window = options.failure_report_window;
+  queued.postmortem.store_host_rank = options.store_host_rank;
   return queued;
 }
 
@@ -141,8 +146,20 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(
   if (absl::Status same = CheckSameWorldSize(store, rank, size); !same.ok()) {
     return absl::Status(same.code(), absl::StrCat("gloo: rank ", rank, " of ", size, " cannot join: ", same.message()));
   }
+  ProcessGroupGlooOptions resolved = options;
+  if (!resolved.flight_recorder.has_value()) {
+    absl::StatusOr<FlightRecorderOptions> recorder = FlightRecorderOptionsFromEnv(ProcessEnv());
+    if (!recorder.ok()) return absl::Status(recorder.status().code(), absl::StrCat("gloo: ", recorder.status().message()));
+    resolved.flight_recorder = *recorder;
+  }
+  // Rank 0 publishes the group id before the mesh, so the others, after it, read it without waiting.
+  absl::StatusOr<std::string> group_id;
+  if (rank == 0) group_id = AgreeFlightGroupId(store, rank, options.timeout);
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<gloo::Context> context, ConnectFullMesh(store, rank, size, options));
-  return std::unique_ptr<ProcessGroupGloo>(new ProcessGroupGloo(std::move(context), &store, rank, size, options));
+  if (rank != 0) group_id = AgreeFlightGroupId(store, rank, options.timeout);
+  if (!group_id.ok()) return absl::Status(group_id.status().code(), absl::StrCat("gloo: ", group_id.status().message()));
+  return std::unique_ptr<ProcessGroupGloo>(
+      new ProcessGroupGloo(std::move(context), &store, rank, size, std::move(resolved), *std::move(group_id)));
 }
 
 absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::CreateOwningStore(
@@ -154,12 +171,11 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::CreateOwning
 }
 
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<gloo::Context> context, Store* store, int rank, int size,
-                                   ProcessGroupGlooOptions options)
-    : QueuedProcessGroup(rank, size, QueuedGroupOptionsOf(options)),
+                                   ProcessGroupGlooOptions options, std::string group_id)
+    : QueuedProcessGroup(rank, size, QueuedGroupOptionsOf(options, store, std::move(group_id))),
       context_(std::move(context)),
       store_(store),
-      options_(std::move(options)),
-      failure_reports_(store, "gloo/failure_report/", rank, size, options_.failure_report_window) {}
+      options_(std::move(options)) {}
 
 // Works may keep the queue alive; stopping it makes sure no task, which uses this group, runs after it
 // is gone.
@@ -192,25 +208,25 @@ QueuedProcessGroup::Body ProcessGroupGloo::GlooBody(std::function<void(uint32_t)
     } catch (...) {
       what = "unknown exception";
     }
-    return Fail(call, absl::StrCat(running(), ": ", what));
+    return Fail(call, absl::StrCat(running(), ": ", what), *running.work);
   };
 }
 
-absl::Status ProcessGroupGloo::Fail(const CollectiveCall& call, const std::string& failure) {
+absl::Status ProcessGroupGloo::Fail(const CollectiveCall& call, const std::string& failure, const QueuedWork& work) {
   // The group is broken: closing every connection makes the peers still waiting on this rank fail
   // now rather than at their timeout, so they report too (Note [Failure reports]).
   try {
     context_->closeConnections();
   } catch (...) {  // a pair that cannot close cleanly changes nothing: the group has failed already
   }
-  // The call is published before the report, so a peer that sees this rank's report also finds its call.
-  PublishCall(*store_, kFailedCallKeyPrefix, rank(), call);
-  const std::string reports = failure_reports_.Report(failure);
-  const std::string mismatch =
-      DescribeCallMismatch(rank(), call, ReadOtherCalls(*store_, kFailedCallKeyPrefix, rank(), size()));
-  if (mismatch.empty()) return absl::UnavailableError(absl::StrCat(failure, " ", reports));
+  // Each rank's report carries its call, so the mismatch needs no store round of its own.
+  const PostmortemResult postmortem = this->postmortem().Explain(failure, call, &work);
+  std::map<int, CollectiveCall> others = postmortem.calls;
+  others.erase(rank());
+  const std::string mismatch = DescribeCallMismatch(rank(), call, others);
+  if (mismatch.empty()) return absl::UnavailableError(absl::StrCat(failure, postmortem.text));
   return absl::FailedPreconditionError(absl::StrCat(failure, "; ", mismatch,
-                                                    " (DDP_DEBUG=detail reports this before the call) ", reports));
+                                                    " (DDP_DEBUG=detail reports this before the call)", postmortem.text));
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::IssueAllReduce(const CollectiveSpec& spec, const Tensor& tensor, ReduceOp op) {

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "comm/collective_call.h"
-#include "comm/failure_reports.h"
+#include "comm/flight_recorder.h"
 #include "comm/queued_process_group.h"
 #include "store/store.h"
 
@@ -28,9 +28,16 @@ struct ProcessGroupGlooOptions {
   // The address peers use to reach this rank. "127.0.0.1" for single-host jobs; InitProcessGroup picks
   // the address of the interface that routes to MASTER_ADDR (or GLOO_SOCKET_IFADDR when set).
   std::string hostname = "127.0.0.1";
-  // When a collective fails, how long to wait for the other ranks' failure reports so the error can
-  // name the lost rank (Note [Failure reports] in comm/failure_reports.cc). Paid only on failure.
+  // When a collective fails or hangs, how long to wait for the other ranks' failure reports so the error
+  // can name the lost rank or the one that is behind (Note [Failure reports] in comm/failure_reports.cc,
+  // Note [Hang postmortem] in comm/flight_recorder_postmortem.cc). Paid only on failure.
   absl::Duration failure_report_window = absl::Seconds(3);
+  // The flight recorder's size and dump folder (comm/flight_recorder.h). nullopt: from
+  // DDP_FLIGHT_RECORDER_ENTRIES and DDP_FLIGHT_RECORDER_DIR; Create fails naming a bad value.
+  std::optional<FlightRecorderOptions> flight_recorder;
+  // The rank whose process serves `store` (rank 0 under tcp:// or env:// when ddprun does not serve it),
+  // -1 when none does: when the store is unreachable after a failure, the error names that rank.
+  int store_host_rank = -1;
 };
 
 // Collectives on CPU tensors (float32, float16, bfloat16, int64). One background worker thread runs the
@@ -76,8 +83,9 @@ class ProcessGroupGloo : public QueuedProcessGroup {
   absl::Status MonitoredBarrier(absl::Duration timeout, bool wait_all_ranks = false) override;
 
  private:
+  // `group_id` names the flight recorder's dumps (AgreeFlightGroupId).
   ProcessGroupGloo(std::shared_ptr<gloo::Context> context, Store* store, int rank, int size,
-                   ProcessGroupGlooOptions options);
+                   ProcessGroupGlooOptions options, std::string group_id);
 
   // CPU tensors; in CUDA builds AllReduce and Broadcast also take contiguous CUDA tensors (staged).
   void CheckTensor(CollectiveKind kind, const Tensor& t) const override;
@@ -108,16 +116,16 @@ class ProcessGroupGloo : public QueuedProcessGroup {
   std::shared_ptr<Work> PointToPoint(const CollectiveSpec& spec, const Tensor& tensor);
   // The ring reduce-scatter of the ReduceScatter body (Note [Ring reduce-scatter]).
   void RingReduceScatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, uint32_t tag);
-  // The failure path of `call`, the call that broke the group (Note [Broken groups] in
-  // comm/queued_process_group.cc: it runs once): closes the connections, publishes the call and a failure
-  // report, and returns `failure` with the ranks that called something else and the reports' summary.
-  absl::Status Fail(const CollectiveCall& call, const std::string& failure);
+  // The failure path of `call` (whose Work is `work`), the call that broke the group (Note [Broken groups] in
+  // comm/queued_process_group.cc: it runs once): closes the connections, then the postmortem exchanges
+  // reports (Note [Hang postmortem]); returns `failure` with the ranks that called something else, the
+  // lost rank and the rank that is behind.
+  absl::Status Fail(const CollectiveCall& call, const std::string& failure, const QueuedWork& work);
 
   std::shared_ptr<gloo::Context> context_;
   std::unique_ptr<Store> owned_store_;  // Set by CreateOwningStore; store_ points into it.
   Store* const store_;  // Not owned (unless owned_store_).
   ProcessGroupGlooOptions options_;
-  FailureReports failure_reports_;
   std::atomic<int64_t> monitored_barriers_{0};  // MonitoredBarrier calls so far
 };
 

@@ -2,12 +2,18 @@
 // in-memory store, for world sizes 1 to 4 and several sizes.
 #include "comm/gloo/process_group_gloo.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cstdlib>
 #include <functional>
+#include <regex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "store/memory_store.h"
 #include "testing/run_ranks.h"
@@ -210,6 +216,12 @@ TEST(GlooFailureTest, DifferentWorldSizesAreNamed) {
       << statuses[0];
 }
 
+// The flight recorder's defaults, dumping into the test's scratch folder.
+FlightRecorderOptions RecorderInTestDir() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return FlightRecorderOptions{2000, absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/flight_recorder")};
+}
+
 // Runs `call` on two ranks (threads) whose calls disagree and returns each rank's status; the group is
 // then broken, so a later collective must fail too instead of hanging.
 std::vector<absl::Status> CallOnTwoRanks(absl::Duration timeout,
@@ -218,6 +230,7 @@ std::vector<absl::Status> CallOnTwoRanks(absl::Duration timeout,
   ProcessGroupGlooOptions options;
   options.timeout = timeout;
   options.failure_report_window = absl::Milliseconds(500);
+  options.flight_recorder = RecorderInTestDir();
   std::vector<absl::Status> statuses(2);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < 2; ++rank) {
@@ -272,6 +285,7 @@ TEST(GlooFailureTest, PeerThatLeavesFailsThePendingCollective) {
   ProcessGroupGlooOptions options;
   options.timeout = absl::Seconds(3);
   options.failure_report_window = absl::Milliseconds(500);
+  options.flight_recorder = RecorderInTestDir();
   std::unique_ptr<ProcessGroupGloo> survivor;
   std::thread leaver([&] {
     auto group = ProcessGroupGloo::Create(store, 1, 2, options);
@@ -290,6 +304,55 @@ TEST(GlooFailureTest, PeerThatLeavesFailsThePendingCollective) {
   EXPECT_NE(status.message().find("rank 0/2"), std::string::npos) << status;
   // The failure reports name the rank that went away (it never reported a failure).
   EXPECT_NE(status.message().find("[failure reports: lost rank 1"), std::string::npos) << status;
+}
+
+// Ranks 0 and 1 wait in call #1 while rank 2, alive and connected, never issues it (stopped, or busy
+// elsewhere). Gloo's own timeout fails their call; each error names rank 2 and the call it never
+// completed (Note [Hang postmortem]), and each rank dumped its calls.
+TEST(GlooFailureTest, ARankThatStopsIssuingIsNamedWithTheCallItNeverCompleted) {
+  using ::testing::HasSubstr;
+  MemoryStore store;
+  ProcessGroupGlooOptions options;
+  options.timeout = absl::Seconds(1);
+  options.failure_report_window = absl::Seconds(3);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dumps = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/gloo_stopped_rank");
+  options.flight_recorder = FlightRecorderOptions{100, dumps};
+  std::vector<absl::Status> statuses(2);
+  absl::Notification waiters_done;
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 3; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto group = ProcessGroupGloo::Create(store, rank, 3, options);
+      ASSERT_TRUE(group.ok()) << group.status();
+      Tensor t = Ones({10});
+      ASSERT_TRUE((*group)->AllReduce(t)->Wait(absl::Seconds(20)).ok());
+      if (rank == 2) {
+        waiters_done.WaitForNotificationWithTimeout(absl::Seconds(60));
+        return;
+      }
+      statuses[rank] = (*group)->AllReduce(t)->Wait((*group)->timeout());
+    });
+  }
+  threads[0].join();
+  threads[1].join();
+  waiters_done.Notify();
+  threads[2].join();
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string message(statuses[rank].message());
+    EXPECT_THAT(message, HasSubstr(absl::StrCat("AllReduce(sum) #1 of 10 float32 on rank ", rank, "/3 (gloo)")));
+    EXPECT_THAT(message, HasSubstr("[failure reports: lost rank 2 (no report within 3s"));
+    EXPECT_THAT(message, HasSubstr("[flight recorder: rank 2 is behind: no progress report within 3s from rank 2 "
+                                   "(stopped, hung, or busy outside collectives); it has not completed AllReduce(sum) "
+                                   "#1 of 10 float32, which ranks 0, 1 are in ("));
+    EXPECT_THAT(message, HasSubstr("after completing every call through #0)"));
+    std::smatch path;
+    ASSERT_TRUE(std::regex_search(message, path, std::regex("; dump ([^;]+);"))) << message;
+    EXPECT_THAT(path[1].str(), ::testing::StartsWith(dumps + "/"));
+    EXPECT_THAT(path[1].str(), ::testing::EndsWith(absl::StrCat("/rank", rank, ".jsonl")));
+    struct stat st;
+    EXPECT_EQ(::stat(path[1].str().c_str(), &st), 0) << path[1];
+  }
 }
 
 }  // namespace

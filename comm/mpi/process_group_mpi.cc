@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "comm/mpi/mpi_launch_check.h"
 #include "comm/reduce_functions.h"
 #include "base/check.h"
 
@@ -236,6 +237,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroupMpi>> ProcessGroupMpi::Create(const P
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   }
+  DDP_RETURN_IF_ERROR(CheckMpiMatchesLaunch(world_rank, world_size, options.launch));
   const std::string what = absl::StrCat("mpi: rank ", world_rank, " of ", world_size,
                                         " joining (MPI_Comm_idup of MPI_COMM_WORLD)");
   absl::Status joined = RunNonBlocking([&] { return what; }, absl::Now() + options.timeout, options,

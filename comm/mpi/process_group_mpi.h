@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "comm/queued_process_group.h"
+#include "store/launch_env.h"
 
 namespace ddp {
 
@@ -30,6 +31,10 @@ struct ProcessGroupMpiOptions {
   // After this long a wait sleeps 50 us between polls instead of yielding: a peer is late (still
   // computing), not data moving.
   absl::Duration yield_before_sleep = absl::Seconds(1);
+  // Who the launch environment says this process is (InitProcessGroup passes its LaunchEnv). Create
+  // refuses a mismatch with MPI_COMM_WORLD before joining (comm/mpi/mpi_launch_check.h); the default
+  // (source "default") checks nothing.
+  LaunchEnv launch;
 };
 
 // Collectives on contiguous CPU tensors (float32 and int64 through MPI's own reductions; float16 and
@@ -45,7 +50,9 @@ class ProcessGroupMpi : public QueuedProcessGroup {
   // Initialises MPI once per process (MPI_Init_thread with MPI_THREAD_SERIALIZED; MPI_Finalize runs at
   // exit), then duplicates MPI_COMM_WORLD for this group, which waits for every rank. Fails with
   // kFailedPrecondition when MPI cannot be initialised or gives less than MPI_THREAD_SERIALIZED, and
-  // with kDeadlineExceeded when some rank does not join within options.timeout. Thread-safe.
+  // with kDeadlineExceeded when some rank does not join within options.timeout, and with
+  // kFailedPrecondition naming both when options.launch contradicts MPI's rank or world size (e.g.
+  // WORLD_SIZE=2 from ddprun around processes MPI sees as two singletons). Thread-safe.
   static absl::StatusOr<std::unique_ptr<ProcessGroupMpi>> Create(const ProcessGroupMpiOptions& options = {});
   // Pending works fail with "process group destroyed"; the running one finishes (bounded) first. Frees
   // the communicator unless an operation on it is stuck.

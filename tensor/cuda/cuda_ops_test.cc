@@ -126,6 +126,7 @@ TEST_F(CudaOpsTest, Reductions) {
   CheckOp("SumDim0", {Rand({300, 5}, 1)}, [](auto& v) { return Sum(v[0], {0}); });
   CheckOp("SumDims", {Rand({2, 3, 4, 5}, 1)}, [](auto& v) { return Sum(v[0], {0, 2, 3}, true); });
   CheckOp("Mean", {Rand({7, 9}, 1)}, [](auto& v) { return Mean(v[0], {1}); });
+  CheckOp("GlobalAveragePool", {Rand({3, 5, 4, 6}, 1)}, [](auto& v) { return Mean(v[0], {2, 3}, true); });
   CheckOp("Argmax", {Rand({6, 10}, 1)}, [](auto& v) { return ToDType(Argmax(v[0], 1), DType::kFloat32); });
 }
 
@@ -145,6 +146,11 @@ TEST_F(CudaOpsTest, ConvPoolBatchNorm) {
               [=](auto& v) { return Conv2d(v[0], v[1], v[2], stride, padding); });
     }
   }
+  // ResNet's: a 1x1 stride-2 downsample and a strided 3x3, both without bias.
+  CheckOp("Conv2d 1x1 s2 no bias", {Rand({3, 4, 7, 7}, 1), Rand({6, 4, 1, 1}, 2)},
+          [](auto& v) { return Conv2d(v[0], v[1], Tensor(), 2, 0); });
+  CheckOp("Conv2d 3x3 s2 p1 no bias", {Rand({3, 4, 7, 7}, 1), Rand({6, 4, 3, 3}, 2)},
+          [](auto& v) { return Conv2d(v[0], v[1], Tensor(), 2, 1); });
   CheckOp("MaxPool2d", {Rand({2, 3, 8, 8}, 1)}, [](auto& v) { return MaxPool2d(v[0], 2); });
   CheckOp("MaxPool2dOverlap", {Rand({2, 3, 9, 9}, 1)}, [](auto& v) { return MaxPool2d(v[0], 3, 2); });
   Tensor rm_cpu = Zeros({3}), rv_cpu = Ones({3});

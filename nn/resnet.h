@@ -1,0 +1,77 @@
+// ResNets with torchvision's layout and parameter names (torchvision.models.resnet), for small images as
+// CIFAR ResNets adapt them: the stem is a 3x3, stride 1 convolution without the max pool, so a 28x28
+// image reaches the last stage at 4x4 instead of 1x1.
+//
+// ResNet18 here is torchvision's resnet18(num_classes=10) after two replacements:
+//   model.conv1 = nn.Conv2d(1, 64, kernel_size=3, stride=1, padding=1, bias=False)
+//   model.maxpool = nn.Identity()
+// Its state dict has the same 122 keys in the same order (62 parameters, 11,172,810 values; every
+// BatchNorm's running_mean, running_var and num_batches_tracked), so a safetensors file saved by either
+// loads in the other with strict names (nn/resnet_interchange_test.sh checks both directions).
+//
+// Thread safety: as Module.
+#ifndef DDP_NN_RESNET_H_
+#define DDP_NN_RESNET_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+#include "tensor/random.h"
+
+namespace ddp {
+namespace nn {
+
+// torchvision's BasicBlock: two 3x3 convolutions without bias, each followed by a BatchNorm2d, and a
+// residual connection:
+//   out = relu(bn1(conv1(x)));  out = relu(bn2(conv2(out)) + identity)
+// where identity is x, or downsample(x) when the block changes the stride or the channel count:
+// "downsample" is Sequential(Conv2d 1x1 with `stride`, no bias; BatchNorm2d), named "downsample.0" /
+// "downsample.1" as torchvision's. conv1 carries the stride.
+class BasicBlock : public Module {
+ public:
+  // REQUIRES: positive channels and stride.
+  BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride, Generator& generator);
+  // x [n, in_channels, h, w] -> [n, out_channels, ceil(h / stride), ceil(w / stride)].
+  Tensor Forward(const Tensor& x) override;
+  std::shared_ptr<Module> Replicate() const override { return ReplicateAs(*this); }
+
+  // Whether the block has the "downsample" path (stride != 1 or a channel change).
+  bool has_downsample() const { return Child("downsample") != nullptr; }
+};
+
+// What varies between the ResNets with BasicBlocks.
+struct ResNetOptions {
+  std::vector<int64_t> blocks_per_stage = {2, 2, 2, 2};  // ResNet-18; {3, 4, 6, 3} is ResNet-34
+  int64_t in_channels = 1;                              // channels of the input images
+  int64_t num_classes = 10;                             // outputs of "fc"
+};
+
+// conv1 (3x3, stride 1, padding 1, no bias) -> bn1 -> relu -> layer1 .. layer4 -> global average pooling
+// -> fc. Stage k ("layer<k+1>", a Sequential of BasicBlocks "0", "1", ...) has 64 * 2^k channels; its
+// first block has stride 2 (k > 0) and a downsample. Input [n, in_channels, h, w] -> logits
+// [n, num_classes], for any h, w >= 1.
+//
+// Initialisation as torchvision's ResNet: every convolution weight ~ Normal(0, sqrt(2 / fan_out)) with
+// fan_out = out_channels * kernel * kernel (kaiming_normal_, mode="fan_out", nonlinearity="relu"),
+// BatchNorm weights 1 and biases 0, fc as nn.Linear's default. Values drawn from `generator`, so they
+// differ from PyTorch's but their distribution does not.
+class ResNet : public Module {
+ public:
+  // REQUIRES: blocks_per_stage has 1 to 4 entries, each >= 1; in_channels, num_classes >= 1.
+  ResNet(const ResNetOptions& options, Generator& generator);
+  Tensor Forward(const Tensor& x) override;
+  std::shared_ptr<Module> Replicate() const override { return ReplicateAs(*this); }
+
+  const ResNetOptions& options() const { return options_; }
+
+ private:
+  ResNetOptions options_;
+};
+
+}  // namespace nn
+}  // namespace ddp
+
+#endif  // DDP_NN_RESNET_H_

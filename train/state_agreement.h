@@ -1,0 +1,44 @@
+// What the ranks of train/train load must be the same on every rank: the weights --eval_only evaluates
+// (--init_from), the checkpoint --resume continues from. A stale copy of a file on one node, or a
+// checkpoint directory that one node saw fewer steps of, would otherwise blend into a wrong result
+// reported as a success (evaluation), or leave the ranks in different steps (a hang).
+//
+// Example:
+//   DDP_RETURN_IF_ERROR(CheckRanksHoldTheSame(group, "--eval_only: the ranks loaded different weights",
+//                                             FingerprintText(ModuleStateFingerprint(model)), detail));
+//
+// Thread safety: ModuleStateFingerprint and FingerprintText are pure; CheckRanksHoldTheSame is a
+// collective (every rank of the group calls it at the same point).
+#ifndef DDP_TRAIN_STATE_AGREEMENT_H_
+#define DDP_TRAIN_STATE_AGREEMENT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "comm/process_group.h"
+#include "nn/module.h"
+
+namespace ddp {
+
+// One FNV-1a 64 checksum of everything `module` holds: the names, dtypes, shapes and bytes of its
+// parameters and buffers (StateChecksums, ddp/desync_check.h), in order. Equal modules give equal
+// fingerprints; device tensors are copied to the host.
+uint64_t ModuleStateFingerprint(const Module& module);
+
+// `fingerprint` as 16 hex digits.
+std::string FingerprintText(uint64_t fingerprint);
+
+// Exchanges every rank's `key` and `detail` (one AllGatherObject, bounded by the group's timeout). OK
+// when every rank's key is the same; otherwise, on every rank, the same FailedPrecondition error
+// "<what>: <ranks>: <detail>; <ranks>: <detail>", one part per distinct key in the order of its first
+// rank, showing the detail of that first rank, e.g.
+//   --eval_only: the ranks loaded different weights: rank 0: --init_from=/a/w (state 1f..); rank 1: ...
+// A failed exchange returns its error prefixed with `what`.
+absl::Status CheckRanksHoldTheSame(ProcessGroup& group, absl::string_view what, const std::string& key,
+                                   const std::string& detail);
+
+}  // namespace ddp
+
+#endif  // DDP_TRAIN_STATE_AGREEMENT_H_
