@@ -11,6 +11,9 @@
 #       # also runs ddprun and train_throughput from that folder ("base" rows), interleaved: an A/B
 #   NEW_BIN=/path/to/a/copy bash bench/shm_contention.sh   # the "new" rows from there, not bazel-bin/
 #   NPROC=3 bash bench/shm_contention.sh               # 3 ranks
+#   QUIET=1 bash bench/shm_contention.sh
+#       # on a machine others share: before each round, wait until at most 2 threads are runnable at
+#       # three checks 5 s apart (at most QUIET_MAX_S, default 1800 s; the round says if it gave up)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5}
@@ -43,7 +46,19 @@ for n in $BUSY; do
     for build in "${builds[@]}"; do runs+=("$n:$backend:$build"); done
   done
 done
+# Waits (bounded) until the machine is quiet; prints how long it waited.
+wait_quiet() {
+  local start=$SECONDS calm=0
+  while ((calm < 3 && SECONDS - start < ${QUIET_MAX_S:-1800})); do
+    local runnable
+    runnable=$(cut -d' ' -f4 /proc/loadavg)
+    if ((${runnable%/*} <= 2)); then calm=$((calm + 1)); else calm=0; fi
+    ((calm < 3)) && sleep 5
+  done
+  echo "# round $1: waited $((SECONDS - start)) s for a quiet machine$( ((calm < 3)) && echo ' (gave up)')"
+}
 for ((round = 0; round < ROUNDS; ++round)); do
+  if [[ -n "${QUIET:-}" ]]; then wait_quiet "$round"; fi
   for ((i = 0; i < ${#runs[@]}; ++i)); do
     IFS=: read -r n backend name ddprun bin <<<"${runs[$(((i + round) % ${#runs[@]}))]}"
     rate=$(bash bench/contend.sh "$n" "$ddprun" --nproc_per_node="$NPROC" --master_port=0 "$bin" --model="$MODEL" \

@@ -65,10 +65,28 @@ TEST(CpuContentionTest, AnUnknownCountIsSkippedAndNeverOversubscribes) {
 }
 
 TEST(CpuContentionTest, TheProcessInstanceReadsTheHostsRunnableThreads) {
+  const int policy = sched_getscheduler(0);
+  if (policy == SCHED_FIFO || policy == SCHED_RR) GTEST_SKIP() << "a real-time thread skips its samples";
   CpuContention& contention = CpuContention::ForProcess();
   const uint64_t before = contention.samples();
   contention.Sample(absl::Now() + absl::Seconds(1));  // past any interval a previous sample started
   EXPECT_EQ(contention.samples(), before + 1) << "/proc/loadavg could not be read";
+}
+
+TEST(CpuContentionTest, ARealTimeThreadSkipsItsSamples) {
+  uint64_t before = 0, after = 0;
+  bool real_time = false;
+  std::thread([&] {  // the policy is per thread: this one only
+    sched_param param{};
+    param.sched_priority = 1;
+    real_time = sched_setscheduler(0, SCHED_FIFO, &param) == 0;
+    CpuContention& contention = CpuContention::ForProcess();
+    before = contention.samples();
+    contention.Sample(absl::Now() + absl::Hours(1));  // past any interval a previous sample started
+    after = contention.samples();
+  }).join();
+  if (!real_time) GTEST_SKIP() << "SCHED_FIFO is not permitted here";
+  EXPECT_EQ(after, before);
 }
 
 TEST(UsableCpusTest, FollowsTheAffinityMask) {
