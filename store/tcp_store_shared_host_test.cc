@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
+#include "testing/silent_connections.h"
 
 namespace ddp {
 namespace {
@@ -41,22 +42,6 @@ std::unique_ptr<TcpStoreClient> Connect(int port, absl::Duration connect_timeout
   auto client = TcpStoreClient::Create(options);
   EXPECT_TRUE(client.ok()) << client.status();
   return client.ok() ? std::move(*client) : nullptr;
-}
-
-// Starts `count` non-blocking connections to 127.0.0.1:`port` that never send a byte; returns them open.
-std::vector<int> SilentConnections(int port, int count) {
-  std::vector<int> fds;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  for (int i = 0; i < count; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) break;
-    (void)::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));  // EINPROGRESS
-    fds.push_back(fd);
-  }
-  return fds;
 }
 
 TEST(TcpStoreSharedHostTest, RefusesToListenBeyondLoopbackWithoutAToken) {

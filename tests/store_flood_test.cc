@@ -20,6 +20,7 @@
 #include "store/tcp_store_client.h"
 #include "testing/process.h"
 #include "testing/wait_until.h"
+#include "testing/silent_connections.h"
 
 namespace ddp {
 namespace {
@@ -38,22 +39,6 @@ std::unique_ptr<BackgroundProcess> StartRank(int rank, int port, const std::stri
       {absl::StrCat("RANK=", rank), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", absl::StrCat("MASTER_PORT=", port),
        "DDP_TIMEOUT_S=60", absl::StrCat("DDP_STORE_MAX_BYTES=", kStoreCap)},
       output);
-}
-
-// Non-blocking connections to 127.0.0.1:`port` that never send a byte, left open.
-std::vector<int> SilentConnections(int port, int count) {
-  std::vector<int> fds;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  for (int i = 0; i < count; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) break;
-    (void)::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));  // EINPROGRESS
-    fds.push_back(fd);
-  }
-  return fds;
 }
 
 struct FloodResult {
