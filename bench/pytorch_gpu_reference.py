@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch 2.x eager reference for bench/gpu_bench.cc on the GPU machine (same models, batches, optimizer,
 synthetic data), printing lines in gpu_bench's format: "name value unit"."""
+import os
+import sys
 import time
 
 import torch
@@ -20,9 +22,17 @@ def cnn():
                          nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
+def resnet18():
+    # tools/reference_models.py travels beside this script in the GPU bundle; in the repo it is in tools/.
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:0] = [here, os.path.join(here, "..", "tools")]
+    import reference_models
+    return reference_models.ResNet18()
+
+
 def train(name, batch):
     torch.manual_seed(1)
-    model = (mlp() if name == "mlp" else cnn()).cuda()
+    model = {"mlp": mlp, "cnn": cnn, "resnet18": resnet18}[name]().cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.rand(batch, 1, 28, 28, device="cuda")
     y = (torch.arange(batch, device="cuda") % 10)
@@ -35,7 +45,9 @@ def train(name, batch):
     for _ in range(10):
         step()
     torch.cuda.synchronize()
-    steps = 50 if batch >= 512 else 200
+    # The same step counts as gpu_bench.cc.
+    large = name == "resnet18"
+    steps = (10 if large else 50) if batch >= 512 else (30 if large else 200)
     start = time.perf_counter()
     for _ in range(steps):
         step()
@@ -74,7 +86,7 @@ def bandwidth():
 if __name__ == "__main__":
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}")
     # Check the cnn's shape against nn/models.h before trusting the comparison.
-    for name in ("mlp", "cnn"):
+    for name in ("mlp", "cnn", "resnet18"):
         for batch in (64, 512):
             train(name, batch)
     sgemm(8192, False)

@@ -7,6 +7,8 @@
 #                                    xz-compressed, oneDNN alone is 38 MB; the test binaries xz-compressed
 #                                    too) and Fashion-MNIST into
 #                                    gpu_bundle/ (ignored by git; must stay <= 64 MiB, checked).
+#   tools/gpu_check.sh test_labels   the Bazel labels of the bundled CUDA tests, one per line (tools/test.sh
+#                                    runs exactly these under --config=cuda, so the list cannot rot).
 #   tools/gpu_check.sh run OUT_DIR   (on the GPU machine: no Bazel) unpacks the libraries, runs the
 #                                    bundled tests, the benchmark, and cnn training for 2 epochs on the GPU
 #                                    and on the CPU (same seed: the accuracies must agree within 1 point),
@@ -18,8 +20,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUNDLE="${ROOT}/gpu_bundle"
-TESTS=(tensor/cuda/cuda_ops_test comm/process_group_nccl_test nn/optimizer_cuda_test tests/nccl_ddp_test
-       tests/gloo_cuda_ddp_test dp/data_parallel_cuda_test ddp/cuda_backward_timer_test comm/host_staging_test)
+TESTS=(tensor/cuda/cuda_ops_test comm/nccl/process_group_nccl_test nn/optimizer_cuda_test tests/nccl_ddp_test
+       tests/gloo_cuda_ddp_test dp/data_parallel_cuda_test ddp/cuda_backward_timer_test comm/host_staging_test nn/resnet_cuda_test)
 BENCH=bench/gpu_bench
 TRAIN=train/train
 DATA=/usr/share/datasets/fashion-mnist
@@ -32,7 +34,7 @@ bundle() {
   for target in "${TESTS[@]}" "${BENCH}" "${TRAIN}"; do labels+=("//${target%/*}:${target##*/}"); done
   # Static linking of our own libraries: cc_test binaries otherwise load them from Bazel's _solib
   # folders through relative rpaths, which do not survive the copy.
-  bazel build --config=cuda --dynamic_mode=off "${labels[@]}" 2>&1 | tail -3
+  bazel build --config=cuda --dynamic_mode=off "${labels[@]}" 2>&1 | grep -v "^\[" | tail -8
   echo "build took $((SECONDS - start)) s"
   rm -rf "${BUNDLE}"
   mkdir -p "${BUNDLE}/bin" "${BUNDLE}/lib"
@@ -68,7 +70,7 @@ bundle() {
   mkdir -p "${BUNDLE}/fashion-mnist"
   cp "${DATA}"/*.gz "${BUNDLE}/fashion-mnist/"
   cp "${ROOT}/tools/gpu_check.sh" "${BUNDLE}/"
-  cp "${ROOT}/bench/pytorch_gpu_reference.py" "${BUNDLE}/"
+  cp "${ROOT}/bench/pytorch_gpu_reference.py" "${ROOT}/tools/reference_models.py" "${BUNDLE}/"
   local size
   size=$(du -sb "${BUNDLE}" | cut -f1)
   echo "gpu_bundle: $(du -sh "${BUNDLE}" | cut -f1) (${size} bytes)"
@@ -140,8 +142,13 @@ train_check() {
   fi
 }
 
+test_labels() {
+  for target in "${TESTS[@]}"; do echo "//${target%/*}:${target##*/}"; done
+}
+
 case "${1:-}" in
   bundle) bundle ;;
+  test_labels) test_labels ;;
   run) shift; run "$@" ;;
-  *) echo "usage: $0 bundle | run OUT_DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 bundle | test_labels | run OUT_DIR" >&2; exit 2 ;;
 esac

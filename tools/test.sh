@@ -36,9 +36,9 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then
   bazel build --config=cuda //... 2>&1 | tail -3
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   cuda_log=$(mktemp)
-  bazel test --config=cuda //tensor/cuda:cuda_ops_test //comm/nccl:process_group_nccl_test //nn:optimizer_cuda_test \
-    //tests:nccl_ddp_test //tests:gloo_cuda_ddp_test //dp:data_parallel_cuda_test //ddp:cuda_backward_timer_test \
-    //comm:host_staging_test \
+  # The same CUDA tests the GPU check bundles (tools/gpu_check.sh holds the one list).
+  mapfile -t cuda_tests < <(bash tools/gpu_check.sh test_labels)
+  bazel test --config=cuda "${cuda_tests[@]}" \
     2>&1 | sed -E 's/^(\/\/[^ ]+)( +)/\1 (cuda)\2/' | tee "$cuda_log" |
     grep -E 'PASSED|FAILED|SKIPPED|ERROR'
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
