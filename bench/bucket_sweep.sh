@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bucket-size sweep for DDP on 2 ranks (//bench:bucket_sweep): runs a model for bucket caps 0 (one
-# bucket per parameter), 0.0625, 0.25, 1, 5, 25 and 100 MiB (first bucket cap = bucket cap), PyTorch's
+# bucket per parameter), 0.0625, 0.25, 1, 5, 25 and 100 MiB (resnet18: 0, 0.25, 1, 5, 10, 15, 25 and 50;
+# first bucket cap = bucket cap), PyTorch's
 # default layout (first 1 MiB, then 25 MiB), the caps --bucket_cap_mb=auto chooses (row "auto F/C";
 # train/auto_bucket_caps.h), and two ablations: "single_allreduce" (one bucket reduced
 # after backward) and "no_overlap" (default buckets, all reduced after backward). Prints a table
@@ -12,8 +13,8 @@
 #
 # --interleaved runs every configuration in one pair of processes (bench/bucket_sweep_interleaved.cc, Note
 # [Interleaved sweep]): --rounds rounds of --steps timed steps per configuration (default 40 for the mlp,
-# 15 for the cnns), each row the median over the rounds, so that the machine's drift over minutes falls on
-# every configuration alike. --trace_out keeps a Chrome trace of the whole run; each JSON row names its
+# 15 for the cnns, 2 for resnet18, whose steps take seconds), each row the median over the rounds, so that
+# the machine's drift over minutes falls on every configuration alike. --trace_out keeps a Chrome trace of the whole run; each JSON row names its
 # timed iterations, which `ddp_sim profile --iterations` reads; the rows are also kept as
 # bucket_sweep_<tag>.jsonl beside the CSV.
 #
@@ -64,7 +65,18 @@ if [[ -z $STEPS ]]; then
   STEPS=100
   [[ $INTERLEAVED == 1 && $MODEL == mlp ]] && STEPS=40
   [[ $INTERLEAVED == 1 && $MODEL != mlp ]] && STEPS=15
+  [[ $MODEL == resnet18 ]] && STEPS=10
+  [[ $INTERLEAVED == 1 && $MODEL == resnet18 ]] && STEPS=2
 fi
+# The caps swept, in MiB (first bucket cap = bucket cap). resnet18's 62 gradients (42.6 MiB) hold 9 MiB
+# tensors, so its caps reach past the whole model (50 MiB: one bucket) and fill the 5-25 MiB range where
+# its layouts change (6, 4, 3, 2 buckets); the small models' caps stop at 100 MiB.
+CAPS="0 0.0625 0.25 1 5 25 100"
+[[ $MODEL == resnet18 ]] && CAPS="0 0.25 1 5 10 15 25 50"
+# resnet18's steps take seconds: the interleaved run's untimed steps are cut to what they are for (the
+# first step's bucket rebuild and warm caches; one step after each layout switch; auto's measurement).
+INTERLEAVED_SHORT=()
+[[ $MODEL == resnet18 ]] && INTERLEAVED_SHORT=(--warmup=3 --block_warmup=1 --auto_caps_steps=5)
 if [[ $INTERLEAVED == 1 && $HOOK != none ]]; then
   echo "bucket_sweep: --interleaved runs the plain all-reduce only (drop --comm_hook)" >&2
   exit 2
@@ -132,9 +144,10 @@ if [[ $INTERLEAVED == 1 ]]; then
   while IFS= read -r line; do
     rows+=("$(sed 's/^{"config": "\([^"]*\)".*/\1/' <<<"$line")|$line")  # the label is the row's first field
   done < <(run_ranks "$(runfile bench/bucket_sweep_interleaved)" --model="$MODEL" --backend="$BACKEND" \
-             --rounds="$ROUNDS" --block_steps="$STEPS" "${trace_flag[@]}")
+             --rounds="$ROUNDS" --block_steps="$STEPS" --configs="${CAPS// /,},default,auto,single_allreduce,no_overlap" \
+             "${INTERLEAVED_SHORT[@]}" "${trace_flag[@]}")
 else
-  for cap in 0 0.0625 0.25 1 5 25 100; do
+  for cap in $CAPS; do
     rows+=("$cap|$(run_config --bucket_cap_mb="$cap" --first_bucket_mb="$cap")")
   done
   rows+=("default 1/25|$(run_config --bucket_cap_mb=25 --first_bucket_mb=1)")

@@ -49,7 +49,7 @@
 #include "tensor/threads.h"
 
 ABSL_FLAG(std::string, backend, "gloo", "auto, gloo or shm");
-ABSL_FLAG(std::string, model, "cnn", "mlp | cnn | cnn_bn");
+ABSL_FLAG(std::string, model, "cnn", "mlp | cnn | cnn_bn | resnet18 (nn/models.h)");
 ABSL_FLAG(int64_t, batch_size, 64, "samples per step and rank");
 ABSL_FLAG(
     std::string, configs, "0,0.0625,0.25,1,5,25,100,default,auto,single_allreduce,no_overlap",

@@ -22,6 +22,8 @@
 #
 #   bash bench/compare_ddp.sh                    # mlp and cnn, 3 rounds
 #   MODELS=cnn ROUNDS=5 bash bench/compare_ddp.sh      (MLP_STEPS / CNN_STEPS change the step counts)
+#   MODELS=resnet18 bash bench/compare_ddp.sh    (RESNET_STEPS timed steps, default 6, after 2 warm-up steps:
+#                                                 a resnet18 step takes ~2 s; 11 runs per round)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/pytorch_env.sh
@@ -32,15 +34,15 @@ ROUNDS=${ROUNDS:-3}
 out=$(mktemp)
 # World-size-1 runs are pinned to core 0 on both sides; bench/pytorch_env.sh gives PyTorch one-thread
 # OpenMP, MKL and OpenBLAS pools everywhere (they otherwise start threads on the other core).
-ours() { taskset -c 0 bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 "$@"; }
-ours2() { bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 "$@" | sed 's/^\[rank 0\] //'; }
+ours() { taskset -c 0 bazel-bin/bench/train_throughput --steps="$STEPS" --warmup="$WARMUP" --threads=1 "$@"; }
+ours2() { bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/bench/train_throughput --steps="$STEPS" --warmup="$WARMUP" --threads=1 "$@" | sed 's/^\[rank 0\] //'; }
 # Two single processes at once, pinned to cores 0 and 1; prints one JSON line with their samples/s summed.
 pair() {
   local a b
   a=$(mktemp) b=$(mktemp)
-  taskset -c 0 bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 --step_times_out="$a.steps" \
+  taskset -c 0 bazel-bin/bench/train_throughput --steps="$STEPS" --warmup="$WARMUP" --threads=1 --step_times_out="$a.steps" \
     "$@" >"$a" &
-  taskset -c 1 bazel-bin/bench/train_throughput --steps="$STEPS" --threads=1 --step_times_out="$b.steps" \
+  taskset -c 1 bazel-bin/bench/train_throughput --steps="$STEPS" --warmup="$WARMUP" --threads=1 --step_times_out="$b.steps" \
     "$@" >"$b"
   wait
   /usr/bin/python3 -c '
@@ -56,11 +58,15 @@ print(json.dumps({"impl": "ddpengine", "model": rows[0]["model"], "world_size": 
                   "step_cv": max(r["step_cv"] for r in rows)}))' "$a" "$b"
   rm -f "$a" "$b" "$a.steps" "$b.steps"
 }
-theirs() { "$TORCH_PY" bench/pytorch_reference.py --steps="$STEPS" --threads=1 "$@"; }
-theirs1() { taskset -c 0 "$TORCH_PY" bench/pytorch_reference.py --steps="$STEPS" --threads=1 "$@"; }
+theirs() { "$TORCH_PY" bench/pytorch_reference.py --steps="$STEPS" --warmup="$WARMUP" --threads=1 "$@"; }
+theirs1() { taskset -c 0 "$TORCH_PY" bench/pytorch_reference.py --steps="$STEPS" --warmup="$WARMUP" --threads=1 "$@"; }
 for model in $MODELS; do
   # About 4 s of timed steps per run, so that a 3% difference is above the noise (mlp steps are ~2 ms).
+  WARMUP=20
   if [[ $model == mlp ]]; then STEPS=${MLP_STEPS:-2000}; else STEPS=${CNN_STEPS:-200}; fi
+  # resnet18: ~2 s per step, so a run of 6 steps is as long as the cnn's 200; 2 warm-up steps fill the
+  # caches and the allocator, and the bucket rebuild happens after the first.
+  [[ $model == resnet18 ]] && STEPS=${RESNET_STEPS:-6} WARMUP=2
   for round in $(seq "$ROUNDS"); do
     echo "# round $model $round" >> "$out"
     ours --model="$model" | tee -a "$out"

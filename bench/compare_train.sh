@@ -5,6 +5,8 @@
 #
 #   bash bench/compare_train.sh                # mlp and cnn, batch 64, 1 thread, 3 rounds
 #   MODELS="cnn" ROUNDS=5 bash bench/compare_train.sh
+#   MODELS=resnet18 bash bench/compare_train.sh  # resnet18: RESNET_STEPS (6) timed steps after 2 warm-up
+#                                                # steps (a step takes ~2 s), instead of STEPS after 20
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/pytorch_env.sh
@@ -13,14 +15,15 @@ bazel build //bench:train_throughput 2>&1 | grep -vE '^[0-9.]+: src/main/tools/l
 MODELS=${MODELS:-"mlp cnn"}
 ROUNDS=${ROUNDS:-3}
 BATCH=${BATCH:-64}
-STEPS=${STEPS:-200}
 out=$(mktemp)
 for model in $MODELS; do
+  steps=${STEPS:-200} warmup=20
+  [[ $model == resnet18 ]] && steps=${RESNET_STEPS:-6} warmup=2
   for round in $(seq "$ROUNDS"); do
-    taskset -c 0 bazel-bin/bench/train_throughput --model="$model" --batch_size="$BATCH" --steps="$STEPS" --threads=1 |
-      tee -a "$out"
+    taskset -c 0 bazel-bin/bench/train_throughput --model="$model" --batch_size="$BATCH" --steps="$steps" \
+      --warmup="$warmup" --threads=1 | tee -a "$out"
     taskset -c 0 "$TORCH_PY" bench/pytorch_reference.py --model="$model" --batch_size="$BATCH" \
-      --steps="$STEPS" --threads=1 | tee -a "$out"
+      --steps="$steps" --warmup="$warmup" --threads=1 | tee -a "$out"
   done
 done
 /usr/bin/python3 - "$out" <<'PY'

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -51,10 +52,18 @@ absl::StatusOr<RankEvents> CollectEvents(absl::string_view text, int rank) {
 // Sums (over iterations `used`) one iteration's contributions into `sums`; see Note [Profile from a trace].
 struct Sums {
   double forward = 0, backward = 0, other = 0;
-  std::vector<double> compute;  // per iteration: forward + backward + other, microseconds
-  std::vector<size_t> iteration;  // the index of each of them
+  int counted = 0;            // iterations summed
   std::vector<double> ready;  // per parameter, microseconds after backward start
   std::vector<int> ready_count;
+};
+
+// The compute of every timed iteration, for the jitter: forward + backward, and "other" where the
+// iteration counts (nullopt where the next iteration lies outside its range, as at the end of an
+// interleaved block, whose next step comes after a layout switch).
+struct TimedCompute {
+  std::vector<double> forward_backward;        // microseconds
+  std::vector<std::optional<double>> other;    // microseconds
+  std::vector<size_t> iteration;               // the index of each of them, ascending
 };
 
 absl::Status AddIteration(const RankEvents& ev, size_t i, const std::map<std::string, size_t>& index,
@@ -68,8 +77,7 @@ absl::Status AddIteration(const RankEvents& ev, size_t i, const std::map<std::st
   sums->forward += ev.forward[i].second - ev.forward[i].first;
   sums->backward += bwd_end - bwd_start;
   sums->other += next - last_comm;
-  sums->compute.push_back((ev.forward[i].second - ev.forward[i].first) + (bwd_end - bwd_start) + (next - last_comm));
-  sums->iteration.push_back(i);
+  ++sums->counted;
   for (const auto& [at, name] : ev.ready) {
     if (at < bwd_start || at >= next) continue;
     auto it = index.find(name);
@@ -108,6 +116,25 @@ bool InRanges(const std::vector<std::pair<int64_t, int64_t>>& ranges, size_t i) 
   const int64_t at = static_cast<int64_t>(i);
   return std::any_of(ranges.begin(), ranges.end(),
                      [at](const auto& r) { return r.first <= at && at + 1 < r.second; });
+}
+
+// Whether iteration i was timed under `ranges`: one holds i (without ranges, every iteration counts and
+// the timed ones are the counted ones).
+bool IsTimed(const std::vector<std::pair<int64_t, int64_t>>& ranges, size_t i) {
+  const int64_t at = static_cast<int64_t>(i);
+  return std::any_of(ranges.begin(), ranges.end(),
+                     [at](const auto& r) { return r.first <= at && at < r.second; });
+}
+
+// The jitter of the timed iterations' compute (Note [Profile from a trace]): forward + backward + other,
+// with the mean `other` standing in where an iteration's own is unknown. A block of two timed steps thus
+// still gives one pair of consecutive iterations; "other" (the optimizer and the loop) varies little.
+double TimedJitter(const TimedCompute& timed, double mean_other) {
+  std::vector<double> values;
+  for (size_t k = 0; k < timed.forward_backward.size(); ++k) {
+    values.push_back(timed.forward_backward[k] + timed.other[k].value_or(mean_other));
+  }
+  return JitterFromSuccessiveDifferences(values, timed.iteration);
 }
 
 // The order of the first iteration's grad-ready events (what the bucket rebuild records).
@@ -171,22 +198,32 @@ absl::StatusOr<ComputeProfile> ProfileFromTrace(absl::string_view trace_json,
   Sums sums;
   sums.ready.assign(params.size(), 0);
   sums.ready_count.assign(params.size(), 0);
-  for (size_t i = first; i + 1 < iterations; ++i) {
-    if (!InRanges(options.iterations, i)) continue;
-    absl::Status added = AddIteration(*events, i, index, &sums);
+  TimedCompute timed;
+  for (size_t i = first; i < iterations; ++i) {
+    const bool counted = i + 1 < iterations && InRanges(options.iterations, i);
+    if (!counted && (options.iterations.empty() || !IsTimed(options.iterations, i))) continue;
+    const RankEvents& ev = *events;
+    timed.forward_backward.push_back((ev.forward[i].second - ev.forward[i].first) +
+                                     (ev.backward[i].second - ev.backward[i].first));
+    timed.iteration.push_back(i);
+    timed.other.push_back(std::nullopt);
+    if (!counted) continue;
+    const double other_before = sums.other;
+    absl::Status added = AddIteration(ev, i, index, &sums);
     if (!added.ok()) return added;
+    timed.other.back() = sums.other - other_before;
   }
-  if (sums.compute.empty()) {
+  if (sums.counted == 0) {
     return absl::InvalidArgumentError(absl::StrCat("no iteration of rank ", options.rank,
                                                    " lies in the given ranges (the trace has ",
                                                    iterations, ")"));
   }
-  const double n = static_cast<double>(sums.compute.size()), us = 1e-6;
+  const double n = static_cast<double>(sums.counted), us = 1e-6;
   ComputeProfile profile;
   profile.forward_s = sums.forward / n * us;
   profile.backward_s = sums.backward / n * us;
   profile.other_s = sums.other / n * us;
-  profile.step_jitter_s = JitterFromSuccessiveDifferences(sums.compute, sums.iteration) * us;
+  profile.step_jitter_s = TimedJitter(timed, sums.other / n) * us;
   for (size_t i = 0; i < params.size(); ++i) {
     const double ready =
         sums.ready_count[i] > 0 ? sums.ready[i] / sums.ready_count[i] * us : profile.backward_s;

@@ -12,9 +12,11 @@
 // (other: waiting for nothing else, the write-back, optimizer, zero_grad and the loop itself). The profile
 // is the mean over the iterations after the first `skip_iterations` (the first ones run before the bucket
 // rebuild and while caches warm), and its step_jitter_s the step-to-step spread of forward_i + backward_i +
-// other_i: a standard deviation estimated from the mean absolute difference of consecutive iterations
-// (Note [Straggler wait] in sim/straggler.h; neighbours only, so a slow drift of the machine is no
-// jitter). The ready order is rank 0's first iteration's, the order the Reducer's
+// other_i over the timed iterations (with iteration ranges, every one a range holds; the mean other
+// stands in for a range's last, whose next step follows a layout switch, so blocks of two timed steps
+// still give pairs): a standard deviation estimated from the mean absolute difference of consecutive
+// iterations (Note [Straggler wait] in sim/straggler.h; neighbours only, so a slow drift of the machine is
+// no jitter). The ready order is rank 0's first iteration's, the order the Reducer's
 // rebuild records (Note [Bucket rebuild]).
 #ifndef DDP_SIM_PROFILE_H_
 #define DDP_SIM_PROFILE_H_

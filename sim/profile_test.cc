@@ -97,8 +97,9 @@ TEST(ProfileFromTraceTest, ASlowDriftIsNotJitter) {
   EXPECT_NEAR(p->step_jitter_s, std::sqrt(M_PI) / 2.0 * 1e-3, 1e-9);
 }
 
-// Note [Interleaved sweep]: only iterations whose next one is in the same range count, and the jitter
-// compares consecutive counted iterations only.
+// Note [Interleaved sweep]: only iterations whose next one is in the same range count; the jitter compares
+// consecutive timed iterations (in a range), the last of a range with the mean "other" (its own runs into
+// the next block's layout switch), so blocks of two timed steps still measure it.
 TEST(ProfileFromTraceTest, IterationRangesSelectTheIterations) {
   const std::string trace = IterationsWithGaps({40, 41, 50, 43, 44});  // compute 36, 37, 46, 39, 40 ms
   TraceProfileOptions options;
@@ -108,15 +109,19 @@ TEST(ProfileFromTraceTest, IterationRangesSelectTheIterations) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_NEAR(p->other_s, 7e-3, 1e-9);  // 41 - 34 ms
   EXPECT_NEAR(p->step_jitter_s, 0.0, 1e-12);
-  options.iterations = {{0, 2}, {3, 5}};  // iterations 0 and 3: other 6 and 9 ms; not consecutive
+  // Two blocks of two timed steps: iterations 0 and 3 count (other 6 and 9 ms, mean 7.5); 1 and 4 are
+  // timed, 30 + 7.5 ms: the pairs 36 -> 37.5 and 39 -> 37.5 differ by 1.5 ms each.
+  options.iterations = {{0, 2}, {3, 5}};
   p = ProfileFromTrace(trace, kMlp, options);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_NEAR(p->other_s, 7.5e-3, 1e-9);
-  EXPECT_NEAR(p->step_jitter_s, 0.0, 1e-12);
-  options.iterations = {{0, 2}, {2, 5}};  // 0, 2 and 3 (2 and 3 consecutive: 46 -> 39 ms)
+  EXPECT_NEAR(p->step_jitter_s, 1.5 * std::sqrt(M_PI) / 2.0 * 1e-3, 1e-9);
+  // 0, 2 and 3 count (other 6, 16, 9 ms; mean 31/3), 1 and 4 are timed: 36, 40.33, 46, 39, 40.33 ms,
+  // consecutive differences 4.33, 5.67, 7 and 1.33 ms (mean 55/12).
+  options.iterations = {{0, 2}, {2, 5}};
   p = ProfileFromTrace(trace, kMlp, options);
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_NEAR(p->step_jitter_s, 7.0 * std::sqrt(M_PI) / 2.0 * 1e-3, 1e-9);
+  EXPECT_NEAR(p->step_jitter_s, 55.0 / 12.0 * std::sqrt(M_PI) / 2.0 * 1e-3, 1e-9);
   options.iterations = {{7, 9}};
   EXPECT_FALSE(ProfileFromTrace(trace, kMlp, options).ok());
 }
