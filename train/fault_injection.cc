@@ -34,6 +34,12 @@ void MaybeKillAfterStep(const FaultInjection& fault, int rank, int64_t global_st
   Die(rank, "after step", global_step);
 }
 
+void MaybeReportStepAfterFault(const FaultInjection& fault, int rank, int64_t global_step) {
+  if (fault.step <= 0 || rank != 0 || global_step != fault.step + 1) return;
+  std::fprintf(stderr, "fault injection: step %lld completed at %.3f\n", static_cast<long long>(global_step),
+               absl::ToUnixMicros(absl::Now()) / 1e6);
+}
+
 void InstallBackwardFault(const FaultInjection& fault, int rank, Module& model, const int64_t* global_step) {
   if (fault.point != "backward" || !FaultArmed(fault, rank)) return;
   const std::vector<Tensor> params = model.Parameters();

@@ -34,6 +34,11 @@ bool FaultArmed(const FaultInjection& fault, int rank);
 // point == "after_step": dies when `global_step` == fault.step. No-op unless FaultArmed.
 void MaybeKillAfterStep(const FaultInjection& fault, int rank, int64_t global_step);
 
+// Rank 0 prints "fault injection: step <fault.step + 1> completed at <unix time>" when `global_step` is
+// the first step after the injected fault, on any attempt: with the time the killed rank printed, the
+// recovery time from the death to the next completed step (BENCHMARKS.md). No-op without a fault.
+void MaybeReportStepAfterFault(const FaultInjection& fault, int rank, int64_t global_step);
+
 // point == "backward": registers a gradient hook on the middle parameter of `model` that dies when it
 // fires while *global_step == fault.step (so some of the step's buckets have been launched, others not).
 // `global_step` is not owned and must outlive the model's use. No-op unless FaultArmed.
