@@ -28,6 +28,10 @@ namespace ddp {
 //      CompareSet(elastic/gen<g>/decision, "", proposal): the first proposal wins and every survivor
 //      reads the same decision back. Proposals can only differ when an arrival races a timeout; the
 //      CompareSet makes that harmless. A survivor the decision leaves out fails with kAborted.
+//   4. before building generation g + 1's group, each member confirms it is still there (ConfirmGeneration:
+//      elastic/gen<g+1>/ready/<member>) and waits for the others' confirmations or loss counters, so a
+//      member lost between the decision and the rendezvous sends the survivors into the next regroup at
+//      once rather than after the rendezvous timeout.
 // Generation g + 1's group then rendezvouses under GenerationStorePrefix(g + 1), so no key of an earlier
 // generation is ever read again. A member that dies during the regroup is in the decision but never
 // joins the new group's rendezvous: that fails, and the survivors regroup again from generation g + 1.
@@ -98,6 +102,10 @@ std::string ElasticArrivalKey(int64_t number, int member) {
 
 std::string ElasticDecisionKey(int64_t number) { return absl::StrCat("elastic/gen", number, "/decision"); }
 
+std::string ElasticReadyKey(int64_t number, int member) {
+  return absl::StrCat("elastic/gen", number, "/ready/", member);
+}
+
 std::string GenerationStorePrefix(int64_t number) { return absl::StrCat("elastic/gen", number, "/pg"); }
 
 namespace {
@@ -155,6 +163,36 @@ absl::StatusOr<Generation> AgreeNextGeneration(Store& store, const Generation& f
                                            failed.ToString(), " had formed ", next.ToString(), " without it"));
   }
   return next;
+}
+
+absl::Status ConfirmGeneration(Store& store, const Generation& next, int member, const RegroupOptions& options) {
+  DDP_RETURN_IF_ERROR(store.Add(ElasticReadyKey(next.number, member), 1).status());
+  const absl::Time deadline = absl::Now() + options.arrival_timeout;
+  std::set<int> waiting(next.members.begin(), next.members.end());
+  for (;;) {
+    std::vector<int> lost;
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      DDP_ASSIGN_OR_RETURN(const int64_t ready, store.Add(ElasticReadyKey(next.number, *it), 0));
+      if (ready > 0) {
+        it = waiting.erase(it);
+        continue;
+      }
+      DDP_ASSIGN_OR_RETURN(const int64_t gone, store.Add(ElasticLostKey(*it), 0));
+      if (gone > 0) lost.push_back(*it);
+      ++it;
+    }
+    if (!lost.empty()) {
+      return absl::UnavailableError(absl::StrCat("elastic regroup: launch rank(s) ", absl::StrJoin(lost, ", "),
+                                                 " of ", next.ToString(), " lost before its group formed"));
+    }
+    if (waiting.empty()) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("elastic regroup: launch rank(s) ", absl::StrJoin(waiting, ", "),
+                                                      " of ", next.ToString(), " not ready within ",
+                                                      absl::FormatDuration(options.arrival_timeout)));
+    }
+    absl::SleepFor(options.poll_interval);
+  }
 }
 
 }  // namespace ddp

@@ -56,6 +56,7 @@ struct RegroupOptions {
 // store the regroup is given.
 std::string ElasticArrivalKey(int64_t number, int member);
 std::string ElasticDecisionKey(int64_t number);
+std::string ElasticReadyKey(int64_t number, int member);
 // The store namespace (PrefixStore prefix) in which generation `number`'s group rendezvouses.
 std::string GenerationStorePrefix(int64_t number);
 
@@ -68,6 +69,13 @@ std::string GenerationStorePrefix(int64_t number);
 // Thread-safe as far as `store` is.
 absl::StatusOr<Generation> AgreeNextGeneration(Store& store, const Generation& failed, int member,
                                                int64_t completed_step, const RegroupOptions& options);
+
+// Called by each member of `next` (as AgreeNextGeneration returned it) before its group forms: marks this
+// member ready and waits until every member is ready, or one was reported lost by the launcher (then
+// kUnavailable naming it: regroup again from `next`), or options.arrival_timeout passed (kDeadlineExceeded
+// naming the members not ready). A member lost between the decision and its group's rendezvous is thus
+// noticed at once instead of at the rendezvous timeout.
+absl::Status ConfirmGeneration(Store& store, const Generation& next, int member, const RegroupOptions& options);
 
 }  // namespace ddp
 

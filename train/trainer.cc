@@ -436,6 +436,7 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& lau
   state.attempt = launch.restart_count;
   state.fault = FaultInjection{config.fault_inject_step, config.fault_inject_rank, config.fault_inject_point,
                                config.uneven_drop_batches, launch.restart_count};
+  DDP_RETURN_IF_ERROR(ParseMoreFaults(config.fault_inject_more, state.fault));
   InstallBackwardFault(state.fault, rank, *model, &state.global_step);
   std::unique_ptr<SampleLog> sample_log;
   if (!config.log_samples.empty()) {
