@@ -145,6 +145,27 @@ absl::Status StopBelowMinimum(const TrainConfig& config, const ElasticSettings& 
       state.global_step, "; ", where));
 }
 
+// What --elastic needs of the launch: backend gloo or shm, ddprun --elastic (DDP_ELASTIC=1), and a store
+// that outlives every worker.
+absl::Status CheckElasticLaunch(const DistributedContext& dist) {
+  const std::string backend = dist.group->backend_name();
+  if (backend != "gloo" && backend != "shm") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--elastic regroups over backend gloo or shm, not ", backend, " (pass --backend=gloo or shm)"));
+  }
+  if (ProcessEnv()("DDP_ELASTIC").value_or("") != "1") {
+    return absl::InvalidArgumentError(
+        "--elastic needs a launcher that keeps the survivors running when a worker dies: ddprun --elastic "
+        "(which sets DDP_ELASTIC=1)");
+  }
+  if (!dist.launch.store_in_launcher) {
+    return absl::InvalidArgumentError(
+        "--elastic needs a store that outlives every worker: start the job with ddprun --elastic (which hosts "
+        "it), not with a rank hosting it");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ElasticSettings> ElasticSettingsFromEnv(const EnvLookup& env) {
@@ -169,21 +190,8 @@ bool IsRecoverableByRegroup(const absl::Status& status) {
 absl::StatusOr<EvalResult> RunElastic(const TrainConfig& config, DistributedContext& dist, TrainState& state,
                                       int first_epoch, const ElasticHooks& hooks) {
   DDP_ASSIGN_OR_RETURN(const ElasticSettings settings, ElasticSettingsFromEnv(ProcessEnv()));
+  DDP_RETURN_IF_ERROR(CheckElasticLaunch(dist));
   const std::string backend = dist.group->backend_name();
-  if (backend != "gloo" && backend != "shm") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--elastic regroups over backend gloo or shm, not ", backend, " (pass --backend=gloo or shm)"));
-  }
-  if (ProcessEnv()("DDP_ELASTIC").value_or("") != "1") {
-    return absl::InvalidArgumentError(
-        "--elastic needs a launcher that keeps the survivors running when a worker dies: ddprun --elastic "
-        "(which sets DDP_ELASTIC=1)");
-  }
-  if (!dist.launch.store_in_launcher) {
-    return absl::InvalidArgumentError(
-        "--elastic needs a store that outlives every worker: start the job with ddprun --elastic (which hosts "
-        "it), not with a rank hosting it");
-  }
   Generation generation = FirstGeneration(state.world_size);
   state.member = dist.launch.rank;
   const int attempt_base = dist.launch.restart_count * kGenerationsPerAttempt;
@@ -203,17 +211,23 @@ absl::StatusOr<EvalResult> RunElastic(const TrainConfig& config, DistributedCont
     const absl::Time noticed = absl::Now();
     Say(absl::StrCat("launch rank ", state.member, ": ", generation.ToString(), " failed at step ",
                      state.global_step, " (", result.status().message().substr(0, 300), "); regrouping"));
-    hooks.detach();
-    ClearGradients(state.model);
-    state.ddp = nullptr;
-    state.group = nullptr;
-    dist.group.reset();  // its connections close and its shared-memory segments go
-    DDP_RETURN_IF_ERROR(Regroup(settings, dist, backend, generation, state, regroups));
-    state.attempt = attempt_base + static_cast<int>(generation.number);
-    if (static_cast<int>(generation.members.size()) < settings.min_world_size) {
-      return StopBelowMinimum(config, settings, generation, state);
+    for (;;) {  // until DDP and the loader stand over a generation's group
+      hooks.detach();
+      ClearGradients(state.model);
+      state.ddp = nullptr;
+      state.group = nullptr;
+      dist.group.reset();  // its connections close and its shared-memory segments go
+      DDP_RETURN_IF_ERROR(Regroup(settings, dist, backend, generation, state, regroups));
+      state.attempt = attempt_base + static_cast<int>(generation.number);
+      if (static_cast<int>(generation.members.size()) < settings.min_world_size) {
+        return StopBelowMinimum(config, settings, generation, state);
+      }
+      const absl::Status attached = hooks.attach();  // DDP's wrap communicates: a member may be lost there too
+      if (attached.ok()) break;
+      if (!IsRecoverableByRegroup(attached)) return attached;
+      Say(absl::StrCat("launch rank ", state.member, ": rebuilding DDP over ", generation.ToString(), " failed (",
+                       attached.message().substr(0, 300), "); regrouping again"));
     }
-    DDP_RETURN_IF_ERROR(hooks.attach());
     if (state.rank == 0) {
       Say(absl::StrFormat("%s formed: rank 0 of %d continues from step %d (epoch %d, %d samples of it consumed), "
                           "%.3f s after the failure was noticed",

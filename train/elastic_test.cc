@@ -203,6 +203,20 @@ TEST(ElasticTest, UnderZeroTheJobFallsBackToTheLastCheckpoint) {
   EXPECT_THAT(r.all(), HasSubstr("step 10, epoch 1"));
 }
 
+// --elastic with a flag whose state is tied to the group is refused before anything runs, and without
+// ddprun's elastic mode (which keeps the survivors running) it is refused naming it.
+TEST(ElasticTest, WhatElasticCannotDoIsRefusedByName) {
+  std::string output;
+  EXPECT_EQ(RunShell(Runfile("train/train") + " --elastic --sync_bn --model=cnn_bn", &output), 2) << output;
+  EXPECT_THAT(output, HasSubstr("--elastic rebuilds the group"));
+  std::vector<std::string> flags = Common("gloo");
+  flags.insert(flags.end(), {"--elastic", "--max_steps=1"});
+  const ProcessResult r = RunJob(Job({"--nproc_per_node=2"}, flags));
+  EXPECT_NE(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("--elastic needs a launcher that keeps the survivors running when a worker dies: "
+                                 "ddprun --elastic"));
+}
+
 // Below --min_world_size the survivors stop, and the agreed step is saved as a checkpoint to resume from.
 TEST(ElasticTest, BelowTheMinimumWorldSizeTheSurvivorsStopWithACheckpoint) {
   const std::string dir = TempPath("ck_elastic_min");
