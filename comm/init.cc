@@ -236,6 +236,25 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> JoinMpi(const InitOptions& o
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeGroupOverStore(const InitOptions& options,
+                                                                 const DistributedContext& context,
+                                                                 const std::string& backend, Store& store, int rank,
+                                                                 int size) {
+  const std::optional<std::string> debug_env = options.env("DDP_DEBUG");
+  DDP_ASSIGN_OR_RETURN(const DebugMode debug, ParseDebugMode(debug_env ? debug_env->c_str() : nullptr));
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> group;
+  if (backend == "shm") {
+    group = MakeShmGroup(options.env, store, rank, size, context.timeout);
+  } else if (backend == "gloo") {
+    group = MakeGlooGroup(options, context, store, rank, size, /*store_host_rank=*/-1);
+  } else {
+    return absl::UnimplementedError(absl::StrCat("a group over a store of its own is built for backends gloo and shm, "
+                                                 "not ", backend));
+  }
+  if (!group.ok()) return group.status();
+  return MaybeDebugWrapped(*std::move(group), debug);
+}
+
 absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitOptions& options) {
   IgnoreSigpipeIfDefault();  // before any socket: a dead peer must fail a call, not kill the process
   auto context = std::make_unique<DistributedContext>();

@@ -35,6 +35,9 @@ struct DistributedContext {
   LaunchEnv launch;
   absl::Duration timeout;
   std::unique_ptr<Store> store;  // null for backend "mpi" (MPI does its own rendezvous)
+  // The namespace `group` rendezvoused in when it is not `store` itself (an elastic generation's,
+  // train/elastic_loop.h); declared before `group`, so that it outlives it.
+  std::unique_ptr<Store> group_store;
   std::unique_ptr<ProcessGroup> group;
   // Subgroups NewGroup (comm/new_group.h) created so far: their store prefixes are numbered by it.
   int64_t groups_created = 0;
@@ -47,6 +50,16 @@ struct DistributedContext {
 // with an explicit address; file:///path uses a FileStore on a shared filesystem. Errors name the bad
 // variable, URL or backend, or the peers that did not arrive within the timeout.
 absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitOptions& options);
+
+// A group of `size` ranks of `backend` ("gloo" or "shm") in which this process is `rank`, rendezvousing
+// over `store` (a namespace of its own, e.g. a PrefixStore per elastic generation), with `context`'s
+// timeout and the same options InitProcessGroup gives that backend (DDP_DEBUG wrapping included). The
+// launcher hosts the store: no rank serves it. Errors: another backend (kUnimplemented), the backend's
+// own (peers that never arrived within the timeout name themselves).
+absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeGroupOverStore(const InitOptions& options,
+                                                                 const DistributedContext& context,
+                                                                 const std::string& backend, Store& store, int rank,
+                                                                 int size);
 
 // The local address of the interface that routes to `host` (what peers on other hosts can reach), or
 // "127.0.0.1" when `host` is a loopback address or cannot be resolved.

@@ -23,6 +23,12 @@ ABSL_FLAG(int, master_port, 29500,
           "Port of ddprun's store on node 0 (DDP_STORE_PORT); 0 picks one. The workers' MASTER_PORT is "
           "another, free port of node 0, for their own rendezvous (a PyTorch script's TCPStore).");
 ABSL_FLAG(int, max_restarts, 0, "Restarts of the local worker group after a failure.");
+ABSL_FLAG(bool, elastic, false,
+          "Elastic mode (docs/elastic.md): a worker that dies does not stop the others, which regroup "
+          "(train/train --elastic); the job succeeds when they finish.");
+ABSL_FLAG(int, min_world_size, 1,
+          "With --elastic: the fewest ranks the job continues with (torchrun's --nnodes=MIN:MAX is MIN * "
+          "nproc_per_node); below it the survivors stop with a checkpoint.");
 ABSL_FLAG(std::string, log_dir, "", "Also write each rank's output to <log_dir>/rank_N.log.");
 ABSL_FLAG(std::string, redirect, "all",
           "What ranks other than 0 print: all | errors (stderr only) | none.");
@@ -38,7 +44,7 @@ namespace {
 
 const std::vector<std::string> kValueFlags = {
     "nproc_per_node", "nnodes",   "node_rank", "master_addr",    "master_port",
-    "max_restarts",   "log_dir",  "redirect",  "grace_period_s", "job_token", "job_token_file"};
+    "max_restarts",   "log_dir",  "redirect",  "grace_period_s", "job_token", "job_token_file", "min_world_size"};
 
 // Parses our flags; returns false (after printing why) when they are unusable.
 bool ParseOptions(int argc, char** argv, ddp::LaunchOptions* options) {
@@ -57,6 +63,8 @@ bool ParseOptions(int argc, char** argv, ddp::LaunchOptions* options) {
   options->grace_period = absl::Seconds(absl::GetFlag(FLAGS_grace_period_s));
   options->job_token = absl::GetFlag(FLAGS_job_token);
   options->job_token_file = absl::GetFlag(FLAGS_job_token_file);
+  options->elastic.enabled = absl::GetFlag(FLAGS_elastic);
+  options->elastic.min_world_size = absl::GetFlag(FLAGS_min_world_size);
   options->command = std::move(split.command);
   if (!ddp::ParseRedirectMode(absl::GetFlag(FLAGS_redirect), &options->redirect)) {
     std::fprintf(stderr, "ddprun: --redirect must be all, errors or none, not '%s'\n",

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "store/job_token.h"
 #include "absl/strings/numbers.h"
 #include "store/socket_util.h"
@@ -180,6 +181,7 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
     return absl::InvalidArgumentError("give --job_token or --job_token_file, not both");
   }
   if (o.command.empty()) return absl::InvalidArgumentError("no program to run was given");
+  DDP_RETURN_IF_ERROR(ValidateElasticLaunchOptions(o.elastic, o.nnodes * o.nproc_per_node));
   return absl::OkStatus();
 }
 
@@ -204,13 +206,25 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
   config.log_dir = options.log_dir;
   config.grace_period = options.grace_period;
   config.signal_fd = signals.read_fd();
+  config.elastic = options.elastic.enabled;
+  config.extra_env = ElasticWorkerVariables(options.elastic);
   for (int restart = 0;; ++restart) {
     config.layout.restart_count = restart;
     config.on_first_failure = [&config, restart](int rank, int exit_code) {
       RecordExitNotice(config.layout, restart, rank, exit_code);
     };
+    config.on_worker_lost = [&config, restart](int rank, int exit_code) {
+      RecordExitNotice(config.layout, restart, rank, exit_code);
+      RecordElasticLoss(config.layout, restart, rank);
+      Say(absl::StrCat("elastic: rank ", rank, " exited with code ", exit_code, "; the others go on"));
+    };
     DDP_ASSIGN_OR_RETURN(GroupOutcome outcome, RunWorkerGroup(config));
-    if (outcome.kind == GroupOutcome::Kind::kSucceeded) return 0;
+    if (outcome.kind == GroupOutcome::Kind::kSucceeded) {
+      if (!outcome.lost_ranks.empty()) {
+        Say(absl::StrCat("elastic: the job finished without the lost rank(s) ", absl::StrJoin(outcome.lost_ranks, ", ")));
+      }
+      return 0;
+    }
     if (outcome.kind == GroupOutcome::Kind::kInterrupted) {
       Say(absl::StrCat("stopped by signal ", outcome.signal));
       return 128 + outcome.signal;

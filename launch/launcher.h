@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "launch/elastic_launch.h"
 #include "launch/rank_output.h"
 
 namespace ddp {
@@ -46,6 +47,8 @@ struct LaunchOptions {
   // a fresh token) when it does not exist; the other nodes wait for it (up to the node join timeout).
   // At most one of job_token and job_token_file.
   std::string job_token_file;
+  // --elastic and --min_world_size (launch/elastic_launch.h): a lost worker does not stop the others.
+  ElasticLaunchOptions elastic;
   // The program and its arguments.
   std::vector<std::string> command;
 };

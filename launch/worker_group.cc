@@ -45,11 +45,15 @@ class GroupRunner {
   void KillAll(int signal);
   void StopOthers(absl::Time now);
   bool AllExited() const;
+  // Elastic mode: records how worker `w` exited (`code`) without stopping the others.
+  void NoteElasticExit(Worker& w, int code);
 
   const WorkerGroupConfig& config_;
   std::vector<Worker> workers_;
   GroupOutcome outcome_;
   absl::Time kill_at_ = absl::InfiniteFuture();  // SIGKILL whoever still runs at this time.
+  bool any_succeeded_ = false;  // elastic: a worker exited 0
+  GroupOutcome first_lost_;     // elastic: the first worker that failed (failed_rank -1: none)
 };
 
 absl::Status GroupRunner::Start() {
@@ -65,7 +69,9 @@ absl::Status GroupRunner::Start() {
       }
     }
     w.output = std::make_unique<RankOutput>(w.rank, config_.redirect, 1, 2, w.log.get());
-    auto process = WorkerProcess::Start(config_.command, WorkerEnvironment(layout, local));
+    std::map<std::string, std::string> env = WorkerEnvironment(layout, local);
+    for (const auto& [name, value] : config_.extra_env) env[name] = value;
+    auto process = WorkerProcess::Start(config_.command, env);
     if (!process.ok()) return process.status();
     w.process = std::move(*process);
     workers_.push_back(std::move(w));
@@ -114,6 +120,10 @@ void GroupRunner::Reap(absl::Time now) {
     w.output->Finish();
     const int code = ExitCodeFromWaitStatus(*status);
     const bool signaled = WIFSIGNALED(*status);
+    if (config_.elastic) {
+      NoteElasticExit(w, code);
+      continue;
+    }
     if (code != 0 && (culprit == nullptr || (signaled && !culprit_signaled))) {
       culprit = &w;
       culprit_signaled = signaled;
@@ -153,6 +163,20 @@ void GroupRunner::ForwardSignals(absl::Time now) {
   }
 }
 
+void GroupRunner::NoteElasticExit(Worker& w, int code) {
+  if (code == 0) {
+    any_succeeded_ = true;
+    return;
+  }
+  outcome_.lost_ranks.push_back(w.rank);
+  if (first_lost_.failed_rank < 0) {
+    first_lost_.failed_rank = w.rank;
+    first_lost_.exit_code = code;
+    first_lost_.tail = w.output->Tail();
+  }
+  if (config_.on_worker_lost) config_.on_worker_lost(w.rank, code);
+}
+
 bool GroupRunner::AllExited() const {
   for (const Worker& w : workers_) {
     if (!w.exited) return false;
@@ -181,6 +205,14 @@ GroupOutcome GroupRunner::Run() {
       KillAll(SIGKILL);
       kill_at_ = absl::InfiniteFuture();
     }
+  }
+  // Elastic: the job finished when a survivor did; when none did, it failed as its first lost worker.
+  if (config_.elastic && outcome_.kind == GroupOutcome::Kind::kSucceeded && !any_succeeded_ &&
+      first_lost_.failed_rank >= 0) {
+    outcome_.kind = GroupOutcome::Kind::kFailed;
+    outcome_.failed_rank = first_lost_.failed_rank;
+    outcome_.exit_code = first_lost_.exit_code;
+    outcome_.tail = first_lost_.tail;
   }
   return outcome_;
 }

@@ -4,6 +4,7 @@
 #define DDP_LAUNCH_WORKER_GROUP_H_
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,13 @@ struct WorkerGroupConfig {
   // Called once, when the first worker fails (before the others are stopped), with its global rank and
   // exit code (128 + signal number for a signal). May be empty.
   std::function<void(int rank, int exit_code)> on_first_failure;
+  // Elastic mode (launch/elastic_launch.h): a worker that fails does not stop the others; on_worker_lost
+  // is called for each such worker instead of on_first_failure, and the attempt succeeds when any worker
+  // exits 0 (the survivors finished the job).
+  bool elastic = false;
+  std::function<void(int rank, int exit_code)> on_worker_lost;
+  // Variables added to every worker's environment (over WorkerEnvironment's).
+  std::map<std::string, std::string> extra_env;
 };
 
 // How an attempt ended.
@@ -46,6 +54,7 @@ struct GroupOutcome {
   int exit_code = 0;               // kFailed: its exit code (128 + signal for signals).
   std::vector<std::string> tail;   // kFailed: its last output lines.
   int signal = 0;                  // kInterrupted: the signal ddprun received.
+  std::vector<int> lost_ranks;     // elastic: the workers that failed while others went on.
 };
 
 // Runs the attempt until every worker has exited. Errors only when a worker cannot be started

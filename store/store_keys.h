@@ -22,6 +22,11 @@ inline std::string DefaultGroupStorePrefix(absl::string_view attempt) {
 // group was stopped (e.g. "exit code 137 (signal 9)"), read by FailureReports (comm/failure_reports.h).
 inline std::string LauncherExitNoticeKey(int rank) { return absl::StrCat("launcher/exit/", rank); }
 
+// Within the namespace of a restart attempt (DefaultGroupStorePrefix): a counter that ddprun's elastic
+// mode (launch/elastic_launch.h) raises above 0 once the worker started as RANK `member` has exited, so
+// that the survivors' regroup (comm/elastic_membership.h) counts it lost at once instead of waiting.
+inline std::string ElasticLostKey(int member) { return absl::StrCat("elastic/lost/", member); }
+
 }  // namespace ddp
 
 #endif  // DDP_STORE_STORE_KEYS_H_

@@ -38,6 +38,7 @@ void AddTrainingFlags(const TrainConfig& c, std::vector<AgreedField>* fields) {
       {"--max_steps", absl::StrCat(c.max_steps)},
       {"--optimizer", c.optimizer},
       {"--zero", Bool(c.zero)},
+      {"--elastic", Bool(c.elastic)},
       {"--lr", Exact(c.lr)},
       {"--momentum", Exact(c.momentum)},
       {"--weight_decay", Exact(c.weight_decay)},

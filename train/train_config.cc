@@ -46,6 +46,13 @@ absl::Status CheckCombinations(const TrainConfig& config) {
     return bad("--zero brings its own reduce-scatter comm hook (ddp/zero_reduce_scatter_hook.h): it cannot be "
                "combined with --comm_hook, and --dump_grads would see unreduced gradients outside each shard");
   }
+  if (config.elastic && (config.mode == "dp" || config.device != "cpu" || AutoBucketCapsRequested(config) ||
+                         !config.trace_out.empty() || config.sync_bn || config.uneven_drop_batches > 0 ||
+                         config.comm_hook == "powersgd")) {
+    return bad("--elastic rebuilds the group, DDP and the data loader after a lost rank: it needs DDP on the CPU, "
+               "and cannot be combined with --mode=dp, --device=cuda, --bucket_cap_mb=auto, --trace_out, "
+               "--sync_bn, --uneven_drop_batches or --comm_hook=powersgd (state tied to the old group)");
+  }
   return absl::OkStatus();
 }
 
@@ -160,6 +167,7 @@ std::vector<std::string> DdpOnlyFlagsSet(const TrainConfig& config) {
   check("uneven_drop_batches", config.uneven_drop_batches != defaults.uneven_drop_batches);
   check("check_sync_every", config.check_sync_every != defaults.check_sync_every);
   check("zero", config.zero != defaults.zero);
+  check("elastic", config.elastic != defaults.elastic);
   return set;
 }
 

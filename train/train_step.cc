@@ -69,10 +69,18 @@ absl::Status StartEpoch(TrainState& state, int epoch, DistributedSampler& sample
   if (state.resume_from.has_value() && state.resume_from->epoch == epoch) {
     const SamplerState resume = *state.resume_from;
     state.resume_from.reset();
-    return sampler.Restore(resume);
+    DDP_RETURN_IF_ERROR(sampler.Restore(resume));
+  } else {
+    sampler.SetEpoch(epoch);
   }
-  sampler.SetEpoch(epoch);
+  state.position = sampler.State(0);
   return absl::OkStatus();
+}
+
+// The sampler's state after this rank consumed the batches of `steps_done` optimizer steps of the epoch
+// (lockstep: every rank the same number), as checkpoints record it.
+SamplerState PositionAfter(const TrainConfig& config, const DistributedSampler& sampler, int64_t steps_done) {
+  return sampler.State(std::min(steps_done * config.accumulate_steps * config.batch_size, sampler.Length()));
 }
 
 // Saves a checkpoint after this step when --checkpoint_every says so, or with `force` whenever there is a
@@ -197,7 +205,8 @@ absl::Status AfterStep(TrainState& state, const DistributedSampler* sampler, int
     DDP_RETURN_IF_ERROR(
         MaybeCheckReplicasInSync(state.model, *state.group, state.global_step, config.check_sync_every, compared));
   }
-  MaybeKillAfterStep(state.fault, state.rank, state.global_step);
+  MaybeKillAfterStep(state.fault, state.member >= 0 ? state.member : state.rank, state.global_step);
+  MaybeReportStepAfterFault(state.fault, state.rank, state.global_step);
   if (state.ddp != nullptr && config.print_buckets && state.rank == 0 && state.global_step == 2) {
     std::fprintf(stderr, "buckets after the rebuild:\n%s", state.ddp->reducer().DescribeBuckets().c_str());
   }
@@ -249,6 +258,7 @@ absl::StatusOr<EpochStats> RunSteps(TrainState& state, int epoch, BatchSource& b
     DDP_RETURN_IF_ERROR(stop.BeginStep(GracefulStopRequested() || (stop_together && watch.tripped())));
     int64_t samples = 0;
     DDP_ASSIGN_OR_RETURN(const double loss, TrainStep(state, epoch, batches, &samples));
+    if (batches.sampler() != nullptr) state.position = PositionAfter(config, *batches.sampler(), step + 1);
     watch.Observe(state.global_step, loss, state.rank);
     if (state.group == nullptr && watch.tripped()) return watch.Error(config, 1);
     DDP_ASSIGN_OR_RETURN(stopping, stop.EndStep());

@@ -56,6 +56,10 @@ struct TrainState {
   SampleLog* sample_log = nullptr;  // --log_samples (not owned; null: no log)
   ZeroRedundancyOptimizer* zero = nullptr;  // --zero: `optimizer` itself, sharded (not owned; null: off)
   AutoBucketCaps* auto_caps = nullptr;      // --bucket_cap_mb=auto, after every step (not owned; null: off)
+  // Where the epoch's global order stands after the last completed step (set when an epoch starts and
+  // after every optimizer step): what an elastic regroup continues from (train/elastic_loop.h).
+  SamplerState position;
+  int member = -1;  // --elastic: this process's launch rank, which fault injection names (-1: use `rank`)
   StepLoopOptions loop;
 };
 

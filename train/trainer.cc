@@ -39,6 +39,7 @@
 #include "train/setup.h"
 #include "train/state_agreement.h"
 #include "train/train_step.h"
+#include "train/elastic_loop.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/cuda_check.h"
 #endif
@@ -350,12 +351,47 @@ absl::StatusOr<EvalResult> RunEpochs(const TrainConfig& config, TrainState& stat
   return EvaluateTestSet(config, state.model, test, state.group);
 }
 
+// The optimizer steps of the whole run as `loader` (at its world size, from an epoch's start) gives them:
+// what the learning-rate schedule anneals over.
+int64_t TotalSteps(const TrainConfig& config, const DataLoader& loader) {
+  const int64_t steps_per_epoch = loader.NumBatches() / config.accumulate_steps;
+  const int64_t total = steps_per_epoch * config.epochs;
+  return config.max_steps > 0 ? std::min(total, config.max_steps) : total;
+}
+
+// --elastic: what train/elastic_loop.h needs of Train's objects. The references must outlive the run.
+ElasticHooks ElasticTrainerHooks(const TrainConfig& config, TrainState& state, const std::shared_ptr<Module>& model,
+                                 Device device, const std::shared_ptr<const Dataset>& train, const Dataset& test,
+                                 std::unique_ptr<DataLoader>& loader, std::shared_ptr<DistributedDataParallel>& ddp) {
+  ElasticHooks hooks;
+  hooks.run = [&config, &state, &loader, &test, &ddp](int first_epoch) -> absl::StatusOr<EvalResult> {
+    DDP_ASSIGN_OR_RETURN(const EvalResult last, RunEpochs(config, state, first_epoch, *loader, test));
+    DDP_RETURN_IF_ERROR(Finish(config, state, ddp.get(), /*module_tracer=*/nullptr, state.group));
+    return last;
+  };
+  hooks.detach = [&state, &loader, &ddp] {
+    state.ddp = nullptr;
+    ddp.reset();
+    loader.reset();
+  };
+  hooks.attach = [&config, &state, model, device, train, &loader, &ddp]() -> absl::Status {
+    DDP_ASSIGN_OR_RETURN(loader, MakeTrainLoader(config, train, state.rank, state.world_size));
+    DDP_ASSIGN_OR_RETURN(const DdpOptions ddp_options, DdpOptionsFor(config));
+    DDP_ASSIGN_OR_RETURN(ddp, WrapDdp(config, model, device, state.group, ddp_options));
+    state.ddp = ddp.get();
+    state.total_steps = TotalSteps(config, *loader);
+    return absl::OkStatus();
+  };
+  return hooks;
+}
+
 // The training part of RunTraining, after the data and the model: loader, DDP or DataParallel, optimizer,
 // --resume, the checkpoint guard (GuardExistingCheckpoints on rank 0), the epochs and the end-of-run
 // artefacts.
 absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& launch, std::shared_ptr<Module> model,
-                                 Device device, ProcessGroup* group, std::shared_ptr<const Dataset> train,
+                                 Device device, DistributedContext* dist, std::shared_ptr<const Dataset> train,
                                  const Dataset& test) {
+  ProcessGroup* group = dist != nullptr ? dist->group.get() : nullptr;
   const int rank = group != nullptr ? group->rank() : 0;
   const int world = group != nullptr ? group->size() : 1;
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> loader, MakeTrainLoader(config, train, rank, world));
@@ -400,6 +436,7 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& lau
   state.attempt = launch.restart_count;
   state.fault = FaultInjection{config.fault_inject_step, config.fault_inject_rank, config.fault_inject_point,
                                config.uneven_drop_batches, launch.restart_count};
+  DDP_RETURN_IF_ERROR(ParseMoreFaults(config.fault_inject_more, state.fault));
   InstallBackwardFault(state.fault, rank, *model, &state.global_step);
   std::unique_ptr<SampleLog> sample_log;
   if (!config.log_samples.empty()) {
@@ -417,9 +454,11 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& lau
               : config.init_from.empty() ? std::string("cannot train from the initial weights")
                                          : absl::StrCat("cannot train from --init_from=", config.init_from)));
   DDP_RETURN_IF_ERROR(OnRankZero(group, [&] { return GuardExistingCheckpoints(config, state.global_step); }));
-  const int64_t steps_per_epoch = loader->NumBatches() / config.accumulate_steps;
-  state.total_steps = steps_per_epoch * config.epochs;
-  if (config.max_steps > 0) state.total_steps = std::min(state.total_steps, config.max_steps);
+  state.total_steps = TotalSteps(config, *loader);
+  if (config.elastic && group != nullptr) {
+    return RunElastic(config, *dist, state, first_epoch,
+                      ElasticTrainerHooks(config, state, model, device, train, test, loader, ddp));
+  }
   DDP_ASSIGN_OR_RETURN(const EvalResult last, RunEpochs(config, state, first_epoch, *loader, test));
   DDP_RETURN_IF_ERROR(Finish(config, state, ddp.get(), module_tracer.get(), group));
   return last;
@@ -461,7 +500,7 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   if (config.eval_only) return EvaluateOnly(config, *model, *test, group);
   DDP_ASSIGN_OR_RETURN(auto train, LoadFashionMnist(config.data_dir, Split::kTrain));
   DDP_RETURN_IF_ERROR(CheckDataFitsModel(config, *train, "training"));
-  return Train(config, launch, std::move(model), device, group, std::move(train), *test);
+  return Train(config, launch, std::move(model), device, dist.get(), std::move(train), *test);
 }
 
 }  // namespace ddp
