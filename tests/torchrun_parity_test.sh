@@ -114,10 +114,27 @@ done
 grep -q 'rank 1 failed first with exit code 1' "$work/fail.ddprun.err" || fail "fail: ddprun does not name rank 1"
 
 # 5. A restart: rank 1 dies after step 4 of attempt 0, the group restarts (--max_restarts=1), resumes from
-#    the checkpoint at step 4 and finishes with the same parameters under both.
+#    the checkpoint at step 4 and must end with the parameters of an uninterrupted run (torchrun, no
+#    failure). torchrun's own restart is compared line by line when it succeeds; on this machine its
+#    restarted attempt has been seen to fail in gloo's connectFullMesh ("Connection refused"), which the
+#    test reports without failing, since it is torchrun's.
 run_both restart --nproc_per_node=2 --max_restarts=1 "$HERE/checkpoint_resume.py"
-compare restart 0
-grep -q 'OUT attempt 1 rank 1 starts at step 4' "$work/restart.ddprun.out" || fail "restart: no resume at step 4"
+[ "$(cat "$work/restart.ddprun.rc")" = 0 ] || fail "restart: ddprun exited $(cat "$work/restart.ddprun.rc")"
+outs "$work/restart.ddprun.out" | grep -q 'OUT attempt 1 rank 1 starts at step 4' || fail "restart: no resume at step 4"
+mkdir -p "$work/reference.dir"
+(cd "$work/reference.dir" && PARITY_CKPT_DIR=$PWD PARITY_NO_FAIL=1 timeout 900 "$TORCH2/bin/torchrun" \
+  --nproc_per_node=2 "$HERE/checkpoint_resume.py" >"$work/reference.out" 2>"$work/reference.err") ||
+  fail "restart: the uninterrupted torchrun run failed: $(tail -3 "$work/reference.err")"
+reference=$(outs "$work/reference.out" | grep -oE 'finished checksum .*' | sort -u)
+resumed=$(outs "$work/restart.ddprun.out" | grep -oE 'finished checksum .*' | sort -u)
+[ -n "$reference" ] && [ "$reference" = "$resumed" ] ||
+  fail "restart: resumed under ddprun '$resumed', uninterrupted under torchrun '$reference'"
+echo "== restart: ddprun resumed at step 4 and finished with torchrun's uninterrupted $reference"
+if [ "$(cat "$work/restart.torchrun.rc")" = 0 ]; then
+  compare restart 0
+else
+  echo "NOTE: torchrun's own restart failed: $(grep -m1 -oE '(RuntimeError|Error): .{0,160}' "$work/restart.torchrun.err")"
+fi
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)"
