@@ -60,6 +60,13 @@ TEST(TorchrunArgsTest, FlagsAfterTheScriptBelongToIt) {
   EXPECT_THAT(c->options.command, ElementsAre("/bin/true", "-u", script, "--nproc_per_node=4", "-m"));
 }
 
+TEST(TorchrunArgsTest, DoubleDashEndsTheFlags) {
+  auto c = Parse({"--nproc_per_node=2", "--no_python", "--", "-weird-program", "--nproc_per_node=3"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->options.nproc_per_node, 2);
+  EXPECT_THAT(c->options.command, ElementsAre("-weird-program", "--nproc_per_node=3"));
+}
+
 TEST(TorchrunArgsTest, ModuleNoPythonAndRunPath) {
   auto module = Parse({"-m", "pkg.train", "x"});
   ASSERT_TRUE(module.ok()) << module.status();
