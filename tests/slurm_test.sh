@@ -106,11 +106,12 @@ cd "$DIR/work"
 export DDP_TIMEOUT_S=60
 
 # 1. minimal_ddp under srun: ranks and MASTER_ADDR from Slurm's variables.
-out=$(MASTER_PORT=$(free_port) timeout 600 srun -n 2 "$MINIMAL" 2>&1)
+#    Each task writes its own file, line-buffered, so a slow run shows how far it got.
+MASTER_PORT=$(free_port) timeout 600 srun -n 2 --output="$DIR/work/minimal-%t.out" stdbuf -oL "$MINIMAL"
 rc=$?
-echo "$out" | tail -3
-[ "$rc" -eq 0 ] || fail "srun -n 2 minimal_ddp exited $rc"
-echo "$out" | grep -q "test accuracy .* on 2 ranks" || fail "minimal_ddp did not train on 2 ranks"
+tail -n 3 minimal-0.out
+[ "$rc" -eq 0 ] || { tail -n 5 minimal-*.out; fail "srun -n 2 minimal_ddp exited $rc"; }
+grep -q "test accuracy .* on 2 ranks" minimal-0.out || fail "minimal_ddp did not train on 2 ranks"
 
 # 2. train --backend=mpi under srun, the MPI library wired up through srun's PMIx.
 out=$(timeout 300 srun --mpi=pmix -n 2 "$TRAIN" --model=mlp --epochs=1 --max_steps=20 --num_workers=0 \
