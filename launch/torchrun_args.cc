@@ -482,7 +482,8 @@ absl::StatusOr<int> ResolveNprocPerNode(absl::string_view text, const LocalDevic
   int n = 0;
   if (absl::SimpleAtoi(text, &n)) {
     if (n < 1 || n > kMaxProcPerNode) {
-      return Invalid("nproc_per_node", absl::StrCat("must be in [1, ", kMaxProcPerNode, "] (workers on this node), got ", n));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--nproc_per_node must be in [1, ", kMaxProcPerNode, "] (workers on this node), got ", n));
     }
     return n;
   }
