@@ -1,88 +1,51 @@
-// ddprun: torchrun for this engine. Starts --nproc_per_node workers running the given program with
-// RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, ... set (launch/worker_env.h); node 0 also
-// hosts the TCP store, on its own port (Note [Two ports]), so PyTorch DDP scripts run unchanged. Examples:
+// ddprun: torchrun for this engine. Takes torchrun's command line (launch/torchrun_args.h; the parity
+// table is in docs/launch.md), starts --nproc_per_node workers with RANK, WORLD_SIZE, LOCAL_RANK,
+// MASTER_ADDR, MASTER_PORT, ... set (launch/worker_env.h); the node that hosts the rendezvous also hosts
+// the TCP store, on its own port (Note [Two ports]), so PyTorch DDP scripts run unchanged. Examples:
 //   ddprun --nproc_per_node=4 bazel-bin/train/train --model=mlp
-//   ddprun --nnodes=2 --node_rank=1 --master_addr=10.0.0.1 --job_token_file=/shared/job.token -- ./train
-// Exit code: 0, or the first failing worker's code (128 + signal), see launch/launcher.h.
+//   PYTHON_EXEC=/opt/torch2/bin/python ddprun --standalone --nproc_per_node=2 ddp_script.py
+//   ddprun --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=10.0.0.1:29400 --rdzv_id=job7 \
+//       --job_token_file=/shared/job.token train.py
+// Exit code: 0, or the first failing worker's code (128 + signal), see launch/launcher.h; 2 for a bad
+// command line.
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/strings/str_cat.h"
 #include "launch/launcher.h"
-#include "launch/launcher_args.h"
+#include "launch/local_devices.h"
+#include "launch/torchrun_args.h"
 
-ABSL_FLAG(int, nproc_per_node, 1, "Workers to start on this node.");
-ABSL_FLAG(int, nnodes, 1, "Nodes in the job (one ddprun per node).");
-ABSL_FLAG(int, node_rank, 0, "This node's index in [0, nnodes); node 0 hosts the store.");
-ABSL_FLAG(std::string, master_addr, "127.0.0.1", "Address of node 0 (MASTER_ADDR, DDP_STORE_ADDR).");
-ABSL_FLAG(int, master_port, 29500,
-          "Port of ddprun's store on node 0 (DDP_STORE_PORT); 0 picks one. The workers' MASTER_PORT is "
-          "another, free port of node 0, for their own rendezvous (a PyTorch script's TCPStore).");
-ABSL_FLAG(int, max_restarts, 0, "Restarts of the local worker group after a failure.");
-ABSL_FLAG(bool, elastic, false,
-          "Elastic mode (docs/elastic.md): a worker that dies does not stop the others, which regroup "
-          "(train/train --elastic); the job succeeds when they finish.");
-ABSL_FLAG(int, min_world_size, 1,
-          "With --elastic: the fewest ranks the job continues with (torchrun's --nnodes=MIN:MAX is MIN * "
-          "nproc_per_node); below it the survivors stop with a checkpoint.");
-ABSL_FLAG(std::string, log_dir, "", "Also write each rank's output to <log_dir>/rank_N.log.");
-ABSL_FLAG(std::string, redirect, "all",
-          "What ranks other than 0 print: all | errors (stderr only) | none.");
-ABSL_FLAG(double, grace_period_s, 5.0, "Seconds between SIGTERM and SIGKILL when stopping workers.");
-ABSL_FLAG(std::string, job_token, "",
-          "Store job token; default $DDP_JOB_TOKEN (or the file $DDP_JOB_TOKEN_FILE names), or a random one "
-          "for single-node jobs. A multi-node job needs one, the same on every node.");
-ABSL_FLAG(std::string, job_token_file, "",
-          "File holding the job token, on a filesystem every node sees: node 0 creates it (mode 0600) when "
-          "missing, the other nodes wait for it.");
+extern char** environ;
 
 namespace {
 
-const std::vector<std::string> kValueFlags = {
-    "nproc_per_node", "nnodes",   "node_rank", "master_addr",    "master_port",
-    "max_restarts",   "log_dir",  "redirect",  "grace_period_s", "job_token", "job_token_file", "min_world_size"};
-
-// Parses our flags; returns false (after printing why) when they are unusable.
-bool ParseOptions(int argc, char** argv, ddp::LaunchOptions* options) {
-  ddp::SplitArgs split = ddp::SplitLauncherArgs(std::vector<std::string>(argv, argv + argc),
-                                                kValueFlags);
-  std::vector<char*> flag_argv;
-  for (std::string& arg : split.launcher_args) flag_argv.push_back(arg.data());
-  absl::ParseCommandLine(static_cast<int>(flag_argv.size()), flag_argv.data());
-  options->nproc_per_node = absl::GetFlag(FLAGS_nproc_per_node);
-  options->nnodes = absl::GetFlag(FLAGS_nnodes);
-  options->node_rank = absl::GetFlag(FLAGS_node_rank);
-  options->master_addr = absl::GetFlag(FLAGS_master_addr);
-  options->master_port = absl::GetFlag(FLAGS_master_port);
-  options->max_restarts = absl::GetFlag(FLAGS_max_restarts);
-  options->log_dir = absl::GetFlag(FLAGS_log_dir);
-  options->grace_period = absl::Seconds(absl::GetFlag(FLAGS_grace_period_s));
-  options->job_token = absl::GetFlag(FLAGS_job_token);
-  options->job_token_file = absl::GetFlag(FLAGS_job_token_file);
-  options->elastic.enabled = absl::GetFlag(FLAGS_elastic);
-  options->elastic.min_world_size = absl::GetFlag(FLAGS_min_world_size);
-  options->command = std::move(split.command);
-  if (!ddp::ParseRedirectMode(absl::GetFlag(FLAGS_redirect), &options->redirect)) {
-    std::fprintf(stderr, "ddprun: --redirect must be all, errors or none, not '%s'\n",
-                 absl::GetFlag(FLAGS_redirect).c_str());
-    return false;
+std::map<std::string, std::string> Environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
-  return true;
+  return env;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "ddprun [flags] [--] program [args...]\n"
-      "Starts --nproc_per_node workers of `program` with torchrun's environment variables.");
-  ddp::LaunchOptions options;
-  if (!ParseOptions(argc, argv, &options)) return 2;
-  absl::StatusOr<int> code = ddp::RunLauncher(options);
+  absl::StatusOr<ddp::DdprunCommandLine> line = ddp::ParseDdprunCommandLine(
+      std::vector<std::string>(argv, argv + argc), Environment(), ddp::DetectLocalDevices());
+  if (!line.ok()) {
+    std::fprintf(stderr, "ddprun: %s\n", std::string(line.status().message()).c_str());
+    return 2;
+  }
+  if (line->help) {
+    std::fputs(ddp::DdprunUsage().c_str(), stdout);
+    return 0;
+  }
+  for (const std::string& warning : line->warnings) std::fprintf(stderr, "ddprun: %s\n", warning.c_str());
+  absl::StatusOr<int> code = ddp::RunLauncher(line->options);
   if (!code.ok()) {
     std::fprintf(stderr, "ddprun: %s\n", std::string(code.status().message()).c_str());
     return code.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;

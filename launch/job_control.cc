@@ -28,7 +28,7 @@ void OnSignal(int signo) {
 
 }  // namespace
 
-ScopedSignalPipe::ScopedSignalPipe() {
+ScopedSignalPipe::ScopedSignalPipe(std::vector<int> signals) : signals_(std::move(signals)) {
   DDP_CHECK(g_signal_pipe_write == -1) << "two ScopedSignalPipes at once";
   int fds[2];
   DDP_CHECK(::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) << "pipe: " << std::strerror(errno);
@@ -39,23 +39,22 @@ ScopedSignalPipe::ScopedSignalPipe() {
   action.sa_handler = OnSignal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
-  ::sigaction(SIGINT, &action, &old_int_);
-  ::sigaction(SIGTERM, &action, &old_term_);
+  old_actions_.resize(signals_.size());
+  for (size_t i = 0; i < signals_.size(); ++i) ::sigaction(signals_[i], &action, &old_actions_[i]);
   struct sigaction ignore = {};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ignore, &old_pipe_);
 }
 
 ScopedSignalPipe::~ScopedSignalPipe() {
-  ::sigaction(SIGINT, &old_int_, nullptr);
-  ::sigaction(SIGTERM, &old_term_, nullptr);
+  for (size_t i = 0; i < signals_.size(); ++i) ::sigaction(signals_[i], &old_actions_[i], nullptr);
   ::sigaction(SIGPIPE, &old_pipe_, nullptr);
   g_signal_pipe_write = -1;
 }
 
 void RecordExitNotice(const JobLayout& layout, int restart, int rank, int exit_code) {
   TcpStoreClientOptions options;
-  options.host = layout.master_addr;
+  options.host = layout.store_addr.empty() ? layout.master_addr : layout.store_addr;
   options.port = layout.store_port;
   options.job_token = layout.job_token;
   options.connect_timeout = absl::Seconds(2);

@@ -6,18 +6,20 @@
 
 #include <signal.h>
 
+#include <vector>
+
 #include "base/unique_fd.h"
 #include "launch/worker_env.h"
 
 namespace ddp {
 
-// While alive, SIGINT and SIGTERM sent to this process become one byte each (the signal number) on a
+// While alive, `signals` (default SIGINT and SIGTERM) sent to this process become one byte each (the signal number) on a
 // pipe, whose read end goes to WorkerGroupConfig::signal_fd (the worker group forwards them to every
 // worker), and SIGPIPE is ignored; the destructor restores the previous dispositions. One at a time per
 // process (the handler writes to a process-wide descriptor); not thread-safe.
 class ScopedSignalPipe {
  public:
-  ScopedSignalPipe();
+  explicit ScopedSignalPipe(std::vector<int> signals = {SIGINT, SIGTERM});
   ~ScopedSignalPipe();
   ScopedSignalPipe(const ScopedSignalPipe&) = delete;
   ScopedSignalPipe& operator=(const ScopedSignalPipe&) = delete;
@@ -27,7 +29,9 @@ class ScopedSignalPipe {
 
  private:
   UniqueFd read_, write_;
-  struct sigaction old_int_, old_term_, old_pipe_;
+  const std::vector<int> signals_;
+  std::vector<struct sigaction> old_actions_;
+  struct sigaction old_pipe_;
 };
 
 // Writes how worker `rank` ended ("exit code 1", "exit code 137 (signal 9)"; `exit_code` is 128 + the

@@ -4,6 +4,8 @@
 #ifndef DDP_LAUNCH_LAUNCHER_H_
 #define DDP_LAUNCH_LAUNCHER_H_
 
+#include <csignal>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,15 +14,56 @@
 #include "absl/time/time.h"
 #include "launch/elastic_launch.h"
 #include "launch/rank_output.h"
+#include "launch/worker_logs.h"
 
 namespace ddp {
+
+// How the nodes of a job meet (torchrun's --rdzv_backend).
+enum class RendezvousBackend {
+  // Every node is told its --node_rank; node 0 at --master_addr:--master_port hosts the store.
+  kStatic,
+  // Nodes meet at --rdzv_endpoint and get their node ranks there (launch/node_rendezvous.h).
+  kC10d,
+};
 
 // Everything ddprun's flags say (defaults are torchrun's).
 struct LaunchOptions {
   // Workers started on this node.
   int nproc_per_node = 1;
-  // Nodes in the job (each runs its own ddprun).
+  // Nodes in the job (each runs its own ddprun): with kC10d the most nodes the rendezvous admits
+  // (torchrun's --nnodes=MIN:MAX gives min_nodes and nnodes).
   int nnodes = 1;
+  // kC10d: the rendezvous closes once this many nodes have joined and last_call_timeout has passed
+  // without another (or nnodes have joined). Equals nnodes for kStatic.
+  int min_nodes = 1;
+  // How nodes meet; the endpoint of kC10d is rdzv_host:rdzv_port (port 0: a free one, one node only).
+  RendezvousBackend rdzv_backend = RendezvousBackend::kStatic;
+  std::string rdzv_host;
+  int rdzv_port = 29400;
+  // kC10d: how long a node waits for the rendezvous to complete (torchrun's rdzv_conf join_timeout),
+  // and how long it stays open for more nodes once min_nodes have joined (last_call_timeout).
+  absl::Duration join_timeout = absl::Seconds(600);
+  absl::Duration last_call_timeout = absl::Seconds(30);
+  // kC10d: whether this node hosts the rendezvous store: unset decides by address (this host owns
+  // rdzv_host; when the port is taken, another ddprun on this host hosts it and this one joins).
+  std::optional<bool> is_host;
+  // TORCHELASTIC_RUN_ID (--rdzv_id); nodes of one kC10d rendezvous must agree on it.
+  std::string run_id = "none";
+  // ROLE_NAME (--role).
+  std::string role = "default";
+  // kC10d: the address other nodes reach this node at; when this node becomes node 0, the workers'
+  // MASTER_ADDR. "" for rdzv_host (node 0 owns it).
+  std::string local_addr;
+  // How often the workers are checked for exit when their output is quiet (--monitor_interval).
+  absl::Duration monitor_interval = absl::Milliseconds(100);
+  // Which streams of which local ranks go to files only (--redirects) or to files and the console
+  // (--tee), under log_dir in torchrun's layout (launch/worker_logs.h).
+  StdStreamsByRank redirects;
+  StdStreamsByRank tee;
+  // Local ranks whose output reaches the console (--local_ranks_filter); empty for all.
+  std::vector<int> local_ranks_filter;
+  // Signals forwarded to the workers (--signals_to_handle), as numbers; torchrun's default.
+  std::vector<int> signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   // This node's index in [0, nnodes). Node 0 hosts the TCP store server.
   int node_rank = 0;
   // Address of node 0, where the store listens (MASTER_ADDR and DDP_STORE_ADDR for the workers).
@@ -33,7 +76,8 @@ struct LaunchOptions {
   // PrefixStore "attempt_<n>"). Restarts are node-local; multi-node jobs are not re-synchronised.
   int max_restarts = 0;
   // When not empty, each rank's output is also written to <log_dir>/rank_<RANK>.log (created; a
-  // restart appends).
+  // restart appends), and torchrun's per-attempt tree (error files, redirected streams) lives under it
+  // (launch/worker_logs.h); else that tree is in a temporary folder.
   std::string log_dir;
   // What ranks other than 0 print (rank 0 always prints everything).
   RedirectMode redirect = RedirectMode::kAll;

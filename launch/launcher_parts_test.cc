@@ -1,4 +1,5 @@
-// The pure parts of ddprun: worker environment, argument splitting, output routing, exit codes.
+// The pure parts of ddprun: worker environment, output routing, exit codes (the command line:
+// torchrun_args_test.cc).
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -6,7 +7,6 @@
 #include <string>
 
 #include "launch/launcher.h"
-#include "launch/launcher_args.h"
 #include "launch/rank_output.h"
 #include "launch/worker_env.h"
 #include "launch/worker_process.h"
@@ -66,23 +66,6 @@ TEST(WorkerEnvironmentTest, TorchrunsVariablesAndTheStoreOffMasterPort) {
   EXPECT_EQ(env.count("OMP_NUM_THREADS"), 0u);
   layout.default_omp_num_threads = true;
   EXPECT_EQ(WorkerEnvironment(layout, 0)["OMP_NUM_THREADS"], "1");
-}
-
-const std::vector<std::string> kValueFlags = {"nproc_per_node", "master_port"};
-
-TEST(SplitLauncherArgsTest, StopsAtFirstPositional) {
-  SplitArgs s = SplitLauncherArgs(
-      {"ddprun", "--nproc_per_node=2", "/bin/sh", "-c", "echo --master_port=1"}, kValueFlags);
-  EXPECT_THAT(s.launcher_args, ElementsAre("ddprun", "--nproc_per_node=2"));
-  EXPECT_THAT(s.command, ElementsAre("/bin/sh", "-c", "echo --master_port=1"));
-}
-
-TEST(SplitLauncherArgsTest, DoubleDashAndSeparateValuesAndDashedNames) {
-  SplitArgs s = SplitLauncherArgs(
-      {"ddprun", "--nproc-per-node", "3", "--master_port", "0", "--", "-weird-program", "x"},
-      kValueFlags);
-  EXPECT_THAT(s.launcher_args, ElementsAre("ddprun", "--nproc_per_node=3", "--master_port=0"));
-  EXPECT_THAT(s.command, ElementsAre("-weird-program", "x"));
 }
 
 TEST(LineSplitterTest, SplitsAcrossChunksAndCutsLongLines) {

@@ -168,12 +168,15 @@ TEST(LauncherTest, SigtermIsForwardedToTheWorkers) {
 TEST(LauncherTest, UsageErrors) {
   RunResult no_program = RunDdprun({"--nproc_per_node=2"});
   EXPECT_EQ(no_program.exit_code, 2);
-  EXPECT_THAT(no_program.err, HasSubstr("no program"));
+  EXPECT_THAT(no_program.err, HasSubstr("no script to run was given"));
   RunResult bad_redirect = RunDdprun({"--redirect=some", "true"});
   EXPECT_EQ(bad_redirect.exit_code, 2);
   RunResult missing = RunDdprun({"--master_port=0", "/nonexistent/program"});
-  EXPECT_EQ(missing.exit_code, 127);
-  EXPECT_THAT(missing.err, HasSubstr("cannot execute /nonexistent/program"));
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("the script /nonexistent/program does not exist"));
+  RunResult cannot_exec = RunDdprun({"--master_port=0", "--no_python", "/nonexistent/program"});
+  EXPECT_EQ(cannot_exec.exit_code, 127);
+  EXPECT_THAT(cannot_exec.err, HasSubstr("cannot execute /nonexistent/program"));
 }
 
 // Whether something accepts TCP connections on 127.0.0.1:`port`.

@@ -64,8 +64,11 @@ RankOutput::RankOutput(int rank, RedirectMode mode, int stdout_fd, int stderr_fd
 
 void RankOutput::EmitLine(Stream stream, const std::string& line) {
   const bool is_err = stream == Stream::kStderr;
-  const bool print = rank_ == 0 || mode_ == RedirectMode::kAll ||
-                     (mode_ == RedirectMode::kErrors && is_err);
+  const bool on_console = is_err ? routing_.stderr_console : routing_.stdout_console;
+  const bool print = on_console && (rank_ == 0 || mode_ == RedirectMode::kAll ||
+                                    (mode_ == RedirectMode::kErrors && is_err));
+  const int file = is_err ? routing_.stderr_file : routing_.stdout_file;
+  if (file >= 0) WriteFully(file, absl::StrCat(line, "\n"));
   if (print) WriteFully(is_err ? stderr_fd_ : stdout_fd_, absl::StrCat("[rank ", rank_, "] ", line, "\n"));
   if (log_fd_ >= 0) WriteFully(log_fd_, absl::StrCat(line, "\n"));
   tail_.push_back(line);

@@ -37,6 +37,16 @@ class LineSplitter {
   std::string partial_;
 };
 
+// Where one worker's streams go besides what RedirectMode says (torchrun's --redirects, --tee and
+// --local_ranks_filter): a stream off the console is not printed; a stream with a file has its lines
+// written there as the worker wrote them (no prefix). The fds are not owned.
+struct RankOutputRouting {
+  bool stdout_console = true;
+  bool stderr_console = true;
+  int stdout_file = -1;
+  int stderr_file = -1;
+};
+
 // Routes one worker's output. Writes to `stdout_fd`/`stderr_fd` (ddprun's own, normally 1 and 2)
 // and, when `log_fd` >= 0, every line to the log file. Does not own the fds. Not thread-safe.
 class RankOutput {
@@ -46,6 +56,8 @@ class RankOutput {
   RankOutput(int rank, RedirectMode mode, int stdout_fd, int stderr_fd, int log_fd,
              size_t tail_lines = 20);
 
+  // Replaces the routing (default: both streams on the console, no files). Call before Feed.
+  void SetRouting(const RankOutputRouting& routing) { routing_ = routing; }
   // Handles bytes read from the worker's `stream`.
   void Feed(Stream stream, absl::string_view chunk);
   // Emits unterminated last lines of both streams (call once the worker has exited).
@@ -62,6 +74,7 @@ class RankOutput {
   const size_t tail_lines_;
   LineSplitter out_lines_, err_lines_;
   std::deque<std::string> tail_;
+  RankOutputRouting routing_;
 };
 
 // Writes all of `data` to `fd`, retrying on EINTR and short writes; gives up silently on errors

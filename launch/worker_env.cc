@@ -1,5 +1,7 @@
 #include "launch/worker_env.h"
 
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "store/launch_env.h"
@@ -14,7 +16,8 @@ std::map<std::string, std::string> WorkerEnvironment(const JobLayout& layout, in
   launch.world_size = layout.nnodes * layout.nproc_per_node;
   launch.local_rank = local_rank;
   launch.local_world_size = layout.nproc_per_node;
-  launch.master_addr = launch.store_addr = layout.master_addr;
+  launch.master_addr = layout.master_addr;
+  launch.store_addr = layout.store_addr.empty() ? layout.master_addr : layout.store_addr;
   launch.master_port = layout.master_port;
   launch.store_port = layout.store_port;
   launch.restart_count = layout.restart_count;
@@ -25,12 +28,15 @@ std::map<std::string, std::string> WorkerEnvironment(const JobLayout& layout, in
   // torchrun's own variables beyond the contract.
   env["ROLE_RANK"] = rank;
   env["ROLE_WORLD_SIZE"] = env["WORLD_SIZE"];
-  env["ROLE_NAME"] = "default";
+  env["ROLE_NAME"] = layout.role;
   env["GROUP_RANK"] = absl::StrCat(layout.node_rank);
   env["GROUP_WORLD_SIZE"] = absl::StrCat(layout.nnodes);
   env["TORCHELASTIC_MAX_RESTARTS"] = absl::StrCat(layout.max_restarts);
   env["TORCHELASTIC_RUN_ID"] = layout.run_id;
   env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = layout.signals_to_handle;
+  const char* nccl_async = std::getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING");
+  env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = nccl_async != nullptr ? nccl_async : "1";
   if (layout.default_omp_num_threads) env["OMP_NUM_THREADS"] = "1";
   if (!layout.job_token.empty()) env["DDP_JOB_TOKEN"] = layout.job_token;
   if (layout.spawned) env["DDP_SPAWN_RANK"] = rank;

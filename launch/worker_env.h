@@ -21,6 +21,12 @@ struct JobLayout {
   std::string job_token;        // "" when the store needs no token.
   std::string job_id;           // DDP_JOB_ID: this job's name, shared by its nodes ("" for none).
   std::string run_id = "none";  // TORCHELASTIC_RUN_ID (torchrun's --rdzv_id default).
+  std::string role = "default";  // ROLE_NAME (torchrun's --role).
+  // DDP_STORE_ADDR when the launcher's store is reached at another address than MASTER_ADDR (a c10d
+  // rendezvous endpoint); "" for master_addr.
+  std::string store_addr;
+  // TORCHELASTIC_SIGNALS_TO_HANDLE: the signals the launcher forwards, by name, comma-separated.
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   // Set OMP_NUM_THREADS=1 in every worker: the launcher says so when the variable is unset and more
   // than one worker runs per node (torchrun's rule, printed with torchrun's notice).
   bool default_omp_num_threads = false;
@@ -39,9 +45,11 @@ struct JobLayout {
 // Returns the variables to set for local worker `local_rank`, those torchrun sets:
 //   RANK = ROLE_RANK = node_rank * nproc_per_node + local_rank, WORLD_SIZE = ROLE_WORLD_SIZE =
 //   nnodes * nproc_per_node, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (node rank), GROUP_WORLD_SIZE,
-//   ROLE_NAME=default, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS,
-//   TORCHELASTIC_RUN_ID, TORCHELASTIC_USE_AGENT_STORE=False (PyTorch's rank 0 hosts its own store),
-//   OMP_NUM_THREADS=1 when layout.default_omp_num_threads;
+//   ROLE_NAME (layout.role), MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT,
+//   TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID, TORCHELASTIC_USE_AGENT_STORE=False (PyTorch's rank 0
+//   hosts its own store: Note [Two ports]), TORCHELASTIC_SIGNALS_TO_HANDLE,
+//   TORCH_NCCL_ASYNC_ERROR_HANDLING (the launcher's value, else 1), OMP_NUM_THREADS=1 when
+//   layout.default_omp_num_threads (TORCHELASTIC_ERROR_FILE is the worker group's: launch/worker_group.h);
 // plus ours: DDP_RESTART_COUNT (restart_count), DDP_STORE_ADDR/DDP_STORE_PORT (ddprun's store),
 //   DDP_STORE_IN_LAUNCHER=1 (so rank 0 does not start one), DDP_JOB_ID when job_id is not empty,
 //   DDP_JOB_TOKEN when job_token is not empty

@@ -9,6 +9,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
+#include <map>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -22,8 +24,10 @@ namespace {
 
 struct Worker {
   int rank = 0;
+  int local_rank = 0;
   std::unique_ptr<WorkerProcess> process;
   UniqueFd log;
+  UniqueFd stdout_file, stderr_file;  // torchrun's redirected / tee'd streams.
   std::unique_ptr<RankOutput> output;
   bool exited = false;
 };
@@ -38,6 +42,8 @@ class GroupRunner {
   GroupOutcome Run();
 
  private:
+  absl::Status OpenStreamFiles(Worker& w);
+  std::map<std::string, std::string> EnvironmentOf(int local_rank) const;
   void Pump(Worker& w);
   void PumpFd(Worker& w, int fd, RankOutput::Stream stream);
   void Reap(absl::Time now);
@@ -56,11 +62,49 @@ class GroupRunner {
   GroupOutcome first_lost_;     // elastic: the first worker that failed (failed_rank -1: none)
 };
 
+UniqueFd OpenForAppend(const std::string& path) {
+  return UniqueFd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+}
+
+// torchrun's --redirects / --tee / --local_ranks_filter for one worker.
+absl::Status GroupRunner::OpenStreamFiles(Worker& w) {
+  const StdStreams redirect = config_.redirects.For(w.local_rank);
+  const StdStreams tee = config_.tee.For(w.local_rank);
+  RankOutputRouting routing;
+  const std::vector<int>& filter = config_.local_ranks_filter;
+  const bool shown = filter.empty() || std::find(filter.begin(), filter.end(), w.local_rank) != filter.end();
+  routing.stdout_console = shown && !redirect.out;
+  routing.stderr_console = shown && !redirect.err;
+  if (config_.log_tree != nullptr) {
+    const int restart = config_.layout.restart_count;
+    for (const bool err : {false, true}) {
+      if (!(err ? redirect.err || tee.err : redirect.out || tee.out)) continue;
+      const std::string path = config_.log_tree->WorkerFile(restart, w.local_rank, err ? "stderr.log" : "stdout.log");
+      UniqueFd& fd = err ? w.stderr_file : w.stdout_file;
+      fd = OpenForAppend(path);
+      if (!fd.valid()) return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+      (err ? routing.stderr_file : routing.stdout_file) = fd.get();
+    }
+  }
+  w.output->SetRouting(routing);
+  return absl::OkStatus();
+}
+
+std::map<std::string, std::string> GroupRunner::EnvironmentOf(int local_rank) const {
+  std::map<std::string, std::string> env = WorkerEnvironment(config_.layout, local_rank);
+  if (config_.log_tree != nullptr) {
+    env["TORCHELASTIC_ERROR_FILE"] =
+        config_.log_tree->WorkerFile(config_.layout.restart_count, local_rank, "error.json");
+  }
+  return env;
+}
+
 absl::Status GroupRunner::Start() {
   const JobLayout& layout = config_.layout;
   for (int local = 0; local < layout.nproc_per_node; ++local) {
     Worker w;
     w.rank = layout.node_rank * layout.nproc_per_node + local;
+    w.local_rank = local;
     if (!config_.log_dir.empty()) {
       const std::string path = absl::StrCat(config_.log_dir, "/rank_", w.rank, ".log");
       w.log.Reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
@@ -69,7 +113,8 @@ absl::Status GroupRunner::Start() {
       }
     }
     w.output = std::make_unique<RankOutput>(w.rank, config_.redirect, 1, 2, w.log.get());
-    std::map<std::string, std::string> env = WorkerEnvironment(layout, local);
+    DDP_RETURN_IF_ERROR(OpenStreamFiles(w));
+    std::map<std::string, std::string> env = EnvironmentOf(local);
     for (const auto& [name, value] : config_.extra_env) env[name] = value;
     auto process = WorkerProcess::Start(config_.command, env);
     if (!process.ok()) return process.status();
@@ -135,6 +180,12 @@ void GroupRunner::Reap(absl::Time now) {
     outcome_.failed_rank = culprit->rank;
     outcome_.exit_code = culprit_code;
     outcome_.tail = culprit->output->Tail();
+    if (config_.log_tree != nullptr) {
+      outcome_.error_file_message =
+          ReadWorkerErrorFile(config_.log_tree->WorkerFile(config_.layout.restart_count, culprit->local_rank,
+                                                           "error.json"))
+              .value_or("");
+    }
     if (config_.on_first_failure) config_.on_first_failure(culprit->rank, culprit_code);
     StopOthers(now);
   }
@@ -192,8 +243,10 @@ GroupOutcome GroupRunner::Run() {
       if (w.process->stdout_fd() >= 0) fds.push_back({w.process->stdout_fd(), POLLIN, 0});
       if (w.process->stderr_fd() >= 0) fds.push_back({w.process->stderr_fd(), POLLIN, 0});
     }
-    // Wake at least every 20 ms to reap exited workers (no SIGCHLD plumbing needed).
-    const int timeout = std::min(20, PollTimeoutMs(kill_at_) < 0 ? 20 : PollTimeoutMs(kill_at_));
+    // Wake at least every monitor interval to reap exited workers (no SIGCHLD plumbing needed); a
+    // worker that exits closes its pipes, which wakes the poll at once.
+    const int monitor_ms = std::max<int>(1, static_cast<int>(absl::ToInt64Milliseconds(config_.monitor_interval)));
+    const int timeout = std::min(monitor_ms, PollTimeoutMs(kill_at_) < 0 ? monitor_ms : PollTimeoutMs(kill_at_));
     ::poll(fds.data(), fds.size(), timeout);
     const absl::Time now = absl::Now();
     if (config_.signal_fd >= 0) ForwardSignals(now);

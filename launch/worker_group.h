@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "launch/rank_output.h"
 #include "launch/worker_env.h"
+#include "launch/worker_logs.h"
 
 namespace ddp {
 
@@ -27,6 +28,17 @@ struct WorkerGroupConfig {
   std::string log_dir;
   // After SIGTERM, how long workers get before SIGKILL.
   absl::Duration grace_period = absl::Seconds(5);
+  // How often workers are checked for exit while their output is quiet.
+  absl::Duration monitor_interval = absl::Milliseconds(100);
+  // torchrun's per-attempt tree: each worker gets TORCHELASTIC_ERROR_FILE there, and its redirected or
+  // tee'd streams go to stdout.log / stderr.log there. Not owned; null for none (Spawn).
+  // REQUIRES: log_tree->StartAttempt(layout.restart_count, ...) has been called.
+  const WorkerLogTree* log_tree = nullptr;
+  // Streams that go to log_tree's files only (redirects) or to the files and the console (tee).
+  StdStreamsByRank redirects;
+  StdStreamsByRank tee;
+  // Local ranks whose output reaches the console; empty for all.
+  std::vector<int> local_ranks_filter;
   // Readable end of a pipe on which each byte is a signal number to forward to the workers
   // (SIGINT/SIGTERM received by ddprun); -1 for none. Not owned.
   int signal_fd = -1;
@@ -53,6 +65,7 @@ struct GroupOutcome {
   int failed_rank = -1;            // kFailed: global rank of the first worker to fail.
   int exit_code = 0;               // kFailed: its exit code (128 + signal for signals).
   std::vector<std::string> tail;   // kFailed: its last output lines.
+  std::string error_file_message;  // kFailed: what it wrote to TORCHELASTIC_ERROR_FILE ("" for nothing).
   int signal = 0;                  // kInterrupted: the signal ddprun received.
   std::vector<int> lost_ranks;     // elastic: the workers that failed while others went on.
 };

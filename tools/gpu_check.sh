@@ -24,6 +24,7 @@ TESTS=(tensor/cuda/cuda_ops_test comm/nccl/process_group_nccl_test nn/optimizer_
        tests/gloo_cuda_ddp_test dp/data_parallel_cuda_test ddp/cuda_backward_timer_test comm/host_staging_test nn/resnet_cuda_test)
 BENCH=bench/gpu_bench
 TRAIN=train/train
+LAUNCHER=launch/ddprun
 DATA=/usr/share/datasets/fashion-mnist
 LIMIT_BYTES=$((64 * 1024 * 1024))
 
@@ -31,7 +32,7 @@ bundle() {
   cd "${ROOT}"
   local start=$SECONDS
   local labels=()
-  for target in "${TESTS[@]}" "${BENCH}" "${TRAIN}"; do labels+=("//${target%/*}:${target##*/}"); done
+  for target in "${TESTS[@]}" "${BENCH}" "${TRAIN}" "${LAUNCHER}"; do labels+=("//${target%/*}:${target##*/}"); done
   # Static linking of our own libraries: cc_test binaries otherwise load them from Bazel's _solib
   # folders through relative rpaths, which do not survive the copy.
   bazel build --config=cuda --dynamic_mode=off "${labels[@]}" 2>&1 | grep -v "^\[" | tail -8
@@ -40,7 +41,7 @@ bundle() {
   mkdir -p "${BUNDLE}/bin" "${BUNDLE}/lib"
   local bin_dir
   bin_dir="$(bazel info --config=cuda --dynamic_mode=off bazel-bin 2>/dev/null)"
-  for target in "${TESTS[@]}" "${BENCH}" "${TRAIN}"; do
+  for target in "${TESTS[@]}" "${BENCH}" "${TRAIN}" "${LAUNCHER}"; do
     cp "${bin_dir}/${target}" "${BUNDLE}/bin/$(basename "${target}")"
   done
   # Every shared library the binaries load, except the C runtime and CUDA's own. One that ldd cannot
@@ -111,6 +112,17 @@ run() {
   DDP_CUDA_TF32=1 timeout 60 "${bundle}/bin/gpu_bench" --only=sgemm >> "${out}/gpu_bench.txt" 2>&1 || true
   cat "${out}/gpu_bench.txt"
   train_check "${bundle}" "${out}" || failed=1
+  # ddprun --nproc_per_node=gpu starts one worker per visible GPU (launch/local_devices.h).
+  local gpus workers
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  workers=$(timeout 60 "${bundle}/bin/ddprun" --nproc_per_node=gpu --master_port=0 /bin/sh -c 'echo W=$LOCAL_WORLD_SIZE' 2>&1 |
+            grep -oE 'W=[0-9]+' | sort -u || true)
+  if [[ "${workers}" == "W=${gpus}" ]]; then
+    echo "ddprun --nproc_per_node=gpu: ${gpus} worker(s): PASSED" | tee -a "${out}/summary.txt"
+  else
+    echo "ddprun --nproc_per_node=gpu: '${workers}' for ${gpus} GPU(s): FAILED" | tee -a "${out}/summary.txt"
+    failed=1
+  fi
   if command -v python3 > /dev/null; then
     env -u LD_LIBRARY_PATH timeout 300 python3 "${bundle}/pytorch_gpu_reference.py" > "${out}/pytorch_gpu_reference.txt" 2>&1 || true
     cat "${out}/pytorch_gpu_reference.txt"

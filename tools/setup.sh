@@ -22,6 +22,7 @@ PACKAGES=(
   iproute2               # network namespaces for the multi-host tests
   libopenmpi-dev openmpi-bin  # mpirun, for the test that starts examples/minimal_ddp under a real mpirun
   clang-14 libclang-rt-14-dev  # libFuzzer for tools/fuzz_store_protocol.sh
+  slurmd slurmctld slurm-client munge  # a one-node Slurm cluster in tests/slurm_test.sh (about 1.5 min to install)
 )
 
 missing=()

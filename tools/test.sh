@@ -55,12 +55,19 @@ python3 tools/check_floors.py
 floors=$?
 [ "$floors" -eq 0 ] || status=1
 
+# A project outside the tree (its own WORKSPACE) builds against the engine and runs 2-rank DDP.
+echo "== examples/external_workspace"
+bash examples/external_workspace/build_and_run.sh
+external=$?
+[ "$external" -eq 0 ] || status=1
+
 passed=$(grep -cE '^//[^ ]+ +(\(cuda\) +)?(\(cached\) )?PASSED' "$log")
 failed=$(grep -cE '^//[^ ]+ +(\(cuda\) +)?(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE)' "$log")
 flaky=$(grep -cE '^//[^ ]+ +(\(cuda\) +)?(\(cached\) )?FLAKY' "$log")
 skipped=$(wc -l < "$skips")
 passed=$((passed - skipped))
-failed=$((failed + flaky + (floors != 0)))
+failed=$((failed + flaky + (floors != 0) + (external != 0)))
+passed=$((passed + (external == 0)))
 rm -f "$log"
 bazel shutdown >/dev/null 2>&1 || true
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi  # a build error counts as a failure
