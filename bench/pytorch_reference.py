@@ -61,7 +61,8 @@ def run(rank, args, result_queue=None):
         x = x_all[b * args.batch_size:(b + 1) * args.batch_size]
         y = y_all[b * args.batch_size:(b + 1) * args.batch_size]
         opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
 
@@ -77,7 +78,7 @@ def run(rank, args, result_queue=None):
         "world_size": args.world_size, "ddp": use_ddp,
         "samples_per_s": args.steps * args.batch_size * args.world_size / elapsed,
         "step_ms": 1000.0 * elapsed / args.steps, "peak_rss_mb": peak_mb,
-        "gradient_as_bucket_view": args.gradient_as_bucket_view,
+        "gradient_as_bucket_view": args.gradient_as_bucket_view, "precision": args.precision,
     }
     if use_ddp:
         import torch.distributed as dist
@@ -98,6 +99,8 @@ def main():
     parser.add_argument("--world_size", type=int, default=1)
     parser.add_argument("--master_port", type=int, default=29611)
     parser.add_argument("--ddp", action="store_true", help="wrap in DDP even at world size 1")
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                        help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16)")
     parser.add_argument("--gradient_as_bucket_view", action="store_true",
                         help="DDP's gradient_as_bucket_view (.grad tensors are views into the buckets)")
     args = parser.parse_args()

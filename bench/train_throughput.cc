@@ -44,6 +44,7 @@ ABSL_FLAG(int64_t, batch_size, 64, "samples per step and rank");
 ABSL_FLAG(int, steps, 200, "timed optimizer steps");
 ABSL_FLAG(int, warmup, 20, "untimed optimizer steps first");
 ABSL_FLAG(int, threads, 1, "kernel threads per rank");
+ABSL_FLAG(std::string, precision, "fp32", "fp32 | bf16 (autocast, as train's --precision; docs/mixed_precision.md)");
 ABSL_FLAG(bool, ddp, false, "wrap in DDP even when WORLD_SIZE is 1 (measures DDP's own overhead)");
 ABSL_FLAG(double, bucket_cap_mb, 25, "DDP bucket cap (MiB); 0: one bucket per parameter");
 ABSL_FLAG(double, first_bucket_mb, 1, "DDP first bucket cap (MiB)");
@@ -148,6 +149,7 @@ absl::StatusOr<TrainConfig> ConfigFromFlags() {
   config.batch_size = absl::GetFlag(FLAGS_batch_size);
   config.accumulate_steps = absl::GetFlag(FLAGS_accumulate_steps);
   config.threads = absl::GetFlag(FLAGS_threads);
+  config.precision = absl::GetFlag(FLAGS_precision);
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
   const SgdOptions sgd = BenchSgdOptions();  // the PyTorch reference's optimizer, at a constant rate
   config.optimizer = "sgd";
@@ -237,7 +239,7 @@ void PrintResult(const RunFacts& facts, const std::vector<StepTime>& timed, cons
       "\"exposed_comm_ms\": %.3f, \"buckets\": %d, \"bucket_cap_mb\": %g, \"ablation\": \"%s\", "
       "\"per_step\": \"%s\", \"backend\": \"%s\", \"wrap_ms\": %.3f, \"settings_agreement_ms\": %.3f, "
       "\"auto_caps\": \"%s\", \"auto_predicted_step_ms\": %.3f, \"comm_hook\": \"%s\", "
-      "\"sent_kib_per_step\": %.1f, \"gradient_as_bucket_view\": %s, \"fuse_blocks\": %s}\n",
+      "\"sent_kib_per_step\": %.1f, \"gradient_as_bucket_view\": %s, \"fuse_blocks\": %s, \"precision\": \"%s\"}\n",
       absl::GetFlag(FLAGS_model).c_str(), static_cast<long>(batch_size), steps, facts.world,
       facts.ddp ? "true" : "false", steps * samples_per_step / elapsed, 1000.0 * elapsed / steps,
       spread.p50_ms, spread.p90_ms, spread.cv, PeakRssMb(), absl::ToDoubleMilliseconds(forward) / steps,
@@ -246,7 +248,7 @@ void PrintResult(const RunFacts& facts, const std::vector<StepTime>& timed, cons
       absl::GetFlag(FLAGS_ablation).c_str(), per_step.c_str(), facts.backend.c_str(), facts.wrap_ms,
       facts.agreement_ms, facts.auto_caps.c_str(), facts.auto_predicted_ms, absl::GetFlag(FLAGS_comm_hook).c_str(),
       comm.sent_kib, absl::GetFlag(FLAGS_gradient_as_bucket_view) ? "true" : "false",
-      absl::GetFlag(FLAGS_fuse_blocks) ? "true" : "false");
+      absl::GetFlag(FLAGS_fuse_blocks) ? "true" : "false", absl::GetFlag(FLAGS_precision).c_str());
 }
 
 // --step_times_out: each timed step's milliseconds, to the path with "%r" replaced by the rank.

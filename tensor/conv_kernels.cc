@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "base/check.h"
+#include "tensor/bf16_convert.h"
 #include "tensor/cpu_gemm.h"
+#include "tensor/cpu_gemm_bf16.h"
 #include "tensor/ops.h"
 
 namespace ddp {
@@ -36,48 +39,51 @@ bool RowsAreContiguous(const ConvGeometry& g) { return g.stride == 1 && g.ow == 
 
 // Zeroes the padding columns [0, cols.begin) and [cols.end, ow) of output rows [rows.begin, rows.end).
 // Column-outer loops: a few strided stores per row instead of two tiny memset calls per row.
-void ZeroEdgeColumns(float* row, const ConvGeometry& g, ValidRange rows, ValidRange cols) {
+template <typename T>
+void ZeroEdgeColumns(T* row, const ConvGeometry& g, ValidRange rows, ValidRange cols) {
   for (int64_t ox = 0; ox < cols.begin; ++ox) {
-    for (int64_t oy = rows.begin; oy < rows.end; ++oy) row[oy * g.ow + ox] = 0.0f;
+    for (int64_t oy = rows.begin; oy < rows.end; ++oy) row[oy * g.ow + ox] = T{};
   }
   for (int64_t ox = cols.end; ox < g.ow; ++ox) {
-    for (int64_t oy = rows.begin; oy < rows.end; ++oy) row[oy * g.ow + ox] = 0.0f;
+    for (int64_t oy = rows.begin; oy < rows.end; ++oy) row[oy * g.ow + ox] = T{};
   }
 }
 
 // Unfolds one image x [c, h, w] into col rows of stride `ld` (Note [Conv2d image groups]). Row
 // (ch, ki, kj) holds x[ch, oy*s + ki - pad, ox*s + kj - pad] at column oy*ow + ox (0 outside the
-// image). With RowsAreContiguous the valid rows are one memcpy plus zeroed edge columns.
-void Im2ColImage(const float* x, const ConvGeometry& g, float* col, int64_t ld) {
+// image). With RowsAreContiguous the valid rows are one memcpy plus zeroed edge columns. T is float, or
+// BFloat16 for the bf16 GEMMs of mixed precision (T{} is zero in both).
+template <typename T>
+void Im2ColImage(const T* x, const ConvGeometry& g, T* col, int64_t ld) {
   const int64_t s = g.stride, ow = g.ow, oh = g.oh;
   const bool contiguous = RowsAreContiguous(g);
   for (int64_t ch = 0; ch < g.c; ++ch) {
-    const float* plane = x + ch * g.h * g.w;
+    const T* plane = x + ch * g.h * g.w;
     for (int64_t ki = 0; ki < g.kh; ++ki) {
       const ValidRange rows = ValidOutputRows(ki, g);
       for (int64_t kj = 0; kj < g.kw; ++kj) {
-        float* row = col + ((ch * g.kh + ki) * g.kw + kj) * ld;
+        T* row = col + ((ch * g.kh + ki) * g.kw + kj) * ld;
         const int64_t offset = kj - g.padding;
         const ValidRange cols = ValidOutputColumns(offset, s, g.w, ow);
-        std::fill(row, row + rows.begin * ow, 0.0f);
-        std::fill(row + rows.end * ow, row + oh * ow, 0.0f);
+        std::fill(row, row + rows.begin * ow, T{});
+        std::fill(row + rows.end * ow, row + oh * ow, T{});
         if (rows.begin >= rows.end) continue;
         if (contiguous) {
           // Element t of the run reads src[t]; only in-bounds elements are copied, from the first
           // valid column of the first row to the last valid column of the last row.
           const int64_t first = cols.begin, last = (rows.end - rows.begin - 1) * ow + cols.end;
-          float* dst = row + rows.begin * ow + first;
-          const float* src = plane + (rows.begin + ki - g.padding) * g.w + offset + first;
-          if (last > first) std::memcpy(dst, src, (last - first) * sizeof(float));
+          T* dst = row + rows.begin * ow + first;
+          const T* src = plane + (rows.begin + ki - g.padding) * g.w + offset + first;
+          if (last > first) std::memcpy(dst, src, (last - first) * sizeof(T));
           ZeroEdgeColumns(row, g, rows, cols);
           continue;
         }
         for (int64_t oy = rows.begin; oy < rows.end; ++oy) {
-          float* dst = row + oy * ow;
-          const float* src = plane + (oy * s + ki - g.padding) * g.w;
-          for (int64_t ox = 0; ox < cols.begin; ++ox) dst[ox] = 0.0f;
+          T* dst = row + oy * ow;
+          const T* src = plane + (oy * s + ki - g.padding) * g.w;
+          for (int64_t ox = 0; ox < cols.begin; ++ox) dst[ox] = T{};
           for (int64_t ox = cols.begin; ox < cols.end; ++ox) dst[ox] = src[ox * s + offset];
-          for (int64_t ox = cols.end; ox < ow; ++ox) dst[ox] = 0.0f;
+          for (int64_t ox = cols.end; ox < ow; ++ox) dst[ox] = T{};
         }
       }
     }
@@ -143,7 +149,7 @@ int64_t ImagesPerGroup(const ConvGeometry& g) {
 class Scratch {
  public:
   Scratch(int slot, size_t floats) {
-    thread_local std::vector<float> cached[2];
+    thread_local std::vector<float> cached[3];
     if (floats > kMaxCachedFloats) {
       own_.resize(floats);
       data_ = own_.data();
@@ -153,6 +159,11 @@ class Scratch {
     data_ = cached[slot].data();
   }
   float* data() { return data_; }
+  // The buffer as an array of T (float, or BFloat16 for mixed precision's bf16 operands).
+  template <typename T>
+  T* as() {
+    return reinterpret_cast<T*>(data_);
+  }
 
  private:
   std::vector<float> own_;
@@ -160,7 +171,8 @@ class Scratch {
 };
 
 // Unfolds images [first, first + count) into col [K, count * P].
-void Im2ColGroup(const float* x, const ConvGeometry& g, int64_t first, int64_t count, float* col) {
+template <typename T>
+void Im2ColGroup(const T* x, const ConvGeometry& g, int64_t first, int64_t count, T* col) {
   const int64_t ld = count * g.P(), image = g.c * g.h * g.w;
 #pragma omp parallel for if (count > 1)
   for (int64_t i = 0; i < count; ++i) Im2ColImage(x + (first + i) * image, g, col + i * g.P(), ld);
@@ -197,31 +209,43 @@ ConvGeometry CheckConvShapes(const Tensor& x, const Tensor& w, const Tensor& b, 
   return g;
 }
 
-void ConvForwardGroups(const float* x, const float* w, const float* b, const ConvGeometry& g, float* direct,
-                       const GroupOutputFn& consume) {
+namespace {
+
+// Floats of scratch that hold `elements` values of T.
+template <typename T>
+size_t FloatsFor(int64_t elements) {
+  return (static_cast<size_t>(elements) * sizeof(T) + sizeof(float) - 1) / sizeof(float);
+}
+
+// ConvForwardGroups for float or BFloat16 operands (the GEMM overload of cpu_gemm.h or cpu_gemm_bf16.h).
+template <typename T>
+void ForwardGroups(const T* x, const T* w, const float* b, const ConvGeometry& g, float* direct,
+                   const GroupOutputFn& consume) {
   const int64_t K = g.K(), P = g.P(), group = ImagesPerGroup(g);
-  Scratch col(0, static_cast<size_t>(K * P * group));
+  Scratch col_scratch(0, FloatsFor<T>(K * P * group));
+  T* col = col_scratch.as<T>();
   Scratch tmp(1, group > 1 || direct == nullptr ? static_cast<size_t>(g.out * P * group) : 0);
   for (int64_t first = 0; first < g.n; first += group) {
     const int64_t count = std::min(group, g.n - first), ld = count * P;
-    Im2ColGroup(x, g, first, count, col.data());
+    Im2ColGroup(x, g, first, count, col);
     if (group == 1) {
       float* out = direct != nullptr ? direct + first * g.out * P : tmp.data();
       if (b != nullptr) {
         for (int64_t o = 0; o < g.out; ++o) std::fill(out + o * P, out + (o + 1) * P, b[o]);
       }
-      Gemm(false, false, g.out, P, K, 1.0f, w, K, col.data(), P, b != nullptr ? 1.0f : 0.0f, out, P);
+      Gemm(false, false, g.out, P, K, 1.0f, w, K, col, P, b != nullptr ? 1.0f : 0.0f, out, P);
       consume(first, count, out, ld, /*bias_added=*/true);
       continue;
     }
-    Gemm(false, false, g.out, ld, K, 1.0f, w, K, col.data(), ld, 0.0f, tmp.data(), ld);
+    Gemm(false, false, g.out, ld, K, 1.0f, w, K, col, ld, 0.0f, tmp.data(), ld);
     consume(first, count, tmp.data(), ld, /*bias_added=*/b == nullptr);
   }
 }
 
-void ConvForward(const float* x, const float* w, const float* b, const ConvGeometry& g, float* y) {
+template <typename T>
+void Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, float* y) {
   const int64_t P = g.P();
-  ConvForwardGroups(x, w, b, g, y, [&](int64_t first, int64_t count, float* out, int64_t ld, bool bias_added) {
+  ForwardGroups(x, w, b, g, y, [&](int64_t first, int64_t count, float* out, int64_t ld, bool bias_added) {
     if (out == y + first * g.out * P) return;
 #pragma omp parallel for collapse(2) if (count > 1)
     for (int64_t i = 0; i < count; ++i) {
@@ -233,6 +257,26 @@ void ConvForward(const float* x, const float* w, const float* b, const ConvGeome
       }
     }
   });
+}
+
+}  // namespace
+
+void ConvForwardGroups(const float* x, const float* w, const float* b, const ConvGeometry& g, float* direct,
+                       const GroupOutputFn& consume) {
+  ForwardGroups(x, w, b, g, direct, consume);
+}
+
+void ConvForwardGroups(const BFloat16* x, const BFloat16* w, const float* b, const ConvGeometry& g,
+                       float* direct, const GroupOutputFn& consume) {
+  ForwardGroups(x, w, b, g, direct, consume);
+}
+
+void ConvForward(const float* x, const float* w, const float* b, const ConvGeometry& g, float* y) {
+  Forward(x, w, b, g, y);
+}
+
+void ConvForward(const BFloat16* x, const BFloat16* w, const float* b, const ConvGeometry& g, float* y) {
+  Forward(x, w, b, g, y);
 }
 
 ConvGrads ConvGradTensors::Pointers() const {
@@ -266,33 +310,61 @@ GroupGradientFn DenseGradient(const float* gy, const ConvGeometry& g) {
   };
 }
 
-void ConvBackward(const float* x, const float* w, const ConvGeometry& g, const GroupGradientFn& gradient,
-                  ConvGrads grads) {
+namespace {
+
+// The output gradient [g.out, count * P] as the GEMMs' operand: itself for float, else rounded to bf16 in
+// `scratch`.
+template <typename T>
+const T* GradientOperand(const float* gcol, int64_t elements, Scratch& scratch) {
+  if constexpr (std::is_same_v<T, float>) {
+    return gcol;
+  } else {
+    FloatToBFloat16Array(gcol, scratch.as<T>(), elements);
+    return scratch.as<T>();
+  }
+}
+
+template <typename T>
+void Backward(const T* x, const T* w, const ConvGeometry& g, const GroupGradientFn& gradient, ConvGrads grads) {
   const int64_t K = g.K(), P = g.P(), group = ImagesPerGroup(g);
   if (grads.gb != nullptr) std::fill(grads.gb, grads.gb + g.out, 0.0f);
   if (grads.gw != nullptr && g.n == 0) std::fill(grads.gw, grads.gw + g.out * K, 0.0f);
   if (grads.gx == nullptr && grads.gw == nullptr && grads.gb == nullptr) return;
   Scratch col(0, grads.gx != nullptr || grads.gw != nullptr ? static_cast<size_t>(K * P * group) : 0);
   Scratch scratch(1, static_cast<size_t>(g.out * P * group));
+  Scratch low(2, std::is_same_v<T, float> ? 0 : FloatsFor<T>(g.out * P * group));
   for (int64_t first = 0; first < g.n; first += group) {
     const int64_t count = std::min(group, g.n - first), ld = count * P;
     const float* gcol = gradient(first, count, scratch.data());  // [out, ld]
+    const T* gop = grads.gw != nullptr || grads.gx != nullptr ? GradientOperand<T>(gcol, g.out * ld, low) : nullptr;
     if (grads.gb != nullptr) {
       for (int64_t i = 0; i < count; ++i) {
         for (int64_t o = 0; o < g.out; ++o) grads.gb[o] += SumPlane(gcol + o * ld + i * P, P);
       }
     }
     if (grads.gw != nullptr) {
-      Im2ColGroup(x, g, first, count, col.data());
-      Gemm(false, true, g.out, K, ld, 1.0f, gcol, ld, col.data(), ld, first == 0 ? 0.0f : 1.0f, grads.gw, K);
+      Im2ColGroup(x, g, first, count, col.as<T>());
+      Gemm(false, true, g.out, K, ld, 1.0f, gop, ld, col.as<T>(), ld, first == 0 ? 0.0f : 1.0f, grads.gw, K);
     }
     if (grads.gx != nullptr) {
-      Gemm(true, false, K, ld, g.out, 1.0f, w, K, gcol, ld, 0.0f, col.data(), ld);
+      Gemm(true, false, K, ld, g.out, 1.0f, w, K, gop, ld, 0.0f, col.data(), ld);
       const int64_t image = g.c * g.h * g.w;
 #pragma omp parallel for if (count > 1)
       for (int64_t i = 0; i < count; ++i) Col2ImImage(col.data() + i * P, g, ld, grads.gx + (first + i) * image);
     }
   }
+}
+
+}  // namespace
+
+void ConvBackward(const float* x, const float* w, const ConvGeometry& g, const GroupGradientFn& gradient,
+                  ConvGrads grads) {
+  Backward(x, w, g, gradient, grads);
+}
+
+void ConvBackward(const BFloat16* x, const BFloat16* w, const ConvGeometry& g, const GroupGradientFn& gradient,
+                  ConvGrads grads) {
+  Backward(x, w, g, gradient, grads);
 }
 
 }  // namespace cpu

@@ -51,9 +51,14 @@ using GroupOutputFn = std::function<void(int64_t first, int64_t count, float* ou
 // valid during the call.
 void ConvForwardGroups(const float* x, const float* w, const float* b, const ConvGeometry& g, float* direct,
                        const GroupOutputFn& consume);
+// The same with bf16 x and w multiplied with float32 accumulation (mixed precision, tensor/autocast.h):
+// im2col unfolds bf16 values and the GEMMs are tensor/cpu_gemm_bf16.h's; outputs stay float32.
+void ConvForwardGroups(const BFloat16* x, const BFloat16* w, const float* b, const ConvGeometry& g,
+                       float* direct, const GroupOutputFn& consume);
 
 // y [n, out, oh, ow] = conv(x, w) (+ b when not null).
 void ConvForward(const float* x, const float* w, const float* b, const ConvGeometry& g, float* y);
+void ConvForward(const BFloat16* x, const BFloat16* w, const float* b, const ConvGeometry& g, float* y);
 
 // The output gradient of images [first, first + count) in the layout of GroupOutputFn: written into
 // `scratch` ([g.out, count * P] floats) and returned, or returned where it already lies in that layout.
@@ -81,6 +86,10 @@ ConvGradTensors NewConvGrads(const Tensor& x, const Tensor& w, const ConvGeometr
 // The backward of ConvForward: the requested gradients (gx accumulated into, gw and gb overwritten) from
 // the output gradient that `gradient` gives group by group.
 void ConvBackward(const float* x, const float* w, const ConvGeometry& g, const GroupGradientFn& gradient,
+                  ConvGrads grads);
+// The same with bf16 x and w: the output gradient is rounded to bf16 group by group and the GEMMs are
+// bf16 with float32 accumulation; the gradients stay float32.
+void ConvBackward(const BFloat16* x, const BFloat16* w, const ConvGeometry& g, const GroupGradientFn& gradient,
                   ConvGrads grads);
 
 }  // namespace cpu

@@ -10,8 +10,9 @@
 
 namespace ddp {
 
-// float32 and int64 are computed on; float16 and bfloat16 are storage types (gradient compression in
-// communication hooks), converted with ToDType.
+// float32 and int64 are computed on; float16 and bfloat16 are storage types: gradient compression in
+// communication hooks, and the operands of the GEMMs that mixed precision runs in bfloat16
+// (tensor/autocast.h). Converted with ToDType.
 enum class DType : uint8_t { kFloat32, kInt64, kFloat16, kBFloat16 };
 
 // Bytes per element of `dtype`.
@@ -36,6 +37,16 @@ struct DTypeOf<float> {
 template <>
 struct DTypeOf<int64_t> {
   static constexpr DType value = DType::kInt64;
+};
+
+// One bfloat16 value as stored (the upper 16 bits of a float32), so that Tensor::data<BFloat16>() is
+// typed and cannot be confused with float16's bits.
+struct BFloat16 {
+  uint16_t bits;
+};
+template <>
+struct DTypeOf<BFloat16> {
+  static constexpr DType value = DType::kBFloat16;
 };
 
 // IEEE half and bfloat16 conversions (round to nearest even), usable on host and device.

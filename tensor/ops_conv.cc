@@ -4,6 +4,7 @@
 // GPU-sized group, in tensor/cuda/conv_im2col.cc).
 #include <vector>
 
+#include "tensor/autocast.h"
 #include "tensor/conv_kernels.h"
 #include "tensor/function_node.h"
 #include "tensor/op_device.h"
@@ -49,11 +50,30 @@ void ConvBackwardOn(const Tensor& x, const Tensor& w, const Tensor& gy, const Co
                     grads.Pointers());
 }
 
+// Conv2d under autocast (Note [Autocast]): bf16 x and w, float32 output and gradients.
+Tensor Conv2dBf16(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeometry& g) {
+  Tensor xb = AutocastCast(x), wb = AutocastCast(w);
+  Tensor bc = b.defined() ? Contiguous(b.Detach()) : Tensor();
+  Tensor out = Tensor::Empty({g.n, g.out, g.oh, g.ow}, DType::kFloat32, x.device());
+  cpu::ConvForward(xb.data<BFloat16>(), wb.data<BFloat16>(), bc.defined() ? bc.data<float>() : nullptr, g,
+                   out.data<float>());
+  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
+  const bool need_b = b.defined() && b.requires_grad();
+  return RecordOp(out, "Conv2dBackward", {&x, &w, &b}, [xb, wb, g, need_x, need_w, need_b](const Tensor& gy) {
+    const cpu::ConvGradTensors grads = cpu::NewConvGrads(xb, wb, g, need_x, need_w, need_b, gy.device());
+    const Tensor gyc = Contiguous(gy);
+    cpu::ConvBackward(xb.data<BFloat16>(), wb.data<BFloat16>(), g, cpu::DenseGradient(gyc.data<float>(), g),
+                      grads.Pointers());
+    return std::vector<Tensor>{grads.gx, grads.gw, grads.gb};
+  });
+}
+
 }  // namespace
 
 Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding) {
   RequireFloatOnOneDevice("Conv2d", {&x, &w, &b});
   const ConvGeometry g = cpu::CheckConvShapes(x, w, b, stride, padding);
+  if (AutocastAppliesTo(x)) return Conv2dBf16(x, w, b, g);
   Tensor xc = Contiguous(x.Detach()), wc = Contiguous(w.Detach());
   Tensor bc = b.defined() ? Contiguous(b.Detach()) : Tensor();
   Tensor out = Tensor::Empty({g.n, g.out, g.oh, g.ow}, DType::kFloat32, x.device());

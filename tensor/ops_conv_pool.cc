@@ -14,6 +14,7 @@
 // (tensor/ops_conv_test.cc). On CUDA it runs as the three ops.
 #include <vector>
 
+#include "tensor/autocast.h"
 #include "tensor/conv_kernels.h"
 #include "tensor/function_node.h"
 #include "tensor/op_device.h"
@@ -65,21 +66,15 @@ cpu::GroupGradientFn ScatterEachGroup(const float* gy, const int32_t* index, con
   };
 }
 
-}  // namespace
-
-Tensor Conv2dReluMaxPool2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding,
-                           int64_t pool_kernel, int64_t pool_stride) {
-  RequireFloatOnOneDevice("Conv2dReluMaxPool2d", {&x, &w, &b});
-  if (!x.device().is_cpu()) return MaxPool2d(Relu(Conv2d(x, w, b, stride, padding)), pool_kernel, pool_stride);
-  const cpu::ConvGeometry g = cpu::CheckConvShapes(x, w, b, stride, padding);
-  const cpu::PoolGeometry pg =
-      cpu::CheckPoolShapes({g.n, g.out, g.oh, g.ow}, pool_kernel, pool_stride == 0 ? pool_kernel : pool_stride);
-  Tensor xc = Contiguous(x.Detach()), wc = Contiguous(w.Detach());
+// The op with x and w as the GEMMs take them (xc, wc: contiguous, of element type T, no history).
+template <typename T>
+Tensor Fused(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& xc, const Tensor& wc,
+             const cpu::ConvGeometry& g, const cpu::PoolGeometry& pg) {
   Tensor bc = b.defined() ? Contiguous(b.Detach()) : Tensor();
   Tensor out = Tensor::Empty({g.n, g.out, pg.oh, pg.ow}, DType::kFloat32, x.device());
   Storage index = NewStorage(static_cast<size_t>(out.numel()) * sizeof(int32_t), x.device());
   const float* pb = bc.defined() ? bc.data<float>() : nullptr;
-  cpu::ConvForwardGroups(xc.data<float>(), wc.data<float>(), pb, g, /*direct=*/nullptr,
+  cpu::ConvForwardGroups(xc.data<T>(), wc.data<T>(), pb, g, /*direct=*/nullptr,
                          PoolEachGroup(pb, g, pg, out.data<float>(), static_cast<int32_t*>(index->data())));
   const bool need_x = x.requires_grad(), need_w = w.requires_grad();
   const bool need_b = b.defined() && b.requires_grad();
@@ -89,10 +84,25 @@ Tensor Conv2dReluMaxPool2d(const Tensor& x, const Tensor& w, const Tensor& b, in
                         cpu::NewConvGrads(xc, wc, g, need_x, need_w, need_b, gy.device());
                     const Tensor gyc = Contiguous(gy);
                     const auto* argmax = static_cast<const int32_t*>(index->data());
-                    cpu::ConvBackward(xc.data<float>(), wc.data<float>(), g,
+                    cpu::ConvBackward(xc.data<T>(), wc.data<T>(), g,
                                       ScatterEachGroup(gyc.data<float>(), argmax, g, pg), grads.Pointers());
                     return std::vector<Tensor>{grads.gx, grads.gw, grads.gb};
                   });
+}
+
+}  // namespace
+
+Tensor Conv2dReluMaxPool2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding,
+                           int64_t pool_kernel, int64_t pool_stride) {
+  RequireFloatOnOneDevice("Conv2dReluMaxPool2d", {&x, &w, &b});
+  if (!x.device().is_cpu()) return MaxPool2d(Relu(Conv2d(x, w, b, stride, padding)), pool_kernel, pool_stride);
+  const cpu::ConvGeometry g = cpu::CheckConvShapes(x, w, b, stride, padding);
+  const cpu::PoolGeometry pg =
+      cpu::CheckPoolShapes({g.n, g.out, g.oh, g.ow}, pool_kernel, pool_stride == 0 ? pool_kernel : pool_stride);
+  // Under autocast (Note [Autocast]) x and w are bf16 and the GEMMs bf16 with float32 accumulation; the
+  // pooling and its gradient are float32 either way.
+  if (AutocastAppliesTo(x)) return Fused<BFloat16>(x, w, b, AutocastCast(x), AutocastCast(w), g, pg);
+  return Fused<float>(x, w, b, Contiguous(x.Detach()), Contiguous(w.Detach()), g, pg);
 }
 
 }  // namespace ddp

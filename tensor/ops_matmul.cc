@@ -1,7 +1,9 @@
 // Matmul and Linear on either device: GEMM through cpu::Gemm (oneDNN) or cuda::Gemm (cuBLAS), passing
-// transposed views without copies. Everything but the GEMM call, the bias broadcast and the bias
+// transposed views without copies; under autocast on the CPU, bf16 GEMMs (Note [Autocast]). Everything but the GEMM call, the bias broadcast and the bias
 // gradient is shared by both devices.
+#include "tensor/autocast.h"
 #include "tensor/cpu_gemm.h"
+#include "tensor/cpu_gemm_bf16.h"
 #include "tensor/function_node.h"
 #include "tensor/functors.h"
 #include "tensor/op_device.h"
@@ -85,12 +87,58 @@ Tensor MatmulNoGrad(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// [m, n] float32 = a [m, k] x b [k, n] with bf16 a and b stored contiguously, transposed where asked.
+Tensor Bf16Product(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b) {
+  const int64_t m = a.shape()[trans_a ? 1 : 0], k = a.shape()[trans_a ? 0 : 1];
+  const int64_t n = b.shape()[trans_b ? 0 : 1];
+  Tensor out = Tensor::Empty({m, n}, DType::kFloat32, a.device());
+  cpu::Gemm(trans_a, trans_b, m, n, k, 1.0f, a.data<BFloat16>(), a.shape()[1], b.data<BFloat16>(), b.shape()[1],
+            0.0f, out.data<float>(), n);
+  return out;
+}
+
+// Matmul under autocast (Note [Autocast]).
+Tensor MatmulBf16(const Tensor& a, const Tensor& b) {
+  Tensor ab = AutocastCast(a), bb = AutocastCast(b);
+  Tensor out = Bf16Product(ab, false, bb, false);
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  return RecordOp(out, "MatmulBackward", {&a, &b}, [ab, bb, need_a, need_b](const Tensor& g) {
+    const Tensor gb16 = ToBFloat16Contiguous(g);
+    return std::vector<Tensor>{need_a ? Bf16Product(gb16, false, bb, true) : Tensor(),
+                               need_b ? Bf16Product(ab, true, gb16, false) : Tensor()};
+  });
+}
+
+// Linear under autocast (Note [Autocast]): y = x w^T + b with bf16 x and w, float32 bias and output.
+Tensor LinearBf16(const Tensor& x, const Tensor& w, const Tensor& b) {
+  Tensor xb = AutocastCast(x), wb = AutocastCast(w);
+  const int64_t n = x.shape()[0], in = x.shape()[1], out_features = w.shape()[0];
+  Tensor out = Tensor::Empty({n, out_features}, DType::kFloat32, x.device());
+  float beta = 0.0f;
+  if (b.defined()) {
+    FillRowsWithBias(out, b);
+    beta = 1.0f;
+  }
+  cpu::Gemm(false, true, n, out_features, in, 1.0f, xb.data<BFloat16>(), in, wb.data<BFloat16>(), in, beta,
+            out.data<float>(), out_features);
+  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
+  const bool need_b = b.defined() && b.requires_grad();
+  return RecordOp(out, "LinearBackward", {&x, &w, &b}, [xb, wb, need_x, need_w, need_b](const Tensor& g) {
+    const Tensor gb16 = need_x || need_w ? ToBFloat16Contiguous(g) : Tensor();
+    Tensor gx = need_x ? Bf16Product(gb16, false, wb, false) : Tensor();
+    Tensor gw = need_w ? Bf16Product(gb16, true, xb, false) : Tensor();
+    Tensor gb = need_b ? SumRows(g) : Tensor();
+    return std::vector<Tensor>{gx, gw, gb};
+  });
+}
+
 }  // namespace
 
 Tensor Matmul(const Tensor& a, const Tensor& b) {
   RequireFloatOnOneDevice("Matmul", {&a, &b});
   DDP_CHECK(a.dim() == 2 && b.dim() == 2 && a.shape()[1] == b.shape()[0])
       << "Matmul: " << ShapeToString(a.shape()) << " x " << ShapeToString(b.shape());
+  if (AutocastAppliesTo(a)) return MatmulBf16(a, b);
   Tensor out = MatmulNoGrad(a, b);
   Tensor ad = a.Detach(), bd = b.Detach();
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
@@ -105,10 +153,13 @@ Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   DDP_CHECK(x.dim() == 2 && w.dim() == 2 && x.shape()[1] == w.shape()[1])
       << "Linear: input " << ShapeToString(x.shape()) << " with weight " << ShapeToString(w.shape());
   const int64_t n = x.shape()[0], out_features = w.shape()[0];
+  if (b.defined()) {
+    DDP_CHECK(b.dim() == 1 && b.shape()[0] == out_features) << "Linear: bias " << ShapeToString(b.shape());
+  }
+  if (AutocastAppliesTo(x)) return LinearBf16(x, w, b);
   Tensor out = Tensor::Empty({n, out_features}, DType::kFloat32, x.device());
   float beta = 0.0f;
   if (b.defined()) {
-    DDP_CHECK(b.dim() == 1 && b.shape()[0] == out_features) << "Linear: bias " << ShapeToString(b.shape());
     FillRowsWithBias(out, b);
     beta = 1.0f;
   }

@@ -56,6 +56,8 @@ def save_safetensors(path, tensors, metadata):
     offset = 0
     for name, tensor in tensors.items():
         tensor = tensor.detach().contiguous().cpu()
+        if tensor.dtype == torch.bfloat16:  # autocast outputs: stored as float32 (exact)
+            tensor = tensor.float()
         code, np_dtype = DTYPES[tensor.dtype]
         data = tensor.numpy().astype(np_dtype).astype(np.dtype(np_dtype).newbyteorder("<")).tobytes()
         header[name] = {"dtype": code, "shape": list(tensor.shape), "data_offsets": [offset, offset + len(data)]}
@@ -277,6 +279,46 @@ def optimizer_fixtures(out_dir):
                       {"lr": 0.01, "beta1": 0.8, "beta2": 0.99, "eps": 1e-6, "weight_decay": 0.1})
 
 
+def autocast_fixtures(out_dir):
+    """bf16 autocast (torch.autocast("cpu", dtype=torch.bfloat16)) references for //nn:autocast_fixture_test,
+    in layer_fixture's format with the forward and backward run under autocast: autocast_linear (a 64 -> 48
+    Linear on [16, 64]), autocast_conv2d (Conv2d 3 -> 8, 3x3, padding 1, on [4, 3, 10, 10]) and
+    autocast_small_cnn: conv (1 -> 4, 3x3, padding 1) -> ReLU -> MaxPool2d(2) -> flatten -> fc (64 -> 10)
+    on [8, 1, 8, 8] with cross-entropy against "target", storing "loss" and "logits". PyTorch's autocast
+    outputs are bf16; they are stored as float32. Gradients of the float32 parameters are float32."""
+    torch.manual_seed(20)
+    gen = torch.Generator().manual_seed(21)
+
+    def under_autocast(path, module, x, metadata):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            layer_fixture(path, module, x, metadata)
+
+    under_autocast(os.path.join(out_dir, "autocast_linear.safetensors"), nn.Linear(64, 48),
+                   torch.randn(16, 64, generator=gen), {"in_features": 64, "out_features": 48})
+    under_autocast(os.path.join(out_dir, "autocast_conv2d.safetensors"), nn.Conv2d(3, 8, 3, padding=1),
+                   torch.randn(4, 3, 10, 10, generator=gen),
+                   {"in_channels": 3, "out_channels": 8, "kernel_size": 3, "stride": 1, "padding": 1})
+    conv, fc = nn.Conv2d(1, 4, 3, padding=1), nn.Linear(64, 10)
+    x = torch.randn(8, 1, 8, 8, generator=gen)
+    target = torch.randint(0, 10, (8,), generator=gen)
+    out = collections.OrderedDict(input=x, target=target)
+    for pname, t in conv.state_dict().items():
+        out["state.conv." + pname] = t.clone()
+    for pname, t in fc.state_dict().items():
+        out["state.fc." + pname] = t.clone()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = fc(torch.flatten(F.max_pool2d(F.relu(conv(x)), 2), 1))
+        loss = F.cross_entropy(logits, target)
+    loss.backward()
+    out["logits"] = logits.float()
+    out["loss"] = loss.float()
+    for prefix, module in (("conv.", conv), ("fc.", fc)):
+        for pname, p in module.named_parameters():
+            out["grad." + prefix + pname] = p.grad
+    save_safetensors(os.path.join(out_dir, "autocast_small_cnn.safetensors"), out,
+                     {"torch": torch.__version__, "logits_dtype": str(logits.dtype)})
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
@@ -291,6 +333,7 @@ def main():
     for name in reference_models.MODELS:
         model_fixture(name, reference_models.make_model(name), args.out)
     optimizer_fixtures(args.out)
+    autocast_fixtures(args.out)
     total = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out)
                 if f.endswith(".safetensors"))
     print("wrote %s (%d bytes of fixtures)" % (os.path.abspath(args.out), total))

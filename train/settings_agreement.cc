@@ -56,6 +56,7 @@ void AddTrainingFlags(const TrainConfig& c, std::vector<AgreedField>* fields) {
       {"--static_graph", Bool(c.static_graph)},
       {"--grad_as_bucket_view", Bool(c.grad_as_bucket_view)},
       {"--comm_hook", c.comm_hook},
+      {"--precision", c.precision},
       {"--powersgd_rank", absl::StrCat(c.powersgd_rank)},
       {"--powersgd_start_iter", absl::StrCat(c.powersgd_start_iter)},
       {"--powersgd_min_compression_rate", Exact(c.powersgd_min_compression_rate)},

@@ -19,6 +19,13 @@ absl::Status CheckCombinations(const TrainConfig& config) {
   if (config.device == "cuda") return bad("--device=cuda needs a CUDA build (bazel build --config=cuda)");
 #endif
   if (config.backend == "nccl" && config.device != "cuda") return bad("--backend=nccl needs --device=cuda");
+  if (config.precision == "fp16") {
+    return bad("--precision=fp16 is not implemented (no fp16 GEMMs; use --precision=bf16, which needs no loss scaling)");
+  }
+  if (config.precision == "bf16" && (config.device != "cpu" || config.mode == "dp")) {
+    return bad("--precision=bf16 needs --device=cpu and DDP or one process (not --mode=dp, whose replicas run on "
+               "threads that the autocast scope does not reach); bf16 GEMMs on CUDA are not implemented");
+  }
   if (config.uneven_drop_batches > 0 && (config.checkpoint_every > 0 || config.check_sync_every > 0)) {
     return bad("--uneven_drop_batches cannot be combined with --checkpoint_every or --check_sync_every (their "
                "per-step collectives need every rank at every step)");

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,7 @@
 #include "ddp/zero_redundancy_optimizer.h"
 #include "nn/clip_grad.h"
 #include "nn/safetensors.h"
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 #include "train/auto_bucket_caps.h"
 #include "train/auto_bucket_caps_record.h"
@@ -39,6 +41,10 @@ absl::Status DumpGradients(const Module& model, const std::string& path) {
 // One forward + backward on `batch`; the loss is divided by the accumulation count. Returns the loss.
 absl::StatusOr<double> ForwardBackward(TrainState& state, const Example& batch, bool synchronise) {
   const Tensor input = ToDevice(batch.input, state.device);  // no copy on the CPU
+  // --precision=bf16: forward and loss under autocast (Note [Autocast], tensor/autocast.h); the scope
+  // ends before backward, which reuses the bf16 copies the forward saved.
+  std::optional<AutocastScope> autocast;
+  if (state.config.precision == "bf16") autocast.emplace();
   Tensor logits;
   if (state.dp != nullptr) {
     DDP_ASSIGN_OR_RETURN(logits, state.dp->TryForward(input));
@@ -54,6 +60,7 @@ absl::StatusOr<double> ForwardBackward(TrainState& state, const Example& batch, 
   const bool sync_bn = state.config.sync_bn && state.ddp != nullptr;
   if (sync_bn) DDP_RETURN_IF_ERROR(SyncBatchNormStatus(state.model));
   Tensor loss = CrossEntropy(logits, ToDevice(batch.target, logits.device()));
+  autocast.reset();
   const double value = loss.item();
   for (StepObserver* observer : state.loop.observers) observer->ForwardDone();
   if (state.config.accumulate_steps > 1) loss = MulScalar(loss, 1.0f / state.config.accumulate_steps);

@@ -1,0 +1,31 @@
+#!/bin/bash
+# bf16 mixed precision against float32, ours and PyTorch's autocast, one process, one thread, pinned to
+# one core under SCHED_FIFO, interleaved (ours fp32, ours bf16, PyTorch fp32, PyTorch bf16; repeated).
+# Prints the CPU model and its bf16/AMX flags, then one JSON line per run (bench/train_throughput and
+# bench/pytorch_reference.py), for BENCHMARKS.md "bf16 mixed precision".
+#
+#   bash bench/bf16_compare.sh [models (default "mlp cnn resnet18")] [rounds (default 3)]
+#   STEPS=100 WARMUP=10 CORE=1 bash bench/bf16_compare.sh mlp 5
+set -euo pipefail
+cd "$(dirname "$0")/.."
+models=${1:-"mlp cnn resnet18"}
+rounds=${2:-3}
+core=${CORE:-1}
+source bench/pytorch_env.sh
+bazel build //bench:train_throughput >&2
+ours=bazel-bin/bench/train_throughput
+echo "# $(date -u) $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //') family $(grep -m1 'cpu family' /proc/cpuinfo | sed 's/.*: //') model $(grep -m1 '^model' /proc/cpuinfo | sed 's/.*: //'); flags: $(grep -o -E 'amx[a-z_0-9]*|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+for model in $models; do
+  steps=${STEPS:-100}; warmup=${WARMUP:-10}
+  if [ "$model" = resnet18 ]; then steps=${STEPS:-12}; warmup=${WARMUP:-3}; fi
+  for round in $(seq "$rounds"); do
+    for precision in fp32 bf16; do
+      chrt -f 5 taskset -c "$core" "$ours" --model="$model" --precision="$precision" --steps="$steps" \
+        --warmup="$warmup" --threads=1
+    done
+    for precision in fp32 bf16; do
+      chrt -f 5 taskset -c "$core" "$TORCH_PY" bench/pytorch_reference.py --model="$model" --precision="$precision" \
+        --steps="$steps" --warmup="$warmup" --threads=1
+    done
+  done
+done

@@ -1,0 +1,75 @@
+// Autocast: bfloat16 mixed precision in the style of torch.autocast(device_type="cpu",
+// dtype=torch.bfloat16).
+//
+// Note [Autocast]
+// Inside an AutocastScope on a thread, the matrix-multiply ops on CPU tensors (Linear, Matmul, Conv2d and
+// Conv2dReluMaxPool2d: PyTorch's lower-precision list for the ops this engine has) round their float32
+// operands to bf16 and multiply them with float32 accumulation (tensor/cpu_gemm_bf16.h). Everything else
+// runs in float32 as PyTorch's autocast has it (softmax/log-softmax, losses, reductions, BatchNorm and its
+// statistics), and the optimizer and the parameters (master weights) never leave float32. Backward runs the
+// same GEMMs in bf16: the output gradient is rounded to bf16 and multiplied by the bf16 weight or input the
+// forward saved; the gradients that reach the parameters are float32 (the GEMM's float32 result), as
+// PyTorch's cast-back gives them.
+//
+// One difference from PyTorch, on purpose: PyTorch's autocast ops return bf16 tensors, so their outputs are
+// rounded to bf16 and the ops after them (ReLU, pooling, the residual add) run on bf16 values. Here an
+// autocast op returns its float32 accumulator unrounded, and the next GEMM rounds its operand when it takes
+// it: the same rounding of every GEMM operand, one rounding fewer per layer, no bf16 ops outside GEMMs.
+// Results agree with PyTorch's autocast within bf16 tolerance (nn/autocast_fixture_test.cc).
+//
+// Casts are cached as in PyTorch: within the outermost scope, the bf16 copy of a leaf tensor that
+// requires grad (a parameter) is made once and reused by every op that takes it, forward and backward
+// (a weight shared by several layers, or a training step's forward, casts it once). The cache is
+// dropped when the outermost scope ends; a parameter changed in place inside a scope (an optimizer step)
+// keeps its stale copy until then, so end the scope before the optimizer step, as with PyTorch.
+//
+// The state is per thread (as PyTorch's): ops run on another thread (DataParallel's replicas) do not see
+// a scope opened here. Only CPU tensors are affected; CUDA tensors run in float32.
+#ifndef DDP_TENSOR_AUTOCAST_H_
+#define DDP_TENSOR_AUTOCAST_H_
+
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace ddp {
+
+// RAII: enables (or, with enabled = false, disables) bf16 autocast on this thread until destroyed. Scopes
+// nest; the innermost decides. Not copyable. Thread safety: affects only the constructing thread, and
+// must be destroyed on it.
+class AutocastScope {
+ public:
+  explicit AutocastScope(bool enabled = true);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// True inside an enabled AutocastScope on this thread.
+bool AutocastEnabled();
+
+// True when an autocast op given these inputs runs in bf16: autocast is enabled and the first input is a
+// CPU tensor.
+bool AutocastAppliesTo(const Tensor& first_input);
+
+// The contiguous bf16 copy of float32 CPU tensor `x` (no autograd history). A leaf that requires grad is
+// cast once per outermost scope (Note [Autocast]). REQUIRES: AutocastEnabled().
+Tensor AutocastCast(const Tensor& x);
+
+// Counters of this thread's cast cache since the thread started: a hit reuses a cached copy, a miss
+// makes (and caches) one. For tests and diagnostics.
+struct AutocastCacheCounters {
+  int64_t hits = 0;
+  int64_t misses = 0;
+};
+AutocastCacheCounters GetAutocastCacheCounters();
+
+// The contiguous bf16 copy of a float32 CPU tensor (any layout), never cached. Not differentiable.
+Tensor ToBFloat16Contiguous(const Tensor& x);
+
+}  // namespace ddp
+
+#endif  // DDP_TENSOR_AUTOCAST_H_

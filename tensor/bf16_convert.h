@@ -1,0 +1,24 @@
+// Array conversions between float32 and bfloat16 for mixed precision (tensor/autocast.h): the same
+// rounding as FloatToBFloat16 (to nearest, ties to even; NaN stays a quiet NaN; subnormals kept), element
+// for element, vectorised for the CPU they run on (AVX-512 where present, else AVX2).
+#ifndef DDP_TENSOR_BF16_CONVERT_H_
+#define DDP_TENSOR_BF16_CONVERT_H_
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace ddp {
+namespace cpu {
+
+// dst[i] = FloatToBFloat16(src[i]) for i < n. Large arrays are split over the kernel threads.
+// REQUIRES: the ranges do not overlap.
+void FloatToBFloat16Array(const float* src, BFloat16* dst, int64_t n);
+
+// dst[i] = BFloat16ToFloat(src[i]) for i < n (exact). REQUIRES: the ranges do not overlap.
+void BFloat16ToFloatArray(const BFloat16* src, float* dst, int64_t n);
+
+}  // namespace cpu
+}  // namespace ddp
+
+#endif  // DDP_TENSOR_BF16_CONVERT_H_

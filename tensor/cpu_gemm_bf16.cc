@@ -1,0 +1,178 @@
+#include "tensor/cpu_gemm_bf16.h"
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <vector>
+
+#include "base/check.h"
+#include "tensor/bf16_convert.h"
+#include "tensor/cpu_gemm.h"
+
+namespace ddp {
+namespace cpu {
+namespace {
+
+std::atomic<Bf16GemmKernel> requested_kernel{Bf16GemmKernel::kAuto};
+
+bool OneDnnHasAmx() {
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  return (static_cast<unsigned>(isa) & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx;
+}
+
+bool OneDnnHasAvx512Bf16() {
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  return (static_cast<unsigned>(isa) & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+}
+
+// kAuto resolved: DDP_BF16_GEMM, else Note [bf16 GEMM kernel choice].
+Bf16GemmKernel ResolveAuto() {
+  static const Bf16GemmKernel resolved = [] {
+    const char* env = std::getenv("DDP_BF16_GEMM");
+    if (env != nullptr && *env != '\0' && std::strcmp(env, "auto") != 0) {
+      if (std::strcmp(env, "onednn") == 0) return Bf16GemmKernel::kOneDnn;
+      if (std::strcmp(env, "fp32") == 0) return Bf16GemmKernel::kFloat32;
+      DDP_CHECK(false) << "DDP_BF16_GEMM=\"" << env << "\": expected auto, onednn or fp32";
+    }
+    return OneDnnHasAmx() ? Bf16GemmKernel::kOneDnn : Bf16GemmKernel::kFloat32;
+  }();
+  return resolved;
+}
+
+// The shape, layout and beta of one GEMM: the key of the primitive cache.
+using GemmKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+
+// A oneDNN matmul for one GemmKey, with its memory objects (their data handles are set per call).
+struct MatmulPlan {
+  dnnl::matmul primitive;
+  dnnl::memory a, b, c;
+};
+
+const dnnl::engine& CpuEngine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+MatmulPlan MakePlan(const GemmKey& key) {
+  const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, accumulate] = key;
+  using dt = dnnl::memory::data_type;
+  const dnnl::memory::desc a_md({m, k}, dt::bf16, trans_a ? dnnl::memory::dims{1, lda} : dnnl::memory::dims{lda, 1});
+  const dnnl::memory::desc b_md({k, n}, dt::bf16, trans_b ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1});
+  const dnnl::memory::desc c_md({m, n}, dt::f32, dnnl::memory::dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  if (accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  const auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, CpuEngine());
+  return MatmulPlan{dnnl::matmul(pd), dnnl::memory(a_md, CpuEngine(), nullptr),
+                    dnnl::memory(b_md, CpuEngine(), nullptr), dnnl::memory(c_md, CpuEngine(), nullptr)};
+}
+
+void OneDnnGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const BFloat16* a, int64_t lda,
+                const BFloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  // Plans are per thread: a dnnl::memory's data handle is per call state. Training shapes repeat every
+  // step, so the cache stays as small as the model's set of GEMM shapes.
+  thread_local std::map<GemmKey, MatmulPlan> plans;
+  thread_local dnnl::stream stream(CpuEngine());
+  const GemmKey key{trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f};
+  auto it = plans.find(key);
+  if (it == plans.end()) it = plans.emplace(key, MakePlan(key)).first;
+  MatmulPlan& plan = it->second;
+  plan.a.set_data_handle(const_cast<BFloat16*>(a));
+  plan.b.set_data_handle(const_cast<BFloat16*>(b));
+  plan.c.set_data_handle(c);
+  plan.primitive.execute(stream, {{DNNL_ARG_SRC, plan.a}, {DNNL_ARG_WEIGHTS, plan.b}, {DNNL_ARG_DST, plan.c}});
+  stream.wait();
+}
+
+// The rows x cols block of a row-major bf16 matrix with row stride ld, widened into a dense float32
+// buffer (row stride cols).
+void WidenBlock(const BFloat16* src, int64_t rows, int64_t cols, int64_t ld, float* dst) {
+  if (ld == cols) {
+    BFloat16ToFloatArray(src, dst, rows * cols);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) BFloat16ToFloatArray(src + r * ld, dst + r * cols, cols);
+}
+
+// Per-thread float32 buffers for the widened operands, reused across calls.
+float* WideScratch(int slot, int64_t floats) {
+  thread_local std::vector<float> buffers[2];
+  if (static_cast<int64_t>(buffers[slot].size()) < floats) buffers[slot].resize(floats);
+  return buffers[slot].data();
+}
+
+void Float32Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const BFloat16* a, int64_t lda,
+                 const BFloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  // As stored, A is [m, k] (or [k, m] transposed) and B is [k, n] (or [n, k]).
+  const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+  const int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+  float* wa = WideScratch(0, a_rows * a_cols);
+  float* wb = WideScratch(1, b_rows * b_cols);
+  WidenBlock(a, a_rows, a_cols, lda, wa);
+  WidenBlock(b, b_rows, b_cols, ldb, wb);
+  Gemm(trans_a, trans_b, m, n, k, 1.0f, wa, std::max<int64_t>(a_cols, 1), wb, std::max<int64_t>(b_cols, 1), beta,
+       c, ldc);
+}
+
+void AnnounceOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { std::fprintf(stderr, "%s\n", Bf16GemmKernelDescription().c_str()); });
+}
+
+}  // namespace
+
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* a,
+          int64_t lda, const BFloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  DDP_CHECK(alpha == 1.0f && (beta == 0.0f || beta == 1.0f))
+      << "bf16 Gemm: alpha " << alpha << " must be 1 and beta " << beta << " 0 or 1";
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (beta == 0.0f) {
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    }
+    return;
+  }
+  AnnounceOnce();
+  if (ActiveBf16GemmKernel() == Bf16GemmKernel::kOneDnn) {
+    OneDnnGemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    Float32Gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+void SetBf16GemmKernel(Bf16GemmKernel kernel) { requested_kernel.store(kernel); }
+
+Bf16GemmKernel ActiveBf16GemmKernel() {
+  const Bf16GemmKernel kernel = requested_kernel.load();
+  return kernel == Bf16GemmKernel::kAuto ? ResolveAuto() : kernel;
+}
+
+std::string Bf16GemmKernelDescription() {
+  const bool amx = OneDnnHasAmx(), bf16 = OneDnnHasAvx512Bf16();
+  const char* cpu = amx ? "this CPU has AMX" : bf16 ? "this CPU has AVX512_BF16 but no usable AMX"
+                                                    : "this CPU has no bf16 instructions";
+  if (ActiveBf16GemmKernel() == Bf16GemmKernel::kOneDnn) {
+    return std::string("bf16 GEMMs: oneDNN's bf16 matmul (") + cpu +
+           (amx ? "; AMX tiles run bf16 several times faster than float32)"
+                : "; measured at about half its float32 speed on an AVX512_BF16 Xeon without AMX)");
+  }
+  return std::string("bf16 GEMMs: float32 GEMMs of the bf16-rounded operands (") + cpu +
+         "): the numbers of a bf16 GEMM with float32 accumulation at float32 GEMM speed, plus one widening "
+         "pass over each operand; no speed-up over --precision=fp32 (tensor/cpu_gemm_bf16.h, Note [bf16 "
+         "GEMM kernel choice])";
+}
+
+}  // namespace cpu
+}  // namespace ddp

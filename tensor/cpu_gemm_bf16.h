@@ -1,0 +1,52 @@
+// bfloat16 GEMM with float32 accumulation on the CPU, for mixed precision (tensor/autocast.h), with two
+// kernels that give the same numbers up to the order of the float32 sums:
+//
+//   kOneDnn   oneDNN's bf16 matmul (AMX tiles where the CPU and the kernel allow them, else AVX512_BF16's
+//             vdpbf16ps, else oneDNN's own emulation).
+//   kFloat32  the operands widened to float32 (exact) and multiplied by cpu::Gemm (oneDNN's sgemm).
+//
+// Note [bf16 GEMM kernel choice]
+// A bf16 GEMM is faster than an fp32 one only where the CPU multiplies bf16 faster than it does fp32 FMAs.
+// AMX does (PyTorch 2.15's torch.mm 2048^3 on one core of an AMX Xeon: fp32 154 GFLOP/s, bf16 1,030). An
+// Intel CPU with AVX512_BF16 but without AMX does not: vdpbf16ps issues once per cycle (64 FLOP), the two
+// FMA ports twice (2 x 32 FLOP), and on such a Xeon (family 6 model 207, one core) oneDNN 2.6's bf16
+// matmul reaches 75-89 GFLOP/s where its sgemm reaches 133-173, as does PyTorch 2.15's own oneDNN (bf16
+// 71-76 vs fp32 117-156); BENCHMARKS.md "bf16 mixed precision" has the commands. kAuto therefore picks
+// kOneDnn where oneDNN reports AMX usable (dnnl_get_effective_cpu_isa) and kFloat32 elsewhere, and says
+// once on stderr which one runs and what it costs. DDP_BF16_GEMM=onednn|fp32 in the environment (read
+// once, at the first bf16 GEMM) or SetBf16GemmKernel overrides the choice.
+#ifndef DDP_TENSOR_CPU_GEMM_BF16_H_
+#define DDP_TENSOR_CPU_GEMM_BF16_H_
+
+#include <cstdint>
+#include <string>
+
+#include "tensor/dtype.h"
+
+namespace ddp {
+namespace cpu {
+
+enum class Bf16GemmKernel { kAuto, kOneDnn, kFloat32 };
+
+// Row-major C[m, n] = op(A) * op(B) + beta * C with bf16 A and B, float32 C and float32 accumulation;
+// op(X) = X or X^T (trans_a / trans_b); lda/ldb/ldc are the row strides as stored. The same contract as
+// the float32 cpu::Gemm (tensor/cpu_gemm.h), so templated kernels call either. REQUIRES: alpha == 1 and
+// beta is 0 or 1 (checked). Thread-safe; kernel threads as SetNumThreads.
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* a,
+          int64_t lda, const BFloat16* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// Chooses the kernel for the bf16 GEMMs that follow (kAuto: the environment, else Note [bf16 GEMM kernel
+// choice]). Call while no bf16 GEMM runs (tests, start-up).
+void SetBf16GemmKernel(Bf16GemmKernel kernel);
+
+// The kernel the bf16 GEMMs use now (never kAuto).
+Bf16GemmKernel ActiveBf16GemmKernel();
+
+// One line naming the active kernel, why it was chosen and what it costs on this CPU; printed once to
+// stderr by the first bf16 GEMM of the process.
+std::string Bf16GemmKernelDescription();
+
+}  // namespace cpu
+}  // namespace ddp
+
+#endif  // DDP_TENSOR_CPU_GEMM_BF16_H_

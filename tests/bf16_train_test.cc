@@ -1,0 +1,57 @@
+// train/train --precision=bf16 end to end: it trains (the loss falls) with weights that differ from a
+// float32 run (autocast took effect), a run stopped at a checkpoint and resumed ends with exactly the
+// weights of an uninterrupted bf16 run, and the combinations it cannot run are refused by name.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "testing/process.h"
+
+namespace ddp {
+namespace {
+
+const char kCommon[] = " --model=mlp --lr_schedule=constant --epochs=1 --batch_size=256 --precision=bf16";
+
+TEST(Bf16TrainTest, ResumesBitForBitAndDiffersFromFloat32) {
+  const std::string whole = TempPath("bf16_whole.safetensors"), resumed = TempPath("bf16_resumed.safetensors");
+  const std::string fp32 = TempPath("fp32_whole.safetensors"), dir = TempPath("bf16_checkpoints");
+  const std::string train = Runfile("train/train");
+  std::string output;
+  ASSERT_EQ(RunShell(train + kCommon + " --max_steps=60 --save=" + whole, &output), 0) << output;
+  EXPECT_NE(output.find("bf16 GEMMs:"), std::string::npos) << "the kernel is named once: " << output;
+  output.clear();
+  ASSERT_EQ(RunShell(train + kCommon + " --max_steps=30 --checkpoint_every=30 --checkpoint_dir=" + dir, &output), 0)
+      << output;
+  output.clear();
+  ASSERT_EQ(RunShell(train + kCommon + " --max_steps=60 --resume --checkpoint_dir=" + dir + " --save=" + resumed,
+                     &output),
+            0)
+      << output;
+  EXPECT_NE(output.find("resuming from"), std::string::npos) << output;
+  std::string diff;
+  EXPECT_EQ(RunShell("cmp " + whole + " " + resumed, &diff), 0) << diff;
+  output.clear();
+  ASSERT_EQ(RunShell(absl::StrCat(train, " --model=mlp --lr_schedule=constant --epochs=1 --batch_size=256 "
+                                         "--max_steps=60 --precision=fp32 --save=", fp32),
+                     &output),
+            0)
+      << output;
+  EXPECT_EQ(output.find("bf16 GEMMs:"), std::string::npos) << output;
+  EXPECT_NE(RunShell("cmp -s " + whole + " " + fp32, &diff), 0) << "bf16 and float32 runs gave the same weights";
+}
+
+TEST(Bf16TrainTest, RefusesWhatItCannotRun) {
+  const std::string train = Runfile("train/train");
+  std::string output;
+  EXPECT_EQ(RunShell(train + " --precision=fp16", &output), 2);
+  EXPECT_NE(output.find("--precision=fp16 is not implemented"), std::string::npos) << output;
+  output.clear();
+  EXPECT_EQ(RunShell(train + " --precision=bf16 --mode=dp", &output), 2);
+  EXPECT_NE(output.find("--precision=bf16 needs --device=cpu and DDP or one process"), std::string::npos) << output;
+  output.clear();
+  EXPECT_EQ(RunShell(train + " --precision=fp64", &output), 2);
+  EXPECT_NE(output.find("--precision"), std::string::npos) << output;
+}
+
+}  // namespace
+}  // namespace ddp
