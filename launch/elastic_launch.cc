@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "launch/job_control.h"
 #include "store/prefix_store.h"
 #include "store/store_keys.h"
 #include "store/tcp_store_client.h"
@@ -26,13 +27,7 @@ std::map<std::string, std::string> ElasticWorkerVariables(const ElasticLaunchOpt
 }
 
 void RecordElasticLoss(const JobLayout& layout, int restart, int rank) {
-  TcpStoreClientOptions options;
-  options.host = layout.master_addr;
-  options.port = layout.store_port;
-  options.job_token = layout.job_token;
-  options.connect_timeout = absl::Seconds(2);
-  options.io_timeout = absl::Seconds(2);
-  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client = TcpStoreClient::Create(options);
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client = ConnectJobStore(layout);
   if (!client.ok()) return;
   PrefixStore group_store(DefaultGroupStorePrefix(absl::StrCat(restart)), client->get());
   (void)group_store.Add(ElasticLostKey(rank), 1);

@@ -52,14 +52,18 @@ ScopedSignalPipe::~ScopedSignalPipe() {
   g_signal_pipe_write = -1;
 }
 
-void RecordExitNotice(const JobLayout& layout, int restart, int rank, int exit_code) {
+absl::StatusOr<std::unique_ptr<TcpStoreClient>> ConnectJobStore(const JobLayout& layout) {
   TcpStoreClientOptions options;
   options.host = layout.store_addr.empty() ? layout.master_addr : layout.store_addr;
   options.port = layout.store_port;
   options.job_token = layout.job_token;
   options.connect_timeout = absl::Seconds(2);
   options.io_timeout = absl::Seconds(2);
-  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client = TcpStoreClient::Create(options);
+  return TcpStoreClient::Create(options);
+}
+
+void RecordExitNotice(const JobLayout& layout, int restart, int rank, int exit_code) {
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client = ConnectJobStore(layout);
   if (!client.ok()) return;
   PrefixStore group_store(DefaultGroupStorePrefix(absl::StrCat(restart)), client->get());
   const std::string how = exit_code > 128 ? absl::StrCat("exit code ", exit_code, " (signal ", exit_code - 128, ")")

@@ -6,10 +6,14 @@
 
 #include <signal.h>
 
+#include <memory>
 #include <vector>
+
+#include "absl/status/statusor.h"
 
 #include "base/unique_fd.h"
 #include "launch/worker_env.h"
+#include "store/tcp_store_client.h"
 
 namespace ddp {
 
@@ -33,6 +37,10 @@ class ScopedSignalPipe {
   std::vector<struct sigaction> old_actions_;
   struct sigaction old_pipe_;
 };
+
+// A short-lived client of `layout`'s job store (its store address, else the master address), with 2 s
+// connect and I/O timeouts: the launcher's best-effort notes to the workers go through it.
+absl::StatusOr<std::unique_ptr<TcpStoreClient>> ConnectJobStore(const JobLayout& layout);
 
 // Writes how worker `rank` ended ("exit code 1", "exit code 137 (signal 9)"; `exit_code` is 128 + the
 // signal number for a signal) into the store namespace of attempt `restart` of `layout`'s job
