@@ -1,5 +1,6 @@
 #include "launch/node_rendezvous.h"
 
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -36,11 +37,26 @@ absl::StatusOr<NodeAssignment> DecodeResult(const std::string& text) {
   return a;
 }
 
-absl::Status CheckRunId(Store& store, const std::string& run_id) {
-  DDP_ASSIGN_OR_RETURN(std::string current, store.CompareSet(kRunIdKey, "", run_id));
-  if (current == run_id) return absl::OkStatus();
+// The host claims the endpoint for its run id; a joiner waits (up to its join timeout) for the host's claim
+// and compares. Only the host writes the key, so a joiner of another job that arrives first cannot claim
+// the endpoint and lock the real job out.
+absl::Status CheckRunId(Store& store, const NodeRendezvousOptions& o) {
+  std::string current;
+  if (o.is_host) {
+    DDP_ASSIGN_OR_RETURN(current, store.CompareSet(kRunIdKey, "", o.run_id));
+  } else {
+    absl::StatusOr<std::string> claimed = store.Get(kRunIdKey, o.join_timeout);
+    if (absl::IsDeadlineExceeded(claimed.status())) {
+      return absl::DeadlineExceededError(absl::StrCat("no rendezvous host claimed this endpoint within ",
+                                                      absl::FormatDuration(o.join_timeout),
+                                                      " (rdzv_conf join_timeout)"));
+    }
+    if (!claimed.ok()) return claimed.status();
+    current = *std::move(claimed);
+  }
+  if (current == o.run_id) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat("the rendezvous at this endpoint is for --rdzv_id=", current,
-                                                    ", not --rdzv_id=", run_id, " (another job uses it)"));
+                                                    ", not --rdzv_id=", o.run_id, " (another job uses it)"));
 }
 
 // Host: waits for node `n`'s key until `deadline`; checks its nproc_per_node. Returns kDeadlineExceeded
@@ -120,7 +136,7 @@ absl::StatusOr<NodeAssignment> Join(Store& store, const NodeRendezvousOptions& o
 absl::StatusOr<NodeAssignment> JoinNodeRendezvous(Store& store, const NodeRendezvousOptions& options) {
   DDP_CHECK(options.min_nodes >= 1 && options.min_nodes <= options.max_nodes)
       << "nodes " << options.min_nodes << ":" << options.max_nodes;
-  DDP_RETURN_IF_ERROR(CheckRunId(store, options.run_id));
+  DDP_RETURN_IF_ERROR(CheckRunId(store, options));
   return options.is_host ? Host(store, options) : Join(store, options);
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "store/memory_store.h"
@@ -89,6 +90,23 @@ TEST(NodeRendezvousTest, TooFewNodesTimeOutNamingTheCount) {
   EXPECT_THAT(results[0].status().message(), HasSubstr("only 2 of at least 3 nodes"));
   EXPECT_FALSE(results[1].ok());  // the joiner learns of the failure at once, not after its own timeout
   EXPECT_THAT(results[1].status().message(), HasSubstr("only 2 of at least 3"));
+}
+
+// A node of another job that reaches the endpoint before its host cannot claim it: only the host writes
+// the run id, so the real job still meets there and the stranger is refused.
+TEST(NodeRendezvousTest, AStrangerArrivingBeforeTheHostDoesNotLockTheJobOut) {
+  MemoryStore store;
+  NodeRendezvousOptions stranger = Node(false, 2, 2);
+  stranger.run_id = "other";
+  absl::StatusOr<NodeAssignment> refused = absl::UnknownError("not run");
+  std::thread early([&] { refused = JoinNodeRendezvous(store, stranger); });
+  absl::SleepFor(absl::Milliseconds(100));
+  auto results = Meet(store, Node(true, 2, 2), {Node(false, 2, 2)});
+  early.join();
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  ASSERT_TRUE(results[1].ok()) << results[1].status();
+  EXPECT_EQ(results[1]->node_rank, 1);
+  EXPECT_THAT(refused.status().message(), HasSubstr("for --rdzv_id=job, not --rdzv_id=other"));
 }
 
 TEST(NodeRendezvousTest, RefusesAnotherRunIdAndUnequalWorkerCounts) {

@@ -89,8 +89,15 @@ TEST(TorchrunLaunchTest, AnElasticRangeStartsWithTheNodesThatCame) {
 // TORCHELASTIC_ERROR_FILE) is shown in ddprun's report.
 TEST(TorchrunLaunchTest, PythonScriptsRunWithPythonExecAndTheirErrorFilesAreReported) {
   const std::string script = WriteScript("fail.py", R"(import json, os, sys
+import time
 print("argv", sys.argv[1:], "unbuffered", "-u" in sys.orig_argv)
+marker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rank0_printed")
+if os.environ["RANK"] == "0":
+    open(marker, "w").close()
 if os.environ["RANK"] == "1":
+    deadline = time.time() + 30  # fail only after rank 0 printed, so its line is in the output
+    while not os.path.exists(marker) and time.time() < deadline:
+        time.sleep(0.01)
     with open(os.environ["TORCHELASTIC_ERROR_FILE"], "w") as f:
         json.dump({"message": {"message": "ValueError: boom on rank 1",
                                "extraInfo": {"py_callstack": "Traceback: line 3", "timestamp": "0"}}}, f)
