@@ -92,7 +92,9 @@ class AutocastFixtureTest : public ::testing::TestWithParam<cpu::Bf16GemmKernel>
       SCOPED_TRACE(name);
       const double error = Error(ours, f.at(name));
       EXPECT_LE(error, kTolerance);
-      if (name == "output") EXPECT_LT(error, Error(plain.at(name), f.at(name))) << "float32 is as close";
+      if (name == "output") {
+        EXPECT_LT(error, Error(plain.at(name), f.at(name))) << "float32 is as close";
+      }
     }
   }
 };

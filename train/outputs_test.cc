@@ -316,7 +316,9 @@ TEST(OutputsTest, PathsThatAreNotRegularFilesAreRefusedByName) {
     EXPECT_FALSE(Has(output, "epoch 1")) << output;
   }
   EXPECT_EQ(FileType(dir + "/fifo"), "fifo\n");
-  if (root) EXPECT_EQ(FileType(dir + "/null"), "character special file\n");
+  if (root) {
+    EXPECT_EQ(FileType(dir + "/null"), "character special file\n");
+  }
   EXPECT_EQ(Listing(dir), root ? "fifo\nnull\n" : "fifo\n") << "nothing written beside them";
 }
 
@@ -388,9 +390,9 @@ TEST(OutputsTest, ANonFiniteLossStopsAtOnceNamingTheStep) {
                   "learning rate is likely too high (--lr=1e+30; the loss was "))
       << output;
   EXPECT_FALSE(Has(output, "epoch 1:")) << "nothing evaluated: " << output;
-  for (const std::string& join : {"true", "false"}) {
+  for (const char* join : {"true", "false"}) {
     EXPECT_EQ(RunCommand("DDP_TIMEOUT_S=60 " + Ddprun2() + run + " --join=" + join, &output), 1) << output;
-    for (const std::string& rank : {"[rank 0] ", "[rank 1] "}) {
+    for (const std::string rank : {"[rank 0] ", "[rank 1] "}) {
       EXPECT_TRUE(
           Has(output, rank + "train: FAILED_PRECONDITION: the training loss is nan at step 2 (rank 0), so "
                              "training stopped on every rank: the learning rate is likely too high"))
