@@ -1,9 +1,6 @@
 // End-to-end tests of the ddprun binary on small shell commands (and one real store rendezvous).
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -179,19 +176,6 @@ TEST(LauncherTest, UsageErrors) {
   EXPECT_THAT(cannot_exec.err, HasSubstr("cannot execute /nonexistent/program"));
 }
 
-// Whether something accepts TCP connections on 127.0.0.1:`port`.
-bool Listening(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-  ::close(fd);
-  return connected;
-}
-
 TEST(LauncherTest, BusyStorePortIsAClearError) {
   // Two launchers on the same fixed port: the second cannot host the store. It starts once the first's
   // store listens; the first's worker outlives the second launcher's attempt by a wide margin.
@@ -202,7 +186,7 @@ TEST(LauncherTest, BusyStorePortIsAClearError) {
     RunResult ignored = RunDdprun(first_args);
     ::_exit(ignored.exit_code);
   }
-  ASSERT_TRUE(WaitUntil([&] { return Listening(port); })) << "the first launcher's store never listened";
+  ASSERT_TRUE(WaitUntil([&] { return AcceptsConnections(port); })) << "the first launcher's store never listened";
   RunResult second = RunDdprun({absl::StrCat("--master_port=", port), "true"});
   int status = 0;
   ::waitpid(first, &status, 0);

@@ -40,6 +40,7 @@
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
+#include "testing/worker_env.h"
 
 ABSL_FLAG(std::string, init_method, "env://",
           "env://, tcp://host:port or file:///path. With tcp:// and file:// rank 0 hosts the store "
@@ -414,23 +415,12 @@ int RunFailureScenario(ProcessGroup& group, int die_at_rank, absl::Duration die_
   return kExitNoFailure;
 }
 
-// The process environment, except that DDP_STORE_IN_LAUNCHER is hidden for tcp:// and file:// (the
-// store then lives at the URL given, hosted by rank 0 for tcp://).
-EnvLookup WorkerEnv(const std::string& init_method) {
-  EnvLookup process = ProcessEnv();
-  if (init_method == "env://") return process;
-  return [process](const std::string& name) -> std::optional<std::string> {
-    if (name == "DDP_STORE_IN_LAUNCHER") return std::nullopt;
-    return process(name);
-  };
-}
-
 int Main() {
   if (absl::GetFlag(FLAGS_ignore_sigpipe)) signal(SIGPIPE, SIG_IGN);
   InitOptions options;
   options.init_method = absl::GetFlag(FLAGS_init_method);
   options.backend = absl::GetFlag(FLAGS_backend);
-  options.env = WorkerEnv(options.init_method);
+  options.env = WorkerEnvForInitMethod(options.init_method);
   absl::StatusOr<std::unique_ptr<DistributedContext>> context = InitProcessGroup(options);
   if (!context.ok()) {
     std::fprintf(stderr, "collective_worker: cannot join the group (%s): %s\n", options.init_method.c_str(),

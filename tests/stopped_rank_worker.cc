@@ -24,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "comm/init.h"
 #include "tensor/factory.h"
+#include "testing/worker_env.h"
 
 ABSL_FLAG(std::string, init_method, "env://",
           "env://, or tcp://host:port to have rank 0 serve the store (DDP_STORE_IN_LAUNCHER is then ignored).");
@@ -37,20 +38,10 @@ namespace {
 constexpr int kExitInit = 2;
 constexpr int kExitCallFailed = 3;
 
-// The process environment, hiding DDP_STORE_IN_LAUNCHER for tcp:// (rank 0 serves the store there).
-EnvLookup WorkerEnv(const std::string& init_method) {
-  EnvLookup process = ProcessEnv();
-  if (init_method == "env://") return process;
-  return [process](const std::string& name) -> std::optional<std::string> {
-    if (name == "DDP_STORE_IN_LAUNCHER") return std::nullopt;
-    return process(name);
-  };
-}
-
 int Main() {
   InitOptions options;
   options.init_method = absl::GetFlag(FLAGS_init_method);
-  options.env = WorkerEnv(options.init_method);
+  options.env = WorkerEnvForInitMethod(options.init_method);
   absl::StatusOr<std::unique_ptr<DistributedContext>> context = InitProcessGroup(options);
   if (!context.ok()) {
     std::fprintf(stderr, "stopped_rank_worker: cannot join: %s\n", std::string(context.status().message()).c_str());
