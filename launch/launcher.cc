@@ -345,6 +345,8 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
   config.redirects = options.redirects;
   config.tee = options.tee;
   config.local_ranks_filter = options.local_ranks_filter;
+  config.console = options.console;
+  config.virtual_local_rank = options.virtual_local_rank;
   config.signal_fd = signals.read_fd();
   config.elastic = options.elastic.enabled;
   config.extra_env = ElasticWorkerVariables(options.elastic);
