@@ -46,7 +46,7 @@ outs() {
   sed -E -e 's/^\[rank [0-9]+\] //' -e 's/(.)OUT /\1\nOUT /g' "$1" | grep -E '^OUT ' |
     sed -E -e 's/MASTER_PORT=[0-9]+/MASTER_PORT=<port>/' \
       -e 's/TORCHELASTIC_RUN_ID=[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/TORCHELASTIC_RUN_ID=<uuid>/' \
-      -e 's|TORCHELASTIC_ERROR_FILE=/.*/(attempt_[0-9]+/[0-9]+/error.json)$|TORCHELASTIC_ERROR_FILE=<dir>/\1|' |
+      -e 's|TORCHELASTIC_ERROR_FILE=.*/(attempt_[0-9]+/[0-9]+/error.json)$|TORCHELASTIC_ERROR_FILE=<dir>/\1|' |
     grep -vE '^OUT [0-9]+ (DDP_[A-Z_]*|TORCHELASTIC_USE_AGENT_STORE|PARITY_CKPT_DIR|_)=' | sort
 }
 
@@ -91,6 +91,25 @@ compare env_static 0
 grep -q 'TORCHELASTIC_USE_AGENT_STORE=True' "$work/env_static.torchrun.out" || fail "torchrun: agent store not True"
 grep -q 'TORCHELASTIC_USE_AGENT_STORE=False' "$work/env_static.ddprun.out" || fail "ddprun: agent store not False"
 grep -q 'OUT 1 TORCHELASTIC_ERROR_FILE=' "$work/env_static.ddprun.out" || fail "ddprun: no TORCHELASTIC_ERROR_FILE"
+
+# 1b. --log_line_prefix_template and --duplicate_stdout_filters on tee'd streams (-t 3), the streams torchrun
+#     applies them to (ddprun applies them to every console line: docs/launch.md): the same prefixed console
+#     lines, and the same lines in <log_dir>/<run>/attempt_0/filtered_stdout.log.
+run_both prefix --nproc_per_node=2 --tee=3 --log_dir=logs '--log_line_prefix_template=<${role_name}${rank}>' \
+  --duplicate_stdout_filters=RANK=,WORLD_SIZE= "$HERE/print_env.py"
+compare prefix 0
+for launcher in torchrun ddprun; do
+  # Lines of two ranks may share a console line under torchrun (case 1's split), so count the prefixes.
+  n=$(grep -oE '<default[01]>OUT [01] ' "$work/prefix.$launcher.out" | wc -l)
+  [ "$n" -ge 30 ] || fail "prefix: only $n console lines of $launcher carry the template's prefix"
+  sort "$work/prefix.$launcher.dir"/logs/*/attempt_0/filtered_stdout.log >"$work/prefix.$launcher.filtered" ||
+    fail "prefix: $launcher wrote no filtered_stdout.log"
+done
+cmp -s "$work/prefix.torchrun.filtered" "$work/prefix.ddprun.filtered" ||
+  fail "prefix: the filtered logs differ: $(diff "$work/prefix.torchrun.filtered" "$work/prefix.ddprun.filtered")"
+grep -qx '<default1>OUT 1 LOCAL_RANK=1' "$work/prefix.ddprun.filtered" ||
+  fail "prefix: no '<default1>OUT 1 LOCAL_RANK=1' in ddprun's filtered log"
+echo "== prefix: $(wc -l <"$work/prefix.ddprun.filtered") filtered lines agree"
 
 # 2. Two nodes meeting at a c10d endpoint on this host (two launchers, the same command line).
 two_nodes() {
