@@ -363,7 +363,7 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
     };
     DDP_ASSIGN_OR_RETURN(GroupOutcome outcome, RunWorkerGroup(config));
     if (outcome.kind == GroupOutcome::Kind::kSucceeded) {
-      SayIfFailed(PassExitBarrier(config.layout, restart));  // Note [Exit barrier]
+      SayIfFailed(PassExitBarrier(config.layout));  // Note [Exit barrier]
       if (!outcome.lost_ranks.empty()) {
         Say(absl::StrCat("elastic: the job finished without the lost rank(s) ", absl::StrJoin(outcome.lost_ranks, ", ")));
       }
@@ -380,7 +380,7 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
       continue;
     }
     ReportFailure(outcome);
-    if (config.layout.node_rank != 0) SayIfFailed(PassExitBarrier(config.layout, restart));
+    if (config.layout.node_rank != 0) SayIfFailed(PassExitBarrier(config.layout));
     return outcome.exit_code;
   }
 }

@@ -10,28 +10,28 @@
 namespace ddp {
 namespace {
 
-std::string CountKey(int restart) { return absl::StrCat("ddprun/exit_barrier/", restart, "/arrived"); }
-std::string OpenKey(int restart) { return absl::StrCat("ddprun/exit_barrier/", restart, "/open"); }
+constexpr char kCountKey[] = "ddprun/exit_barrier/arrived";
+constexpr char kOpenKey[] = "ddprun/exit_barrier/open";
 
 }  // namespace
 
-absl::Status ArriveAtExitBarrier(Store& store, int restart, int nnodes) {
-  DDP_ASSIGN_OR_RETURN(const int64_t arrived, store.Add(CountKey(restart), 1));
-  if (arrived == nnodes) return store.Set(OpenKey(restart), "1");
+absl::Status ArriveAtExitBarrier(Store& store, int nnodes) {
+  DDP_ASSIGN_OR_RETURN(const int64_t arrived, store.Add(kCountKey, 1));
+  if (arrived == nnodes) return store.Set(kOpenKey, "1");
   return absl::OkStatus();
 }
 
-absl::Status WaitAtExitBarrier(Store& store, int restart, int nnodes, absl::Duration timeout) {
-  DDP_RETURN_IF_ERROR(ArriveAtExitBarrier(store, restart, nnodes));
-  absl::Status waited = store.Wait({OpenKey(restart)}, timeout);
+absl::Status WaitAtExitBarrier(Store& store, int nnodes, absl::Duration timeout) {
+  DDP_RETURN_IF_ERROR(ArriveAtExitBarrier(store, nnodes));
+  absl::Status waited = store.Wait({kOpenKey}, timeout);
   if (waited.ok() || !absl::IsDeadlineExceeded(waited)) return waited;
-  const absl::StatusOr<int64_t> arrived = store.Add(CountKey(restart), 0);
+  const absl::StatusOr<int64_t> arrived = store.Add(kCountKey, 0);
   return absl::DeadlineExceededError(absl::StrCat(
       "the exit barrier: ", arrived.ok() ? absl::StrCat(*arrived) : std::string("?"), " of ", nnodes,
       " nodes said their workers were done within ", absl::FormatDuration(timeout)));
 }
 
-absl::Status PassExitBarrier(const JobLayout& layout, int restart) {
+absl::Status PassExitBarrier(const JobLayout& layout) {
   if (layout.nnodes <= 1) return absl::OkStatus();
   TcpStoreClientOptions options;
   options.host = layout.store_addr.empty() ? layout.master_addr : layout.store_addr;
@@ -40,8 +40,8 @@ absl::Status PassExitBarrier(const JobLayout& layout, int restart) {
   options.connect_timeout = absl::Seconds(5);
   options.io_timeout = absl::Seconds(10);
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> client, TcpStoreClient::Create(options));
-  if (layout.node_rank != 0) return ArriveAtExitBarrier(*client, restart, layout.nnodes);
-  return WaitAtExitBarrier(*client, restart, layout.nnodes, kExitBarrierTimeout);
+  if (layout.node_rank != 0) return ArriveAtExitBarrier(*client, layout.nnodes);
+  return WaitAtExitBarrier(*client, layout.nnodes, kExitBarrierTimeout);
 }
 
 }  // namespace ddp
