@@ -21,6 +21,7 @@
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
 #include "launch/job_control.h"
+#include "launch/node_exit_barrier.h"
 #include "launch/node_rendezvous.h"
 #include "launch/worker_logs.h"
 #include "launch/worker_group.h"
@@ -254,6 +255,10 @@ JobLayout FirstLayout(const LaunchOptions& options, const NodePlace& place, cons
   return layout;
 }
 
+void SayIfFailed(const absl::Status& status) {
+  if (!status.ok()) Say(status.ToString());
+}
+
 void ReportFailure(const GroupOutcome& outcome) {
   Say(absl::StrCat("rank ", outcome.failed_rank, " failed first with exit code ", outcome.exit_code,
                    outcome.exit_code > 128 ? absl::StrCat(" (signal ", outcome.exit_code - 128, ")")
@@ -340,6 +345,8 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
   config.redirects = options.redirects;
   config.tee = options.tee;
   config.local_ranks_filter = options.local_ranks_filter;
+  config.console = options.console;
+  config.virtual_local_rank = options.virtual_local_rank;
   config.signal_fd = signals.read_fd();
   config.elastic = options.elastic.enabled;
   config.extra_env = ElasticWorkerVariables(options.elastic);
@@ -356,6 +363,7 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
     };
     DDP_ASSIGN_OR_RETURN(GroupOutcome outcome, RunWorkerGroup(config));
     if (outcome.kind == GroupOutcome::Kind::kSucceeded) {
+      SayIfFailed(PassExitBarrier(config.layout));  // Note [Exit barrier]
       if (!outcome.lost_ranks.empty()) {
         Say(absl::StrCat("elastic: the job finished without the lost rank(s) ", absl::StrJoin(outcome.lost_ranks, ", ")));
       }
@@ -372,6 +380,7 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
       continue;
     }
     ReportFailure(outcome);
+    if (config.layout.node_rank != 0) SayIfFailed(PassExitBarrier(config.layout));
     return outcome.exit_code;
   }
 }

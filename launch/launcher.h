@@ -62,6 +62,10 @@ struct LaunchOptions {
   StdStreamsByRank tee;
   // Local ranks whose output reaches the console (--local_ranks_filter); empty for all.
   std::vector<int> local_ranks_filter;
+  // Console prefix and filtered logs (--log_line_prefix_template, --duplicate_*_filters).
+  WorkerConsoleOptions console;
+  // --virtual_local_rank: LOCAL_RANK=0 and one visible GPU per worker (launch/virtual_local_rank.h).
+  bool virtual_local_rank = false;
   // Signals forwarded to the workers (--signals_to_handle), as numbers; torchrun's default.
   std::vector<int> signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   // This node's index in [0, nnodes). Node 0 hosts the TCP store server.

@@ -1,5 +1,7 @@
 // RankOutput: what ddprun does with one worker's stdout and stderr bytes — split into lines, prefix
-// "[rank N] ", print according to --redirect, copy to the rank's log file, keep the last lines.
+// "[rank N] " (or torchrun's --log_line_prefix_template), print according to --redirect, copy to the
+// rank's log file and, for lines matching torchrun's --duplicate_*_filters, to the attempt's filtered
+// log, keep the last lines.
 #ifndef DDP_LAUNCH_RANK_OUTPUT_H_
 #define DDP_LAUNCH_RANK_OUTPUT_H_
 
@@ -8,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "base/unique_fd.h"
 
 namespace ddp {
 
@@ -47,6 +51,39 @@ struct RankOutputRouting {
   int stderr_file = -1;
 };
 
+// What torchrun's --log_line_prefix_template macros stand for in one worker's prefix.
+struct LogLinePrefixValues {
+  std::string role_name;  // ${role_name}: --role
+  int rank = 0;           // ${rank}: the global rank
+  int local_rank = 0;     // ${local_rank}
+  std::string hostname;   // ${hostname}: this node's name (gethostname, as torchrun's socket.gethostname)
+};
+
+// This node's name (gethostname; "" when it fails), what torchrun's ${hostname} stands for.
+std::string HostName();
+
+// Expands `tmpl` as Python's string.Template(tmpl).safe_substitute(...) does with `values` (what
+// torchrun 2.15 does): "$name" and "${name}" for the four names above, "$$" for "$"; any other "$..." (an
+// unknown name, a lone "$", an unclosed "${") is kept as written.
+std::string ExpandLogLinePrefix(absl::string_view tmpl, const LogLinePrefixValues& values);
+
+// Parses torchrun's comma-separated filter list (its comma_separated_list): items split at ',', where
+// ",," stands for a literal ','. "" gives one empty filter, which matches every line (as torchrun's).
+std::vector<std::string> ParseDuplicateFilters(absl::string_view text);
+
+// torchrun's console options of the workers' output (the same for every worker of a ddprun).
+struct WorkerConsoleOptions {
+  // --log_line_prefix_template: the prefix of every console line (ExpandLogLinePrefix); "" for ddprun's
+  // "[rank N] ". torchrun prefixes only tee'd streams (the others bypass its agent); ddprun relays every
+  // console line, so every one gets it.
+  std::string log_line_prefix_template;
+  // --duplicate_stdout_filters / --duplicate_stderr_filters: console lines of that stream containing any
+  // of these strings are also appended, with their console prefix, to <attempt>/filtered_stdout.log
+  // (filtered_stderr.log), one file for all local ranks. Empty: no file.
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
+};
+
 // Routes one worker's output. Writes to `stdout_fd`/`stderr_fd` (ddprun's own, normally 1 and 2)
 // and, when `log_fd` >= 0, every line to the log file. Does not own the fds. Not thread-safe.
 class RankOutput {
@@ -58,6 +95,11 @@ class RankOutput {
 
   // Replaces the routing (default: both streams on the console, no files). Call before Feed.
   void SetRouting(const RankOutputRouting& routing) { routing_ = routing; }
+  // Applies `options` for this worker: its console prefix from `values`, and the filtered logs, which are
+  // opened for appending (created) in `attempt_dir` when filters are given ("" for no folder: filters are
+  // then refused). Call before Feed. Errors: a filtered log that cannot be opened (names the path).
+  absl::Status SetConsoleOptions(const WorkerConsoleOptions& options, const LogLinePrefixValues& values,
+                                 const std::string& attempt_dir);
   // Handles bytes read from the worker's `stream`.
   void Feed(Stream stream, absl::string_view chunk);
   // Emits unterminated last lines of both streams (call once the worker has exited).
@@ -75,6 +117,10 @@ class RankOutput {
   LineSplitter out_lines_, err_lines_;
   std::deque<std::string> tail_;
   RankOutputRouting routing_;
+  std::string prefix_;  // Console prefix of every line.
+  // Duplicated console lines (torchrun's --duplicate_*_filters): the needles and the filtered log.
+  std::vector<std::string> out_filters_, err_filters_;
+  UniqueFd out_filtered_, err_filtered_;
 };
 
 // Writes all of `data` to `fd`, retrying on EINTR and short writes; gives up silently on errors

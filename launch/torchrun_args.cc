@@ -16,6 +16,8 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "base/check.h"
+#include "launch/rank_output.h"
+#include "launch/virtual_local_rank.h"
 #include "store/job_token.h"
 
 namespace ddp {
@@ -51,6 +53,15 @@ constexpr FlagSpec kFlags[] = {
     {"redirects", 'r', true, true, "0", "Streams sent to log files only: 0-3 (none, stdout, stderr, both) or LR:V,..."},
     {"tee", 't', true, true, "0", "Streams sent to log files and the console (as --redirects)."},
     {"local_ranks_filter", 0, true, true, "", "Local ranks whose output reaches the console, e.g. 0,1."},
+    {"log_line_prefix_template", 0, true, true, "",
+     "Prefix of every console line, with ${role_name}, ${rank}, ${local_rank}, ${hostname} (else "
+     "$TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, else \"[rank N] \")."},
+    {"duplicate_stdout_filters", 0, true, true, "",
+     "Console stdout lines containing any of these comma-separated strings (,, for a comma) also go to "
+     "<attempt>/filtered_stdout.log."},
+    {"duplicate_stderr_filters", 0, true, true, "", "The same for stderr (filtered_stderr.log)."},
+    {"virtual_local_rank", 0, false, true, "",
+     "Every worker gets LOCAL_RANK=0 and sees only its own GPU (CUDA_VISIBLE_DEVICES entry LOCAL_RANK)."},
     {"node_rank", 0, true, true, "0", "This node's rank (static rendezvous)."},
     {"master_addr", 0, true, true, "127.0.0.1", "Node 0's address (static rendezvous)."},
     {"master_port", 0, true, true, "29500", "Port of ddprun's store on node 0 (static rendezvous); 0 picks one."},
@@ -82,12 +93,10 @@ constexpr RejectedFlag kRejected[] = {
     {"logs_specs", true, nullptr,
      "it names a Python entry point (a torchrun.logs_specs plugin); ddprun is not a Python program and cannot "
      "load one"},
-    {"log_line_prefix_template", true, nullptr,
-     "not implemented: ddprun prefixes every console line with \"[rank N] \""},
-    {"duplicate_stdout_filters", true, nullptr, "not implemented: use --tee and grep the log file"},
-    {"duplicate_stderr_filters", true, nullptr, "not implemented: use --tee and grep the log file"},
-    {"numa_binding", true, nullptr, "not implemented: run the program under numactl (a wrapper that execs it)"},
-    {"virtual_local_rank", false, nullptr, "not implemented: set CUDA_VISIBLE_DEVICES in a wrapper that execs the program"},
+    {"numa_binding", true, nullptr,
+     "not implemented: it binds each worker to the CPUs of the NUMA node (or socket, core complex) of the GPU "
+     "with its local rank's index, which ddprun would have to find from the GPU's PCI device; no machine it is "
+     "tested on has a GPU and more than one NUMA node. Run the program under numactl in a wrapper that execs it"},
     {"print_completion", true, nullptr, "ddprun has no shell completion scripts"},
     {"use_env", false, nullptr, "it belongs to torch.distributed.launch; ddprun, as torchrun, always passes LOCAL_RANK "
                          "in the environment"},
@@ -382,8 +391,9 @@ absl::Status FinalizeRendezvous(const RawFlags& raw, DdprunCommandLine* c) {
   return absl::OkStatus();
 }
 
-// Output and logging: --log_dir, --redirects, --tee, --local_ranks_filter, --redirect.
-absl::Status FinalizeOutput(const RawFlags& raw, LaunchOptions* o) {
+// Output and logging: --log_dir, --redirects, --tee, --local_ranks_filter, --log_line_prefix_template,
+// --duplicate_*_filters, --redirect.
+absl::Status FinalizeOutput(const RawFlags& raw, const std::map<std::string, std::string>& env, LaunchOptions* o) {
   o->log_dir = Get(raw, "log_dir");
   DDP_ASSIGN_OR_RETURN(o->redirects, ParseStdStreams("redirects", Get(raw, "redirects")));
   DDP_ASSIGN_OR_RETURN(o->tee, ParseStdStreams("tee", Get(raw, "tee")));
@@ -394,6 +404,17 @@ absl::Status FinalizeOutput(const RawFlags& raw, LaunchOptions* o) {
                                                          Get(raw, "local_ranks_filter"), "\""));
     }
     o->local_ranks_filter.push_back(rank);
+  }
+  o->console.log_line_prefix_template = Get(raw, "log_line_prefix_template");
+  if (!Given(raw, "log_line_prefix_template")) {
+    auto it = env.find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");  // torchrun's fallback
+    if (it != env.end()) o->console.log_line_prefix_template = it->second;
+  }
+  if (Given(raw, "duplicate_stdout_filters")) {
+    o->console.duplicate_stdout_filters = ParseDuplicateFilters(Get(raw, "duplicate_stdout_filters"));
+  }
+  if (Given(raw, "duplicate_stderr_filters")) {
+    o->console.duplicate_stderr_filters = ParseDuplicateFilters(Get(raw, "duplicate_stderr_filters"));
   }
   if (!ParseRedirectMode(Get(raw, "redirect"), &o->redirect)) {
     return Invalid("redirect", absl::StrCat("must be all, errors or none, not \"", Get(raw, "redirect"), "\""));
@@ -523,7 +544,14 @@ absl::StatusOr<DdprunCommandLine> ParseDdprunCommandLine(const std::vector<std::
   o.role = Get(raw, "role");
   if (o.role.empty()) return Invalid("role", "must not be empty");
   DDP_RETURN_IF_ERROR(ParseSignals(Get(raw, "signals_to_handle"), &o));
-  DDP_RETURN_IF_ERROR(FinalizeOutput(raw, &o));
+  DDP_RETURN_IF_ERROR(FinalizeOutput(raw, env, &o));
+  o.virtual_local_rank = Given(raw, "virtual_local_rank");
+  if (o.virtual_local_rank) {
+    DDP_RETURN_IF_ERROR(CheckVirtualLocalRank(o.nproc_per_node, [&env](const std::string& name) {
+      auto it = env.find(name);
+      return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+    }));
+  }
   const bool shutdown_given = Given(raw, "shutdown_timeout");
   if (shutdown_given && Given(raw, "grace_period_s")) {
     return absl::InvalidArgumentError("give --shutdown_timeout or --grace_period_s (the same setting), not both");

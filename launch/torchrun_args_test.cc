@@ -198,15 +198,66 @@ TEST(TorchrunArgsTest, EnvironmentDefaultsRoleSignalsAndIntervals) {
   EXPECT_THAT(Parse({"--signals_to_handle=SIGKILL", Script("k.py")}).status().message(), HasSubstr("SIGKILL"));
 }
 
+// --log_line_prefix_template, with torchrun's fallback TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE and PET_ default;
+// --duplicate_*_filters with torchrun's list syntax (",," is a comma).
+TEST(TorchrunArgsTest, ConsoleOptions) {
+  const std::string script = Script("m.py");
+  auto plain = Parse({script});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->options.console.log_line_prefix_template, "");
+  EXPECT_TRUE(plain->options.console.duplicate_stdout_filters.empty());
+  EXPECT_TRUE(plain->options.console.duplicate_stderr_filters.empty());
+
+  auto given = Parse({"--log-line-prefix-template", "${hostname}:${rank}: ", "--duplicate_stdout_filters=loss,,acc,step",
+                      "--duplicate-stderr-filters=Error", script});
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_EQ(given->options.console.log_line_prefix_template, "${hostname}:${rank}: ");
+  EXPECT_THAT(given->options.console.duplicate_stdout_filters, ElementsAre("loss,acc", "step"));
+  EXPECT_THAT(given->options.console.duplicate_stderr_filters, ElementsAre("Error"));
+
+  std::map<std::string, std::string> env = Env();
+  env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = "[${role_name}${local_rank}]:";
+  auto from_env = Parse({script}, env);
+  ASSERT_TRUE(from_env.ok()) << from_env.status();
+  EXPECT_EQ(from_env->options.console.log_line_prefix_template, "[${role_name}${local_rank}]:");
+  env["PET_LOG_LINE_PREFIX_TEMPLATE"] = "<${rank}>";
+  auto pet_wins = Parse({script}, env);
+  ASSERT_TRUE(pet_wins.ok()) << pet_wins.status();
+  EXPECT_EQ(pet_wins->options.console.log_line_prefix_template, "<${rank}>");
+  auto flag_wins = Parse({"--log_line_prefix_template=R${rank} ", script}, env);
+  ASSERT_TRUE(flag_wins.ok()) << flag_wins.status();
+  EXPECT_EQ(flag_wins->options.console.log_line_prefix_template, "R${rank} ");
+}
+
+// --virtual_local_rank: a boolean (PET_VIRTUAL_LOCAL_RANK=1 too); more workers than the launcher's
+// CUDA_VISIBLE_DEVICES lists is refused before anything starts, in torchrun's words.
+TEST(TorchrunArgsTest, VirtualLocalRank) {
+  const std::string script = Script("n.py");
+  auto off = Parse({script});
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->options.virtual_local_rank);
+  auto on = Parse({"--virtual-local-rank", "--nproc_per_node=4", script});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->options.virtual_local_rank);
+  std::map<std::string, std::string> env = Env();
+  env["PET_VIRTUAL_LOCAL_RANK"] = "1";
+  env["CUDA_VISIBLE_DEVICES"] = "3,5";
+  auto pet = Parse({"--nproc_per_node=2", script}, env);
+  ASSERT_TRUE(pet.ok()) << pet.status();
+  EXPECT_TRUE(pet->options.virtual_local_rank);
+  EXPECT_THAT(Parse({"--nproc_per_node=3", script}, env).status().message(),
+              HasSubstr("--virtual_local_rank: local_rank 2 exceeds available GPUs in CUDA_VISIBLE_DEVICES=3,5"));
+  EXPECT_THAT(Parse({"--virtual_local_rank=1", script}).status().message(), HasSubstr("takes no value"));
+}
+
 TEST(TorchrunArgsTest, RefusedFlagsSayWhy) {
   const std::string script = Script("l.py");
   EXPECT_TRUE(Parse({"--start_method=spawn", "--event_log_handler=null", script}).ok());
   EXPECT_THAT(Parse({"--start_method=fork", script}).status().message(),
               HasSubstr("--start_method=fork is not supported by ddprun: ddprun starts every worker"));
   EXPECT_THAT(Parse({"--logs_specs", "x", script}).status().message(), HasSubstr("Python entry point"));
-  EXPECT_THAT(Parse({"--virtual-local-rank", script}).status().message(),
-              HasSubstr("--virtual_local_rank is not supported"));
-  EXPECT_THAT(Parse({"--numa_binding=node", script}).status().message(), HasSubstr("numactl"));
+  EXPECT_THAT(Parse({"--numa_binding=node", script}).status().message(),
+              HasSubstr("--numa_binding=node is not supported by ddprun: not implemented: it binds each worker"));
   EXPECT_THAT(Parse({"--nosuch", script}).status().message(), HasSubstr("unknown flag --nosuch"));
   EXPECT_THAT(Parse({"--standalone=1", script}).status().message(), HasSubstr("takes no value"));
   EXPECT_THAT(Parse({"--nproc_per_node"}).status().message(), HasSubstr("needs a value"));

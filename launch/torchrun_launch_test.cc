@@ -150,5 +150,56 @@ TEST(TorchrunLaunchTest, TorchrunsVariablesFollowRoleRunIdAndRestarts) {
   EXPECT_THAT(r.out, HasSubstr("/attempt_1/0/error.json"));
 }
 
+// --log_line_prefix_template replaces "[rank N] " on every console line (torchrun's macros), and
+// --duplicate_*_filters copy matching console lines, prefixed, into the attempt's filtered logs, one
+// file for all local ranks (torchrun's <run>/attempt_N/filtered_std{out,err}.log).
+TEST(TorchrunLaunchTest, LogLinePrefixTemplateAndDuplicateFilters) {
+  const std::string dir = TempPath("filtered_logs");
+  ProcessResult r = Ddprun({"--nproc_per_node=2", "--master_port=0", "--role=trainer", "--rdzv_id=fj",
+                            absl::StrCat("--log_dir=", dir), "--log_line_prefix_template=<${role_name}${local_rank}:$rank $${rank}>",
+                            "--duplicate_stdout_filters=loss,,x,acc", "--duplicate_stderr_filters=Error", "/bin/sh", "-c",
+                            "echo step loss,x=1; echo nothing; echo acc$LOCAL_RANK; echo ValueError$RANK >&2; echo warn >&2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string prefix = absl::StrCat("<trainer", rank, ":", rank, " ${rank}>");
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat(prefix, "step loss,x=1\n")));
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat(prefix, "nothing\n")));
+    EXPECT_THAT(r.err, HasSubstr(absl::StrCat(prefix, "warn\n")));
+  }
+  EXPECT_THAT(r.all(), Not(HasSubstr("[rank ")));
+  const std::vector<std::string> runs = Glob(dir + "/fj_*");
+  ASSERT_EQ(runs.size(), 1u);
+  const std::string out = ReadFile(runs[0] + "/attempt_0/filtered_stdout.log");
+  const std::string err = ReadFile(runs[0] + "/attempt_0/filtered_stderr.log");
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string prefix = absl::StrCat("<trainer", rank, ":", rank, " ${rank}>");
+    EXPECT_THAT(out, HasSubstr(absl::StrCat(prefix, "step loss,x=1\n")));
+    EXPECT_THAT(out, HasSubstr(absl::StrCat(prefix, "acc", rank, "\n")));
+    EXPECT_THAT(err, HasSubstr(absl::StrCat(prefix, "ValueError", rank, "\n")));
+  }
+  EXPECT_THAT(out, Not(HasSubstr("nothing")));
+  EXPECT_THAT(err, Not(HasSubstr("warn")));
+}
+
+// --virtual_local_rank: every worker sees LOCAL_RANK=0 and its own entry of the launcher's
+// CUDA_VISIBLE_DEVICES; too few entries is refused before any worker starts.
+TEST(TorchrunLaunchTest, VirtualLocalRankGivesEachWorkerItsOwnDevice) {
+  ProcessResult r = Ddprun({"--nproc_per_node=2", "--master_port=0", "--virtual_local_rank", "/bin/sh", "-c",
+                            "echo L=$LOCAL_RANK D=$CUDA_VISIBLE_DEVICES"},
+                           {"CUDA_VISIBLE_DEVICES=5,7"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[rank 0] L=0 D=5"));
+  EXPECT_THAT(r.out, HasSubstr("[rank 1] L=0 D=7"));
+  ProcessResult plain = Ddprun({"--nproc_per_node=2", "--master_port=0", "/bin/sh", "-c",
+                                "echo L=$LOCAL_RANK D=$CUDA_VISIBLE_DEVICES"},
+                               {"CUDA_VISIBLE_DEVICES=5,7"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_THAT(plain.out, HasSubstr("[rank 1] L=1 D=5,7"));
+  ProcessResult refused = Ddprun({"--nproc_per_node=3", "--virtual_local_rank", "/bin/true"},
+                                 {"CUDA_VISIBLE_DEVICES=5,7"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.err, HasSubstr("local_rank 2 exceeds available GPUs in CUDA_VISIBLE_DEVICES=5,7"));
+}
+
 }  // namespace
 }  // namespace ddp

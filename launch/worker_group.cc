@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "store/socket_util.h"
 #include "base/unique_fd.h"
+#include "launch/virtual_local_rank.h"
 #include "launch/worker_process.h"
 #include "base/check.h"
 
@@ -92,6 +93,7 @@ absl::Status GroupRunner::OpenStreamFiles(Worker& w) {
 
 std::map<std::string, std::string> GroupRunner::EnvironmentOf(int local_rank) const {
   std::map<std::string, std::string> env = WorkerEnvironment(config_.layout, local_rank);
+  if (config_.virtual_local_rank) ApplyVirtualLocalRank(local_rank, ProcessEnv(), &env);
   if (config_.log_tree != nullptr) {
     env["TORCHELASTIC_ERROR_FILE"] =
         config_.log_tree->WorkerFile(config_.layout.restart_count, local_rank, "error.json");
@@ -114,6 +116,8 @@ absl::Status GroupRunner::Start() {
     }
     w.output = std::make_unique<RankOutput>(w.rank, config_.redirect, 1, 2, w.log.get());
     DDP_RETURN_IF_ERROR(OpenStreamFiles(w));
+    DDP_RETURN_IF_ERROR(w.output->SetConsoleOptions(config_.console, {layout.role, w.rank, local, HostName()},
+        config_.log_tree == nullptr ? "" : config_.log_tree->AttemptDir(layout.restart_count)));
     std::map<std::string, std::string> env = EnvironmentOf(local);
     for (const auto& [name, value] : config_.extra_env) env[name] = value;
     auto process = WorkerProcess::Start(config_.command, env);

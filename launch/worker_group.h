@@ -39,6 +39,8 @@ struct WorkerGroupConfig {
   StdStreamsByRank tee;
   // Local ranks whose output reaches the console; empty for all.
   std::vector<int> local_ranks_filter;
+  WorkerConsoleOptions console;     // Console prefix and filtered logs (rank_output.h).
+  bool virtual_local_rank = false;  // launch/virtual_local_rank.h
   // Readable end of a pipe on which each byte is a signal number to forward to the workers
   // (SIGINT/SIGTERM received by ddprun); -1 for none. Not owned.
   int signal_fd = -1;

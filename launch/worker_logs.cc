@@ -126,6 +126,8 @@ absl::Status WorkerLogTree::StartAttempt(int restart, int nproc) {
   return made;
 }
 
+std::string WorkerLogTree::AttemptDir(int restart) const { return absl::StrCat(run_dir_, "/attempt_", restart); }
+
 std::string WorkerLogTree::WorkerFile(int restart, int local_rank, absl::string_view name) const {
   return absl::StrCat(run_dir_, "/attempt_", restart, "/", local_rank, "/", name);
 }

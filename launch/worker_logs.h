@@ -49,6 +49,8 @@ class WorkerLogTree {
   // Creates attempt_<restart>/<local_rank> for local ranks [0, nproc) (an older attempt folder of that
   // number is emptied first, as torchrun does).
   absl::Status StartAttempt(int restart, int nproc);
+  // <run>/attempt_<restart>, where torchrun's filtered_stdout.log and filtered_stderr.log go.
+  std::string AttemptDir(int restart) const;
   // <run>/attempt_<restart>/<local_rank>/<name>, e.g. name "error.json".
   std::string WorkerFile(int restart, int local_rank, absl::string_view name) const;
   // The run folder.

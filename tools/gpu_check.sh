@@ -123,6 +123,17 @@ run() {
     echo "ddprun --nproc_per_node=gpu: '${workers}' for ${gpus} GPU(s): FAILED" | tee -a "${out}/summary.txt"
     failed=1
   fi
+  # --virtual_local_rank: every worker LOCAL_RANK=0 and one device of its own (launch/virtual_local_rank.h).
+  local virtual expected
+  virtual=$(timeout 60 "${bundle}/bin/ddprun" --nproc_per_node=gpu --virtual_local_rank --master_port=0 /bin/sh -c \
+            'echo V=$LOCAL_RANK/$CUDA_VISIBLE_DEVICES' 2>&1 | grep -oE 'V=[0-9]+/[0-9A-Za-z-]+' | sort | tr '\n' ' ' || true)
+  expected=$(IFS=,; for d in ${CUDA_VISIBLE_DEVICES:-$(seq -s, 0 $((gpus - 1)))}; do echo "V=0/$d"; done | sort | tr '\n' ' ')
+  if [[ "${virtual}" == "${expected}" ]]; then
+    echo "ddprun --virtual_local_rank: ${virtual}: PASSED" | tee -a "${out}/summary.txt"
+  else
+    echo "ddprun --virtual_local_rank: '${virtual}', expected '${expected}': FAILED" | tee -a "${out}/summary.txt"
+    failed=1
+  fi
   if command -v python3 > /dev/null; then
     env -u LD_LIBRARY_PATH timeout 300 python3 "${bundle}/pytorch_gpu_reference.py" > "${out}/pytorch_gpu_reference.txt" 2>&1 || true
     cat "${out}/pytorch_gpu_reference.txt"
