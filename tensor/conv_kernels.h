@@ -83,7 +83,7 @@ struct ConvGradTensors {
 ConvGradTensors NewConvGrads(const Tensor& x, const Tensor& w, const ConvGeometry& g, bool need_x,
                              bool need_w, bool need_b, Device device);
 
-// The backward of ConvForward: the requested gradients (gx accumulated into, gw and gb overwritten) from
+// The backward of ConvForward: the requested gradients (gx zero-filled by the caller, gw and gb overwritten) from
 // the output gradient that `gradient` gives group by group.
 void ConvBackward(const float* x, const float* w, const ConvGeometry& g, const GroupGradientFn& gradient,
                   ConvGrads grads);
