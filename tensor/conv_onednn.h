@@ -9,8 +9,8 @@
 // its result out (per-thread scratch, reused across calls; no blocked tensor outlives the call). Even
 // with those reorders the primitives are faster where the convolution has a spatial kernel and enough
 // input channels: on an AVX-512 Xeon (family 6 model 207), one thread, batch 64, ResNet-18's 3x3
-// convolutions take 15-20% less time forward + backward in all, forward alone about 25% less, and the
-// MNIST cnn's conv2 (32 -> 64) gains as well. They are slower for 1x1 convolutions (the stride-2
+// convolutions take 3-25% less time forward + backward (all of a step's convolutions 13% less, forward
+// alone 19% less), and the MNIST cnn's conv2 (32 -> 64) gains as well. They are slower for 1x1 convolutions (the stride-2
 // downsamples: the whole input is reordered for a quarter of its pixels) and for one input channel
 // (conv1 of both models), where im2col is a single cheap GEMM. Hence the default rule: oneDNN for kh*kw
 // > 1 and c >= 8, im2col otherwise (tensor/conv_bench.cc prints both kernels per shape, interleaved;
