@@ -14,7 +14,9 @@
 #include <functional>
 #include <vector>
 
+#include "tensor/autocast.h"
 #include "tensor/autograd.h"
+#include "tensor/conv_onednn.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
@@ -113,20 +115,37 @@ void Run() {
               }));
 }
 
-// The convolutions of ResNet-18 on 28x28 images (nn/resnet.h) at batch 64, forward + backward (input,
-// weight), with the GFLOP/s each reaches: 2 * MACs forward, twice that backward.
+// The convolutions of ResNet-18 on 28x28 images (nn/resnet.h) at batch 64, forward and forward + backward
+// (input, weight), with each CPU kernel (Note [Conv2d kernel choice]) in float32 and under bf16 autocast,
+// the kernels interleaved round by round so that load on a shared machine hits them alike. Prints the
+// minimum over the rounds, the GFLOP/s of forward + backward (2 * MACs forward, twice that backward), and
+// a total weighted by how often ResNet-18 runs each shape (`uses`).
 void RunResNet() {
   struct Case {
     const char* label;
-    int64_t c, out, hw, kernel, stride;
+    int64_t c, out, hw, kernel, stride, uses;
   };
   const Case cases[] = {
-      {"resnet l1 64->64 3x3 28", 64, 64, 28, 3, 1},    {"resnet l2a 64->128 3x3 s2", 64, 128, 28, 3, 2},
-      {"resnet l2 128->128 3x3 14", 128, 128, 14, 3, 1}, {"resnet l2ds 64->128 1x1 s2", 64, 128, 28, 1, 2},
-      {"resnet l3a 128->256 3x3 s2", 128, 256, 14, 3, 2}, {"resnet l3 256->256 3x3 7", 256, 256, 7, 3, 1},
-      {"resnet l4a 256->512 3x3 s2", 256, 512, 7, 3, 2}, {"resnet l4 512->512 3x3 4", 512, 512, 4, 3, 1},
-      {"resnet l4ds 256->512 1x1 s2", 256, 512, 7, 1, 2},
+      {"resnet conv1 1->64 3x3 28", 1, 64, 28, 3, 1, 1},     {"resnet l1 64->64 3x3 28", 64, 64, 28, 3, 1, 4},
+      {"resnet l2a 64->128 3x3 s2", 64, 128, 28, 3, 2, 1},   {"resnet l2 128->128 3x3 14", 128, 128, 14, 3, 1, 3},
+      {"resnet l2ds 64->128 1x1 s2", 64, 128, 28, 1, 2, 1},  {"resnet l3a 128->256 3x3 s2", 128, 256, 14, 3, 2, 1},
+      {"resnet l3 256->256 3x3 7", 256, 256, 7, 3, 1, 3},    {"resnet l3ds 128->256 1x1 s2", 128, 256, 14, 1, 2, 1},
+      {"resnet l4a 256->512 3x3 s2", 256, 512, 7, 3, 2, 1},  {"resnet l4 512->512 3x3 4", 512, 512, 4, 3, 1, 3},
+      {"resnet l4ds 256->512 1x1 s2", 256, 512, 7, 1, 2, 1},
   };
+  struct Variant {
+    const char* name;
+    cpu::ConvKernel kernel;
+    bool bf16;
+  };
+  // "auto" is the default rule (Note [Conv2d kernel choice]); "onednn" forces oneDNN for every shape.
+  const Variant variants[] = {{"im2col fp32", cpu::ConvKernel::kIm2Col, false},
+                              {"auto   fp32", cpu::ConvKernel::kAuto, false},
+                              {"onednn fp32", cpu::ConvKernel::kOneDnn, false},
+                              {"im2col bf16", cpu::ConvKernel::kIm2Col, true},
+                              {"auto   bf16", cpu::ConvKernel::kAuto, true}};
+  constexpr int kVariants = 5, kRounds = 5;
+  double total_fwd[kVariants] = {}, total_all[kVariants] = {};
   Generator gen(1);
   for (const Case& k : cases) {
     if (std::strstr(k.label, g_filter) == nullptr) continue;
@@ -134,13 +153,39 @@ void RunResNet() {
     Tensor w = Param({k.out, k.c, k.kernel, k.kernel}, gen);
     const int64_t padding = k.kernel / 2, o = (k.hw + 2 * padding - k.kernel) / k.stride + 1;
     const double macs = 64.0 * k.out * k.c * k.kernel * k.kernel * o * o;
-    const Timing t = Measure([&] {
-      Tensor y = Conv2d(x, w, Tensor(), k.stride, padding);
-      y.Backward(OnesLike(y));
-    }, 5);
-    std::printf("%-30s %8.3f ms (min %8.3f ms) %6.1f GFLOP/s\n", k.label, t.median_ms, t.min_ms,
-                6.0 * macs / (t.min_ms * 1e6));
+    auto forward = [&](bool bf16) {
+      AutocastScope autocast(bf16);
+      return Conv2d(x, w, Tensor(), k.stride, padding);
+    };
+    std::vector<double> fwd[kVariants], all[kVariants];
+    for (int round = -1; round < kRounds; ++round) {  // round -1 warms up (primitive creation, scratch)
+      for (int v = 0; v < kVariants; ++v) {
+        cpu::SetConvKernel(variants[v].kernel);
+        auto start = std::chrono::steady_clock::now();
+        { Tensor y = forward(variants[v].bf16); }
+        auto mid = std::chrono::steady_clock::now();
+        Tensor y = forward(variants[v].bf16);
+        y.Backward(OnesLike(y));
+        auto end = std::chrono::steady_clock::now();
+        if (round < 0) continue;
+        fwd[v].push_back(std::chrono::duration<double, std::milli>(mid - start).count());
+        all[v].push_back(std::chrono::duration<double, std::milli>(end - mid).count());
+      }
+    }
+    for (int v = 0; v < kVariants; ++v) {
+      const double f = *std::min_element(fwd[v].begin(), fwd[v].end());
+      const double a = *std::min_element(all[v].begin(), all[v].end());
+      total_fwd[v] += k.uses * f;
+      total_all[v] += k.uses * a;
+      std::printf("%-28s %s fwd %8.3f ms, fwd+bwd %8.3f ms %6.1f GFLOP/s\n", k.label, variants[v].name, f, a,
+                  6.0 * macs / (a * 1e6));
+    }
   }
+  for (int v = 0; v < kVariants; ++v) {
+    std::printf("resnet18 convs per step (x uses) %s fwd %8.1f ms, fwd+bwd %8.1f ms\n", variants[v].name,
+                total_fwd[v], total_all[v]);
+  }
+  cpu::SetConvKernel(cpu::ConvKernel::kAuto);
 }
 
 // The element-wise layers of a ResNet-18 BasicBlock at layer1's size ([64, 64, 28, 28], batch 64),

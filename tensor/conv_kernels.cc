@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
 #include "base/check.h"
 #include "tensor/bf16_convert.h"
+#include "tensor/conv_onednn.h"
 #include "tensor/cpu_gemm.h"
 #include "tensor/cpu_gemm_bf16.h"
 #include "tensor/ops.h"
@@ -144,12 +146,13 @@ int64_t ImagesPerGroup(const ConvGeometry& g) {
   return std::min(group, std::max<int64_t>(g.n, 1));
 }
 
-// Scratch memory for col buffers: a per-thread buffer reused across calls (so steady-state training
+// Scratch memory for col buffers: a per-thread buffer (slots: 0 col, 1 group output or gradient, 2 bf16
+// gradient, 3-5 float32 copies of bf16 operands for oneDNN) reused across calls (so steady-state training
 // does not page-fault on fresh allocations), or a one-off allocation above kMaxCachedFloats.
 class Scratch {
  public:
   Scratch(int slot, size_t floats) {
-    thread_local std::vector<float> cached[3];
+    thread_local std::vector<float> cached[6];
     if (floats > kMaxCachedFloats) {
       own_.resize(floats);
       data_ = own_.data();
@@ -217,10 +220,50 @@ size_t FloatsFor(int64_t elements) {
   return (static_cast<size_t>(elements) * sizeof(T) + sizeof(float) - 1) / sizeof(float);
 }
 
+// Note [bf16 operands of oneDNN's convolutions]
+// Under autocast the operands are bf16 and the sums float32. oneDNN 2.6's bf16 convolutions run where
+// the bf16 GEMMs are oneDNN's (tensor/cpu_gemm_bf16.h, Note [bf16 GEMM kernel choice]: AMX, or
+// DDP_BF16_GEMM=onednn); elsewhere the bf16 values are widened to float32 (exact) and the float32
+// primitives multiply them: on an AVX512_BF16 Xeon without AMX, oneDNN's bf16 convolution measured
+// 1.3-1.6x slower than its float32 one at ResNet-18's shapes (tensor/conv_bench.cc), as its bf16 matmul
+// is slower than sgemm there.
+bool Bf16Primitives() { return ActiveBf16GemmKernel() == Bf16GemmKernel::kOneDnn; }
+
+// A bf16 array widened to float32 in scratch `slot`.
+const float* Widened(const BFloat16* v, int64_t elements, int slot, std::optional<Scratch>& scratch) {
+  scratch.emplace(slot, static_cast<size_t>(elements));
+  BFloat16ToFloatArray(v, scratch->data(), elements);
+  return scratch->data();
+}
+
+bool OneDnnForward(const float* x, const float* w, const float* b, const ConvGeometry& g, float* y) {
+  return OneDnnConvForward(x, w, b, g, y);
+}
+
+bool OneDnnForward(const BFloat16* x, const BFloat16* w, const float* b, const ConvGeometry& g, float* y) {
+  if (Bf16Primitives()) return OneDnnConvForward(x, w, b, g, y);
+  std::optional<Scratch> wx, ww;
+  return OneDnnConvForward(Widened(x, g.n * g.c * g.h * g.w, 3, wx), Widened(w, g.out * g.K(), 4, ww), b, g, y);
+}
+
+// The whole batch through oneDNN's forward primitive (Note [Conv2d kernel choice]) into `direct` or
+// scratch, handed to `consume` one image at a time; false when oneDNN has no kernel for the case.
+template <typename T>
+bool OneDnnForwardImages(const T* x, const T* w, const float* b, const ConvGeometry& g, float* direct,
+                         const GroupOutputFn& consume) {
+  const int64_t image = g.out * g.P();
+  Scratch full(1, direct == nullptr ? static_cast<size_t>(g.n * image) : 0);
+  float* y = direct != nullptr ? direct : full.data();
+  if (!OneDnnForward(x, w, b, g, y)) return false;
+  for (int64_t i = 0; i < g.n; ++i) consume(i, 1, y + i * image, g.P(), /*bias_added=*/true);
+  return true;
+}
+
 // ConvForwardGroups for float or BFloat16 operands (the GEMM overload of cpu_gemm.h or cpu_gemm_bf16.h).
 template <typename T>
 void ForwardGroups(const T* x, const T* w, const float* b, const ConvGeometry& g, float* direct,
                    const GroupOutputFn& consume) {
+  if (ConvKernelFor(g) == ConvKernel::kOneDnn && OneDnnForwardImages(x, w, b, g, direct, consume)) return;
   const int64_t K = g.K(), P = g.P(), group = ImagesPerGroup(g);
   Scratch col_scratch(0, FloatsFor<T>(K * P * group));
   T* col = col_scratch.as<T>();
@@ -324,8 +367,69 @@ const T* GradientOperand(const float* gcol, int64_t elements, Scratch& scratch) 
   }
 }
 
+// The output gradient of the whole batch as one [n, out, P] array: where `gradient` hands out consecutive
+// images' gradients in place (DenseGradient) that array itself, else the images gathered into `dense`.
+const float* WholeBatchGradient(const GroupGradientFn& gradient, const ConvGeometry& g, Scratch& dense) {
+  const int64_t image = g.out * g.P();
+  std::vector<const float*> parts(g.n);
+  for (int64_t i = 0; i < g.n; ++i) parts[i] = gradient(i, 1, dense.data() + i * image);
+  bool consecutive = true;
+  for (int64_t i = 1; i < g.n && consecutive; ++i) consecutive = parts[i] == parts[0] + i * image;
+  if (consecutive) return parts[0];
+  for (int64_t i = 0; i < g.n; ++i) {
+    if (parts[i] != dense.data() + i * image) std::memcpy(dense.data() + i * image, parts[i], image * sizeof(float));
+  }
+  return dense.data();
+}
+
+// The gradients of `grads` that oneDNN's backward primitives compute (Note [Conv2d kernel choice]), from
+// the whole batch's output gradient; the bias gradient is summed here as the im2col kernel sums it (same
+// order, same numbers). Returns the gradients still to compute (those oneDNN has no kernel for).
+template <typename T>
+ConvGrads OneDnnBackward(const T* x, const T* w, const ConvGeometry& g, const GroupGradientFn& gradient,
+                         ConvGrads grads) {
+  const int64_t P = g.P(), image = g.out * P;
+  Scratch dense(1, static_cast<size_t>(g.n * image));
+  const float* gy = WholeBatchGradient(gradient, g, dense);
+  if (grads.gb != nullptr) {
+    std::fill(grads.gb, grads.gb + g.out, 0.0f);
+    for (int64_t i = 0; i < g.n; ++i) {
+      for (int64_t o = 0; o < g.out; ++o) grads.gb[o] += SumPlane(gy + i * image + o * P, P);
+    }
+    grads.gb = nullptr;
+  }
+  if (grads.gx == nullptr && grads.gw == nullptr) return grads;
+  if constexpr (std::is_same_v<T, float>) {
+    if (grads.gx != nullptr && OneDnnConvBackwardData(w, gy, g, grads.gx)) grads.gx = nullptr;
+    if (grads.gw != nullptr && OneDnnConvBackwardWeights(x, gy, g, grads.gw, nullptr)) grads.gw = nullptr;
+    return grads;
+  } else {
+    // Note [bf16 operands of oneDNN's convolutions]; the output gradient is rounded to bf16 as im2col's.
+    Scratch low(2, FloatsFor<T>(g.n * image));
+    const T* gop = GradientOperand<T>(gy, g.n * image, low);
+    if (Bf16Primitives()) {
+      if (grads.gx != nullptr && OneDnnConvBackwardData(w, gop, g, grads.gx)) grads.gx = nullptr;
+      if (grads.gw != nullptr && OneDnnConvBackwardWeights(x, gop, g, grads.gw, nullptr)) grads.gw = nullptr;
+      return grads;
+    }
+    std::optional<Scratch> wide_gy, wide_x, wide_w;
+    const float* gyr = Widened(gop, g.n * image, 5, wide_gy);
+    if (grads.gx != nullptr && OneDnnConvBackwardData(Widened(w, g.out * g.K(), 4, wide_w), gyr, g, grads.gx)) {
+      grads.gx = nullptr;
+    }
+    if (grads.gw != nullptr &&
+        OneDnnConvBackwardWeights(Widened(x, g.n * g.c * g.h * g.w, 3, wide_x), gyr, g, grads.gw, nullptr)) {
+      grads.gw = nullptr;
+    }
+    return grads;
+  }
+}
+
 template <typename T>
 void Backward(const T* x, const T* w, const ConvGeometry& g, const GroupGradientFn& gradient, ConvGrads grads) {
+  if (ConvKernelFor(g) == ConvKernel::kOneDnn && g.n > 0 && (grads.gx != nullptr || grads.gw != nullptr)) {
+    grads = OneDnnBackward(x, w, g, gradient, grads);
+  }
   const int64_t K = g.K(), P = g.P(), group = ImagesPerGroup(g);
   if (grads.gb != nullptr) std::fill(grads.gb, grads.gb + g.out, 0.0f);
   if (grads.gw != nullptr && g.n == 0) std::fill(grads.gw, grads.gw + g.out * K, 0.0f);

@@ -1,6 +1,8 @@
 // CPU kernels of Conv2d (im2col + one GEMM per group of images, col2im for the input gradient) and the
 // shape checks, shared by Conv2d (tensor/ops_conv.cc) and the convolution fused with ReLU and MaxPool2d
-// (tensor/ops_conv_pool.cc). Internal to the tensor floor.
+// (tensor/ops_conv_pool.cc). Internal to the tensor floor. The entry points below run oneDNN's
+// convolution primitives instead of im2col where Note [Conv2d kernel choice] (tensor/conv_onednn.h) says so;
+// their contracts hold for both kernels.
 //
 // Note [Conv2d image groups]
 // With K = c*kh*kw rows and P = oh*ow output positions per image, a group of G images is unfolded
@@ -83,7 +85,7 @@ struct ConvGradTensors {
 ConvGradTensors NewConvGrads(const Tensor& x, const Tensor& w, const ConvGeometry& g, bool need_x,
                              bool need_w, bool need_b, Device device);
 
-// The backward of ConvForward: the requested gradients (gx accumulated into, gw and gb overwritten) from
+// The backward of ConvForward: the requested gradients (gx zero-filled by the caller, gw and gb overwritten) from
 // the output gradient that `gradient` gives group by group.
 void ConvBackward(const float* x, const float* w, const ConvGeometry& g, const GroupGradientFn& gradient,
                   ConvGrads grads);

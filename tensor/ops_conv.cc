@@ -1,6 +1,7 @@
 // Conv2d on either device through im2col + one GEMM per group of images, and col2im for the input
 // gradient. Checks, output allocation and autograd wiring are shared; the forward and backward kernels
-// branch on the device (the CPU's in tensor/conv_kernels.cc, Note [Conv2d image groups]; the GPU's, with a
+// branch on the device (the CPU's in tensor/conv_kernels.cc, Note [Conv2d image groups], or oneDNN's
+// primitives by shape, Note [Conv2d kernel choice]; the GPU's, with a
 // GPU-sized group, in tensor/cuda/conv_im2col.cc).
 #include <vector>
 

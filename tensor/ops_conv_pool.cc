@@ -11,7 +11,10 @@
 // convolution's backward GEMMs take as that group's output gradient (cpu::GroupGradientFn). The group's
 // output is computed as Conv2d computes it, and the scattered gradient holds the same values in the
 // layout Conv2d's backward gathers, so values and gradients are bit for bit those of the three ops
-// (tensor/ops_conv_test.cc). On CUDA it runs as the three ops.
+// (tensor/ops_conv_test.cc). Where the convolution runs through oneDNN's primitives (Note [Conv2d kernel
+// choice]) the primitive computes the whole batch, which is then pooled image by image, and backward
+// gathers the scattered gradient into one batch-sized array for the primitives: the savings above are then
+// the pool's, not the convolution's. On CUDA it runs as the three ops.
 #include <vector>
 
 #include "tensor/autocast.h"

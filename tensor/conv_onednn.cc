@@ -1,0 +1,264 @@
+#include "tensor/conv_onednn.h"
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <type_traits>
+#include <unordered_map>
+
+#include "base/check.h"
+
+namespace ddp {
+namespace cpu {
+namespace {
+
+std::atomic<ConvKernel> requested_kernel{ConvKernel::kAuto};
+
+// The kernel DDP_CONV_KERNEL forces, or kAuto (Note [Conv2d kernel choice]).
+ConvKernel FromEnvironment() {
+  static const ConvKernel resolved = [] {
+    const char* env = std::getenv("DDP_CONV_KERNEL");
+    if (env == nullptr || *env == '\0' || std::strcmp(env, "auto") == 0) return ConvKernel::kAuto;
+    if (std::strcmp(env, "onednn") == 0) return ConvKernel::kOneDnn;
+    if (std::strcmp(env, "im2col") == 0) return ConvKernel::kIm2Col;
+    DDP_CHECK(false) << "DDP_CONV_KERNEL=\"" << env << "\": expected auto, onednn or im2col";
+    return ConvKernel::kAuto;
+  }();
+  return resolved;
+}
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using DataType = memory::data_type;
+
+const dnnl::engine& CpuEngine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+enum class Pass { kForward, kBackwardData, kBackwardWeights };
+
+// Per-thread 64-byte aligned scratch for the blocked copies of one call's operands; slot 0-2 are the
+// primitive's arguments a, b, c (struct Plan). Grows to the largest layer and is reused.
+void* BlockedScratch(int slot, size_t bytes) {
+  struct Buffer {
+    std::unique_ptr<void, decltype(&std::free)> data{nullptr, &std::free};
+    size_t bytes = 0;
+  };
+  thread_local std::array<Buffer, 3> buffers;
+  Buffer& buffer = buffers[slot];
+  if (buffer.bytes < bytes) {
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    buffer.data.reset(std::aligned_alloc(64, rounded));
+    DDP_CHECK(buffer.data != nullptr) << "Conv2d: out of memory for " << rounded << " bytes of oneDNN scratch";
+    buffer.bytes = rounded;
+  }
+  return buffer.data.get();
+}
+
+// One argument of a primitive: its layout as the engine stores it (plain), the layout the primitive
+// chose, and the reorder between them where they differ.
+struct Operand {
+  memory::desc user, inner;
+  std::optional<dnnl::reorder> reorder;  // user -> inner for inputs, inner -> user for the output
+
+  Operand(const memory::desc& user_md, const memory::desc& inner_md, bool is_input) : user(user_md), inner(inner_md) {
+    if (user == inner) return;
+    const auto& e = CpuEngine();
+    reorder = is_input ? dnnl::reorder(dnnl::reorder::primitive_desc(e, user, e, inner))
+                       : dnnl::reorder(dnnl::reorder::primitive_desc(e, inner, e, user));
+  }
+};
+
+// A convolution primitive for one pass and shape: inputs a and b, output c (forward: src, weights, dst;
+// backward-data: diff_dst, weights, diff_src; backward-weights: src, diff_dst, diff_weights).
+struct Plan {
+  dnnl::primitive primitive;
+  Operand a, b, c;
+  std::array<int, 3> arg;  // the DNNL_ARG_* of a, b, c
+  int bias_arg;            // DNNL_ARG_BIAS, DNNL_ARG_DIFF_BIAS, or 0 without bias
+  memory::desc bias;       // [out] float32, when bias_arg != 0
+};
+
+struct Shapes {
+  memory::dims src, weights, bias, dst, strides, padding;
+};
+
+Shapes ShapesOf(const ConvGeometry& g) {
+  return {{g.n, g.c, g.h, g.w}, {g.out, g.c, g.kh, g.kw}, {g.out}, {g.n, g.out, g.oh, g.ow},
+          {g.stride, g.stride}, {g.padding, g.padding}};
+}
+
+// The forward descriptor with layouts left to oneDNN (`any`): float32 or bf16 operands, float32 output.
+dnnl::convolution_forward::primitive_desc ForwardDesc(const ConvGeometry& g, DataType operand, bool bias) {
+  const Shapes s = ShapesOf(g);
+  const memory::desc src(s.src, operand, Tag::any), weights(s.weights, operand, Tag::any);
+  const memory::desc dst(s.dst, DataType::f32, Tag::any);
+  const memory::desc bias_md = bias ? memory::desc(s.bias, DataType::f32, Tag::x) : memory::desc();
+  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training,
+                                             dnnl::algorithm::convolution_direct, src, weights, bias_md, dst,
+                                             s.strides, s.padding, s.padding);
+  return dnnl::convolution_forward::primitive_desc(desc, CpuEngine());
+}
+
+memory::desc Plain(const memory::dims& dims, DataType type) {
+  return memory::desc(dims, type, dims.size() == 4 ? Tag::abcd : Tag::a);
+}
+
+Plan MakePlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias) {
+  const Shapes s = ShapesOf(g);
+  const auto fwd = ForwardDesc(g, operand, bias && pass == Pass::kForward);
+  const auto& e = CpuEngine();
+  if (pass == Pass::kForward) {
+    return Plan{dnnl::convolution_forward(fwd),
+                Operand(Plain(s.src, operand), fwd.src_desc(), true),
+                Operand(Plain(s.weights, operand), fwd.weights_desc(), true),
+                Operand(Plain(s.dst, DataType::f32), fwd.dst_desc(), false),
+                {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
+                bias ? DNNL_ARG_BIAS : 0,
+                Plain(s.bias, DataType::f32)};
+  }
+  const memory::desc src(s.src, pass == Pass::kBackwardData ? DataType::f32 : operand, Tag::any);
+  const memory::desc weights(s.weights, pass == Pass::kBackwardData ? operand : DataType::f32, Tag::any);
+  const memory::desc dst(s.dst, operand, Tag::any);
+  if (pass == Pass::kBackwardData) {
+    const dnnl::convolution_backward_data::primitive_desc pd(
+        dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, weights, dst, s.strides,
+                                              s.padding, s.padding),
+        e, fwd);
+    return Plan{dnnl::convolution_backward_data(pd),
+                Operand(Plain(s.dst, operand), pd.diff_dst_desc(), true),
+                Operand(Plain(s.weights, operand), pd.weights_desc(), true),
+                Operand(Plain(s.src, DataType::f32), pd.diff_src_desc(), false),
+                {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
+                0,
+                Plain(s.bias, DataType::f32)};
+  }
+  const auto desc = bias ? dnnl::convolution_backward_weights::desc(
+                               dnnl::algorithm::convolution_direct, src, weights,
+                               memory::desc(s.bias, DataType::f32, Tag::x), dst, s.strides, s.padding, s.padding)
+                         : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src,
+                                                                    weights, dst, s.strides, s.padding, s.padding);
+  const dnnl::convolution_backward_weights::primitive_desc pd(desc, e, fwd);
+  return Plan{dnnl::convolution_backward_weights(pd),
+              Operand(Plain(s.src, operand), pd.src_desc(), true),
+              Operand(Plain(s.dst, operand), pd.diff_dst_desc(), true),
+              Operand(Plain(s.weights, DataType::f32), pd.diff_weights_desc(), false),
+              {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS},
+              bias ? DNNL_ARG_DIFF_BIAS : 0,
+              Plain(s.bias, DataType::f32)};
+}
+
+// The cached plan of one pass and shape on this thread, or null when oneDNN has none (the failure is
+// cached too, so an unsupported case costs one attempt per thread).
+const Plan* FindPlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias) {
+  if (g.n == 0 || g.c == 0 || g.out == 0 || g.oh <= 0 || g.ow <= 0) return nullptr;  // im2col's edge cases
+  using Key = std::array<int64_t, 12>;
+  thread_local std::map<Key, std::unique_ptr<Plan>> plans;
+  const Key key{static_cast<int64_t>(pass), static_cast<int64_t>(operand), g.n, g.c, g.h, g.w, g.out, g.kh, g.kw,
+                g.stride, g.padding, bias ? 1 : 0};
+  auto it = plans.find(key);
+  if (it == plans.end()) {
+    std::unique_ptr<Plan> plan;
+    try {
+      plan = std::make_unique<Plan>(MakePlan(pass, g, operand, bias));
+    } catch (const dnnl::error&) {
+      // No implementation for this case on this CPU (dnnl_unimplemented): the caller runs im2col.
+    }
+    it = plans.emplace(key, std::move(plan)).first;
+  }
+  return it->second.get();
+}
+
+// The memory an input operand is read from: the user's array, or its reordered copy in scratch `slot`.
+memory InputMemory(const Operand& op, const void* data, int slot, dnnl::stream& stream) {
+  memory user(op.user, CpuEngine(), const_cast<void*>(data));
+  if (!op.reorder) return user;
+  memory inner(op.inner, CpuEngine(), BlockedScratch(slot, op.inner.get_size()));
+  op.reorder->execute(stream, user, inner);
+  return inner;
+}
+
+// Runs `plan` on inputs a, b and output c (plain arrays), reordering where the primitive's layouts differ.
+void Run(const Plan& plan, const void* a, const void* b, void* c, const float* bias) {
+  thread_local dnnl::stream stream(CpuEngine());
+  memory ma = InputMemory(plan.a, a, 0, stream);
+  memory mb = InputMemory(plan.b, b, 1, stream);
+  memory user_c(plan.c.user, CpuEngine(), c);
+  memory mc = plan.c.reorder ? memory(plan.c.inner, CpuEngine(), BlockedScratch(2, plan.c.inner.get_size())) : user_c;
+  std::unordered_map<int, memory> args{{plan.arg[0], ma}, {plan.arg[1], mb}, {plan.arg[2], mc}};
+  if (plan.bias_arg != 0) {
+    args.emplace(plan.bias_arg, memory(plan.bias, CpuEngine(), const_cast<float*>(bias)));
+  }
+  plan.primitive.execute(stream, args);
+  if (plan.c.reorder) plan.c.reorder->execute(stream, mc, user_c);
+  stream.wait();
+}
+
+template <typename T>
+constexpr DataType OperandType() {
+  return std::is_same_v<T, float> ? DataType::f32 : DataType::bf16;
+}
+
+template <typename T>
+bool Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, float* y) {
+  const Plan* plan = FindPlan(Pass::kForward, g, OperandType<T>(), b != nullptr);
+  if (plan == nullptr) return false;
+  Run(*plan, x, w, y, b);
+  return true;
+}
+
+template <typename T>
+bool BackwardData(const T* w, const T* gy, const ConvGeometry& g, float* gx) {
+  const Plan* plan = FindPlan(Pass::kBackwardData, g, OperandType<T>(), false);
+  if (plan == nullptr) return false;
+  Run(*plan, gy, w, gx, nullptr);
+  return true;
+}
+
+template <typename T>
+bool BackwardWeights(const T* x, const T* gy, const ConvGeometry& g, float* gw, float* gb) {
+  const Plan* plan = FindPlan(Pass::kBackwardWeights, g, OperandType<T>(), gb != nullptr);
+  if (plan == nullptr) return false;
+  Run(*plan, x, gy, gw, gb);
+  return true;
+}
+
+}  // namespace
+
+void SetConvKernel(ConvKernel kernel) { requested_kernel.store(kernel); }
+
+ConvKernel ConvKernelFor(const ConvGeometry& g) {
+  ConvKernel kernel = requested_kernel.load();
+  if (kernel == ConvKernel::kAuto) kernel = FromEnvironment();
+  if (kernel != ConvKernel::kAuto) return kernel;
+  return g.kh * g.kw > 1 && g.c >= 8 ? ConvKernel::kOneDnn : ConvKernel::kIm2Col;
+}
+
+bool OneDnnConvForward(const float* x, const float* w, const float* b, const ConvGeometry& g, float* y) {
+  return Forward(x, w, b, g, y);
+}
+bool OneDnnConvForward(const BFloat16* x, const BFloat16* w, const float* b, const ConvGeometry& g, float* y) {
+  return Forward(x, w, b, g, y);
+}
+bool OneDnnConvBackwardData(const float* w, const float* gy, const ConvGeometry& g, float* gx) {
+  return BackwardData(w, gy, g, gx);
+}
+bool OneDnnConvBackwardData(const BFloat16* w, const BFloat16* gy, const ConvGeometry& g, float* gx) {
+  return BackwardData(w, gy, g, gx);
+}
+bool OneDnnConvBackwardWeights(const float* x, const float* gy, const ConvGeometry& g, float* gw, float* gb) {
+  return BackwardWeights(x, gy, g, gw, gb);
+}
+bool OneDnnConvBackwardWeights(const BFloat16* x, const BFloat16* gy, const ConvGeometry& g, float* gw,
+                               float* gb) {
+  return BackwardWeights(x, gy, g, gw, gb);
+}
+
+}  // namespace cpu
+}  // namespace ddp

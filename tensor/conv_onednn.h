@@ -1,0 +1,67 @@
+// Conv2d's CPU passes through oneDNN's convolution primitives (forward, backward-data, backward-weights),
+// for float32 operands and for mixed precision's bf16 operands with float32 outputs. Internal to the
+// tensor floor: tensor/conv_kernels.cc calls these when ConvKernelFor(g) is kOneDnn.
+//
+// Note [Conv2d kernel choice]
+// Two CPU kernels compute Conv2d: im2col + one sgemm per group of images (Note [Conv2d image groups]) and
+// oneDNN's convolution primitives. The engine's tensors are plain NCHW; oneDNN's direct kernels run on
+// blocked layouts (nChw16c activations, OIhw16i16o weights), so each call reorders its operands in and
+// its result out (per-thread scratch, reused across calls; no blocked tensor outlives the call). Even
+// with those reorders the primitives are faster where the convolution has a spatial kernel and enough
+// input channels: on an AVX-512 Xeon (family 6 model 207), one thread, batch 64, ResNet-18's 3x3
+// convolutions take 3-25% less time forward + backward (all of a step's convolutions 13% less, forward
+// alone 19% less), and the MNIST cnn's conv2 (32 -> 64) gains as well. They are slower for 1x1 convolutions (the stride-2
+// downsamples: the whole input is reordered for a quarter of its pixels) and for one input channel
+// (conv1 of both models), where im2col is a single cheap GEMM. Hence the default rule: oneDNN for kh*kw
+// > 1 and c >= 8, im2col otherwise (tensor/conv_bench.cc prints both kernels per shape, interleaved;
+// BENCHMARKS.md "Convolution kernels"). The two kernels differ only in the order of their float32 sums
+// (agreeing to ~1e-6 relative); Conv2d and Conv2dReluMaxPool2d choose by the same rule, so they agree bit
+// for bit with each other. DDP_CONV_KERNEL=im2col|onednn|auto in the environment (read once, at the
+// first convolution) or SetConvKernel forces one kernel for every shape, e.g. for tests and A/B runs.
+// Where oneDNN has no kernel for a case (it reports unimplemented), im2col runs.
+//
+// Primitives are created once per thread and (pass, element type, geometry, bias) and cached: training
+// repeats the same shapes every step.
+#ifndef DDP_TENSOR_CONV_ONEDNN_H_
+#define DDP_TENSOR_CONV_ONEDNN_H_
+
+#include "tensor/conv_kernels.h"
+#include "tensor/dtype.h"
+
+namespace ddp {
+namespace cpu {
+
+enum class ConvKernel { kAuto, kIm2Col, kOneDnn };
+
+// Forces the CPU convolution kernel for the convolutions that follow (kAuto: DDP_CONV_KERNEL if set,
+// else the rule of Note [Conv2d kernel choice]). Call while no convolution runs (tests, start-up).
+void SetConvKernel(ConvKernel kernel);
+
+// The kernel for a convolution of geometry g (never kAuto). Dies naming the value when DDP_CONV_KERNEL
+// is set to something other than auto, onednn or im2col.
+ConvKernel ConvKernelFor(const ConvGeometry& g);
+
+// Each pass below returns false, having written nothing, when oneDNN has no kernel for the case on this
+// CPU (e.g. bf16 without AVX-512); the caller then runs the im2col kernel. All arrays are NCHW (weights
+// [out, c, kh, kw]) and contiguous. Thread-safe (primitives and scratch are per thread).
+
+// y [n, out, oh, ow] = conv(x [n, c, h, w], w) + b [out] (b null: no bias). The BFloat16 overload
+// multiplies bf16 x and w with float32 accumulation into float32 y.
+bool OneDnnConvForward(const float* x, const float* w, const float* b, const ConvGeometry& g, float* y);
+bool OneDnnConvForward(const BFloat16* x, const BFloat16* w, const float* b, const ConvGeometry& g, float* y);
+
+// gx [n, c, h, w] = the input gradient of conv(., w) for the output gradient gy [n, out, oh, ow]
+// (overwritten, not accumulated). bf16 w and gy give a float32 gx.
+bool OneDnnConvBackwardData(const float* w, const float* gy, const ConvGeometry& g, float* gx);
+bool OneDnnConvBackwardData(const BFloat16* w, const BFloat16* gy, const ConvGeometry& g, float* gx);
+
+// gw [out, c, kh, kw] (overwritten) = the weight gradient of conv(x, .) for the output gradient gy, and
+// gb [out] (overwritten; null: not wanted) its bias gradient. bf16 x and gy give a float32 gw.
+bool OneDnnConvBackwardWeights(const float* x, const float* gy, const ConvGeometry& g, float* gw, float* gb);
+bool OneDnnConvBackwardWeights(const BFloat16* x, const BFloat16* gy, const ConvGeometry& g, float* gw,
+                               float* gb);
+
+}  // namespace cpu
+}  // namespace ddp
+
+#endif  // DDP_TENSOR_CONV_ONEDNN_H_
