@@ -89,6 +89,8 @@ struct ElasticRun {
   int attempt_base = 0;           // the sample log's attempt of generation 0
   int regroups = 0;               // regroups so far, against settings.max_regroups
   bool holds_state = true;        // false for a replacement until its first generation formed
+  std::string bucket_order;       // the last DDP's rebuilt bucket order, which the next one restores
+  int64_t report_after_step = -1;  // >= 0: rank 0 reports when the first step after it completes
   absl::Time last_joiner_poll = absl::InfinitePast();
 };
 
@@ -105,10 +107,11 @@ absl::Status JoinGeneration(const TrainConfig& config, DistributedContext& dist,
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroup> group,
                        MakeGroupOverStore(init, dist, run.backend, *store, rank, size));
   if (!next.Joiners().empty()) DDP_RETURN_IF_ERROR(CheckSettingsAgree(*group, config));
-  ElasticTrainingState carried{&state.model, &state.optimizer, state.global_step, state.position};
+  ElasticTrainingState carried{&state.model, &state.optimizer, state.global_step, state.position, run.bucket_order};
   DDP_RETURN_IF_ERROR(BroadcastElasticState(*group, next.SourceRank(), carried));
   state.global_step = carried.global_step;
   state.position = carried.position;
+  run.bucket_order = carried.bucket_order;
   state.rank = rank;
   state.world_size = size;
   dist.group_store = std::move(store);
@@ -201,7 +204,11 @@ absl::Status CheckElasticLaunch(const std::string& backend, const DistributedCon
 
 // Drops every object that uses the group, and the group: its connections close and its shared-memory
 // segments go.
-void DropGroup(DistributedContext& dist, TrainState& state, const ElasticHooks& hooks) {
+void DropGroup(DistributedContext& dist, ElasticRun& run, TrainState& state, const ElasticHooks& hooks) {
+  if (state.ddp != nullptr) {
+    const std::string order = state.ddp->reducer().RebuiltOrderText();
+    if (!order.empty()) run.bucket_order = order;
+  }
   hooks.detach();
   ClearGradients(state.model);
   state.ddp = nullptr;
@@ -214,7 +221,7 @@ void DropGroup(DistributedContext& dist, TrainState& state, const ElasticHooks& 
 absl::Status Settle(const TrainConfig& config, DistributedContext& dist, ElasticRun& run, TrainState& state,
                     const ElasticHooks& hooks, std::vector<int> joiners, bool decided) {
   for (;;) {
-    DropGroup(dist, state, hooks);
+    DropGroup(dist, run, state, hooks);
     if (decided) {
       decided = false;
       const absl::Status formed = FormGeneration(config, dist, run, state, RegroupOptionsOf(run.settings));
@@ -222,7 +229,7 @@ absl::Status Settle(const TrainConfig& config, DistributedContext& dist, Elastic
         if (!IsRecoverableByRegroup(formed)) return formed;
         Say(absl::StrCat("launch member ", state.member, ": forming ", run.generation.ToString(), " failed (",
                          formed.ToString(), "); regrouping"));
-        DropGroup(dist, state, hooks);
+        DropGroup(dist, run, state, hooks);
         DDP_RETURN_IF_ERROR(Regroup(config, dist, run, state, {}));
       }
     } else {
@@ -233,7 +240,7 @@ absl::Status Settle(const TrainConfig& config, DistributedContext& dist, Elastic
     if (static_cast<int>(run.generation.members.size()) < run.settings.min_world_size) {
       return StopBelowMinimum(config, run.settings, run.generation, state);
     }
-    const absl::Status attached = hooks.attach();  // DDP's wrap communicates: a member may be lost there too
+    const absl::Status attached = hooks.attach(run.bucket_order);  // DDP's wrap communicates: a member may be lost there too
     if (attached.ok()) return absl::OkStatus();
     if (!IsRecoverableByRegroup(attached)) return attached;
     Say(absl::StrCat("launch rank ", state.member, ": rebuilding DDP over ", run.generation.ToString(), " failed (",
@@ -258,12 +265,22 @@ absl::StatusOr<bool> HoldForJoiner(const TrainConfig& config, Store& store, cons
 }
 
 // Installs TrainState::joiner_waiting for the run's lifetime: a store poll at most every
-// settings.joiner_poll_interval (so a step pays nothing most of the time), or the test hold.
+// settings.joiner_poll_interval (so a step pays nothing most of the time), or the test hold. It also
+// prints (rank 0) the completion time of the first step after an admission, which
+// tools/elastic_recovery.sh reads.
 class JoinerWatch {
  public:
   JoinerWatch(const TrainConfig& config, DistributedContext& dist, ElasticRun& run, TrainState& state)
       : state_(state) {
     state.joiner_waiting = [&config, &dist, &run, &state]() -> absl::StatusOr<bool> {
+      // Asked at a step's start, so the previous step has just completed.
+      if (run.report_after_step >= 0 && state.global_step > run.report_after_step) {
+        if (state.rank == 0) {
+          Say(absl::StrFormat("step %d completed at %.3f, the first with the replacement(s) of %s", state.global_step,
+                              absl::ToUnixMicros(absl::Now()) / 1e6, run.generation.ToString()));
+        }
+        run.report_after_step = -1;
+      }
       if (config.elastic_join_at_step > 0) {
         if (state.global_step + 1 != config.elastic_join_at_step) return false;
         return HoldForJoiner(config, *dist.store, run);
@@ -324,6 +341,7 @@ absl::StatusOr<EvalResult> ElasticMain(const TrainConfig& config, DistributedCon
     }
     DDP_RETURN_IF_ERROR(Settle(config, dist, run, state, hooks, std::move(joiners), /*decided=*/false));
     SayFormed(run, state, noticed, admitting ? "the admission was agreed" : "the failure was noticed");
+    if (admitting) run.report_after_step = state.global_step;
     epoch = static_cast<int>(state.position.epoch);
     state.resume_from = state.position;
   }

@@ -25,9 +25,10 @@ struct ElasticHooks {
   std::function<absl::StatusOr<EvalResult>(int first_epoch)> run;
   // Drops every object that uses the group (DDP, the data loader); the group is destroyed next.
   std::function<void()> detach;
-  // Rebuilds them over state.group as rank state.rank of state.world_size, and recomputes
+  // Rebuilds them over state.group as rank state.rank of state.world_size, with DDP's buckets in
+  // `bucket_order` (Reducer::RebuiltOrderText; "" for the initial order), and recomputes
   // state.total_steps for that world size as a restart at it would.
-  std::function<absl::Status()> attach;
+  std::function<absl::Status(const std::string& bucket_order)> attach;
 };
 
 // The elastic settings ddprun --elastic passes in the environment (launch/elastic_launch.h).

@@ -374,10 +374,11 @@ ElasticHooks ElasticTrainerHooks(const TrainConfig& config, TrainState& state, c
     ddp.reset();
     loader.reset();
   };
-  hooks.attach = [&config, &state, model, device, train, &loader, &ddp]() -> absl::Status {
+  hooks.attach = [&config, &state, model, device, train, &loader, &ddp](const std::string& bucket_order) -> absl::Status {
     DDP_ASSIGN_OR_RETURN(loader, MakeTrainLoader(config, train, state.rank, state.world_size));
     DDP_ASSIGN_OR_RETURN(const DdpOptions ddp_options, DdpOptionsFor(config));
     DDP_ASSIGN_OR_RETURN(ddp, WrapDdp(config, model, device, state.group, ddp_options));
+    if (!bucket_order.empty()) DDP_RETURN_IF_ERROR(ddp->RestoreBucketOrder(bucket_order));
     state.ddp = ddp.get();
     state.total_steps = TotalSteps(config, *loader);
     return absl::OkStatus();
