@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -133,6 +134,40 @@ TEST(ElasticRejoinTest, AReplacementOverGlooRejoinsAndMatchesCheckpointRestartsB
 
 TEST(ElasticRejoinTest, AReplacementOverShmRejoinsAndMatchesCheckpointRestartsBitForBit) {
   ReplacementMatchesCheckpointRestarts("shm");
+}
+
+// Without the test hold: the survivors notice the registered replacement through their own store polls,
+// agree on it through the stop agreement's bit, and admit it at whatever step that is. No sample of the
+// epoch is lost or trained twice: every step 1..250 has one entry per rank at its world size (3, then 2,
+// then 3 again), and no sample appears twice.
+TEST(ElasticRejoinTest, AReplacementIsNoticedAtSomeStepBoundaryAndTheEpochLosesNoSample) {
+  const std::string log = TempPath(absl::StrCat("rejoin_natural_", getpid(), ".log"));
+  std::vector<std::string> flags = Common("shm");
+  flags.insert(flags.end(), {"--elastic", "--max_steps=250", "--fault_inject_step=5", "--fault_inject_rank=2",
+                             "--fault_inject_point=backward", "--log_samples=" + log});
+  const ProcessResult r = RunJob(Job({"--elastic", "--max_restarts=1", "--nproc_per_node=3"}, flags));
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("replacement member 3 joined generation 2: launch ranks 0, 1, 3"));
+  EXPECT_THAT(r.all(), HasSubstr("the first with the replacement(s) of generation 2"));
+  const std::vector<SampleLogEntry> effective = EffectiveSteps(ReadLog(log));
+  ASSERT_FALSE(effective.empty());
+  std::set<int64_t> seen;
+  std::map<int64_t, int> entries_of_step;
+  int last_world = 0;
+  std::vector<int> worlds;  // the world sizes in step order, without repeats
+  size_t samples = 0;
+  for (const SampleLogEntry& e : effective) {
+    if (e.world_size != last_world) worlds.push_back(last_world = e.world_size);
+    ++entries_of_step[e.step];
+    ASSERT_EQ(entries_of_step[e.step], 1 + e.rank) << "step " << e.step << ": ranks out of order or missing";
+    samples += e.ids.size();
+    for (int64_t id : e.ids) ASSERT_TRUE(seen.insert(id).second) << "sample " << id << " trained twice";
+  }
+  EXPECT_EQ(worlds, (std::vector<int>{3, 2, 3}));
+  ASSERT_EQ(entries_of_step.size(), 250u);
+  EXPECT_EQ(entries_of_step.begin()->first, 1);
+  for (const SampleLogEntry& e : effective) EXPECT_EQ(entries_of_step[e.step], e.world_size) << "step " << e.step;
+  EXPECT_EQ(seen.size(), samples);
 }
 
 // A replacement that no running member admits (here: nobody runs; ddprun's environment makes the only
