@@ -1,6 +1,8 @@
 // The elastic regroup's agreement (Note [Elastic regroup]), with survivors as threads over one
 // MemoryStore: a lost member reported by the launcher, a silent member counted lost at the timeout, a
-// late arrival left out, the step reconciliation's source, and the decision's text format.
+// late arrival left out, the step reconciliation's source, and the decision's text format; and the
+// admission of a replacement (Note [Elastic join]): who counts as waiting, the planned regroup that adds
+// it, the wait that reads its admission, and the wait's timeout.
 #include "comm/elastic_membership.h"
 
 #include <gtest/gtest.h>
@@ -112,6 +114,94 @@ TEST(ElasticMembershipTest, DecisionsRoundTripAndMalformedOnesAreNamed) {
     const absl::StatusOr<Generation> parsed = DecodeGenerationDecision(1, bad);
     EXPECT_TRUE(absl::IsDataLoss(parsed.status())) << bad;
   }
+}
+
+// Replacements: member ids 3 and up in a job of 3. Only registered, unknown, not lost ones wait.
+TEST(ElasticMembershipTest, WaitingJoinersAreTheRegisteredReplacementsNotYetMembersNorLost) {
+  MemoryStore store;
+  ASSERT_TRUE(store.Add(ElasticReplacementsKey(), 4).ok());  // ddprun started members 3, 4, 5, 6
+  ASSERT_TRUE(RegisterJoiner(store, 3).ok());                 // admitted already: a member
+  ASSERT_TRUE(RegisterJoiner(store, 4).ok());                 // lost while waiting
+  ASSERT_TRUE(store.Add(ElasticLostKey(4), 1).ok());
+  ASSERT_TRUE(RegisterJoiner(store, 6).ok());                 // 5 has not registered yet
+  const absl::StatusOr<std::vector<int>> waiting = WaitingJoiners(store, 3, {0, 1, 3});
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_EQ(*waiting, (std::vector<int>{6}));
+}
+
+// Every member alive and one replacement waiting: the regroup adds it last with step -1, the state comes
+// from a member that holds it, and the replacement's wait returns the same decision.
+TEST(ElasticMembershipTest, APlannedRegroupAdmitsTheWaitingReplacement) {
+  MemoryStore store;
+  ASSERT_TRUE(store.Add(ElasticReplacementsKey(), 1).ok());
+  ASSERT_TRUE(RegisterJoiner(store, 3).ok());
+  Generation current;
+  current.number = 1;
+  current.members = {0, 1};
+  current.steps = {12, 12};
+  absl::StatusOr<Generation> admitted = absl::UnknownError("not run");
+  std::thread joiner([&] {
+    AdmissionOptions options;
+    options.timeout = absl::Seconds(60);
+    admitted = AwaitAdmission(store, 3, options);
+  });
+  std::vector<absl::StatusOr<Generation>> results(2, absl::UnknownError("not run"));
+  std::vector<std::thread> members;
+  for (int m = 0; m < 2; ++m) {
+    members.emplace_back([&, m] {
+      results[m] = AgreeNextGeneration(store, current, m, 20, RegroupOptions{}, {3});
+      if (results[m].ok()) ASSERT_TRUE(AnnounceAdmissions(store, *results[m]).ok());
+    });
+  }
+  for (std::thread& t : members) t.join();
+  joiner.join();
+  for (const auto& result : results) {
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->number, 2);
+    EXPECT_EQ(result->members, (std::vector<int>{0, 1, 3}));
+    EXPECT_EQ(result->steps, (std::vector<int64_t>{20, 20, -1}));
+    EXPECT_EQ(result->SourceRank(), 0);
+    EXPECT_EQ(result->Joiners(), (std::vector<int>{3}));
+  }
+  ASSERT_TRUE(admitted.ok()) << admitted.status();
+  EXPECT_EQ(admitted->members, (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(admitted->RankOf(3), 2);
+}
+
+TEST(ElasticMembershipTest, AReplacementNobodyAdmitsTimesOutNamingWhatItWaitedFor) {
+  MemoryStore store;
+  ASSERT_TRUE(RegisterJoiner(store, 5).ok());
+  AdmissionOptions options;
+  options.timeout = absl::Milliseconds(300);
+  options.poll_interval = absl::Milliseconds(50);
+  const absl::StatusOr<Generation> admitted = AwaitAdmission(store, 5, options);
+  ASSERT_TRUE(absl::IsDeadlineExceeded(admitted.status())) << admitted.status();
+  EXPECT_NE(admitted.status().message().find("replacement member 5 was not admitted within"), std::string::npos)
+      << admitted.status();
+  EXPECT_NE(admitted.status().message().find(ElasticAdmittedKey(5)), std::string::npos) << admitted.status();
+}
+
+TEST(ElasticMembershipTest, AReplacementStopsWaitingWhenTheJobEnds) {
+  MemoryStore store;
+  ASSERT_TRUE(store.Add(ElasticClosedKey(), 1).ok());
+  AdmissionOptions options;
+  options.poll_interval = absl::Milliseconds(20);
+  const absl::StatusOr<Generation> admitted = AwaitAdmission(store, 3, options);
+  ASSERT_TRUE(absl::IsFailedPrecondition(admitted.status())) << admitted.status();
+  EXPECT_NE(admitted.status().message().find("before the job ended"), std::string::npos) << admitted.status();
+}
+
+// A replacement that never received the state cannot be the source: with only it left, the regroup fails.
+TEST(ElasticMembershipTest, ReplacementsWithoutStateAloneCannotContinue) {
+  MemoryStore store;
+  ASSERT_TRUE(store.Add(ElasticLostKey(0), 1).ok());
+  Generation failed;
+  failed.number = 2;
+  failed.members = {0, 3};
+  failed.steps = {20, -1};
+  const absl::StatusOr<Generation> next = AgreeNextGeneration(store, failed, 3, -1, RegroupOptions{});
+  ASSERT_TRUE(absl::IsFailedPrecondition(next.status())) << next.status();
+  EXPECT_NE(next.status().message().find("holds the training state"), std::string::npos) << next.status();
 }
 
 }  // namespace

@@ -318,4 +318,19 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitO
   return context;
 }
 
+absl::StatusOr<std::unique_ptr<DistributedContext>> ConnectWithoutGroup(const InitOptions& options) {
+  IgnoreSigpipeIfDefault();
+  auto context = std::make_unique<DistributedContext>();
+  DDP_ASSIGN_OR_RETURN(context->launch, ResolveLaunchEnv(options.env, options.rank, options.world_size));
+  if (options.timeout.has_value()) {
+    context->timeout = *options.timeout;
+  } else {
+    DDP_ASSIGN_OR_RETURN(context->timeout, ResolveTimeout(options.env));
+  }
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<Store> base, MakeStore(options, context->launch, context->timeout));
+  context->store = std::make_unique<OwningPrefixStore>(
+      DefaultGroupStorePrefix(absl::StrCat(context->launch.restart_count)), std::move(base));
+  return context;
+}
+
 }  // namespace ddp

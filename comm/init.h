@@ -51,6 +51,12 @@ struct DistributedContext {
 // variable, URL or backend, or the peers that did not arrive within the timeout.
 absl::StatusOr<std::unique_ptr<DistributedContext>> InitProcessGroup(const InitOptions& options);
 
+// What an elastic replacement (train/elastic_loop.h) needs before it is admitted to a running group:
+// `options`' launch environment, timeout and the store namespace InitProcessGroup would join, with no
+// group and no rank claim (its RANK is still held by the worker it replaces).
+// The group comes later from MakeGroupOverStore. Errors: as InitProcessGroup's for the store.
+absl::StatusOr<std::unique_ptr<DistributedContext>> ConnectWithoutGroup(const InitOptions& options);
+
 // A group of `size` ranks of `backend` ("gloo" or "shm") in which this process is `rank`, rendezvousing
 // over `store` (a namespace of its own, e.g. a PrefixStore per elastic generation), with `context`'s
 // timeout and the same options InitProcessGroup gives that backend (DDP_DEBUG wrapping included). The

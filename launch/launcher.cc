@@ -350,16 +350,35 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
   config.signal_fd = signals.read_fd();
   config.elastic = options.elastic.enabled;
   config.extra_env = ElasticWorkerVariables(options.elastic);
+  int replacements = 0;  // elastic: lost workers replaced so far; they share --max_restarts with restarts
   for (int restart = 0;; ++restart) {
     config.layout.restart_count = restart;
+    config.max_replacements = options.elastic.enabled ? options.max_restarts - restart - replacements : 0;
     DDP_RETURN_IF_ERROR(log_tree->StartAttempt(restart, options.nproc_per_node));
     config.on_first_failure = [&config, restart](int rank, int exit_code) {
       RecordExitNotice(config.layout, restart, rank, exit_code);
     };
-    config.on_worker_lost = [&config, restart](int rank, int exit_code) {
-      RecordExitNotice(config.layout, restart, rank, exit_code);
-      RecordElasticLoss(config.layout, restart, rank);
-      Say(absl::StrCat("elastic: rank ", rank, " exited with code ", exit_code, "; the others go on"));
+    config.on_worker_lost = [&config, restart](int rank, int member, int exit_code) {
+      RecordExitNotice(config.layout, restart, member, exit_code);
+      RecordElasticLoss(config.layout, restart, member);
+      Say(absl::StrCat("elastic: ", member == rank ? "" : absl::StrCat("member ", member, " in "), "rank ", rank,
+                       member == rank ? "" : "'s slot", " exited with code ", exit_code, "; the others go on"));
+    };
+    config.on_worker_finished = [&config, restart] { CloseElasticJob(config.layout, restart); };
+    config.replace_worker = [&config, &options, &replacements, restart](
+                                int rank, int alive) -> std::optional<std::map<std::string, std::string>> {
+      const int used = restart + replacements;
+      if (!MayReplace(options.elastic, options.max_restarts - used, alive)) return std::nullopt;
+      if (ElasticJobClosed(config.layout, restart)) return std::nullopt;
+      absl::StatusOr<int> member = AllocateReplacementMember(config.layout, restart);
+      if (!member.ok()) {
+        Say(absl::StrCat("elastic: no replacement for rank ", rank, ": ", member.status().message()));
+        return std::nullopt;
+      }
+      ++replacements;
+      Say(absl::StrCat("elastic: starting member ", *member, " in rank ", rank, "'s slot to rejoin the job (restart ",
+                       used + 1, " of ", options.max_restarts, ")"));
+      return ReplacementVariables(*member);
     };
     DDP_ASSIGN_OR_RETURN(GroupOutcome outcome, RunWorkerGroup(config));
     if (outcome.kind == GroupOutcome::Kind::kSucceeded) {
@@ -373,9 +392,9 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
       Say(absl::StrCat("stopped by signal ", outcome.signal));
       return 128 + outcome.signal;
     }
-    if (restart < options.max_restarts) {
+    if (restart + replacements < options.max_restarts) {
       Say(absl::StrCat("rank ", outcome.failed_rank, " exited with code ", outcome.exit_code,
-                       "; restarting the worker group (restart ", restart + 1, " of ",
+                       "; restarting the worker group (restart ", restart + replacements + 1, " of ",
                        options.max_restarts, ")"));
       continue;
     }

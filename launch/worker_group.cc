@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <algorithm>
 #include <map>
@@ -26,6 +28,7 @@ namespace {
 struct Worker {
   int rank = 0;
   int local_rank = 0;
+  int member = 0;  // elastic: the rank for a worker started with the group, a new id for a replacement
   std::unique_ptr<WorkerProcess> process;
   UniqueFd log;
   UniqueFd stdout_file, stderr_file;  // torchrun's redirected / tee'd streams.
@@ -52,8 +55,13 @@ class GroupRunner {
   void KillAll(int signal);
   void StopOthers(absl::Time now);
   bool AllExited() const;
-  // Elastic mode: records how worker `w` exited (`code`) without stopping the others.
+  // Elastic mode: records how worker `w` exited (`code`) without stopping the others, and queues its slot
+  // for a replacement when config_.replace_worker allows one.
   void NoteElasticExit(Worker& w, int code);
+  // Elastic mode: starts the queued replacements, each in its lost worker's slot.
+  void StartReplacements();
+  absl::Status StartProcess(Worker& w, const std::map<std::string, std::string>& extra);
+  int Alive() const;
 
   const WorkerGroupConfig& config_;
   std::vector<Worker> workers_;
@@ -61,6 +69,8 @@ class GroupRunner {
   absl::Time kill_at_ = absl::InfiniteFuture();  // SIGKILL whoever still runs at this time.
   bool any_succeeded_ = false;  // elastic: a worker exited 0
   GroupOutcome first_lost_;     // elastic: the first worker that failed (failed_rank -1: none)
+  // elastic: slots (indices into workers_) to restart, with their replacements' extra variables.
+  std::vector<std::pair<size_t, std::map<std::string, std::string>>> pending_replacements_;
 };
 
 UniqueFd OpenForAppend(const std::string& path) {
@@ -114,18 +124,51 @@ absl::Status GroupRunner::Start() {
         return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
       }
     }
-    w.output = std::make_unique<RankOutput>(w.rank, config_.redirect, 1, 2, w.log.get());
-    DDP_RETURN_IF_ERROR(OpenStreamFiles(w));
-    DDP_RETURN_IF_ERROR(w.output->SetConsoleOptions(config_.console, {layout.role, w.rank, local, HostName()},
-        config_.log_tree == nullptr ? "" : config_.log_tree->AttemptDir(layout.restart_count)));
-    std::map<std::string, std::string> env = EnvironmentOf(local);
-    for (const auto& [name, value] : config_.extra_env) env[name] = value;
-    auto process = WorkerProcess::Start(config_.command, env);
-    if (!process.ok()) return process.status();
-    w.process = std::move(*process);
+    w.member = w.rank;
+    DDP_RETURN_IF_ERROR(StartProcess(w, {}));
     workers_.push_back(std::move(w));
   }
   return absl::OkStatus();
+}
+
+// Starts worker `w`'s process (its slot's environment, config_.extra_env, then `extra`) with fresh output
+// routing.
+absl::Status GroupRunner::StartProcess(Worker& w, const std::map<std::string, std::string>& extra) {
+  const JobLayout& layout = config_.layout;
+  w.output = std::make_unique<RankOutput>(w.rank, config_.redirect, 1, 2, w.log.get());
+  DDP_RETURN_IF_ERROR(OpenStreamFiles(w));
+  DDP_RETURN_IF_ERROR(w.output->SetConsoleOptions(config_.console, {layout.role, w.rank, w.local_rank, HostName()},
+      config_.log_tree == nullptr ? "" : config_.log_tree->AttemptDir(layout.restart_count)));
+  std::map<std::string, std::string> env = EnvironmentOf(w.local_rank);
+  for (const auto& [name, value] : config_.extra_env) env[name] = value;
+  for (const auto& [name, value] : extra) env[name] = value;
+  auto process = WorkerProcess::Start(config_.command, env);
+  if (!process.ok()) return process.status();
+  w.process = std::move(*process);
+  w.exited = false;
+  return absl::OkStatus();
+}
+
+int GroupRunner::Alive() const {
+  int alive = 0;
+  for (const Worker& w : workers_) alive += w.exited ? 0 : 1;
+  return alive;
+}
+
+void GroupRunner::StartReplacements() {
+  for (auto& [index, extra] : pending_replacements_) {
+    Worker& w = workers_[index];
+    const auto member = extra.find("DDP_ELASTIC_MEMBER");
+    const absl::Status started = StartProcess(w, extra);
+    if (!started.ok()) {
+      std::fprintf(stderr, "ddprun: elastic: cannot start a replacement for rank %d: %s\n", w.rank,
+                   std::string(started.message()).c_str());
+      continue;
+    }
+    if (member != extra.end()) w.member = std::atoi(member->second.c_str());
+    ++outcome_.replacements;
+  }
+  pending_replacements_.clear();
 }
 
 void GroupRunner::PumpFd(Worker& w, int fd, RankOutput::Stream stream) {
@@ -221,15 +264,23 @@ void GroupRunner::ForwardSignals(absl::Time now) {
 void GroupRunner::NoteElasticExit(Worker& w, int code) {
   if (code == 0) {
     any_succeeded_ = true;
+    if (config_.on_worker_finished) config_.on_worker_finished();
     return;
   }
-  outcome_.lost_ranks.push_back(w.rank);
+  outcome_.lost_ranks.push_back(w.member);
   if (first_lost_.failed_rank < 0) {
     first_lost_.failed_rank = w.rank;
     first_lost_.exit_code = code;
     first_lost_.tail = w.output->Tail();
   }
-  if (config_.on_worker_lost) config_.on_worker_lost(w.rank, code);
+  if (config_.on_worker_lost) config_.on_worker_lost(w.rank, w.member, code);
+  const int queued = outcome_.replacements + static_cast<int>(pending_replacements_.size());
+  if (!config_.replace_worker || any_succeeded_ || queued >= config_.max_replacements ||
+      outcome_.kind != GroupOutcome::Kind::kSucceeded) {  // kInterrupted: ddprun is stopping the job
+    return;
+  }
+  std::optional<std::map<std::string, std::string>> extra = config_.replace_worker(w.rank, Alive());
+  if (extra.has_value()) pending_replacements_.emplace_back(static_cast<size_t>(&w - workers_.data()), *std::move(extra));
 }
 
 bool GroupRunner::AllExited() const {
@@ -258,6 +309,7 @@ GroupOutcome GroupRunner::Run() {
       if (!w.exited) Pump(w);
     }
     Reap(now);
+    StartReplacements();
     if (now >= kill_at_) {
       KillAll(SIGKILL);
       kill_at_ = absl::InfiniteFuture();

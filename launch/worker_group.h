@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,10 +49,19 @@ struct WorkerGroupConfig {
   // exit code (128 + signal number for a signal). May be empty.
   std::function<void(int rank, int exit_code)> on_first_failure;
   // Elastic mode (launch/elastic_launch.h): a worker that fails does not stop the others; on_worker_lost
-  // is called for each such worker instead of on_first_failure, and the attempt succeeds when any worker
-  // exits 0 (the survivors finished the job).
+  // is called for each such worker instead of on_first_failure, with its slot's rank and its member id
+  // (the rank for a worker started with the group, a new id for a replacement), and the attempt succeeds
+  // when any worker exits 0 (the survivors finished the job); on_worker_finished is called for each
+  // worker that exits 0.
   bool elastic = false;
-  std::function<void(int rank, int exit_code)> on_worker_lost;
+  std::function<void(int rank, int member, int exit_code)> on_worker_lost;
+  std::function<void()> on_worker_finished;
+  // Elastic mode: at most this many lost workers are replaced in this attempt, each by a new process in
+  // its slot. replace_worker is asked first, with the slot's rank and the number of this node's workers
+  // still running; it returns the variables the replacement gets on top of the slot's (its member id,
+  // DDP_ELASTIC_MEMBER), or nullopt for no replacement now. Empty: never replace.
+  int max_replacements = 0;
+  std::function<std::optional<std::map<std::string, std::string>>(int rank, int alive)> replace_worker;
   // Variables added to every worker's environment (over WorkerEnvironment's).
   std::map<std::string, std::string> extra_env;
 };
@@ -69,7 +79,8 @@ struct GroupOutcome {
   std::vector<std::string> tail;   // kFailed: its last output lines.
   std::string error_file_message;  // kFailed: what it wrote to TORCHELASTIC_ERROR_FILE ("" for nothing).
   int signal = 0;                  // kInterrupted: the signal ddprun received.
-  std::vector<int> lost_ranks;     // elastic: the workers that failed while others went on.
+  std::vector<int> lost_ranks;     // elastic: the workers that failed while others went on (member ids).
+  int replacements = 0;            // elastic: the replacements started.
 };
 
 // Runs the attempt until every worker has exited. Errors only when a worker cannot be started

@@ -27,6 +27,16 @@ inline std::string LauncherExitNoticeKey(int rank) { return absl::StrCat("launch
 // that the survivors' regroup (comm/elastic_membership.h) counts it lost at once instead of waiting.
 inline std::string ElasticLostKey(int member) { return absl::StrCat("elastic/lost/", member); }
 
+// Within the namespace of a restart attempt: a counter of the replacement workers ddprun's elastic mode
+// started. The n-th replacement (n = the value Add(key, 1) returned) is member world_size + n - 1, so
+// member ids are never reused, across nodes too (launch/elastic_launch.h).
+inline std::string ElasticReplacementsKey() { return "elastic/replacements"; }
+
+// Within the namespace of a restart attempt: a counter above 0 once the elastic job is ending (a worker
+// finished, or the survivors gave up): ddprun starts no more replacements, and a replacement still
+// waiting to be admitted stops waiting (comm/elastic_membership.h).
+inline std::string ElasticClosedKey() { return "elastic/closed"; }
+
 }  // namespace ddp
 
 #endif  // DDP_STORE_STORE_KEYS_H_

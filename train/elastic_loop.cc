@@ -12,6 +12,9 @@
 #include "comm/elastic_membership.h"
 #include "comm/generation_store.h"
 #include "train/elastic_state.h"
+#include "train/settings_agreement.h"
+#include "store/store_keys.h"
+#include "absl/strings/str_join.h"
 
 namespace ddp {
 
@@ -77,47 +80,81 @@ void ClearGradients(Module& model) {
   for (const Tensor& p : model.Parameters()) p.set_grad(Tensor());
 }
 
-// Builds generation `next`'s group over its own store namespace and gives every member the state of
-// next.SourceRank(). On success dist.group is the new group and `state` says its rank and size.
-absl::Status JoinGeneration(DistributedContext& dist, const std::string& backend, const Generation& next,
-                            TrainState& state) {
+// Where an elastic run stands between regroups.
+struct ElasticRun {
+  ElasticSettings settings;
+  std::string backend;            // "gloo" or "shm": every generation's group uses it
+  Generation generation;          // the current (or last decided) generation
+  int first_replacement = 0;      // the job's initial world size: replacements' member ids start there
+  int attempt_base = 0;           // the sample log's attempt of generation 0
+  int regroups = 0;               // regroups so far, against settings.max_regroups
+  bool holds_state = true;        // false for a replacement until its first generation formed
+  std::string bucket_order;       // the last DDP's rebuilt bucket order, which the next one restores
+  int64_t report_after_step = -1;  // >= 0: rank 0 reports when the first step after it completes
+  absl::Time last_joiner_poll = absl::InfinitePast();
+};
+
+// Builds generation run.generation's group over its own store namespace and gives every member the state
+// of its SourceRank(). On success dist.group is the new group and `state` says its rank and size. With
+// joiners, the ranks also check that they run with the same settings (a joiner was started apart).
+absl::Status JoinGeneration(const TrainConfig& config, DistributedContext& dist, ElasticRun& run, TrainState& state) {
+  const Generation& next = run.generation;
   auto store = std::make_unique<GenerationStore>(GenerationStorePrefix(next.number), dist.store.get(), next.members);
   InitOptions init;
-  init.backend = backend;
+  init.backend = run.backend;
   const int rank = next.RankOf(state.member);
   const int size = static_cast<int>(next.members.size());
-  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroup> group, MakeGroupOverStore(init, dist, backend, *store, rank, size));
-  ElasticTrainingState carried{&state.model, &state.optimizer, state.global_step, state.position};
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroup> group,
+                       MakeGroupOverStore(init, dist, run.backend, *store, rank, size));
+  if (!next.Joiners().empty()) DDP_RETURN_IF_ERROR(CheckSettingsAgree(*group, config));
+  ElasticTrainingState carried{&state.model, &state.optimizer, state.global_step, state.position, run.bucket_order};
   DDP_RETURN_IF_ERROR(BroadcastElasticState(*group, next.SourceRank(), carried));
   state.global_step = carried.global_step;
   state.position = carried.position;
+  run.bucket_order = carried.bucket_order;
   state.rank = rank;
   state.world_size = size;
   dist.group_store = std::move(store);
   dist.group = std::move(group);
   state.group = dist.group.get();
+  run.holds_state = true;
   return absl::OkStatus();
 }
 
-// Agrees on the generation after `generation` and joins it; a failure while forming it (a member lost
-// during the regroup itself) starts the next regroup. `regroups` counts them against the limit.
-absl::Status Regroup(const ElasticSettings& settings, DistributedContext& dist, const std::string& backend,
-                     Generation& generation, TrainState& state, int& regroups) {
+// The decided generation run.generation forms: every member confirms, then joins its group.
+absl::Status FormGeneration(const TrainConfig& config, DistributedContext& dist, ElasticRun& run, TrainState& state,
+                            const RegroupOptions& options) {
+  DDP_RETURN_IF_ERROR(ConfirmGeneration(*dist.store, run.generation, state.member, options));
+  return JoinGeneration(config, dist, run, state);
+}
+
+RegroupOptions RegroupOptionsOf(const ElasticSettings& settings) {
+  RegroupOptions options;
+  options.arrival_timeout = settings.arrival_timeout;
+  return options;
+}
+
+// Agrees on the generation after run.generation, with `joiners` (replacements waiting) added, and joins
+// it; a failure while forming it (a member lost during the regroup itself) starts the next regroup.
+absl::Status Regroup(const TrainConfig& config, DistributedContext& dist, ElasticRun& run, TrainState& state,
+                     std::vector<int> joiners) {
+  const RegroupOptions options = RegroupOptionsOf(run.settings);
   for (;;) {
-    if (++regroups > settings.max_regroups) {
-      return absl::ResourceExhaustedError(absl::StrCat("elastic: gave up after ", settings.max_regroups,
+    if (++run.regroups > run.settings.max_regroups) {
+      return absl::ResourceExhaustedError(absl::StrCat("elastic: gave up after ", run.settings.max_regroups,
                                                        " regroups (DDP_ELASTIC_MAX_REGROUPS)"));
     }
-    RegroupOptions options;
-    options.arrival_timeout = settings.arrival_timeout;
-    DDP_ASSIGN_OR_RETURN(generation, AgreeNextGeneration(*dist.store, generation, state.member, state.global_step, options));
+    DDP_ASSIGN_OR_RETURN(run.generation,
+                         AgreeNextGeneration(*dist.store, run.generation, state.member,
+                                             run.holds_state ? state.global_step : -1, options, joiners));
+    joiners.clear();
+    if (run.holds_state) DDP_RETURN_IF_ERROR(AnnounceAdmissions(*dist.store, run.generation));
     MaybeKillInRegroup(state.fault, state.member);
-    absl::Status joined = ConfirmGeneration(*dist.store, generation, state.member, options);
-    if (joined.ok()) joined = JoinGeneration(dist, backend, generation, state);
+    const absl::Status joined = FormGeneration(config, dist, run, state, options);
     if (joined.ok()) return absl::OkStatus();
     if (!IsRecoverableByRegroup(joined)) return joined;
-    Say(absl::StrCat("launch rank ", state.member, ": forming ", generation.ToString(), " failed (", joined.ToString(),
-                     "); regrouping again"));
+    Say(absl::StrCat("launch rank ", state.member, ": forming ", run.generation.ToString(), " failed (",
+                     joined.ToString(), "); regrouping again"));
     state.group = nullptr;
   }
 }
@@ -147,8 +184,7 @@ absl::Status StopBelowMinimum(const TrainConfig& config, const ElasticSettings& 
 
 // What --elastic needs of the launch: backend gloo or shm, ddprun --elastic (DDP_ELASTIC=1), and a store
 // that outlives every worker.
-absl::Status CheckElasticLaunch(const DistributedContext& dist) {
-  const std::string backend = dist.group->backend_name();
+absl::Status CheckElasticLaunch(const std::string& backend, const DistributedContext& dist) {
   if (backend != "gloo" && backend != "shm") {
     return absl::InvalidArgumentError(
         absl::StrCat("--elastic regroups over backend gloo or shm, not ", backend, " (pass --backend=gloo or shm)"));
@@ -166,39 +202,120 @@ absl::Status CheckElasticLaunch(const DistributedContext& dist) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<ElasticSettings> ElasticSettingsFromEnv(const EnvLookup& env) {
-  ElasticSettings settings;
-  DDP_ASSIGN_OR_RETURN(const int64_t min_world, IntegerVariable(env, "DDP_ELASTIC_MIN_WORLD_SIZE", 1, 1));
-  DDP_ASSIGN_OR_RETURN(const int64_t max_regroups, IntegerVariable(env, "DDP_ELASTIC_MAX_REGROUPS", 16, 0));
-  DDP_ASSIGN_OR_RETURN(const int64_t arrival_s, IntegerVariable(env, "DDP_ELASTIC_ARRIVAL_TIMEOUT_S", 30, 1));
-  if (max_regroups >= kGenerationsPerAttempt) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("DDP_ELASTIC_MAX_REGROUPS=", max_regroups, ": at most ", kGenerationsPerAttempt - 1));
+// Drops every object that uses the group, and the group: its connections close and its shared-memory
+// segments go.
+void DropGroup(DistributedContext& dist, ElasticRun& run, TrainState& state, const ElasticHooks& hooks) {
+  if (state.ddp != nullptr) {
+    const std::string order = state.ddp->reducer().RebuiltOrderText();
+    if (!order.empty()) run.bucket_order = order;
   }
-  settings.min_world_size = static_cast<int>(std::min<int64_t>(min_world, 1 << 20));
-  settings.max_regroups = static_cast<int>(max_regroups);
-  settings.arrival_timeout = absl::Seconds(arrival_s);
-  return settings;
+  hooks.detach();
+  ClearGradients(state.model);
+  state.ddp = nullptr;
+  state.group = nullptr;
+  dist.group.reset();
 }
 
-bool IsRecoverableByRegroup(const absl::Status& status) {
-  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) || absl::IsAborted(status);
+// From the group that just ended: regroups (adding `joiners`), or with `decided` forms run.generation as
+// decided, until DDP and the loader stand over a generation's group; below the minimum world size, stops.
+absl::Status Settle(const TrainConfig& config, DistributedContext& dist, ElasticRun& run, TrainState& state,
+                    const ElasticHooks& hooks, std::vector<int> joiners, bool decided) {
+  for (;;) {
+    DropGroup(dist, run, state, hooks);
+    if (decided) {
+      decided = false;
+      const absl::Status formed = FormGeneration(config, dist, run, state, RegroupOptionsOf(run.settings));
+      if (!formed.ok()) {
+        if (!IsRecoverableByRegroup(formed)) return formed;
+        Say(absl::StrCat("launch member ", state.member, ": forming ", run.generation.ToString(), " failed (",
+                         formed.ToString(), "); regrouping"));
+        DropGroup(dist, run, state, hooks);
+        DDP_RETURN_IF_ERROR(Regroup(config, dist, run, state, {}));
+      }
+    } else {
+      DDP_RETURN_IF_ERROR(Regroup(config, dist, run, state, std::move(joiners)));
+      joiners.clear();
+    }
+    state.attempt = run.attempt_base + static_cast<int>(run.generation.number);
+    if (static_cast<int>(run.generation.members.size()) < run.settings.min_world_size) {
+      return StopBelowMinimum(config, run.settings, run.generation, state);
+    }
+    const absl::Status attached = hooks.attach(run.bucket_order);  // DDP's wrap communicates: a member may be lost there too
+    if (attached.ok()) return absl::OkStatus();
+    if (!IsRecoverableByRegroup(attached)) return attached;
+    Say(absl::StrCat("launch rank ", state.member, ": rebuilding DDP over ", run.generation.ToString(), " failed (",
+                     attached.message().substr(0, 300), "); regrouping again"));
+  }
 }
 
-absl::StatusOr<EvalResult> RunElastic(const TrainConfig& config, DistributedContext& dist, TrainState& state,
-                                      int first_epoch, const ElasticHooks& hooks) {
-  DDP_ASSIGN_OR_RETURN(const ElasticSettings settings, ElasticSettingsFromEnv(ProcessEnv()));
-  DDP_RETURN_IF_ERROR(CheckElasticLaunch(dist));
-  const std::string backend = dist.group->backend_name();
-  Generation generation = FirstGeneration(state.world_size);
-  state.member = dist.launch.rank;
-  const int attempt_base = dist.launch.restart_count * kGenerationsPerAttempt;
-  state.attempt = attempt_base;
-  int regroups = 0;
-  int epoch = first_epoch;
-  if (state.rank == 0) Say(absl::StrCat(generation.ToString(), ": rank 0 holds ", ProcessResources()));
+// --elastic_join_at_step (testing): at that step the members wait until a replacement registered.
+absl::StatusOr<bool> HoldForJoiner(const TrainConfig& config, Store& store, const ElasticRun& run) {
+  const absl::Time deadline = absl::Now() + run.settings.join_timeout;
+  for (;;) {
+    DDP_ASSIGN_OR_RETURN(const std::vector<int> waiting,
+                         WaitingJoiners(store, run.first_replacement, run.generation.members));
+    if (!waiting.empty()) return true;
+    if (absl::Now() >= deadline) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "elastic: --elastic_join_at_step=", config.elastic_join_at_step, ": no replacement registered within ",
+          absl::FormatDuration(run.settings.join_timeout), " (DDP_ELASTIC_JOIN_TIMEOUT_S)"));
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+}
+
+// Installs TrainState::joiner_waiting for the run's lifetime: a store poll at most every
+// settings.joiner_poll_interval (so a step pays nothing most of the time), or the test hold. It also
+// prints (rank 0) the completion time of the first step after an admission, which
+// tools/elastic_recovery.sh reads.
+class JoinerWatch {
+ public:
+  JoinerWatch(const TrainConfig& config, DistributedContext& dist, ElasticRun& run, TrainState& state)
+      : state_(state) {
+    state.joiner_waiting = [&config, &dist, &run, &state]() -> absl::StatusOr<bool> {
+      // Asked at a step's start, so the previous step has just completed.
+      if (run.report_after_step >= 0 && state.global_step > run.report_after_step) {
+        if (state.rank == 0) {
+          Say(absl::StrFormat("step %d completed at %.3f, the first with the replacement(s) of %s", state.global_step,
+                              absl::ToUnixMicros(absl::Now()) / 1e6, run.generation.ToString()));
+        }
+        run.report_after_step = -1;
+      }
+      if (config.elastic_join_at_step > 0) {
+        if (state.global_step + 1 != config.elastic_join_at_step) return false;
+        return HoldForJoiner(config, *dist.store, run);
+      }
+      const absl::Time now = absl::Now();
+      if (now - run.last_joiner_poll < run.settings.joiner_poll_interval) return false;
+      run.last_joiner_poll = now;
+      DDP_ASSIGN_OR_RETURN(const std::vector<int> waiting,
+                           WaitingJoiners(*dist.store, run.first_replacement, run.generation.members));
+      return !waiting.empty();
+    };
+  }
+  ~JoinerWatch() { state_.joiner_waiting = nullptr; }
+  JoinerWatch(const JoinerWatch&) = delete;
+  JoinerWatch& operator=(const JoinerWatch&) = delete;
+
+ private:
+  TrainState& state_;
+};
+
+// Rank 0's line once a generation formed and DDP stands over it.
+void SayFormed(const ElasticRun& run, const TrainState& state, absl::Time since, const char* since_what) {
+  if (state.rank != 0) return;
+  Say(absl::StrFormat("%s formed: rank 0 of %d continues from step %d (epoch %d, %d samples of it consumed), "
+                      "%.3f s after %s",
+                      run.generation.ToString(), state.world_size, state.global_step, state.position.epoch,
+                      state.position.consumed, absl::ToDoubleSeconds(absl::Now() - since), since_what));
+  Say(absl::StrCat(run.generation.ToString(), ": rank 0 holds ", ProcessResources()));
+}
+
+// Runs hooks.run from `epoch`, and after each recoverable failure or agreed admission regroups and runs
+// again from the agreed state.
+absl::StatusOr<EvalResult> ElasticMain(const TrainConfig& config, DistributedContext& dist, TrainState& state,
+                                       const ElasticHooks& hooks, ElasticRun& run, int epoch) {
+  JoinerWatch watch(config, dist, run, state);
   for (;;) {
     absl::StatusOr<EvalResult> result = hooks.run(epoch);
     if (result.ok() || !IsRecoverableByRegroup(result.status())) return result;
@@ -209,35 +326,108 @@ absl::StatusOr<EvalResult> RunElastic(const TrainConfig& config, DistributedCont
           result.status().ToString()));
     }
     const absl::Time noticed = absl::Now();
-    Say(absl::StrCat("launch rank ", state.member, ": ", generation.ToString(), " failed at step ",
-                     state.global_step, " (", result.status().message().substr(0, 300), "); regrouping"));
-    for (;;) {  // until DDP and the loader stand over a generation's group
-      hooks.detach();
-      ClearGradients(state.model);
-      state.ddp = nullptr;
-      state.group = nullptr;
-      dist.group.reset();  // its connections close and its shared-memory segments go
-      DDP_RETURN_IF_ERROR(Regroup(settings, dist, backend, generation, state, regroups));
-      state.attempt = attempt_base + static_cast<int>(generation.number);
-      if (static_cast<int>(generation.members.size()) < settings.min_world_size) {
-        return StopBelowMinimum(config, settings, generation, state);
+    std::vector<int> joiners;
+    const bool admitting = state.joiner_admitted;
+    state.joiner_admitted = false;
+    if (admitting) {
+      DDP_ASSIGN_OR_RETURN(joiners, WaitingJoiners(*dist.store, run.first_replacement, run.generation.members));
+      if (state.rank == 0) {
+        Say(absl::StrCat(run.generation.ToString(), ": admitting replacement(s) ", absl::StrJoin(joiners, ", "),
+                         " after step ", state.global_step));
       }
-      const absl::Status attached = hooks.attach();  // DDP's wrap communicates: a member may be lost there too
-      if (attached.ok()) break;
-      if (!IsRecoverableByRegroup(attached)) return attached;
-      Say(absl::StrCat("launch rank ", state.member, ": rebuilding DDP over ", generation.ToString(), " failed (",
-                       attached.message().substr(0, 300), "); regrouping again"));
+    } else {
+      Say(absl::StrCat("launch rank ", state.member, ": ", run.generation.ToString(), " failed at step ",
+                       state.global_step, " (", result.status().message().substr(0, 300), "); regrouping"));
     }
-    if (state.rank == 0) {
-      Say(absl::StrFormat("%s formed: rank 0 of %d continues from step %d (epoch %d, %d samples of it consumed), "
-                          "%.3f s after the failure was noticed",
-                          generation.ToString(), state.world_size, state.global_step, state.position.epoch,
-                          state.position.consumed, absl::ToDoubleSeconds(absl::Now() - noticed)));
-      Say(absl::StrCat(generation.ToString(), ": rank 0 holds ", ProcessResources()));
-    }
+    DDP_RETURN_IF_ERROR(Settle(config, dist, run, state, hooks, std::move(joiners), /*decided=*/false));
+    SayFormed(run, state, noticed, admitting ? "the admission was agreed" : "the failure was noticed");
+    if (admitting) run.report_after_step = state.global_step;
     epoch = static_cast<int>(state.position.epoch);
     state.resume_from = state.position;
   }
+}
+
+// A run that ends with an error ends the elastic job: no more replacements, and one still waiting stops
+// (ElasticClosedKey). A member the others left out (kAborted) ends alone.
+absl::StatusOr<EvalResult> CloseOnError(DistributedContext& dist, absl::StatusOr<EvalResult> result) {
+  if (!result.ok() && !absl::IsAborted(result.status())) (void)dist.store->Add(ElasticClosedKey(), 1);
+  return result;
+}
+
+absl::StatusOr<int> ReplacementMember(const EnvLookup& env, int world_size) {
+  const std::optional<std::string> text = env("DDP_ELASTIC_MEMBER");
+  int member = -1;
+  if (!text.has_value() || !absl::SimpleAtoi(*text, &member) || member < world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DDP_ELASTIC_MEMBER=\"", text.value_or(""), "\": a replacement (DDP_ELASTIC_JOIN=1) needs its member id, an "
+        "integer >= WORLD_SIZE (", world_size, "), as ddprun --elastic sets it"));
+  }
+  return member;
+}
+
+}  // namespace
+
+absl::StatusOr<ElasticSettings> ElasticSettingsFromEnv(const EnvLookup& env) {
+  ElasticSettings settings;
+  DDP_ASSIGN_OR_RETURN(const int64_t min_world, IntegerVariable(env, "DDP_ELASTIC_MIN_WORLD_SIZE", 1, 1));
+  DDP_ASSIGN_OR_RETURN(const int64_t max_regroups, IntegerVariable(env, "DDP_ELASTIC_MAX_REGROUPS", 16, 0));
+  DDP_ASSIGN_OR_RETURN(const int64_t arrival_s, IntegerVariable(env, "DDP_ELASTIC_ARRIVAL_TIMEOUT_S", 30, 1));
+  DDP_ASSIGN_OR_RETURN(const int64_t join_s, IntegerVariable(env, "DDP_ELASTIC_JOIN_TIMEOUT_S", 300, 1));
+  if (max_regroups >= kGenerationsPerAttempt) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DDP_ELASTIC_MAX_REGROUPS=", max_regroups, ": at most ", kGenerationsPerAttempt - 1));
+  }
+  settings.min_world_size = static_cast<int>(std::min<int64_t>(min_world, 1 << 20));
+  settings.max_regroups = static_cast<int>(max_regroups);
+  settings.arrival_timeout = absl::Seconds(arrival_s);
+  settings.join_timeout = absl::Seconds(join_s);
+  return settings;
+}
+
+bool IsRecoverableByRegroup(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) || absl::IsAborted(status);
+}
+
+bool IsElasticReplacement(const EnvLookup& env) { return env("DDP_ELASTIC_JOIN").value_or("") == "1"; }
+
+absl::StatusOr<EvalResult> RunElastic(const TrainConfig& config, DistributedContext& dist, TrainState& state,
+                                      int first_epoch, const ElasticHooks& hooks) {
+  ElasticRun run;
+  DDP_ASSIGN_OR_RETURN(run.settings, ElasticSettingsFromEnv(ProcessEnv()));
+  DDP_RETURN_IF_ERROR(CheckElasticLaunch(dist.group->backend_name(), dist));
+  run.backend = dist.group->backend_name();
+  run.generation = FirstGeneration(state.world_size);
+  run.first_replacement = dist.launch.world_size;
+  state.member = dist.launch.rank;
+  run.attempt_base = dist.launch.restart_count * kGenerationsPerAttempt;
+  state.attempt = run.attempt_base;
+  if (state.rank == 0) Say(absl::StrCat(run.generation.ToString(), ": rank 0 holds ", ProcessResources()));
+  return CloseOnError(dist, ElasticMain(config, dist, state, hooks, run, first_epoch));
+}
+
+absl::StatusOr<EvalResult> RunElasticJoiner(const TrainConfig& config, DistributedContext& dist, TrainState& state,
+                                            const ElasticHooks& hooks) {
+  ElasticRun run;
+  DDP_ASSIGN_OR_RETURN(run.settings, ElasticSettingsFromEnv(ProcessEnv()));
+  DDP_RETURN_IF_ERROR(CheckElasticLaunch(config.backend, dist));
+  DDP_ASSIGN_OR_RETURN(state.member, ReplacementMember(ProcessEnv(), dist.launch.world_size));
+  run.backend = config.backend;
+  run.first_replacement = dist.launch.world_size;
+  run.attempt_base = dist.launch.restart_count * kGenerationsPerAttempt;
+  run.holds_state = false;
+  DDP_RETURN_IF_ERROR(RegisterJoiner(*dist.store, state.member));
+  const absl::Time registered = absl::Now();
+  Say(absl::StrCat("replacement member ", state.member, " (for rank ", dist.launch.rank,
+                   ") registered; waiting to be admitted"));
+  AdmissionOptions admission;
+  admission.timeout = run.settings.join_timeout;
+  DDP_ASSIGN_OR_RETURN(run.generation, AwaitAdmission(*dist.store, state.member, admission));
+  DDP_RETURN_IF_ERROR(Settle(config, dist, run, state, hooks, {}, /*decided=*/true));
+  Say(absl::StrFormat("replacement member %d joined %s as rank %d of %d at step %d, %.3f s after it registered",
+                      state.member, run.generation.ToString(), state.rank, state.world_size, state.global_step,
+                      absl::ToDoubleSeconds(absl::Now() - registered)));
+  state.resume_from = state.position;
+  return CloseOnError(dist, ElasticMain(config, dist, state, hooks, run, static_cast<int>(state.position.epoch)));
 }
 
 }  // namespace ddp

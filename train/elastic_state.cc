@@ -31,9 +31,10 @@ absl::StatusOr<std::string> EncodeElasticState(const ElasticTrainingState& state
   for (const auto& [name, tensor] : state.model->StateDict()) tensors.emplace_back(kModelPrefix + name, tensor);
   const OptimizerState optimizer = state.optimizer->StateDict();
   for (const auto& [key, tensor] : optimizer.tensors) tensors.emplace_back(kOptimizerPrefix + key, tensor);
-  const SafetensorsMetadata metadata = {{"global_step", absl::StrCat(state.global_step)},
-                                        {"optimizer_step_count", absl::StrCat(optimizer.step_count)},
-                                        {"sampler", state.position.ToText()}};
+  SafetensorsMetadata metadata = {{"global_step", absl::StrCat(state.global_step)},
+                                  {"optimizer_step_count", absl::StrCat(optimizer.step_count)},
+                                  {"sampler", state.position.ToText()}};
+  if (!state.bucket_order.empty()) metadata["bucket_order"] = state.bucket_order;
   return SerializeSafetensors(tensors, metadata);
 }
 
@@ -64,6 +65,8 @@ absl::Status DecodeElasticState(const std::string& bytes, const std::string& sou
   DDP_RETURN_IF_ERROR(state.optimizer->LoadStateDict(optimizer));
   state.global_step = global_step;
   state.position = position;
+  const auto order = contents.metadata.find("bucket_order");
+  state.bucket_order = order == contents.metadata.end() ? "" : order->second;
   return absl::OkStatus();
 }
 

@@ -21,6 +21,9 @@ struct ElasticTrainingState {
   Optimizer* optimizer = nullptr;
   int64_t global_step = 0;  // optimizer steps completed
   SamplerState position;    // where the epoch's global order stands after those steps
+  // DDP's rebuilt bucket order (Reducer::RebuiltOrderText; "" for none), which the next DDP restores as
+  // a resume from a checkpoint does: the order fixes how a ring all-reduce sums, hence the bits.
+  std::string bucket_order;
 };
 
 // The state as bytes: safetensors with tensors "model.<name>" (Module::StateDict) and "optimizer.<key>"

@@ -42,7 +42,7 @@ Trained Make(uint64_t seed, bool step) {
 
 TEST(ElasticStateTest, TheReceiverEndsWithTheSendersStateExactly) {
   Trained sender = Make(1, /*step=*/true);
-  ElasticTrainingState sent{sender.model.get(), sender.optimizer.get(), 42, SamplerState{7, 3, 1280}};
+  ElasticTrainingState sent{sender.model.get(), sender.optimizer.get(), 42, SamplerState{7, 3, 1280}, "3,2;1,0"};
   const absl::StatusOr<std::string> bytes = EncodeElasticState(sent);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
 
@@ -51,6 +51,7 @@ TEST(ElasticStateTest, TheReceiverEndsWithTheSendersStateExactly) {
   ASSERT_TRUE(DecodeElasticState(*bytes, "rank 0", received).ok());
   EXPECT_EQ(received.global_step, 42);
   EXPECT_EQ(received.position, (SamplerState{7, 3, 1280}));
+  EXPECT_EQ(received.bucket_order, "3,2;1,0");  // carried as text, whatever DDP's format
   const NamedTensors a = sender.model->StateDict(), b = receiver.model->StateDict();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {

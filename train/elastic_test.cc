@@ -190,16 +190,17 @@ TEST(ElasticTest, ARankLostDuringTheRegroupSendsTheOthersIntoTheNextOne) {
 }
 
 // --zero keeps a lost rank's optimizer shard nowhere else: the survivors stop saying so, and ddprun's
-// restart resumes every rank from the last checkpoint.
+// restart resumes every rank from the last checkpoint. The budget of 2 covers a replacement ddprun may
+// start before the survivors have said so (it refuses to join a --zero run) and the group's restart.
 TEST(ElasticTest, UnderZeroTheJobFallsBackToTheLastCheckpoint) {
   std::vector<std::string> flags = Common("gloo");
   flags.insert(flags.end(), {"--elastic", "--zero", "--max_steps=20", "--fault_inject_step=12", "--fault_inject_rank=2",
                              "--checkpoint_every=10", "--resume", "--checkpoint_dir=" + TempPath("ck_elastic_zero")});
-  const ProcessResult r = RunJob(Job({"--elastic", "--max_restarts=1", "--nproc_per_node=3"}, flags));
+  const ProcessResult r = RunJob(Job({"--elastic", "--max_restarts=2", "--nproc_per_node=3"}, flags));
   ASSERT_EQ(r.exit_code, 0) << r.all();
   EXPECT_THAT(r.all(), HasSubstr("--zero keeps each rank's optimizer state only in that rank"));
   EXPECT_THAT(r.all(), HasSubstr("falling back to the last checkpoint"));
-  EXPECT_THAT(r.all(), HasSubstr("restarting the worker group (restart 1 of 1)"));
+  EXPECT_THAT(r.all(), HasSubstr("restarting the worker group (restart"));
   EXPECT_THAT(r.all(), HasSubstr("step 10, epoch 1"));
 }
 

@@ -10,6 +10,11 @@
 // all-reduce is launched before the forward and waited for after the optimizer step, so it overlaps the
 // step's compute. In one process there is nothing to agree on.
 //
+// The same bit carries an elastic member's "a replacement is waiting to join" (Note [Elastic join] in
+// comm/elastic_membership.cc): each rank's bit is (stop requested or joiner seen), so no step pays for a
+// second exchange. Only when the combined bit is set (every rank sees that alike) do the ranks exchange
+// their two reasons once more, to tell a stop from an admission.
+//
 // Thread safety: the training thread only. Collective under DDP: every rank calls Begin/End each step.
 #ifndef DDP_TRAIN_STOP_AGREEMENT_H_
 #define DDP_TRAIN_STOP_AGREEMENT_H_
@@ -27,16 +32,27 @@ class StopAgreement {
   // `group`: null in one process. `join`: the epoch's Join, or null. Neither is owned.
   StopAgreement(ProcessGroup* group, Join* join) : group_(group), join_(join) {}
 
-  // Sends this rank's request for the coming step. Call before its first forward.
-  absl::Status BeginStep(bool stop_requested);
-  // Whether any rank asked to stop during this step (every rank gets the same answer). Call after the
-  // optimizer step. Errors name the failed exchange.
-  absl::StatusOr<bool> EndStep();
+  // What the ranks agreed for the boundary after a step (every rank gets the same answer).
+  struct Boundary {
+    bool stop = false;          // some rank asked to stop: every rank stops after this step
+    bool admit_joiner = false;  // some rank saw a replacement waiting: every rank regroups after this step
+  };
+
+  // Sends this rank's request for the coming step: a stop, and (elastic) whether it saw a replacement
+  // waiting to join. Call before its first forward.
+  absl::Status BeginStep(bool stop_requested, bool joiner_waiting = false);
+  // What any rank asked for during this step. Call after the optimizer step. Errors name the failed
+  // exchange.
+  absl::StatusOr<Boundary> EndStep();
 
  private:
   ProcessGroup* const group_;
   Join* const join_;
-  bool requested_ = false;     // one process: this rank's own request
+  // The reasons of a set bit, exchanged once (the bit alone cannot tell them apart).
+  absl::StatusOr<Boundary> ResolveReasons();
+
+  bool requested_ = false;     // this rank's own stop request
+  bool joiner_seen_ = false;   // this rank saw a replacement waiting
   Tensor flag_;                // without a Join: the in-flight all-reduce's tensor
   std::shared_ptr<Work> work_;
 };

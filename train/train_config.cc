@@ -60,6 +60,9 @@ absl::Status CheckCombinations(const TrainConfig& config) {
                "and cannot be combined with --mode=dp, --device=cuda, --bucket_cap_mb=auto, --trace_out, "
                "--sync_bn, --uneven_drop_batches or --comm_hook=powersgd (state tied to the old group)");
   }
+  if (config.elastic_join_at_step > 0 && !config.elastic) {
+    return bad("--elastic_join_at_step says when a replacement joins an elastic run: it needs --elastic");
+  }
   return absl::OkStatus();
 }
 
@@ -175,6 +178,7 @@ std::vector<std::string> DdpOnlyFlagsSet(const TrainConfig& config) {
   check("check_sync_every", config.check_sync_every != defaults.check_sync_every);
   check("zero", config.zero != defaults.zero);
   check("elastic", config.elastic != defaults.elastic);
+  check("elastic_join_at_step", config.elastic_join_at_step != defaults.elastic_join_at_step);
   return set;
 }
 

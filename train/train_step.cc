@@ -259,16 +259,24 @@ absl::StatusOr<EpochStats> RunSteps(TrainState& state, int epoch, BatchSource& b
   ProgressReporter progress(state.loop.progress, absl::StrCat("epoch ", epoch), steps);
   state.model.Train();
   bool stopping = false;
+  bool admitting = false;  // --elastic: the ranks agreed to admit a waiting replacement after this step
   int64_t step = 0;
-  for (; step < steps && !stopping; ++step) {
+  for (; step < steps && !stopping && !admitting; ++step) {
     for (StepObserver* observer : state.loop.observers) observer->StepBegan();
-    DDP_RETURN_IF_ERROR(stop.BeginStep(GracefulStopRequested() || (stop_together && watch.tripped())));
+    bool joiner_waiting = false;
+    if (stop_together && state.joiner_waiting) {
+      DDP_ASSIGN_OR_RETURN(joiner_waiting, state.joiner_waiting());
+    }
+    DDP_RETURN_IF_ERROR(
+        stop.BeginStep(GracefulStopRequested() || (stop_together && watch.tripped()), joiner_waiting));
     int64_t samples = 0;
     DDP_ASSIGN_OR_RETURN(const double loss, TrainStep(state, epoch, batches, &samples));
     if (batches.sampler() != nullptr) state.position = PositionAfter(config, *batches.sampler(), step + 1);
     watch.Observe(state.global_step, loss, state.rank);
     if (state.group == nullptr && watch.tripped()) return watch.Error(config, 1);
-    DDP_ASSIGN_OR_RETURN(stopping, stop.EndStep());
+    DDP_ASSIGN_OR_RETURN(const StopAgreement::Boundary boundary, stop.EndStep());
+    stopping = boundary.stop;
+    admitting = boundary.admit_joiner;
     if (!stopping) DDP_RETURN_IF_ERROR(AfterStep(state, batches.sampler(), step, epoch, watch));
     for (StepObserver* observer : state.loop.observers) observer->StepEnded();
     if (state.rank == 0) progress.Step(samples * state.world_size, loss);
@@ -281,6 +289,10 @@ absl::StatusOr<EpochStats> RunSteps(TrainState& state, int epoch, BatchSource& b
                                         /*force=*/true, watch));
     return absl::CancelledError(absl::StrCat("stopped by SIGTERM after step ", state.global_step,
                                              state.group != nullptr ? " (every rank)" : ""));
+  }
+  if (admitting) {  // train/elastic_loop.h regroups with the replacement from this step boundary
+    state.joiner_admitted = true;
+    return absl::AbortedError(absl::StrCat("elastic: admitting a replacement after step ", state.global_step));
   }
   if (state.rank == 0) progress.Finish();
   return EpochStats{steps, progress.mean_loss(), progress.samples_per_second()};

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -60,6 +61,11 @@ struct TrainState {
   // after every optimizer step): what an elastic regroup continues from (train/elastic_loop.h).
   SamplerState position;
   int member = -1;  // --elastic: this process's launch rank, which fault injection names (-1: use `rank`)
+  // --elastic: whether this rank sees a replacement waiting to join, asked before each step (null: never).
+  // When the ranks agree that one waits, the step loop ends after that step with kAborted and sets
+  // `joiner_admitted`, and train/elastic_loop.h admits it (Note [Elastic join]).
+  std::function<absl::StatusOr<bool>()> joiner_waiting;
+  bool joiner_admitted = false;
   StepLoopOptions loop;
 };
 

@@ -374,10 +374,11 @@ ElasticHooks ElasticTrainerHooks(const TrainConfig& config, TrainState& state, c
     ddp.reset();
     loader.reset();
   };
-  hooks.attach = [&config, &state, model, device, train, &loader, &ddp]() -> absl::Status {
+  hooks.attach = [&config, &state, model, device, train, &loader, &ddp](const std::string& bucket_order) -> absl::Status {
     DDP_ASSIGN_OR_RETURN(loader, MakeTrainLoader(config, train, state.rank, state.world_size));
     DDP_ASSIGN_OR_RETURN(const DdpOptions ddp_options, DdpOptionsFor(config));
     DDP_ASSIGN_OR_RETURN(ddp, WrapDdp(config, model, device, state.group, ddp_options));
+    if (!bucket_order.empty()) DDP_RETURN_IF_ERROR(ddp->RestoreBucketOrder(bucket_order));
     state.ddp = ddp.get();
     state.total_steps = TotalSteps(config, *loader);
     return absl::OkStatus();
@@ -464,6 +465,41 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& lau
   return last;
 }
 
+// --elastic, started by ddprun's elastic mode as a replacement for a lost worker (DDP_ELASTIC_JOIN=1):
+// builds the data, model and optimizer as any worker does, but joins no group at start (its RANK is still
+// the lost worker's); train/elastic_loop.h admits it into the running job, which hands it the state.
+absl::StatusOr<EvalResult> RunReplacement(const TrainConfig& config, const LaunchEnv& launch) {
+  if (config.zero) {
+    return absl::FailedPreconditionError(
+        "a replacement cannot join a --zero run: the lost rank's optimizer shard is gone (docs/elastic.md)");
+  }
+  InitOptions init;
+  init.backend = config.backend;
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<DistributedContext> dist, ConnectWithoutGroup(init));
+  DDP_ASSIGN_OR_RETURN(auto test, LoadFashionMnist(config.data_dir, Split::kTest));
+  DDP_RETURN_IF_ERROR(CheckDataFitsModel(config, *test, "test"));
+  DDP_ASSIGN_OR_RETURN(const Device device, TrainingDevice(config, launch));
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, BuildModel(config, device));
+  DDP_ASSIGN_OR_RETURN(auto train_set, LoadFashionMnist(config.data_dir, Split::kTrain));
+  DDP_RETURN_IF_ERROR(CheckDataFitsModel(config, *train_set, "training"));
+  std::shared_ptr<const Dataset> train = std::move(train_set);
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, MakeOptimizer(config, model->Parameters()));
+  TrainState state{config, *model, nullptr, *optimizer, /*rank=*/-1, /*world_size=*/0};
+  state.device = device;
+  state.fault = FaultInjection{config.fault_inject_step, config.fault_inject_rank, config.fault_inject_point,
+                               config.uneven_drop_batches, launch.restart_count};
+  DDP_RETURN_IF_ERROR(ParseMoreFaults(config.fault_inject_more, state.fault));
+  std::unique_ptr<SampleLog> sample_log;
+  if (!config.log_samples.empty()) {
+    DDP_ASSIGN_OR_RETURN(sample_log, SampleLog::Open(config.log_samples));
+  }
+  state.sample_log = sample_log.get();
+  std::unique_ptr<DataLoader> loader;
+  std::shared_ptr<DistributedDataParallel> ddp;
+  return RunElasticJoiner(config, *dist, state,
+                          ElasticTrainerHooks(config, state, model, device, train, *test, loader, ddp));
+}
+
 // A single-process run (no launcher, or WORLD_SIZE=1) ignores the DDP-only flags: say so once.
 void WarnIgnoredDdpFlags(const TrainConfig& config) {
   const std::vector<std::string> ignored = DdpOnlyFlagsSet(config);
@@ -479,6 +515,7 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   DDP_RETURN_IF_ERROR(ValidateConfig(config));
   SetNumThreads(config.threads);
   DDP_ASSIGN_OR_RETURN(LaunchEnv launch, ResolveLaunchEnv(ProcessEnv()));
+  if (config.elastic && IsElasticReplacement(ProcessEnv())) return RunReplacement(config, launch);
   std::unique_ptr<DistributedContext> dist;
   if (launch.world_size > 1) {
     InitOptions init;

@@ -21,7 +21,9 @@ namespace ddp {
 // appends one metrics record. Returns the final test evaluation (the same on every rank; count 0 when
 // the test set is empty: nothing was evaluated); when nothing is left to train (a resume at max_steps)
 // the resumed weights are evaluated. A failure fails every rank at once; a SIGTERM ends the run after the
-// current step with kCancelled.
+// current step with kCancelled. With --elastic, a process ddprun started as a replacement for a lost worker
+// (DDP_ELASTIC_JOIN=1) joins no group at start but waits to be admitted into the running job
+// (train/elastic_loop.h: RunElasticJoiner).
 absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config);
 
 }  // namespace ddp
