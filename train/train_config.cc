@@ -19,13 +19,15 @@ absl::Status CheckCombinations(const TrainConfig& config) {
   if (config.device == "cuda") return bad("--device=cuda needs a CUDA build (bazel build --config=cuda)");
 #endif
   if (config.backend == "nccl" && config.device != "cuda") return bad("--backend=nccl needs --device=cuda");
-  if (config.precision == "fp16") {
-    return bad("--precision=fp16 is not implemented (no fp16 GEMMs; use --precision=bf16, which needs no loss scaling)");
+  if (config.precision != "fp32" && (config.device != "cpu" || config.mode == "dp")) {
+    return bad("--precision=bf16|fp16 needs --device=cpu and DDP or one process (not --mode=dp, whose replicas run "
+               "on threads that the autocast scope does not reach); bf16/fp16 GEMMs on CUDA are not implemented");
   }
-  if (config.precision == "bf16" && (config.device != "cpu" || config.mode == "dp")) {
-    return bad("--precision=bf16 needs --device=cpu and DDP or one process (not --mode=dp, whose replicas run on "
-               "threads that the autocast scope does not reach); bf16 GEMMs on CUDA are not implemented");
+  if (GradScalerEnabled(config) && (config.zero || config.device != "cpu" || config.mode == "dp")) {
+    return bad("--grad_scaler (on by default with --precision=fp16) needs --device=cpu and DDP or one process, "
+               "and cannot be combined with --zero (each rank holds a shard of the gradients)");
   }
+  if (config.grad_scaler_backoff_factor <= 0) return bad("--grad_scaler_backoff_factor must be > 0");
   if (config.reduce_dtype != "fp32" &&
       (config.comm_hook != "none" || config.zero || config.grad_as_bucket_view || config.device != "cpu")) {
     return bad("--reduce_dtype=bf16 puts the gradients into bf16 buckets itself: it cannot be combined with "
@@ -153,6 +155,10 @@ double BucketCapMiB(const TrainConfig& config) {
         << "unvalidated --bucket_cap_mb " << config.bucket_cap_mb;
   }
   return cap;
+}
+
+bool GradScalerEnabled(const TrainConfig& config) {
+  return config.grad_scaler == "on" || (config.grad_scaler == "auto" && config.precision == "fp16");
 }
 
 std::vector<std::string> DdpOnlyFlagsSet(const TrainConfig& config) {
