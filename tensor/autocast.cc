@@ -1,6 +1,9 @@
 #include "tensor/autocast.h"
 
 #include <memory>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 #include <unordered_map>
 #include <utility>
 
@@ -92,14 +95,30 @@ AutocastCacheCounters GetAutocastCacheCounters() { return State().counters; }
 
 // ---- fp16 (Note [fp16 autocast]) ----
 
+namespace {
+
+// out[i] = HalfToFloat(FloatToHalf(in[i])): to nearest, ties to even, the same values as the scalar
+// conversion (NaN stays NaN). With F16C (part of the x86-64-v3 baseline this project builds for) eight
+// at a time.
+void RoundArrayToFloat16(const float* in, float* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i half = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(half));
+  }
+#endif
+  for (; i < n; ++i) out[i] = HalfToFloat(FloatToHalf(in[i]));
+}
+
+}  // namespace
+
 Tensor RoundToFloat16(const Tensor& x) {
   DDP_CHECK(x.dtype() == DType::kFloat32 && x.device().is_cpu())
       << "fp16 rounding: expects a float32 CPU tensor, got " << DTypeName(x.dtype()) << " on " << x.device().ToString();
   const Tensor source = Contiguous(x.Detach());
   Tensor out = Tensor::Empty(x.shape(), DType::kFloat32);
-  const float* in = source.data<float>();
-  float* o = out.data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) o[i] = HalfToFloat(FloatToHalf(in[i]));
+  RoundArrayToFloat16(source.data<float>(), out.data<float>(), x.numel());
   return out;
 }
 

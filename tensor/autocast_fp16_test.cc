@@ -113,6 +113,27 @@ TEST(AutocastFp16Test, ParametersAreRoundedOncePerScopeAndScopesNest) {
   EXPECT_FALSE(AutocastEnabled());
 }
 
+// The vectorised rounding gives the scalar conversion's values for every float16 exponent range (normal,
+// subnormal, underflow, overflow, ties), both signs.
+TEST(AutocastFp16Test, VectorRoundingEqualsScalarConversion) {
+  std::vector<float> values;
+  Generator g(9);
+  for (int e = -30; e <= 17; ++e) {
+    for (int k = 0; k < 64; ++k) {
+      const float m = 1.0f + static_cast<float>(k) / 64.0f + std::ldexp(1.0f, -11) * (k % 3 == 0);
+      values.push_back(std::ldexp(m, e));
+      values.push_back(-std::ldexp(m, e));
+    }
+  }
+  const std::vector<float> random = Uniform({4099}, -70000.0f, 70000.0f, g).ToVector<float>();
+  values.insert(values.end(), random.begin(), random.end());
+  const std::vector<float> got = RoundToFloat16(FromVector(values, {static_cast<int64_t>(values.size())})).ToVector<float>();
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float want = HalfToFloat(FloatToHalf(values[i]));
+    EXPECT_TRUE(std::memcmp(&got[i], &want, sizeof(float)) == 0) << values[i] << ": " << got[i] << " vs " << want;
+  }
+}
+
 TEST(AutocastFp16Test, Float16RangeAndRounding) {
   // 65504 is float16's largest value; 70000 rounds to inf; 1 + 2^-11 is a tie that goes to even (1);
   // 2^-25 is below float16's smallest subnormal half-way point and flushes to zero.
