@@ -1,5 +1,5 @@
-// Autocast: bfloat16 mixed precision in the style of torch.autocast(device_type="cpu",
-// dtype=torch.bfloat16).
+// Autocast: bfloat16 (and float16: Note [fp16 autocast]) mixed precision in the style of
+// torch.autocast(device_type="cpu", dtype=torch.bfloat16 or torch.float16).
 //
 // Note [Autocast]
 // Inside an AutocastScope on a thread, the matrix-multiply ops on CPU tensors (Linear, Matmul, Conv2d and
