@@ -117,6 +117,7 @@ std::vector<AgreedField> SettingsToAgree(const DdpOptions& options, const Reduce
       {"first_bucket_cap_bytes", absl::StrCat(r.caps.first_bucket_cap_bytes)},
       {"bucket layout", BucketLayoutText(reducer, params)},
       {"comm_hook", r.comm_hook != nullptr ? r.comm_hook->name() : "allreduce"},
+      {"reduce_dtype", DTypeName(options.mixed_precision.reduce_dtype)},
       {"find_unused_parameters", flag(r.find_unused_parameters)},
       {"static_graph", flag(r.static_graph)},
       {"gradient_as_bucket_view", flag(r.gradient_as_bucket_view)},
@@ -132,6 +133,10 @@ absl::StatusOr<std::shared_ptr<DistributedDataParallel>> DistributedDataParallel
     std::shared_ptr<Module> module, ProcessGroup* group, DdpOptions options) {
   DDP_CHECK(module != nullptr && group != nullptr) << "DistributedDataParallel needs a module and a group";
   module->AssignTensorNames();
+  const std::vector<Tensor> module_params = module->Parameters();
+  DDP_RETURN_IF_ERROR(CheckDdpMixedPrecision(options.mixed_precision, options.reducer,
+                                             module_params.empty() || module_params.front().device().is_cpu()));
+  options.reducer.reduce_dtype = options.mixed_precision.reduce_dtype;
   DDP_RETURN_IF_ERROR(VerifyModelsMatch(*module, *group));
   std::shared_ptr<DistributedDataParallel> ddp(new DistributedDataParallel(module, group, std::move(options)));
   const std::vector<Tensor> params = module->Parameters();
@@ -165,6 +170,10 @@ absl::Status DistributedDataParallel::RegisterCommHook(std::shared_ptr<CommHook>
         "DDP RegisterCommHook: a forward pass already ran; register the hook right after wrapping the module");
   }
   const std::string name = hook != nullptr ? hook->name() : "allreduce";
+  ReducerOptions with_hook = options_.reducer;
+  with_hook.comm_hook = hook;
+  with_hook.reduce_dtype = DType::kFloat32;  // already checked against mixed_precision at Create
+  DDP_RETURN_IF_ERROR(CheckDdpMixedPrecision(options_.mixed_precision, with_hook, /*parameters_on_cpu=*/true));
   DDP_RETURN_IF_ERROR(CheckRanksAgree(*group_, {{"comm_hook", name}}, "DDP RegisterCommHook"));
   options_.reducer.comm_hook = hook;
   reducer_->SetCommHook(std::move(hook));

@@ -9,8 +9,8 @@
 //
 // At wrap time it checks that every rank has the same parameter names, shapes and dtypes (the error
 // names the first differing parameter and the ranks) and the same DDP settings: world size, bucket caps
-// and the resulting bucket layout (count, dtype and device per bucket), comm hook, find_unused_parameters,
-// gradient_as_bucket_view, rebuild_buckets and buffer broadcasting (the error names the setting and its
+// and the resulting bucket layout (count, dtype and device per bucket), comm hook, reduce dtype,
+// find_unused_parameters, gradient_as_bucket_view, rebuild_buckets and buffer broadcasting (the error names the setting and its
 // value on each rank, Note [DDP settings agreement]); then it broadcasts every parameter and buffer from
 // rank 0 in coalesced chunks and builds a Reducer (reducer/reducer.h, Note [Reducer flow]).
 //
@@ -45,6 +45,7 @@
 #include "absl/status/statusor.h"
 #include "comm/process_group.h"
 #include "ddp/ddp_ablations.h"
+#include "ddp/mixed_precision.h"
 #include "nn/module.h"
 #include "reducer/reducer.h"
 
@@ -61,6 +62,8 @@ struct DdpOptions {
   ReducerOptions reducer;                            // buckets, comm hook, unused search, stats, trace
   bool broadcast_buffers = true;                     // rank 0's buffers before every training forward
   size_t broadcast_chunk_bytes = size_t{250} << 20;  // coalescing limit of wrap-time and buffer broadcasts
+  DdpMixedPrecision mixed_precision;                 // all float32; reduce_dtype bfloat16 halves the
+                                                     // all-reduce (ddp/mixed_precision.h)
 };
 
 // A Module whose only child is the wrapped module, registered as "module" (state dict names are
@@ -69,6 +72,8 @@ class DistributedDataParallel : public Module {
  public:
   // Verifies the models across ranks, broadcasts rank 0's parameters and buffers, builds the Reducer.
   // Collective: every rank of `group` must call it. `group` is not owned and must outlive the result.
+  // Errors (kInvalidArgument, before any communication) name a mixed_precision setting that is not
+  // supported or does not combine with the other options (CheckDdpMixedPrecision).
   static absl::StatusOr<std::shared_ptr<DistributedDataParallel>> Create(std::shared_ptr<Module> module,
                                                                           ProcessGroup* group,
                                                                           DdpOptions options = {});
@@ -128,7 +133,8 @@ class DistributedDataParallel : public Module {
   // Replaces how buckets are reduced (PyTorch's register_comm_hook; reducer/comm_hook.h). The hook object
   // owns its state. Collective: every rank must register a hook of the same name() (part of Note [DDP
   // settings agreement]; the error names each rank's hook). null: back to the plain all-reduce. Errors
-  // (kFailedPrecondition) if a forward pass already ran: the hook must see every iteration.
+  // (kFailedPrecondition) if a forward pass already ran: the hook must see every iteration; errors
+  // (kInvalidArgument) if the hook does not take buckets of mixed_precision.reduce_dtype.
   absl::Status RegisterCommHook(std::shared_ptr<CommHook> hook);
 
  private:

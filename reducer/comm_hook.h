@@ -68,6 +68,9 @@ class CommHook {
   virtual std::shared_ptr<Work> RunHook(ProcessGroup& group, GradBucket& bucket) = 0;
   // "allreduce", "fp16", "bf16", "powersgd(rank=1,...)", or a custom hook's name.
   virtual std::string name() const = 0;
+  // Whether RunHook handles buckets of `dtype` (the Reducer's reduce dtype, ReducerOptions::reduce_dtype).
+  // The default is float32 only: a hook that handles others says so by overriding this.
+  virtual bool SupportsBucketDtype(DType dtype) const { return dtype == DType::kFloat32; }
 };
 
 // A step of a chain: runs after the previous Work completed OK and returns the next Work to wait for, or
@@ -86,12 +89,15 @@ class AllReduceHook : public CommHook {
  public:
   std::shared_ptr<Work> RunHook(ProcessGroup& group, GradBucket& bucket) override;
   std::string name() const override { return "allreduce"; }
+  bool SupportsBucketDtype(DType) const override { return true; }  // sums whatever dtype the bucket has
 };
 
 // Compresses the bucket to a 16-bit float type, all-reduces that (half the bytes on the wire), and
 // decompresses into the bucket as the all-reduce completes (a ThenWork continuation). Error: one
 // rounding of each rank's value to 16 bits plus rounding of the partial sums (float16: ~1e-3 relative;
 // bfloat16: ~1e-2).
+// Buckets must be float32: with a 16-bit reduce dtype the buckets are compressed already, and DDP
+// refuses the combination by the hook's name rather than convert twice.
 class CompressionHook : public CommHook {
  public:
   // REQUIRES: dtype is kFloat16 or kBFloat16.

@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "reducer/bucket_cast.h"
 #include "reducer/unused_parameters.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
@@ -33,9 +34,10 @@ bool SameRegion(const Tensor& a, const Tensor& b) {
 }
 
 // Note [World size 1]: one rank and the plain all-reduce hook reduce nothing (unless a test asks for the
-// whole bucketed path anyway: ReducerAblations::reduce_at_world_size_1).
+// whole bucketed path anyway: ReducerAblations::reduce_at_world_size_1). A 16-bit reduce dtype rounds
+// even there, as on many ranks.
 bool Reduces(const ProcessGroup& group, const ReducerOptions& options) {
-  return group.size() > 1 || options.ablations.reduce_at_world_size_1 ||
+  return group.size() > 1 || options.ablations.reduce_at_world_size_1 || options.reduce_dtype != DType::kFloat32 ||
          (options.comm_hook != nullptr && dynamic_cast<const AllReduceHook*>(options.comm_hook.get()) == nullptr);
 }
 
@@ -58,6 +60,13 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names, Pro
     DDP_CHECK(p.is_leaf() && p.requires_grad() && p.dtype() == DType::kFloat32)
         << "Reducer: parameter '" << p.name() << "' must be a float32 leaf that requires grad";
     specs_.push_back({p.numel(), p.dtype(), p.device()});
+  }
+  const absl::Status reduce_dtype = CheckReduceDtype(options_.reduce_dtype);
+  DDP_CHECK(reduce_dtype.ok()) << "Reducer: " << reduce_dtype.message();
+  if (options_.reduce_dtype != DType::kFloat32) {
+    DDP_CHECK(!options_.gradient_as_bucket_view && (params_.empty() || params_.front().device().is_cpu()))
+        << "Reducer: reduce dtype " << DTypeName(options_.reduce_dtype)
+        << " needs CPU parameters and gradient_as_bucket_view off";
   }
   BuildBuckets(AssignBuckets(specs_, options_.caps));
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -100,14 +109,17 @@ void Reducer::BuildBuckets(const std::vector<std::vector<size_t>>& assignment) {
     int64_t total = 0;
     for (size_t index : bucket.params) total += params_[index].numel();
     // From the group: over shm the peers then read the bucket in place (Note [Zero-copy all-reduce]).
-    bucket.buffer = group_->NewCommBuffer(total, DType::kFloat32, params_[bucket.params.front()].device());
-    FillInPlace(bucket.buffer, 0.0f);
+    // Its dtype is the reduce dtype (Note [Reduce dtype rounding] in reducer/bucket_cast.h); bucket caps
+    // count the float32 gradients, so a bfloat16 layout has the same buckets at half the bytes.
+    const DType dtype = options_.reduce_dtype;
+    bucket.buffer = group_->NewCommBuffer(total, dtype, params_[bucket.params.front()].device());
+    ZeroSlot(bucket.buffer);
     int64_t offset = 0;
     for (size_t index : bucket.params) {
       const Tensor& p = params_[index];
       slots_[index].bucket = b;
       slots_[index].view = Tensor::View(bucket.buffer.storage(), p.shape(), ContiguousStrides(p.shape()),
-                                        bucket.buffer.storage_offset() + offset, DType::kFloat32);
+                                        bucket.buffer.storage_offset() + offset, dtype);
       bucket.layout.push_back({index, names_[index], p.shape(), offset, p.numel(), slots_[index].view});
       offset += p.numel();
     }
@@ -309,7 +321,7 @@ void Reducer::CopyIntoSlot(size_t index, Contribution contribution) {
   const Tensor& view = slots_[index].view;
   Tensor grad = params_[index].grad();
   if (contribution == Contribution::kZeros || !grad.defined()) {
-    FillInPlace(view, 0.0f);
+    ZeroSlot(view);
     return;
   }
   const float scale = averages_in_collective_ ? 1.0f : 1.0f / static_cast<float>(gradient_divisor_);
@@ -317,13 +329,15 @@ void Reducer::CopyIntoSlot(size_t index, Contribution contribution) {
     if (scale != 1.0f) MulScalarInPlace(view, scale);
     return;
   }
-  CopyScaledInPlace(view, grad, scale);
+  CastScaledIntoSlot(view, grad, scale);  // rounds to the reduce dtype once (Note [Reduce dtype rounding])
   // With gradient_as_bucket_view the gradient now aliases its slot: no copies from here on.
   if (options_.gradient_as_bucket_view) params_[index].set_grad(view);
 }
 
 void Reducer::UpdateAveraging() {
-  averages_in_collective_ = group_->FusesAverage() && gradient_divisor_ == group_->size() &&
+  // A 16-bit bucket is always divided before the rounding (Note [Reduce dtype rounding]).
+  averages_in_collective_ = options_.reduce_dtype == DType::kFloat32 && group_->FusesAverage() &&
+                            gradient_divisor_ == group_->size() &&
                             dynamic_cast<const AllReduceHook*>(options_.comm_hook.get()) != nullptr;
 }
 
@@ -437,9 +451,11 @@ void Reducer::WriteBackGradients(const std::vector<bool>& globally_used) {
     Tensor grad = param.grad();
     if (!grad.defined()) {
       // Locally unused but used elsewhere: the parameter gets the averaged gradient.
-      param.set_grad(options_.gradient_as_bucket_view ? view : Clone(view));
+      param.set_grad(options_.gradient_as_bucket_view         ? view
+                     : view.dtype() == DType::kFloat32 ? Clone(view)
+                                                       : ToDType(view, DType::kFloat32));
     } else if (!SameRegion(grad, view)) {
-      CopyInPlace(grad, view);
+      CopyInPlace(grad, view);  // widens a 16-bit average exactly
     }
   }
 }

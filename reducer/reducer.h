@@ -41,7 +41,8 @@
 // reducer.cc), minus the work that would change nothing: no copy into bucket slots, no launch, no
 // used-map reduction, no write-back, and no bucket rebuild (there is no communication to start earlier).
 // What remains is the bookkeeping that names parameters without a gradient, and the observers. A
-// compression hook still runs at world size 1, so its rounding can be studied on one process.
+// compression hook, or a reduce dtype other than float32, still runs at world size 1, so its rounding
+// can be studied on one process (and one process rounds as each rank of many does).
 //
 // Thread safety: not thread-safe. One training thread calls PrepareForBackward and runs backward (hooks
 // and Finalize run on the thread running backward); the process group runs communication elsewhere.
@@ -76,7 +77,15 @@ struct ReducerOptions {
                                          // the unused search and the used-map all-reduce run in the first
                                          // synchronised iteration only; later ones reuse their result
   bool rebuild_buckets = true;           // rebuild once in observed gradient order (Note [Bucket rebuild])
-  std::shared_ptr<CommHook> comm_hook;   // how buckets are reduced; null: AllReduceHook
+  std::shared_ptr<CommHook> comm_hook;   // how buckets are reduced; null: AllReduceHook. With a
+                                         // reduce_dtype other than float32 the hook gets buckets of that
+                                         // dtype (the built-in compression and PowerSGD hooks take float32:
+                                         // DistributedDataParallel refuses those combinations)
+  DType reduce_dtype = DType::kFloat32;  // dtype of the bucket buffers, i.e. of the all-reduce: float32 or
+                                         // bfloat16 (half the bytes; rounding: Note [Reduce dtype rounding]
+                                         // in reducer/bucket_cast.h). DDP sets it from
+                                         // DdpOptions::mixed_precision. bfloat16 needs CPU parameters and
+                                         // gradient_as_bucket_view off (a float32 .grad cannot view it)
   bool record_stats = true;              // keep IterationStats of every iteration (stats())
   bool record_trace = false;             // keep Chrome trace events (trace())
   internal::ReducerAblations ablations;  // benchmarks and tests only (reducer/reducer_ablations.h)
@@ -89,7 +98,8 @@ class Reducer {
   // `params` are the module's parameters in registration order with their dotted `names`; `group` is not
   // owned and must outlive the Reducer. Registers one post-accumulate-grad hook per parameter.
   // REQUIRES: params are float32 leaves that require grad, all on one device type;
-  // names.size() == params.size().
+  // names.size() == params.size(); options.reduce_dtype is float32, or bfloat16 with CPU parameters and
+  // gradient_as_bucket_view off (CheckReduceDtype in reducer/bucket_cast.h; DDP returns these as errors).
   Reducer(std::vector<Tensor> params, std::vector<std::string> names, ProcessGroup* group, ReducerOptions options);
   // Removes the hooks. REQUIRES: no backward pass running.
   ~Reducer();

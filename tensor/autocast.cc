@@ -1,11 +1,15 @@
 #include "tensor/autocast.h"
 
 #include <memory>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 #include <unordered_map>
 #include <utility>
 
 #include "base/check.h"
 #include "tensor/bf16_convert.h"
+#include "tensor/function_node.h"
 #include "tensor/ops.h"
 
 namespace ddp {
@@ -14,9 +18,12 @@ namespace {
 // One thread's autocast state (Note [Autocast]).
 struct AutocastState {
   bool enabled = false;
+  DType dtype = DType::kBFloat16;  // of the innermost scope
   int depth = 0;  // open scopes, enabled or not
   // Leaf -> its bf16 copy. The weak pointer tells a live leaf from a new tensor at a reused address.
   std::unordered_map<const TensorImpl*, std::pair<std::weak_ptr<TensorImpl>, Tensor>> cache;
+  // The same for fp16 autocast: leaf -> its float16-rounded float32 copy (with the pass-through node).
+  std::unordered_map<const TensorImpl*, std::pair<std::weak_ptr<TensorImpl>, Tensor>> fp16_cache;
   AutocastCacheCounters counters;
 };
 
@@ -27,22 +34,38 @@ AutocastState& State() {
 
 }  // namespace
 
-AutocastScope::AutocastScope(bool enabled) {
+AutocastScope::AutocastScope(bool enabled, DType dtype) {
+  DDP_CHECK(dtype == DType::kBFloat16 || dtype == DType::kFloat16)
+      << "AutocastScope: dtype must be bfloat16 or float16, got " << DTypeName(dtype);
   AutocastState& state = State();
   previous_ = state.enabled;
+  previous_dtype_ = state.dtype;
   state.enabled = enabled;
+  if (enabled) state.dtype = dtype;
   ++state.depth;
 }
 
 AutocastScope::~AutocastScope() {
   AutocastState& state = State();
   state.enabled = previous_;
-  if (--state.depth == 0) state.cache.clear();
+  state.dtype = previous_dtype_;
+  if (--state.depth == 0) {
+    state.cache.clear();
+    state.fp16_cache.clear();
+  }
 }
 
 bool AutocastEnabled() { return State().enabled; }
 
-bool AutocastAppliesTo(const Tensor& first_input) { return State().enabled && first_input.device().is_cpu(); }
+bool AutocastAppliesTo(const Tensor& first_input) {
+  const AutocastState& state = State();
+  return state.enabled && state.dtype == DType::kBFloat16 && first_input.device().is_cpu();
+}
+
+bool AutocastFp16AppliesTo(const Tensor& first_input) {
+  const AutocastState& state = State();
+  return state.enabled && state.dtype == DType::kFloat16 && first_input.device().is_cpu();
+}
 
 Tensor ToBFloat16Contiguous(const Tensor& x) {
   DDP_CHECK(x.dtype() == DType::kFloat32 && x.device().is_cpu())
@@ -69,5 +92,76 @@ Tensor AutocastCast(const Tensor& x) {
 }
 
 AutocastCacheCounters GetAutocastCacheCounters() { return State().counters; }
+
+// ---- fp16 (Note [fp16 autocast]) ----
+
+namespace {
+
+// out[i] = HalfToFloat(FloatToHalf(in[i])): to nearest, ties to even, the same values as the scalar
+// conversion (NaN stays NaN). With F16C (part of the x86-64-v3 baseline this project builds for) eight
+// at a time.
+void RoundArrayToFloat16(const float* in, float* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i half = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(half));
+  }
+#endif
+  for (; i < n; ++i) out[i] = HalfToFloat(FloatToHalf(in[i]));
+}
+
+}  // namespace
+
+Tensor RoundToFloat16(const Tensor& x) {
+  DDP_CHECK(x.dtype() == DType::kFloat32 && x.device().is_cpu())
+      << "fp16 rounding: expects a float32 CPU tensor, got " << DTypeName(x.dtype()) << " on " << x.device().ToString();
+  const Tensor source = Contiguous(x.Detach());
+  Tensor out = Tensor::Empty(x.shape(), DType::kFloat32);
+  RoundArrayToFloat16(source.data<float>(), out.data<float>(), x.numel());
+  return out;
+}
+
+namespace {
+
+// x rounded to float16 (forward); the gradient passes through unchanged (backward), as PyTorch's cast
+// back to float32 passes it.
+Tensor RoundedOperand(const Tensor& x) {
+  return RecordOp(RoundToFloat16(x), "AutocastFp16CastBackward", {&x},
+                  [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
+
+// Parameters are rounded once per outermost scope, like the bf16 casts.
+Tensor CachedRoundedOperand(const Tensor& x) {
+  AutocastState& state = State();
+  if (!(x.is_leaf() && x.requires_grad())) return RoundedOperand(x);
+  auto it = state.fp16_cache.find(x.impl());
+  if (it != state.fp16_cache.end() && it->second.first.lock() == x.shared_impl()) {
+    ++state.counters.hits;
+    return it->second.second;
+  }
+  ++state.counters.misses;
+  Tensor rounded = RoundedOperand(x);
+  state.fp16_cache[x.impl()] = {x.shared_impl(), rounded};
+  return rounded;
+}
+
+}  // namespace
+
+Tensor AutocastFp16Call(const std::vector<Tensor>& operands,
+                        const std::function<Tensor(const std::vector<Tensor>& rounded)>& op) {
+  DDP_CHECK(State().enabled && State().dtype == DType::kFloat16) << "AutocastFp16Call outside an fp16 AutocastScope";
+  std::vector<Tensor> rounded;
+  rounded.reserve(operands.size());
+  for (const Tensor& x : operands) rounded.push_back(CachedRoundedOperand(x));
+  Tensor out;
+  {
+    AutocastScope float32(false);
+    out = op(rounded);
+  }
+  // The output's values as they are; its gradient rounded to float16 before it reaches the op's backward.
+  return RecordOp(out.Detach(), "AutocastFp16OutputBackward", {&out},
+                  [](const Tensor& g) { return std::vector<Tensor>{RoundToFloat16(g)}; });
+}
 
 }  // namespace ddp

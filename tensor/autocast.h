@@ -1,5 +1,5 @@
-// Autocast: bfloat16 mixed precision in the style of torch.autocast(device_type="cpu",
-// dtype=torch.bfloat16).
+// Autocast: bfloat16 (and float16: Note [fp16 autocast]) mixed precision in the style of
+// torch.autocast(device_type="cpu", dtype=torch.bfloat16 or torch.float16).
 //
 // Note [Autocast]
 // Inside an AutocastScope on a thread, the matrix-multiply ops on CPU tensors (Linear, Matmul, Conv2d and
@@ -25,35 +25,65 @@
 //
 // The state is per thread (as PyTorch's): ops run on another thread (DataParallel's replicas) do not see
 // a scope opened here. Only CPU tensors are affected; CUDA tensors run in float32.
+//
+// Note [fp16 autocast]
+// A scope opened with DType::kFloat16 is torch.autocast("cpu", dtype=torch.float16) for the same ops:
+// their operands are rounded to float16 (to nearest, ties to even; values beyond 65504 become inf) and
+// multiplied with float32 accumulation, and in backward the output gradient is rounded to float16 before
+// the backward GEMMs (as the float16 output of PyTorch's op makes it). The rounded operands are held in
+// float32, where every float16 value and every product of two is exact, so the float32 GEMM computes
+// exactly "float16 operands, float32 accumulation"; no float16 kernel is needed, and it runs at float32
+// speed plus a rounding pass per operand. As under bf16, outputs stay the float32 accumulator, parameter
+// copies are cached per outermost scope, and everything else is float32. Gradients that small in float16
+// flush to zero: pair fp16 with loss scaling (nn/grad_scaler.h).
 #ifndef DDP_TENSOR_AUTOCAST_H_
 #define DDP_TENSOR_AUTOCAST_H_
 
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "tensor/tensor.h"
 
 namespace ddp {
 
-// RAII: enables (or, with enabled = false, disables) bf16 autocast on this thread until destroyed. Scopes
-// nest; the innermost decides. Not copyable. Thread safety: affects only the constructing thread, and
-// must be destroyed on it.
+// RAII: enables (or, with enabled = false, disables) autocast on this thread until destroyed, in bf16
+// (Note [Autocast]) or fp16 (Note [fp16 autocast]). Scopes nest; the innermost decides. Not copyable.
+// Thread safety: affects only the constructing thread, and must be destroyed on it.
+// REQUIRES: dtype is kBFloat16 or kFloat16 (checked).
 class AutocastScope {
  public:
-  explicit AutocastScope(bool enabled = true);
+  explicit AutocastScope(bool enabled = true, DType dtype = DType::kBFloat16);
   ~AutocastScope();
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
 
  private:
   bool previous_;
+  DType previous_dtype_;
 };
 
 // True inside an enabled AutocastScope on this thread.
 bool AutocastEnabled();
 
-// True when an autocast op given these inputs runs in bf16: autocast is enabled and the first input is a
-// CPU tensor.
+// True when an autocast op given these inputs runs in bf16: bf16 autocast is enabled and the first input
+// is a CPU tensor.
 bool AutocastAppliesTo(const Tensor& first_input);
+
+// True when an autocast op given these inputs takes the fp16 path (AutocastFp16Call): fp16 autocast is
+// enabled and the first input is a CPU tensor.
+bool AutocastFp16AppliesTo(const Tensor& first_input);
+
+// The fp16 path of an autocast op (Note [fp16 autocast]): rounds each of `operands` to float16 values
+// held in float32 (leaves that require grad once per outermost scope; gradients pass through the
+// rounding unchanged), runs `op` on them with autocast disabled, and returns its output, whose gradient
+// is rounded to float16 in backward. `op` must be the op's float32 path. REQUIRES: AutocastEnabled()
+// in fp16.
+Tensor AutocastFp16Call(const std::vector<Tensor>& operands,
+                        const std::function<Tensor(const std::vector<Tensor>& rounded)>& op);
+
+// x rounded to float16 and widened back (a new float32 CPU tensor, no autograd history).
+Tensor RoundToFloat16(const Tensor& x);
 
 // The contiguous bf16 copy of float32 CPU tensor `x` (no autograd history). A leaf that requires grad is
 // cast once per outermost scope (Note [Autocast]). REQUIRES: AutocastEnabled().

@@ -75,6 +75,9 @@ Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
   RequireFloatOnOneDevice("Conv2d", {&x, &w, &b});
   const ConvGeometry g = cpu::CheckConvShapes(x, w, b, stride, padding);
   if (AutocastAppliesTo(x)) return Conv2dBf16(x, w, b, g);
+  if (AutocastFp16AppliesTo(x)) {  // Note [fp16 autocast] in tensor/autocast.h
+    return AutocastFp16Call({x, w}, [&](const std::vector<Tensor>& r) { return Conv2d(r[0], r[1], b, stride, padding); });
+  }
   Tensor xc = Contiguous(x.Detach()), wc = Contiguous(w.Detach());
   Tensor bc = b.defined() ? Contiguous(b.Detach()) : Tensor();
   Tensor out = Tensor::Empty({g.n, g.out, g.oh, g.ow}, DType::kFloat32, x.device());

@@ -105,6 +105,14 @@ Tensor Conv2dReluMaxPool2d(const Tensor& x, const Tensor& w, const Tensor& b, in
   // Under autocast (Note [Autocast]) x and w are bf16 and the GEMMs bf16 with float32 accumulation; the
   // pooling and its gradient are float32 either way.
   if (AutocastAppliesTo(x)) return Fused<BFloat16>(x, w, b, AutocastCast(x), AutocastCast(w), g, pg);
+  // Note [fp16 autocast] in tensor/autocast.h. ReLU and max pooling move values without arithmetic, so
+  // rounding the fused output's gradient rounds the convolution's (windows that overlap add gradients
+  // in float32 here, where PyTorch adds them in float16).
+  if (AutocastFp16AppliesTo(x)) {
+    return AutocastFp16Call({x, w}, [&](const std::vector<Tensor>& r) {
+      return Conv2dReluMaxPool2d(r[0], r[1], b, stride, padding, pool_kernel, pool_stride);
+    });
+  }
   return Fused<float>(x, w, b, Contiguous(x.Detach()), Contiguous(w.Detach()), g, pg);
 }
 

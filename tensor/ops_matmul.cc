@@ -139,6 +139,9 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
   DDP_CHECK(a.dim() == 2 && b.dim() == 2 && a.shape()[1] == b.shape()[0])
       << "Matmul: " << ShapeToString(a.shape()) << " x " << ShapeToString(b.shape());
   if (AutocastAppliesTo(a)) return MatmulBf16(a, b);
+  if (AutocastFp16AppliesTo(a)) {  // Note [fp16 autocast]
+    return AutocastFp16Call({a, b}, [](const std::vector<Tensor>& r) { return Matmul(r[0], r[1]); });
+  }
   Tensor out = MatmulNoGrad(a, b);
   Tensor ad = a.Detach(), bd = b.Detach();
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
@@ -157,6 +160,9 @@ Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     DDP_CHECK(b.dim() == 1 && b.shape()[0] == out_features) << "Linear: bias " << ShapeToString(b.shape());
   }
   if (AutocastAppliesTo(x)) return LinearBf16(x, w, b);
+  if (AutocastFp16AppliesTo(x)) {  // Note [fp16 autocast]
+    return AutocastFp16Call({x, w}, [&b](const std::vector<Tensor>& r) { return Linear(r[0], r[1], b); });
+  }
   Tensor out = Tensor::Empty({n, out_features}, DType::kFloat32, x.device());
   float beta = 0.0f;
   if (b.defined()) {

@@ -66,6 +66,7 @@ absl::StatusOr<DdpOptions> DdpOptionsFor(const TrainConfig& config) {
   powersgd.start_iter = config.powersgd_start_iter;
   powersgd.min_compression_rate = config.powersgd_min_compression_rate;
   DDP_ASSIGN_OR_RETURN(options.reducer.comm_hook, MakeCommHook(config.comm_hook, powersgd));
+  if (config.reduce_dtype == "bf16") options.mixed_precision.reduce_dtype = DType::kBFloat16;
   return options;
 }
 

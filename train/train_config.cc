@@ -19,12 +19,21 @@ absl::Status CheckCombinations(const TrainConfig& config) {
   if (config.device == "cuda") return bad("--device=cuda needs a CUDA build (bazel build --config=cuda)");
 #endif
   if (config.backend == "nccl" && config.device != "cuda") return bad("--backend=nccl needs --device=cuda");
-  if (config.precision == "fp16") {
-    return bad("--precision=fp16 is not implemented (no fp16 GEMMs; use --precision=bf16, which needs no loss scaling)");
+  if (config.precision != "fp32" && (config.device != "cpu" || config.mode == "dp")) {
+    return bad("--precision=bf16|fp16 needs --device=cpu and DDP or one process (not --mode=dp, whose replicas run "
+               "on threads that the autocast scope does not reach); bf16/fp16 GEMMs on CUDA are not implemented");
   }
-  if (config.precision == "bf16" && (config.device != "cpu" || config.mode == "dp")) {
-    return bad("--precision=bf16 needs --device=cpu and DDP or one process (not --mode=dp, whose replicas run on "
-               "threads that the autocast scope does not reach); bf16 GEMMs on CUDA are not implemented");
+  if (GradScalerEnabled(config) && (config.zero || config.device != "cpu" || config.mode == "dp")) {
+    return bad("--grad_scaler (on by default with --precision=fp16) needs --device=cpu and DDP or one process, "
+               "and cannot be combined with --zero (each rank holds a shard of the gradients)");
+  }
+  if (config.grad_scaler_backoff_factor <= 0) return bad("--grad_scaler_backoff_factor must be > 0");
+  if (config.reduce_dtype != "fp32" &&
+      (config.comm_hook != "none" || config.zero || config.grad_as_bucket_view || config.device != "cpu")) {
+    return bad("--reduce_dtype=bf16 puts the gradients into bf16 buckets itself: it cannot be combined with "
+               "--comm_hook (fp16/bf16 would convert a second time; powersgd takes float32), --zero (its own "
+               "reduce-scatter hook), --grad_as_bucket_view (a float32 .grad cannot view a bf16 bucket) or "
+               "--device=cuda (not implemented)");
   }
   if (config.uneven_drop_batches > 0 && (config.checkpoint_every > 0 || config.check_sync_every > 0)) {
     return bad("--uneven_drop_batches cannot be combined with --checkpoint_every or --check_sync_every (their "
@@ -151,6 +160,10 @@ double BucketCapMiB(const TrainConfig& config) {
   return cap;
 }
 
+bool GradScalerEnabled(const TrainConfig& config) {
+  return config.grad_scaler == "on" || (config.grad_scaler == "auto" && config.precision == "fp16");
+}
+
 std::vector<std::string> DdpOnlyFlagsSet(const TrainConfig& config) {
   const TrainConfig defaults;
   std::vector<std::string> set;
@@ -165,6 +178,7 @@ std::vector<std::string> DdpOnlyFlagsSet(const TrainConfig& config) {
   check("static_graph", config.static_graph != defaults.static_graph);
   check("grad_as_bucket_view", config.grad_as_bucket_view != defaults.grad_as_bucket_view);
   check("comm_hook", config.comm_hook != defaults.comm_hook);
+  check("reduce_dtype", config.reduce_dtype != defaults.reduce_dtype);
   check("powersgd_rank", config.powersgd_rank != defaults.powersgd_rank);
   check("powersgd_start_iter", config.powersgd_start_iter != defaults.powersgd_start_iter);
   check("powersgd_min_compression_rate",

@@ -65,6 +65,9 @@ class FlagRule {
 // ("--backend=nccl needs --device=cuda", "--eval_only needs --init_from=WEIGHTS").
 absl::Status ValidateConfig(const TrainConfig& config);
 
+// Whether dynamic loss scaling runs: --grad_scaler=on, or auto with --precision=fp16. Pure.
+bool GradScalerEnabled(const TrainConfig& config);
+
 // Whether --bucket_cap_mb=auto (train/auto_bucket_caps.h) asks DDP to choose its own caps.
 bool AutoBucketCapsRequested(const TrainConfig& config);
 // The bucket cap in MiB that --bucket_cap_mb names; with auto, the caps the run starts with (25).

@@ -18,6 +18,7 @@
 #include "nn/clip_grad.h"
 #include "nn/safetensors.h"
 #include "tensor/autocast.h"
+#include "tensor/factory.h"
 #include "tensor/ops.h"
 #include "train/auto_bucket_caps.h"
 #include "train/auto_bucket_caps_record.h"
@@ -41,10 +42,11 @@ absl::Status DumpGradients(const Module& model, const std::string& path) {
 // One forward + backward on `batch`; the loss is divided by the accumulation count. Returns the loss.
 absl::StatusOr<double> ForwardBackward(TrainState& state, const Example& batch, bool synchronise) {
   const Tensor input = ToDevice(batch.input, state.device);  // no copy on the CPU
-  // --precision=bf16: forward and loss under autocast (Note [Autocast], tensor/autocast.h); the scope
-  // ends before backward, which reuses the bf16 copies the forward saved.
+  // --precision=bf16|fp16: forward and loss under autocast (Note [Autocast], Note [fp16 autocast] in
+  // tensor/autocast.h); the scope ends before backward, which reuses the copies the forward saved.
   std::optional<AutocastScope> autocast;
-  if (state.config.precision == "bf16") autocast.emplace();
+  if (state.config.precision == "bf16") autocast.emplace(true, DType::kBFloat16);
+  if (state.config.precision == "fp16") autocast.emplace(true, DType::kFloat16);
   Tensor logits;
   if (state.dp != nullptr) {
     DDP_ASSIGN_OR_RETURN(logits, state.dp->TryForward(input));
@@ -64,6 +66,7 @@ absl::StatusOr<double> ForwardBackward(TrainState& state, const Example& batch, 
   const double value = loss.item();
   for (StepObserver* observer : state.loop.observers) observer->ForwardDone();
   if (state.config.accumulate_steps > 1) loss = MulScalar(loss, 1.0f / state.config.accumulate_steps);
+  if (state.scaler != nullptr) loss = state.scaler->Scale(loss);  // Note [Loss scaling] in nn/grad_scaler.h
   loss.Backward();
   if (state.ddp != nullptr) DDP_RETURN_IF_ERROR(state.ddp->status());
   if (sync_bn) DDP_RETURN_IF_ERROR(SyncBatchNormStatus(state.model));
@@ -115,6 +118,7 @@ absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler* 
     const std::string order = state.ddp->reducer().RebuiltOrderText();
     if (!order.empty()) checkpoint.extra_state[kBucketOrderStateName] = order;
   }
+  if (state.scaler != nullptr) checkpoint.extra_state[kGradScalerStateName] = state.scaler->StateText();
   if (state.auto_caps != nullptr) {
     if (const std::optional<AutoBucketCapsRecord> record = state.auto_caps->Record(); record.has_value()) {
       DDP_ASSIGN_OR_RETURN(checkpoint.extra_state[kAutoBucketCapsStateName], EncodeAutoBucketCapsRecord(*record));
@@ -133,6 +137,16 @@ absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler* 
 }
 
 }  // namespace
+
+std::unique_ptr<GradScaler> MakeGradScaler(const TrainConfig& config) {
+  if (!GradScalerEnabled(config)) return nullptr;
+  GradScalerOptions options;
+  options.init_scale = static_cast<float>(config.grad_scaler_init_scale);
+  options.growth_factor = config.grad_scaler_growth_factor;
+  options.backoff_factor = config.grad_scaler_backoff_factor;
+  options.growth_interval = config.grad_scaler_growth_interval;
+  return std::make_unique<GradScaler>(options);
+}
 
 double ScheduledLr(const TrainConfig& config, int64_t step, int64_t total_steps) {
   const int64_t warmup = config.warmup_steps;
@@ -155,6 +169,21 @@ absl::Status CheckPlannedStepsAgree(const TrainState& state, int64_t planned_ste
       "train/train settings");
 }
 
+// --grad_scaler: unscales the gradients and says whether the step must be skipped because some gradient
+// holds inf or NaN. Under DDP the ranks agree (a one-element max all-reduce): the averaged gradients are
+// the same on every rank, so they agree anyway, but a rank that skipped alone would leave its replica
+// behind for good, so the decision is made once for all.
+absl::StatusOr<bool> UnscaleAndAgreeOnSkip(const TrainState& state) {
+  bool found_inf = state.scaler->UnscaleGradients(state.optimizer.params());
+  if (state.group == nullptr) return found_inf;
+  Tensor flag = FromVector(std::vector<float>{found_inf ? 1.0f : 0.0f}, {1});
+  const absl::Status status = state.group->AllReduce(flag, ReduceOp::kMax)->Wait(state.group->timeout());
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("--grad_scaler's inf/NaN agreement: ", status.message()));
+  }
+  return flag.ToVector<float>()[0] > 0.0f;
+}
+
 // One optimizer step: accumulate_steps forward/backward passes, the optimizer, the sample log.
 // Returns the mean loss and adds the step's samples to `samples`.
 absl::StatusOr<double> TrainStep(TrainState& state, int epoch, BatchSource& batches, int64_t* samples) {
@@ -172,20 +201,30 @@ absl::StatusOr<double> TrainStep(TrainState& state, int epoch, BatchSource& batc
     *samples += batch->target.size(0);
     if (state.sample_log != nullptr) ids.insert(ids.end(), batch->indices.begin(), batch->indices.end());
   }
+  // --grad_scaler: a step whose gradients overflowed is skipped on every rank (torch's scaler.step);
+  // global_step and the schedule advance all the same, as torch's scheduler.step() does.
+  bool skip = false;
+  if (state.scaler != nullptr) {
+    DDP_ASSIGN_OR_RETURN(skip, UnscaleAndAgreeOnSkip(state));
+  }
   if (state.global_step == 0 && !config.dump_grads.empty() && state.rank == 0) {
     DDP_RETURN_IF_ERROR(DumpGradients(state.model, config.dump_grads));
   }
-  if (config.clip_grad_norm > 0) {
+  if (config.clip_grad_norm > 0 && !skip) {
     // Under --zero each rank holds a shard: the squared norms are summed across ranks (Note [ZeRO-1]).
     DDP_RETURN_IF_ERROR(state.zero != nullptr ? state.zero->ClipGradNorm(config.clip_grad_norm).status()
                                               : ClipGradNorm(state.optimizer.params(), config.clip_grad_norm).status());
   }
   state.optimizer.set_lr(static_cast<float>(ScheduledLr(config, state.global_step, state.total_steps)));
-  if (state.zero != nullptr) {
+  if (skip) {
+    // no optimizer step
+  } else if (state.zero != nullptr) {
     DDP_RETURN_IF_ERROR(state.zero->TryStep());
   } else {
     state.optimizer.Step();
   }
+  if (state.scaler != nullptr) state.scaler->Update(skip);
+  state.skipped_steps += skip ? 1 : 0;
   ++state.global_step;
   if (state.sample_log != nullptr) {
     DDP_RETURN_IF_ERROR(state.sample_log->Append(
@@ -295,6 +334,10 @@ absl::StatusOr<EpochStats> RunSteps(TrainState& state, int epoch, BatchSource& b
     return absl::AbortedError(absl::StrCat("elastic: admitting a replacement after step ", state.global_step));
   }
   if (state.rank == 0) progress.Finish();
+  if (state.rank == 0 && state.scaler != nullptr) {
+    std::fprintf(stderr, "grad_scaler: %lld optimizer steps skipped so far (inf/NaN gradients); loss scale %g\n",
+                 static_cast<long long>(state.skipped_steps), state.scaler->scale());
+  }
   return EpochStats{steps, progress.mean_loss(), progress.samples_per_second()};
 }
 

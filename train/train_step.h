@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "train/sample_log.h"
 #include "train/step_observer.h"
 #include "train/train_config.h"
+#include "nn/grad_scaler.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
 
@@ -57,6 +59,8 @@ struct TrainState {
   SampleLog* sample_log = nullptr;  // --log_samples (not owned; null: no log)
   ZeroRedundancyOptimizer* zero = nullptr;  // --zero: `optimizer` itself, sharded (not owned; null: off)
   AutoBucketCaps* auto_caps = nullptr;      // --bucket_cap_mb=auto, after every step (not owned; null: off)
+  GradScaler* scaler = nullptr;             // --grad_scaler: loss scaling (not owned; null: off)
+  int64_t skipped_steps = 0;                // --grad_scaler: steps skipped for inf/NaN gradients by this process
   // Where the epoch's global order stands after the last completed step (set when an epoch starts and
   // after every optimizer step): what an elastic regroup continues from (train/elastic_loop.h).
   SamplerState position;
@@ -89,6 +93,10 @@ absl::StatusOr<EpochStats> TrainEpoch(TrainState& state, int epoch, DataLoader& 
 // (bucket caps, checkpoints, desync check, injected faults), calling state.loop's observers. Every rank
 // must call it with the same `steps` unless config.join.
 absl::StatusOr<EpochStats> RunSteps(TrainState& state, int epoch, BatchSource& batches, int64_t steps);
+
+// The loss scaler --grad_scaler asks for (GradScalerEnabled: on with --precision=fp16 by default), with
+// the --grad_scaler_* options; null when it is off. REQUIRES: ValidateConfig(config) is OK.
+std::unique_ptr<GradScaler> MakeGradScaler(const TrainConfig& config);
 
 // The learning rate of optimizer step `step` (0-based) of `total_steps`: during the first
 // config.warmup_steps = W steps config.lr * (step + 1) / W (linear warmup); after them config.lr for

@@ -287,6 +287,16 @@ absl::StatusOr<int> ResumeFromNewest(const TrainConfig& config, TrainState& stat
   }
   // --zero: shards follow the restored buckets from the first step, as they did before the interruption.
   if (state.zero != nullptr) DDP_RETURN_IF_ERROR(state.zero->Reshard(state.ddp->reducer().bucket_assignment()));
+  // --grad_scaler: the scale and growth tracker where the run left them (a checkpoint saved without a
+  // scaler leaves the scaler at its initial scale).
+  if (state.scaler != nullptr) {
+    if (const std::string text = ExtraState(checkpoint, kGradScalerStateName); !text.empty()) {
+      const absl::Status restored = state.scaler->RestoreState(text);
+      if (!restored.ok()) {
+        return absl::Status(restored.code(), absl::StrCat(checkpoint.source, ": ", restored.message()));
+      }
+    }
+  }
   state.global_step = checkpoint.step;
   state.resume_from = checkpoint.sampler;
   const int epoch = static_cast<int>(checkpoint.epoch);
@@ -445,6 +455,8 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& lau
   }
   state.sample_log = sample_log.get();
   state.auto_caps = auto_caps.get();
+  const std::unique_ptr<GradScaler> scaler = MakeGradScaler(config);
+  state.scaler = scaler.get();
   int first_epoch = 1;
   if (config.resume) {
     DDP_ASSIGN_OR_RETURN(first_epoch, ResumeFromNewest(config, state));
