@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "testing/process.h"
+#include "train/elastic_test_jobs.h"
 #include "train/sample_log.h"
 
 namespace ddp {
@@ -28,30 +29,10 @@ constexpr int64_t kLostAfter = 12;   // rank 2 dies after this step
 constexpr int64_t kJoinAfter = 24;   // the replacement joins after this step
 constexpr int64_t kSteps = 60;
 
-std::vector<std::string> Job(const std::vector<std::string>& launcher_flags, const std::vector<std::string>& train_flags) {
-  std::vector<std::string> argv = {Runfile("launch/ddprun"), "--master_port=0"};
-  argv.insert(argv.end(), launcher_flags.begin(), launcher_flags.end());
-  argv.push_back(Runfile("train/train"));
-  argv.insert(argv.end(), train_flags.begin(), train_flags.end());
-  return argv;
-}
-
-ProcessResult RunJob(const std::vector<std::string>& argv, std::vector<std::string> env = {}) {
-  RunOptions options;
-  options.env = {"DDP_TIMEOUT_S=30", "DDP_ELASTIC_JOIN_TIMEOUT_S=60"};
-  options.env.insert(options.env.end(), env.begin(), env.end());
-  options.timeout = absl::Seconds(240);
-  return RunProcess(argv, options);
-}
-
-std::vector<SampleLogEntry> ReadLog(const std::string& path) {
-  absl::StatusOr<std::vector<SampleLogEntry>> entries = ReadSampleLog(path);
-  EXPECT_TRUE(entries.ok()) << entries.status();
-  return entries.ok() ? *entries : std::vector<SampleLogEntry>();
-}
-
-std::vector<std::string> Common(const std::string& backend) {
-  return {"--model=mlp", "--epochs=1", "--lr_schedule=constant", "--backend=" + backend};
+// RunJob with a replacement's admission wait bounded at 60 s.
+ProcessResult RunJobWithJoinTimeout(const std::vector<std::string>& argv, std::vector<std::string> env = {}) {
+  env.insert(env.begin(), "DDP_ELASTIC_JOIN_TIMEOUT_S=60");
+  return RunJob(argv, env);
 }
 
 int WorldAt(int64_t step) { return step <= kLostAfter ? 3 : step <= kJoinAfter ? 2 : 3; }
@@ -72,7 +53,7 @@ void ReplacementMatchesCheckpointRestarts(const std::string& backend) {
                                  absl::StrCat("--fault_inject_step=", kLostAfter), "--fault_inject_rank=2",
                                  "--fault_inject_point=after_step", absl::StrCat("--elastic_join_at_step=", kJoinAfter),
                                  "--log_samples=" + TempPath(tag + ".log"), "--save=" + TempPath(tag + ".safetensors")});
-  const ProcessResult r = RunJob(Job({"--elastic", "--max_restarts=1", "--nproc_per_node=3"}, elastic),
+  const ProcessResult r = RunJobWithJoinTimeout(Job({"--elastic", "--max_restarts=1", "--nproc_per_node=3"}, elastic),
                                  {"DDP_SHM_NAME_TAG=" + shm_tag});
   ASSERT_EQ(r.exit_code, 0) << r.all();
   EXPECT_THAT(r.all(), HasSubstr(absl::StrCat("rank 2 kills itself after step ", kLostAfter)));
@@ -90,17 +71,17 @@ void ReplacementMatchesCheckpointRestarts(const std::string& backend) {
   std::vector<std::string> first = Common(backend);
   first.insert(first.end(), {absl::StrCat("--max_steps=", kLostAfter), absl::StrCat("--checkpoint_every=", kLostAfter),
                              "--checkpoint_dir=" + dir, "--log_samples=" + TempPath(tag + "_1.log")});
-  const ProcessResult one = RunJob(Job({"--nproc_per_node=3"}, first));
+  const ProcessResult one = RunJobWithJoinTimeout(Job({"--nproc_per_node=3"}, first));
   ASSERT_EQ(one.exit_code, 0) << one.all();
   std::vector<std::string> second = Common(backend);
   second.insert(second.end(), {absl::StrCat("--max_steps=", kJoinAfter), absl::StrCat("--checkpoint_every=", kJoinAfter - kLostAfter),
                                "--resume", "--checkpoint_dir=" + dir, "--log_samples=" + TempPath(tag + "_2.log")});
-  const ProcessResult two = RunJob(Job({"--nproc_per_node=2"}, second));
+  const ProcessResult two = RunJobWithJoinTimeout(Job({"--nproc_per_node=2"}, second));
   ASSERT_EQ(two.exit_code, 0) << two.all();
   std::vector<std::string> third = Common(backend);
   third.insert(third.end(), {absl::StrCat("--max_steps=", kSteps), "--resume", "--checkpoint_dir=" + dir,
                              "--log_samples=" + TempPath(tag + "_3.log"), "--save=" + TempPath(tag + "_restarted.safetensors")});
-  const ProcessResult three = RunJob(Job({"--nproc_per_node=3"}, third));
+  const ProcessResult three = RunJobWithJoinTimeout(Job({"--nproc_per_node=3"}, third));
   ASSERT_EQ(three.exit_code, 0) << three.all();
   EXPECT_THAT(three.all(), HasSubstr(absl::StrCat("step ", kJoinAfter, ", epoch 1")));
 
@@ -146,7 +127,7 @@ TEST(ElasticRejoinTest, AReplacementIsNoticedAtSomeStepBoundaryAndTheEpochLosesN
   std::vector<std::string> flags = {"--model=cnn", "--epochs=1", "--lr_schedule=constant", "--backend=shm"};
   flags.insert(flags.end(), {"--elastic", "--max_steps=150", "--fault_inject_step=5", "--fault_inject_rank=2",
                              "--fault_inject_point=backward", "--log_samples=" + log});
-  const ProcessResult r = RunJob(Job({"--elastic", "--max_restarts=1", "--nproc_per_node=3"}, flags));
+  const ProcessResult r = RunJobWithJoinTimeout(Job({"--elastic", "--max_restarts=1", "--nproc_per_node=3"}, flags));
   ASSERT_EQ(r.exit_code, 0) << r.all();
   EXPECT_THAT(r.all(), HasSubstr("replacement member 3 joined generation 2: launch ranks 0, 1, 3"));
   EXPECT_THAT(r.all(), HasSubstr("the first with the replacement(s) of generation 2"));
@@ -176,7 +157,7 @@ TEST(ElasticRejoinTest, AReplacementIsNoticedAtSomeStepBoundaryAndTheEpochLosesN
 TEST(ElasticRejoinTest, AReplacementNobodyAdmitsFailsNamingWhatItWaitedFor) {
   std::vector<std::string> flags = Common("gloo");
   flags.insert(flags.end(), {"--elastic", "--max_steps=5"});
-  const ProcessResult r = RunJob(Job({"--elastic", "--nproc_per_node=1"}, flags),
+  const ProcessResult r = RunJobWithJoinTimeout(Job({"--elastic", "--nproc_per_node=1"}, flags),
                                  {"DDP_ELASTIC_JOIN=1", "DDP_ELASTIC_MEMBER=1", "DDP_ELASTIC_JOIN_TIMEOUT_S=1"});
   EXPECT_NE(r.exit_code, 0) << r.all();
   EXPECT_THAT(r.all(), HasSubstr("replacement member 1 (for rank 0) registered; waiting to be admitted"));

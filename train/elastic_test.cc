@@ -16,38 +16,13 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "testing/process.h"
+#include "train/elastic_test_jobs.h"
 #include "train/sample_log.h"
 
 namespace ddp {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::vector<std::string> Job(const std::vector<std::string>& launcher_flags, const std::vector<std::string>& train_flags) {
-  std::vector<std::string> argv = {Runfile("launch/ddprun"), "--master_port=0"};
-  argv.insert(argv.end(), launcher_flags.begin(), launcher_flags.end());
-  argv.push_back(Runfile("train/train"));
-  argv.insert(argv.end(), train_flags.begin(), train_flags.end());
-  return argv;
-}
-
-ProcessResult RunJob(const std::vector<std::string>& argv) {
-  RunOptions options;
-  options.env = {"DDP_TIMEOUT_S=30"};
-  options.timeout = absl::Seconds(240);
-  return RunProcess(argv, options);
-}
-
-std::vector<SampleLogEntry> ReadLog(const std::string& path) {
-  absl::StatusOr<std::vector<SampleLogEntry>> entries = ReadSampleLog(path);
-  EXPECT_TRUE(entries.ok()) << entries.status();
-  return entries.ok() ? *entries : std::vector<SampleLogEntry>();
-}
-
-// The flags every run of `backend` shares: 60 steps of the mlp, a constant learning rate.
-std::vector<std::string> Common(const std::string& backend) {
-  return {"--model=mlp", "--epochs=1", "--lr_schedule=constant", "--backend=" + backend};
-}
 
 // A step in [5, 40], drawn anew by each run of the test (the test names it when it fails).
 int64_t RandomStep() {
