@@ -52,13 +52,15 @@ ScopedSignalPipe::~ScopedSignalPipe() {
   g_signal_pipe_write = -1;
 }
 
-absl::StatusOr<std::unique_ptr<TcpStoreClient>> ConnectJobStore(const JobLayout& layout) {
+absl::StatusOr<std::unique_ptr<TcpStoreClient>> ConnectJobStore(const JobLayout& layout,
+                                                                absl::Duration connect_timeout,
+                                                                absl::Duration io_timeout) {
   TcpStoreClientOptions options;
   options.host = layout.store_addr.empty() ? layout.master_addr : layout.store_addr;
   options.port = layout.store_port;
   options.job_token = layout.job_token;
-  options.connect_timeout = absl::Seconds(2);
-  options.io_timeout = absl::Seconds(2);
+  options.connect_timeout = connect_timeout;
+  options.io_timeout = io_timeout;
   return TcpStoreClient::Create(options);
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 #include "base/unique_fd.h"
 #include "launch/worker_env.h"
@@ -38,9 +39,11 @@ class ScopedSignalPipe {
   struct sigaction old_pipe_;
 };
 
-// A short-lived client of `layout`'s job store (its store address, else the master address), with 2 s
-// connect and I/O timeouts: the launcher's best-effort notes to the workers go through it.
-absl::StatusOr<std::unique_ptr<TcpStoreClient>> ConnectJobStore(const JobLayout& layout);
+// A short-lived client of `layout`'s job store (its store address, else the master address). The 2 s
+// defaults suit the launcher's best-effort notes to the workers.
+absl::StatusOr<std::unique_ptr<TcpStoreClient>> ConnectJobStore(const JobLayout& layout,
+                                                                absl::Duration connect_timeout = absl::Seconds(2),
+                                                                absl::Duration io_timeout = absl::Seconds(2));
 
 // Writes how worker `rank` ended ("exit code 1", "exit code 137 (signal 9)"; `exit_code` is 128 + the
 // signal number for a signal) into the store namespace of attempt `restart` of `layout`'s job

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "launch/job_control.h"
 #include "store/tcp_store_client.h"
 
 namespace ddp {
@@ -33,13 +34,8 @@ absl::Status WaitAtExitBarrier(Store& store, int nnodes, absl::Duration timeout)
 
 absl::Status PassExitBarrier(const JobLayout& layout) {
   if (layout.nnodes <= 1) return absl::OkStatus();
-  TcpStoreClientOptions options;
-  options.host = layout.store_addr.empty() ? layout.master_addr : layout.store_addr;
-  options.port = layout.store_port;
-  options.job_token = layout.job_token;
-  options.connect_timeout = absl::Seconds(5);
-  options.io_timeout = absl::Seconds(10);
-  DDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> client, TcpStoreClient::Create(options));
+  DDP_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> client,
+                       ConnectJobStore(layout, absl::Seconds(5), absl::Seconds(10)));
   if (layout.node_rank != 0) return ArriveAtExitBarrier(*client, layout.nnodes);
   return WaitAtExitBarrier(*client, layout.nnodes, kExitBarrierTimeout);
 }
