@@ -62,4 +62,11 @@ std::string GradCheck(const std::function<Tensor(const std::vector<Tensor>&)>& f
   return "";
 }
 
+Tensor UniformLeaf(const Shape& shape, uint64_t seed, float low, float high) {
+  Generator g(seed);
+  Tensor t = Uniform(shape, low, high, g);
+  t.set_requires_grad(true);
+  return t;
+}
+
 }  // namespace ddp

@@ -2,6 +2,7 @@
 #ifndef DDP_TENSOR_GRADCHECK_H_
 #define DDP_TENSOR_GRADCHECK_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -22,6 +23,10 @@ struct GradCheckOptions {
 // mismatch (input index, element, both values). `fn` must be deterministic.
 std::string GradCheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                       const std::vector<Tensor>& inputs, const GradCheckOptions& options = {});
+
+// A float32 leaf of `shape` with values uniform in [low, high) from Generator(seed), requiring grad: the
+// usual input of a gradient check.
+Tensor UniformLeaf(const Shape& shape, uint64_t seed, float low = -1.0f, float high = 1.0f);
 
 }  // namespace ddp
 

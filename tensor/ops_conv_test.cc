@@ -9,10 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "tensor/autocast.h"
 #include "tensor/autograd.h"
 #include "tensor/conv_onednn.h"
-#include "tensor/cpu_gemm_bf16.h"
 #include "tensor/factory.h"
 #include "tensor/gradcheck.h"
 #include "tensor/ops.h"
@@ -26,13 +24,6 @@ using Floats = std::vector<float>;
 
 // Variadic so that lambdas with several captures pass through the preprocessor.
 #define EXPECT_GRADCHECK(...) EXPECT_EQ(GradCheck(__VA_ARGS__), "")
-
-Tensor Leaf(const Shape& shape, uint64_t seed, float low = -1.0f, float high = 1.0f) {
-  Generator g(seed);
-  Tensor t = Uniform(shape, low, high, g);
-  t.set_requires_grad(true);
-  return t;
-}
 
 // A leaf whose values are a shuffled 0.05 * {0, 1, ...}: all distinct by more than GradCheck's 2 * eps,
 // so finite differences never move a max-pool argmax.
@@ -104,8 +95,8 @@ const std::vector<ConvCase>& ConvCases() {
 }
 
 Inputs ConvInputs(const ConvCase& k, uint64_t seed) {
-  Inputs in = {Leaf({k.n, k.c, k.h, k.w}, seed), Leaf({k.out, k.c, k.kh, k.kw}, seed + 1)};
-  in.push_back(k.bias ? Leaf({k.out}, seed + 2) : Tensor());
+  Inputs in = {UniformLeaf({k.n, k.c, k.h, k.w}, seed), UniformLeaf({k.out, k.c, k.kh, k.kw}, seed + 1)};
+  in.push_back(k.bias ? UniformLeaf({k.out}, seed + 2) : Tensor());
   return in;
 }
 
@@ -155,8 +146,8 @@ TEST_P(Conv2dTest, GradCheck) {
 }
 
 TEST_P(Conv2dTest, GradientsOnlyForInputsThatNeedThem) {
-  Tensor x = Leaf({2, 3, 6, 6}, 300).Detach();  // like a data batch
-  Tensor w = Leaf({4, 3, 3, 3}, 301);
+  Tensor x = UniformLeaf({2, 3, 6, 6}, 300).Detach();  // like a data batch
+  Tensor w = UniformLeaf({4, 3, 3, 3}, 301);
   Tensor y = Conv2d(x, w, Tensor(), 1, 1);
   Sum(y).Backward();
   EXPECT_FALSE(x.grad().defined());
@@ -167,123 +158,13 @@ TEST_P(Conv2dTest, GradientsOnlyForInputsThatNeedThem) {
 }
 
 TEST_P(Conv2dTest, NonContiguousInput) {
-  Tensor x = Leaf({5, 2, 6, 3}, 310);
-  Tensor w = Leaf({2, 3, 3, 3}, 311);
+  Tensor x = UniformLeaf({5, 2, 6, 3}, 310);
+  Tensor w = UniformLeaf({2, 3, 3, 3}, 311);
   Tensor xt = Transpose(x, 1, 3);  // [5, 3, 6, 2], strided
   Tensor y = Conv2d(xt, w, Tensor(), 1, 1);
   ExpectAllNear(y, ReferenceConv(Contiguous(xt), w, Tensor(), {5, 3, 6, 2, 2, 3, 3, 1, 1, false}), 1e-5f);
   EXPECT_GRADCHECK([](const Inputs& in) { return Conv2d(Transpose(in[0], 1, 3), in[1], Tensor(), 1, 1); },
                    (Inputs{x, w}));
-}
-
-// An output gradient that does not depend on the output (so both kernels back-propagate the same
-// values), exactly representable in bf16.
-Tensor FixedGradient(const Shape& shape) {
-  std::vector<float> values(NumElements(shape));
-  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;
-  return FromVector(values, shape);
-}
-
-// The default rule: oneDNN for convolutions with a spatial kernel and 8 or more input channels, im2col
-// for 1x1 and few-channel ones; DDP_CONV_KERNEL and SetConvKernel force one kernel for every shape.
-TEST(ConvKernelChoiceTest, DefaultRuleAndOverride) {
-  auto geometry = [](int64_t c, int64_t k) { return cpu::ConvGeometry{64, c, 14, 14, 64, k, k, 1, k / 2, 14, 14}; };
-  if (std::getenv("DDP_CONV_KERNEL") == nullptr) {
-    EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 3)), cpu::ConvKernel::kOneDnn);
-    EXPECT_EQ(cpu::ConvKernelFor(geometry(8, 3)), cpu::ConvKernel::kOneDnn);
-    EXPECT_EQ(cpu::ConvKernelFor(geometry(1, 3)), cpu::ConvKernel::kIm2Col);
-    EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 1)), cpu::ConvKernel::kIm2Col);
-  }
-  cpu::SetConvKernel(cpu::ConvKernel::kIm2Col);
-  EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 3)), cpu::ConvKernel::kIm2Col);
-  cpu::SetConvKernel(cpu::ConvKernel::kOneDnn);
-  EXPECT_EQ(cpu::ConvKernelFor(geometry(1, 1)), cpu::ConvKernel::kOneDnn);
-  cpu::SetConvKernel(cpu::ConvKernel::kAuto);
-}
-
-// The two kernels agree at a ResNet-18 layer's shape (channels as layer2, a small batch and image),
-// forward and every gradient, to float32 rounding.
-TEST(ConvKernelChoiceTest, OneDnnMatchesIm2ColAtResNetShapes) {
-  const Tensor x0 = Leaf({3, 32, 9, 9}, 400), w0 = Leaf({48, 32, 3, 3}, 401, -0.1f, 0.1f);
-  const Tensor b0 = Leaf({48}, 402);
-  struct Result {
-    std::vector<float> y, gx, gw, gb;
-  };
-  auto run = [&](cpu::ConvKernel kernel, int64_t stride) {
-    cpu::SetConvKernel(kernel);
-    Tensor x = Clone(x0.Detach()), w = Clone(w0.Detach()), b = Clone(b0.Detach());
-    for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
-    Tensor y = Conv2d(x, w, b, stride, 1);
-    y.Backward(FixedGradient(y.shape()));
-    cpu::SetConvKernel(cpu::ConvKernel::kAuto);
-    return Result{y.ToVector<float>(), x.grad().ToVector<float>(), w.grad().ToVector<float>(),
-                  b.grad().ToVector<float>()};
-  };
-  auto expect_near = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
-    ASSERT_EQ(a.size(), b.size()) << what;
-    float scale = 0.0f;
-    for (float v : b) scale = std::max(scale, std::fabs(v));
-    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f * scale) << what << " " << i;
-  };
-  for (int64_t stride : {1, 2}) {
-    SCOPED_TRACE(::testing::Message() << "stride " << stride);
-    const Result im2col = run(cpu::ConvKernel::kIm2Col, stride), onednn = run(cpu::ConvKernel::kOneDnn, stride);
-    expect_near(onednn.y, im2col.y, "y");
-    expect_near(onednn.gx, im2col.gx, "gx");
-    expect_near(onednn.gw, im2col.gw, "gw");
-    expect_near(onednn.gb, im2col.gb, "gb");
-    EXPECT_NE(onednn.gw, std::vector<float>(onednn.gw.size(), 0.0f));
-  }
-}
-
-// Under bf16 autocast (Note [bf16 operands of oneDNN's convolutions]) oneDNN's convolutions, with bf16
-// primitives (the bf16 GEMM kernel kOneDnn) and with float32 primitives on widened operands (kFloat32),
-// give im2col's bf16 numbers up to the order of the float32 sums, for Conv2d and the fused op; plain
-// float32 differs from them by far more.
-TEST(ConvKernelChoiceTest, Bf16AutocastMatchesIm2Col) {
-  const Tensor x0 = Leaf({4, 16, 8, 8}, 410), w0 = Leaf({24, 16, 3, 3}, 411, -0.2f, 0.2f), b0 = Leaf({24}, 412);
-  struct Result {
-    std::vector<float> y, gx, gw, gb;
-  };
-  auto run = [&](cpu::ConvKernel kernel, cpu::Bf16GemmKernel gemm, bool autocast, bool fused) {
-    cpu::SetConvKernel(kernel);
-    cpu::SetBf16GemmKernel(gemm);
-    Tensor x = Clone(x0.Detach()), w = Clone(w0.Detach()), b = Clone(b0.Detach());
-    for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
-    Tensor y;
-    {
-      AutocastScope scope(autocast);
-      y = fused ? Conv2dReluMaxPool2d(x, w, b, 1, 1, 2, 0) : Conv2d(x, w, b, 2, 1);
-    }
-    y.Backward(FixedGradient(y.shape()));
-    cpu::SetConvKernel(cpu::ConvKernel::kAuto);
-    cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
-    return Result{y.ToVector<float>(), x.grad().ToVector<float>(), w.grad().ToVector<float>(),
-                  b.grad().ToVector<float>()};
-  };
-  // The largest |a - b| over the largest |b|.
-  auto relative = [](const std::vector<float>& a, const std::vector<float>& b) {
-    float scale = 0.0f, diff = 0.0f;
-    for (size_t i = 0; i < b.size(); ++i) {
-      scale = std::max(scale, std::fabs(b[i]));
-      diff = std::max(diff, std::fabs(a[i] - b[i]));
-    }
-    return diff / scale;
-  };
-  for (bool fused : {false, true}) {
-    const Result reference = run(cpu::ConvKernel::kIm2Col, cpu::Bf16GemmKernel::kFloat32, true, fused);
-    const Result fp32 = run(cpu::ConvKernel::kIm2Col, cpu::Bf16GemmKernel::kFloat32, false, fused);
-    EXPECT_GT(relative(fp32.gw, reference.gw), 1e-3f);
-    for (cpu::Bf16GemmKernel gemm : {cpu::Bf16GemmKernel::kOneDnn, cpu::Bf16GemmKernel::kFloat32}) {
-      SCOPED_TRACE(::testing::Message() << "fused " << fused << " bf16 kernel "
-                                        << (gemm == cpu::Bf16GemmKernel::kOneDnn ? "onednn" : "fp32"));
-      const Result onednn = run(cpu::ConvKernel::kOneDnn, gemm, true, fused);
-      EXPECT_LT(relative(onednn.y, reference.y), 2e-5f);
-      EXPECT_LT(relative(onednn.gx, reference.gx), 2e-5f);
-      EXPECT_LT(relative(onednn.gw, reference.gw), 2e-5f);
-      EXPECT_LT(relative(onednn.gb, reference.gb), 2e-5f);
-    }
-  }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -532,9 +413,9 @@ TEST(BatchNormTest, TrainingNormalisesWithBatchStatsAndUpdatesRunningStats) {
   for (const Shape& shape : {Shape{4, 3, 5, 2}, Shape{6, 4}}) {
     SCOPED_TRACE(ShapeToString(shape));
     const int64_t c = shape[1];
-    Tensor x = Leaf(shape, 500, -2.0f, 3.0f);
-    Tensor weight = Leaf({c}, 501, 0.5f, 1.5f), bias = Leaf({c}, 502);
-    Tensor running_mean = Leaf({c}, 503).Detach(), running_var = Leaf({c}, 504, 0.5f, 2.0f).Detach();
+    Tensor x = UniformLeaf(shape, 500, -2.0f, 3.0f);
+    Tensor weight = UniformLeaf({c}, 501, 0.5f, 1.5f), bias = UniformLeaf({c}, 502);
+    Tensor running_mean = UniformLeaf({c}, 503).Detach(), running_var = UniformLeaf({c}, 504, 0.5f, 2.0f).Detach();
     const std::vector<float> mean0 = running_mean.ToVector<float>(), var0 = running_var.ToVector<float>();
     Tensor y = BatchNorm(x, weight, bias, running_mean, running_var, true, 0.1f, 1e-5f);
     const BnReference r = ReferenceBatchNorm(x, weight, bias, 1e-5f);
@@ -550,7 +431,7 @@ TEST(BatchNormTest, TrainingNormalisesWithBatchStatsAndUpdatesRunningStats) {
 }
 
 TEST(BatchNormTest, TrainingWithoutRunningStatsAndWithoutAffine) {
-  Tensor x = Leaf({5, 2, 3, 3}, 510);
+  Tensor x = UniformLeaf({5, 2, 3, 3}, 510);
   Tensor y = BatchNorm(x, Tensor(), Tensor(), Tensor(), Tensor(), true);
   const BnReference r = ReferenceBatchNorm(x, Ones({2}), Zeros({2}), 1e-5f);
   ExpectAllNear(y, r.y, 1e-5f);
@@ -559,7 +440,7 @@ TEST(BatchNormTest, TrainingWithoutRunningStatsAndWithoutAffine) {
 }
 
 TEST(BatchNormTest, EvalUsesRunningStats) {
-  Tensor x = Leaf({3, 2, 2, 2}, 520);
+  Tensor x = UniformLeaf({3, 2, 2, 2}, 520);
   Tensor weight = FromVector(Floats{2.0f, 0.5f}, {2}), bias = FromVector(Floats{1.0f, -1.0f}, {2});
   Tensor running_mean = FromVector(Floats{0.5f, -0.25f}, {2}), running_var = FromVector(Floats{4.0f, 0.25f}, {2});
   Tensor y = BatchNorm(x, weight, bias, running_mean, running_var, false, 0.1f, 0.0f);
@@ -577,8 +458,8 @@ TEST(BatchNormTest, GradCheckTrainingAndEval) {
   for (const Shape& shape : {Shape{3, 2, 3, 4}, Shape{1, 3, 2, 3}, Shape{5, 3}}) {
     SCOPED_TRACE(ShapeToString(shape));
     const int64_t c = shape[1];
-    Inputs in = {Leaf(shape, 530, -2.0f, 2.0f), Leaf({c}, 531, 0.5f, 1.5f), Leaf({c}, 532)};
-    Tensor running_mean = Leaf({c}, 533).Detach(), running_var = Leaf({c}, 534, 0.5f, 2.0f).Detach();
+    Inputs in = {UniformLeaf(shape, 530, -2.0f, 2.0f), UniformLeaf({c}, 531, 0.5f, 1.5f), UniformLeaf({c}, 532)};
+    Tensor running_mean = UniformLeaf({c}, 533).Detach(), running_var = UniformLeaf({c}, 534, 0.5f, 2.0f).Detach();
     for (bool training : {true, false}) {
       SCOPED_TRACE(training ? "training" : "eval");
       EXPECT_GRADCHECK([=](const Inputs& x) {
@@ -608,7 +489,7 @@ TEST(DropoutTest, StatisticsScaleAndReproducibility) {
 }
 
 TEST(DropoutTest, IdentityWhenEvalOrZeroAndZerosWhenOne) {
-  Tensor x = Leaf({3, 4}, 600);
+  Tensor x = UniformLeaf({3, 4}, 600);
   Generator g(1);
   EXPECT_TRUE(Dropout(x, 0.5f, false, g).is_same(x));
   EXPECT_TRUE(Dropout(x, 0.0f, true, g).is_same(x));
@@ -619,7 +500,7 @@ TEST(DropoutTest, IdentityWhenEvalOrZeroAndZerosWhenOne) {
 }
 
 TEST(DropoutTest, BackwardUsesTheForwardMask) {
-  Tensor x = Leaf({50, 20}, 610, 0.5f, 1.5f);
+  Tensor x = UniformLeaf({50, 20}, 610, 0.5f, 1.5f);
   Generator g(3);
   Tensor y = Dropout(x, 0.4f, true, g);
   Sum(y).Backward();
@@ -628,7 +509,7 @@ TEST(DropoutTest, BackwardUsesTheForwardMask) {
   EXPECT_GRADCHECK([](const Inputs& in) {
     Generator fixed(11);
     return Dropout(in[0], 0.3f, true, fixed);
-  }, Inputs{Leaf({4, 6}, 611)});
+  }, Inputs{UniformLeaf({4, 6}, 611)});
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,132 @@
+// Conv2d's CPU kernel choice (Note [Conv2d kernel choice]): the default rule and its override, oneDNN's
+// primitives against im2col at a ResNet layer's shape, and both under bf16 autocast.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#include "tensor/autocast.h"
+#include "tensor/autograd.h"
+#include "tensor/conv_onednn.h"
+#include "tensor/cpu_gemm_bf16.h"
+#include "tensor/factory.h"
+#include "tensor/gradcheck.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace {
+
+// An output gradient that does not depend on the output (so both kernels back-propagate the same
+// values), exactly representable in bf16.
+Tensor FixedGradient(const Shape& shape) {
+  std::vector<float> values(NumElements(shape));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;
+  return FromVector(values, shape);
+}
+
+// The default rule: oneDNN for convolutions with a spatial kernel and 8 or more input channels, im2col
+// for 1x1 and few-channel ones; DDP_CONV_KERNEL and SetConvKernel force one kernel for every shape.
+TEST(ConvKernelChoiceTest, DefaultRuleAndOverride) {
+  auto geometry = [](int64_t c, int64_t k) { return cpu::ConvGeometry{64, c, 14, 14, 64, k, k, 1, k / 2, 14, 14}; };
+  if (std::getenv("DDP_CONV_KERNEL") == nullptr) {
+    EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 3)), cpu::ConvKernel::kOneDnn);
+    EXPECT_EQ(cpu::ConvKernelFor(geometry(8, 3)), cpu::ConvKernel::kOneDnn);
+    EXPECT_EQ(cpu::ConvKernelFor(geometry(1, 3)), cpu::ConvKernel::kIm2Col);
+    EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 1)), cpu::ConvKernel::kIm2Col);
+  }
+  cpu::SetConvKernel(cpu::ConvKernel::kIm2Col);
+  EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 3)), cpu::ConvKernel::kIm2Col);
+  cpu::SetConvKernel(cpu::ConvKernel::kOneDnn);
+  EXPECT_EQ(cpu::ConvKernelFor(geometry(1, 1)), cpu::ConvKernel::kOneDnn);
+  cpu::SetConvKernel(cpu::ConvKernel::kAuto);
+}
+
+// The two kernels agree at a ResNet-18 layer's shape (channels as layer2, a small batch and image),
+// forward and every gradient, to float32 rounding.
+TEST(ConvKernelChoiceTest, OneDnnMatchesIm2ColAtResNetShapes) {
+  const Tensor x0 = UniformLeaf({3, 32, 9, 9}, 400), w0 = UniformLeaf({48, 32, 3, 3}, 401, -0.1f, 0.1f);
+  const Tensor b0 = UniformLeaf({48}, 402);
+  struct Result {
+    std::vector<float> y, gx, gw, gb;
+  };
+  auto run = [&](cpu::ConvKernel kernel, int64_t stride) {
+    cpu::SetConvKernel(kernel);
+    Tensor x = Clone(x0.Detach()), w = Clone(w0.Detach()), b = Clone(b0.Detach());
+    for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
+    Tensor y = Conv2d(x, w, b, stride, 1);
+    y.Backward(FixedGradient(y.shape()));
+    cpu::SetConvKernel(cpu::ConvKernel::kAuto);
+    return Result{y.ToVector<float>(), x.grad().ToVector<float>(), w.grad().ToVector<float>(),
+                  b.grad().ToVector<float>()};
+  };
+  auto expect_near = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    float scale = 0.0f;
+    for (float v : b) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f * scale) << what << " " << i;
+  };
+  for (int64_t stride : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << "stride " << stride);
+    const Result im2col = run(cpu::ConvKernel::kIm2Col, stride), onednn = run(cpu::ConvKernel::kOneDnn, stride);
+    expect_near(onednn.y, im2col.y, "y");
+    expect_near(onednn.gx, im2col.gx, "gx");
+    expect_near(onednn.gw, im2col.gw, "gw");
+    expect_near(onednn.gb, im2col.gb, "gb");
+    EXPECT_NE(onednn.gw, std::vector<float>(onednn.gw.size(), 0.0f));
+  }
+}
+
+// Under bf16 autocast (Note [bf16 operands of oneDNN's convolutions]) oneDNN's convolutions, with bf16
+// primitives (the bf16 GEMM kernel kOneDnn) and with float32 primitives on widened operands (kFloat32),
+// give im2col's bf16 numbers up to the order of the float32 sums, for Conv2d and the fused op; plain
+// float32 differs from them by far more.
+TEST(ConvKernelChoiceTest, Bf16AutocastMatchesIm2Col) {
+  const Tensor x0 = UniformLeaf({4, 16, 8, 8}, 410), w0 = UniformLeaf({24, 16, 3, 3}, 411, -0.2f, 0.2f), b0 = UniformLeaf({24}, 412);
+  struct Result {
+    std::vector<float> y, gx, gw, gb;
+  };
+  auto run = [&](cpu::ConvKernel kernel, cpu::Bf16GemmKernel gemm, bool autocast, bool fused) {
+    cpu::SetConvKernel(kernel);
+    cpu::SetBf16GemmKernel(gemm);
+    Tensor x = Clone(x0.Detach()), w = Clone(w0.Detach()), b = Clone(b0.Detach());
+    for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
+    Tensor y;
+    {
+      AutocastScope scope(autocast);
+      y = fused ? Conv2dReluMaxPool2d(x, w, b, 1, 1, 2, 0) : Conv2d(x, w, b, 2, 1);
+    }
+    y.Backward(FixedGradient(y.shape()));
+    cpu::SetConvKernel(cpu::ConvKernel::kAuto);
+    cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
+    return Result{y.ToVector<float>(), x.grad().ToVector<float>(), w.grad().ToVector<float>(),
+                  b.grad().ToVector<float>()};
+  };
+  // The largest |a - b| over the largest |b|.
+  auto relative = [](const std::vector<float>& a, const std::vector<float>& b) {
+    float scale = 0.0f, diff = 0.0f;
+    for (size_t i = 0; i < b.size(); ++i) {
+      scale = std::max(scale, std::fabs(b[i]));
+      diff = std::max(diff, std::fabs(a[i] - b[i]));
+    }
+    return diff / scale;
+  };
+  for (bool fused : {false, true}) {
+    const Result reference = run(cpu::ConvKernel::kIm2Col, cpu::Bf16GemmKernel::kFloat32, true, fused);
+    const Result fp32 = run(cpu::ConvKernel::kIm2Col, cpu::Bf16GemmKernel::kFloat32, false, fused);
+    EXPECT_GT(relative(fp32.gw, reference.gw), 1e-3f);
+    for (cpu::Bf16GemmKernel gemm : {cpu::Bf16GemmKernel::kOneDnn, cpu::Bf16GemmKernel::kFloat32}) {
+      SCOPED_TRACE(::testing::Message() << "fused " << fused << " bf16 kernel "
+                                        << (gemm == cpu::Bf16GemmKernel::kOneDnn ? "onednn" : "fp32"));
+      const Result onednn = run(cpu::ConvKernel::kOneDnn, gemm, true, fused);
+      EXPECT_LT(relative(onednn.y, reference.y), 2e-5f);
+      EXPECT_LT(relative(onednn.gx, reference.gx), 2e-5f);
+      EXPECT_LT(relative(onednn.gw, reference.gw), 2e-5f);
+      EXPECT_LT(relative(onednn.gb, reference.gb), 2e-5f);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ddp
