@@ -97,16 +97,19 @@ absl::StatusOr<std::vector<size_t>> ParseGradientOrder(absl::string_view text, s
 }
 
 std::string DescribeBuckets(const std::vector<std::vector<size_t>>& buckets,
-                            const std::vector<BucketParameter>& params, const std::vector<std::string>& names) {
+                            const std::vector<BucketParameter>& params, const std::vector<std::string>& names,
+                            std::optional<DType> bucket_dtype) {
   std::string out;
   for (size_t b = 0; b < buckets.size(); ++b) {
     size_t bytes = 0;
     std::string list;
     for (size_t index : buckets[b]) {
-      bytes += static_cast<size_t>(params[index].numel) * ElementSize(params[index].dtype);
+      bytes += static_cast<size_t>(params[index].numel) * ElementSize(bucket_dtype.value_or(params[index].dtype));
       absl::StrAppend(&list, " ", index < names.size() ? names[index] : absl::StrCat("#", index));
     }
-    absl::StrAppendFormat(&out, "bucket %d: %d params, %.1f KiB:%s\n", b, buckets[b].size(), bytes / 1024.0, list);
+    const std::string dtype = bucket_dtype.has_value() ? absl::StrCat(" ", DTypeName(*bucket_dtype)) : "";
+    absl::StrAppendFormat(&out, "bucket %d: %d params, %.1f KiB%s:%s\n", b, buckets[b].size(), bytes / 1024.0, dtype,
+                          list);
   }
   return out;
 }

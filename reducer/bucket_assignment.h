@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,10 +56,12 @@ std::string GradientOrderText(const std::vector<size_t>& order);
 absl::StatusOr<std::vector<size_t>> ParseGradientOrder(absl::string_view text, size_t num_params);
 
 // A human-readable table of a bucket layout: one line per bucket with its index, parameter count,
-// bytes and parameter names ("bucket 0: 2 params, 5.0 KiB: fc3.bias fc3.weight").
+// bytes and parameter names ("bucket 0: 2 params, 5.0 KiB: fc3.bias fc3.weight"). The bytes are those of
+// the parameters' dtypes, or, when `bucket_dtype` is given (a reduce dtype other than the parameters'),
+// those of the bucket in that dtype, which the line then names ("1.0 KiB bfloat16").
 std::string DescribeBuckets(const std::vector<std::vector<size_t>>& buckets,
-                            const std::vector<BucketParameter>& params,
-                            const std::vector<std::string>& names);
+                            const std::vector<BucketParameter>& params, const std::vector<std::string>& names,
+                            std::optional<DType> bucket_dtype = std::nullopt);
 
 }  // namespace ddp
 

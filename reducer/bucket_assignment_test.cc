@@ -66,6 +66,9 @@ TEST(BucketAssignmentTest, EveryParameterAppearsExactlyOnce) {
 TEST(BucketAssignmentTest, DescribeListsBytesAndNames) {
   const std::string text = DescribeBuckets({{1, 0}}, Floats({256, 2}), {"w", "b"});
   EXPECT_EQ(text, "bucket 0: 2 params, 1.0 KiB: b w\n");
+  // Buckets in a reduce dtype of 2 bytes hold half as many bytes, and say in which dtype.
+  EXPECT_EQ(DescribeBuckets({{1, 0}}, Floats({256, 2}), {"w", "b"}, DType::kBFloat16),
+            "bucket 0: 2 params, 0.5 KiB bfloat16: b w\n");
 }
 
 TEST(BucketAssignmentTest, GradientOrderTextRoundTripsAndCompletes) {

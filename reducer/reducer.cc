@@ -82,7 +82,11 @@ Reducer::~Reducer() {
   for (size_t i = 0; i < params_.size(); ++i) params_[i].RemovePostAccumulateGradHook(hook_ids_[i]);
 }
 
-std::string Reducer::DescribeBuckets() const { return ddp::DescribeBuckets(assignment_, specs_, names_); }
+std::string Reducer::DescribeBuckets() const {
+  std::optional<DType> bucket_dtype;
+  if (options_.reduce_dtype != DType::kFloat32) bucket_dtype = options_.reduce_dtype;
+  return ddp::DescribeBuckets(assignment_, specs_, names_, bucket_dtype);
+}
 
 void Reducer::AddObserver(ReducerObserver* observer) {
   DDP_CHECK(observer != nullptr && (phase_ == Phase::kIdle || phase_ == Phase::kArmed))
