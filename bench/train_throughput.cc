@@ -150,6 +150,10 @@ absl::StatusOr<TrainConfig> ConfigFromFlags() {
   config.accumulate_steps = absl::GetFlag(FLAGS_accumulate_steps);
   config.threads = absl::GetFlag(FLAGS_threads);
   config.precision = absl::GetFlag(FLAGS_precision);
+  if (config.precision == "fp16") {
+    return absl::InvalidArgumentError(
+        "--precision=fp16: this benchmark's step has no GradScaler (train/train runs fp16 with one); use fp32 or bf16");
+  }
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
   const SgdOptions sgd = BenchSgdOptions();  // the PyTorch reference's optimizer, at a constant rate
   config.optimizer = "sgd";
