@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "store/memory_store.h"
+#include "testing/image_batches.h"
 #include "testing/run_ranks.h"
 #include "comm/gloo/process_group_gloo.h"
 #include "ddp/sync_batch_norm.h"
@@ -21,18 +22,8 @@
 namespace ddp {
 namespace {
 
-struct Batch {
-  Tensor x, y;
-};
-Batch GlobalBatch(int step, int64_t rows) {
-  Generator g(500 + step);
-  std::vector<int64_t> labels(rows);
-  for (auto& l : labels) l = static_cast<int64_t>(g.RandomIndex(10));
-  return {Normal({rows, 1, 28, 28}, 0.0f, 1.0f, g), FromVector(labels, {rows})};
-}
-Batch Shard(const Batch& b, int rank, int64_t per_rank) {
-  return {Contiguous(Narrow(b.x, 0, rank * per_rank, per_rank)), Contiguous(Narrow(b.y, 0, rank * per_rank, per_rank))};
-}
+using Batch = ImageBatch;
+Batch GlobalBatch(int step, int64_t rows) { return RandomImageBatch(500 + step, rows); }
 
 std::shared_ptr<Module> Model(const std::string& name) {
   Generator g(42);
@@ -90,7 +81,7 @@ TEST_P(DdpParityTest, MatchesOneProcessOnTheConcatenatedBatch) {
     Sgd opt(model->Parameters(), sgd);
     for (int s = 0; s < steps; ++s) {
       model->ZeroGrad();
-      Batch shard = Shard(GlobalBatch(s, c.world * per_rank), rank, per_rank);
+      Batch shard = ShardOf(GlobalBatch(s, c.world * per_rank), rank, per_rank);
       CrossEntropy((*ddp)->Forward(shard.x), shard.y).Backward();
       ASSERT_TRUE((*ddp)->status().ok()) << (*ddp)->status();
       NamedTensors params = model->NamedParameters();
@@ -154,7 +145,7 @@ TEST(DdpTest, BuffersFollowRankZeroBeforeEachForward) {
     std::shared_ptr<Module> model = Model("cnn_bn");
     auto ddp = DistributedDataParallel::Create(model, &group);
     ASSERT_TRUE(ddp.ok());
-    Batch own = Shard(GlobalBatch(0, 4), rank, 2);
+    Batch own = ShardOf(GlobalBatch(0, 4), rank, 2);
     CrossEntropy((*ddp)->Forward(own.x), own.y).Backward();  // running stats now differ per rank
     Batch same = GlobalBatch(1, 2);
     CrossEntropy((*ddp)->Forward(same.x), same.y).Backward();  // rank 0's stats, then the same update
@@ -208,7 +199,7 @@ TEST(DdpTest, RegisterCommHookIsAgreedAndOnlyBeforeTheFirstForward) {
     powersgd.matrix_approximation_rank = 2;
     ASSERT_TRUE((*ddp)->RegisterCommHook(*MakeCommHook("powersgd", powersgd)).ok());
     EXPECT_EQ((*ddp)->reducer().comm_hook().name().rfind("powersgd(rank=2", 0), 0u);
-    Batch own = Shard(GlobalBatch(0, 4), rank, 2);
+    Batch own = ShardOf(GlobalBatch(0, 4), rank, 2);
     CrossEntropy((*ddp)->Forward(own.x), own.y).Backward();
     ASSERT_TRUE((*ddp)->status().ok());
     EXPECT_TRUE(absl::IsFailedPrecondition((*ddp)->RegisterCommHook(*MakeCommHook("fp16"))));
@@ -242,7 +233,7 @@ TEST(DdpTest, GlobalNormClippingEqualsOneProcessOnTheJointBatch) {
     double norm = 0;
     for (int s = 0; s < 3; ++s) {
       model->ZeroGrad();
-      Batch shard = Shard(GlobalBatch(s, world * per_rank), rank, per_rank);
+      Batch shard = ShardOf(GlobalBatch(s, world * per_rank), rank, per_rank);
       CrossEntropy((*ddp)->Forward(shard.x), shard.y).Backward();
       ASSERT_TRUE((*ddp)->status().ok());
       norm = ClipGradNorm(model->Parameters(), max_norm).value();
@@ -267,7 +258,7 @@ TEST(DdpTest, NoSyncAccumulatesLocallyThenSynchronises) {
     for (int step = 0; step < k; ++step) {
       Batch micro{Contiguous(Narrow(all.x, 0, step * world * per_rank, world * per_rank)),
                   Contiguous(Narrow(all.y, 0, step * world * per_rank, world * per_rank))};
-      Batch mine = Shard(micro, rank, per_rank);
+      Batch mine = ShardOf(micro, rank, per_rank);
       if (step < k - 1) {
         auto guard = (*ddp)->NoSync();
         MulScalar(CrossEntropy((*ddp)->Forward(mine.x), mine.y), 1.0f / k).Backward();
@@ -306,7 +297,7 @@ TEST(DdpTest, FinalizeErrorsSurfaceInStatusThenInTryForward) {
       options.reducer.find_unused_parameters = find_unused;
       auto ddp = DistributedDataParallel::Create(model, &group, options);
       ASSERT_TRUE(ddp.ok()) << ddp.status();
-      Batch mine = Shard(GlobalBatch(0, 4), rank, 2);
+      Batch mine = ShardOf(GlobalBatch(0, 4), rank, 2);
       CrossEntropy((*ddp)->Forward(mine.x), mine.y).Backward();
       absl::StatusOr<Tensor> next = (*ddp)->TryForward(mine.x);
       if (find_unused) {

@@ -13,6 +13,7 @@
 #include "reducer/comm_hook.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
+#include "testing/image_batches.h"
 #include "testing/run_ranks.h"
 
 namespace ddp {
@@ -23,18 +24,8 @@ std::shared_ptr<Module> Mlp() {
   return *MakeModel("mlp", g);
 }
 
-struct Batch {
-  Tensor x, y;
-};
-Batch GlobalBatch(int step, int64_t rows) {
-  Generator g(700 + step);
-  std::vector<int64_t> labels(rows);
-  for (auto& l : labels) l = static_cast<int64_t>(g.RandomIndex(10));
-  return {Normal({rows, 1, 28, 28}, 0.0f, 1.0f, g), FromVector(labels, {rows})};
-}
-Batch Shard(const Batch& b, int rank, int64_t per_rank) {
-  return {Contiguous(Narrow(b.x, 0, rank * per_rank, per_rank)), Contiguous(Narrow(b.y, 0, rank * per_rank, per_rank))};
-}
+using Batch = ImageBatch;
+Batch GlobalBatch(int step, int64_t rows) { return RandomImageBatch(700 + step, rows); }
 
 DdpMixedPrecision Bf16Reduce() {
   DdpMixedPrecision mp;
@@ -120,7 +111,7 @@ TEST(DdpMixedPrecisionTest, TwoRanksBf16ReductionMatchesOneProcessWithinTheRound
   for (int s = 0; s < kSteps; ++s) {
     for (int r = 0; r < 2; ++r) {
       reference->ZeroGrad();
-      const Batch shard = Shard(GlobalBatch(s, 2 * kPerRank), r, kPerRank);
+      const Batch shard = ShardOf(GlobalBatch(s, 2 * kPerRank), r, kPerRank);
       CrossEntropy(reference->Forward(shard.x), shard.y).Backward();
       std::vector<std::vector<float>> grads;
       for (const Tensor& p : reference->Parameters()) grads.push_back(p.grad().ToVector<float>());
@@ -144,7 +135,7 @@ TEST(DdpMixedPrecisionTest, TwoRanksBf16ReductionMatchesOneProcessWithinTheRound
     Sgd opt(model->Parameters(), sgd);
     for (int s = 0; s < kSteps; ++s) {
       model->ZeroGrad();
-      const Batch shard = Shard(GlobalBatch(s, 2 * kPerRank), rank, kPerRank);
+      const Batch shard = ShardOf(GlobalBatch(s, 2 * kPerRank), rank, kPerRank);
       CrossEntropy((*ddp)->Forward(shard.x), shard.y).Backward();
       ASSERT_TRUE((*ddp)->status().ok()) << (*ddp)->status();
       if (s == 0) {  // the same weights as the reference: the bound holds element for element
