@@ -9,7 +9,11 @@
 #
 #   bazel run //bench:bucket_sweep -- [--model=cnn] [--steps=100] [--out=DIR] [--netns [--rate=1gbit]]
 #                                     [--comm_hook=none|fp16|bf16|powersgd] [--backend=gloo|shm]
-#                                     [--interleaved [--rounds=10] [--trace_out=FILE]]
+#                                     [--interleaved [--rounds=10] [--trace_out=FILE]] [--time_limit_s=N]
+#
+# --time_limit_s bounds each pair of processes (one configuration, or the whole interleaved run); it
+# defaults to 1200 s, and for --interleaved to 400 s per round when that is more (a round of resnet18's 12
+# configurations takes about 240 s at 100 Mbit/s). A run killed at the limit is reported as such.
 #
 # --interleaved runs every configuration in one pair of processes (bench/bucket_sweep_interleaved.cc, Note
 # [Interleaved sweep]): --rounds rounds of --steps timed steps per configuration (default 40 for the mlp,
@@ -45,7 +49,7 @@ runfile() {
 }
 
 MODEL=cnn STEPS="" OUT="${BUILD_WORKSPACE_DIRECTORY:-$PWD}/bench_out" NETNS=0 RATE=1gbit HOOK=none BACKEND=gloo
-INTERLEAVED=0 ROUNDS=10 TRACE=""
+INTERLEAVED=0 ROUNDS=10 TRACE="" TIME_LIMIT_S=""
 for arg in "$@"; do
   case "$arg" in
     --model=*) MODEL="${arg#*=}" ;;
@@ -58,6 +62,7 @@ for arg in "$@"; do
     --interleaved) INTERLEAVED=1 ;;
     --rounds=*) ROUNDS="${arg#*=}" ;;
     --trace_out=*) TRACE="${arg#*=}" ;;
+    --time_limit_s=*) TIME_LIMIT_S="${arg#*=}" ;;
     *) echo "bucket_sweep: unknown argument $arg (see the header of bench/bucket_sweep.sh)" >&2; exit 2 ;;
   esac
 done
@@ -85,6 +90,15 @@ if [[ $INTERLEAVED == 0 && ( -n $TRACE || $ROUNDS != 10 ) ]]; then
   echo "bucket_sweep: --rounds and --trace_out go with --interleaved" >&2
   exit 2
 fi
+if [[ -z $TIME_LIMIT_S ]]; then
+  TIME_LIMIT_S=1200
+  [[ $INTERLEAVED == 1 && $ROUNDS =~ ^[0-9]+$ ]] && (( ROUNDS * 400 > TIME_LIMIT_S )) && TIME_LIMIT_S=$((ROUNDS * 400))
+fi
+if ! [[ $TIME_LIMIT_S =~ ^[1-9][0-9]*$ ]]; then
+  echo "bucket_sweep: --time_limit_s must be a positive number of seconds, not '$TIME_LIMIT_S'" >&2
+  exit 2
+fi
+NETNS_RUN_LIMIT_S=$TIME_LIMIT_S
 case "$BACKEND" in
   gloo | shm) ;;
   *) echo "bucket_sweep: --backend must be gloo or shm, not '$BACKEND'" >&2; exit 2 ;;
@@ -120,14 +134,24 @@ if [[ $NETNS == 1 ]]; then
   netns_link_up "$RATE" || { echo "bucket_sweep: could not set up the --netns link" >&2; exit 2; }
 fi
 
-# Runs PROGRAM ARGS... on 2 ranks (over the namespace link with --netns); prints rank 0's JSON lines.
+# Runs PROGRAM ARGS... on 2 ranks (over the namespace link with --netns), at most --time_limit_s seconds;
+# prints rank 0's JSON lines, and says so on stderr when the limit killed the ranks.
 run_ranks() {
+  local status
+  set +e
   if [[ $NETNS == 1 ]]; then
     netns_run_pair "$DDPRUN" -- "$@" | sed -n 's/^\[rank 0\] //p' | grep '^{'
   else
-    DDP_TIMEOUT_S=120 timeout 1200 "$DDPRUN" --nproc_per_node 2 --master_port 0 "$@" 2>/dev/null \
+    DDP_TIMEOUT_S=120 timeout "$TIME_LIMIT_S" "$DDPRUN" --nproc_per_node 2 --master_port 0 "$@" 2>/dev/null \
       | sed -n 's/^\[rank 0\] //p' | grep '^{'
   fi
+  status=("${PIPESTATUS[@]}")
+  set -e
+  if [[ ${status[0]} == 124 ]]; then
+    echo "bucket_sweep: $(basename "$1") was killed at the time limit of ${TIME_LIMIT_S} s (--time_limit_s)" >&2
+  fi
+  [[ ${status[0]} != 0 ]] && return "${status[0]}"
+  return "${status[2]}"
 }
 
 # Runs one configuration in its own pair of processes; prints rank 0's JSON line.

@@ -9,8 +9,9 @@
 #   netns_run_pair DDPRUN [PREFIX...] -- PROGRAM ARGS...
 #                               runs PROGRAM as rank 0 in NS_A and rank 1 in NS_B under the ddprun binary
 #                               DDPRUN, each started through PREFIX (e.g. chrt -f 5, taskset -c 0); prints
-#                               rank 0's output; rank 1's goes to /dev/null
-NS_A="" NS_B="" ADDR_A=""
+#                               rank 0's output; rank 1's goes to /dev/null; both are killed after
+#                               NETNS_RUN_LIMIT_S seconds (default 1200), and the status is then 124
+NS_A="" NS_B="" ADDR_A="" NETNS_RUN_LIMIT_S="${NETNS_RUN_LIMIT_S:-1200}"
 
 netns_link_down() {
   local ns pid
@@ -43,9 +44,9 @@ netns_run_pair() {
   while [[ $# -gt 0 && $1 != -- ]]; do prefix+=("$1"); shift; done
   shift  # the --
   token="$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-  DDP_TIMEOUT_S=120 timeout 1200 ip netns exec "$NS_B" "${prefix[@]}" "$ddprun" --nnodes 2 --node_rank 1 \
+  DDP_TIMEOUT_S=120 timeout "$NETNS_RUN_LIMIT_S" ip netns exec "$NS_B" "${prefix[@]}" "$ddprun" --nnodes 2 --node_rank 1 \
     --nproc_per_node 1 --master_addr "$ADDR_A" --master_port $port --job_token "$token" "$@" > /dev/null 2>&1 &
-  DDP_TIMEOUT_S=120 timeout 1200 ip netns exec "$NS_A" "${prefix[@]}" "$ddprun" --nnodes 2 --node_rank 0 \
+  DDP_TIMEOUT_S=120 timeout "$NETNS_RUN_LIMIT_S" ip netns exec "$NS_A" "${prefix[@]}" "$ddprun" --nnodes 2 --node_rank 0 \
     --nproc_per_node 1 --master_addr "$ADDR_A" --master_port $port --job_token "$token" "$@" 2>&1
   local status=$?
   wait
