@@ -27,6 +27,7 @@
 #include "data/fashion_mnist.h"
 #include "ddp/distributed_data_parallel.h"
 #include "nn/layers.h"
+#include "nn/resnet.h"
 #include "reducer/trace.h"
 #include "tensor/factory.h"
 #include "tensor/threads.h"
@@ -77,8 +78,8 @@ ABSL_FLAG(std::string, step_times_out, "",
           "becomes the rank; bench/compare_ddp.sh's noise bound reads it)");
 ABSL_FLAG(std::string, data_dir, ddp::kDefaultFashionMnistDir, "Fashion-MNIST folder");
 ABSL_FLAG(bool, fuse_blocks, true,
-          "run each conv -> ReLU -> pool block as one op (Note [Fusion in Sequential]); false: one op per "
-          "module, as PyTorch eager");
+          "run each conv -> ReLU -> pool block (and resnet's BatchNorm -> add -> ReLU) as one op (Note "
+          "[Fusion in Sequential], BasicBlock::set_fuse_blocks); false: one op per module, as PyTorch eager");
 
 namespace ddp {
 namespace {
@@ -305,6 +306,7 @@ absl::Status Run() {
   if (auto* sequential = dynamic_cast<nn::Sequential*>(model.get())) {
     sequential->set_fuse_blocks(absl::GetFlag(FLAGS_fuse_blocks));
   }
+  if (auto* resnet = dynamic_cast<nn::ResNet*>(model.get())) resnet->set_fuse_blocks(absl::GetFlag(FLAGS_fuse_blocks));
   std::shared_ptr<DistributedDataParallel> ddp;
   if (dist != nullptr && !lockstep) {
     DDP_ASSIGN_OR_RETURN(const DdpOptions options, BenchDdpOptions(config, ablation));

@@ -1,11 +1,13 @@
 #include "nn/resnet.h"
 
 #include <cmath>
+#include <typeinfo>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "nn/layers.h"
 #include "tensor/autograd.h"
+#include "tensor/batch_norm.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 
@@ -25,6 +27,29 @@ std::shared_ptr<Conv2d> ResNetConv(int64_t in, int64_t out, int64_t kernel, int6
   NoGradGuard no_grad;
   CopyInPlace(conv->weight(), Normal(conv->weight().shape(), 0.0f, stddev, g));
   return conv;
+}
+
+// relu(bn(x) + residual) (undefined residual: relu(bn(x))). With `fuse` and `bn` exactly a BatchNorm2d and
+// `relu` exactly a ReLU (not subclasses, which may override Forward), one BatchNormAddRelu op (Note
+// [BatchNorm, Add and ReLU in one op], tensor/ops_batchnorm.cc) that a module call observer sees as one
+// call of bn; otherwise module by module, as PyTorch eager runs them (a SyncBatchNorm2d in bn's place
+// takes this path).
+Tensor NormalizeAddRelu(Module& bn_module, Module& relu_module, const Tensor& x, const Tensor& residual,
+                        bool fuse) {
+  if (fuse && typeid(bn_module) == typeid(BatchNorm2d) && typeid(relu_module) == typeid(ReLU)) {
+    auto& bn = static_cast<BatchNorm2d&>(bn_module);
+    return bn.CallAs(x, [&](const Tensor& in) {
+      DDP_CHECK(in.dim() == 4 && in.size(1) == bn.num_features())
+          << "BatchNorm2d(" << bn.num_features() << ") got input " << ShapeToString(in.shape())
+          << ", expected [n, " << bn.num_features() << ", h, w]";
+      if (bn.is_training()) IncrementBatchCount(bn.num_batches_tracked());
+      return BatchNormAddRelu(in, residual, bn.weight(), bn.bias(), bn.running_mean(), bn.running_var(),
+                              bn.is_training(), bn.momentum(), bn.eps());
+    });
+  }
+  Tensor y = bn_module(x);
+  if (residual.defined()) y = Add(y, residual);
+  return relu_module(y);
 }
 
 }  // namespace
@@ -50,14 +75,24 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride
 
 Tensor BasicBlock::Forward(const Tensor& x) {
   Module& relu = *Child("relu");
-  Tensor out = relu((*Child("bn1"))((*Child("conv1"))(x)));
-  out = (*Child("bn2"))((*Child("conv2"))(out));
+  Tensor out = NormalizeAddRelu(*Child("bn1"), relu, (*Child("conv1"))(x), Tensor(), fuse_blocks_);
+  out = (*Child("conv2"))(out);
   const std::shared_ptr<Module> downsample = Child("downsample");
   const Tensor identity = downsample != nullptr ? (*downsample)(x) : x;
-  return relu(Add(out, identity));
+  return NormalizeAddRelu(*Child("bn2"), relu, out, identity, fuse_blocks_);
 }
 
 // ---- ResNet ----
+
+ResNet& ResNet::set_fuse_blocks(bool fuse) {
+  fuse_blocks_ = fuse;
+  for (size_t stage = 0; stage < options_.blocks_per_stage.size(); ++stage) {
+    for (const auto& [name, block] : Child(absl::StrCat("layer", stage + 1))->NamedChildren()) {
+      if (auto* basic = dynamic_cast<BasicBlock*>(block.get())) basic->set_fuse_blocks(fuse);
+    }
+  }
+  return *this;
+}
 
 ResNet::ResNet(const ResNetOptions& options, Generator& generator) : Module("ResNet"), options_(options) {
   const std::vector<int64_t>& stages = options.blocks_per_stage;
@@ -87,7 +122,7 @@ ResNet::ResNet(const ResNetOptions& options, Generator& generator) : Module("Res
 Tensor ResNet::Forward(const Tensor& x) {
   DDP_CHECK(x.dim() == 4 && x.size(1) == options_.in_channels)
       << "ResNet got input " << ShapeToString(x.shape()) << ", expected [n, " << options_.in_channels << ", h, w]";
-  Tensor y = (*Child("relu"))((*Child("bn1"))((*Child("conv1"))(x)));
+  Tensor y = NormalizeAddRelu(*Child("bn1"), *Child("relu"), (*Child("conv1"))(x), Tensor(), fuse_blocks_);
   for (size_t stage = 0; stage < options_.blocks_per_stage.size(); ++stage) {
     y = (*Child(absl::StrCat("layer", stage + 1)))(y);
   }

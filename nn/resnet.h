@@ -40,6 +40,16 @@ class BasicBlock : public Module {
 
   // Whether the block has the "downsample" path (stride != 1 or a channel change).
   bool has_downsample() const { return Child("downsample") != nullptr; }
+
+  // Whether Forward runs each BatchNorm2d with the ReLU (and the residual add) after it as one op (Note
+  // [BatchNorm, Add and ReLU in one op], tensor/ops_batchnorm.cc: the same numbers, two passes over
+  // memory fewer; a module call observer sees bn1 + relu as one call of bn1, and bn2 + add + relu as one
+  // call of bn2); on by default, kept by Replicate; false: module by module, as PyTorch eager.
+  void set_fuse_blocks(bool fuse) { fuse_blocks_ = fuse; }
+  bool fuse_blocks() const { return fuse_blocks_; }
+
+ private:
+  bool fuse_blocks_ = true;
 };
 
 // What varies between the ResNets with BasicBlocks.
@@ -67,8 +77,13 @@ class ResNet : public Module {
 
   const ResNetOptions& options() const { return options_; }
 
+  // BasicBlock::set_fuse_blocks for the stem's bn1 + relu and every block. Returns *this.
+  ResNet& set_fuse_blocks(bool fuse);
+  bool fuse_blocks() const { return fuse_blocks_; }
+
  private:
   ResNetOptions options_;
+  bool fuse_blocks_ = true;
 };
 
 }  // namespace nn

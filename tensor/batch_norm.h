@@ -55,6 +55,16 @@ void UpdateRunningStats(const Tensor& running_mean, const Tensor& running_var, c
 Tensor BatchNormNormalize(const Tensor& x, const Tensor& weight, const Tensor& bias, const BatchNormStats& stats,
                           bool training, const ChannelSumFn& sum_over_group = nullptr);
 
+// relu(BatchNorm(x, weight, bias, running_mean, running_var, training, momentum, eps) + residual) as one
+// op (undefined residual: nothing added), bit for bit what BatchNorm (tensor/ops.h), Add and Relu give one
+// after another, forward and backward, with two passes over memory fewer in forward (Note [BatchNorm,
+// Add and ReLU in one op] in tensor/ops_batchnorm.cc). Updates the running statistics as BatchNorm does
+// when training. Dies naming the shapes when residual is defined and its shape is not x's, and as
+// BatchNorm on bad shapes.
+Tensor BatchNormAddRelu(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                        const Tensor& running_mean, const Tensor& running_var, bool training, float momentum,
+                        float eps);
+
 }  // namespace ddp
 
 #endif  // DDP_TENSOR_BATCH_NORM_H_

@@ -30,6 +30,28 @@ void ForEachRow(const BatchNormShape& s, F f) {
   }
 }
 
+// y = x * scale[c] + shift[c] (Note [BatchNorm pieces]), the factors computed in double.
+struct Affine {
+  std::vector<float> scale, shift;
+};
+Affine AffineOf(int64_t c, const Tensor& mean, const Tensor& invstd, const Tensor& weight, const Tensor& bias) {
+  Affine affine{std::vector<float>(c), std::vector<float>(c)};
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const double a = static_cast<double>(At(invstd, ch, 1.0f)) * At(weight, ch, 1.0f);
+    affine.scale[ch] = static_cast<float>(a);
+    affine.shift[ch] = static_cast<float>(At(bias, ch, 0.0f) - At(mean, ch, 0.0f) * a);
+  }
+  return affine;
+}
+
+// The element formulas Normalize and NormalizeAddRelu share, each rounded as its own op rounds it (the
+// fused kernel gives what BatchNorm, Add and Relu give one after another): the affine map (contracted
+// to one fused multiply-add where the compiler does so, alike in both kernels), the sum, and ReLU as
+// functors::Relu (tests check the fused kernel against the three ops bit for bit).
+inline float NormalizedValue(float x, float a, float b) { return x * a + b; }
+inline float SumValue(float v, float r) { return v + r; }  // no multiply: nothing for the compiler to contract
+inline float ReluValue(float v) { return v > 0.0f ? v : 0.0f; }
+
 #ifdef DDP_WITH_CUDA
 float* PointerOrNull(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 int64_t StrideOrZero(const Tensor& t) { return t.defined() ? t.strides()[0] : 0; }
@@ -129,15 +151,32 @@ Tensor Normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, cons
     return y;
   }
 #endif
-  std::vector<float> scale(s.c), shift(s.c);
-  for (int64_t ch = 0; ch < s.c; ++ch) {
-    const double a = static_cast<double>(At(invstd, ch, 1.0f)) * At(weight, ch, 1.0f);
-    scale[ch] = static_cast<float>(a);
-    shift[ch] = static_cast<float>(At(bias, ch, 0.0f) - At(mean, ch, 0.0f) * a);
-  }
+  const Affine affine = AffineOf(s.c, mean, invstd, weight, bias);
   ForEachRow(s, [&](int64_t ch, int64_t base) {
-    const float a = scale[ch], b = shift[ch];
-    for (int64_t j = 0; j < s.inner; ++j) py[base + j] = px[base + j] * a + b;
+    const float a = affine.scale[ch], b = affine.shift[ch];
+    for (int64_t j = 0; j < s.inner; ++j) py[base + j] = NormalizedValue(px[base + j], a, b);
+  });
+  return y;
+}
+
+Tensor NormalizeAddRelu(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                        const Tensor& bias, const Tensor& residual) {
+  DDP_CHECK(x.device().is_cpu()) << "NormalizeAddRelu runs on the CPU only";
+  const BatchNormShape s = BatchNormShapeOf(x);
+  Tensor y = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
+  const float* px = x.data<float>();
+  const float* pr = residual.defined() ? residual.data<float>() : nullptr;
+  float* py = y.data<float>();
+  const Affine affine = AffineOf(s.c, mean, invstd, weight, bias);
+  ForEachRow(s, [&](int64_t ch, int64_t base) {
+    const float a = affine.scale[ch], b = affine.shift[ch];
+    if (pr == nullptr) {
+      for (int64_t j = 0; j < s.inner; ++j) py[base + j] = ReluValue(NormalizedValue(px[base + j], a, b));
+      return;
+    }
+    for (int64_t j = 0; j < s.inner; ++j) {
+      py[base + j] = ReluValue(SumValue(NormalizedValue(px[base + j], a, b), pr[base + j]));
+    }
   });
   return y;
 }

@@ -38,6 +38,11 @@ void UpdateRunning(const Tensor& running_mean, const Tensor& running_var, const 
 Tensor Normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                  const Tensor& bias);
 
+// A new y = relu(Normalize(x, ...) + residual) in one pass, bit for bit what Normalize, then adding
+// `residual` (contiguous, x's shape; undefined: nothing added), then ReLU compute. CPU only.
+Tensor NormalizeAddRelu(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                        const Tensor& bias, const Tensor& residual);
+
 // sums [2c] (contiguous, on x's device) = {Σ gy, Σ gy * (x - mean)} per channel.
 void BackwardSumsInto(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& sums);
 

@@ -16,6 +16,7 @@
 
 #include "tensor/autocast.h"
 #include "tensor/autograd.h"
+#include "tensor/batch_norm.h"
 #include "tensor/conv_onednn.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
@@ -119,7 +120,8 @@ void Run() {
 // (input, weight), with each CPU kernel (Note [Conv2d kernel choice]) in float32 and under bf16 autocast,
 // the kernels interleaved round by round so that load on a shared machine hits them alike. Prints the
 // minimum over the rounds, the GFLOP/s of forward + backward (2 * MACs forward, twice that backward), and
-// a total weighted by how often ResNet-18 runs each shape (`uses`).
+// a total weighted by how often ResNet-18 runs each shape (`uses`). The backward passes apart: a third
+// run per round without the input gradient gives forward + backward-weights; backward-data is the rest.
 void RunResNet() {
   struct Case {
     const char* label;
@@ -153,32 +155,42 @@ void RunResNet() {
     Tensor w = Param({k.out, k.c, k.kernel, k.kernel}, gen);
     const int64_t padding = k.kernel / 2, o = (k.hw + 2 * padding - k.kernel) / k.stride + 1;
     const double macs = 64.0 * k.out * k.c * k.kernel * k.kernel * o * o;
-    auto forward = [&](bool bf16) {
+    const Tensor x_const = x.Detach();  // no input gradient: backward runs the weight pass alone
+    auto forward = [&](bool bf16, const Tensor& input) {
       AutocastScope autocast(bf16);
-      return Conv2d(x, w, Tensor(), k.stride, padding);
+      return Conv2d(input, w, Tensor(), k.stride, padding);
     };
-    std::vector<double> fwd[kVariants], all[kVariants];
+    std::vector<double> fwd[kVariants], all[kVariants], weights_only[kVariants];
     for (int round = -1; round < kRounds; ++round) {  // round -1 warms up (primitive creation, scratch)
       for (int v = 0; v < kVariants; ++v) {
         cpu::SetConvKernel(variants[v].kernel);
         auto start = std::chrono::steady_clock::now();
-        { Tensor y = forward(variants[v].bf16); }
+        { Tensor y = forward(variants[v].bf16, x); }
         auto mid = std::chrono::steady_clock::now();
-        Tensor y = forward(variants[v].bf16);
-        y.Backward(OnesLike(y));
+        {
+          Tensor y = forward(variants[v].bf16, x);
+          y.Backward(OnesLike(y));
+        }
         auto end = std::chrono::steady_clock::now();
+        {
+          Tensor y = forward(variants[v].bf16, x_const);
+          y.Backward(OnesLike(y));
+        }
+        auto last = std::chrono::steady_clock::now();
         if (round < 0) continue;
         fwd[v].push_back(std::chrono::duration<double, std::milli>(mid - start).count());
         all[v].push_back(std::chrono::duration<double, std::milli>(end - mid).count());
+        weights_only[v].push_back(std::chrono::duration<double, std::milli>(last - end).count());
       }
     }
     for (int v = 0; v < kVariants; ++v) {
       const double f = *std::min_element(fwd[v].begin(), fwd[v].end());
       const double a = *std::min_element(all[v].begin(), all[v].end());
+      const double wo = *std::min_element(weights_only[v].begin(), weights_only[v].end());
       total_fwd[v] += k.uses * f;
       total_all[v] += k.uses * a;
-      std::printf("%-28s %s fwd %8.3f ms, fwd+bwd %8.3f ms %6.1f GFLOP/s\n", k.label, variants[v].name, f, a,
-                  6.0 * macs / (a * 1e6));
+      std::printf("%-28s %s fwd %8.3f ms, fwd+bwd %8.3f ms %6.1f GFLOP/s; bwd-weights %8.3f, bwd-data %8.3f ms\n",
+                  k.label, variants[v].name, f, a, 6.0 * macs / (a * 1e6), wo - f, a - wo);
     }
   }
   for (int v = 0; v < kVariants; ++v) {
@@ -208,6 +220,23 @@ void RunResNetElementwise() {
            y.Backward(OnesLike(y));
          }));
   Report("resnet ones 64x64x28x28", ([&] { OnesLike(x); }));
+  // A block's end as BasicBlock runs it: three ops, and BatchNormAddRelu (tensor/batch_norm.h).
+  Report("resnet bn+add+relu 3 ops fwd+bwd", ([&] {
+           Tensor y = Relu(Add(BatchNorm(x, weight, bias, mean, var, true), r));
+           y.Backward(OnesLike(y));
+         }));
+  Report("resnet bn+add+relu fused fwd+bwd", ([&] {
+           Tensor y = BatchNormAddRelu(x, r, weight, bias, mean, var, true, 0.1f, 1e-5f);
+           y.Backward(OnesLike(y));
+         }));
+  Report("resnet bn+relu 2 ops fwd+bwd", ([&] {
+           Tensor y = Relu(BatchNorm(x, weight, bias, mean, var, true));
+           y.Backward(OnesLike(y));
+         }));
+  Report("resnet bn+relu fused fwd+bwd", ([&] {
+           Tensor y = BatchNormAddRelu(x, Tensor(), weight, bias, mean, var, true, 0.1f, 1e-5f);
+           y.Backward(OnesLike(y));
+         }));
 }
 
 }  // namespace

@@ -332,7 +332,7 @@ ConvGradTensors NewConvGrads(const Tensor& x, const Tensor& w, const ConvGeometr
   ConvGradTensors grads;
   if (need_x) {
     grads.gx = Tensor::Empty(x.shape(), DType::kFloat32, device);
-    FillInPlace(grads.gx, 0.0f);
+    if (device.is_cuda()) FillInPlace(grads.gx, 0.0f);  // the CUDA col2im accumulates into it
   }
   if (need_w) grads.gw = Tensor::Empty(w.shape(), DType::kFloat32, device);
   if (need_b) grads.gb = Tensor::Empty({g.out}, DType::kFloat32, device);
@@ -382,6 +382,19 @@ const float* WholeBatchGradient(const GroupGradientFn& gradient, const ConvGeome
   return dense.data();
 }
 
+// grads.gx and grads.gw through oneDNN's backward primitives (both from one reordered gy where they can,
+// else each alone); returns `grads` with the ones computed set to null.
+template <typename T>
+ConvGrads OneDnnBackwardPasses(const T* x, const T* w, const T* gy, const ConvGeometry& g, ConvGrads grads) {
+  if (OneDnnConvBackward(x, w, gy, g, grads.gx, grads.gw)) {
+    grads.gx = grads.gw = nullptr;
+    return grads;
+  }
+  if (grads.gx != nullptr && OneDnnConvBackwardData(w, gy, g, grads.gx)) grads.gx = nullptr;
+  if (grads.gw != nullptr && OneDnnConvBackwardWeights(x, gy, g, grads.gw, nullptr)) grads.gw = nullptr;
+  return grads;
+}
+
 // The gradients of `grads` that oneDNN's backward primitives compute (Note [Conv2d kernel choice]), from
 // the whole batch's output gradient; the bias gradient is summed here as the im2col kernel sums it (same
 // order, same numbers). Returns the gradients still to compute (those oneDNN has no kernel for).
@@ -400,28 +413,17 @@ ConvGrads OneDnnBackward(const T* x, const T* w, const ConvGeometry& g, const Gr
   }
   if (grads.gx == nullptr && grads.gw == nullptr) return grads;
   if constexpr (std::is_same_v<T, float>) {
-    if (grads.gx != nullptr && OneDnnConvBackwardData(w, gy, g, grads.gx)) grads.gx = nullptr;
-    if (grads.gw != nullptr && OneDnnConvBackwardWeights(x, gy, g, grads.gw, nullptr)) grads.gw = nullptr;
-    return grads;
+    return OneDnnBackwardPasses(x, w, gy, g, grads);
   } else {
     // Note [bf16 operands of oneDNN's convolutions]; the output gradient is rounded to bf16 as im2col's.
     Scratch low(2, FloatsFor<T>(g.n * image));
     const T* gop = GradientOperand<T>(gy, g.n * image, low);
-    if (Bf16Primitives()) {
-      if (grads.gx != nullptr && OneDnnConvBackwardData(w, gop, g, grads.gx)) grads.gx = nullptr;
-      if (grads.gw != nullptr && OneDnnConvBackwardWeights(x, gop, g, grads.gw, nullptr)) grads.gw = nullptr;
-      return grads;
-    }
+    if (Bf16Primitives()) return OneDnnBackwardPasses(x, w, gop, g, grads);
     std::optional<Scratch> wide_gy, wide_x, wide_w;
     const float* gyr = Widened(gop, g.n * image, 5, wide_gy);
-    if (grads.gx != nullptr && OneDnnConvBackwardData(Widened(w, g.out * g.K(), 4, wide_w), gyr, g, grads.gx)) {
-      grads.gx = nullptr;
-    }
-    if (grads.gw != nullptr &&
-        OneDnnConvBackwardWeights(Widened(x, g.n * g.c * g.h * g.w, 3, wide_x), gyr, g, grads.gw, nullptr)) {
-      grads.gw = nullptr;
-    }
-    return grads;
+    const float* wx = grads.gw != nullptr ? Widened(x, g.n * g.c * g.h * g.w, 3, wide_x) : nullptr;
+    const float* ww = grads.gx != nullptr ? Widened(w, g.out * g.K(), 4, wide_w) : nullptr;
+    return OneDnnBackwardPasses(wx, ww, gyr, g, grads);
   }
 }
 
@@ -431,6 +433,7 @@ void Backward(const T* x, const T* w, const ConvGeometry& g, const GroupGradient
     grads = OneDnnBackward(x, w, g, gradient, grads);
   }
   const int64_t K = g.K(), P = g.P(), group = ImagesPerGroup(g);
+  if (grads.gx != nullptr) std::fill(grads.gx, grads.gx + g.n * g.c * g.h * g.w, 0.0f);  // col2im accumulates
   if (grads.gb != nullptr) std::fill(grads.gb, grads.gb + g.out, 0.0f);
   if (grads.gw != nullptr && g.n == 0) std::fill(grads.gw, grads.gw + g.out * K, 0.0f);
   if (grads.gx == nullptr && grads.gw == nullptr && grads.gb == nullptr) return;

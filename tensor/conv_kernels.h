@@ -71,13 +71,14 @@ using GroupGradientFn = std::function<const float*(int64_t first, int64_t count,
 GroupGradientFn DenseGradient(const float* gy, const ConvGeometry& g);
 
 struct ConvGrads {
-  float* gx;  // null when not needed; zero-filled by the caller
+  float* gx;  // null when not needed; overwritten (need not be initialised)
   float* gw;  // null when not needed
   float* gb;  // null when not needed
 };
 
-// The gradient tensors a convolution's backward fills, on `device`: gx (zero-filled: ConvBackward
-// accumulates into it), gw and gb, each undefined when its input needs none.
+// The gradient tensors a convolution's backward fills, on `device`: gx (uninitialised on the CPU, where
+// ConvBackward overwrites it; zero-filled on a GPU, whose backward accumulates into it), gw and gb, each
+// undefined when its input needs none.
 struct ConvGradTensors {
   Tensor gx, gw, gb;
   ConvGrads Pointers() const;  // their data, null where undefined (CPU)
@@ -85,7 +86,7 @@ struct ConvGradTensors {
 ConvGradTensors NewConvGrads(const Tensor& x, const Tensor& w, const ConvGeometry& g, bool need_x,
                              bool need_w, bool need_b, Device device);
 
-// The backward of ConvForward: the requested gradients (gx zero-filled by the caller, gw and gb overwritten) from
+// The backward of ConvForward: the requested gradients (each overwritten) from
 // the output gradient that `gradient` gives group by group.
 void ConvBackward(const float* x, const float* w, const ConvGeometry& g, const GroupGradientFn& gradient,
                   ConvGrads grads);

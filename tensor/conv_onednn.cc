@@ -43,8 +43,8 @@ const dnnl::engine& CpuEngine() {
 
 enum class Pass { kForward, kBackwardData, kBackwardWeights };
 
-// Per-thread 64-byte aligned scratch for the blocked copies of one call's operands; slot 0-2 are the
-// primitive's arguments a, b, c (struct Plan). Grows to the largest layer and is reused.
+// Per-thread 64-byte aligned scratch for the blocked copies of one call's operands: slots 0-2 (struct
+// Slots says which operand uses which). Grows to the largest layer and is reused.
 void* BlockedScratch(int slot, size_t bytes) {
   struct Buffer {
     std::unique_ptr<void, decltype(&std::free)> data{nullptr, &std::free};
@@ -175,6 +175,11 @@ const Plan* FindPlan(Pass pass, const ConvGeometry& g, DataType operand, bool bi
   return it->second.get();
 }
 
+dnnl::stream& Stream() {
+  thread_local dnnl::stream stream(CpuEngine());
+  return stream;
+}
+
 // The memory an input operand is read from: the user's array, or its reordered copy in scratch `slot`.
 memory InputMemory(const Operand& op, const void* data, int slot, dnnl::stream& stream) {
   memory user(op.user, CpuEngine(), const_cast<void*>(data));
@@ -184,13 +189,22 @@ memory InputMemory(const Operand& op, const void* data, int slot, dnnl::stream& 
   return inner;
 }
 
+// The scratch slots of a primitive's operands a, b, c (each distinct).
+struct Slots {
+  int a = 0, b = 1, c = 2;
+};
+
 // Runs `plan` on inputs a, b and output c (plain arrays), reordering where the primitive's layouts differ.
-void Run(const Plan& plan, const void* a, const void* b, void* c, const float* bias) {
-  thread_local dnnl::stream stream(CpuEngine());
-  memory ma = InputMemory(plan.a, a, 0, stream);
-  memory mb = InputMemory(plan.b, b, 1, stream);
+// An input given as `ready_a` / `ready_b` (non-null) is already in the primitive's layout and is used as
+// it is; its plain array is then not read.
+void Run(const Plan& plan, const void* a, const void* b, void* c, const float* bias, Slots slots = {},
+         const memory* ready_a = nullptr, const memory* ready_b = nullptr) {
+  dnnl::stream& stream = Stream();
+  memory ma = ready_a != nullptr ? *ready_a : InputMemory(plan.a, a, slots.a, stream);
+  memory mb = ready_b != nullptr ? *ready_b : InputMemory(plan.b, b, slots.b, stream);
   memory user_c(plan.c.user, CpuEngine(), c);
-  memory mc = plan.c.reorder ? memory(plan.c.inner, CpuEngine(), BlockedScratch(2, plan.c.inner.get_size())) : user_c;
+  memory mc = plan.c.reorder ? memory(plan.c.inner, CpuEngine(), BlockedScratch(slots.c, plan.c.inner.get_size()))
+                             : user_c;
   std::unordered_map<int, memory> args{{plan.arg[0], ma}, {plan.arg[1], mb}, {plan.arg[2], mc}};
   if (plan.bias_arg != 0) {
     args.emplace(plan.bias_arg, memory(plan.bias, CpuEngine(), const_cast<float*>(bias)));
@@ -229,6 +243,25 @@ bool BackwardWeights(const T* x, const T* gy, const ConvGeometry& g, float* gw, 
   return true;
 }
 
+// Both backward passes from one output gradient (Note [Conv2d kernel choice]): where both primitives
+// take gy in the same blocked layout it is reordered once, into slot 0; backward-data then reorders w
+// into slot 1 and writes gx's blocked copy in slot 2, and backward-weights, after it, reuses slot 2 for
+// x and slot 1 for gw, so the shared gradient costs no scratch beyond the separate passes'.
+template <typename T>
+bool BackwardBoth(const T* x, const T* w, const T* gy, const ConvGeometry& g, float* gx, float* gw) {
+  const Plan* data = gx != nullptr ? FindPlan(Pass::kBackwardData, g, OperandType<T>(), false) : nullptr;
+  const Plan* weights = gw != nullptr ? FindPlan(Pass::kBackwardWeights, g, OperandType<T>(), false) : nullptr;
+  if ((gx != nullptr && data == nullptr) || (gw != nullptr && weights == nullptr)) return false;
+  std::optional<memory> shared;
+  if (data != nullptr && weights != nullptr && data->a.inner == weights->b.inner) {
+    shared = InputMemory(data->a, gy, 0, Stream());
+  }
+  const memory* ready = shared ? &*shared : nullptr;
+  if (data != nullptr) Run(*data, gy, w, gx, nullptr, Slots{0, 1, 2}, ready, nullptr);
+  if (weights != nullptr) Run(*weights, x, gy, gw, nullptr, Slots{2, 0, 1}, nullptr, ready);
+  return true;
+}
+
 }  // namespace
 
 void SetConvKernel(ConvKernel kernel) { requested_kernel.store(kernel); }
@@ -258,6 +291,15 @@ bool OneDnnConvBackwardWeights(const float* x, const float* gy, const ConvGeomet
 bool OneDnnConvBackwardWeights(const BFloat16* x, const BFloat16* gy, const ConvGeometry& g, float* gw,
                                float* gb) {
   return BackwardWeights(x, gy, g, gw, gb);
+}
+
+bool OneDnnConvBackward(const float* x, const float* w, const float* gy, const ConvGeometry& g, float* gx,
+                        float* gw) {
+  return BackwardBoth(x, w, gy, g, gx, gw);
+}
+bool OneDnnConvBackward(const BFloat16* x, const BFloat16* w, const BFloat16* gy, const ConvGeometry& g, float* gx,
+                        float* gw) {
+  return BackwardBoth(x, w, gy, g, gx, gw);
 }
 
 }  // namespace cpu

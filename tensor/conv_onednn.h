@@ -61,6 +61,15 @@ bool OneDnnConvBackwardWeights(const float* x, const float* gy, const ConvGeomet
 bool OneDnnConvBackwardWeights(const BFloat16* x, const BFloat16* gy, const ConvGeometry& g, float* gw,
                                float* gb);
 
+// The wanted ones of both backward passes from one output gradient gy: gx (null: not wanted) as
+// OneDnnConvBackwardData and gw (null: not wanted) as OneDnnConvBackwardWeights without bias, with gy
+// reordered into the primitives' layout once where both passes take the same one. Returns false, having
+// written nothing, when oneDNN has no kernel for a wanted pass. The same numbers as the two calls.
+bool OneDnnConvBackward(const float* x, const float* w, const float* gy, const ConvGeometry& g, float* gx,
+                        float* gw);
+bool OneDnnConvBackward(const BFloat16* x, const BFloat16* w, const BFloat16* gy, const ConvGeometry& g, float* gx,
+                        float* gw);
+
 }  // namespace cpu
 }  // namespace ddp
 

@@ -19,7 +19,9 @@
 
 #include "tensor/batch_norm.h"
 #include "tensor/batch_norm_kernels.h"
+#include "tensor/elementwise_kernels.h"
 #include "tensor/function_node.h"
+#include "tensor/functors.h"
 #include "tensor/op_device.h"
 #include "tensor/ops.h"
 
@@ -31,6 +33,16 @@ void CheckChannelVector(const char* what, const Tensor& t, const Tensor& x) {
   DDP_CHECK(t.dim() == 1 && t.shape()[0] == x.shape()[1])
       << "BatchNorm: " << what << " " << ShapeToString(t.shape()) << " does not match the channels of input "
       << ShapeToString(x.shape());
+}
+
+// The shapes BatchNorm and BatchNormAddRelu (`op`) take.
+void CheckBatchNormShapes(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                          const Tensor& running_mean, const Tensor& running_var) {
+  DDP_CHECK(x.dim() >= 2) << op << " expects [n, c] or [n, c, h, w], got " << ShapeToString(x.shape());
+  CheckChannelVector("weight", weight, x);
+  CheckChannelVector("bias", bias, x);
+  CheckChannelVector("running_mean", running_mean, x);
+  CheckChannelVector("running_var", running_var, x);
 }
 
 struct BatchNormGrads {
@@ -114,11 +126,7 @@ Tensor BatchNormNormalize(const Tensor& x, const Tensor& weight, const Tensor& b
 Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                  const Tensor& running_var, bool training, float momentum, float eps) {
   RequireFloatOnOneDevice("BatchNorm", {&x, &weight, &bias, &running_mean, &running_var});
-  DDP_CHECK(x.dim() >= 2) << "BatchNorm expects [n, c] or [n, c, h, w], got " << ShapeToString(x.shape());
-  CheckChannelVector("weight", weight, x);
-  CheckChannelVector("bias", bias, x);
-  CheckChannelVector("running_mean", running_mean, x);
-  CheckChannelVector("running_var", running_var, x);
+  CheckBatchNormShapes("BatchNorm", x, weight, bias, running_mean, running_var);
   const Tensor xc = Contiguous(x);  // one copy, if any, shared by the statistics and the output
   if (!training) {
     return BatchNormNormalize(xc, weight, bias, BatchNormRunningStats(running_mean, running_var, eps), false);
@@ -126,6 +134,45 @@ Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
   const BatchNormStats stats = BatchNormBatchStats(xc, eps);
   UpdateRunningStats(running_mean, running_var, stats, momentum);
   return BatchNormNormalize(xc, weight, bias, stats, true);
+}
+
+// Note [BatchNorm, Add and ReLU in one op]
+// A ResNet block ends in relu(bn(x) + identity) and starts in relu(bn(x)). Run as three ops, the
+// normalised tensor and the sum are each written out and read back once more in forward. The fused op
+// computes the statistics as BatchNorm, then one pass writes relu(x * scale + shift + residual)
+// (NormalizeAddRelu, the same roundings as the three ops: bit for bit their output). Backward is the
+// three ops' backward in their order: the ReLU mask applied to the output gradient (which is also the
+// residual's gradient), then BatchNorm's backward of that, so the gradients are bit for bit theirs too.
+// The fused kernel is the CPU's; on a GPU the op runs the three ops.
+Tensor BatchNormAddRelu(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                        const Tensor& running_mean, const Tensor& running_var, bool training, float momentum,
+                        float eps) {
+  RequireFloatOnOneDevice("BatchNormAddRelu", {&x, &residual, &weight, &bias, &running_mean, &running_var});
+  CheckBatchNormShapes("BatchNormAddRelu", x, weight, bias, running_mean, running_var);
+  DDP_CHECK(!residual.defined() || residual.shape() == x.shape())
+      << "BatchNormAddRelu: residual " << ShapeToString(residual.shape()) << " does not match input "
+      << ShapeToString(x.shape());
+  if (!x.device().is_cpu()) {
+    const Tensor normalized = BatchNorm(x, weight, bias, running_mean, running_var, training, momentum, eps);
+    return Relu(residual.defined() ? Add(normalized, residual) : normalized);
+  }
+  const Tensor xc = Contiguous(x.Detach());
+  const BatchNormStats stats =
+      training ? BatchNormBatchStats(xc, eps) : BatchNormRunningStats(running_mean, running_var, eps);
+  if (training) UpdateRunningStats(running_mean, running_var, stats, momentum);
+  const Tensor rc = residual.defined() ? Contiguous(residual.Detach()) : Tensor();
+  Tensor out = NormalizeAddRelu(xc, stats.mean, stats.invstd, weight, bias, rc);
+  const bool need_x = x.requires_grad(), need_r = residual.defined() && residual.requires_grad();
+  const bool need_w = weight.defined() && weight.requires_grad(), need_b = bias.defined() && bias.requires_grad();
+  Tensor wd = weight.defined() ? weight.Detach() : Tensor();
+  Tensor saved = out.Detach();
+  return RecordOp(out, "BatchNormAddReluBackward", {&x, &residual, &weight, &bias},
+                  [xc, wd, saved, stats, training, need_x, need_r, need_w, need_b](const Tensor& gy) {
+                    const Tensor masked = MapBinary(gy, saved, gy.shape(), functors::ReluBackward());
+                    BatchNormGrads r =
+                        BatchNormBackward(masked, xc, wd, stats, training, need_x, need_w, need_b, nullptr);
+                    return std::vector<Tensor>{r.gx, need_r ? masked : Tensor(), r.gw, r.gb};
+                  });
 }
 
 }  // namespace ddp

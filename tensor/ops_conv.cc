@@ -37,8 +37,8 @@ void ConvForwardOn(const Tensor& x, const Tensor& w, const Tensor& b, const Conv
   cpu::ConvForward(x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr, g, y.data<float>());
 }
 
-// The defined ones of grads.gx (zero-filled, accumulated into), gw and gb (overwritten) from the
-// contiguous output gradient gy, on gy's device.
+// The defined ones of grads.gx, gw and gb (each overwritten; on a GPU gx arrives zero-filled and is
+// accumulated into) from the contiguous output gradient gy, on gy's device.
 void ConvBackwardOn(const Tensor& x, const Tensor& w, const Tensor& gy, const ConvGeometry& g,
                     const cpu::ConvGradTensors& grads) {
 #ifdef DDP_WITH_CUDA
