@@ -35,7 +35,8 @@ const Device kGpu = Device::CUDA(0);
 using AutocastCudaTest = CudaTest;
 
 // Summation order is all that differs between the CPU's and the GPU's autocast: products of two 16-bit
-// values are exact in float32, and both accumulate in float32.
+// values are exact in float32, and both accumulate in float32 (tensor cores may truncate while adding,
+// which errs ~K * 2^-23 relative at worst over K terms, far below this).
 constexpr float kTolerance = 1e-4f;
 
 Tensor Rand(const Shape& shape, uint64_t seed) {
@@ -91,7 +92,9 @@ float MaxRelativeDiff(const Tensor& a, const Tensor& b) {
 const char* Name(DType dtype) { return dtype == DType::kBFloat16 ? "bf16" : "fp16"; }
 
 // The GPU's autocast result against the CPU's (tight) and against the GPU's float32 (far apart: the
-// forward output and the gradient of input 1, the weight, must differ by more than 10x the tolerance).
+// forward output and the gradient of input 1, the weight, must differ by more than 10x the tolerance under
+// bf16 and 3x under fp16, whose rounding errs 8x less; at these sizes the rounding moves the worst
+// element by 5e-3..1.5e-2 (bf16) and 6e-4..2.5e-3 (fp16) relative, measured over 20 random draws).
 void CheckAutocastOp(const std::string& name, const Op& op, const std::vector<Tensor>& inputs, DType dtype) {
   const std::string what = name + " " + Name(dtype);
   Tensor probe;
@@ -107,9 +110,10 @@ void CheckAutocastOp(const std::string& name, const Op& op, const std::vector<Te
     const std::string part = i == 0 ? "forward" : "gradient of input " + std::to_string(i - 1);
     EXPECT_LE(MaxRelativeDiff(cpu.values[i], gpu.values[i]), kTolerance) << what << ": GPU vs CPU autocast, " << part;
   }
-  EXPECT_GT(MaxRelativeDiff(fp32.values[0], gpu.values[0]), 10 * kTolerance)
+  const float apart = (dtype == DType::kBFloat16 ? 10 : 3) * kTolerance;
+  EXPECT_GT(MaxRelativeDiff(fp32.values[0], gpu.values[0]), apart)
       << what << ": the forward equals float32's, so the operands were not rounded";
-  EXPECT_GT(MaxRelativeDiff(fp32.values[2], gpu.values[2]), 10 * kTolerance)
+  EXPECT_GT(MaxRelativeDiff(fp32.values[2], gpu.values[2]), apart)
       << what << ": the weight gradient equals float32's, so the backward operands were not rounded";
 }
 
