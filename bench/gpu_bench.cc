@@ -6,7 +6,11 @@
 //   sgemm/<n>                 cuBLAS SGEMM TFLOP/s through the engine's Gemm (DDP_CUDA_TF32=1: TF32)
 //   bandwidth/mulscalar       GB/s of a memory-bound element-wise kernel (read + write)
 //   allreduce/<bytes>         NCCL all-reduce at world size 1 (path overhead), microseconds
-// Usage: gpu_bench [--only=train|sgemm|bandwidth|allreduce]
+//   train_bf16/<model>/b<batch>   with --only=bf16: the training step of train/<model>/b<batch> with its
+//                             forward and loss under bf16 autocast (as train --precision=bf16)
+//   gemm_bf16/<n>             with --only=bf16: TFLOP/s of the engine's bf16 GEMM (cublasGemmEx, bf16
+//                             operands, float32 accumulation and output; tensor cores)
+// Usage: gpu_bench [--only=train|sgemm|bandwidth|allreduce|bf16] (no flag: all but bf16)
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +25,7 @@
 #include "ddp/distributed_data_parallel.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
+#include "tensor/autocast.h"
 #include "tensor/cuda/allocator.h"
 #include "tensor/cuda/context.h"
 #include "tensor/cuda/cuda_check.h"
@@ -39,8 +44,9 @@ double Now() {
 
 void Sync() { DDP_CUDA_CHECK(cudaDeviceSynchronize()); }
 
-// `group` non-null: the model trains under DDP over it, every bucket forced through the group.
-void Train(const std::string& model_name, int64_t batch, ProcessGroup* group = nullptr) {
+// `group` non-null: the model trains under DDP over it, every bucket forced through the group. `bf16`:
+// forward and loss under bf16 autocast.
+void Train(const std::string& model_name, int64_t batch, ProcessGroup* group = nullptr, bool bf16 = false) {
   Generator gen(1);
   auto model = MakeModel(model_name, gen).value();
   for (const Tensor& p : model->Parameters()) cuda::MoveToDeviceInPlace(p, kGpu);
@@ -61,7 +67,12 @@ void Train(const std::string& model_name, int64_t batch, ProcessGroup* group = n
   Tensor y = FromVector(labels, {batch}, kGpu);
   auto step = [&] {
     sgd.ZeroGrad();
-    CrossEntropy(net->Forward(x), y).Backward();
+    Tensor loss;
+    {
+      AutocastScope autocast(bf16, DType::kBFloat16);
+      loss = CrossEntropy(net->Forward(x), y);
+    }
+    loss.Backward();
     sgd.Step();
   };
   for (int i = 0; i < 10; ++i) step();
@@ -73,7 +84,7 @@ void Train(const std::string& model_name, int64_t batch, ProcessGroup* group = n
   for (int i = 0; i < steps; ++i) step();
   Sync();
   const double seconds = Now() - start;
-  std::printf("train/%s/b%lld%s %.1f samples/s\n", model_name.c_str(), static_cast<long long>(batch),
+  std::printf("train%s/%s/b%lld%s %.1f samples/s\n", bf16 ? "_bf16" : "", model_name.c_str(), static_cast<long long>(batch),
               group != nullptr ? "/ddp_forced" : "", steps * batch / seconds);
   std::printf("memory/%s/b%lld %s\n", model_name.c_str(), static_cast<long long>(batch),
               cuda::MemoryStatsToString(cuda::GetMemoryStats(0)).c_str());
@@ -96,6 +107,26 @@ void Sgemm(int64_t n) {
   const char* tf32 = std::getenv("DDP_CUDA_TF32");
   std::printf("sgemm%s/%lld %.2f TFLOP/s\n", tf32 != nullptr && std::strcmp(tf32, "1") == 0 ? "_tf32" : "",
               static_cast<long long>(n), 2.0 * n * n * n / seconds / 1e12);
+}
+
+// The bf16 GEMM autocast runs (operands made once: the GEMM alone is timed).
+void GemmBf16(int64_t n) {
+  Generator gen(2);
+  Tensor a = cuda::RoundToLowPrecision(ToDevice(Uniform({n, n}, -1.0f, 1.0f, gen), kGpu), DType::kBFloat16);
+  Tensor b = cuda::RoundToLowPrecision(ToDevice(Uniform({n, n}, -1.0f, 1.0f, gen), kGpu), DType::kBFloat16);
+  Tensor c = Tensor::Empty({n, n}, DType::kFloat32, kGpu);
+  auto run = [&] {
+    cuda::GemmLowPrecision(0, DType::kBFloat16, false, false, n, n, n, 1.0f, a.raw_data(), n, b.raw_data(), n, 0.0f,
+                           c.data<float>(), n);
+  };
+  for (int i = 0; i < 3; ++i) run();
+  Sync();
+  const int reps = 20;
+  const double start = Now();
+  for (int i = 0; i < reps; ++i) run();
+  Sync();
+  const double seconds = (Now() - start) / reps;
+  std::printf("gemm_bf16/%lld %.2f TFLOP/s\n", static_cast<long long>(n), 2.0 * n * n * n / seconds / 1e12);
 }
 
 void Bandwidth() {
@@ -145,6 +176,12 @@ int main(int argc, char** argv) {
         ddp::Train(model, batch, group.get());
       }
     }
+  }
+  if (only == "bf16") {
+    for (const char* model : {"mlp", "cnn", "resnet18"}) {
+      for (int64_t batch : {64, 512}) ddp::Train(model, batch, nullptr, /*bf16=*/true);
+    }
+    ddp::GemmBf16(8192);
   }
   if (only.empty() || only == "sgemm") ddp::Sgemm(8192);
   if (only.empty() || only == "bandwidth") ddp::Bandwidth();

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch 2.x eager reference for bench/gpu_bench.cc on the GPU machine (same models, batches, optimizer,
-synthetic data), printing lines in gpu_bench's format: "name value unit"."""
+synthetic data), printing lines in gpu_bench's format: "name value unit". With --bf16: the figures of
+`gpu_bench --only=bf16` (training under torch.autocast("cuda", dtype=torch.bfloat16), a bf16 GEMM)."""
 import os
 import sys
 import time
@@ -30,7 +31,7 @@ def resnet18():
     return reference_models.ResNet18()
 
 
-def train(name, batch):
+def train(name, batch, bf16=False):
     torch.manual_seed(1)
     model = {"mlp": mlp, "cnn": cnn, "resnet18": resnet18}[name]().cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -39,7 +40,9 @@ def train(name, batch):
 
     def step():
         opt.zero_grad(set_to_none=False)
-        F.cross_entropy(model(x), y).backward()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
         opt.step()
 
     for _ in range(10):
@@ -52,7 +55,7 @@ def train(name, batch):
     for _ in range(steps):
         step()
     torch.cuda.synchronize()
-    print(f"torch/train/{name}/b{batch} {steps * batch / (time.perf_counter() - start):.1f} samples/s", flush=True)
+    print(f"torch/train{'_bf16' if bf16 else ''}/{name}/b{batch} {steps * batch / (time.perf_counter() - start):.1f} samples/s", flush=True)
 
 
 def sgemm(n, tf32):
@@ -70,6 +73,21 @@ def sgemm(n, tf32):
     print(f"torch/sgemm{'_tf32' if tf32 else ''}/{n} {2 * n ** 3 / seconds / 1e12:.2f} TFLOP/s", flush=True)
 
 
+def gemm_bf16(n):
+    """bf16 operands, float32 accumulation (cuBLAS), bf16 output: the GEMM autocast runs."""
+    a = torch.rand(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.rand(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(20):
+        a @ b
+    torch.cuda.synchronize()
+    seconds = (time.perf_counter() - start) / 20
+    print(f"torch/gemm_bf16/{n} {2 * n ** 3 / seconds / 1e12:.2f} TFLOP/s", flush=True)
+
+
 def bandwidth():
     x = torch.ones(1 << 28, device="cuda")
     for _ in range(3):
@@ -85,6 +103,12 @@ def bandwidth():
 
 if __name__ == "__main__":
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}")
+    if "--bf16" in sys.argv[1:]:
+        for name in ("mlp", "cnn", "resnet18"):
+            for batch in (64, 512):
+                train(name, batch, bf16=True)
+        gemm_bf16(8192)
+        sys.exit(0)
     # Check the cnn's shape against nn/models.h before trusting the comparison.
     for name in ("mlp", "cnn", "resnet18"):
         for batch in (64, 512):

@@ -37,14 +37,32 @@ Tensor GradScaler::Scale(const Tensor& loss) const {
   return MulScalar(loss, scale_);
 }
 
+namespace {
+
+// A scalar on grad's device that is 0 when every element of grad is finite and NaN otherwise (inf * 0 and
+// NaN * 0 are NaN; a finite value times 0 is +-0, and a sum of zeros cannot overflow).
+Tensor NonFiniteProbe(const Tensor& grad) { return Sum(MulScalar(grad, 0.0f)); }
+
+}  // namespace
+
 bool GradScaler::UnscaleGradients(const std::vector<Tensor>& params) const {
   if (!options_.enabled) return false;
   // As torch: the reciprocal in double, then float32 (a float32 division can be off by an ulp).
   const float inv_scale = static_cast<float>(1.0 / static_cast<double>(scale_));
   bool found_inf = false;
+  // CUDA gradients: checked and multiplied on the device, the check read back once for all of them.
+  Tensor device_probe;
   for (const Tensor& p : params) {
     const Tensor grad = p.grad();
     if (!grad.defined()) continue;
+    if (grad.device().is_cuda()) {
+      DDP_CHECK(grad.dtype() == DType::kFloat32)
+          << "GradScaler: the gradient of '" << p.name() << "' must be a float32 tensor";
+      const Tensor probe = NonFiniteProbe(grad);  // before the multiply, as torch checks
+      device_probe = device_probe.defined() ? Add(device_probe, probe) : probe;
+      MulScalarInPlace(grad, inv_scale);
+      continue;
+    }
     DDP_CHECK(grad.dtype() == DType::kFloat32 && grad.device().is_cpu() && grad.is_contiguous())
         << "GradScaler: the gradient of '" << p.name() << "' must be a contiguous float32 CPU tensor";
     float* g = grad.data<float>();
@@ -56,6 +74,7 @@ bool GradScaler::UnscaleGradients(const std::vector<Tensor>& params) const {
     }
     found_inf |= !finite;
   }
+  if (device_probe.defined()) found_inf |= !std::isfinite(ToDevice(device_probe, Device::CPU()).ToVector<float>()[0]);
   return found_inf;
 }
 

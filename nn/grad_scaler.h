@@ -60,8 +60,9 @@ class GradScaler {
   Tensor Scale(const Tensor& loss) const;
   // Multiplies every defined .grad of `params` in place by float32(1 / (double)scale()) and returns
   // whether any element of any of them was inf or NaN (torch's unscale_; the check is this rank's own:
-  // under DDP the caller agrees it across ranks). Disabled: returns false and changes nothing.
-  // REQUIRES: float32 CPU gradients.
+  // under DDP the caller agrees it across ranks). Disabled: returns false and changes nothing. CUDA
+  // gradients are checked and multiplied on their device (the same float32 products), and the check is
+  // read back to the host once per call. REQUIRES: float32 gradients (contiguous ones on the CPU).
   bool UnscaleGradients(const std::vector<Tensor>& params) const;
   // The transition after a step (torch's update() / _amp_update_scale_): found_inf -> scale *=
   // backoff_factor and tracker = 0; else tracker + 1, and when that reaches growth_interval, scale *=

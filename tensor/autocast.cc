@@ -10,7 +10,11 @@
 #include "base/check.h"
 #include "tensor/bf16_convert.h"
 #include "tensor/function_node.h"
+#include "tensor/low_precision_round.h"
 #include "tensor/ops.h"
+#ifdef DDP_WITH_CUDA
+#include "tensor/cuda/cuda_ops.h"
+#endif
 
 namespace ddp {
 namespace {
@@ -20,7 +24,8 @@ struct AutocastState {
   bool enabled = false;
   DType dtype = DType::kBFloat16;  // of the innermost scope
   int depth = 0;  // open scopes, enabled or not
-  // Leaf -> its bf16 copy. The weak pointer tells a live leaf from a new tensor at a reused address.
+  // Leaf -> its bf16 copy (CUDA: its bf16 or fp16 copy). The weak pointer tells a live leaf from a new tensor
+  // at a reused address.
   std::unordered_map<const TensorImpl*, std::pair<std::weak_ptr<TensorImpl>, Tensor>> cache;
   // The same for fp16 autocast: leaf -> its float16-rounded float32 copy (with the pass-through node).
   std::unordered_map<const TensorImpl*, std::pair<std::weak_ptr<TensorImpl>, Tensor>> fp16_cache;
@@ -67,6 +72,31 @@ bool AutocastFp16AppliesTo(const Tensor& first_input) {
   return state.enabled && state.dtype == DType::kFloat16 && first_input.device().is_cpu();
 }
 
+bool AutocastCudaAppliesTo(const Tensor& first_input) { return State().enabled && first_input.device().is_cuda(); }
+
+DType AutocastDType() {
+  DDP_CHECK(State().enabled) << "AutocastDType outside an enabled AutocastScope";
+  return State().dtype;
+}
+
+Tensor ToLowPrecisionContiguous(const Tensor& x, DType dtype) {
+  DDP_CHECK(dtype == DType::kBFloat16 || dtype == DType::kFloat16)
+      << "low-precision cast: dtype must be bfloat16 or float16, got " << DTypeName(dtype);
+#ifdef DDP_WITH_CUDA
+  if (x.device().is_cuda()) return cuda::RoundToLowPrecision(x.Detach(), dtype);
+#endif
+  if (dtype == DType::kBFloat16) return ToBFloat16Contiguous(x);
+  DDP_CHECK(x.dtype() == DType::kFloat32 && x.device().is_cpu())
+      << "fp16 cast: expects a float32 CPU tensor, got " << DTypeName(x.dtype()) << " on " << x.device().ToString();
+  const Tensor source = Contiguous(x.Detach());
+  Tensor out = Tensor::Empty(x.shape(), DType::kFloat16);
+  const float* in = source.data<float>();
+  auto* bits = static_cast<uint16_t*>(out.raw_data());
+  const functors::RoundToHalf round;
+  for (int64_t i = 0; i < x.numel(); ++i) bits[i] = round(in[i]);
+  return out;
+}
+
 Tensor ToBFloat16Contiguous(const Tensor& x) {
   DDP_CHECK(x.dtype() == DType::kFloat32 && x.device().is_cpu())
       << "bf16 cast: expects a float32 CPU tensor, got " << DTypeName(x.dtype()) << " on " << x.device().ToString();
@@ -79,14 +109,18 @@ Tensor ToBFloat16Contiguous(const Tensor& x) {
 Tensor AutocastCast(const Tensor& x) {
   AutocastState& state = State();
   DDP_CHECK(state.enabled) << "AutocastCast outside an enabled AutocastScope";
-  if (!(x.is_leaf() && x.requires_grad())) return ToBFloat16Contiguous(x);
+  DDP_CHECK(state.dtype == DType::kBFloat16 || x.device().is_cuda())
+      << "AutocastCast: an fp16 scope casts CPU tensors through AutocastFp16Call";
+  const DType dtype = state.dtype;
+  if (!(x.is_leaf() && x.requires_grad())) return ToLowPrecisionContiguous(x, dtype);
   auto it = state.cache.find(x.impl());
-  if (it != state.cache.end() && it->second.first.lock() == x.shared_impl()) {
+  // A nested scope of the other dtype finds a copy of the wrong dtype: a miss, replaced.
+  if (it != state.cache.end() && it->second.first.lock() == x.shared_impl() && it->second.second.dtype() == dtype) {
     ++state.counters.hits;
     return it->second.second;
   }
   ++state.counters.misses;
-  Tensor cast = ToBFloat16Contiguous(x);
+  Tensor cast = ToLowPrecisionContiguous(x, dtype);
   state.cache[x.impl()] = {x.shared_impl(), cast};
   return cast;
 }
@@ -97,9 +131,9 @@ AutocastCacheCounters GetAutocastCacheCounters() { return State().counters; }
 
 namespace {
 
-// out[i] = HalfToFloat(FloatToHalf(in[i])): to nearest, ties to even, the same values as the scalar
-// conversion (NaN stays NaN). With F16C (part of the x86-64-v3 baseline this project builds for) eight
-// at a time.
+// out[i] = in[i] rounded to float16 and widened: to nearest, ties to even, the values of the functors the
+// CUDA kernels run (tensor/low_precision_round.h; NaN stays NaN). With F16C (part of the x86-64-v3
+// baseline this project builds for) eight at a time, the rest through the functors.
 void RoundArrayToFloat16(const float* in, float* out, int64_t n) {
   int64_t i = 0;
 #if defined(__F16C__)
@@ -108,7 +142,9 @@ void RoundArrayToFloat16(const float* in, float* out, int64_t n) {
     _mm256_storeu_ps(out + i, _mm256_cvtph_ps(half));
   }
 #endif
-  for (; i < n; ++i) out[i] = HalfToFloat(FloatToHalf(in[i]));
+  const functors::RoundToHalf round;
+  const functors::HalfToFloat32 widen;
+  for (; i < n; ++i) out[i] = widen(round(in[i]));
 }
 
 }  // namespace

@@ -24,7 +24,7 @@
 // keeps its stale copy until then, so end the scope before the optimizer step, as with PyTorch.
 //
 // The state is per thread (as PyTorch's): ops run on another thread (DataParallel's replicas) do not see
-// a scope opened here. Only CPU tensors are affected; CUDA tensors run in float32.
+// a scope opened here. CUDA tensors follow Note [Autocast on CUDA].
 //
 // Note [fp16 autocast]
 // A scope opened with DType::kFloat16 is torch.autocast("cpu", dtype=torch.float16) for the same ops:
@@ -36,6 +36,19 @@
 // speed plus a rounding pass per operand. As under bf16, outputs stay the float32 accumulator, parameter
 // copies are cached per outermost scope, and everything else is float32. Gradients that small in float16
 // flush to zero: pair fp16 with loss scaling (nn/grad_scaler.h).
+//
+// Note [Autocast on CUDA]
+// On CUDA tensors the same four ops, in either dtype, round their operands to real bf16 or fp16 tensors
+// (the CPU's rounding bit for bit: the functors of tensor/low_precision_round.h run in the kernels) and
+// multiply them with cuBLAS's cublasGemmEx (CUDA_R_16BF / CUDA_R_16F operands, float32 output,
+// CUBLAS_COMPUTE_32F: tensor cores, float32 accumulation); Conv2d builds its im2col buffer in the 16-bit
+// type. Everything else is as on the CPU for the scope's dtype: float32 outputs, the output gradient
+// rounded before the backward GEMMs, parameters cast once per outermost scope (the cache holds the 16-bit
+// copy), the bias gradient summed from the float32 output gradient under bf16 and from the rounded one
+// under fp16 (as the CPU's fp16 path, whose output node rounds the gradient before the op sees it).
+// So a CUDA op and its CPU counterpart multiply the same rounded values and differ only in float32
+// summation order (tensor/cuda/autocast_cuda_test.cc); Conv2dReluMaxPool2d runs on CUDA as Conv2d, ReLU
+// and MaxPool2d, the Conv2d under autocast.
 #ifndef DDP_TENSOR_AUTOCAST_H_
 #define DDP_TENSOR_AUTOCAST_H_
 
@@ -85,9 +98,22 @@ Tensor AutocastFp16Call(const std::vector<Tensor>& operands,
 // x rounded to float16 and widened back (a new float32 CPU tensor, no autograd history).
 Tensor RoundToFloat16(const Tensor& x);
 
-// The contiguous bf16 copy of float32 CPU tensor `x` (no autograd history). A leaf that requires grad is
-// cast once per outermost scope (Note [Autocast]). REQUIRES: AutocastEnabled().
+// True when an autocast op given these inputs takes the CUDA path (Note [Autocast on CUDA]): autocast is
+// enabled, in either dtype, and the first input is a CUDA tensor.
+bool AutocastCudaAppliesTo(const Tensor& first_input);
+
+// The dtype of this thread's innermost enabled scope (kBFloat16 or kFloat16). REQUIRES: AutocastEnabled().
+DType AutocastDType();
+
+// The contiguous copy of float32 tensor `x` in the scope's dtype (no autograd history): bf16 for a CPU
+// tensor (the CPU's fp16 path rounds through AutocastFp16Call instead), bf16 or fp16 for a CUDA tensor. A
+// leaf that requires grad is cast once per outermost scope (Note [Autocast]). REQUIRES: AutocastEnabled();
+// on the CPU, a bf16 scope.
 Tensor AutocastCast(const Tensor& x);
+
+// The contiguous copy of float32 tensor `x` (any layout, either device) in `dtype` (kBFloat16 or
+// kFloat16), rounded by the functors of tensor/low_precision_round.h; never cached; not differentiable.
+Tensor ToLowPrecisionContiguous(const Tensor& x, DType dtype);
 
 // Counters of this thread's cast cache since the thread started: a hit reuses a cached copy, a miss
 // makes (and caches) one. For tests and diagnostics.

@@ -2,7 +2,8 @@
 // gradient. Checks, output allocation and autograd wiring are shared; the forward and backward kernels
 // branch on the device (the CPU's in tensor/conv_kernels.cc, Note [Conv2d image groups], or oneDNN's
 // primitives by shape, Note [Conv2d kernel choice]; the GPU's, with a
-// GPU-sized group, in tensor/cuda/conv_im2col.cc).
+// GPU-sized group, in tensor/cuda/conv_im2col.cc; under autocast with 16-bit operands, Note [Autocast on
+// CUDA] in tensor/autocast.h).
 #include <vector>
 
 #include "tensor/autocast.h"
@@ -69,12 +70,36 @@ Tensor Conv2dBf16(const Tensor& x, const Tensor& w, const Tensor& b, const ConvG
   });
 }
 
+#ifdef DDP_WITH_CUDA
+// Conv2d under autocast on CUDA (Note [Autocast on CUDA]): 16-bit x and w, float32 output and gradients.
+Tensor Conv2dLowPrecisionCuda(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeometry& g) {
+  Tensor xl = AutocastCast(x), wl = AutocastCast(w);
+  Tensor bc = b.defined() ? Contiguous(b.Detach()) : Tensor();
+  Tensor out = Tensor::Empty({g.n, g.out, g.oh, g.ow}, DType::kFloat32, x.device());
+  cuda::Conv2dForwardLowPrecision(xl, wl, bc, ToKernelShape(g), out);
+  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
+  const bool need_b = b.defined() && b.requires_grad();
+  return RecordOp(out, "Conv2dBackward", {&x, &w, &b}, [xl, wl, g, need_x, need_w, need_b](const Tensor& gy) {
+    const cpu::ConvGradTensors grads = cpu::NewConvGrads(xl, wl, g, need_x, need_w, need_b, gy.device());
+    // fp16 sees the rounded output gradient everywhere, the bias gradient included, as on the CPU.
+    const Tensor gyc = xl.dtype() == DType::kFloat16 ? ToDType(ToLowPrecisionContiguous(gy, DType::kFloat16),
+                                                               DType::kFloat32)
+                                                      : Contiguous(gy);
+    cuda::Conv2dBackwardLowPrecision(xl, wl, gyc, ToKernelShape(g), grads.gx, grads.gw, grads.gb);
+    return std::vector<Tensor>{grads.gx, grads.gw, grads.gb};
+  });
+}
+#endif
+
 }  // namespace
 
 Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding) {
   RequireFloatOnOneDevice("Conv2d", {&x, &w, &b});
   const ConvGeometry g = cpu::CheckConvShapes(x, w, b, stride, padding);
   if (AutocastAppliesTo(x)) return Conv2dBf16(x, w, b, g);
+#ifdef DDP_WITH_CUDA
+  if (AutocastCudaAppliesTo(x)) return Conv2dLowPrecisionCuda(x, w, b, g);
+#endif
   if (AutocastFp16AppliesTo(x)) {  // Note [fp16 autocast] in tensor/autocast.h
     return AutocastFp16Call({x, w}, [&](const std::vector<Tensor>& r) { return Conv2d(r[0], r[1], b, stride, padding); });
   }

@@ -1,5 +1,5 @@
 // Matmul and Linear on either device: GEMM through cpu::Gemm (oneDNN) or cuda::Gemm (cuBLAS), passing
-// transposed views without copies; under autocast on the CPU, bf16 GEMMs (Note [Autocast]). Everything but the GEMM call, the bias broadcast and the bias
+// transposed views without copies; under autocast, 16-bit GEMMs (Note [Autocast], Note [Autocast on CUDA]). Everything but the GEMM call, the bias broadcast and the bias
 // gradient is shared by both devices.
 #include "tensor/autocast.h"
 #include "tensor/cpu_gemm.h"
@@ -87,47 +87,62 @@ Tensor MatmulNoGrad(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// [m, n] float32 = a [m, k] x b [k, n] with bf16 a and b stored contiguously, transposed where asked.
-Tensor Bf16Product(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b) {
+// out [m, n] float32 = a [m, k] x b [k, n] (+ beta * out) with 16-bit a and b (bf16 on the CPU; bf16 or
+// fp16 on CUDA, Note [Autocast on CUDA]) stored contiguously, transposed where asked.
+void LowPrecisionGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float beta, const Tensor& out) {
   const int64_t m = a.shape()[trans_a ? 1 : 0], k = a.shape()[trans_a ? 0 : 1];
   const int64_t n = b.shape()[trans_b ? 0 : 1];
-  Tensor out = Tensor::Empty({m, n}, DType::kFloat32, a.device());
+#ifdef DDP_WITH_CUDA
+  if (a.device().is_cuda()) {
+    cuda::GemmLowPrecision(a.device().index, a.dtype(), trans_a, trans_b, m, n, k, 1.0f, a.raw_data(), a.shape()[1],
+                           b.raw_data(), b.shape()[1], beta, out.data<float>(), std::max<int64_t>(n, 1));
+    return;
+  }
+#endif
   cpu::Gemm(trans_a, trans_b, m, n, k, 1.0f, a.data<BFloat16>(), a.shape()[1], b.data<BFloat16>(), b.shape()[1],
-            0.0f, out.data<float>(), n);
+            beta, out.data<float>(), n);
+}
+
+// The same product into a new tensor.
+Tensor LowPrecisionProduct(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b) {
+  Tensor out = Tensor::Empty({a.shape()[trans_a ? 1 : 0], b.shape()[trans_b ? 0 : 1]}, DType::kFloat32, a.device());
+  LowPrecisionGemm(a, trans_a, b, trans_b, 0.0f, out);
   return out;
 }
 
-// Matmul under autocast (Note [Autocast]).
-Tensor MatmulBf16(const Tensor& a, const Tensor& b) {
+// Matmul under autocast (Note [Autocast]; Note [Autocast on CUDA]).
+Tensor MatmulLowPrecision(const Tensor& a, const Tensor& b) {
   Tensor ab = AutocastCast(a), bb = AutocastCast(b);
-  Tensor out = Bf16Product(ab, false, bb, false);
+  Tensor out = LowPrecisionProduct(ab, false, bb, false);
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   return RecordOp(out, "MatmulBackward", {&a, &b}, [ab, bb, need_a, need_b](const Tensor& g) {
-    const Tensor gb16 = ToBFloat16Contiguous(g);
-    return std::vector<Tensor>{need_a ? Bf16Product(gb16, false, bb, true) : Tensor(),
-                               need_b ? Bf16Product(ab, true, gb16, false) : Tensor()};
+    const Tensor g16 = ToLowPrecisionContiguous(g, ab.dtype());
+    return std::vector<Tensor>{need_a ? LowPrecisionProduct(g16, false, bb, true) : Tensor(),
+                               need_b ? LowPrecisionProduct(ab, true, g16, false) : Tensor()};
   });
 }
 
-// Linear under autocast (Note [Autocast]): y = x w^T + b with bf16 x and w, float32 bias and output.
-Tensor LinearBf16(const Tensor& x, const Tensor& w, const Tensor& b) {
+// Linear under autocast (Note [Autocast]; Note [Autocast on CUDA]): y = x w^T + b with 16-bit x and w,
+// float32 bias and output.
+Tensor LinearLowPrecision(const Tensor& x, const Tensor& w, const Tensor& b) {
   Tensor xb = AutocastCast(x), wb = AutocastCast(w);
-  const int64_t n = x.shape()[0], in = x.shape()[1], out_features = w.shape()[0];
+  const int64_t n = x.shape()[0], out_features = w.shape()[0];
   Tensor out = Tensor::Empty({n, out_features}, DType::kFloat32, x.device());
   float beta = 0.0f;
   if (b.defined()) {
     FillRowsWithBias(out, b);
     beta = 1.0f;
   }
-  cpu::Gemm(false, true, n, out_features, in, 1.0f, xb.data<BFloat16>(), in, wb.data<BFloat16>(), in, beta,
-            out.data<float>(), out_features);
+  LowPrecisionGemm(xb, false, wb, true, beta, out);
   const bool need_x = x.requires_grad(), need_w = w.requires_grad();
   const bool need_b = b.defined() && b.requires_grad();
   return RecordOp(out, "LinearBackward", {&x, &w, &b}, [xb, wb, need_x, need_w, need_b](const Tensor& g) {
-    const Tensor gb16 = need_x || need_w ? ToBFloat16Contiguous(g) : Tensor();
-    Tensor gx = need_x ? Bf16Product(gb16, false, wb, false) : Tensor();
-    Tensor gw = need_w ? Bf16Product(gb16, true, xb, false) : Tensor();
-    Tensor gb = need_b ? SumRows(g) : Tensor();
+    const bool fp16 = xb.dtype() == DType::kFloat16;
+    const Tensor g16 = need_x || need_w || (need_b && fp16) ? ToLowPrecisionContiguous(g, xb.dtype()) : Tensor();
+    Tensor gx = need_x ? LowPrecisionProduct(g16, false, wb, false) : Tensor();
+    Tensor gw = need_w ? LowPrecisionProduct(g16, true, xb, false) : Tensor();
+    // fp16 sums the rounded output gradient, as the CPU's fp16 path (Note [Autocast on CUDA]).
+    Tensor gb = need_b ? SumRows(fp16 ? ToDType(g16, DType::kFloat32) : g) : Tensor();
     return std::vector<Tensor>{gx, gw, gb};
   });
 }
@@ -138,7 +153,7 @@ Tensor Matmul(const Tensor& a, const Tensor& b) {
   RequireFloatOnOneDevice("Matmul", {&a, &b});
   DDP_CHECK(a.dim() == 2 && b.dim() == 2 && a.shape()[1] == b.shape()[0])
       << "Matmul: " << ShapeToString(a.shape()) << " x " << ShapeToString(b.shape());
-  if (AutocastAppliesTo(a)) return MatmulBf16(a, b);
+  if (AutocastAppliesTo(a) || AutocastCudaAppliesTo(a)) return MatmulLowPrecision(a, b);
   if (AutocastFp16AppliesTo(a)) {  // Note [fp16 autocast]
     return AutocastFp16Call({a, b}, [](const std::vector<Tensor>& r) { return Matmul(r[0], r[1]); });
   }
@@ -159,7 +174,7 @@ Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   if (b.defined()) {
     DDP_CHECK(b.dim() == 1 && b.shape()[0] == out_features) << "Linear: bias " << ShapeToString(b.shape());
   }
-  if (AutocastAppliesTo(x)) return LinearBf16(x, w, b);
+  if (AutocastAppliesTo(x) || AutocastCudaAppliesTo(x)) return LinearLowPrecision(x, w, b);
   if (AutocastFp16AppliesTo(x)) {  // Note [fp16 autocast]
     return AutocastFp16Call({x, w}, [&b](const std::vector<Tensor>& r) { return Linear(r[0], r[1], b); });
   }

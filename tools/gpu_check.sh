@@ -12,6 +12,9 @@
 #   tools/gpu_check.sh run OUT_DIR   (on the GPU machine: no Bazel) unpacks the libraries, runs the
 #                                    bundled tests, the benchmark, and cnn training for 2 epochs on the GPU
 #                                    and on the CPU (same seed: the accuracies must agree within 1 point),
+#                                    and with --precision=bf16 and fp16 on the GPU (within 0.3 points of
+#                                    the GPU's float32 run), plus gpu_bench --only=bf16 beside PyTorch's
+#                                    bf16 autocast,
 #                                    writing logs and a summary into OUT_DIR. Exit status 0 only if every
 #                                    test passed.
 #
@@ -21,7 +24,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUNDLE="${ROOT}/gpu_bundle"
 TESTS=(tensor/cuda/cuda_ops_test comm/nccl/process_group_nccl_test nn/optimizer_cuda_test tests/nccl_ddp_test
-       tests/gloo_cuda_ddp_test dp/data_parallel_cuda_test ddp/cuda_backward_timer_test comm/host_staging_test nn/resnet_cuda_test)
+       tests/gloo_cuda_ddp_test dp/data_parallel_cuda_test ddp/cuda_backward_timer_test comm/host_staging_test nn/resnet_cuda_test
+       tensor/cuda/autocast_cuda_test nn/grad_scaler_cuda_test)
 BENCH=bench/gpu_bench
 TRAIN=train/train
 LAUNCHER=launch/ddprun
@@ -110,6 +114,7 @@ run() {
   done
   timeout 300 "${bundle}/bin/gpu_bench" > "${out}/gpu_bench.txt" 2>&1 || echo "gpu_bench failed" >> "${out}/summary.txt"
   DDP_CUDA_TF32=1 timeout 60 "${bundle}/bin/gpu_bench" --only=sgemm >> "${out}/gpu_bench.txt" 2>&1 || true
+  timeout 240 "${bundle}/bin/gpu_bench" --only=bf16 >> "${out}/gpu_bench.txt" 2>&1 || echo "gpu_bench --only=bf16 failed" >> "${out}/summary.txt"
   cat "${out}/gpu_bench.txt"
   train_check "${bundle}" "${out}" || failed=1
   # ddprun --nproc_per_node=gpu starts one worker per visible GPU (launch/local_devices.h).
@@ -136,6 +141,7 @@ run() {
   fi
   if command -v python3 > /dev/null; then
     env -u LD_LIBRARY_PATH timeout 300 python3 "${bundle}/pytorch_gpu_reference.py" > "${out}/pytorch_gpu_reference.txt" 2>&1 || true
+    env -u LD_LIBRARY_PATH timeout 240 python3 "${bundle}/pytorch_gpu_reference.py" --bf16 >> "${out}/pytorch_gpu_reference.txt" 2>&1 || true
     cat "${out}/pytorch_gpu_reference.txt"
   fi
   return "${failed}"
@@ -157,12 +163,41 @@ train_check() {
   local gpu cpu
   gpu=$(awk '/final test_acc/{print $3}' "${out}/train_cuda.log")
   cpu=$(awk '/final test_acc/{print $3}' "${out}/train_cpu.log")
+  local status=0
   if awk -v g="${gpu}" -v c="${cpu}" 'BEGIN{d = g - c; if (d < 0) d = -d; exit !(g != "" && d <= 0.01)}'; then
     echo "cnn accuracy: gpu ${gpu} cpu ${cpu}: PASSED (within 1 point)" | tee -a "${out}/summary.txt"
   else
     echo "cnn accuracy: gpu ${gpu} cpu ${cpu}: FAILED (differ by more than 1 point)" | tee -a "${out}/summary.txt"
-    return 1
+    status=1
   fi
+  precision_check "${bundle}" "${out}" "${gpu}" || status=1
+  return "${status}"
+}
+
+# cnn on the GPU with --precision=bf16 and fp16 (autocast on CUDA, fp16 with its GradScaler), the same flags
+# and seed as the float32 GPU run: test accuracy within 0.3 points of it.
+precision_check() {
+  local bundle="$1" out="$2" fp32="$3" failed=0
+  local flags=(--model=cnn --epochs=2 --data_dir="${bundle}/fashion-mnist" --device=cuda)
+  for precision in bf16 fp16; do
+    local start=$SECONDS
+    if ! timeout 300 "${bundle}/bin/train" "${flags[@]}" --precision="${precision}" \
+        --metrics_out="${out}/train_cuda_${precision}.jsonl" > "${out}/train_cuda_${precision}.log" 2>&1; then
+      echo "train --device=cuda --precision=${precision}: FAILED (see train_cuda_${precision}.log)" | tee -a "${out}/summary.txt"
+      failed=1
+      continue
+    fi
+    echo "train --device=cuda --precision=${precision}: $((SECONDS - start)) s" | tee -a "${out}/summary.txt"
+    local acc
+    acc=$(awk '/final test_acc/{print $3}' "${out}/train_cuda_${precision}.log")
+    if awk -v a="${acc}" -v f="${fp32}" 'BEGIN{d = a - f; if (d < 0) d = -d; exit !(a != "" && d <= 0.003)}'; then
+      echo "cnn accuracy: cuda ${precision} ${acc} cuda fp32 ${fp32}: PASSED (within 0.3 points)" | tee -a "${out}/summary.txt"
+    else
+      echo "cnn accuracy: cuda ${precision} ${acc} cuda fp32 ${fp32}: FAILED (differ by more than 0.3 points)" | tee -a "${out}/summary.txt"
+      failed=1
+    fi
+  done
+  return "${failed}"
 }
 
 test_labels() {

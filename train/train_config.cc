@@ -19,13 +19,13 @@ absl::Status CheckCombinations(const TrainConfig& config) {
   if (config.device == "cuda") return bad("--device=cuda needs a CUDA build (bazel build --config=cuda)");
 #endif
   if (config.backend == "nccl" && config.device != "cuda") return bad("--backend=nccl needs --device=cuda");
-  if (config.precision != "fp32" && (config.device != "cpu" || config.mode == "dp")) {
-    return bad("--precision=bf16|fp16 needs --device=cpu and DDP or one process (not --mode=dp, whose replicas run "
-               "on threads that the autocast scope does not reach); bf16/fp16 GEMMs on CUDA are not implemented");
+  if (config.precision != "fp32" && config.mode == "dp") {
+    return bad("--precision=bf16|fp16 needs DDP or one process (not --mode=dp, whose replicas run on threads that "
+               "the autocast scope does not reach)");
   }
-  if (GradScalerEnabled(config) && (config.zero || config.device != "cpu" || config.mode == "dp")) {
-    return bad("--grad_scaler (on by default with --precision=fp16) needs --device=cpu and DDP or one process, "
-               "and cannot be combined with --zero (each rank holds a shard of the gradients)");
+  if (GradScalerEnabled(config) && (config.zero || config.mode == "dp")) {
+    return bad("--grad_scaler (on by default with --precision=fp16) needs DDP or one process, and cannot be "
+               "combined with --zero (each rank holds a shard of the gradients)");
   }
   if (config.grad_scaler_backoff_factor <= 0) return bad("--grad_scaler_backoff_factor must be > 0");
   if (config.reduce_dtype != "fp32" &&
@@ -33,7 +33,7 @@ absl::Status CheckCombinations(const TrainConfig& config) {
     return bad("--reduce_dtype=bf16 puts the gradients into bf16 buckets itself: it cannot be combined with "
                "--comm_hook (fp16/bf16 would convert a second time; powersgd takes float32), --zero (its own "
                "reduce-scatter hook), --grad_as_bucket_view (a float32 .grad cannot view a bf16 bucket) or "
-               "--device=cuda (not implemented)");
+               "--device=cuda (the bf16 bucket cast is a CPU loop, reducer/bucket_cast.cc; NCCL buckets are float32)");
   }
   if (config.uneven_drop_batches > 0 && (config.checkpoint_every > 0 || config.check_sync_every > 0)) {
     return bad("--uneven_drop_batches cannot be combined with --checkpoint_every or --check_sync_every (their "

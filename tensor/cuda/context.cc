@@ -74,5 +74,32 @@ void Gemm(int device, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
                                static_cast<int>(ldc)));
 }
 
+void GemmLowPrecision(int device, DType operands, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                      float alpha, const void* a, int64_t lda, const void* b, int64_t ldb, float beta, float* c,
+                      int64_t ldc) {
+  DDP_CHECK(operands == DType::kBFloat16 || operands == DType::kFloat16)
+      << "GemmLowPrecision: operands must be bfloat16 or float16, got " << DTypeName(operands);
+  if (m == 0 || n == 0) return;
+  DeviceGuard guard(device);
+  if (k == 0) {  // cuBLAS rejects k = 0; C = beta * C with beta 0 or 1, the only values the ops pass
+    DDP_CHECK(beta == 0.0f || beta == 1.0f) << "GemmLowPrecision: k = 0 with beta " << beta;
+    if (beta == 0.0f) {
+      DDP_CUDA_CHECK(cudaMemset2DAsync(c, static_cast<size_t>(ldc) * sizeof(float), 0, static_cast<size_t>(n) * sizeof(float),
+                                       static_cast<size_t>(m), CurrentStream(device)));
+    }
+    return;
+  }
+  cublasHandle_t handle = Handle(device);
+  DDP_CUBLAS_CHECK(cublasSetStream(handle, CurrentStream(device)));
+  // Row-major as column-major with the operands swapped (see Gemm).
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cudaDataType_t type = operands == DType::kBFloat16 ? CUDA_R_16BF : CUDA_R_16F;
+  DDP_CHECK(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX) << "Gemm dimensions exceed cuBLAS's int range";
+  DDP_CUBLAS_CHECK(cublasGemmEx(handle, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
+                                &alpha, b, type, static_cast<int>(ldb), a, type, static_cast<int>(lda), &beta, c,
+                                CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace cuda
 }  // namespace ddp

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "tensor/dtype.h"
+
 namespace ddp {
 namespace cuda {
 
@@ -39,6 +41,15 @@ class DeviceGuard {
 // environment (TF32 tensor cores; about 1e-3 relative error, as PyTorch's allow_tf32).
 void Gemm(int device, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// The same product with 16-bit float operands, for autocast (tensor/autocast.h): A and B hold `operands`
+// (kBFloat16 or kFloat16) elements, C is float32, and cuBLAS multiplies with float32 accumulation
+// (cublasGemmEx, CUBLAS_COMPUTE_32F: tensor cores; the products of two 16-bit values are exact in float32,
+// so results differ from a float32 GEMM of the same rounded values only in summation order).
+// k == 0 gives beta * C. REQUIRES: operands is kBFloat16 or kFloat16 (checked).
+void GemmLowPrecision(int device, DType operands, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                      float alpha, const void* a, int64_t lda, const void* b, int64_t ldb, float beta, float* c,
+                      int64_t ldc);
 
 }  // namespace cuda
 }  // namespace ddp

@@ -48,6 +48,23 @@ void Conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b, const kern
 void Conv2dBackward(const Tensor& x, const Tensor& w, const Tensor& gy, const kernels::ConvShape& g,
                     const Tensor& gx, const Tensor& gw, const Tensor& gb);
 
+// ---- autocast on CUDA (Note [Autocast on CUDA], tensor/autocast.h) ----
+
+// A new contiguous `dtype` (kBFloat16 or kFloat16) copy of float32 CUDA tensor x (any layout), rounded as
+// the CPU rounds (tensor/low_precision_round.h). No autograd history.
+Tensor RoundToLowPrecision(const Tensor& x, DType dtype);
+// A new contiguous float32 copy of a bfloat16 or float16 CUDA tensor (exact). No autograd history.
+Tensor WidenToFloat32(const Tensor& x);
+
+// Conv2dForward with x and w contiguous bf16 or fp16 tensors of one dtype (b and y float32): im2col in that
+// dtype, GEMMs with float32 accumulation (GemmLowPrecision), float32 output plus bias.
+void Conv2dForwardLowPrecision(const Tensor& x, const Tensor& w, const Tensor& b, const kernels::ConvShape& g,
+                               const Tensor& y);
+// Conv2dBackward for the same operands, gy float32: gy is rounded to x's dtype for the GEMMs; gx, gw are the
+// GEMMs' float32 results; gb sums gy as given (callers pass the rounded gy where it must be rounded).
+void Conv2dBackwardLowPrecision(const Tensor& x, const Tensor& w, const Tensor& gy, const kernels::ConvShape& g,
+                                const Tensor& gx, const Tensor& gw, const Tensor& gb);
+
 }  // namespace cuda
 }  // namespace ddp
 

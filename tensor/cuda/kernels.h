@@ -89,6 +89,16 @@ cudaError_t Col2Im(const float* col, const ConvShape& g, int64_t first, int64_t 
 cudaError_t SwapOuterDims(const float* src, float* dst, int64_t A, int64_t B, int64_t C, const float* bias,
                           cudaStream_t stream);
 
+// Autocast's 16-bit operands (tensor/autocast.h; `to` / `from` is kBFloat16 or kFloat16, else
+// cudaErrorInvalidValue). out[i] = in[i] rounded with the functors of tensor/low_precision_round.h, the
+// CPU's rounding bit for bit (to nearest even; NaN, inf, subnormals and fp16 overflow as there).
+cudaError_t RoundToLowPrecision(const float* in, uint16_t* out, ElementType to, int64_t n, cudaStream_t stream);
+// out[i] = in[i] widened to float32 (exact).
+cudaError_t WidenLowPrecision(const uint16_t* in, ElementType from, float* out, int64_t n, cudaStream_t stream);
+// Im2Col on 16-bit elements (bf16 or fp16 bits; +0 outside the image).
+cudaError_t Im2Col16(const uint16_t* x, const ConvShape& g, int64_t first, int64_t count, uint16_t* col,
+                     cudaStream_t stream);
+
 // Max pooling over `planes` planes of [h, w]; index holds the argmax's offset inside its plane (first
 // maximum wins, NaN propagates, as the CPU path). Backward zero-fills gx and scatter-adds.
 cudaError_t MaxPoolForward(const float* x, float* y, int32_t* index, int64_t planes, int64_t h, int64_t w,
