@@ -140,13 +140,15 @@ void RunResNet() {
     cpu::ConvKernel kernel;
     bool bf16;
   };
-  // "auto" is the default rule (Note [Conv2d kernel choice]); "onednn" forces oneDNN for every shape.
+  // "auto" is the default rule (Note [Conv2d kernel choice]); "onednn" forces oneDNN's direct primitives
+  // for every shape, "winograd" its Winograd ones wherever it has them (Note [Winograd convolutions]).
   const Variant variants[] = {{"im2col fp32", cpu::ConvKernel::kIm2Col, false},
                               {"auto   fp32", cpu::ConvKernel::kAuto, false},
                               {"onednn fp32", cpu::ConvKernel::kOneDnn, false},
+                              {"winogr fp32", cpu::ConvKernel::kWinograd, false},
                               {"im2col bf16", cpu::ConvKernel::kIm2Col, true},
                               {"auto   bf16", cpu::ConvKernel::kAuto, true}};
-  constexpr int kVariants = 5, kRounds = 5;
+  constexpr int kVariants = 6, kRounds = 5;
   double total_fwd[kVariants] = {}, total_all[kVariants] = {};
   Generator gen(1);
   for (const Case& k : cases) {

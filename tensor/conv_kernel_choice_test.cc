@@ -26,25 +26,49 @@ Tensor FixedGradient(const Shape& shape) {
   return FromVector(values, shape);
 }
 
-// The default rule: oneDNN for convolutions with a spatial kernel and 8 or more input channels, im2col
-// for 1x1 and few-channel ones; DDP_CONV_KERNEL and SetConvKernel force one kernel for every shape.
+// The default rule: oneDNN's Winograd primitives for 3x3 stride-1 convolutions with 16 or more input
+// channels, its direct ones for other spatial kernels with 8 or more, im2col for 1x1 and few-channel ones;
+// DDP_CONV_KERNEL and SetConvKernel force one kernel for every shape.
 TEST(ConvKernelChoiceTest, DefaultRuleAndOverride) {
-  auto geometry = [](int64_t c, int64_t k) { return cpu::ConvGeometry{64, c, 14, 14, 64, k, k, 1, k / 2, 14, 14}; };
+  auto geometry = [](int64_t c, int64_t k, int64_t stride = 1) {
+    const int64_t o = (14 + 2 * (k / 2) - k) / stride + 1;
+    return cpu::ConvGeometry{64, c, 14, 14, 64, k, k, stride, k / 2, o, o};
+  };
   if (std::getenv("DDP_CONV_KERNEL") == nullptr) {
-    EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 3)), cpu::ConvKernel::kOneDnn);
+    EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 3)), cpu::ConvKernel::kWinograd);
+    EXPECT_EQ(cpu::ConvKernelFor(geometry(16, 3)), cpu::ConvKernel::kWinograd);
+    EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 3, 2)), cpu::ConvKernel::kOneDnn);
     EXPECT_EQ(cpu::ConvKernelFor(geometry(8, 3)), cpu::ConvKernel::kOneDnn);
+    EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 5)), cpu::ConvKernel::kOneDnn);
     EXPECT_EQ(cpu::ConvKernelFor(geometry(1, 3)), cpu::ConvKernel::kIm2Col);
     EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 1)), cpu::ConvKernel::kIm2Col);
   }
   cpu::SetConvKernel(cpu::ConvKernel::kIm2Col);
   EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 3)), cpu::ConvKernel::kIm2Col);
+  EXPECT_EQ(cpu::OneDnnConvImplementation(geometry(64, 3)), "im2col");
   cpu::SetConvKernel(cpu::ConvKernel::kOneDnn);
   EXPECT_EQ(cpu::ConvKernelFor(geometry(1, 1)), cpu::ConvKernel::kOneDnn);
+  EXPECT_EQ(cpu::OneDnnConvImplementation(geometry(64, 3)).find("wino"), std::string::npos);
+  cpu::SetConvKernel(cpu::ConvKernel::kWinograd);
+  EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 1)), cpu::ConvKernel::kWinograd);
+  // oneDNN has no Winograd kernel for a 1x1 convolution: the direct primitive runs it.
+  EXPECT_EQ(cpu::OneDnnConvImplementation(geometry(64, 1)).find("wino"), std::string::npos);
   cpu::SetConvKernel(cpu::ConvKernel::kAuto);
 }
 
-// The two kernels agree at a ResNet-18 layer's shape (channels as layer2, a small batch and image),
-// forward and every gradient, to float32 rounding.
+// oneDNN's Winograd kernels need AVX-512 (jit_wino_4x3:avx512_core); where the CPU has it, the default
+// rule runs them for ResNet's 3x3 stride-1 layers.
+TEST(ConvKernelChoiceTest, WinogradRunsWhereTheCpuHasIt) {
+  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512: oneDNN has no Winograd kernel here";
+  const cpu::ConvGeometry layer1{8, 64, 28, 28, 64, 3, 3, 1, 1, 28, 28};
+  EXPECT_NE(cpu::OneDnnConvImplementation(layer1).find("wino"), std::string::npos)
+      << cpu::OneDnnConvImplementation(layer1);
+}
+
+// The kernels agree at a ResNet-18 layer's shape (channels as layer2, a small batch and image), forward and
+// every gradient: the direct primitives with im2col to float32 rounding (1e-5 of the largest value: only
+// the order of the sums differs), Winograd to 1e-4 (its tile transforms round too; Note [Winograd
+// convolutions]).
 TEST(ConvKernelChoiceTest, OneDnnMatchesIm2ColAtResNetShapes) {
   const Tensor x0 = UniformLeaf({3, 32, 9, 9}, 400), w0 = UniformLeaf({48, 32, 3, 3}, 401, -0.1f, 0.1f);
   const Tensor b0 = UniformLeaf({48}, 402);
@@ -61,20 +85,30 @@ TEST(ConvKernelChoiceTest, OneDnnMatchesIm2ColAtResNetShapes) {
     return Result{y.ToVector<float>(), x.grad().ToVector<float>(), w.grad().ToVector<float>(),
                   b.grad().ToVector<float>()};
   };
-  auto expect_near = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+  auto expect_near = [](const std::vector<float>& a, const std::vector<float>& b, float tolerance,
+                        const char* what) {
     ASSERT_EQ(a.size(), b.size()) << what;
     float scale = 0.0f;
     for (float v : b) scale = std::max(scale, std::fabs(v));
-    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f * scale) << what << " " << i;
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tolerance * scale) << what << " " << i;
   };
   for (int64_t stride : {1, 2}) {
-    SCOPED_TRACE(::testing::Message() << "stride " << stride);
-    const Result im2col = run(cpu::ConvKernel::kIm2Col, stride), onednn = run(cpu::ConvKernel::kOneDnn, stride);
-    expect_near(onednn.y, im2col.y, "y");
-    expect_near(onednn.gx, im2col.gx, "gx");
-    expect_near(onednn.gw, im2col.gw, "gw");
-    expect_near(onednn.gb, im2col.gb, "gb");
-    EXPECT_NE(onednn.gw, std::vector<float>(onednn.gw.size(), 0.0f));
+    const Result im2col = run(cpu::ConvKernel::kIm2Col, stride);
+    for (cpu::ConvKernel kernel : {cpu::ConvKernel::kOneDnn, cpu::ConvKernel::kWinograd}) {
+      SCOPED_TRACE(::testing::Message() << "stride " << stride << " kernel " << static_cast<int>(kernel));
+      const float tolerance = kernel == cpu::ConvKernel::kWinograd ? 1e-4f : 1e-5f;
+      const Result onednn = run(kernel, stride);
+      if (kernel == cpu::ConvKernel::kWinograd && stride == 1 && __builtin_cpu_supports("avx512f")) {
+        cpu::SetConvKernel(kernel);  // the comparison above ran Winograd, not its direct fallback
+        EXPECT_NE(cpu::OneDnnConvImplementation({3, 32, 9, 9, 48, 3, 3, 1, 1, 9, 9}).find("wino"), std::string::npos);
+        cpu::SetConvKernel(cpu::ConvKernel::kAuto);
+      }
+      expect_near(onednn.y, im2col.y, tolerance, "y");
+      expect_near(onednn.gx, im2col.gx, tolerance, "gx");
+      expect_near(onednn.gw, im2col.gw, tolerance, "gw");
+      expect_near(onednn.gb, im2col.gb, tolerance, "gb");
+      EXPECT_NE(onednn.gw, std::vector<float>(onednn.gw.size(), 0.0f));
+    }
   }
 }
 

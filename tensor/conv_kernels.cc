@@ -263,7 +263,7 @@ bool OneDnnForwardImages(const T* x, const T* w, const float* b, const ConvGeome
 template <typename T>
 void ForwardGroups(const T* x, const T* w, const float* b, const ConvGeometry& g, float* direct,
                    const GroupOutputFn& consume) {
-  if (ConvKernelFor(g) == ConvKernel::kOneDnn && OneDnnForwardImages(x, w, b, g, direct, consume)) return;
+  if (ConvKernelFor(g) != ConvKernel::kIm2Col && OneDnnForwardImages(x, w, b, g, direct, consume)) return;
   const int64_t K = g.K(), P = g.P(), group = ImagesPerGroup(g);
   Scratch col_scratch(0, FloatsFor<T>(K * P * group));
   T* col = col_scratch.as<T>();
@@ -429,7 +429,7 @@ ConvGrads OneDnnBackward(const T* x, const T* w, const ConvGeometry& g, const Gr
 
 template <typename T>
 void Backward(const T* x, const T* w, const ConvGeometry& g, const GroupGradientFn& gradient, ConvGrads grads) {
-  if (ConvKernelFor(g) == ConvKernel::kOneDnn && g.n > 0 && (grads.gx != nullptr || grads.gw != nullptr)) {
+  if (ConvKernelFor(g) != ConvKernel::kIm2Col && g.n > 0 && (grads.gx != nullptr || grads.gw != nullptr)) {
     grads = OneDnnBackward(x, w, g, gradient, grads);
   }
   const int64_t K = g.K(), P = g.P(), group = ImagesPerGroup(g);

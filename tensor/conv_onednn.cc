@@ -8,6 +8,7 @@
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <unordered_map>
 
@@ -26,7 +27,8 @@ ConvKernel FromEnvironment() {
     if (env == nullptr || *env == '\0' || std::strcmp(env, "auto") == 0) return ConvKernel::kAuto;
     if (std::strcmp(env, "onednn") == 0) return ConvKernel::kOneDnn;
     if (std::strcmp(env, "im2col") == 0) return ConvKernel::kIm2Col;
-    DDP_CHECK(false) << "DDP_CONV_KERNEL=\"" << env << "\": expected auto, onednn or im2col";
+    if (std::strcmp(env, "winograd") == 0) return ConvKernel::kWinograd;
+    DDP_CHECK(false) << "DDP_CONV_KERNEL=\"" << env << "\": expected auto, onednn, winograd or im2col";
     return ConvKernel::kAuto;
   }();
   return resolved;
@@ -83,6 +85,7 @@ struct Plan {
   std::array<int, 3> arg;  // the DNNL_ARG_* of a, b, c
   int bias_arg;            // DNNL_ARG_BIAS, DNNL_ARG_DIFF_BIAS, or 0 without bias
   memory::desc bias;       // [out] float32, when bias_arg != 0
+  std::string implementation;  // oneDNN's name of the kernel, e.g. "jit_wino_4x3:avx512_core"
 };
 
 struct Shapes {
@@ -95,14 +98,14 @@ Shapes ShapesOf(const ConvGeometry& g) {
 }
 
 // The forward descriptor with layouts left to oneDNN (`any`): float32 or bf16 operands, float32 output.
-dnnl::convolution_forward::primitive_desc ForwardDesc(const ConvGeometry& g, DataType operand, bool bias) {
+dnnl::convolution_forward::primitive_desc ForwardDesc(const ConvGeometry& g, DataType operand, bool bias,
+                                                      dnnl::algorithm algorithm) {
   const Shapes s = ShapesOf(g);
   const memory::desc src(s.src, operand, Tag::any), weights(s.weights, operand, Tag::any);
   const memory::desc dst(s.dst, DataType::f32, Tag::any);
   const memory::desc bias_md = bias ? memory::desc(s.bias, DataType::f32, Tag::x) : memory::desc();
-  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training,
-                                             dnnl::algorithm::convolution_direct, src, weights, bias_md, dst,
-                                             s.strides, s.padding, s.padding);
+  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, algorithm, src, weights, bias_md,
+                                             dst, s.strides, s.padding, s.padding);
   return dnnl::convolution_forward::primitive_desc(desc, CpuEngine());
 }
 
@@ -110,9 +113,9 @@ memory::desc Plain(const memory::dims& dims, DataType type) {
   return memory::desc(dims, type, dims.size() == 4 ? Tag::abcd : Tag::a);
 }
 
-Plan MakePlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias) {
+Plan MakePlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias, dnnl::algorithm algorithm) {
   const Shapes s = ShapesOf(g);
-  const auto fwd = ForwardDesc(g, operand, bias && pass == Pass::kForward);
+  const auto fwd = ForwardDesc(g, operand, bias && pass == Pass::kForward, algorithm);
   const auto& e = CpuEngine();
   if (pass == Pass::kForward) {
     return Plan{dnnl::convolution_forward(fwd),
@@ -121,15 +124,15 @@ Plan MakePlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias) {
                 Operand(Plain(s.dst, DataType::f32), fwd.dst_desc(), false),
                 {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
                 bias ? DNNL_ARG_BIAS : 0,
-                Plain(s.bias, DataType::f32)};
+                Plain(s.bias, DataType::f32),
+                fwd.impl_info_str()};
   }
   const memory::desc src(s.src, pass == Pass::kBackwardData ? DataType::f32 : operand, Tag::any);
   const memory::desc weights(s.weights, pass == Pass::kBackwardData ? operand : DataType::f32, Tag::any);
   const memory::desc dst(s.dst, operand, Tag::any);
   if (pass == Pass::kBackwardData) {
     const dnnl::convolution_backward_data::primitive_desc pd(
-        dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, weights, dst, s.strides,
-                                              s.padding, s.padding),
+        dnnl::convolution_backward_data::desc(algorithm, src, weights, dst, s.strides, s.padding, s.padding),
         e, fwd);
     return Plan{dnnl::convolution_backward_data(pd),
                 Operand(Plain(s.dst, operand), pd.diff_dst_desc(), true),
@@ -137,13 +140,14 @@ Plan MakePlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias) {
                 Operand(Plain(s.src, DataType::f32), pd.diff_src_desc(), false),
                 {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
                 0,
-                Plain(s.bias, DataType::f32)};
+                Plain(s.bias, DataType::f32),
+                pd.impl_info_str()};
   }
   const auto desc = bias ? dnnl::convolution_backward_weights::desc(
-                               dnnl::algorithm::convolution_direct, src, weights,
-                               memory::desc(s.bias, DataType::f32, Tag::x), dst, s.strides, s.padding, s.padding)
-                         : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src,
-                                                                    weights, dst, s.strides, s.padding, s.padding);
+                               algorithm, src, weights, memory::desc(s.bias, DataType::f32, Tag::x), dst, s.strides,
+                               s.padding, s.padding)
+                         : dnnl::convolution_backward_weights::desc(algorithm, src, weights, dst, s.strides,
+                                                                    s.padding, s.padding);
   const dnnl::convolution_backward_weights::primitive_desc pd(desc, e, fwd);
   return Plan{dnnl::convolution_backward_weights(pd),
               Operand(Plain(s.src, operand), pd.src_desc(), true),
@@ -151,27 +155,37 @@ Plan MakePlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias) {
               Operand(Plain(s.weights, DataType::f32), pd.diff_weights_desc(), false),
               {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS},
               bias ? DNNL_ARG_DIFF_BIAS : 0,
-              Plain(s.bias, DataType::f32)};
+              Plain(s.bias, DataType::f32),
+              pd.impl_info_str()};
+}
+
+// The plan for one pass and shape with the algorithm ConvKernelFor(g) names, the direct one where oneDNN
+// has no Winograd kernel for the case, or null when it has neither (dnnl_unimplemented).
+std::unique_ptr<Plan> NewPlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias) {
+  if (ConvKernelFor(g) == ConvKernel::kWinograd && operand == DataType::f32) {
+    try {
+      return std::make_unique<Plan>(MakePlan(pass, g, operand, bias, dnnl::algorithm::convolution_winograd));
+    } catch (const dnnl::error&) {
+      // No Winograd kernel for this case on this CPU: the direct primitives below.
+    }
+  }
+  try {
+    return std::make_unique<Plan>(MakePlan(pass, g, operand, bias, dnnl::algorithm::convolution_direct));
+  } catch (const dnnl::error&) {
+    return nullptr;  // the caller runs im2col
+  }
 }
 
 // The cached plan of one pass and shape on this thread, or null when oneDNN has none (the failure is
 // cached too, so an unsupported case costs one attempt per thread).
 const Plan* FindPlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias) {
   if (g.n == 0 || g.c == 0 || g.out == 0 || g.oh <= 0 || g.ow <= 0) return nullptr;  // im2col's edge cases
-  using Key = std::array<int64_t, 12>;
+  using Key = std::array<int64_t, 13>;
   thread_local std::map<Key, std::unique_ptr<Plan>> plans;
   const Key key{static_cast<int64_t>(pass), static_cast<int64_t>(operand), g.n, g.c, g.h, g.w, g.out, g.kh, g.kw,
-                g.stride, g.padding, bias ? 1 : 0};
+                g.stride, g.padding, bias ? 1 : 0, static_cast<int64_t>(ConvKernelFor(g))};
   auto it = plans.find(key);
-  if (it == plans.end()) {
-    std::unique_ptr<Plan> plan;
-    try {
-      plan = std::make_unique<Plan>(MakePlan(pass, g, operand, bias));
-    } catch (const dnnl::error&) {
-      // No implementation for this case on this CPU (dnnl_unimplemented): the caller runs im2col.
-    }
-    it = plans.emplace(key, std::move(plan)).first;
-  }
+  if (it == plans.end()) it = plans.emplace(key, NewPlan(pass, g, operand, bias)).first;
   return it->second.get();
 }
 
@@ -270,7 +284,14 @@ ConvKernel ConvKernelFor(const ConvGeometry& g) {
   ConvKernel kernel = requested_kernel.load();
   if (kernel == ConvKernel::kAuto) kernel = FromEnvironment();
   if (kernel != ConvKernel::kAuto) return kernel;
+  if (g.kh == 3 && g.kw == 3 && g.stride == 1 && g.c >= 16) return ConvKernel::kWinograd;
   return g.kh * g.kw > 1 && g.c >= 8 ? ConvKernel::kOneDnn : ConvKernel::kIm2Col;
+}
+
+std::string OneDnnConvImplementation(const ConvGeometry& g) {
+  if (ConvKernelFor(g) == ConvKernel::kIm2Col) return "im2col";
+  const Plan* plan = FindPlan(Pass::kForward, g, DataType::f32, false);
+  return plan != nullptr ? plan->implementation : "im2col";
 }
 
 bool OneDnnConvForward(const float* x, const float* w, const float* b, const ConvGeometry& g, float* y) {

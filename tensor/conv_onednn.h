@@ -17,13 +17,29 @@
 // BENCHMARKS.md "Convolution kernels"). The two kernels differ only in the order of their float32 sums
 // (agreeing to ~1e-6 relative); Conv2d and Conv2dReluMaxPool2d choose by the same rule, so they agree bit
 // for bit with each other. DDP_CONV_KERNEL=im2col|onednn|auto in the environment (read once, at the
-// first convolution) or SetConvKernel forces one kernel for every shape, e.g. for tests and A/B runs.
+// first convolution) or SetConvKernel forces one kernel for every shape, e.g. for tests and A/B runs;
+// DDP_CONV_KERNEL=winograd forces Note [Winograd convolutions] wherever oneDNN has it.
 // Where oneDNN has no kernel for a case (it reports unimplemented), im2col runs.
+//
+// Note [Winograd convolutions]
+// For 3x3, stride-1 float32 convolutions with 16 or more input channels the default is oneDNN's Winograd
+// algorithm (F(4x4, 3x3), `jit_wino_4x3` on AVX-512): it computes the same convolution with about a
+// quarter of the multiplications, transforming 6x6 input tiles and the weights. On the AVX-512 Xeon
+// above, one thread, batch 64, ResNet-18's stride-1 3x3 layers run forward + backward 1.4-2.9x faster
+// than with the direct primitives (BENCHMARKS.md "Convolution kernels"). The price is rounding: the tile
+// transforms add float32 rounding steps, so results differ from the direct algorithm's by about 1e-5 of
+// the output's magnitude instead of 1e-6 (the direct and im2col kernels differ only in summation order).
+// That is well inside what training tolerates and far below bf16's rounding, but it is not what PyTorch's
+// CPU convolutions compute, so DDP_CONV_KERNEL=onednn (direct primitives wherever oneDNN is used) gives
+// those numbers back. Where oneDNN has no Winograd kernel (no AVX-512, bf16 operands) the direct
+// primitives run.
 //
 // Primitives are created once per thread and (pass, element type, geometry, bias) and cached: training
 // repeats the same shapes every step.
 #ifndef DDP_TENSOR_CONV_ONEDNN_H_
 #define DDP_TENSOR_CONV_ONEDNN_H_
+
+#include <string>
 
 #include "tensor/conv_kernels.h"
 #include "tensor/dtype.h"
@@ -31,17 +47,25 @@
 namespace ddp {
 namespace cpu {
 
-enum class ConvKernel { kAuto, kIm2Col, kOneDnn };
+// kOneDnn: oneDNN's direct convolution primitives; kWinograd: oneDNN's Winograd primitives (Note
+// [Winograd convolutions]), the direct ones where oneDNN has no Winograd kernel for the case.
+enum class ConvKernel { kAuto, kIm2Col, kOneDnn, kWinograd };
 
 // Forces the CPU convolution kernel for the convolutions that follow (kAuto: DDP_CONV_KERNEL if set,
 // else the rule of Note [Conv2d kernel choice]). Call while no convolution runs (tests, start-up).
 void SetConvKernel(ConvKernel kernel);
 
 // The kernel for a convolution of geometry g (never kAuto). Dies naming the value when DDP_CONV_KERNEL
-// is set to something other than auto, onednn or im2col.
+// is set to something other than auto, onednn, winograd or im2col.
 ConvKernel ConvKernelFor(const ConvGeometry& g);
 
-// Each pass below returns false, having written nothing, when oneDNN has no kernel for the case on this
+// The kernel a float32 forward convolution of geometry g runs on this thread: "im2col", or oneDNN's name
+// of its primitive (e.g. "jit_wino_4x3:avx512_core" for Winograd, "jit:avx512_core" for the direct one).
+// Creates and caches the primitive as a convolution would.
+std::string OneDnnConvImplementation(const ConvGeometry& g);
+
+// Each pass below runs the algorithm ConvKernelFor(g) names (kWinograd or the direct primitives) and
+// returns false, having written nothing, when oneDNN has no kernel for the case on this
 // CPU (e.g. bf16 without AVX-512); the caller then runs the im2col kernel. All arrays are NCHW (weights
 // [out, c, kh, kw]) and contiguous. Thread-safe (primitives and scratch are per thread).
 

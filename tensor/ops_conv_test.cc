@@ -100,8 +100,9 @@ Inputs ConvInputs(const ConvCase& k, uint64_t seed) {
   return in;
 }
 
-// The conv tests run once per CPU kernel (Note [Conv2d kernel choice]): im2col, and oneDNN's primitives
-// forced for every shape (the default rule sends small-channel and 1x1 convolutions to im2col).
+// The conv tests run once per CPU kernel (Note [Conv2d kernel choice]): im2col, and oneDNN's direct and
+// Winograd primitives forced for every shape (the default rule sends small-channel and 1x1 convolutions to
+// im2col; Winograd falls back to the direct primitives where oneDNN has no Winograd kernel).
 class Conv2dTest : public ::testing::TestWithParam<cpu::ConvKernel> {
  protected:
   void SetUp() override { cpu::SetConvKernel(GetParam()); }
@@ -109,10 +110,16 @@ class Conv2dTest : public ::testing::TestWithParam<cpu::ConvKernel> {
 };
 
 std::string KernelName(const ::testing::TestParamInfo<cpu::ConvKernel>& info) {
-  return info.param == cpu::ConvKernel::kOneDnn ? "OneDnn" : "Im2Col";
+  switch (info.param) {
+    case cpu::ConvKernel::kOneDnn: return "OneDnn";
+    case cpu::ConvKernel::kWinograd: return "Winograd";
+    default: return "Im2Col";
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, Conv2dTest, ::testing::Values(cpu::ConvKernel::kIm2Col, cpu::ConvKernel::kOneDnn),
+INSTANTIATE_TEST_SUITE_P(Kernels, Conv2dTest,
+                         ::testing::Values(cpu::ConvKernel::kIm2Col, cpu::ConvKernel::kOneDnn,
+                                           cpu::ConvKernel::kWinograd),
                          KernelName);
 
 TEST_P(Conv2dTest, ForwardMatchesDirectLoop) {
