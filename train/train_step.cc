@@ -176,12 +176,13 @@ absl::Status CheckPlannedStepsAgree(const TrainState& state, int64_t planned_ste
 absl::StatusOr<bool> UnscaleAndAgreeOnSkip(const TrainState& state) {
   bool found_inf = state.scaler->UnscaleGradients(state.optimizer.params());
   if (state.group == nullptr) return found_inf;
-  Tensor flag = FromVector(std::vector<float>{found_inf ? 1.0f : 0.0f}, {1});
+  // On the parameters' device: NCCL reduces device memory only.
+  Tensor flag = ToDevice(FromVector(std::vector<float>{found_inf ? 1.0f : 0.0f}, {1}), state.device);
   const absl::Status status = state.group->AllReduce(flag, ReduceOp::kMax)->Wait(state.group->timeout());
   if (!status.ok()) {
     return absl::Status(status.code(), absl::StrCat("--grad_scaler's inf/NaN agreement: ", status.message()));
   }
-  return flag.ToVector<float>()[0] > 0.0f;
+  return ToDevice(flag, Device::CPU()).ToVector<float>()[0] > 0.0f;
 }
 
 // One optimizer step: accumulate_steps forward/backward passes, the optimizer, the sample log.
