@@ -19,6 +19,7 @@
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
+#include "tensor/conv_onednn.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 
@@ -264,7 +265,16 @@ void CheckModel(const std::string& name) {
 TEST(PyTorchFixtureTest, Mlp) { CheckModel("mlp"); }
 TEST(PyTorchFixtureTest, Cnn) { CheckModel("cnn"); }
 TEST(PyTorchFixtureTest, CnnBatchNorm) { CheckModel("cnn_bn"); }
-TEST(PyTorchFixtureTest, ResNet18) { CheckModel("resnet18"); }
+// PyTorch's CPU convolutions run oneDNN's direct algorithm; the engine's default runs ResNet's 3x3 stride-1
+// layers with Winograd (Note [Winograd convolutions]), whose extra rounding, amplified through 20 layers
+// of batch-statistics BatchNorm backward on a fixture-sized batch, exceeds this file's 1e-4. The direct
+// primitives reproduce PyTorch's numbers; Winograd is checked against them per convolution in
+// //tensor:conv_kernel_choice_test.
+TEST(PyTorchFixtureTest, ResNet18) {
+  cpu::SetConvKernel(cpu::ConvKernel::kOneDnn);
+  CheckModel("resnet18");
+  cpu::SetConvKernel(cpu::ConvKernel::kAuto);
+}
 
 void CheckOptimizer(const std::string& name,
                     const std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>, const Fixture&)>& make) {

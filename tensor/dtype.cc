@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "tensor/low_precision_round.h"
 
 namespace ddp {
 
@@ -46,70 +47,14 @@ absl::StatusOr<DType> DTypeFromSafetensorsName(const std::string& name) {
   return absl::InvalidArgumentError(absl::StrCat("unsupported safetensors dtype \"", name, "\""));
 }
 
-uint16_t FloatToHalf(float value) {
-  uint32_t x;
-  std::memcpy(&x, &value, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) {  // inf or nan
-    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
-  }
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
-  if (abs < 0x38800000u) {  // subnormal or zero in half
-    const uint32_t shift = 126 - (abs >> 23);
-    if (shift > 24) return static_cast<uint16_t>(sign);
-    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    uint32_t half = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1);
-    const uint32_t halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (half & 1u))) ++half;
-    return static_cast<uint16_t>(sign | half);
-  }
-  uint32_t half = ((abs - 0x38000000u) >> 13);
-  const uint32_t rem = abs & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
-  return static_cast<uint16_t>(sign | half);
-}
+// The conversions are the functors CUDA kernels run too (tensor/low_precision_round.h), so both devices
+// round alike.
+uint16_t FloatToHalf(float value) { return functors::RoundToHalf()(value); }
 
-float HalfToFloat(uint16_t bits) {
-  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
-  const uint32_t exp = (bits >> 10) & 0x1fu;
-  uint32_t mant = bits & 0x3ffu;
-  uint32_t out;
-  if (exp == 0) {
-    if (mant == 0) {
-      out = sign;
-    } else {  // subnormal: normalise
-      int e = -1;
-      do {
-        ++e;
-        mant <<= 1;
-      } while ((mant & 0x400u) == 0);
-      out = sign | ((112 - e) << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else if (exp == 31) {
-    out = sign | 0x7f800000u | (mant << 13);
-  } else {
-    out = sign | ((exp + 112) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &out, 4);
-  return f;
-}
+float HalfToFloat(uint16_t bits) { return functors::HalfToFloat32()(bits); }
 
-uint16_t FloatToBFloat16(float value) {
-  uint32_t x;
-  std::memcpy(&x, &value, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
-  const uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>((x + rounding) >> 16);
-}
+uint16_t FloatToBFloat16(float value) { return functors::RoundToBFloat16()(value); }
 
-float BFloat16ToFloat(uint16_t bits) {
-  const uint32_t x = static_cast<uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
+float BFloat16ToFloat(uint16_t bits) { return functors::BFloat16ToFloat32()(bits); }
 
 }  // namespace ddp

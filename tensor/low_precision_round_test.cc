@@ -1,5 +1,5 @@
 // The rounding functors the CUDA autocast kernels run (tensor/low_precision_round.h) against the CPU's
-// conversions, bit for bit: FloatToBFloat16 / FloatToHalf (tensor/dtype.h), the vectorised bf16 array
+// conversions, bit for bit: FloatToBFloat16 / FloatToHalf (tensor/dtype.h, built on these functors), the vectorised bf16 array
 // conversion (tensor/bf16_convert.h) and the fp16 autocast rounding (RoundToFloat16, F16C where built),
 // over every float32 whose low 16 bits are one of the patterns that decide rounding, and at the edges:
 // ties to even, NaN, inf, subnormals, float16 overflow.

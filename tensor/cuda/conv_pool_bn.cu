@@ -2,22 +2,12 @@
 #include <cmath>
 
 #include "tensor/cuda/kernels.h"
+#include "tensor/cuda/launch.cuh"
 
 namespace ddp {
 namespace cuda {
 namespace kernels {
 namespace {
-
-constexpr int kThreads = 256;
-
-int Blocks(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(blocks < 65535 * 32 ? (blocks > 0 ? blocks : 1) : 65535 * 32);
-}
-
-#define DDP_GRID_LOOP(i, n)                                                                  \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
 // Element (row, column) of col [K, count*P]: row = (ch, ki, kj), column = (image, oy, ox).
 __global__ void Im2ColKernel(const float* x, ConvShape g, int64_t first, int64_t count, float* col) {

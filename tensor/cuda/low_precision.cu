@@ -1,23 +1,13 @@
 // The kernels of CUDA autocast (tensor/autocast.h): rounding float32 to bf16 / fp16 with the functors the
 // CPU runs (tensor/low_precision_round.h), widening back, and im2col on 16-bit elements.
 #include "tensor/cuda/kernels.h"
+#include "tensor/cuda/launch.cuh"
 #include "tensor/low_precision_round.h"
 
 namespace ddp {
 namespace cuda {
 namespace kernels {
 namespace {
-
-constexpr int kThreads = 256;
-
-int Blocks(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(blocks < 65535 * 32 ? (blocks > 0 ? blocks : 1) : 65535 * 32);
-}
-
-#define DDP_GRID_LOOP(i, n)                                                                  \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
 template <typename Round>
 __global__ void RoundKernel(Round round, const float* in, uint16_t* out, int64_t n) {

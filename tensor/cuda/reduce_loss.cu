@@ -2,18 +2,12 @@
 #include <cmath>
 
 #include "tensor/cuda/kernels.h"
+#include "tensor/cuda/launch.cuh"
 
 namespace ddp {
 namespace cuda {
 namespace kernels {
 namespace {
-
-constexpr int kThreads = 256;
-
-int Blocks(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(blocks < 65535 * 32 ? (blocks > 0 ? blocks : 1) : 65535 * 32);
-}
 
 __device__ __forceinline__ int64_t Offset(const Indexer& ix, int64_t i) {
   int64_t offset = 0;
