@@ -44,6 +44,18 @@ double Now() {
 
 void Sync() { DDP_CUDA_CHECK(cudaDeviceSynchronize()); }
 
+// Seconds per call of `run` on the GPU: 3 untimed calls, then the mean of 20, synchronised around them.
+template <typename Run>
+double SecondsPerRun(const Run& run) {
+  for (int i = 0; i < 3; ++i) run();
+  Sync();
+  const int reps = 20;
+  const double start = Now();
+  for (int i = 0; i < reps; ++i) run();
+  Sync();
+  return (Now() - start) / reps;
+}
+
 // `group` non-null: the model trains under DDP over it, every bucket forced through the group. `bf16`:
 // forward and loss under bf16 autocast.
 void Train(const std::string& model_name, int64_t batch, ProcessGroup* group = nullptr, bool bf16 = false) {
@@ -97,13 +109,7 @@ void Sgemm(int64_t n) {
   auto run = [&] {
     cuda::Gemm(0, false, false, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n, 0.0f, c.data<float>(), n);
   };
-  for (int i = 0; i < 3; ++i) run();
-  Sync();
-  const int reps = 20;
-  const double start = Now();
-  for (int i = 0; i < reps; ++i) run();
-  Sync();
-  const double seconds = (Now() - start) / reps;
+  const double seconds = SecondsPerRun(run);
   const char* tf32 = std::getenv("DDP_CUDA_TF32");
   std::printf("sgemm%s/%lld %.2f TFLOP/s\n", tf32 != nullptr && std::strcmp(tf32, "1") == 0 ? "_tf32" : "",
               static_cast<long long>(n), 2.0 * n * n * n / seconds / 1e12);
@@ -119,13 +125,7 @@ void GemmBf16(int64_t n) {
     cuda::GemmLowPrecision(0, DType::kBFloat16, false, false, n, n, n, 1.0f, a.raw_data(), n, b.raw_data(), n, 0.0f,
                            c.data<float>(), n);
   };
-  for (int i = 0; i < 3; ++i) run();
-  Sync();
-  const int reps = 20;
-  const double start = Now();
-  for (int i = 0; i < reps; ++i) run();
-  Sync();
-  const double seconds = (Now() - start) / reps;
+  const double seconds = SecondsPerRun(run);
   std::printf("gemm_bf16/%lld %.2f TFLOP/s\n", static_cast<long long>(n), 2.0 * n * n * n / seconds / 1e12);
 }
 

@@ -58,10 +58,10 @@ def train(name, batch, bf16=False):
     print(f"torch/train{'_bf16' if bf16 else ''}/{name}/b{batch} {steps * batch / (time.perf_counter() - start):.1f} samples/s", flush=True)
 
 
-def sgemm(n, tf32):
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    a = torch.rand(n, n, device="cuda")
-    b = torch.rand(n, n, device="cuda")
+def seconds_per_matmul(n, dtype):
+    """Seconds per n x n by n x n product on the GPU: 3 untimed, then the mean of 20."""
+    a = torch.rand(n, n, device="cuda", dtype=dtype)
+    b = torch.rand(n, n, device="cuda", dtype=dtype)
     for _ in range(3):
         a @ b
     torch.cuda.synchronize()
@@ -69,22 +69,18 @@ def sgemm(n, tf32):
     for _ in range(20):
         a @ b
     torch.cuda.synchronize()
-    seconds = (time.perf_counter() - start) / 20
+    return (time.perf_counter() - start) / 20
+
+
+def sgemm(n, tf32):
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    seconds = seconds_per_matmul(n, torch.float32)
     print(f"torch/sgemm{'_tf32' if tf32 else ''}/{n} {2 * n ** 3 / seconds / 1e12:.2f} TFLOP/s", flush=True)
 
 
 def gemm_bf16(n):
     """bf16 operands, float32 accumulation (cuBLAS), bf16 output: the GEMM autocast runs."""
-    a = torch.rand(n, n, device="cuda", dtype=torch.bfloat16)
-    b = torch.rand(n, n, device="cuda", dtype=torch.bfloat16)
-    for _ in range(3):
-        a @ b
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(20):
-        a @ b
-    torch.cuda.synchronize()
-    seconds = (time.perf_counter() - start) / 20
+    seconds = seconds_per_matmul(n, torch.bfloat16)
     print(f"torch/gemm_bf16/{n} {2 * n ** 3 / seconds / 1e12:.2f} TFLOP/s", flush=True)
 
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "data/tensor_dataset.h"
 
@@ -173,8 +174,23 @@ TEST(DataLoaderTest, WorkerErrorNamesTheSampleIndex) {
   EXPECT_NE(failed.status().message().find("sample index 4"), std::string::npos) << failed.status();
 }
 
+// Sample 1 is not ready until the test releases it (at most 30 s): the loader's wait cannot see it
+// finish, however the machine schedules the two threads.
+class GatedDataset : public FakeDataset {
+ public:
+  GatedDataset() : FakeDataset(8) {}
+  absl::StatusOr<Example> Get(int64_t index) const override {
+    if (index == 1) release_.WaitForNotificationWithTimeout(absl::Seconds(30));
+    return FakeDataset::Get(index);
+  }
+  void Release() { release_.Notify(); }
+
+ private:
+  mutable absl::Notification release_;
+};
+
 TEST(DataLoaderTest, SlowWorkerTimesOutWithAClearError) {
-  auto dataset = std::make_shared<FakeDataset>(8, absl::Milliseconds(100));  // sample 1: 400 ms
+  auto dataset = std::make_shared<GatedDataset>();
   DataLoaderOptions options;
   options.batch_size = 2;
   options.num_workers = 1;
@@ -182,6 +198,7 @@ TEST(DataLoaderTest, SlowWorkerTimesOutWithAClearError) {
   auto loader = *DataLoader::Create(dataset, nullptr, options);
   ASSERT_TRUE(loader->Begin().ok());
   auto batch = loader->Next();
+  dataset->Release();
   ASSERT_FALSE(batch.ok());
   EXPECT_EQ(batch.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(batch.status().message().find("batch 0 not loaded within 50ms"), std::string::npos) << batch.status();

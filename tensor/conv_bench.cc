@@ -18,6 +18,7 @@
 #include "tensor/autograd.h"
 #include "tensor/batch_norm.h"
 #include "tensor/conv_onednn.h"
+#include "tensor/cpu_gemm_bf16.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
@@ -139,6 +140,8 @@ void RunResNet() {
     const char* name;
     cpu::ConvKernel kernel;
     bool bf16;
+    // kOneDnn: bf16 convolutions run oneDNN's bf16 primitives; kAuto: this CPU's default (tensor/conv_kernels.cc).
+    cpu::Bf16GemmKernel bf16_gemm = cpu::Bf16GemmKernel::kAuto;
   };
   // "auto" is the default rule (Note [Conv2d kernel choice]); "onednn" forces oneDNN's direct primitives
   // for every shape, "winograd" its Winograd ones wherever it has them (Note [Winograd convolutions]).
@@ -147,8 +150,9 @@ void RunResNet() {
                               {"onednn fp32", cpu::ConvKernel::kOneDnn, false},
                               {"winogr fp32", cpu::ConvKernel::kWinograd, false},
                               {"im2col bf16", cpu::ConvKernel::kIm2Col, true},
-                              {"auto   bf16", cpu::ConvKernel::kAuto, true}};
-  constexpr int kVariants = 6, kRounds = 5;
+                              {"auto   bf16", cpu::ConvKernel::kAuto, true},
+                              {"bf16 primitives", cpu::ConvKernel::kOneDnn, true, cpu::Bf16GemmKernel::kOneDnn}};
+  constexpr int kVariants = 7, kRounds = 5;
   double total_fwd[kVariants] = {}, total_all[kVariants] = {};
   Generator gen(1);
   for (const Case& k : cases) {
@@ -166,6 +170,7 @@ void RunResNet() {
     for (int round = -1; round < kRounds; ++round) {  // round -1 warms up (primitive creation, scratch)
       for (int v = 0; v < kVariants; ++v) {
         cpu::SetConvKernel(variants[v].kernel);
+        cpu::SetBf16GemmKernel(variants[v].bf16_gemm);
         auto start = std::chrono::steady_clock::now();
         { Tensor y = forward(variants[v].bf16, x); }
         auto mid = std::chrono::steady_clock::now();
@@ -200,6 +205,7 @@ void RunResNet() {
                 total_fwd[v], total_all[v]);
   }
   cpu::SetConvKernel(cpu::ConvKernel::kAuto);
+  cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
 }
 
 // The element-wise layers of a ResNet-18 BasicBlock at layer1's size ([64, 64, 28, 28], batch 64),

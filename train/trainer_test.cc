@@ -10,9 +10,12 @@
 #include <csignal>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "train/train_step.h"
 #include "nn/safetensors.h"
 #include "testing/process.h"
@@ -334,17 +337,26 @@ TEST(TrainerTest, RankZeroSaveErrorReachesEveryRank) {
 }
 
 // The first SIGTERM stops training after the current step (exit 143, saying at which step); it does not
-// kill the process in the middle of a step.
+// kill the process in the middle of a step. The signal goes once epoch 1's line shows training runs.
 TEST(TrainerTest, SigtermStopsAfterTheCurrentStep) {
-  RunOptions options;
-  options.signal = SIGTERM;
-  options.signal_after = absl::Seconds(3);  // well into training (loading takes < 1 s)
-  options.timeout = absl::Seconds(60);
-  const ProcessResult r = RunProcess({Runfile("train/train"), "--model=mlp", "--epochs=5"}, options);
-  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.all();
-  EXPECT_NE(r.err.find("train: SIGTERM received, stopping after the current step"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("train: CANCELLED: stopped by SIGTERM after step "), std::string::npos) << r.err;
-  EXPECT_LT(r.elapsed, absl::Seconds(10));
+  const std::string log = ::testing::TempDir() + "/sigterm_train.log";
+  std::remove(log.c_str());
+  auto train = BackgroundProcess::Start({Runfile("train/train"), "--model=mlp", "--epochs=20"}, {}, log);
+  ASSERT_NE(train, nullptr);
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while (train->Output().find("epoch 1: train_loss") == std::string::npos) {
+    ASSERT_LT(absl::Now(), deadline) << "no epoch line within 120 s:\n" << train->Output();
+    ASSERT_FALSE(train->Wait(absl::Milliseconds(50)).has_value()) << train->Output();
+  }
+  const absl::Time signalled = absl::Now();
+  train->Signal(SIGTERM);
+  const std::optional<int> exit_code = train->Wait(absl::Seconds(60));
+  const std::string err = train->Output();
+  ASSERT_TRUE(exit_code.has_value()) << "still running 60 s after SIGTERM:\n" << err;
+  EXPECT_EQ(*exit_code, 128 + SIGTERM) << err;
+  EXPECT_NE(err.find("train: SIGTERM received, stopping after the current step"), std::string::npos) << err;
+  EXPECT_NE(err.find("train: CANCELLED: stopped by SIGTERM after step "), std::string::npos) << err;
+  EXPECT_LT(absl::Now() - signalled, absl::Seconds(10));
 }
 
 }  // namespace
