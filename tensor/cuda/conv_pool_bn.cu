@@ -2,29 +2,13 @@
 #include <cmath>
 
 #include "tensor/cuda/kernels.h"
+#include "tensor/cuda/im2col.cuh"
 #include "tensor/cuda/launch.cuh"
 
 namespace ddp {
 namespace cuda {
 namespace kernels {
 namespace {
-
-// Element (row, column) of col [K, count*P]: row = (ch, ki, kj), column = (image, oy, ox).
-__global__ void Im2ColKernel(const float* x, ConvShape g, int64_t first, int64_t count, float* col) {
-  const int64_t P = g.oh * g.ow, cols = count * P, K = g.c * g.kh * g.kw;
-  DDP_GRID_LOOP(i, K * cols) {
-    const int64_t row = i / cols, column = i % cols;
-    const int64_t image = column / P, p = column % P;
-    const int64_t oy = p / g.ow, ox = p % g.ow;
-    const int64_t kj = row % g.kw, ki = (row / g.kw) % g.kh, ch = row / (g.kw * g.kh);
-    const int64_t iy = oy * g.stride + ki - g.padding, ix = ox * g.stride + kj - g.padding;
-    float v = 0.0f;
-    if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) {
-      v = x[(((first + image) * g.c + ch) * g.h + iy) * g.w + ix];
-    }
-    col[i] = v;
-  }
-}
 
 // One thread per input element: gathers every col entry that read it.
 __global__ void Col2ImKernel(const float* col, ConvShape g, int64_t first, int64_t count, float* gx) {
@@ -190,7 +174,7 @@ __global__ void BatchNormInputGradKernel(const float* gy, const float* x, const 
 cudaError_t Im2Col(const float* x, const ConvShape& g, int64_t first, int64_t count, float* col, cudaStream_t s) {
   const int64_t n = g.c * g.kh * g.kw * count * g.oh * g.ow;
   if (n == 0) return cudaSuccess;
-  Im2ColKernel<<<Blocks(n), kThreads, 0, s>>>(x, g, first, count, col);
+  Im2ColKernel<float><<<Blocks(n), kThreads, 0, s>>>(x, g, first, count, col);
   return cudaGetLastError();
 }
 
