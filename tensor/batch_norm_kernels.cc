@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "tensor/functors.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/op_util.h"
 #endif
@@ -50,7 +51,7 @@ Affine AffineOf(int64_t c, const Tensor& mean, const Tensor& invstd, const Tenso
 // functors::Relu (tests check the fused kernel against the three ops bit for bit).
 inline float NormalizedValue(float x, float a, float b) { return x * a + b; }
 inline float SumValue(float v, float r) { return v + r; }  // no multiply: nothing for the compiler to contract
-inline float ReluValue(float v) { return v > 0.0f ? v : 0.0f; }
+inline float ReluValue(float v) { return functors::Relu()(v); }
 
 #ifdef DDP_WITH_CUDA
 float* PointerOrNull(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
