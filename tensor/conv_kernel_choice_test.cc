@@ -42,11 +42,16 @@ TEST(ConvKernelChoiceTest, DefaultRuleAndOverride) {
     EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 5)), cpu::ConvKernel::kOneDnn);
     EXPECT_EQ(cpu::ConvKernelFor(geometry(1, 3)), cpu::ConvKernel::kIm2Col);
     EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 1)), cpu::ConvKernel::kIm2Col);
+    // Note [bf16 weight gradients on im2col]: outputs of at most 64 pixels (7x7 here), not 14x14.
+    EXPECT_TRUE(cpu::Bf16WeightGradientOnIm2Col(geometry(64, 3, 2)));
+    EXPECT_FALSE(cpu::Bf16WeightGradientOnIm2Col(geometry(64, 3)));
   }
   cpu::SetConvKernel(cpu::ConvKernel::kIm2Col);
   EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 3)), cpu::ConvKernel::kIm2Col);
   EXPECT_EQ(cpu::OneDnnConvImplementation(geometry(64, 3)), "im2col");
+  EXPECT_FALSE(cpu::Bf16WeightGradientOnIm2Col(geometry(64, 3, 2)));  // a forced kernel runs every pass
   cpu::SetConvKernel(cpu::ConvKernel::kOneDnn);
+  EXPECT_FALSE(cpu::Bf16WeightGradientOnIm2Col(geometry(64, 3, 2)));
   EXPECT_EQ(cpu::ConvKernelFor(geometry(1, 1)), cpu::ConvKernel::kOneDnn);
   EXPECT_EQ(cpu::OneDnnConvImplementation(geometry(64, 3)).find("wino"), std::string::npos);
   cpu::SetConvKernel(cpu::ConvKernel::kWinograd);
@@ -114,8 +119,9 @@ TEST(ConvKernelChoiceTest, OneDnnMatchesIm2ColAtResNetShapes) {
 
 // Under bf16 autocast (Note [bf16 operands of oneDNN's convolutions]) oneDNN's convolutions, with bf16
 // primitives (the bf16 GEMM kernel kOneDnn) and with float32 primitives on widened operands (kFloat32),
-// give im2col's bf16 numbers up to the order of the float32 sums, for Conv2d and the fused op; plain
-// float32 differs from them by far more.
+// give im2col's bf16 numbers up to the order of the float32 sums, for Conv2d and the fused op, forced
+// and under the default rule (whose 4x4 output puts the weight gradient of the bf16 primitives on im2col:
+// Note [bf16 weight gradients on im2col]); plain float32 differs from them by far more.
 TEST(ConvKernelChoiceTest, Bf16AutocastMatchesIm2Col) {
   const Tensor x0 = UniformLeaf({4, 16, 8, 8}, 410), w0 = UniformLeaf({24, 16, 3, 3}, 411, -0.2f, 0.2f), b0 = UniformLeaf({24}, 412);
   struct Result {
@@ -151,13 +157,16 @@ TEST(ConvKernelChoiceTest, Bf16AutocastMatchesIm2Col) {
     const Result fp32 = run(cpu::ConvKernel::kIm2Col, cpu::Bf16GemmKernel::kFloat32, false, fused);
     EXPECT_GT(relative(fp32.gw, reference.gw), 1e-3f);
     for (cpu::Bf16GemmKernel gemm : {cpu::Bf16GemmKernel::kOneDnn, cpu::Bf16GemmKernel::kFloat32}) {
-      SCOPED_TRACE(::testing::Message() << "fused " << fused << " bf16 kernel "
-                                        << (gemm == cpu::Bf16GemmKernel::kOneDnn ? "onednn" : "fp32"));
-      const Result onednn = run(cpu::ConvKernel::kOneDnn, gemm, true, fused);
-      EXPECT_LT(relative(onednn.y, reference.y), 2e-5f);
-      EXPECT_LT(relative(onednn.gx, reference.gx), 2e-5f);
-      EXPECT_LT(relative(onednn.gw, reference.gw), 2e-5f);
-      EXPECT_LT(relative(onednn.gb, reference.gb), 2e-5f);
+      for (cpu::ConvKernel kernel : {cpu::ConvKernel::kOneDnn, cpu::ConvKernel::kAuto}) {
+        SCOPED_TRACE(::testing::Message() << "fused " << fused << " bf16 kernel "
+                                          << (gemm == cpu::Bf16GemmKernel::kOneDnn ? "onednn" : "fp32")
+                                          << " conv kernel " << (kernel == cpu::ConvKernel::kAuto ? "auto" : "onednn"));
+        const Result onednn = run(kernel, gemm, true, fused);
+        EXPECT_LT(relative(onednn.y, reference.y), 2e-5f);
+        EXPECT_LT(relative(onednn.gx, reference.gx), 2e-5f);
+        EXPECT_LT(relative(onednn.gw, reference.gw), 2e-5f);
+        EXPECT_LT(relative(onednn.gb, reference.gb), 2e-5f);
+      }
     }
   }
 }

@@ -418,7 +418,14 @@ ConvGrads OneDnnBackward(const T* x, const T* w, const ConvGeometry& g, const Gr
     // Note [bf16 operands of oneDNN's convolutions]; the output gradient is rounded to bf16 as im2col's.
     Scratch low(2, FloatsFor<T>(g.n * image));
     const T* gop = GradientOperand<T>(gy, g.n * image, low);
-    if (Bf16Primitives()) return OneDnnBackwardPasses(x, w, gop, g, grads);
+    if (Bf16Primitives()) {
+      if (!Bf16WeightGradientOnIm2Col(g)) return OneDnnBackwardPasses(x, w, gop, g, grads);
+      float* const gw = grads.gw;  // Note [bf16 weight gradients on im2col]: the caller's im2col loop
+      grads.gw = nullptr;
+      grads = OneDnnBackwardPasses(x, w, gop, g, grads);
+      grads.gw = gw;
+      return grads;
+    }
     std::optional<Scratch> wide_gy, wide_x, wide_w;
     const float* gyr = Widened(gop, g.n * image, 5, wide_gy);
     const float* wx = grads.gw != nullptr ? Widened(x, g.n * g.c * g.h * g.w, 3, wide_x) : nullptr;

@@ -34,6 +34,12 @@ ConvKernel FromEnvironment() {
   return resolved;
 }
 
+// The kernel forced by SetConvKernel or DDP_CONV_KERNEL, or kAuto.
+ConvKernel ForcedKernel() {
+  const ConvKernel kernel = requested_kernel.load();
+  return kernel != ConvKernel::kAuto ? kernel : FromEnvironment();
+}
+
 using dnnl::memory;
 using Tag = memory::format_tag;
 using DataType = memory::data_type;
@@ -281,11 +287,15 @@ bool BackwardBoth(const T* x, const T* w, const T* gy, const ConvGeometry& g, fl
 void SetConvKernel(ConvKernel kernel) { requested_kernel.store(kernel); }
 
 ConvKernel ConvKernelFor(const ConvGeometry& g) {
-  ConvKernel kernel = requested_kernel.load();
-  if (kernel == ConvKernel::kAuto) kernel = FromEnvironment();
+  const ConvKernel kernel = ForcedKernel();
   if (kernel != ConvKernel::kAuto) return kernel;
   if (g.kh == 3 && g.kw == 3 && g.stride == 1 && g.c >= 16) return ConvKernel::kWinograd;
   return g.kh * g.kw > 1 && g.c >= 8 ? ConvKernel::kOneDnn : ConvKernel::kIm2Col;
+}
+
+bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g) {
+  constexpr int64_t kMaxOutputPixels = 64;
+  return ForcedKernel() == ConvKernel::kAuto && g.oh * g.ow <= kMaxOutputPixels;
 }
 
 std::string OneDnnConvImplementation(const ConvGeometry& g) {

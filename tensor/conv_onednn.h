@@ -59,6 +59,19 @@ void SetConvKernel(ConvKernel kernel);
 // is set to something other than auto, onednn, winograd or im2col.
 ConvKernel ConvKernelFor(const ConvGeometry& g);
 
+// Note [bf16 weight gradients on im2col]
+// oneDNN 2.6's bf16 backward-weights primitive is slow where the output is small in space: on an AMX
+// Xeon (family 6 model 167), one thread, batch 64, at ResNet-18's layer3 and layer4 shapes (7x7 and 4x4
+// outputs) it takes 1.5-5x the time of im2col + the bf16 GEMM (which then is one large GEMM with the
+// batch's pixels as its inner dimension), while at 14x14 and 28x28 outputs the two are within 15%
+// (tensor/conv_bench.cc; BENCHMARKS.md "Convolution kernels"). PyTorch 2.15's own bf16 convolutions show
+// the same cost at those shapes. So under the default rule a bf16 convolution that runs oneDNN's bf16
+// primitives computes its weight gradient with im2col where the output has at most 64 pixels; its
+// forward and input-gradient passes stay on the primitives. The two differ only in the order of their
+// float32 sums. A kernel forced by DDP_CONV_KERNEL or SetConvKernel applies to every pass.
+// True when the weight gradient of a bf16 convolution of geometry g runs im2col by that rule.
+bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g);
+
 // The kernel a float32 forward convolution of geometry g runs on this thread: "im2col", or oneDNN's name
 // of its primitive (e.g. "jit_wino_4x3:avx512_core" for Winograd, "jit:avx512_core" for the direct one).
 // Creates and caches the primitive as a convolution would.
