@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "base/check.h"
+#include "tensor/layout_transpose.h"
 
 namespace ddp {
 namespace cpu {
@@ -69,19 +70,51 @@ void* BlockedScratch(int slot, size_t bytes) {
   return buffer.data.get();
 }
 
+// Note [NHWC reorders]
+// On AMX, oneDNN's bf16 convolutions pick plain NHWC (`acdb`) activations and float32 outputs rather than
+// the blocked nChw16c of its AVX-512 kernels. Between NCHW and NHWC oneDNN 2.6 runs its generic reorder
+// (jit:uni), which moved a 64x64x28x28 float32 output in 6.3 ms on one core of an AMX Xeon; an 8x8-tile
+// transpose (tensor/layout_transpose.h) moves it in 2.4-2.8 ms, so float32 NCHW <-> NHWC conversions are
+// transposes of each image's [C, H*W] matrix. For bf16 inputs oneDNN's reorder is as fast as the same
+// transpose on 2-byte elements, and the weights' blocked layouts and nChw16c need oneDNN's reorders.
+enum class Transposition { kNone, kNchwToNhwc, kNhwcToNchw };
+
 // One argument of a primitive: its layout as the engine stores it (plain), the layout the primitive
-// chose, and the reorder between them where they differ.
+// chose, and how to move between them where they differ: a transposition or oneDNN's reorder.
 struct Operand {
   memory::desc user, inner;
+  Transposition transposition = Transposition::kNone;
   std::optional<dnnl::reorder> reorder;  // user -> inner for inputs, inner -> user for the output
 
   Operand(const memory::desc& user_md, const memory::desc& inner_md, bool is_input) : user(user_md), inner(inner_md) {
     if (user == inner) return;
+    const memory::dims dims = user.dims();
+    if (dims.size() == 4 && user == memory::desc(dims, DataType::f32, Tag::abcd) &&
+        inner == memory::desc(dims, DataType::f32, Tag::acdb)) {
+      transposition = is_input ? Transposition::kNchwToNhwc : Transposition::kNhwcToNchw;
+      return;
+    }
     const auto& e = CpuEngine();
     reorder = is_input ? dnnl::reorder(dnnl::reorder::primitive_desc(e, user, e, inner))
                        : dnnl::reorder(dnnl::reorder::primitive_desc(e, inner, e, user));
   }
+
+  bool converts() const { return transposition != Transposition::kNone || reorder.has_value(); }
 };
+
+// Moves `op`'s tensor between its two layouts (Note [NHWC reorders]): user -> inner for an input, inner
+// -> user for the output; `from` and `to` are the two arrays.
+void Convert(const Operand& op, memory from, memory to, dnnl::stream& stream) {
+  if (op.reorder) {
+    op.reorder->execute(stream, from, to);
+    return;
+  }
+  const memory::dims d = op.user.dims();
+  const int64_t n = d[0], c = d[1], pixels = d[2] * d[3];
+  const bool to_nhwc = op.transposition == Transposition::kNchwToNhwc;
+  const int64_t rows = to_nhwc ? c : pixels, cols = to_nhwc ? pixels : c;
+  Transpose32(static_cast<const float*>(from.get_data_handle()), n, rows, cols, static_cast<float*>(to.get_data_handle()));
+}
 
 // A convolution primitive for one pass and shape: inputs a and b, output c (forward: src, weights, dst;
 // backward-data: diff_dst, weights, diff_src; backward-weights: src, diff_dst, diff_weights).
@@ -203,9 +236,9 @@ dnnl::stream& Stream() {
 // The memory an input operand is read from: the user's array, or its reordered copy in scratch `slot`.
 memory InputMemory(const Operand& op, const void* data, int slot, dnnl::stream& stream) {
   memory user(op.user, CpuEngine(), const_cast<void*>(data));
-  if (!op.reorder) return user;
+  if (!op.converts()) return user;
   memory inner(op.inner, CpuEngine(), BlockedScratch(slot, op.inner.get_size()));
-  op.reorder->execute(stream, user, inner);
+  Convert(op, user, inner, stream);
   return inner;
 }
 
@@ -223,14 +256,15 @@ void Run(const Plan& plan, const void* a, const void* b, void* c, const float* b
   memory ma = ready_a != nullptr ? *ready_a : InputMemory(plan.a, a, slots.a, stream);
   memory mb = ready_b != nullptr ? *ready_b : InputMemory(plan.b, b, slots.b, stream);
   memory user_c(plan.c.user, CpuEngine(), c);
-  memory mc = plan.c.reorder ? memory(plan.c.inner, CpuEngine(), BlockedScratch(slots.c, plan.c.inner.get_size()))
-                             : user_c;
+  memory mc = plan.c.converts() ? memory(plan.c.inner, CpuEngine(), BlockedScratch(slots.c, plan.c.inner.get_size()))
+                                : user_c;
   std::unordered_map<int, memory> args{{plan.arg[0], ma}, {plan.arg[1], mb}, {plan.arg[2], mc}};
   if (plan.bias_arg != 0) {
     args.emplace(plan.bias_arg, memory(plan.bias, CpuEngine(), const_cast<float*>(bias)));
   }
   plan.primitive.execute(stream, args);
-  if (plan.c.reorder) plan.c.reorder->execute(stream, mc, user_c);
+  stream.wait();  // the primitive's output is complete before Convert reads it
+  if (plan.c.converts()) Convert(plan.c, mc, user_c, stream);
   stream.wait();
 }
 

@@ -1,0 +1,51 @@
+// The NCHW <-> NHWC transpose against an element-by-element reference, at sizes with and without
+// ragged 8x8 tiles, one image and a batch large enough to run on several threads.
+#include "tensor/layout_transpose.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <tuple>
+#include <vector>
+
+namespace ddp {
+namespace {
+
+template <typename T>
+std::vector<T> Reference(const std::vector<T>& src, int64_t batch, int64_t rows, int64_t cols) {
+  std::vector<T> dst(src.size());
+  for (int64_t i = 0; i < batch; ++i) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t q = 0; q < cols; ++q) dst[(i * cols + q) * rows + r] = src[(i * rows + r) * cols + q];
+    }
+  }
+  return dst;
+}
+
+const std::tuple<int64_t, int64_t, int64_t> kShapes[] = {
+    {1, 8, 8}, {1, 1, 1}, {2, 3, 5}, {3, 64, 784}, {2, 784, 64}, {4, 13, 9}, {1, 9, 17}, {64, 64, 49}, {5, 512, 16}};
+
+TEST(LayoutTransposeTest, FloatMatchesReferenceBitForBit) {
+  std::mt19937 gen(8);
+  std::normal_distribution<float> normal;
+  for (const auto& [batch, rows, cols] : kShapes) {
+    SCOPED_TRACE(::testing::Message() << batch << "x" << rows << "x" << cols);
+    std::vector<float> src(batch * rows * cols), dst(src.size(), -1.0f);
+    for (float& v : src) v = normal(gen);
+    cpu::Transpose32(src.data(), batch, rows, cols, dst.data());
+    EXPECT_EQ(dst, Reference(src, batch, rows, cols));
+  }
+}
+
+// A transpose there and back is the identity.
+TEST(LayoutTransposeTest, RoundTrip) {
+  std::vector<float> src(64 * 28 * 28 * 2), there(src.size()), back(src.size());
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+  cpu::Transpose32(src.data(), 2, 64, 784, there.data());
+  cpu::Transpose32(there.data(), 2, 784, 64, back.data());
+  EXPECT_EQ(back, src);
+}
+
+}  // namespace
+}  // namespace ddp
