@@ -1,5 +1,6 @@
 // The kernels of CUDA autocast (tensor/autocast.h): rounding float32 to bf16 / fp16 with the functors the
-// CPU runs (tensor/low_precision_round.h), widening back, and im2col on 16-bit elements.
+// CPU runs (tensor/low_precision_round.h), widening back, and im2col on 16-bit elements; and the scaled
+// rounding into the Reducer's bfloat16 buckets (Note [Reduce dtype rounding], reducer/bucket_cast.h).
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/im2col.cuh"
 #include "tensor/cuda/launch.cuh"
@@ -20,7 +21,24 @@ __global__ void WidenKernel(Widen widen, const uint16_t* in, float* out, int64_t
   DDP_GRID_LOOP(i, n) { out[i] = widen(in[i]); }
 }
 
+// A NaN is rounded as it is, unscaled: the CPU's multiply returns a NaN operand (quieted) unchanged,
+// while the GPU's would return the canonical NaN, and the payload's upper bits survive the rounding.
+// __fmul_rn keeps the product a plain float32 multiply, rounded to nearest (no contraction).
+__global__ void RoundScaledToBFloat16Kernel(const float* in, float scale, uint16_t* out, int64_t n) {
+  const functors::RoundToBFloat16 round;
+  DDP_GRID_LOOP(i, n) {
+    const float x = in[i];
+    out[i] = round(isnan(x) ? x : __fmul_rn(x, scale));
+  }
+}
+
 }  // namespace
+
+cudaError_t RoundScaledToBFloat16(const float* in, float scale, uint16_t* out, int64_t n, cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  RoundScaledToBFloat16Kernel<<<Blocks(n), kThreads, 0, s>>>(in, scale, out, n);
+  return cudaGetLastError();
+}
 
 cudaError_t RoundToLowPrecision(const float* in, uint16_t* out, ElementType to, int64_t n, cudaStream_t s) {
   if (n == 0) return cudaSuccess;
