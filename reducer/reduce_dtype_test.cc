@@ -138,5 +138,23 @@ TEST(BucketCastTest, RoundsTheScaledValueOnceAndKeepsSpecialValues) {
   EXPECT_TRUE(CheckReduceDtype(DType::kBFloat16).ok());
 }
 
+// A float32 .grad cannot view a bfloat16 bucket: the Reducer refuses the combination by name, whatever
+// the parameters' device.
+TEST(ReduceDtypeDeathTest, RefusesGradientAsBucketView) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        MemoryStore store;
+        auto group = ProcessGroupGloo::Create(store, 0, 1);
+        DDP_CHECK(group.ok()) << group.status();
+        TinyModel model(7);
+        ReducerOptions options;
+        options.reduce_dtype = DType::kBFloat16;
+        options.gradient_as_bucket_view = true;
+        Reducer reducer(model.params, model.names, group->get(), options);
+      },
+      "reduce dtype bfloat16 cannot be combined with gradient_as_bucket_view");
+}
+
 }  // namespace
 }  // namespace ddp
