@@ -5,6 +5,7 @@
 // .grad a CPU Reducer gives the same gradients, bit for bit. Skips with a printed reason where there is no
 // GPU (or in builds without --config=cuda).
 #include <cmath>
+#include <iterator>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -114,8 +115,8 @@ TEST_F(ReduceDtypeCudaTest, CastIntoACudaSlotEqualsTheCpuBitForBit) {
   }
 }
 
-// The functor is what both devices run: spot-check the CUDA slot against it directly, including NaN
-// (the scale does not replace a NaN's payload on the GPU).
+// The functor both devices run (reducer/reduce_dtype_test checks the CPU cast against it): the CUDA slot
+// against it directly, NaN payloads included (the GPU's multiply would replace them).
 TEST_F(ReduceDtypeCudaTest, CudaSlotIsTheRoundingFunctorOfTheScaledValue) {
   const std::vector<float> values = {1.0f + std::ldexp(1.0f, -8), 3.0f,        INFINITY,
                                      functors::BitsToFloat(0x7f812345u), functors::BitsToFloat(0xffc00001u),
@@ -127,7 +128,7 @@ TEST_F(ReduceDtypeCudaTest, CudaSlotIsTheRoundingFunctorOfTheScaledValue) {
     const std::vector<uint16_t> got = Bits16(slot);
     for (int64_t i = 0; i < n; ++i) {
       const float x = values[i];
-      const uint16_t want = functors::RoundToBFloat16()(std::isnan(x) ? x : x * scale);
+      const uint16_t want = functors::RoundScaledToBFloat16{scale}(x);
       EXPECT_EQ(got[i], want) << "scale " << scale << " input bits 0x" << std::hex << functors::FloatBits(x);
     }
   }
@@ -202,7 +203,7 @@ TEST_F(ReduceDtypeNcclTest, ReducerGradientsEqualTheCpuReducerBitForBit) {
         for (size_t i = 0; i < gpu[k].size(); ++i) {
           const float c = problem.grads[k][i];
           const uint32_t want =
-              functors::FloatBits(functors::BFloat16ToFloat32()(functors::RoundToBFloat16()(c * scale)));
+              functors::FloatBits(functors::BFloat16ToFloat32()(functors::RoundScaledToBFloat16{scale}(c)));
           ASSERT_EQ(cpu[k][i], want) << "CPU p" << k << "[" << i << "] divisor " << divisor;
           ASSERT_EQ(gpu[k][i], cpu[k][i]) << "p" << k << "[" << i << "] = " << c << " divisor " << divisor
                                           << (bucket_per_parameter ? ", a bucket per parameter" : ", one bucket");

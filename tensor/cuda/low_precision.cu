@@ -21,22 +21,11 @@ __global__ void WidenKernel(Widen widen, const uint16_t* in, float* out, int64_t
   DDP_GRID_LOOP(i, n) { out[i] = widen(in[i]); }
 }
 
-// A NaN is rounded as it is, unscaled: the CPU's multiply returns a NaN operand (quieted) unchanged,
-// while the GPU's would return the canonical NaN, and the payload's upper bits survive the rounding.
-// __fmul_rn keeps the product a plain float32 multiply, rounded to nearest (no contraction).
-__global__ void RoundScaledToBFloat16Kernel(const float* in, float scale, uint16_t* out, int64_t n) {
-  const functors::RoundToBFloat16 round;
-  DDP_GRID_LOOP(i, n) {
-    const float x = in[i];
-    out[i] = round(isnan(x) ? x : __fmul_rn(x, scale));
-  }
-}
-
 }  // namespace
 
 cudaError_t RoundScaledToBFloat16(const float* in, float scale, uint16_t* out, int64_t n, cudaStream_t s) {
   if (n == 0) return cudaSuccess;
-  RoundScaledToBFloat16Kernel<<<Blocks(n), kThreads, 0, s>>>(in, scale, out, n);
+  RoundKernel<<<Blocks(n), kThreads, 0, s>>>(functors::RoundScaledToBFloat16{scale}, in, out, n);
   return cudaGetLastError();
 }
 
