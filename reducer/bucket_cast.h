@@ -12,8 +12,9 @@
 //      (CUDA buckets) sums bfloat16 with its own kernels, in its own order; at world size 1 it copies.
 //   3. out of the bucket: the bfloat16 average widens to float32 exactly into .grad (CopyInPlace, on
 //      either device).
-// CPU and CUDA buckets round alike: both devices run functors::RoundToBFloat16 (tensor/low_precision_round.h)
-// on the same float32 product, so a CUDA slot holds the bits a CPU slot would (reducer/reduce_dtype_cuda_test).
+// CPU and CUDA slots hold the same bits: the CUDA kernel runs functors::RoundScaledToBFloat16
+// (tensor/low_precision_round.h: the float32 product, then RoundToBFloat16), which the CPU cast equals bit
+// for bit (reducer/reduce_dtype_test; reducer/reduce_dtype_cuda_test checks the device).
 // So the averaged gradient carries the relative error of one bfloat16 rounding per rank plus one per
 // reduction step: about 2^-8 = 0.4% per rounding, in the worst case (world_size) * 2^-8 relative to the
 // largest term. The bucket buffers, and the bytes on the wire, are half those of float32.
