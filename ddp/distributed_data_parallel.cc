@@ -133,9 +133,7 @@ absl::StatusOr<std::shared_ptr<DistributedDataParallel>> DistributedDataParallel
     std::shared_ptr<Module> module, ProcessGroup* group, DdpOptions options) {
   DDP_CHECK(module != nullptr && group != nullptr) << "DistributedDataParallel needs a module and a group";
   module->AssignTensorNames();
-  const std::vector<Tensor> module_params = module->Parameters();
-  DDP_RETURN_IF_ERROR(CheckDdpMixedPrecision(options.mixed_precision, options.reducer,
-                                             module_params.empty() || module_params.front().device().is_cpu()));
+  DDP_RETURN_IF_ERROR(CheckDdpMixedPrecision(options.mixed_precision, options.reducer));
   options.reducer.reduce_dtype = options.mixed_precision.reduce_dtype;
   DDP_RETURN_IF_ERROR(VerifyModelsMatch(*module, *group));
   std::shared_ptr<DistributedDataParallel> ddp(new DistributedDataParallel(module, group, std::move(options)));
@@ -173,7 +171,7 @@ absl::Status DistributedDataParallel::RegisterCommHook(std::shared_ptr<CommHook>
   ReducerOptions with_hook = options_.reducer;
   with_hook.comm_hook = hook;
   with_hook.reduce_dtype = DType::kFloat32;  // already checked against mixed_precision at Create
-  DDP_RETURN_IF_ERROR(CheckDdpMixedPrecision(options_.mixed_precision, with_hook, /*parameters_on_cpu=*/true));
+  DDP_RETURN_IF_ERROR(CheckDdpMixedPrecision(options_.mixed_precision, with_hook));
   DDP_RETURN_IF_ERROR(CheckRanksAgree(*group_, {{"comm_hook", name}}, "DDP RegisterCommHook"));
   options_.reducer.comm_hook = hook;
   reducer_->SetCommHook(std::move(hook));

@@ -5,8 +5,7 @@
 
 namespace ddp {
 
-absl::Status CheckDdpMixedPrecision(const DdpMixedPrecision& mixed_precision, const ReducerOptions& reducer,
-                                    bool parameters_on_cpu) {
+absl::Status CheckDdpMixedPrecision(const DdpMixedPrecision& mixed_precision, const ReducerOptions& reducer) {
   const auto float32_only = [](const char* field, DType dtype) -> absl::Status {
     if (dtype == DType::kFloat32) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat(
@@ -25,9 +24,6 @@ absl::Status CheckDdpMixedPrecision(const DdpMixedPrecision& mixed_precision, co
   }
   if (reduce == DType::kFloat32) return absl::OkStatus();
   const std::string what = absl::StrCat("DDP mixed_precision.reduce_dtype = ", DTypeName(reduce));
-  if (!parameters_on_cpu) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " needs CPU parameters (not implemented on CUDA)"));
-  }
   if (reducer.gradient_as_bucket_view) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, " cannot be combined with gradient_as_bucket_view: a float32 .grad cannot be a view of a ",

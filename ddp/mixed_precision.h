@@ -28,14 +28,13 @@ struct DdpMixedPrecision {
   DType buffer_dtype = DType::kFloat32;  // must stay float32 (buffers are broadcast as they are)
 };
 
-// Checks `mixed_precision` against the Reducer options it will be used with and the parameters' device:
-// param/buffer dtypes float32; reduce dtype float32 or bfloat16; a bfloat16 reduce dtype needs CPU
-// parameters, gradient_as_bucket_view off, and a comm hook that takes bfloat16 buckets
+// Checks `mixed_precision` against the Reducer options it will be used with: param/buffer dtypes float32;
+// reduce dtype float32 or bfloat16 (on CPU or CUDA parameters); a bfloat16 reduce dtype needs
+// gradient_as_bucket_view off and a comm hook that takes bfloat16 buckets
 // (CommHook::SupportsBucketDtype: the plain all-reduce does; the fp16/bf16 compression hooks, PowerSGD
 // and ZeRO's hook do not, and the error names the hook: the bf16 hook on bf16 buckets would convert
 // twice). OK, or kInvalidArgument naming the setting.
-absl::Status CheckDdpMixedPrecision(const DdpMixedPrecision& mixed_precision, const ReducerOptions& reducer,
-                                    bool parameters_on_cpu);
+absl::Status CheckDdpMixedPrecision(const DdpMixedPrecision& mixed_precision, const ReducerOptions& reducer);
 
 }  // namespace ddp
 

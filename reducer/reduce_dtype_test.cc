@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "reducer/bucket_cast.h"
+#include "tensor/low_precision_round.h"
 #include "reducer/reducer.h"
 #include "reducer/reducer_test_util.h"
 #include "tensor/ops.h"
@@ -136,6 +137,47 @@ TEST(BucketCastTest, RoundsTheScaledValueOnceAndKeepsSpecialValues) {
   for (float v : ToDType(slot, DType::kFloat32).ToVector<float>()) EXPECT_EQ(v, 0.0f);
   EXPECT_FALSE(CheckReduceDtype(DType::kFloat16).ok());
   EXPECT_TRUE(CheckReduceDtype(DType::kBFloat16).ok());
+}
+
+// The CPU cast into a bfloat16 slot is, bit for bit, the __host__ __device__ functor the CUDA cast runs
+// (functors::RoundScaledToBFloat16), at every rounding-relevant pattern (below, at and above each tie;
+// NaN payloads of both signs; infinities; subnormals; overflow to inf) and the scales of world sizes 1,
+// 2, 3 and 8, so CPU and CUDA buckets hold the same bits (reducer/reduce_dtype_cuda_test checks the GPU).
+TEST(BucketCastTest, CpuCastIsTheDeviceFunctorBitForBit) {
+  const uint32_t lows[] = {0x0000, 0x0001, 0x7fff, 0x8000, 0x8001, 0xffff};
+  std::vector<float> values;
+  for (uint32_t high = 0; high < 65536; ++high) {
+    for (uint32_t low : lows) values.push_back(functors::BitsToFloat((high << 16) | low));
+  }
+  const int64_t n = static_cast<int64_t>(values.size());
+  const Tensor grad = FromVector(values, {n});
+  for (const float scale : {1.0f, 0.5f, 1.0f / 3.0f, 0.125f}) {
+    Tensor slot = Tensor::Empty({n}, DType::kBFloat16);
+    CastScaledIntoSlot(slot, grad, scale);
+    const auto* bits = static_cast<const uint16_t*>(slot.raw_data());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(bits[i], functors::RoundScaledToBFloat16{scale}(values[i]))
+          << "scale " << scale << " input bits 0x" << std::hex << functors::FloatBits(values[i]);
+    }
+  }
+}
+
+// A float32 .grad cannot view a bfloat16 bucket: the Reducer refuses the combination by name, whatever
+// the parameters' device.
+TEST(ReduceDtypeDeathTest, RefusesGradientAsBucketView) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        MemoryStore store;
+        auto group = ProcessGroupGloo::Create(store, 0, 1);
+        DDP_CHECK(group.ok()) << group.status();
+        TinyModel model(7);
+        ReducerOptions options;
+        options.reduce_dtype = DType::kBFloat16;
+        options.gradient_as_bucket_view = true;
+        Reducer reducer(model.params, model.names, group->get(), options);
+      },
+      "reduce dtype bfloat16 cannot be combined with gradient_as_bucket_view");
 }
 
 }  // namespace

@@ -64,9 +64,10 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names, Pro
   const absl::Status reduce_dtype = CheckReduceDtype(options_.reduce_dtype);
   DDP_CHECK(reduce_dtype.ok()) << "Reducer: " << reduce_dtype.message();
   if (options_.reduce_dtype != DType::kFloat32) {
-    DDP_CHECK(!options_.gradient_as_bucket_view && (params_.empty() || params_.front().device().is_cpu()))
+    DDP_CHECK(!options_.gradient_as_bucket_view)
         << "Reducer: reduce dtype " << DTypeName(options_.reduce_dtype)
-        << " needs CPU parameters and gradient_as_bucket_view off";
+        << " cannot be combined with gradient_as_bucket_view (a float32 .grad cannot view a "
+        << DTypeName(options_.reduce_dtype) << " bucket)";
   }
   BuildBuckets(AssignBuckets(specs_, options_.caps));
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -84,8 +84,9 @@ struct ReducerOptions {
   DType reduce_dtype = DType::kFloat32;  // dtype of the bucket buffers, i.e. of the all-reduce: float32 or
                                          // bfloat16 (half the bytes; rounding: Note [Reduce dtype rounding]
                                          // in reducer/bucket_cast.h). DDP sets it from
-                                         // DdpOptions::mixed_precision. bfloat16 needs CPU parameters and
-                                         // gradient_as_bucket_view off (a float32 .grad cannot view it)
+                                         // DdpOptions::mixed_precision. bfloat16 takes CPU or CUDA parameters
+                                         // and needs gradient_as_bucket_view off (a float32
+                                         // .grad cannot view it)
   bool record_stats = true;              // keep IterationStats of every iteration (stats())
   bool record_trace = false;             // keep Chrome trace events (trace())
   internal::ReducerAblations ablations;  // benchmarks and tests only (reducer/reducer_ablations.h)
@@ -98,7 +99,7 @@ class Reducer {
   // `params` are the module's parameters in registration order with their dotted `names`; `group` is not
   // owned and must outlive the Reducer. Registers one post-accumulate-grad hook per parameter.
   // REQUIRES: params are float32 leaves that require grad, all on one device type;
-  // names.size() == params.size(); options.reduce_dtype is float32, or bfloat16 with CPU parameters and
+  // names.size() == params.size(); options.reduce_dtype is float32, or bfloat16 with
   // gradient_as_bucket_view off (CheckReduceDtype in reducer/bucket_cast.h; DDP returns these as errors).
   Reducer(std::vector<Tensor> params, std::vector<std::string> names, ProcessGroup* group, ReducerOptions options);
   // Removes the hooks. REQUIRES: no backward pass running.

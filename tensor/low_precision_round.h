@@ -46,6 +46,23 @@ struct RoundToBFloat16 {
   }
 };
 
+// float32 x -> bfloat16 bits of x * scale: the product in float32 (rounded to nearest), then
+// RoundToBFloat16 once. A NaN x is rounded unscaled: x86's multiply returns a NaN operand (quieted)
+// unchanged, while a GPU's returns the canonical NaN; the rounding keeps the payload's upper bits, so both
+// devices give the bits the CPU's `x * scale` then RoundToBFloat16 gives, for a finite `scale`. The
+// Reducer's bfloat16 bucket slots (Note [Reduce dtype rounding], reducer/bucket_cast.h).
+struct RoundScaledToBFloat16 {
+  float scale;
+  DDP_HOST_DEVICE uint16_t operator()(float value) const {
+    if ((FloatBits(value) & 0x7fffffffu) > 0x7f800000u) return RoundToBFloat16()(value);
+#if defined(__CUDA_ARCH__)
+    return RoundToBFloat16()(__fmul_rn(value, scale));  // a plain multiply, never contracted
+#else
+    return RoundToBFloat16()(value * scale);
+#endif
+  }
+};
+
 // bfloat16 bits -> float32 (exact).
 struct BFloat16ToFloat32 {
   DDP_HOST_DEVICE float operator()(uint16_t bits) const { return BitsToFloat(static_cast<uint32_t>(bits) << 16); }

@@ -25,7 +25,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUNDLE="${ROOT}/gpu_bundle"
 TESTS=(tensor/cuda/cuda_ops_test comm/nccl/process_group_nccl_test nn/optimizer_cuda_test tests/nccl_ddp_test
        tests/gloo_cuda_ddp_test dp/data_parallel_cuda_test ddp/cuda_backward_timer_test comm/host_staging_test nn/resnet_cuda_test
-       tensor/cuda/autocast_cuda_test nn/grad_scaler_cuda_test)
+       tensor/cuda/autocast_cuda_test nn/grad_scaler_cuda_test reducer/reduce_dtype_cuda_test)
 BENCH=bench/gpu_bench
 TRAIN=train/train
 LAUNCHER=launch/ddprun

@@ -28,12 +28,10 @@ absl::Status CheckCombinations(const TrainConfig& config) {
                "combined with --zero (each rank holds a shard of the gradients)");
   }
   if (config.grad_scaler_backoff_factor <= 0) return bad("--grad_scaler_backoff_factor must be > 0");
-  if (config.reduce_dtype != "fp32" &&
-      (config.comm_hook != "none" || config.zero || config.grad_as_bucket_view || config.device != "cpu")) {
+  if (config.reduce_dtype != "fp32" && (config.comm_hook != "none" || config.zero || config.grad_as_bucket_view)) {
     return bad("--reduce_dtype=bf16 puts the gradients into bf16 buckets itself: it cannot be combined with "
                "--comm_hook (fp16/bf16 would convert a second time; powersgd takes float32), --zero (its own "
-               "reduce-scatter hook), --grad_as_bucket_view (a float32 .grad cannot view a bf16 bucket) or "
-               "--device=cuda (the bf16 bucket cast is a CPU loop, reducer/bucket_cast.cc; NCCL buckets are float32)");
+               "reduce-scatter hook) or --grad_as_bucket_view (a float32 .grad cannot view a bf16 bucket)");
   }
   if (config.uneven_drop_batches > 0 && (config.checkpoint_every > 0 || config.check_sync_every > 0)) {
     return bad("--uneven_drop_batches cannot be combined with --checkpoint_every or --check_sync_every (their "

@@ -65,6 +65,18 @@ TEST(TrainerTest, BadConfigurationsNameTheFlag) {
   EXPECT_NE(ValidateConfig(config).message().find("--device=cuda needs a CUDA build"), std::string::npos);
 #endif
   config = TrainConfig();
+  config.reduce_dtype = "bf16";
+  EXPECT_TRUE(ValidateConfig(config).ok());
+  config.grad_as_bucket_view = true;
+  EXPECT_NE(ValidateConfig(config).message().find("--grad_as_bucket_view"), std::string::npos);
+#ifdef DDP_WITH_CUDA
+  config = TrainConfig();
+  config.reduce_dtype = "bf16";
+  config.device = "cuda";
+  config.backend = "nccl";
+  EXPECT_TRUE(ValidateConfig(config).ok()) << "bf16 buckets on CUDA (NCCL)";
+#endif
+  config = TrainConfig();
   config.momentum = 1;
   EXPECT_EQ(ValidateConfig(config).message(), "--momentum must be in [0, 1), got 1");
   config = TrainConfig();

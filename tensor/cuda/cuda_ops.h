@@ -65,6 +65,19 @@ void Conv2dForwardLowPrecision(const Tensor& x, const Tensor& w, const Tensor& b
 void Conv2dBackwardLowPrecision(const Tensor& x, const Tensor& w, const Tensor& gy, const kernels::ConvShape& g,
                                 const Tensor& gx, const Tensor& gw, const Tensor& gb);
 
+// ---- the Reducer's bfloat16 buckets (Note [Reduce dtype rounding], reducer/bucket_cast.h) ----
+
+// dst = bf16(src * scale) element-wise: the product in float32, rounded once with the functor the CPU
+// runs (kernels::RoundScaledToBFloat16), so the bits equal ddp::CastScaledIntoSlot's on the CPU for a
+// finite `scale`. Runs on the current stream of dst's device (where the collectives that read dst wait,
+// Note [Current stream]). REQUIRES (checked): dst a contiguous bfloat16 CUDA tensor, src a float32 tensor
+// (any layout) on the same device with dst's number of elements. No autograd.
+void CastScaledToBFloat16(const Tensor& dst, const Tensor& src, float scale);
+
+// Sets every byte of contiguous CUDA tensor `dst` (any dtype) to zero, +0.0 in the float dtypes, on the
+// current stream of its device. REQUIRES (checked): dst contiguous, on CUDA.
+void ZeroBytes(const Tensor& dst);
+
 }  // namespace cuda
 }  // namespace ddp
 

@@ -95,6 +95,11 @@ cudaError_t SwapOuterDims(const float* src, float* dst, int64_t A, int64_t B, in
 cudaError_t RoundToLowPrecision(const float* in, uint16_t* out, ElementType to, int64_t n, cudaStream_t stream);
 // out[i] = in[i] widened to float32 (exact).
 cudaError_t WidenLowPrecision(const uint16_t* in, ElementType from, float* out, int64_t n, cudaStream_t stream);
+// The Reducer's bfloat16 bucket slots (Note [Reduce dtype rounding], reducer/bucket_cast.h, step 1):
+// out[i] = bf16(in[i] * scale), the product in float32 and rounded once, with the functor the CPU tests
+// run (functors::RoundScaledToBFloat16, tensor/low_precision_round.h), so the bits equal the CPU's for
+// every input and a finite scale (NaN, inf, subnormals included: nothing is flushed).
+cudaError_t RoundScaledToBFloat16(const float* in, float scale, uint16_t* out, int64_t n, cudaStream_t stream);
 // Im2Col on 16-bit elements (bf16 or fp16 bits; +0 outside the image).
 cudaError_t Im2Col16(const uint16_t* x, const ConvShape& g, int64_t first, int64_t count, uint16_t* col,
                      cudaStream_t stream);

@@ -1,5 +1,6 @@
 // The kernels of CUDA autocast (tensor/autocast.h): rounding float32 to bf16 / fp16 with the functors the
-// CPU runs (tensor/low_precision_round.h), widening back, and im2col on 16-bit elements.
+// CPU runs (tensor/low_precision_round.h), widening back, and im2col on 16-bit elements; and the scaled
+// rounding into the Reducer's bfloat16 buckets (Note [Reduce dtype rounding], reducer/bucket_cast.h).
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/im2col.cuh"
 #include "tensor/cuda/launch.cuh"
@@ -21,6 +22,12 @@ __global__ void WidenKernel(Widen widen, const uint16_t* in, float* out, int64_t
 }
 
 }  // namespace
+
+cudaError_t RoundScaledToBFloat16(const float* in, float scale, uint16_t* out, int64_t n, cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  RoundKernel<<<Blocks(n), kThreads, 0, s>>>(functors::RoundScaledToBFloat16{scale}, in, out, n);
+  return cudaGetLastError();
+}
 
 cudaError_t RoundToLowPrecision(const float* in, uint16_t* out, ElementType to, int64_t n, cudaStream_t s) {
   if (n == 0) return cudaSuccess;
