@@ -173,3 +173,49 @@ TEST(ConvKernelChoiceTest, Bf16AutocastMatchesIm2Col) {
 
 }  // namespace
 }  // namespace ddp
+
+namespace ddp {
+namespace {
+
+// bf16 autocast at ResNet-18's layer shapes (small batches): the default rule (on an AMX CPU: bf16
+// primitives with NHWC outputs, the weight gradient on im2col at <= 64 output pixels) gives im2col's bf16
+// numbers with the float32-GEMM kernel up to the order of the float32 sums, forward and every gradient.
+TEST(ConvKernelChoiceTest, Bf16DefaultRuleAtResNetShapes) {
+  struct Case {
+    int64_t n, c, hw, out, stride;
+  };
+  for (const Case& k : {Case{4, 64, 28, 64, 1}, Case{40, 128, 14, 256, 2}, Case{2, 512, 4, 512, 1}}) {
+    SCOPED_TRACE(::testing::Message() << k.c << "->" << k.out << " at " << k.hw << " stride " << k.stride);
+    const Tensor x0 = UniformLeaf({k.n, k.c, k.hw, k.hw}, 420), w0 = UniformLeaf({k.out, k.c, 3, 3}, 421, -0.05f, 0.05f);
+    auto run = [&](cpu::ConvKernel kernel, cpu::Bf16GemmKernel gemm) {
+      cpu::SetConvKernel(kernel);
+      cpu::SetBf16GemmKernel(gemm);
+      Tensor x = Clone(x0.Detach()), w = Clone(w0.Detach());
+      x.set_requires_grad(true);
+      w.set_requires_grad(true);
+      Tensor y;
+      {
+        AutocastScope scope(true);
+        y = Conv2d(x, w, Tensor(), k.stride, 1);
+      }
+      y.Backward(FixedGradient(y.shape()));
+      cpu::SetConvKernel(cpu::ConvKernel::kAuto);
+      cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
+      return std::vector<std::vector<float>>{y.ToVector<float>(), x.grad().ToVector<float>(), w.grad().ToVector<float>()};
+    };
+    const auto reference = run(cpu::ConvKernel::kIm2Col, cpu::Bf16GemmKernel::kFloat32);
+    const auto actual = run(cpu::ConvKernel::kAuto, cpu::Bf16GemmKernel::kAuto);
+    const char* names[] = {"y", "gx", "gw"};
+    for (int t = 0; t < 3; ++t) {
+      float scale = 0.0f, diff = 0.0f;
+      for (size_t i = 0; i < reference[t].size(); ++i) {
+        scale = std::max(scale, std::fabs(reference[t][i]));
+        diff = std::max(diff, std::fabs(actual[t][i] - reference[t][i]));
+      }
+      EXPECT_LT(diff / scale, 2e-5f) << names[t];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ddp
