@@ -182,11 +182,12 @@ namespace {
 // numbers with the float32-GEMM kernel up to the order of the float32 sums, forward and every gradient.
 TEST(ConvKernelChoiceTest, Bf16DefaultRuleAtResNetShapes) {
   struct Case {
-    int64_t n, c, hw, out, stride;
+    int64_t n, c, hw, out, stride, kernel = 3;
   };
-  for (const Case& k : {Case{4, 64, 28, 64, 1}, Case{40, 128, 14, 256, 2}, Case{2, 512, 4, 512, 1}}) {
+  for (const Case& k : {Case{4, 64, 28, 64, 1}, Case{40, 128, 14, 256, 2}, Case{2, 512, 4, 512, 1},
+                        Case{64, 64, 28, 128, 2, 1}}) {
     SCOPED_TRACE(::testing::Message() << k.c << "->" << k.out << " at " << k.hw << " stride " << k.stride);
-    const Tensor x0 = UniformLeaf({k.n, k.c, k.hw, k.hw}, 420), w0 = UniformLeaf({k.out, k.c, 3, 3}, 421, -0.05f, 0.05f);
+    const Tensor x0 = UniformLeaf({k.n, k.c, k.hw, k.hw}, 420), w0 = UniformLeaf({k.out, k.c, k.kernel, k.kernel}, 421, -0.05f, 0.05f);
     auto run = [&](cpu::ConvKernel kernel, cpu::Bf16GemmKernel gemm) {
       cpu::SetConvKernel(kernel);
       cpu::SetBf16GemmKernel(gemm);
@@ -196,7 +197,7 @@ TEST(ConvKernelChoiceTest, Bf16DefaultRuleAtResNetShapes) {
       Tensor y;
       {
         AutocastScope scope(true);
-        y = Conv2d(x, w, Tensor(), k.stride, 1);
+        y = Conv2d(x, w, Tensor(), k.stride, k.kernel / 2);
       }
       y.Backward(FixedGradient(y.shape()));
       cpu::SetConvKernel(cpu::ConvKernel::kAuto);
