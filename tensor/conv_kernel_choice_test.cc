@@ -105,7 +105,8 @@ TEST(ConvKernelChoiceTest, OneDnnMatchesIm2ColAtResNetShapes) {
       const Result onednn = run(kernel, stride);
       if (kernel == cpu::ConvKernel::kWinograd && stride == 1 && __builtin_cpu_supports("avx512f")) {
         cpu::SetConvKernel(kernel);  // the comparison above ran Winograd, not its direct fallback
-        EXPECT_NE(cpu::OneDnnConvImplementation({3, 32, 9, 9, 48, 3, 3, 1, 1, 9, 9}).find("wino"), std::string::npos);
+        EXPECT_NE(cpu::OneDnnConvImplementation({3, 32, 9, 9, 48, 3, 3, 1, 1, 9, 9}).find("wino"),
+                  std::string::npos);
         cpu::SetConvKernel(cpu::ConvKernel::kAuto);
       }
       expect_near(onednn.y, im2col.y, tolerance, "y");
@@ -123,7 +124,8 @@ TEST(ConvKernelChoiceTest, OneDnnMatchesIm2ColAtResNetShapes) {
 // and under the default rule (whose 4x4 output puts the weight gradient of the bf16 primitives on im2col:
 // Note [bf16 weight gradients on im2col]); plain float32 differs from them by far more.
 TEST(ConvKernelChoiceTest, Bf16AutocastMatchesIm2Col) {
-  const Tensor x0 = UniformLeaf({4, 16, 8, 8}, 410), w0 = UniformLeaf({24, 16, 3, 3}, 411, -0.2f, 0.2f), b0 = UniformLeaf({24}, 412);
+  const Tensor x0 = UniformLeaf({4, 16, 8, 8}, 410), w0 = UniformLeaf({24, 16, 3, 3}, 411, -0.2f, 0.2f),
+               b0 = UniformLeaf({24}, 412);
   struct Result {
     std::vector<float> y, gx, gw, gb;
   };
@@ -158,9 +160,10 @@ TEST(ConvKernelChoiceTest, Bf16AutocastMatchesIm2Col) {
     EXPECT_GT(relative(fp32.gw, reference.gw), 1e-3f);
     for (cpu::Bf16GemmKernel gemm : {cpu::Bf16GemmKernel::kOneDnn, cpu::Bf16GemmKernel::kFloat32}) {
       for (cpu::ConvKernel kernel : {cpu::ConvKernel::kOneDnn, cpu::ConvKernel::kAuto}) {
-        SCOPED_TRACE(::testing::Message() << "fused " << fused << " bf16 kernel "
-                                          << (gemm == cpu::Bf16GemmKernel::kOneDnn ? "onednn" : "fp32")
-                                          << " conv kernel " << (kernel == cpu::ConvKernel::kAuto ? "auto" : "onednn"));
+        SCOPED_TRACE(::testing::Message()
+                     << "fused " << fused << " bf16 kernel "
+                     << (gemm == cpu::Bf16GemmKernel::kOneDnn ? "onednn" : "fp32") << " conv kernel "
+                     << (kernel == cpu::ConvKernel::kAuto ? "auto" : "onednn"));
         const Result onednn = run(kernel, gemm, true, fused);
         EXPECT_LT(relative(onednn.y, reference.y), 2e-5f);
         EXPECT_LT(relative(onednn.gx, reference.gx), 2e-5f);
@@ -177,17 +180,19 @@ TEST(ConvKernelChoiceTest, Bf16AutocastMatchesIm2Col) {
 namespace ddp {
 namespace {
 
-// bf16 autocast at ResNet-18's layer shapes (small batches): the default rule (on an AMX CPU: bf16
-// primitives with NHWC outputs, the weight gradient on im2col at <= 64 output pixels) gives im2col's bf16
-// numbers with the float32-GEMM kernel up to the order of the float32 sums, forward and every gradient.
+// bf16 autocast at ResNet-18's layer shapes: the default rule (on an AMX CPU: bf16 primitives with NHWC
+// outputs, the weight gradient on im2col at <= 64 output pixels) and the primitives forced for every pass
+// give im2col's bf16 numbers with the float32-GEMM kernel up to the order of the float32 sums, forward and
+// every gradient, to 2e-5 of the largest value.
 TEST(ConvKernelChoiceTest, Bf16DefaultRuleAtResNetShapes) {
   struct Case {
     int64_t n, c, hw, out, stride, kernel = 3;
   };
   for (const Case& k : {Case{4, 64, 28, 64, 1}, Case{40, 128, 14, 256, 2}, Case{2, 512, 4, 512, 1},
-                        Case{64, 64, 28, 128, 2, 1}}) {
+                        Case{64, 64, 28, 128, 2, 1}, Case{64, 1, 28, 64, 1}, Case{64, 64, 28, 64, 1}}) {
     SCOPED_TRACE(::testing::Message() << k.c << "->" << k.out << " at " << k.hw << " stride " << k.stride);
-    const Tensor x0 = UniformLeaf({k.n, k.c, k.hw, k.hw}, 420), w0 = UniformLeaf({k.out, k.c, k.kernel, k.kernel}, 421, -0.05f, 0.05f);
+    const Tensor x0 = UniformLeaf({k.n, k.c, k.hw, k.hw}, 420),
+                 w0 = UniformLeaf({k.out, k.c, k.kernel, k.kernel}, 421, -0.05f, 0.05f);
     auto run = [&](cpu::ConvKernel kernel, cpu::Bf16GemmKernel gemm) {
       cpu::SetConvKernel(kernel);
       cpu::SetBf16GemmKernel(gemm);
@@ -202,18 +207,21 @@ TEST(ConvKernelChoiceTest, Bf16DefaultRuleAtResNetShapes) {
       y.Backward(FixedGradient(y.shape()));
       cpu::SetConvKernel(cpu::ConvKernel::kAuto);
       cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
-      return std::vector<std::vector<float>>{y.ToVector<float>(), x.grad().ToVector<float>(), w.grad().ToVector<float>()};
+      return std::vector<std::vector<float>>{y.ToVector<float>(), x.grad().ToVector<float>(),
+                                             w.grad().ToVector<float>()};
     };
     const auto reference = run(cpu::ConvKernel::kIm2Col, cpu::Bf16GemmKernel::kFloat32);
-    const auto actual = run(cpu::ConvKernel::kAuto, cpu::Bf16GemmKernel::kAuto);
-    const char* names[] = {"y", "gx", "gw"};
-    for (int t = 0; t < 3; ++t) {
-      float scale = 0.0f, diff = 0.0f;
-      for (size_t i = 0; i < reference[t].size(); ++i) {
-        scale = std::max(scale, std::fabs(reference[t][i]));
-        diff = std::max(diff, std::fabs(actual[t][i] - reference[t][i]));
+    for (cpu::ConvKernel kernel : {cpu::ConvKernel::kAuto, cpu::ConvKernel::kOneDnn}) {
+      const auto actual = run(kernel, cpu::Bf16GemmKernel::kAuto);
+      const char* names[] = {"y", "gx", "gw"};
+      for (int t = 0; t < 3; ++t) {
+        float scale = 0.0f, diff = 0.0f;
+        for (size_t i = 0; i < reference[t].size(); ++i) {
+          scale = std::max(scale, std::fabs(reference[t][i]));
+          diff = std::max(diff, std::fabs(actual[t][i] - reference[t][i]));
+        }
+        EXPECT_LT(diff / scale, 2e-5f) << names[t] << " kernel " << static_cast<int>(kernel);
       }
-      EXPECT_LT(diff / scale, 2e-5f) << names[t];
     }
   }
 }

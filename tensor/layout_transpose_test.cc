@@ -23,8 +23,9 @@ std::vector<T> Reference(const std::vector<T>& src, int64_t batch, int64_t rows,
   return dst;
 }
 
-const std::tuple<int64_t, int64_t, int64_t> kShapes[] = {
-    {1, 8, 8}, {1, 1, 1}, {2, 3, 5}, {3, 64, 784}, {2, 784, 64}, {4, 13, 9}, {1, 9, 17}, {64, 64, 49}, {5, 512, 16}};
+const std::tuple<int64_t, int64_t, int64_t> kShapes[] = {{1, 8, 8},    {1, 1, 1},    {2, 3, 5},
+                                                         {3, 64, 784}, {2, 784, 64}, {4, 13, 9},
+                                                         {1, 9, 17},   {64, 64, 49}, {5, 512, 16}};
 
 TEST(LayoutTransposeTest, FloatMatchesReferenceBitForBit) {
   std::mt19937 gen(8);
