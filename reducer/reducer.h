@@ -84,8 +84,8 @@ struct ReducerOptions {
   DType reduce_dtype = DType::kFloat32;  // dtype of the bucket buffers, i.e. of the all-reduce: float32 or
                                          // bfloat16 (half the bytes; rounding: Note [Reduce dtype rounding]
                                          // in reducer/bucket_cast.h). DDP sets it from
-                                         // DdpOptions::mixed_precision. bfloat16 takes CPU or CUDA parameters
-                                         // and needs gradient_as_bucket_view off (a float32
+                                         // DdpOptions::mixed_precision. bfloat16 takes CPU or CUDA
+                                         // parameters and needs gradient_as_bucket_view off (a float32
                                          // .grad cannot view it)
   bool record_stats = true;              // keep IterationStats of every iteration (stats())
   bool record_trace = false;             // keep Chrome trace events (trace())

@@ -64,7 +64,8 @@ void* BlockedScratch(int slot, size_t bytes) {
   if (buffer.bytes < bytes) {
     const size_t rounded = (bytes + 63) / 64 * 64;
     buffer.data.reset(std::aligned_alloc(64, rounded));
-    DDP_CHECK(buffer.data != nullptr) << "Conv2d: out of memory for " << rounded << " bytes of oneDNN scratch";
+    DDP_CHECK(buffer.data != nullptr)
+        << "Conv2d: out of memory for " << rounded << " bytes of oneDNN scratch";
     buffer.bytes = rounded;
   }
   return buffer.data.get();
@@ -86,7 +87,8 @@ struct Operand {
   Transposition transposition = Transposition::kNone;
   std::optional<dnnl::reorder> reorder;  // user -> inner for inputs, inner -> user for the output
 
-  Operand(const memory::desc& user_md, const memory::desc& inner_md, bool is_input) : user(user_md), inner(inner_md) {
+  Operand(const memory::desc& user_md, const memory::desc& inner_md, bool is_input)
+      : user(user_md), inner(inner_md) {
     if (user == inner) return;
     const memory::dims dims = user.dims();
     if (dims.size() == 4 && user == memory::desc(dims, DataType::f32, Tag::abcd) &&
@@ -113,7 +115,8 @@ void Convert(const Operand& op, memory from, memory to, dnnl::stream& stream) {
   const int64_t n = d[0], c = d[1], pixels = d[2] * d[3];
   const bool to_nhwc = op.transposition == Transposition::kNchwToNhwc;
   const int64_t rows = to_nhwc ? c : pixels, cols = to_nhwc ? pixels : c;
-  Transpose32(static_cast<const float*>(from.get_data_handle()), n, rows, cols, static_cast<float*>(to.get_data_handle()));
+  Transpose32(static_cast<const float*>(from.get_data_handle()), n, rows, cols,
+              static_cast<float*>(to.get_data_handle()));
 }
 
 // A convolution primitive for one pass and shape: inputs a and b, output c (forward: src, weights, dst;
@@ -121,9 +124,9 @@ void Convert(const Operand& op, memory from, memory to, dnnl::stream& stream) {
 struct Plan {
   dnnl::primitive primitive;
   Operand a, b, c;
-  std::array<int, 3> arg;  // the DNNL_ARG_* of a, b, c
-  int bias_arg;            // DNNL_ARG_BIAS, DNNL_ARG_DIFF_BIAS, or 0 without bias
-  memory::desc bias;       // [out] float32, when bias_arg != 0
+  std::array<int, 3> arg;      // the DNNL_ARG_* of a, b, c
+  int bias_arg;                // DNNL_ARG_BIAS, DNNL_ARG_DIFF_BIAS, or 0 without bias
+  memory::desc bias;           // [out] float32, when bias_arg != 0
   std::string implementation;  // oneDNN's name of the kernel, e.g. "jit_wino_4x3:avx512_core"
 };
 
@@ -132,8 +135,8 @@ struct Shapes {
 };
 
 Shapes ShapesOf(const ConvGeometry& g) {
-  return {{g.n, g.c, g.h, g.w}, {g.out, g.c, g.kh, g.kw}, {g.out}, {g.n, g.out, g.oh, g.ow},
-          {g.stride, g.stride}, {g.padding, g.padding}};
+  return {{g.n, g.c, g.h, g.w},     {g.out, g.c, g.kh, g.kw}, {g.out},
+          {g.n, g.out, g.oh, g.ow}, {g.stride, g.stride},     {g.padding, g.padding}};
 }
 
 // The forward descriptor with layouts left to oneDNN (`any`): float32 or bf16 operands, float32 output.
@@ -143,8 +146,8 @@ dnnl::convolution_forward::primitive_desc ForwardDesc(const ConvGeometry& g, Dat
   const memory::desc src(s.src, operand, Tag::any), weights(s.weights, operand, Tag::any);
   const memory::desc dst(s.dst, DataType::f32, Tag::any);
   const memory::desc bias_md = bias ? memory::desc(s.bias, DataType::f32, Tag::x) : memory::desc();
-  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, algorithm, src, weights, bias_md,
-                                             dst, s.strides, s.padding, s.padding);
+  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, algorithm, src, weights,
+                                             bias_md, dst, s.strides, s.padding, s.padding);
   return dnnl::convolution_forward::primitive_desc(desc, CpuEngine());
 }
 
@@ -183,8 +186,8 @@ Plan MakePlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias, dnn
                 pd.impl_info_str()};
   }
   const auto desc = bias ? dnnl::convolution_backward_weights::desc(
-                               algorithm, src, weights, memory::desc(s.bias, DataType::f32, Tag::x), dst, s.strides,
-                               s.padding, s.padding)
+                               algorithm, src, weights, memory::desc(s.bias, DataType::f32, Tag::x), dst,
+                               s.strides, s.padding, s.padding)
                          : dnnl::convolution_backward_weights::desc(algorithm, src, weights, dst, s.strides,
                                                                     s.padding, s.padding);
   const dnnl::convolution_backward_weights::primitive_desc pd(desc, e, fwd);
@@ -221,8 +224,19 @@ const Plan* FindPlan(Pass pass, const ConvGeometry& g, DataType operand, bool bi
   if (g.n == 0 || g.c == 0 || g.out == 0 || g.oh <= 0 || g.ow <= 0) return nullptr;  // im2col's edge cases
   using Key = std::array<int64_t, 13>;
   thread_local std::map<Key, std::unique_ptr<Plan>> plans;
-  const Key key{static_cast<int64_t>(pass), static_cast<int64_t>(operand), g.n, g.c, g.h, g.w, g.out, g.kh, g.kw,
-                g.stride, g.padding, bias ? 1 : 0, static_cast<int64_t>(ConvKernelFor(g))};
+  const Key key{static_cast<int64_t>(pass),
+                static_cast<int64_t>(operand),
+                g.n,
+                g.c,
+                g.h,
+                g.w,
+                g.out,
+                g.kh,
+                g.kw,
+                g.stride,
+                g.padding,
+                bias ? 1 : 0,
+                static_cast<int64_t>(ConvKernelFor(g))};
   auto it = plans.find(key);
   if (it == plans.end()) it = plans.emplace(key, NewPlan(pass, g, operand, bias)).first;
   return it->second.get();
@@ -256,16 +270,19 @@ void Run(const Plan& plan, const void* a, const void* b, void* c, const float* b
   memory ma = ready_a != nullptr ? *ready_a : InputMemory(plan.a, a, slots.a, stream);
   memory mb = ready_b != nullptr ? *ready_b : InputMemory(plan.b, b, slots.b, stream);
   memory user_c(plan.c.user, CpuEngine(), c);
-  memory mc = plan.c.converts() ? memory(plan.c.inner, CpuEngine(), BlockedScratch(slots.c, plan.c.inner.get_size()))
-                                : user_c;
+  memory mc = plan.c.converts()
+                  ? memory(plan.c.inner, CpuEngine(), BlockedScratch(slots.c, plan.c.inner.get_size()))
+                  : user_c;
   std::unordered_map<int, memory> args{{plan.arg[0], ma}, {plan.arg[1], mb}, {plan.arg[2], mc}};
   if (plan.bias_arg != 0) {
     args.emplace(plan.bias_arg, memory(plan.bias, CpuEngine(), const_cast<float*>(bias)));
   }
   plan.primitive.execute(stream, args);
-  stream.wait();  // the primitive's output is complete before Convert reads it
-  if (plan.c.converts()) Convert(plan.c, mc, user_c, stream);
   stream.wait();
+  if (plan.c.converts()) {
+    Convert(plan.c, mc, user_c, stream);
+    stream.wait();
+  }
 }
 
 template <typename T>
@@ -304,7 +321,8 @@ bool BackwardWeights(const T* x, const T* gy, const ConvGeometry& g, float* gw, 
 template <typename T>
 bool BackwardBoth(const T* x, const T* w, const T* gy, const ConvGeometry& g, float* gx, float* gw) {
   const Plan* data = gx != nullptr ? FindPlan(Pass::kBackwardData, g, OperandType<T>(), false) : nullptr;
-  const Plan* weights = gw != nullptr ? FindPlan(Pass::kBackwardWeights, g, OperandType<T>(), false) : nullptr;
+  const Plan* weights =
+      gw != nullptr ? FindPlan(Pass::kBackwardWeights, g, OperandType<T>(), false) : nullptr;
   if ((gx != nullptr && data == nullptr) || (gw != nullptr && weights == nullptr)) return false;
   std::optional<memory> shared;
   if (data != nullptr && weights != nullptr && data->a.inner == weights->b.inner) {
@@ -341,7 +359,8 @@ std::string OneDnnConvImplementation(const ConvGeometry& g) {
 bool OneDnnConvForward(const float* x, const float* w, const float* b, const ConvGeometry& g, float* y) {
   return Forward(x, w, b, g, y);
 }
-bool OneDnnConvForward(const BFloat16* x, const BFloat16* w, const float* b, const ConvGeometry& g, float* y) {
+bool OneDnnConvForward(const BFloat16* x, const BFloat16* w, const float* b, const ConvGeometry& g,
+                       float* y) {
   return Forward(x, w, b, g, y);
 }
 bool OneDnnConvBackwardData(const float* w, const float* gy, const ConvGeometry& g, float* gx) {
@@ -362,8 +381,8 @@ bool OneDnnConvBackward(const float* x, const float* w, const float* gy, const C
                         float* gw) {
   return BackwardBoth(x, w, gy, g, gx, gw);
 }
-bool OneDnnConvBackward(const BFloat16* x, const BFloat16* w, const BFloat16* gy, const ConvGeometry& g, float* gx,
-                        float* gw) {
+bool OneDnnConvBackward(const BFloat16* x, const BFloat16* w, const BFloat16* gy, const ConvGeometry& g,
+                        float* gx, float* gw) {
   return BackwardBoth(x, w, gy, g, gx, gw);
 }
 
