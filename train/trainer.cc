@@ -25,11 +25,13 @@
 #include "dp/data_parallel.h"
 #include "nn/safetensors.h"
 #include "reducer/iteration_stats.h"
+#include "store/store_keys.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
 #include "train/auto_bucket_caps.h"
 #include "train/auto_bucket_caps_record.h"
+#include "train/elastic_loop.h"
 #include "train/fault_injection.h"
 #include "train/finite_checks.h"
 #include "train/output_guard.h"
@@ -39,7 +41,6 @@
 #include "train/setup.h"
 #include "train/state_agreement.h"
 #include "train/train_step.h"
-#include "train/elastic_loop.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/cuda_check.h"
 #endif
@@ -50,8 +51,8 @@ namespace {
 // --zero: the same update rule as MakeOptimizer, sharded over DDP's group with shards that follow its
 // buckets, and the reduce-scatter hook registered on `ddp` (Note [ZeRO-1]).
 absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> MakeZeroOptimizer(const TrainConfig& config,
-                                                                          const std::vector<Tensor>& params,
-                                                                          DistributedDataParallel& ddp) {
+                                                                           const std::vector<Tensor>& params,
+                                                                           DistributedDataParallel& ddp) {
   ZeroOptions options;
   options.groups = ddp.reducer().bucket_assignment();
   DDP_ASSIGN_OR_RETURN(options.optimizer, ParseZeroInnerOptimizer(config.optimizer));
@@ -91,8 +92,9 @@ absl::StatusOr<Device> TrainingDevice(const TrainConfig& config, const LaunchEnv
   DDP_RETURN_IF_ERROR(cuda::CudaDeviceAvailable());
   const int index = config.mode == "dp" ? 0 : launch.local_rank;
   if (index >= cuda::CudaDeviceCount()) {
-    return absl::FailedPreconditionError(absl::StrCat("--device=cuda: local rank ", index, " needs GPU ", index,
-                                                      " but this machine has ", cuda::CudaDeviceCount()));
+    return absl::FailedPreconditionError(absl::StrCat("--device=cuda: local rank ", index, " needs GPU ",
+                                                      index, " but this machine has ",
+                                                      cuda::CudaDeviceCount()));
   }
   return Device::CUDA(index);
 #else
@@ -102,8 +104,8 @@ absl::StatusOr<Device> TrainingDevice(const TrainConfig& config, const LaunchEnv
 }
 
 // --mode=dp: DataParallel over config.dp_devices CPU workers or GPUs.
-absl::StatusOr<std::shared_ptr<DataParallel>> WrapDataParallel(const TrainConfig& config, std::shared_ptr<Module> model,
-                                                               Device device) {
+absl::StatusOr<std::shared_ptr<DataParallel>> WrapDataParallel(const TrainConfig& config,
+                                                               std::shared_ptr<Module> model, Device device) {
   DataParallelOptions options;
   if (device.is_cuda()) options.device_type = DeviceType::kCUDA;
   for (int i = 0; i < config.dp_devices; ++i) options.device_ids.push_back(i);
@@ -196,9 +198,9 @@ absl::StatusOr<EvalResult> EvaluateOnly(const TrainConfig& config, Module& model
                  config.init_from.c_str(), result.loss, result.accuracy, static_cast<long long>(result.count),
                  world);
     if (config.metrics_out.empty()) return absl::OkStatus();
-    return AppendLine(config.metrics_out, absl::StrFormat("{%s, \"samples\": %lld, \"world_size\": %d}",
-                                                          TestMetricsJson(result),
-                                                          static_cast<long long>(result.count), world));
+    return AppendLine(config.metrics_out,
+                      absl::StrFormat("{%s, \"samples\": %lld, \"world_size\": %d}", TestMetricsJson(result),
+                                      static_cast<long long>(result.count), world));
   }));
   return result;
 }
@@ -286,7 +288,8 @@ absl::StatusOr<int> ResumeFromNewest(const TrainConfig& config, TrainState& stat
     DDP_RETURN_IF_ERROR(state.ddp->RestoreBucketOrder(ExtraState(checkpoint, kBucketOrderStateName)));
   }
   // --zero: shards follow the restored buckets from the first step, as they did before the interruption.
-  if (state.zero != nullptr) DDP_RETURN_IF_ERROR(state.zero->Reshard(state.ddp->reducer().bucket_assignment()));
+  if (state.zero != nullptr)
+    DDP_RETURN_IF_ERROR(state.zero->Reshard(state.ddp->reducer().bucket_assignment()));
   // --grad_scaler: the scale and growth tracker where the run left them (a checkpoint saved without a
   // scaler leaves the scaler at its initial scale).
   if (state.scaler != nullptr) {
@@ -322,13 +325,14 @@ absl::StatusOr<int> ResumeFromNewest(const TrainConfig& config, TrainState& stat
 
 // The end-of-epoch line on stderr and the --metrics_out record. Rank 0 only: under DDP it runs through
 // RunOnRankZero, so a failed metrics write fails every rank at once (ddp/rank_zero.h).
-absl::Status ReportEpoch(const TrainConfig& config, int epoch, const EpochStats& stats, const EvalResult& eval,
-                         double wall, int world, ProcessGroup* group) {
+absl::Status ReportEpoch(const TrainConfig& config, int epoch, const EpochStats& stats,
+                         const EvalResult& eval, double wall, int world, ProcessGroup* group) {
   return OnRankZero(group, [&]() -> absl::Status {
-    const std::string test = eval.count == 0 ? std::string("no test samples, nothing evaluated")
-                                             : absl::StrFormat("test_loss %.4f test_acc %.4f", eval.loss, eval.accuracy);
-    std::fprintf(stderr, "epoch %d: train_loss %.4f %s (%.0f samples/s, %s)\n", epoch, stats.mean_loss, test.c_str(),
-                 stats.samples_per_s, FormatDuration(wall).c_str());
+    const std::string test = eval.count == 0
+                                 ? std::string("no test samples, nothing evaluated")
+                                 : absl::StrFormat("test_loss %.4f test_acc %.4f", eval.loss, eval.accuracy);
+    std::fprintf(stderr, "epoch %d: train_loss %.4f %s (%.0f samples/s, %s)\n", epoch, stats.mean_loss,
+                 test.c_str(), stats.samples_per_s, FormatDuration(wall).c_str());
     if (config.metrics_out.empty()) return absl::OkStatus();
     return AppendLine(config.metrics_out,
                       absl::StrFormat("{\"epoch\": %d, \"steps\": %d, \"train_loss\": %.6f, %s, "
@@ -354,8 +358,10 @@ absl::StatusOr<EvalResult> RunEpochs(const TrainConfig& config, TrainState& stat
   }
   if (last.has_value()) return *last;
   if (state.rank == 0) {
-    std::fprintf(stderr, "nothing left to train (step %lld, --max_steps=%lld, --epochs=%d): evaluating the resumed "
-                 "weights\n", static_cast<long long>(state.global_step), static_cast<long long>(config.max_steps),
+    std::fprintf(stderr,
+                 "nothing left to train (step %lld, --max_steps=%lld, --epochs=%d): evaluating the resumed "
+                 "weights\n",
+                 static_cast<long long>(state.global_step), static_cast<long long>(config.max_steps),
                  config.epochs);
   }
   return EvaluateTestSet(config, state.model, test, state.group);
@@ -370,9 +376,11 @@ int64_t TotalSteps(const TrainConfig& config, const DataLoader& loader) {
 }
 
 // --elastic: what train/elastic_loop.h needs of Train's objects. The references must outlive the run.
-ElasticHooks ElasticTrainerHooks(const TrainConfig& config, TrainState& state, const std::shared_ptr<Module>& model,
-                                 Device device, const std::shared_ptr<const Dataset>& train, const Dataset& test,
-                                 std::unique_ptr<DataLoader>& loader, std::shared_ptr<DistributedDataParallel>& ddp) {
+ElasticHooks ElasticTrainerHooks(const TrainConfig& config, TrainState& state,
+                                 const std::shared_ptr<Module>& model, Device device,
+                                 const std::shared_ptr<const Dataset>& train, const Dataset& test,
+                                 std::unique_ptr<DataLoader>& loader,
+                                 std::shared_ptr<DistributedDataParallel>& ddp) {
   ElasticHooks hooks;
   hooks.run = [&config, &state, &loader, &test, &ddp](int first_epoch) -> absl::StatusOr<EvalResult> {
     DDP_ASSIGN_OR_RETURN(const EvalResult last, RunEpochs(config, state, first_epoch, *loader, test));
@@ -384,7 +392,8 @@ ElasticHooks ElasticTrainerHooks(const TrainConfig& config, TrainState& state, c
     ddp.reset();
     loader.reset();
   };
-  hooks.attach = [&config, &state, model, device, train, &loader, &ddp](const std::string& bucket_order) -> absl::Status {
+  hooks.attach = [&config, &state, model, device, train, &loader,
+                  &ddp](const std::string& bucket_order) -> absl::Status {
     DDP_ASSIGN_OR_RETURN(loader, MakeTrainLoader(config, train, state.rank, state.world_size));
     DDP_ASSIGN_OR_RETURN(const DdpOptions ddp_options, DdpOptionsFor(config));
     DDP_ASSIGN_OR_RETURN(ddp, WrapDdp(config, model, device, state.group, ddp_options));
@@ -399,9 +408,9 @@ ElasticHooks ElasticTrainerHooks(const TrainConfig& config, TrainState& state, c
 // The training part of RunTraining, after the data and the model: loader, DDP or DataParallel, optimizer,
 // --resume, the checkpoint guard (GuardExistingCheckpoints on rank 0), the epochs and the end-of-run
 // artefacts.
-absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& launch, std::shared_ptr<Module> model,
-                                 Device device, DistributedContext* dist, std::shared_ptr<const Dataset> train,
-                                 const Dataset& test) {
+absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& launch,
+                                 std::shared_ptr<Module> model, Device device, DistributedContext* dist,
+                                 std::shared_ptr<const Dataset> train, const Dataset& test) {
   ProcessGroup* group = dist != nullptr ? dist->group.get() : nullptr;
   const int rank = group != nullptr ? group->rank() : 0;
   const int world = group != nullptr ? group->size() : 1;
@@ -415,7 +424,8 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& lau
   // --trace_out: per-module forward/backward slices (ddp/module_trace.h), made after DDP so that its
   // gradient hooks follow the Reducer's; without the flag nothing is traced or measured.
   std::unique_ptr<ModuleTracer> module_tracer;
-  if (ddp != nullptr && !config.trace_out.empty()) module_tracer = std::make_unique<ModuleTracer>(*model, rank);
+  if (ddp != nullptr && !config.trace_out.empty())
+    module_tracer = std::make_unique<ModuleTracer>(*model, rank);
   // --bucket_cap_mb=auto (Note [Auto bucket caps]): observes from the first forward, runs after each step.
   std::unique_ptr<AutoBucketCaps> auto_caps;
   if (ddp != nullptr && AutoBucketCapsRequested(config)) {
@@ -425,7 +435,8 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& lau
   }
   std::shared_ptr<DataParallel> dp;
   if (config.mode == "dp") {
-    if (group != nullptr) return absl::InvalidArgumentError("--mode=dp runs in one process; start it without ddprun");
+    if (group != nullptr)
+      return absl::InvalidArgumentError("--mode=dp runs in one process; start it without ddprun");
     DDP_ASSIGN_OR_RETURN(dp, WrapDataParallel(config, model, device));
   }
   std::unique_ptr<Optimizer> optimizer;
@@ -481,13 +492,17 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& lau
 // builds the data, model and optimizer as any worker does, but joins no group at start (its RANK is still
 // the lost worker's); train/elastic_loop.h admits it into the running job, which hands it the state.
 absl::StatusOr<EvalResult> RunReplacement(const TrainConfig& config, const LaunchEnv& launch) {
-  if (config.zero) {
-    return absl::FailedPreconditionError(
-        "a replacement cannot join a --zero run: the lost rank's optimizer shard is gone (docs/elastic.md)");
-  }
   InitOptions init;
   init.backend = config.backend;
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<DistributedContext> dist, ConnectWithoutGroup(init));
+  if (config.zero) {
+    // No replacement can ever join a --zero run, so this one ends the attempt's elastic job
+    // (ElasticClosedKey): ddprun then starts no other replacement for the slot while the survivors
+    // fall back to the last checkpoint.
+    (void)dist->store->Add(ElasticClosedKey(), 1);
+    return absl::FailedPreconditionError(
+        "a replacement cannot join a --zero run: the lost rank's optimizer shard is gone (docs/elastic.md)");
+  }
   DDP_ASSIGN_OR_RETURN(auto test, LoadFashionMnist(config.data_dir, Split::kTest));
   DDP_RETURN_IF_ERROR(CheckDataFitsModel(config, *test, "test"));
   DDP_ASSIGN_OR_RETURN(const Device device, TrainingDevice(config, launch));
@@ -516,7 +531,8 @@ absl::StatusOr<EvalResult> RunReplacement(const TrainConfig& config, const Launc
 void WarnIgnoredDdpFlags(const TrainConfig& config) {
   const std::vector<std::string> ignored = DdpOnlyFlagsSet(config);
   if (ignored.empty()) return;
-  std::fprintf(stderr, "train: warning: %s %s effect only under DDP (WORLD_SIZE > 1, e.g. under ddprun); "
+  std::fprintf(stderr,
+               "train: warning: %s %s effect only under DDP (WORLD_SIZE > 1, e.g. under ddprun); "
                "ignored in this single-process run\n",
                absl::StrJoin(ignored, ", ").c_str(), ignored.size() == 1 ? "takes" : "take");
 }
