@@ -45,6 +45,7 @@ TEST(ConvKernelChoiceTest, DefaultRuleAndOverride) {
     // Note [bf16 weight gradients on im2col]: outputs of at most 64 pixels (7x7 here), not 14x14.
     EXPECT_TRUE(cpu::Bf16WeightGradientOnIm2Col(geometry(64, 3, 2)));
     EXPECT_FALSE(cpu::Bf16WeightGradientOnIm2Col(geometry(64, 3)));
+    EXPECT_TRUE(cpu::Bf16ForwardOnIm2Col());  // Note [bf16 forward on im2col]
   }
   cpu::SetConvKernel(cpu::ConvKernel::kIm2Col);
   EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 3)), cpu::ConvKernel::kIm2Col);
@@ -52,6 +53,7 @@ TEST(ConvKernelChoiceTest, DefaultRuleAndOverride) {
   EXPECT_FALSE(cpu::Bf16WeightGradientOnIm2Col(geometry(64, 3, 2)));  // a forced kernel runs every pass
   cpu::SetConvKernel(cpu::ConvKernel::kOneDnn);
   EXPECT_FALSE(cpu::Bf16WeightGradientOnIm2Col(geometry(64, 3, 2)));
+  EXPECT_FALSE(cpu::Bf16ForwardOnIm2Col());
   EXPECT_EQ(cpu::ConvKernelFor(geometry(1, 1)), cpu::ConvKernel::kOneDnn);
   EXPECT_EQ(cpu::OneDnnConvImplementation(geometry(64, 3)).find("wino"), std::string::npos);
   cpu::SetConvKernel(cpu::ConvKernel::kWinograd);
@@ -59,6 +61,31 @@ TEST(ConvKernelChoiceTest, DefaultRuleAndOverride) {
   // oneDNN has no Winograd kernel for a 1x1 convolution: the direct primitive runs it.
   EXPECT_EQ(cpu::OneDnnConvImplementation(geometry(64, 1)).find("wino"), std::string::npos);
   cpu::SetConvKernel(cpu::ConvKernel::kAuto);
+}
+
+// Note [bf16 forward on im2col]: where oneDNN's bf16 primitives run, the default rule's bf16 forward is
+// im2col + the bf16 matmul, bit for bit, and the forced primitive gives other bits (its sums run in
+// another order), so the comparison tells the two apart.
+TEST(ConvKernelChoiceTest, Bf16ForwardRunsOnIm2ColUnderTheDefaultRule) {
+  if (std::getenv("DDP_CONV_KERNEL") != nullptr) GTEST_SKIP() << "DDP_CONV_KERNEL forces one kernel";
+  if (!__builtin_cpu_supports("avx512f"))
+    GTEST_SKIP() << "no AVX-512: oneDNN 2.6 has no bf16 primitives here";
+  const Tensor x = UniformLeaf({8, 64, 14, 14}, 430), w = UniformLeaf({64, 64, 3, 3}, 431, -0.05f, 0.05f);
+  auto forward = [&](cpu::ConvKernel kernel) {
+    cpu::SetConvKernel(kernel);
+    cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kOneDnn);
+    Tensor y;
+    {
+      AutocastScope scope(true);
+      y = Conv2d(x.Detach(), w.Detach(), Tensor(), 1, 1);
+    }
+    cpu::SetConvKernel(cpu::ConvKernel::kAuto);
+    cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
+    return y.ToVector<float>();
+  };
+  const std::vector<float> im2col = forward(cpu::ConvKernel::kIm2Col);
+  EXPECT_EQ(forward(cpu::ConvKernel::kAuto), im2col);
+  EXPECT_NE(forward(cpu::ConvKernel::kOneDnn), im2col);
 }
 
 // oneDNN's Winograd kernels need AVX-512 (jit_wino_4x3:avx512_core); where the CPU has it, the default

@@ -139,8 +139,8 @@ constexpr size_t kMaxCachedFloats = size_t{4} << 20;  // 16 MiB per slot and thr
 int64_t ImagesPerGroup(const ConvGeometry& g) {
   const int64_t p = std::max<int64_t>(g.P(), 1);
   const int64_t want_n = 800;
-  const int64_t budget_floats = std::min<int64_t>(
-      std::max<int64_t>((1 << 20) / sizeof(float), g.out * g.K()), static_cast<int64_t>(kMaxCachedFloats));
+  const int64_t budget_floats = std::min<int64_t>(std::max<int64_t>((1 << 20) / sizeof(float), g.out * g.K()),
+                                                  static_cast<int64_t>(kMaxCachedFloats));
   int64_t group = std::max<int64_t>(1, want_n / p);
   group = std::min(group, std::max<int64_t>(1, budget_floats / std::max<int64_t>(g.K() * p, 1)));
   return std::min(group, std::max<int64_t>(g.n, 1));
@@ -196,10 +196,19 @@ ConvGeometry CheckConvShapes(const Tensor& x, const Tensor& w, const Tensor& b, 
   DDP_CHECK(x.dim() == 4 && w.dim() == 4 && x.shape()[1] == w.shape()[1])
       << "Conv2d: input " << ShapeToString(x.shape()) << " [n, c, h, w] does not match weight "
       << ShapeToString(w.shape()) << " [out, c, kh, kw]";
-  DDP_CHECK(stride >= 1 && padding >= 0) << "Conv2d: stride " << stride << " must be >= 1 and padding "
-                                         << padding << " >= 0";
-  ConvGeometry g{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], w.shape()[0],
-                 w.shape()[2], w.shape()[3], stride, padding, 0, 0};
+  DDP_CHECK(stride >= 1 && padding >= 0)
+      << "Conv2d: stride " << stride << " must be >= 1 and padding " << padding << " >= 0";
+  ConvGeometry g{x.shape()[0],
+                 x.shape()[1],
+                 x.shape()[2],
+                 x.shape()[3],
+                 w.shape()[0],
+                 w.shape()[2],
+                 w.shape()[3],
+                 stride,
+                 padding,
+                 0,
+                 0};
   DDP_CHECK(g.kh >= 1 && g.kw >= 1 && g.h + 2 * padding >= g.kh && g.w + 2 * padding >= g.kw)
       << "Conv2d: kernel " << g.kh << "x" << g.kw << " larger than padded input " << ShapeToString(x.shape())
       << " with padding " << padding;
@@ -243,7 +252,8 @@ bool OneDnnForward(const float* x, const float* w, const float* b, const ConvGeo
 bool OneDnnForward(const BFloat16* x, const BFloat16* w, const float* b, const ConvGeometry& g, float* y) {
   if (Bf16Primitives()) return OneDnnConvForward(x, w, b, g, y);
   std::optional<Scratch> wx, ww;
-  return OneDnnConvForward(Widened(x, g.n * g.c * g.h * g.w, 3, wx), Widened(w, g.out * g.K(), 4, ww), b, g, y);
+  return OneDnnConvForward(Widened(x, g.n * g.c * g.h * g.w, 3, wx), Widened(w, g.out * g.K(), 4, ww), b, g,
+                           y);
 }
 
 // The whole batch through oneDNN's forward primitive (Note [Conv2d kernel choice]) into `direct` or
@@ -251,6 +261,9 @@ bool OneDnnForward(const BFloat16* x, const BFloat16* w, const float* b, const C
 template <typename T>
 bool OneDnnForwardImages(const T* x, const T* w, const float* b, const ConvGeometry& g, float* direct,
                          const GroupOutputFn& consume) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (Bf16Primitives() && Bf16ForwardOnIm2Col()) return false;  // Note [bf16 forward on im2col]
+  }
   const int64_t image = g.out * g.P();
   Scratch full(1, direct == nullptr ? static_cast<size_t>(g.n * image) : 0);
   float* y = direct != nullptr ? direct : full.data();
@@ -377,7 +390,8 @@ const float* WholeBatchGradient(const GroupGradientFn& gradient, const ConvGeome
   for (int64_t i = 1; i < g.n && consecutive; ++i) consecutive = parts[i] == parts[0] + i * image;
   if (consecutive) return parts[0];
   for (int64_t i = 0; i < g.n; ++i) {
-    if (parts[i] != dense.data() + i * image) std::memcpy(dense.data() + i * image, parts[i], image * sizeof(float));
+    if (parts[i] != dense.data() + i * image)
+      std::memcpy(dense.data() + i * image, parts[i], image * sizeof(float));
   }
   return dense.data();
 }
@@ -435,7 +449,8 @@ ConvGrads OneDnnBackward(const T* x, const T* w, const ConvGeometry& g, const Gr
 }
 
 template <typename T>
-void Backward(const T* x, const T* w, const ConvGeometry& g, const GroupGradientFn& gradient, ConvGrads grads) {
+void Backward(const T* x, const T* w, const ConvGeometry& g, const GroupGradientFn& gradient,
+              ConvGrads grads) {
   if (ConvKernelFor(g) != ConvKernel::kIm2Col && g.n > 0 && (grads.gx != nullptr || grads.gw != nullptr)) {
     grads = OneDnnBackward(x, w, g, gradient, grads);
   }
@@ -450,7 +465,8 @@ void Backward(const T* x, const T* w, const ConvGeometry& g, const GroupGradient
   for (int64_t first = 0; first < g.n; first += group) {
     const int64_t count = std::min(group, g.n - first), ld = count * P;
     const float* gcol = gradient(first, count, scratch.data());  // [out, ld]
-    const T* gop = grads.gw != nullptr || grads.gx != nullptr ? GradientOperand<T>(gcol, g.out * ld, low) : nullptr;
+    const T* gop =
+        grads.gw != nullptr || grads.gx != nullptr ? GradientOperand<T>(gcol, g.out * ld, low) : nullptr;
     if (grads.gb != nullptr) {
       for (int64_t i = 0; i < count; ++i) {
         for (int64_t o = 0; o < g.out; ++o) grads.gb[o] += SumPlane(gcol + o * ld + i * P, P);
@@ -464,7 +480,8 @@ void Backward(const T* x, const T* w, const ConvGeometry& g, const GroupGradient
       Gemm(true, false, K, ld, g.out, 1.0f, w, K, gop, ld, 0.0f, col.data(), ld);
       const int64_t image = g.c * g.h * g.w;
 #pragma omp parallel for if (count > 1)
-      for (int64_t i = 0; i < count; ++i) Col2ImImage(col.data() + i * P, g, ld, grads.gx + (first + i) * image);
+      for (int64_t i = 0; i < count; ++i)
+        Col2ImImage(col.data() + i * P, g, ld, grads.gx + (first + i) * image);
     }
   }
 }
@@ -476,8 +493,8 @@ void ConvBackward(const float* x, const float* w, const ConvGeometry& g, const G
   Backward(x, w, g, gradient, grads);
 }
 
-void ConvBackward(const BFloat16* x, const BFloat16* w, const ConvGeometry& g, const GroupGradientFn& gradient,
-                  ConvGrads grads) {
+void ConvBackward(const BFloat16* x, const BFloat16* w, const ConvGeometry& g,
+                  const GroupGradientFn& gradient, ConvGrads grads) {
   Backward(x, w, g, gradient, grads);
 }
 

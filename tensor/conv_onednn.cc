@@ -350,6 +350,8 @@ bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g) {
   return ForcedKernel() == ConvKernel::kAuto && g.oh * g.ow <= kMaxOutputPixels;
 }
 
+bool Bf16ForwardOnIm2Col() { return ForcedKernel() == ConvKernel::kAuto; }
+
 std::string OneDnnConvImplementation(const ConvGeometry& g) {
   if (ConvKernelFor(g) == ConvKernel::kIm2Col) return "im2col";
   const Plan* plan = FindPlan(Pass::kForward, g, DataType::f32, false);

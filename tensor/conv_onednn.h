@@ -10,10 +10,10 @@
 // with those reorders the primitives are faster where the convolution has a spatial kernel and enough
 // input channels: on an AVX-512 Xeon (family 6 model 207), one thread, batch 64, ResNet-18's 3x3
 // convolutions take 3-25% less time forward + backward (all of a step's convolutions 13% less, forward
-// alone 19% less), and the MNIST cnn's conv2 (32 -> 64) gains as well. They are slower for 1x1 convolutions (the stride-2
-// downsamples: the whole input is reordered for a quarter of its pixels) and for one input channel
-// (conv1 of both models), where im2col is a single cheap GEMM. Hence the default rule: oneDNN for kh*kw
-// > 1 and c >= 8, im2col otherwise (tensor/conv_bench.cc prints both kernels per shape, interleaved;
+// alone 19% less), and the MNIST cnn's conv2 (32 -> 64) gains as well. They are slower for 1x1 convolutions
+// (the stride-2 downsamples: the whole input is reordered for a quarter of its pixels) and for one input
+// channel (conv1 of both models), where im2col is a single cheap GEMM. Hence the default rule: oneDNN for
+// kh*kw > 1 and c >= 8, im2col otherwise (tensor/conv_bench.cc prints both kernels per shape, interleaved;
 // BENCHMARKS.md "Convolution kernels"). The two kernels differ only in the order of their float32 sums
 // (agreeing to ~1e-6 relative); Conv2d and Conv2dReluMaxPool2d choose by the same rule, so they agree bit
 // for bit with each other. DDP_CONV_KERNEL=im2col|onednn|auto in the environment (read once, at the
@@ -67,10 +67,22 @@ ConvKernel ConvKernelFor(const ConvGeometry& g);
 // (tensor/conv_bench.cc; BENCHMARKS.md "Convolution kernels"). PyTorch 2.15's own bf16 convolutions show
 // the same cost at those shapes. So under the default rule a bf16 convolution that runs oneDNN's bf16
 // primitives computes its weight gradient with im2col where the output has at most 64 pixels; its
-// forward and input-gradient passes stay on the primitives. The two differ only in the order of their
-// float32 sums. A kernel forced by DDP_CONV_KERNEL or SetConvKernel applies to every pass.
-// True when the weight gradient of a bf16 convolution of geometry g runs im2col by that rule.
+// input-gradient pass stays on the primitives (its forward: Note [bf16 forward on im2col]). The two
+// differ only in the order of their float32 sums. A kernel forced by DDP_CONV_KERNEL or SetConvKernel applies
+// to every pass. True when the weight gradient of a bf16 convolution of geometry g runs im2col by that rule.
 bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g);
+
+// Note [bf16 forward on im2col]
+// Under the default rule, a bf16 convolution that runs oneDNN's bf16 primitives (AMX) computes its
+// forward pass with im2col + the bf16 matmul, and its backward passes on the primitives (Note [bf16
+// weight gradients on im2col] aside). The reason is accuracy, not speed: the two forwards differ only in
+// the order of their float32 sums (//tensor:conv_kernel_choice_test), yet on an AMX Xeon (family 6
+// model 167) resnet18's one-epoch bf16 recipe trained with oneDNN 2.6's forward primitive reached
+// 0.865-0.875 test accuracy on three seeds, against 0.892-0.907 with this rule and 0.905-0.907 in
+// float32 (BENCHMARKS.md "Mixed precision: accuracy"). Why the forward primitive's rounding steers
+// training worse is not known. A kernel forced by DDP_CONV_KERNEL or SetConvKernel applies to every pass.
+// True when bf16 convolutions run their forward pass on im2col by that rule.
+bool Bf16ForwardOnIm2Col();
 
 // The kernel a float32 forward convolution of geometry g runs on this thread: "im2col", or oneDNN's name
 // of its primitive (e.g. "jit_wino_4x3:avx512_core" for Winograd, "jit:avx512_core" for the direct one).
@@ -104,8 +116,8 @@ bool OneDnnConvBackwardWeights(const BFloat16* x, const BFloat16* gy, const Conv
 // written nothing, when oneDNN has no kernel for a wanted pass. The same numbers as the two calls.
 bool OneDnnConvBackward(const float* x, const float* w, const float* gy, const ConvGeometry& g, float* gx,
                         float* gw);
-bool OneDnnConvBackward(const BFloat16* x, const BFloat16* w, const BFloat16* gy, const ConvGeometry& g, float* gx,
-                        float* gw);
+bool OneDnnConvBackward(const BFloat16* x, const BFloat16* w, const BFloat16* gy, const ConvGeometry& g,
+                        float* gx, float* gw);
 
 }  // namespace cpu
 }  // namespace ddp
