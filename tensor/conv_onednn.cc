@@ -350,7 +350,16 @@ bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g) {
   return ForcedKernel() == ConvKernel::kAuto && g.oh * g.ow <= kMaxOutputPixels;
 }
 
-bool Bf16ForwardOnIm2Col() { return ForcedKernel() == ConvKernel::kAuto; }
+bool Bf16ForwardOnIm2Col() {
+  static const bool on_primitive = [] {
+    const char* env = std::getenv("DDP_BF16_CONV_FORWARD");
+    if (env == nullptr || *env == '\0' || std::strcmp(env, "im2col") == 0) return false;
+    DDP_CHECK(std::strcmp(env, "primitive") == 0)
+        << "DDP_BF16_CONV_FORWARD=\"" << env << "\": expected im2col or primitive";
+    return true;
+  }();
+  return ForcedKernel() == ConvKernel::kAuto && !on_primitive;
+}
 
 std::string OneDnnConvImplementation(const ConvGeometry& g) {
   if (ConvKernelFor(g) == ConvKernel::kIm2Col) return "im2col";
