@@ -78,7 +78,7 @@ bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g);
 // weight gradients on im2col] aside). The reason is accuracy, not speed: the two forwards differ only in
 // the order of their float32 sums (//tensor:conv_kernel_choice_test), yet on an AMX Xeon (family 6
 // model 167) resnet18's one-epoch bf16 recipe trained with oneDNN 2.6's forward primitive reached
-// 0.865-0.875 test accuracy on three seeds, against 0.892-0.907 with this rule and 0.905-0.907 in
+// 0.865-0.875 test accuracy on three seeds, against 0.892-0.908 with this rule and 0.897-0.907 in
 // float32 (BENCHMARKS.md "Mixed precision: accuracy"). Why the forward primitive's rounding steers
 // training worse is not known. DDP_BF16_CONV_FORWARD=primitive in the environment (read once) keeps the
 // forward on the primitive, for such comparisons. A kernel forced by DDP_CONV_KERNEL or SetConvKernel
