@@ -11,15 +11,12 @@ Prints one JSON object: {"impl": "pytorch", "model", "precision", "seed", "epoch
       --lr=0.1 --weight_decay=5e-4 --warmup_steps=50 --seed=0
 """
 import argparse
-import gzip
 import json
 import math
 import os
-import struct
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -27,22 +24,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import reference_data  # noqa: E402
 import reference_models  # noqa: E402
-
-DATA_DIR = "/usr/share/datasets/fashion-mnist"
-
-
-def load_split(prefix):
-    """One Fashion-MNIST split as float32 images normalised as the C++ loader does, and int64 labels."""
-    with gzip.open(os.path.join(DATA_DIR, prefix + "-images-idx3-ubyte.gz")) as f:
-        _, n, h, w = struct.unpack(">IIII", f.read(16))
-        images = np.frombuffer(f.read(), dtype=np.uint8).reshape(n, 1, h, w)
-    with gzip.open(os.path.join(DATA_DIR, prefix + "-labels-idx1-ubyte.gz")) as f:
-        f.read(8)
-        labels = np.frombuffer(f.read(), dtype=np.uint8)
-    x = (images.astype(np.float32) / 255.0 - 0.2860) / 0.3530
-    return torch.from_numpy(x), torch.from_numpy(labels.astype(np.int64))
-
 
 def scheduled_lr(args, step, total_steps):
     """train/train_step.cc ScheduledLr: lr*(s+1)/W over the first W steps, then cosine to 0."""
@@ -75,8 +58,8 @@ def run(rank, args, port):
     model = nn.parallel.DistributedDataParallel(reference_models.make_model(args.model))
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                           weight_decay=args.weight_decay)
-    x_train, y_train = load_split("train")
-    x_test, y_test = load_split("t10k")
+    x_train, y_train = reference_data.load_split("train")
+    x_test, y_test = reference_data.load_split("t10k")
     per_rank = math.ceil(x_train.shape[0] / args.world_size)
     steps_per_epoch = math.ceil(per_rank / args.batch_size)
     total_steps = steps_per_epoch * args.epochs

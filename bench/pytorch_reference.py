@@ -9,15 +9,12 @@ Prints one JSON object: {"impl": "pytorch", "model", "batch_size", "steps", "sam
   /opt/torch2/bin/python bench/pytorch_reference.py --model=mlp --world_size=2   # DDP over gloo, 2 processes
 """
 import argparse
-import gzip
 import json
 import os
 import resource
-import struct
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -25,22 +22,8 @@ import torch.nn.functional as F
 # The models live in tools/reference_models.py (shared with tools/gen_fixtures.py), found from this
 # file's location whatever the working directory.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import reference_data  # noqa: E402
 import reference_models  # noqa: E402
-
-DATA_DIR = "/usr/share/datasets/fashion-mnist"
-
-
-def load_train_images(limit):
-    """Fashion-MNIST training images/labels, normalised as the C++ loader does."""
-    with gzip.open(os.path.join(DATA_DIR, "train-images-idx3-ubyte.gz")) as f:
-        _, n, h, w = struct.unpack(">IIII", f.read(16))
-        images = np.frombuffer(f.read(), dtype=np.uint8).reshape(n, 1, h, w)[:limit]
-    with gzip.open(os.path.join(DATA_DIR, "train-labels-idx1-ubyte.gz")) as f:
-        f.read(8)
-        labels = np.frombuffer(f.read(), dtype=np.uint8)[:limit]
-    x = (images.astype(np.float32) / 255.0 - 0.2860) / 0.3530
-    return torch.from_numpy(x), torch.from_numpy(labels.astype(np.int64))
-
 
 def run(rank, args, result_queue=None):
     torch.set_num_threads(args.threads)
@@ -53,7 +36,7 @@ def run(rank, args, result_queue=None):
         model = nn.parallel.DistributedDataParallel(model,
                                                     gradient_as_bucket_view=args.gradient_as_bucket_view)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    x_all, y_all = load_train_images(args.batch_size * 64)
+    x_all, y_all = reference_data.load_split("train", args.batch_size * 64)
     batches = x_all.shape[0] // args.batch_size
 
     def step(i):
