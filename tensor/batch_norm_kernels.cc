@@ -35,7 +35,8 @@ void ForEachRow(const BatchNormShape& s, F f) {
 struct Affine {
   std::vector<float> scale, shift;
 };
-Affine AffineOf(int64_t c, const Tensor& mean, const Tensor& invstd, const Tensor& weight, const Tensor& bias) {
+Affine AffineOf(int64_t c, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                const Tensor& bias) {
   Affine affine{std::vector<float>(c), std::vector<float>(c)};
   for (int64_t ch = 0; ch < c; ++ch) {
     const double a = static_cast<double>(At(invstd, ch, 1.0f)) * At(weight, ch, 1.0f);
@@ -50,7 +51,9 @@ Affine AffineOf(int64_t c, const Tensor& mean, const Tensor& invstd, const Tenso
 // to one fused multiply-add where the compiler does so, alike in both kernels), the sum, and ReLU as
 // functors::Relu (tests check the fused kernel against the three ops bit for bit).
 inline float NormalizedValue(float x, float a, float b) { return x * a + b; }
-inline float SumValue(float v, float r) { return v + r; }  // no multiply: nothing for the compiler to contract
+inline float SumValue(float v, float r) {
+  return v + r;
+}  // no multiply: nothing for the compiler to contract
 inline float ReluValue(float v) { return functors::Relu()(v); }
 
 #ifdef DDP_WITH_CUDA
@@ -101,8 +104,8 @@ Tensor InverseStd(const Tensor& var, float eps) {
 #ifdef DDP_WITH_CUDA
   if (var.device().is_cuda()) {
     cuda::DeviceGuard guard(var.device().index);
-    DDP_CUDA_CHECK(cuda::kernels::BatchNormInvStd(var.data<float>(), var.strides()[0], c, eps, out.data<float>(),
-                                                  cuda::StreamOf(var)));
+    DDP_CUDA_CHECK(cuda::kernels::BatchNormInvStd(var.data<float>(), var.strides()[0], c, eps,
+                                                  out.data<float>(), cuda::StreamOf(var)));
     return out;
   }
 #endif
@@ -112,15 +115,16 @@ Tensor InverseStd(const Tensor& var, float eps) {
   return out;
 }
 
-void UpdateRunning(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean, const Tensor& var,
-                   int64_t count, float momentum) {
+void UpdateRunning(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
+                   const Tensor& var, int64_t count, float momentum) {
   const int64_t c = mean.shape()[0];
 #ifdef DDP_WITH_CUDA
   if (mean.device().is_cuda()) {
     cuda::DeviceGuard guard(mean.device().index);
     DDP_CUDA_CHECK(cuda::kernels::BatchNormUpdateRunning(
-        PointerOrNull(running_mean), StrideOrZero(running_mean), PointerOrNull(running_var), StrideOrZero(running_var),
-        mean.data<float>(), var.data<float>(), c, count, momentum, cuda::StreamOf(mean)));
+        PointerOrNull(running_mean), StrideOrZero(running_mean), PointerOrNull(running_var),
+        StrideOrZero(running_var), mean.data<float>(), var.data<float>(), c, count, momentum,
+        cuda::StreamOf(mean)));
     return;
   }
 #endif
@@ -146,9 +150,9 @@ Tensor Normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, cons
 #ifdef DDP_WITH_CUDA
   if (x.device().is_cuda()) {
     cuda::DeviceGuard guard(x.device().index);
-    DDP_CUDA_CHECK(cuda::kernels::BatchNormApply(px, s.n, s.c, s.inner, mean.data<float>(), invstd.data<float>(),
-                                                 PointerOrNull(weight), StrideOrZero(weight), PointerOrNull(bias),
-                                                 StrideOrZero(bias), py, cuda::StreamOf(x)));
+    DDP_CUDA_CHECK(cuda::kernels::BatchNormApply(
+        px, s.n, s.c, s.inner, mean.data<float>(), invstd.data<float>(), PointerOrNull(weight),
+        StrideOrZero(weight), PointerOrNull(bias), StrideOrZero(bias), py, cuda::StreamOf(x)));
     return y;
   }
 #endif
@@ -182,6 +186,33 @@ Tensor NormalizeAddRelu(const Tensor& x, const Tensor& mean, const Tensor& invst
   return y;
 }
 
+namespace {
+
+// sums = {Σ g, Σ g * (x - mean)} per channel over the output gradient `gradient(k)` at element k (the
+// same loop, so the same sums, whether g is read or computed on the fly).
+template <typename Gradient>
+void BackwardSumsLoop(const BatchNormShape& s, const float* px, const float* pm, float* sum_g, float* sum_gx,
+                      Gradient gradient) {
+#pragma omp parallel for if (s.n * s.c * s.inner > kParallelElements)
+  for (int64_t ch = 0; ch < s.c; ++ch) {
+    double total_g = 0.0, total_gx = 0.0;
+    const double m = pm[ch];
+    for (int64_t i = 0; i < s.n; ++i) {
+      const int64_t base = (i * s.c + ch) * s.inner;
+#pragma omp simd reduction(+ : total_g, total_gx)
+      for (int64_t j = 0; j < s.inner; ++j) {
+        const float g = gradient(base + j);
+        total_g += g;
+        total_gx += g * (px[base + j] - m);
+      }
+    }
+    sum_g[ch] = static_cast<float>(total_g);
+    sum_gx[ch] = static_cast<float>(total_gx);
+  }
+}
+
+}  // namespace
+
 void BackwardSumsInto(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& sums) {
   const BatchNormShape s = BatchNormShapeOf(x);
   const float* pg = gy.data<float>();
@@ -192,30 +223,31 @@ void BackwardSumsInto(const Tensor& gy, const Tensor& x, const Tensor& mean, con
 #ifdef DDP_WITH_CUDA
   if (gy.device().is_cuda()) {
     cuda::DeviceGuard guard(gy.device().index);
-    DDP_CUDA_CHECK(
-        cuda::kernels::BatchNormBackwardSums(pg, px, pm, s.n, s.c, s.inner, sum_g, sum_gx, cuda::StreamOf(gy)));
+    DDP_CUDA_CHECK(cuda::kernels::BatchNormBackwardSums(pg, px, pm, s.n, s.c, s.inner, sum_g, sum_gx,
+                                                        cuda::StreamOf(gy)));
     return;
   }
 #endif
-#pragma omp parallel for if (s.n * s.c * s.inner > kParallelElements)
-  for (int64_t ch = 0; ch < s.c; ++ch) {
-    double total_g = 0.0, total_gx = 0.0;
-    const double m = pm[ch];
-    for (int64_t i = 0; i < s.n; ++i) {
-      const int64_t base = (i * s.c + ch) * s.inner;
-#pragma omp simd reduction(+ : total_g, total_gx)
-      for (int64_t j = 0; j < s.inner; ++j) {
-        total_g += pg[base + j];
-        total_gx += pg[base + j] * (px[base + j] - m);
-      }
-    }
-    sum_g[ch] = static_cast<float>(total_g);
-    sum_gx[ch] = static_cast<float>(total_gx);
-  }
+  BackwardSumsLoop(s, px, pm, sum_g, sum_gx, [pg](int64_t k) { return pg[k]; });
 }
 
-Tensor InputGrad(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                 const Tensor& sums, int64_t count, bool training) {
+void ReluMaskedBackwardSumsInto(const Tensor& gy, const Tensor& y, const Tensor& x, const Tensor& mean,
+                                const Tensor& masked, const Tensor& sums) {
+  DDP_CHECK(x.device().is_cpu()) << "ReluMaskedBackwardSumsInto runs on the CPU only";
+  const BatchNormShape s = BatchNormShapeOf(x);
+  const float* pg = gy.data<float>();
+  const float* py = y.data<float>();
+  float* pmasked = masked.data<float>();
+  float* sum_g = sums.data<float>();
+  BackwardSumsLoop(s, x.data<float>(), mean.data<float>(), sum_g, sum_g + s.c, [=](int64_t k) {
+    const float g = functors::ReluBackward()(pg[k], py[k]);
+    pmasked[k] = g;
+    return g;
+  });
+}
+
+Tensor InputGrad(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                 const Tensor& weight, const Tensor& sums, int64_t count, bool training) {
   const BatchNormShape s = BatchNormShapeOf(x);
   Tensor gx = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
   const float* pm = mean.data<float>();
@@ -223,9 +255,10 @@ Tensor InputGrad(const Tensor& gy, const Tensor& x, const Tensor& mean, const Te
 #ifdef DDP_WITH_CUDA
   if (x.device().is_cuda()) {
     cuda::DeviceGuard guard(x.device().index);
-    DDP_CUDA_CHECK(cuda::kernels::BatchNormInputGrad(
-        gy.data<float>(), x.data<float>(), pm, invstd.data<float>(), PointerOrNull(weight), StrideOrZero(weight), ps,
-        ps + s.c, s.n, s.c, s.inner, count, training, gx.data<float>(), cuda::StreamOf(x)));
+    DDP_CUDA_CHECK(cuda::kernels::BatchNormInputGrad(gy.data<float>(), x.data<float>(), pm,
+                                                     invstd.data<float>(), PointerOrNull(weight),
+                                                     StrideOrZero(weight), ps, ps + s.c, s.n, s.c, s.inner,
+                                                     count, training, gx.data<float>(), cuda::StreamOf(x)));
     return gx;
   }
 #endif

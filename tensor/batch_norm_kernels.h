@@ -31,8 +31,8 @@ Tensor InverseStd(const Tensor& var, float eps);
 // running = (1 - momentum) * running + momentum * batch, the variance unbiased with `count` values per
 // channel (var * count / (count - 1), as PyTorch). Either running tensor may be undefined (skipped).
 // REQUIRES: count > 1.
-void UpdateRunning(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean, const Tensor& var,
-                   int64_t count, float momentum);
+void UpdateRunning(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
+                   const Tensor& var, int64_t count, float momentum);
 
 // A new y = (x - mean) * invstd * weight + bias per channel; undefined weight / bias act as 1 / 0.
 Tensor Normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
@@ -46,11 +46,18 @@ Tensor NormalizeAddRelu(const Tensor& x, const Tensor& mean, const Tensor& invst
 // sums [2c] (contiguous, on x's device) = {Σ gy, Σ gy * (x - mean)} per channel.
 void BackwardSumsInto(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& sums);
 
+// BackwardSumsInto of the ReLU-masked output gradient: masked (contiguous, x's shape, written) =
+// functors::ReluBackward(gy, y) element by element, and sums over it in the same pass: the numbers of
+// MapBinary(gy, y, ReluBackward) followed by BackwardSumsInto, one read of the masked gradient fewer. gy and
+// y contiguous, x's shape. CPU only.
+void ReluMaskedBackwardSumsInto(const Tensor& gy, const Tensor& y, const Tensor& x, const Tensor& mean,
+                                const Tensor& masked, const Tensor& sums);
+
 // A new input gradient gx = k * gy + a * (x - mean) + b per channel (Note [BatchNorm pieces],
 // tensor/ops_batchnorm.cc) from BackwardSumsInto's `sums` over `count` values per channel. Without
 // `training` the statistics are constants: a = b = 0 (sums and count unused).
-Tensor InputGrad(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                 const Tensor& sums, int64_t count, bool training);
+Tensor InputGrad(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                 const Tensor& weight, const Tensor& sums, int64_t count, bool training);
 
 }  // namespace ddp
 

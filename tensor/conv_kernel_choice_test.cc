@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "tensor/autocast.h"
 #include "tensor/autograd.h"
+#include "tensor/bf16_convert.h"
 #include "tensor/conv_onednn.h"
 #include "tensor/cpu_gemm_bf16.h"
 #include "tensor/factory.h"
@@ -42,15 +44,19 @@ TEST(ConvKernelChoiceTest, DefaultRuleAndOverride) {
     EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 5)), cpu::ConvKernel::kOneDnn);
     EXPECT_EQ(cpu::ConvKernelFor(geometry(1, 3)), cpu::ConvKernel::kIm2Col);
     EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 1)), cpu::ConvKernel::kIm2Col);
-    // Note [bf16 weight gradients on im2col]: outputs of at most 64 pixels (7x7 here), not 14x14.
+    // Note [bf16 backward passes on im2col]: weight gradients at outputs of at most 64 pixels (7x7 here),
+    // not 14x14; input gradients at most 16.
     EXPECT_TRUE(cpu::Bf16WeightGradientOnIm2Col(geometry(64, 3, 2)));
     EXPECT_FALSE(cpu::Bf16WeightGradientOnIm2Col(geometry(64, 3)));
+    EXPECT_FALSE(cpu::Bf16InputGradientOnIm2Col(geometry(64, 3, 2)));  // 7x7
+    EXPECT_TRUE(cpu::Bf16InputGradientOnIm2Col(cpu::ConvGeometry{64, 256, 7, 7, 512, 3, 3, 2, 1, 4, 4}));
     EXPECT_TRUE(cpu::Bf16ForwardOnIm2Col());  // Note [bf16 forward on im2col]
   }
   cpu::SetConvKernel(cpu::ConvKernel::kIm2Col);
   EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 3)), cpu::ConvKernel::kIm2Col);
   EXPECT_EQ(cpu::OneDnnConvImplementation(geometry(64, 3)), "im2col");
   EXPECT_FALSE(cpu::Bf16WeightGradientOnIm2Col(geometry(64, 3, 2)));  // a forced kernel runs every pass
+  EXPECT_FALSE(cpu::Bf16InputGradientOnIm2Col(cpu::ConvGeometry{64, 256, 7, 7, 512, 3, 3, 2, 1, 4, 4}));
   cpu::SetConvKernel(cpu::ConvKernel::kOneDnn);
   EXPECT_FALSE(cpu::Bf16WeightGradientOnIm2Col(geometry(64, 3, 2)));
   EXPECT_FALSE(cpu::Bf16ForwardOnIm2Col());
@@ -148,8 +154,8 @@ TEST(ConvKernelChoiceTest, OneDnnMatchesIm2ColAtResNetShapes) {
 // Under bf16 autocast (Note [bf16 operands of oneDNN's convolutions]) oneDNN's convolutions, with bf16
 // primitives (the bf16 GEMM kernel kOneDnn) and with float32 primitives on widened operands (kFloat32),
 // give im2col's bf16 numbers up to the order of the float32 sums, for Conv2d and the fused op, forced
-// and under the default rule (whose 4x4 output puts the weight gradient of the bf16 primitives on im2col:
-// Note [bf16 weight gradients on im2col]); plain float32 differs from them by far more.
+// and under the default rule (whose 4x4 output puts both backward passes of the bf16 primitives on im2col:
+// Note [bf16 backward passes on im2col]); plain float32 differs from them by far more.
 TEST(ConvKernelChoiceTest, Bf16AutocastMatchesIm2Col) {
   const Tensor x0 = UniformLeaf({4, 16, 8, 8}, 410), w0 = UniformLeaf({24, 16, 3, 3}, 411, -0.2f, 0.2f),
                b0 = UniformLeaf({24}, 412);
@@ -249,6 +255,45 @@ TEST(ConvKernelChoiceTest, Bf16DefaultRuleAtResNetShapes) {
         }
         EXPECT_LT(diff / scale, 2e-5f) << names[t] << " kernel " << static_cast<int>(kernel);
       }
+    }
+  }
+}
+
+// The bf16 primitives' backward from a float32 output gradient, rounded as it moves into their layout,
+// gives the bits of rounding it first (FloatToBFloat16Array) and running the bf16 overload, both passes and
+// each alone. Where oneDNN runs AMX its primitives take NHWC gradients, so the rounding path must run there.
+TEST(ConvKernelChoiceTest, Bf16PrimitivesRoundTheGradientInTheirLayout) {
+  if (!__builtin_cpu_supports("avx512f"))
+    GTEST_SKIP() << "no AVX-512: oneDNN 2.6 has no bf16 primitives here";
+  for (const cpu::ConvGeometry& g : {cpu::ConvGeometry{8, 64, 14, 14, 64, 3, 3, 1, 1, 14, 14},
+                                     cpu::ConvGeometry{6, 32, 14, 14, 64, 3, 3, 2, 1, 7, 7}}) {
+    SCOPED_TRACE(::testing::Message() << g.c << "->" << g.out << " stride " << g.stride);
+    auto bf16 = [](const Tensor& t) {
+      std::vector<BFloat16> out(t.numel());
+      cpu::FloatToBFloat16Array(t.data<float>(), out.data(), t.numel());
+      return out;
+    };
+    const std::vector<BFloat16> x = bf16(UniformLeaf({g.n, g.c, g.h, g.w}, 440));
+    const std::vector<BFloat16> w = bf16(UniformLeaf({g.out, g.c, g.kh, g.kw}, 441, -0.05f, 0.05f));
+    const Tensor gy = UniformLeaf({g.n, g.out, g.oh, g.ow}, 442);  // not representable in bf16
+    const std::vector<BFloat16> gy_rounded = bf16(gy);
+    const size_t gx_size = g.n * g.c * g.h * g.w, gw_size = g.out * g.K();
+    for (const auto& [want_x, want_w] :
+         {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
+      std::vector<float> gx(gx_size, -1.0f), gw(gw_size, -1.0f), gx_ref(gx_size, -2.0f),
+          gw_ref(gw_size, -2.0f);
+      const bool rounded_here =
+          cpu::OneDnnConvBackwardRoundingGradient(x.data(), w.data(), gy.data<float>(), g,
+                                                  want_x ? gx.data() : nullptr, want_w ? gw.data() : nullptr);
+      if (cpu::ActiveBf16GemmKernel() == cpu::Bf16GemmKernel::kOneDnn) {
+        ASSERT_TRUE(rounded_here) << "AMX primitives take NHWC gradients";
+      }
+      if (!rounded_here) GTEST_SKIP() << "this CPU's bf16 primitives take another layout";
+      ASSERT_TRUE(cpu::OneDnnConvBackward(x.data(), w.data(), gy_rounded.data(), g,
+                                          want_x ? gx_ref.data() : nullptr,
+                                          want_w ? gw_ref.data() : nullptr));
+      if (want_x) EXPECT_EQ(gx, gx_ref);
+      if (want_w) EXPECT_EQ(gw, gw_ref);
     }
   }
 }

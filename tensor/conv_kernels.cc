@@ -409,6 +409,29 @@ ConvGrads OneDnnBackwardPasses(const T* x, const T* w, const T* gy, const ConvGe
   return grads;
 }
 
+// The input and weight gradients of `grads` that oneDNN's bf16 primitives compute from the whole batch's
+// float32 output gradient gy, which they take rounded to bf16 (in their layout in one pass where they can);
+// a gradient that Note [bf16 backward passes on im2col] gives to im2col is left to the caller's loop.
+// Returns the gradients still to compute.
+ConvGrads Bf16PrimitiveBackward(const BFloat16* x, const BFloat16* w, const float* gy, const ConvGeometry& g,
+                                ConvGrads grads) {
+  float* const im2col_gw = Bf16WeightGradientOnIm2Col(g) ? grads.gw : nullptr;
+  float* const im2col_gx = Bf16InputGradientOnIm2Col(g) ? grads.gx : nullptr;
+  if (im2col_gw != nullptr) grads.gw = nullptr;
+  if (im2col_gx != nullptr) grads.gx = nullptr;
+  if ((grads.gx != nullptr || grads.gw != nullptr) &&
+      OneDnnConvBackwardRoundingGradient(x, w, gy, g, grads.gx, grads.gw)) {
+    grads.gx = grads.gw = nullptr;
+  } else if (grads.gx != nullptr || grads.gw != nullptr) {
+    const int64_t elements = g.n * g.out * g.P();
+    Scratch low(2, FloatsFor<BFloat16>(elements));
+    grads = OneDnnBackwardPasses(x, w, GradientOperand<BFloat16>(gy, elements, low), g, grads);
+  }
+  if (im2col_gw != nullptr) grads.gw = im2col_gw;
+  if (im2col_gx != nullptr) grads.gx = im2col_gx;
+  return grads;
+}
+
 // The gradients of `grads` that oneDNN's backward primitives compute (Note [Conv2d kernel choice]), from
 // the whole batch's output gradient; the bias gradient is summed here as the im2col kernel sums it (same
 // order, same numbers). Returns the gradients still to compute (those oneDNN has no kernel for).
@@ -430,16 +453,9 @@ ConvGrads OneDnnBackward(const T* x, const T* w, const ConvGeometry& g, const Gr
     return OneDnnBackwardPasses(x, w, gy, g, grads);
   } else {
     // Note [bf16 operands of oneDNN's convolutions]; the output gradient is rounded to bf16 as im2col's.
+    if (Bf16Primitives()) return Bf16PrimitiveBackward(x, w, gy, g, grads);
     Scratch low(2, FloatsFor<T>(g.n * image));
     const T* gop = GradientOperand<T>(gy, g.n * image, low);
-    if (Bf16Primitives()) {
-      if (!Bf16WeightGradientOnIm2Col(g)) return OneDnnBackwardPasses(x, w, gop, g, grads);
-      float* const gw = grads.gw;  // Note [bf16 weight gradients on im2col]: the caller's im2col loop
-      grads.gw = nullptr;
-      grads = OneDnnBackwardPasses(x, w, gop, g, grads);
-      grads.gw = gw;
-      return grads;
-    }
     std::optional<Scratch> wide_gy, wide_x, wide_w;
     const float* gyr = Widened(gop, g.n * image, 5, wide_gy);
     const float* wx = grads.gw != nullptr ? Widened(x, g.n * g.c * g.h * g.w, 3, wide_x) : nullptr;

@@ -334,6 +334,26 @@ bool BackwardBoth(const T* x, const T* w, const T* gy, const ConvGeometry& g, fl
   return true;
 }
 
+// BackwardBoth for bf16 primitives from a float32 gy, rounded to bf16 as it is transposed into the NHWC
+// layout both primitives take it in (TransposeToBFloat16: one pass instead of a rounding pass and a
+// reorder). False, having written nothing, when a wanted pass has no primitive or the primitives take gy
+// in another layout.
+bool BackwardBothRoundingGradient(const BFloat16* x, const BFloat16* w, const float* gy,
+                                  const ConvGeometry& g, float* gx, float* gw) {
+  const Plan* data = gx != nullptr ? FindPlan(Pass::kBackwardData, g, DataType::bf16, false) : nullptr;
+  const Plan* weights = gw != nullptr ? FindPlan(Pass::kBackwardWeights, g, DataType::bf16, false) : nullptr;
+  if ((gx != nullptr && data == nullptr) || (gw != nullptr && weights == nullptr)) return false;
+  if (data == nullptr && weights == nullptr) return false;
+  const memory::desc& layout = data != nullptr ? data->a.inner : weights->b.inner;
+  const memory::desc nhwc(ShapesOf(g).dst, DataType::bf16, Tag::acdb);
+  if (layout != nhwc || (weights != nullptr && weights->b.inner != nhwc)) return false;
+  memory ready(nhwc, CpuEngine(), BlockedScratch(0, nhwc.get_size()));
+  TransposeToBFloat16(gy, g.n, g.out, g.oh * g.ow, static_cast<BFloat16*>(ready.get_data_handle()));
+  if (data != nullptr) Run(*data, nullptr, w, gx, nullptr, Slots{0, 1, 2}, &ready, nullptr);
+  if (weights != nullptr) Run(*weights, x, nullptr, gw, nullptr, Slots{2, 0, 1}, nullptr, &ready);
+  return true;
+}
+
 }  // namespace
 
 void SetConvKernel(ConvKernel kernel) { requested_kernel.store(kernel); }
@@ -347,6 +367,11 @@ ConvKernel ConvKernelFor(const ConvGeometry& g) {
 
 bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g) {
   constexpr int64_t kMaxOutputPixels = 64;
+  return ForcedKernel() == ConvKernel::kAuto && g.oh * g.ow <= kMaxOutputPixels;
+}
+
+bool Bf16InputGradientOnIm2Col(const ConvGeometry& g) {
+  constexpr int64_t kMaxOutputPixels = 16;
   return ForcedKernel() == ConvKernel::kAuto && g.oh * g.ow <= kMaxOutputPixels;
 }
 
@@ -395,6 +420,10 @@ bool OneDnnConvBackward(const float* x, const float* w, const float* gy, const C
 bool OneDnnConvBackward(const BFloat16* x, const BFloat16* w, const BFloat16* gy, const ConvGeometry& g,
                         float* gx, float* gw) {
   return BackwardBoth(x, w, gy, g, gx, gw);
+}
+bool OneDnnConvBackwardRoundingGradient(const BFloat16* x, const BFloat16* w, const float* gy,
+                                        const ConvGeometry& g, float* gx, float* gw) {
+  return BackwardBothRoundingGradient(x, w, gy, g, gx, gw);
 }
 
 }  // namespace cpu

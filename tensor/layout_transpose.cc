@@ -6,6 +6,10 @@
 
 #include <immintrin.h>
 
+#include <vector>
+
+#include "tensor/bf16_convert.h"
+
 namespace ddp {
 namespace cpu {
 namespace {
@@ -49,10 +53,13 @@ void TransposeMatrix(const T* src, int64_t rows, int64_t cols, T* dst, TileFn ti
   }
 }
 
+// Whether a batch of `batch` matrices of `matrix` elements is worth the kernel threads.
+bool ParallelBatch(int64_t batch, int64_t matrix) { return batch > 1 && batch * matrix > (int64_t{1} << 18); }
+
 template <typename T, typename TileFn>
 void TransposeBatch(const T* src, int64_t batch, int64_t rows, int64_t cols, T* dst, TileFn tile) {
   const int64_t matrix = rows * cols;
-#pragma omp parallel for if (batch > 1 && batch * matrix > (int64_t{1} << 18))
+#pragma omp parallel for if (ParallelBatch(batch, matrix))
   for (int64_t i = 0; i < batch; ++i) TransposeMatrix(src + i * matrix, rows, cols, dst + i * matrix, tile);
 }
 
@@ -60,6 +67,19 @@ void TransposeBatch(const T* src, int64_t batch, int64_t rows, int64_t cols, T* 
 
 void Transpose32(const float* src, int64_t batch, int64_t rows, int64_t cols, float* dst) {
   TransposeBatch(src, batch, rows, cols, dst, Tile32);
+}
+
+void TransposeToBFloat16(const float* src, int64_t batch, int64_t rows, int64_t cols, BFloat16* dst) {
+  const int64_t matrix = rows * cols;
+#pragma omp parallel if (ParallelBatch(batch, matrix))
+  {
+    std::vector<float> transposed(static_cast<size_t>(matrix));  // one image, L2-resident at these sizes
+#pragma omp for
+    for (int64_t i = 0; i < batch; ++i) {
+      TransposeMatrix(src + i * matrix, rows, cols, transposed.data(), Tile32);
+      FloatToBFloat16Array(transposed.data(), dst + i * matrix, matrix);
+    }
+  }
 }
 
 }  // namespace cpu

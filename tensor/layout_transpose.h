@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "tensor/dtype.h"
+
 namespace ddp {
 namespace cpu {
 
@@ -12,6 +14,11 @@ namespace cpu {
 // matrices transposed into [cols, rows]. NCHW -> NHWC is rows = C, cols = H*W; NHWC -> NCHW is rows =
 // H*W, cols = C. src and dst must not overlap. Thread-safe.
 void Transpose32(const float* src, int64_t batch, int64_t rows, int64_t cols, float* dst);
+
+// dst[i][q][r] = FloatToBFloat16(src[i][r][q]): Transpose32 and the rounding of FloatToBFloat16Array
+// (tensor/bf16_convert.h) in one pass over src, each image's float32 transpose held in a per-thread
+// buffer. The same bits as rounding src and then transposing it. src and dst must not overlap. Thread-safe.
+void TransposeToBFloat16(const float* src, int64_t batch, int64_t rows, int64_t cols, BFloat16* dst);
 
 }  // namespace cpu
 }  // namespace ddp

@@ -4,10 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <tuple>
 #include <vector>
+
+#include "tensor/bf16_convert.h"
+#include "tensor/dtype.h"
 
 namespace ddp {
 namespace {
@@ -36,6 +40,24 @@ TEST(LayoutTransposeTest, FloatMatchesReferenceBitForBit) {
     for (float& v : src) v = normal(gen);
     cpu::Transpose32(src.data(), batch, rows, cols, dst.data());
     EXPECT_EQ(dst, Reference(src, batch, rows, cols));
+  }
+}
+
+// The fused transpose + rounding gives the bits of rounding first (FloatToBFloat16Array), then
+// transposing, including ties, NaN and values that round up to the next exponent.
+TEST(LayoutTransposeTest, ToBFloat16MatchesRoundThenTranspose) {
+  std::mt19937 gen(9);
+  std::normal_distribution<float> normal;
+  const float specials[] = {1.00390625f, 1.01171875f, -3.0e38f, 1.0e-40f, std::nanf(""), 0.0f, -0.0f};
+  for (const auto& [batch, rows, cols] : kShapes) {
+    SCOPED_TRACE(::testing::Message() << batch << "x" << rows << "x" << cols);
+    std::vector<float> src(batch * rows * cols);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = i % 11 == 3 ? specials[i % 7] : normal(gen);
+    std::vector<BFloat16> rounded(src.size()), fused(src.size());
+    cpu::FloatToBFloat16Array(src.data(), rounded.data(), static_cast<int64_t>(src.size()));
+    cpu::TransposeToBFloat16(src.data(), batch, rows, cols, fused.data());
+    const std::vector<BFloat16> expected = Reference(rounded, batch, rows, cols);
+    for (size_t i = 0; i < src.size(); ++i) ASSERT_EQ(fused[i].bits, expected[i].bits) << "element " << i;
   }
 }
 

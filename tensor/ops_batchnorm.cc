@@ -47,21 +47,32 @@ void CheckBatchNormShapes(const char* op, const Tensor& x, const Tensor& weight,
 
 struct BatchNormGrads {
   Tensor gx, gw, gb;
+  Tensor masked;  // the ReLU-masked output gradient, when BatchNormBackward was given a ReLU output
 };
 
-// Note [BatchNorm pieces]: the gradients asked for, from x (contiguous) and gy.
-BatchNormGrads BatchNormBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, const BatchNormStats& stats,
-                                 bool training, bool need_x, bool need_w, bool need_b,
-                                 const ChannelSumFn& sum_over_group) {
+// Note [BatchNorm pieces]: the gradients asked for, from x (contiguous) and gy. With `relu_output`
+// defined, gy is first masked by ReLU's backward at that output (contiguous, x's shape; Note [BatchNorm,
+// Add and ReLU in one op]) in the pass that sums it, and the masked gradient is returned too.
+BatchNormGrads BatchNormBackward(const Tensor& gy, const Tensor& x, const Tensor& weight,
+                                 const BatchNormStats& stats, bool training, bool need_x, bool need_w,
+                                 bool need_b, const ChannelSumFn& sum_over_group,
+                                 const Tensor& relu_output = Tensor()) {
   const int64_t c = stats.mean.numel();
   Tensor gyc = Contiguous(gy);
   Tensor sums = Tensor::Empty({2 * c}, DType::kFloat32, gy.device());  // {s, t}
-  BackwardSumsInto(gyc, x, stats.mean, sums);
+  if (relu_output.defined()) {
+    Tensor masked = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
+    ReluMaskedBackwardSumsInto(gyc, relu_output, x, stats.mean, masked, sums);
+    gyc = masked;
+  } else {
+    BackwardSumsInto(gyc, x, stats.mean, sums);
+  }
   BatchNormGrads grads;
   if (need_w) grads.gw = Mul(Narrow(sums, 0, c, c), stats.invstd);
   if (need_b) grads.gb = Clone(Narrow(sums, 0, 0, c));
   if (training && sum_over_group) sum_over_group(sums, "backward");
   if (need_x) grads.gx = InputGrad(gyc, x, stats.mean, stats.invstd, weight, sums, stats.count, training);
+  if (relu_output.defined()) grads.masked = gyc;
   return grads;
 }
 
@@ -83,7 +94,8 @@ BatchNormStats BatchNormBatchStats(const Tensor& x, float eps, const ChannelSumF
   }
   DDP_CHECK(stats.count > 1) << "BatchNorm: expected more than 1 value per channel when training, got input "
                              << ShapeToString(x.shape()) << (sum_over_group ? " and " : "")
-                             << (sum_over_group ? std::to_string(stats.count) + " values over the group" : "");
+                             << (sum_over_group ? std::to_string(stats.count) + " values over the group"
+                                                : "");
   stats.mean = MulScalar(sums, static_cast<float>(1.0 / stats.count));
   Tensor squares = Tensor::Empty({shape.c}, DType::kFloat32, x.device());
   ChannelSumsInto(xc, stats.mean, squares);
@@ -107,8 +119,8 @@ void UpdateRunningStats(const Tensor& running_mean, const Tensor& running_var, c
   UpdateRunning(running_mean, running_var, batch.mean, batch.var, batch.count, momentum);
 }
 
-Tensor BatchNormNormalize(const Tensor& x, const Tensor& weight, const Tensor& bias, const BatchNormStats& stats,
-                          bool training, const ChannelSumFn& sum_over_group) {
+Tensor BatchNormNormalize(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                          const BatchNormStats& stats, bool training, const ChannelSumFn& sum_over_group) {
   Tensor xc = Contiguous(x.Detach());
   Tensor out = Normalize(xc, stats.mean, stats.invstd, weight, bias);
   const bool need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad();
@@ -117,8 +129,8 @@ Tensor BatchNormNormalize(const Tensor& x, const Tensor& weight, const Tensor& b
   const char* name = sum_over_group ? "SyncBatchNormBackward" : "BatchNormBackward";
   return RecordOp(out, name, {&x, &weight, &bias},
                   [xc, wd, stats, training, need_x, need_w, need_b, sum_over_group](const Tensor& gy) {
-                    BatchNormGrads r =
-                        BatchNormBackward(gy, xc, wd, stats, training, need_x, need_w, need_b, sum_over_group);
+                    BatchNormGrads r = BatchNormBackward(gy, xc, wd, stats, training, need_x, need_w, need_b,
+                                                         sum_over_group);
                     return std::vector<Tensor>{r.gx, r.gw, r.gb};
                   });
 }
@@ -142,7 +154,9 @@ Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
 // computes the statistics as BatchNorm, then one pass writes relu(x * scale + shift + residual)
 // (NormalizeAddRelu, the same roundings as the three ops: bit for bit their output). Backward is the
 // three ops' backward in their order: the ReLU mask applied to the output gradient (which is also the
-// residual's gradient), then BatchNorm's backward of that, so the gradients are bit for bit theirs too.
+// residual's gradient), then BatchNorm's backward of that, so the gradients are bit for bit theirs too;
+// the masked gradient is written out in the pass that takes BatchNorm's backward sums over it
+// (ReluMaskedBackwardSumsInto), which spares one read of it.
 // The fused kernel is the CPU's; on a GPU the op runs the three ops.
 Tensor BatchNormAddRelu(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                         const Tensor& running_mean, const Tensor& running_var, bool training, float momentum,
@@ -163,15 +177,15 @@ Tensor BatchNormAddRelu(const Tensor& x, const Tensor& residual, const Tensor& w
   const Tensor rc = residual.defined() ? Contiguous(residual.Detach()) : Tensor();
   Tensor out = NormalizeAddRelu(xc, stats.mean, stats.invstd, weight, bias, rc);
   const bool need_x = x.requires_grad(), need_r = residual.defined() && residual.requires_grad();
-  const bool need_w = weight.defined() && weight.requires_grad(), need_b = bias.defined() && bias.requires_grad();
+  const bool need_w = weight.defined() && weight.requires_grad(),
+             need_b = bias.defined() && bias.requires_grad();
   Tensor wd = weight.defined() ? weight.Detach() : Tensor();
   Tensor saved = out.Detach();
   return RecordOp(out, "BatchNormAddReluBackward", {&x, &residual, &weight, &bias},
                   [xc, wd, saved, stats, training, need_x, need_r, need_w, need_b](const Tensor& gy) {
-                    const Tensor masked = MapBinary(gy, saved, gy.shape(), functors::ReluBackward());
-                    BatchNormGrads r =
-                        BatchNormBackward(masked, xc, wd, stats, training, need_x, need_w, need_b, nullptr);
-                    return std::vector<Tensor>{r.gx, need_r ? masked : Tensor(), r.gw, r.gb};
+                    BatchNormGrads r = BatchNormBackward(gy, xc, wd, stats, training, need_x, need_w, need_b,
+                                                         nullptr, saved);
+                    return std::vector<Tensor>{r.gx, need_r ? r.masked : Tensor(), r.gw, r.gb};
                   });
 }
 
