@@ -4,6 +4,8 @@
 #include "tensor/batch_norm_kernels.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "base/check.h"
@@ -188,20 +190,40 @@ Tensor NormalizeAddRelu(const Tensor& x, const Tensor& mean, const Tensor& invst
 
 namespace {
 
-// sums = {Σ g, Σ g * (x - mean)} per channel over the output gradient `gradient(k)` at element k (the
-// same loop, so the same sums, whether g is read or computed on the fly).
-template <typename Gradient>
-void BackwardSumsLoop(const BatchNormShape& s, const float* px, const float* pm, float* sum_g, float* sum_gx,
-                      Gradient gradient) {
+// functors::ReluBackward(grad, output) (grad where output > 0, else +0), bit for bit, as a select on the
+// bits: a branch in the loop body would keep the compiler from vectorising BackwardSumsLoop.
+inline float ReluMask(float grad, float output) {
+  uint32_t bits;
+  std::memcpy(&bits, &grad, sizeof(bits));
+  bits &= output > 0.0f ? 0xffffffffu : 0u;
+  float masked;
+  std::memcpy(&masked, &bits, sizeof(masked));
+  return masked;
+}
+
+// sums = {Σ g, Σ g * (x - mean)} per channel over the output gradient g: gy itself when `y` is null, else
+// ReluMask(gy, y), which is also written to `masked`. One loop shape for both, each vectorised with the
+// same double accumulators, so the masked sums are those of masking first and summing after.
+void BackwardSumsLoop(const BatchNormShape& s, const float* pg, const float* py, float* pmasked,
+                      const float* px, const float* pm, float* sum_g, float* sum_gx) {
 #pragma omp parallel for if (s.n * s.c * s.inner > kParallelElements)
   for (int64_t ch = 0; ch < s.c; ++ch) {
     double total_g = 0.0, total_gx = 0.0;
     const double m = pm[ch];
     for (int64_t i = 0; i < s.n; ++i) {
       const int64_t base = (i * s.c + ch) * s.inner;
+      if (py == nullptr) {
+#pragma omp simd reduction(+ : total_g, total_gx)
+        for (int64_t j = 0; j < s.inner; ++j) {
+          total_g += pg[base + j];
+          total_gx += pg[base + j] * (px[base + j] - m);
+        }
+        continue;
+      }
 #pragma omp simd reduction(+ : total_g, total_gx)
       for (int64_t j = 0; j < s.inner; ++j) {
-        const float g = gradient(base + j);
+        const float g = ReluMask(pg[base + j], py[base + j]);
+        pmasked[base + j] = g;
         total_g += g;
         total_gx += g * (px[base + j] - m);
       }
@@ -228,7 +250,7 @@ void BackwardSumsInto(const Tensor& gy, const Tensor& x, const Tensor& mean, con
     return;
   }
 #endif
-  BackwardSumsLoop(s, px, pm, sum_g, sum_gx, [pg](int64_t k) { return pg[k]; });
+  BackwardSumsLoop(s, pg, nullptr, nullptr, px, pm, sum_g, sum_gx);
 }
 
 void ReluMaskedBackwardSumsInto(const Tensor& gy, const Tensor& y, const Tensor& x, const Tensor& mean,
@@ -239,11 +261,7 @@ void ReluMaskedBackwardSumsInto(const Tensor& gy, const Tensor& y, const Tensor&
   const float* py = y.data<float>();
   float* pmasked = masked.data<float>();
   float* sum_g = sums.data<float>();
-  BackwardSumsLoop(s, x.data<float>(), mean.data<float>(), sum_g, sum_g + s.c, [=](int64_t k) {
-    const float g = functors::ReluBackward()(pg[k], py[k]);
-    pmasked[k] = g;
-    return g;
-  });
+  BackwardSumsLoop(s, pg, py, pmasked, x.data<float>(), mean.data<float>(), sum_g, sum_g + s.c);
 }
 
 Tensor InputGrad(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd,
