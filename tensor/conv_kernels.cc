@@ -1,6 +1,7 @@
 #include "tensor/conv_kernels.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <type_traits>
@@ -173,12 +174,94 @@ class Scratch {
   float* data_;
 };
 
+// Note [Small-image im2col]
+// Where an output plane has few pixels (ResNet-18's layer3 and layer4: 7x7 and 4x4 outputs), the per-row
+// work of Im2ColImage and Col2ImImage (valid ranges, fills, runs of a handful of elements) costs more than
+// the copy itself, for each of the c * kh * kw rows of each image. There both run from a table built once
+// per call: for each kernel tap (ki, kj) and output pixel, the offset within an input plane of the element
+// it reads, or -1 for padding; a row is then P lookups. Im2Col gives the same values. Col2Im adds through
+// the same table row by row, so each gx element receives its rows' contributions in Col2ImImage's order
+// (that one also adds zeros at padding columns, which change no sum that starts from +0): the same bits.
+constexpr int64_t kSmallImagePixels = 64;
+
+bool SmallImages(const ConvGeometry& g) { return g.P() <= kSmallImagePixels; }
+
+std::vector<int32_t> PixelSources(const ConvGeometry& g) {
+  const int64_t P = g.P();
+  std::vector<int32_t> table(static_cast<size_t>(g.kh * g.kw * P));
+  for (int64_t ki = 0; ki < g.kh; ++ki) {
+    for (int64_t kj = 0; kj < g.kw; ++kj) {
+      int32_t* tap = table.data() + (ki * g.kw + kj) * P;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const int64_t iy = oy * g.stride + ki - g.padding, ix = ox * g.stride + kj - g.padding;
+          const bool inside = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
+          tap[oy * g.ow + ox] = inside ? static_cast<int32_t>(iy * g.w + ix) : -1;
+        }
+      }
+    }
+  }
+  return table;
+}
+
+// Im2ColImage through PixelSources' table.
+template <typename T>
+void Im2ColImageFromTable(const T* x, const ConvGeometry& g, const int32_t* table, T* col, int64_t ld) {
+  const int64_t P = g.P(), taps = g.kh * g.kw, plane = g.h * g.w;
+  for (int64_t ch = 0; ch < g.c; ++ch) {
+    const T* src = x + ch * plane;
+    for (int64_t tap = 0; tap < taps; ++tap) {
+      const int32_t* from = table + tap * P;
+      T* row = col + (ch * taps + tap) * ld;
+      for (int64_t p = 0; p < P; ++p) row[p] = from[p] >= 0 ? src[from[p]] : T{};
+    }
+  }
+}
+
+// Col2ImImage through PixelSources' table.
+void Col2ImImageFromTable(const float* col, const ConvGeometry& g, const int32_t* table, int64_t ld,
+                          float* gx) {
+  const int64_t P = g.P(), taps = g.kh * g.kw, plane = g.h * g.w;
+  for (int64_t ch = 0; ch < g.c; ++ch) {
+    float* dst = gx + ch * plane;
+    for (int64_t tap = 0; tap < taps; ++tap) {
+      const int32_t* to = table + tap * P;
+      const float* row = col + (ch * taps + tap) * ld;
+      for (int64_t p = 0; p < P; ++p) {
+        if (to[p] >= 0) dst[to[p]] += row[p];
+      }
+    }
+  }
+}
+
 // Unfolds images [first, first + count) into col [K, count * P].
 template <typename T>
 void Im2ColGroup(const T* x, const ConvGeometry& g, int64_t first, int64_t count, T* col) {
   const int64_t ld = count * g.P(), image = g.c * g.h * g.w;
+  if (SmallImages(g)) {  // Note [Small-image im2col]
+    const std::vector<int32_t> table = PixelSources(g);
+#pragma omp parallel for if (count > 1)
+    for (int64_t i = 0; i < count; ++i)
+      Im2ColImageFromTable(x + (first + i) * image, g, table.data(), col + i * g.P(), ld);
+    return;
+  }
 #pragma omp parallel for if (count > 1)
   for (int64_t i = 0; i < count; ++i) Im2ColImage(x + (first + i) * image, g, col + i * g.P(), ld);
+}
+
+// Accumulates the col [K, count * P] of images [first, first + count) into their input gradients gx
+// [n, c, h, w] (Col2ImImage; may overwrite col, which is scratch).
+void Col2ImGroup(float* col, const ConvGeometry& g, int64_t first, int64_t count, float* gx) {
+  const int64_t P = g.P(), ld = count * P, image = g.c * g.h * g.w;
+  if (SmallImages(g)) {  // Note [Small-image im2col]
+    const std::vector<int32_t> table = PixelSources(g);
+#pragma omp parallel for if (count > 1)
+    for (int64_t i = 0; i < count; ++i)
+      Col2ImImageFromTable(col + i * P, g, table.data(), ld, gx + (first + i) * image);
+    return;
+  }
+#pragma omp parallel for if (count > 1)
+  for (int64_t i = 0; i < count; ++i) Col2ImImage(col + i * P, g, ld, gx + (first + i) * image);
 }
 
 // The sum of one output plane's P gradients (the bias gradient's share of one image and channel).
@@ -494,10 +577,7 @@ void Backward(const T* x, const T* w, const ConvGeometry& g, const GroupGradient
     }
     if (grads.gx != nullptr) {
       Gemm(true, false, K, ld, g.out, 1.0f, w, K, gop, ld, 0.0f, col.data(), ld);
-      const int64_t image = g.c * g.h * g.w;
-#pragma omp parallel for if (count > 1)
-      for (int64_t i = 0; i < count; ++i)
-        Col2ImImage(col.data() + i * P, g, ld, grads.gx + (first + i) * image);
+      Col2ImGroup(col.data(), g, first, count, grads.gx);
     }
   }
 }
