@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -184,7 +185,10 @@ class Scratch {
 // (that one also adds zeros at padding columns, which change no sum that starts from +0): the same bits.
 constexpr int64_t kSmallImagePixels = 64;
 
-bool SmallImages(const ConvGeometry& g) { return g.P() <= kSmallImagePixels; }
+// (The table holds int32 plane offsets.)
+bool SmallImages(const ConvGeometry& g) {
+  return g.P() <= kSmallImagePixels && g.h * g.w <= std::numeric_limits<int32_t>::max();
+}
 
 std::vector<int32_t> PixelSources(const ConvGeometry& g) {
   const int64_t P = g.P();
