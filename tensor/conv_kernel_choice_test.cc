@@ -44,19 +44,15 @@ TEST(ConvKernelChoiceTest, DefaultRuleAndOverride) {
     EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 5)), cpu::ConvKernel::kOneDnn);
     EXPECT_EQ(cpu::ConvKernelFor(geometry(1, 3)), cpu::ConvKernel::kIm2Col);
     EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 1)), cpu::ConvKernel::kIm2Col);
-    // Note [bf16 backward passes on im2col]: weight gradients at outputs of at most 64 pixels (7x7 here),
-    // not 14x14; input gradients at most 16.
+    // Note [bf16 weight gradients on im2col]: outputs of at most 64 pixels (7x7 here), not 14x14.
     EXPECT_TRUE(cpu::Bf16WeightGradientOnIm2Col(geometry(64, 3, 2)));
     EXPECT_FALSE(cpu::Bf16WeightGradientOnIm2Col(geometry(64, 3)));
-    EXPECT_FALSE(cpu::Bf16InputGradientOnIm2Col(geometry(64, 3, 2)));  // 7x7
-    EXPECT_TRUE(cpu::Bf16InputGradientOnIm2Col(cpu::ConvGeometry{64, 256, 7, 7, 512, 3, 3, 2, 1, 4, 4}));
     EXPECT_TRUE(cpu::Bf16ForwardOnIm2Col());  // Note [bf16 forward on im2col]
   }
   cpu::SetConvKernel(cpu::ConvKernel::kIm2Col);
   EXPECT_EQ(cpu::ConvKernelFor(geometry(64, 3)), cpu::ConvKernel::kIm2Col);
   EXPECT_EQ(cpu::OneDnnConvImplementation(geometry(64, 3)), "im2col");
   EXPECT_FALSE(cpu::Bf16WeightGradientOnIm2Col(geometry(64, 3, 2)));  // a forced kernel runs every pass
-  EXPECT_FALSE(cpu::Bf16InputGradientOnIm2Col(cpu::ConvGeometry{64, 256, 7, 7, 512, 3, 3, 2, 1, 4, 4}));
   cpu::SetConvKernel(cpu::ConvKernel::kOneDnn);
   EXPECT_FALSE(cpu::Bf16WeightGradientOnIm2Col(geometry(64, 3, 2)));
   EXPECT_FALSE(cpu::Bf16ForwardOnIm2Col());
@@ -154,8 +150,8 @@ TEST(ConvKernelChoiceTest, OneDnnMatchesIm2ColAtResNetShapes) {
 // Under bf16 autocast (Note [bf16 operands of oneDNN's convolutions]) oneDNN's convolutions, with bf16
 // primitives (the bf16 GEMM kernel kOneDnn) and with float32 primitives on widened operands (kFloat32),
 // give im2col's bf16 numbers up to the order of the float32 sums, for Conv2d and the fused op, forced
-// and under the default rule (whose 4x4 output puts both backward passes of the bf16 primitives on im2col:
-// Note [bf16 backward passes on im2col]); plain float32 differs from them by far more.
+// and under the default rule (whose 4x4 output puts the weight gradient of the bf16 primitives on im2col:
+// Note [bf16 weight gradients on im2col]); plain float32 differs from them by far more.
 TEST(ConvKernelChoiceTest, Bf16AutocastMatchesIm2Col) {
   const Tensor x0 = UniformLeaf({4, 16, 8, 8}, 410), w0 = UniformLeaf({24, 16, 3, 3}, 411, -0.2f, 0.2f),
                b0 = UniformLeaf({24}, 412);

@@ -299,14 +299,12 @@ ConvGrads OneDnnBackwardPasses(const T* x, const T* w, const T* gy, const ConvGe
 
 // The input and weight gradients of `grads` that oneDNN's bf16 primitives compute from the whole batch's
 // float32 output gradient gy, which they take rounded to bf16 (in their layout in one pass where they can);
-// a gradient that Note [bf16 backward passes on im2col] gives to im2col is left to the caller's loop.
-// Returns the gradients still to compute.
+// a weight gradient that Note [bf16 weight gradients on im2col] gives to im2col is left to the caller's
+// loop. Returns the gradients still to compute.
 ConvGrads Bf16PrimitiveBackward(const BFloat16* x, const BFloat16* w, const float* gy, const ConvGeometry& g,
                                 ConvGrads grads) {
   float* const im2col_gw = Bf16WeightGradientOnIm2Col(g) ? grads.gw : nullptr;
-  float* const im2col_gx = Bf16InputGradientOnIm2Col(g) ? grads.gx : nullptr;
   if (im2col_gw != nullptr) grads.gw = nullptr;
-  if (im2col_gx != nullptr) grads.gx = nullptr;
   if ((grads.gx != nullptr || grads.gw != nullptr) &&
       OneDnnConvBackwardRoundingGradient(x, w, gy, g, grads.gx, grads.gw)) {
     grads.gx = grads.gw = nullptr;
@@ -316,7 +314,6 @@ ConvGrads Bf16PrimitiveBackward(const BFloat16* x, const BFloat16* w, const floa
     grads = OneDnnBackwardPasses(x, w, GradientOperand<BFloat16>(gy, elements, low), g, grads);
   }
   if (im2col_gw != nullptr) grads.gw = im2col_gw;
-  if (im2col_gx != nullptr) grads.gx = im2col_gx;
   return grads;
 }
 

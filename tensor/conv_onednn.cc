@@ -370,11 +370,6 @@ bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g) {
   return ForcedKernel() == ConvKernel::kAuto && g.oh * g.ow <= kMaxOutputPixels;
 }
 
-bool Bf16InputGradientOnIm2Col(const ConvGeometry& g) {
-  constexpr int64_t kMaxOutputPixels = 16;
-  return ForcedKernel() == ConvKernel::kAuto && g.oh * g.ow <= kMaxOutputPixels;
-}
-
 bool Bf16ForwardOnIm2Col() {
   static const bool on_primitive = [] {
     const char* env = std::getenv("DDP_BF16_CONV_FORWARD");

@@ -59,28 +59,26 @@ void SetConvKernel(ConvKernel kernel);
 // is set to something other than auto, onednn, winograd or im2col.
 ConvKernel ConvKernelFor(const ConvGeometry& g);
 
-// Note [bf16 backward passes on im2col]
-// oneDNN 2.6's bf16 backward primitives are slow where the output is small in space: on an AMX Xeon
+// Note [bf16 weight gradients on im2col]
+// oneDNN 2.6's bf16 backward-weights primitive is slow where the output is small in space: on an AMX Xeon
 // (family 6 model 167), one thread, batch 64, at ResNet-18's layer3 and layer4 shapes (7x7 and 4x4
-// outputs) backward-weights takes 1.5-5x the time of im2col + the bf16 GEMM (which then is one large GEMM
-// with the batch's pixels as its inner dimension), while at 14x14 and 28x28 outputs the two are within 15%;
-// backward-data loses at layer4's 4x4 outputs (about 1.2x im2col's time at 512 -> 512, 1.7x at the
-// stride-2 256 -> 512) and wins at 7x7 and above (tensor/conv_bench.cc; BENCHMARKS.md "Convolution
-// kernels"). PyTorch 2.15's own bf16 convolutions show the same cost at those shapes. So under the default
-// rule a bf16 convolution that runs oneDNN's bf16 primitives computes its weight gradient with im2col where
-// the output has at most 64 pixels, and its input gradient where it has at most 16; the other backward
-// passes stay on the primitives (the forward: Note [bf16 forward on im2col]). The two kernels differ only
+// outputs) it takes 1.5-5x the time of im2col + the bf16 GEMM (which then is one large GEMM with the
+// batch's pixels as its inner dimension), while at 14x14 and 28x28 outputs the two are within 15%
+// (tensor/conv_bench.cc; BENCHMARKS.md "Convolution kernels"). PyTorch 2.15's own bf16 convolutions show
+// the same cost at those shapes. So under the default rule a bf16 convolution that runs oneDNN's bf16
+// primitives computes its weight gradient with im2col where the output has at most 64 pixels; its
+// input-gradient pass stays on the primitives (its forward: Note [bf16 forward on im2col]). im2col would
+// compute layer4's input gradients (4x4 outputs) faster too, about 10 ms of a 640 ms resnet18 step, but
+// resnet18's one-epoch bf16 recipe trained with that reached a lower mean accuracy over five seeds
+// (BENCHMARKS.md "Mixed precision: accuracy"), so the rule leaves them. The two kernels differ only
 // in the order of their float32 sums. A kernel forced by DDP_CONV_KERNEL or SetConvKernel applies to every
-// pass.
-// True when the weight gradient of a bf16 convolution of geometry g runs im2col by that rule.
+// pass. True when the weight gradient of a bf16 convolution of geometry g runs im2col by that rule.
 bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g);
-// True when the input gradient of a bf16 convolution of geometry g runs im2col by that rule.
-bool Bf16InputGradientOnIm2Col(const ConvGeometry& g);
 
 // Note [bf16 forward on im2col]
 // Under the default rule, a bf16 convolution that runs oneDNN's bf16 primitives (AMX) computes its
 // forward pass with im2col + the bf16 matmul, and its backward passes on the primitives (Note [bf16
-// backward passes on im2col] aside). The reason is accuracy, not speed: the two forwards differ only in
+// weight gradients on im2col] aside). The reason is accuracy, not speed: the two forwards differ only in
 // the order of their float32 sums (//tensor:conv_kernel_choice_test), yet on an AMX Xeon (family 6
 // model 167) resnet18's one-epoch bf16 recipe trained with oneDNN 2.6's forward primitive reached
 // 0.865-0.875 test accuracy on three seeds, against 0.892-0.908 with this rule and 0.897-0.907 in
