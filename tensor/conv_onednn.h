@@ -81,9 +81,10 @@ bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g);
 // weight gradients on im2col] aside). The reason is accuracy, not speed: the two forwards differ only in
 // the order of their float32 sums (//tensor:conv_kernel_choice_test), yet on an AMX Xeon (family 6
 // model 167) resnet18's one-epoch bf16 recipe trained with oneDNN 2.6's forward primitive reached
-// 0.865-0.875 test accuracy on three seeds, against 0.892-0.908 with this rule and 0.897-0.907 in
-// float32 (BENCHMARKS.md "Mixed precision: accuracy"). Why the forward primitive's rounding steers
-// training worse is not known. DDP_BF16_CONV_FORWARD=primitive in the environment (read once) keeps the
+// 0.865-0.875 test accuracy on three seeds, against 0.892-0.908 on five seeds with this rule (mean 0.9036)
+// and 0.897-0.907 in float32 (mean 0.9032; BENCHMARKS.md "Mixed precision: accuracy"): those runs took an
+// early loss excursion that float32 runs did not. Why the forward primitive's rounding makes it likelier
+// is not known. DDP_BF16_CONV_FORWARD=primitive in the environment (read once) keeps the
 // forward on the primitive, for such comparisons. A kernel forced by DDP_CONV_KERNEL or SetConvKernel
 // applies to every pass.
 // True when bf16 convolutions run their forward pass on im2col by that rule.
