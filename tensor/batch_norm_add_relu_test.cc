@@ -53,8 +53,8 @@ Outcome RunOnce(bool fused, bool with_residual, bool training, const Shape& shap
                        : BatchNorm(x, weight, bias, running_mean, running_var, training, 0.1f, 1e-5f));
   Generator gg(6);
   y.Backward(Uniform(shape, -1.0f, 1.0f, gg));
-  return {y.Detach(),   x.grad(),   with_residual ? residual.grad() : Tensor(), weight.grad(), bias.grad(),
-          running_mean, running_var};
+  const Tensor gr = with_residual ? residual.grad() : Tensor();
+  return {y.Detach(), x.grad(), gr, weight.grad(), bias.grad(), running_mean, running_var};
 }
 
 class BatchNormAddReluTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};

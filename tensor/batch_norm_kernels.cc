@@ -53,9 +53,8 @@ Affine AffineOf(int64_t c, const Tensor& mean, const Tensor& invstd, const Tenso
 // to one fused multiply-add where the compiler does so, alike in both kernels), the sum, and ReLU as
 // functors::Relu (tests check the fused kernel against the three ops bit for bit).
 inline float NormalizedValue(float x, float a, float b) { return x * a + b; }
-inline float SumValue(float v, float r) {
-  return v + r;
-}  // no multiply: nothing for the compiler to contract
+// No multiply: nothing for the compiler to contract.
+inline float SumValue(float v, float r) { return v + r; }
 inline float ReluValue(float v) { return functors::Relu()(v); }
 
 #ifdef DDP_WITH_CUDA
