@@ -314,23 +314,46 @@ bool BackwardWeights(const T* x, const T* gy, const ConvGeometry& g, float* gw, 
   return true;
 }
 
+// The plans of the wanted backward passes (gx, gw non-null: wanted), or nullopt when one has no primitive.
+struct BackwardPlans {
+  const Plan* data = nullptr;     // null: gx not wanted
+  const Plan* weights = nullptr;  // null: gw not wanted
+};
+std::optional<BackwardPlans> FindBackwardPlans(const ConvGeometry& g, DataType operand, const float* gx,
+                                               const float* gw) {
+  BackwardPlans plans;
+  if (gx != nullptr && (plans.data = FindPlan(Pass::kBackwardData, g, operand, false)) == nullptr) {
+    return std::nullopt;
+  }
+  if (gw != nullptr && (plans.weights = FindPlan(Pass::kBackwardWeights, g, operand, false)) == nullptr) {
+    return std::nullopt;
+  }
+  return plans;
+}
+
+// Runs the plans, gy given in the primitives' layout as `ready` (null: each reorders its own copy): backward-
+// data reorders w into slot 1 and writes gx's blocked copy in slot 2, and backward-weights, after it, reuses
+// slot 2 for x and slot 1 for gw, so a gradient shared in slot 0 costs no scratch beyond the separate
+// passes'.
+template <typename T>
+void RunBackwardPlans(const BackwardPlans& plans, const T* x, const T* w, const T* gy, const memory* ready,
+                      float* gx, float* gw) {
+  if (plans.data != nullptr) Run(*plans.data, gy, w, gx, nullptr, Slots{0, 1, 2}, ready, nullptr);
+  if (plans.weights != nullptr) Run(*plans.weights, x, gy, gw, nullptr, Slots{2, 0, 1}, nullptr, ready);
+}
+
 // Both backward passes from one output gradient (Note [Conv2d kernel choice]): where both primitives
-// take gy in the same blocked layout it is reordered once, into slot 0; backward-data then reorders w
-// into slot 1 and writes gx's blocked copy in slot 2, and backward-weights, after it, reuses slot 2 for
-// x and slot 1 for gw, so the shared gradient costs no scratch beyond the separate passes'.
+// take gy in the same blocked layout it is reordered once, into slot 0 (RunBackwardPlans).
 template <typename T>
 bool BackwardBoth(const T* x, const T* w, const T* gy, const ConvGeometry& g, float* gx, float* gw) {
-  const Plan* data = gx != nullptr ? FindPlan(Pass::kBackwardData, g, OperandType<T>(), false) : nullptr;
-  const Plan* weights =
-      gw != nullptr ? FindPlan(Pass::kBackwardWeights, g, OperandType<T>(), false) : nullptr;
-  if ((gx != nullptr && data == nullptr) || (gw != nullptr && weights == nullptr)) return false;
+  const std::optional<BackwardPlans> plans = FindBackwardPlans(g, OperandType<T>(), gx, gw);
+  if (!plans) return false;
   std::optional<memory> shared;
-  if (data != nullptr && weights != nullptr && data->a.inner == weights->b.inner) {
-    shared = InputMemory(data->a, gy, 0, Stream());
+  if (plans->data != nullptr && plans->weights != nullptr &&
+      plans->data->a.inner == plans->weights->b.inner) {
+    shared = InputMemory(plans->data->a, gy, 0, Stream());
   }
-  const memory* ready = shared ? &*shared : nullptr;
-  if (data != nullptr) Run(*data, gy, w, gx, nullptr, Slots{0, 1, 2}, ready, nullptr);
-  if (weights != nullptr) Run(*weights, x, gy, gw, nullptr, Slots{2, 0, 1}, nullptr, ready);
+  RunBackwardPlans(*plans, x, w, gy, shared ? &*shared : nullptr, gx, gw);
   return true;
 }
 
@@ -340,17 +363,16 @@ bool BackwardBoth(const T* x, const T* w, const T* gy, const ConvGeometry& g, fl
 // in another layout.
 bool BackwardBothRoundingGradient(const BFloat16* x, const BFloat16* w, const float* gy,
                                   const ConvGeometry& g, float* gx, float* gw) {
-  const Plan* data = gx != nullptr ? FindPlan(Pass::kBackwardData, g, DataType::bf16, false) : nullptr;
-  const Plan* weights = gw != nullptr ? FindPlan(Pass::kBackwardWeights, g, DataType::bf16, false) : nullptr;
-  if ((gx != nullptr && data == nullptr) || (gw != nullptr && weights == nullptr)) return false;
-  if (data == nullptr && weights == nullptr) return false;
-  const memory::desc& layout = data != nullptr ? data->a.inner : weights->b.inner;
+  const std::optional<BackwardPlans> plans = FindBackwardPlans(g, DataType::bf16, gx, gw);
+  if (!plans || (plans->data == nullptr && plans->weights == nullptr)) return false;
   const memory::desc nhwc(ShapesOf(g).dst, DataType::bf16, Tag::acdb);
-  if (layout != nhwc || (weights != nullptr && weights->b.inner != nhwc)) return false;
+  if ((plans->data != nullptr && plans->data->a.inner != nhwc) ||
+      (plans->weights != nullptr && plans->weights->b.inner != nhwc)) {
+    return false;
+  }
   memory ready(nhwc, CpuEngine(), BlockedScratch(0, nhwc.get_size()));
   TransposeToBFloat16(gy, g.n, g.out, g.oh * g.ow, static_cast<BFloat16*>(ready.get_data_handle()));
-  if (data != nullptr) Run(*data, nullptr, w, gx, nullptr, Slots{0, 1, 2}, &ready, nullptr);
-  if (weights != nullptr) Run(*weights, x, nullptr, gw, nullptr, Slots{2, 0, 1}, nullptr, &ready);
+  RunBackwardPlans<BFloat16>(*plans, x, w, nullptr, &ready, gx, gw);
   return true;
 }
 

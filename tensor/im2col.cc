@@ -140,9 +140,11 @@ bool SmallImages(const ConvGeometry& g) {
   return table_wins && g.h * g.w <= std::numeric_limits<int32_t>::max();
 }
 
-std::vector<int32_t> PixelSources(const ConvGeometry& g) {
+// The calling thread's table for g (Note [Small-image im2col]), rebuilt in a buffer kept across calls.
+const int32_t* PixelSources(const ConvGeometry& g) {
   const int64_t P = g.P();
-  std::vector<int32_t> table(static_cast<size_t>(g.kh * g.kw * P));
+  thread_local std::vector<int32_t> table;
+  table.resize(static_cast<size_t>(g.kh * g.kw * P));
   for (int64_t ki = 0; ki < g.kh; ++ki) {
     for (int64_t kj = 0; kj < g.kw; ++kj) {
       int32_t* tap = table.data() + (ki * g.kw + kj) * P;
@@ -155,7 +157,7 @@ std::vector<int32_t> PixelSources(const ConvGeometry& g) {
       }
     }
   }
-  return table;
+  return table.data();
 }
 
 // Im2ColImage through PixelSources' table.
@@ -192,10 +194,10 @@ template <typename T>
 void Im2ColGroupOf(const T* x, const ConvGeometry& g, int64_t first, int64_t count, T* col) {
   const int64_t ld = count * g.P(), image = g.c * g.h * g.w;
   if (SmallImages(g)) {  // Note [Small-image im2col]
-    const std::vector<int32_t> table = PixelSources(g);
+    const int32_t* table = PixelSources(g);
 #pragma omp parallel for if (count > 1)
     for (int64_t i = 0; i < count; ++i)
-      Im2ColImageFromTable(x + (first + i) * image, g, table.data(), col + i * g.P(), ld);
+      Im2ColImageFromTable(x + (first + i) * image, g, table, col + i * g.P(), ld);
     return;
   }
 #pragma omp parallel for if (count > 1)
@@ -215,10 +217,10 @@ void Im2ColGroup(const BFloat16* x, const ConvGeometry& g, int64_t first, int64_
 void Col2ImGroup(float* col, const ConvGeometry& g, int64_t first, int64_t count, float* gx) {
   const int64_t P = g.P(), ld = count * P, image = g.c * g.h * g.w;
   if (SmallImages(g)) {  // Note [Small-image im2col]
-    const std::vector<int32_t> table = PixelSources(g);
+    const int32_t* table = PixelSources(g);
 #pragma omp parallel for if (count > 1)
     for (int64_t i = 0; i < count; ++i)
-      Col2ImImageFromTable(col + i * P, g, table.data(), ld, gx + (first + i) * image);
+      Col2ImImageFromTable(col + i * P, g, table, ld, gx + (first + i) * image);
     return;
   }
 #pragma omp parallel for if (count > 1)

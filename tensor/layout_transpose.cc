@@ -73,7 +73,8 @@ void TransposeToBFloat16(const float* src, int64_t batch, int64_t rows, int64_t 
   const int64_t matrix = rows * cols;
 #pragma omp parallel if (ParallelBatch(batch, matrix))
   {
-    std::vector<float> transposed(static_cast<size_t>(matrix));  // one image, L2-resident at these sizes
+    thread_local std::vector<float> transposed;  // one image, L2-resident at these sizes; kept across calls
+    if (transposed.size() < static_cast<size_t>(matrix)) transposed.resize(static_cast<size_t>(matrix));
 #pragma omp for
     for (int64_t i = 0; i < batch; ++i) {
       TransposeMatrix(src + i * matrix, rows, cols, transposed.data(), Tile32);
