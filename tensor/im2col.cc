@@ -7,6 +7,8 @@
 #include <limits>
 #include <vector>
 
+#include "tensor/im2col_avx512.h"
+
 namespace ddp {
 namespace cpu {
 namespace {
@@ -130,7 +132,9 @@ void Col2ImImage(float* col, const ConvGeometry& g, int64_t ld, float* gx) {
 // table wins for strided convolutions with outputs up to 7x7 and for 4x4 outputs, while a stride-1 7x7
 // output, whose rows are one contiguous run each, is faster through Im2ColImage's memcpy (8.6 against
 // 6.9 ms forward at 256 -> 256 channels). Hence: the table for outputs of at most 16 pixels, and of at
-// most 64 where the rows are not contiguous.
+// most 64 where the rows are not contiguous. On CPUs with AVX-512, Im2ColGroup runs Note [im2col with
+// AVX-512] (tensor/im2col_avx512.cc) for these shapes instead; the table remains Col2ImGroup's, and the
+// portable im2col elsewhere.
 constexpr int64_t kSmallImagePixels = 64, kContiguousTablePixels = 16;
 
 // Whether Note [Small-image im2col] applies (and the int32 table can hold the plane's offsets).
@@ -192,6 +196,7 @@ void Col2ImImageFromTable(const float* col, const ConvGeometry& g, const int32_t
 
 template <typename T>
 void Im2ColGroupOf(const T* x, const ConvGeometry& g, int64_t first, int64_t count, T* col) {
+  if (Im2ColGroupAvx512(x, g, first, count, col)) return;  // Note [im2col with AVX-512]
   const int64_t ld = count * g.P(), image = g.c * g.h * g.w;
   if (SmallImages(g)) {  // Note [Small-image im2col]
     const int32_t* table = PixelSources(g);
