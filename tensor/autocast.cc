@@ -23,7 +23,7 @@ namespace {
 struct AutocastState {
   bool enabled = false;
   DType dtype = DType::kBFloat16;  // of the innermost scope
-  int depth = 0;  // open scopes, enabled or not
+  int depth = 0;                   // open scopes, enabled or not
   // Leaf -> its bf16 copy (CUDA: its bf16 or fp16 copy). The weak pointer tells a live leaf from a new tensor
   // at a reused address.
   std::unordered_map<const TensorImpl*, std::pair<std::weak_ptr<TensorImpl>, Tensor>> cache;
@@ -72,7 +72,9 @@ bool AutocastFp16AppliesTo(const Tensor& first_input) {
   return state.enabled && state.dtype == DType::kFloat16 && first_input.device().is_cpu();
 }
 
-bool AutocastCudaAppliesTo(const Tensor& first_input) { return State().enabled && first_input.device().is_cuda(); }
+bool AutocastCudaAppliesTo(const Tensor& first_input) {
+  return State().enabled && first_input.device().is_cuda();
+}
 
 DType AutocastDType() {
   DDP_CHECK(State().enabled) << "AutocastDType outside an enabled AutocastScope";
@@ -87,7 +89,8 @@ Tensor ToLowPrecisionContiguous(const Tensor& x, DType dtype) {
 #endif
   if (dtype == DType::kBFloat16) return ToBFloat16Contiguous(x);
   DDP_CHECK(x.dtype() == DType::kFloat32 && x.device().is_cpu())
-      << "fp16 cast: expects a float32 CPU tensor, got " << DTypeName(x.dtype()) << " on " << x.device().ToString();
+      << "fp16 cast: expects a float32 CPU tensor, got " << DTypeName(x.dtype()) << " on "
+      << x.device().ToString();
   const Tensor source = Contiguous(x.Detach());
   Tensor out = Tensor::Empty(x.shape(), DType::kFloat16);
   const float* in = source.data<float>();
@@ -99,7 +102,8 @@ Tensor ToLowPrecisionContiguous(const Tensor& x, DType dtype) {
 
 Tensor ToBFloat16Contiguous(const Tensor& x) {
   DDP_CHECK(x.dtype() == DType::kFloat32 && x.device().is_cpu())
-      << "bf16 cast: expects a float32 CPU tensor, got " << DTypeName(x.dtype()) << " on " << x.device().ToString();
+      << "bf16 cast: expects a float32 CPU tensor, got " << DTypeName(x.dtype()) << " on "
+      << x.device().ToString();
   const Tensor source = Contiguous(x.Detach());
   Tensor out = Tensor::Empty(x.shape(), DType::kBFloat16);
   cpu::FloatToBFloat16Array(source.data<float>(), out.data<BFloat16>(), x.numel());
@@ -112,10 +116,19 @@ Tensor AutocastCast(const Tensor& x) {
   DDP_CHECK(state.dtype == DType::kBFloat16 || x.device().is_cuda())
       << "AutocastCast: an fp16 scope casts CPU tensors through AutocastFp16Call";
   const DType dtype = state.dtype;
-  if (!(x.is_leaf() && x.requires_grad())) return ToLowPrecisionContiguous(x, dtype);
+  if (!(x.is_leaf() && x.requires_grad())) {
+    const TensorImpl* impl = x.impl();
+    if (dtype == DType::kBFloat16 && impl->autocast_copy != nullptr &&
+        impl->autocast_copy_version == x.storage()->version()) {
+      ++state.counters.attached;  // Note [Autocast copies from the producer]
+      return Tensor(impl->autocast_copy);
+    }
+    return ToLowPrecisionContiguous(x, dtype);
+  }
   auto it = state.cache.find(x.impl());
   // A nested scope of the other dtype finds a copy of the wrong dtype: a miss, replaced.
-  if (it != state.cache.end() && it->second.first.lock() == x.shared_impl() && it->second.second.dtype() == dtype) {
+  if (it != state.cache.end() && it->second.first.lock() == x.shared_impl() &&
+      it->second.second.dtype() == dtype) {
     ++state.counters.hits;
     return it->second.second;
   }
@@ -126,6 +139,22 @@ Tensor AutocastCast(const Tensor& x) {
 }
 
 AutocastCacheCounters GetAutocastCacheCounters() { return State().counters; }
+
+bool AutocastWantsCopyOf(const Tensor& output) {
+  const AutocastState& state = State();
+  return state.enabled && state.dtype == DType::kBFloat16 && output.dtype() == DType::kFloat32 &&
+         output.device().is_cpu();
+}
+
+void AttachAutocastCopy(const Tensor& output, const Tensor& copy) {
+  DDP_CHECK(copy.dtype() == DType::kBFloat16 && copy.device().is_cpu() && copy.is_contiguous() &&
+            copy.shape() == output.shape())
+      << "AttachAutocastCopy: needs a contiguous bfloat16 CPU tensor of shape "
+      << ShapeToString(output.shape()) << ", got " << DTypeName(copy.dtype()) << " "
+      << ShapeToString(copy.shape());
+  output.impl()->autocast_copy = copy.shared_impl();
+  output.impl()->autocast_copy_version = output.storage()->version();
+}
 
 // ---- fp16 (Note [fp16 autocast]) ----
 
@@ -138,7 +167,8 @@ void RoundArrayToFloat16(const float* in, float* out, int64_t n) {
   int64_t i = 0;
 #if defined(__F16C__)
   for (; i + 8 <= n; i += 8) {
-    const __m128i half = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128i half =
+        _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm256_storeu_ps(out + i, _mm256_cvtph_ps(half));
   }
 #endif
@@ -151,7 +181,8 @@ void RoundArrayToFloat16(const float* in, float* out, int64_t n) {
 
 Tensor RoundToFloat16(const Tensor& x) {
   DDP_CHECK(x.dtype() == DType::kFloat32 && x.device().is_cpu())
-      << "fp16 rounding: expects a float32 CPU tensor, got " << DTypeName(x.dtype()) << " on " << x.device().ToString();
+      << "fp16 rounding: expects a float32 CPU tensor, got " << DTypeName(x.dtype()) << " on "
+      << x.device().ToString();
   const Tensor source = Contiguous(x.Detach());
   Tensor out = Tensor::Empty(x.shape(), DType::kFloat32);
   RoundArrayToFloat16(source.data<float>(), out.data<float>(), x.numel());
@@ -186,7 +217,8 @@ Tensor CachedRoundedOperand(const Tensor& x) {
 
 Tensor AutocastFp16Call(const std::vector<Tensor>& operands,
                         const std::function<Tensor(const std::vector<Tensor>& rounded)>& op) {
-  DDP_CHECK(State().enabled && State().dtype == DType::kFloat16) << "AutocastFp16Call outside an fp16 AutocastScope";
+  DDP_CHECK(State().enabled && State().dtype == DType::kFloat16)
+      << "AutocastFp16Call outside an fp16 AutocastScope";
   std::vector<Tensor> rounded;
   rounded.reserve(operands.size());
   for (const Tensor& x : operands) rounded.push_back(CachedRoundedOperand(x));

@@ -107,19 +107,43 @@ DType AutocastDType();
 
 // The contiguous copy of float32 tensor `x` in the scope's dtype (no autograd history): bf16 for a CPU
 // tensor (the CPU's fp16 path rounds through AutocastFp16Call instead), bf16 or fp16 for a CUDA tensor. A
-// leaf that requires grad is cast once per outermost scope (Note [Autocast]). REQUIRES: AutocastEnabled();
-// on the CPU, a bf16 scope.
+// leaf that requires grad is cast once per outermost scope (Note [Autocast]); any other tensor with a
+// valid copy attached by its producer gets that copy (Note [Autocast copies from the producer]).
+// REQUIRES: AutocastEnabled(); on the CPU, a bf16 scope.
 Tensor AutocastCast(const Tensor& x);
+
+// Note [Autocast copies from the producer]
+// Under bf16 autocast on the CPU, an op whose float32 output usually feeds a GEMM can write the output's
+// bf16 copy in the pass that computes the output and attach it there; AutocastCast then returns that
+// copy instead of reading the output again to round it. BatchNormAddRelu does so (in ResNet every
+// BatchNorm + ReLU output is the input of a convolution, and a block's output feeds both the next
+// block's conv1 and its downsample convolution, which then share one copy). The copy holds the bits
+// ToBFloat16Contiguous gives, so results are unchanged; what goes is a pass over the output (or two).
+// The copy is valid while the output's storage version (tensor/storage.h) is the one it was made at: an
+// in-place op on the output or on a view of it (tensor/ops.h) makes AutocastCast round afresh; a write
+// through a data pointer goes unseen, as with PyTorch's version counter. The copy lives as long as the
+// output; a view of the output has none.
+
+// True when an op producing `output` should attach its bf16 copy (Note [Autocast copies from the
+// producer]): bf16 autocast is enabled on this thread and output is a float32 CPU tensor.
+bool AutocastWantsCopyOf(const Tensor& output);
+
+// Attaches `copy` (a contiguous bf16 CPU tensor of output's shape holding output's values rounded as
+// ToBFloat16Contiguous rounds them) to `output` at its storage's current version. Dies naming the
+// shapes or dtype when copy does not fit output.
+void AttachAutocastCopy(const Tensor& output, const Tensor& copy);
 
 // The contiguous copy of float32 tensor `x` (any layout, either device) in `dtype` (kBFloat16 or
 // kFloat16), rounded by the functors of tensor/low_precision_round.h; never cached; not differentiable.
 Tensor ToLowPrecisionContiguous(const Tensor& x, DType dtype);
 
 // Counters of this thread's cast cache since the thread started: a hit reuses a cached copy, a miss
-// makes (and caches) one. For tests and diagnostics.
+// makes (and caches) one; `attached` counts copies taken from their producer (Note [Autocast copies from
+// the producer]). For tests and diagnostics.
 struct AutocastCacheCounters {
   int64_t hits = 0;
   int64_t misses = 0;
+  int64_t attached = 0;
 };
 AutocastCacheCounters GetAutocastCacheCounters();
 

@@ -2,15 +2,17 @@
 // with the scalar ones, every autocast op equals the float32 op applied to bf16-rounded operands (forward
 // and backward, both GEMM kernels), gradients reach the float32 parameters, casts of parameters are
 // cached per outermost scope, and nothing changes outside a scope.
+#include "tensor/autocast.h"
+
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <string>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tensor/autocast.h"
+#include "tensor/batch_norm.h"
 #include "tensor/bf16_convert.h"
 #include "tensor/cpu_gemm_bf16.h"
 #include "tensor/factory.h"
@@ -27,11 +29,21 @@ float FromBits(uint32_t bits) {
 }
 
 TEST(Bf16ConvertTest, ArraysMatchTheScalarConversionsIncludingEdgeCases) {
-  std::vector<float> values = {0.0f, -0.0f, 1.0f, -1.5f, 3.14159f, 1e-40f /* subnormal */, -2.5e-39f,
-                               std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                               std::numeric_limits<float>::quiet_NaN(), FromBits(0x7f800001u) /* signalling */,
-                               FromBits(0x3f808000u) /* tie, even below */, FromBits(0x3f818000u) /* tie, odd */,
-                               FromBits(0x7f7fffffu) /* rounds to inf */, 65504.0f};
+  std::vector<float> values = {0.0f,
+                               -0.0f,
+                               1.0f,
+                               -1.5f,
+                               3.14159f,
+                               1e-40f /* subnormal */,
+                               -2.5e-39f,
+                               std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN(),
+                               FromBits(0x7f800001u) /* signalling */,
+                               FromBits(0x3f808000u) /* tie, even below */,
+                               FromBits(0x3f818000u) /* tie, odd */,
+                               FromBits(0x7f7fffffu) /* rounds to inf */,
+                               65504.0f};
   Generator g(3);
   // Enough elements for the multi-threaded path, with a ragged tail.
   while (values.size() < (size_t{1} << 18) + 7) values.push_back(g.Normal(0.0f, 100.0f));
@@ -115,7 +127,8 @@ void CheckAgainstEmulation(const Op& op, const Op& emulation, const std::vector<
   Tensor y_reference = emulation(reference);
   y_reference.Backward(seed);
   ExpectNear(y_mixed, y_reference, "output");
-  for (size_t i = 0; i < inputs.size(); ++i) ExpectNear(mixed[i].grad(), reference[i].grad(), "gradient " + std::to_string(i));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    ExpectNear(mixed[i].grad(), reference[i].grad(), "gradient " + std::to_string(i));
   Tensor y_plain = op(plain);
   y_plain.Backward(seed);
   if (y_plain.numel() > 1) {  // a mean loss averages the rounding away; its gradients do not
@@ -145,7 +158,8 @@ TEST_P(AutocastOpsTest, LinearWithAndWithoutBias) {
   // The bias stays float32: added to the float32 accumulator, its gradient summed from the float32 one.
   CheckAgainstEmulation([](const std::vector<Tensor>& t) { return Linear(t[0], t[1], t[2]); },
                         [](const std::vector<Tensor>& t) {
-                          return Add(RoundBackward(Linear(RoundForward(t[0]), RoundForward(t[1]), Tensor())), t[2]);
+                          return Add(RoundBackward(Linear(RoundForward(t[0]), RoundForward(t[1]), Tensor())),
+                                     t[2]);
                         },
                         {x, w, b}, seed);
   CheckAgainstEmulation([](const std::vector<Tensor>& t) { return Linear(t[0], t[1], Tensor()); },
@@ -164,11 +178,12 @@ TEST_P(AutocastOpsTest, MatmulIncludingTransposedViews) {
                         },
                         {a, b}, seed);
   const Tensor bt = Normal({11, 19}, 0, 1, g);
-  CheckAgainstEmulation([](const std::vector<Tensor>& t) { return Matmul(t[0], Transpose(t[1], 0, 1)); },
-                        [](const std::vector<Tensor>& t) {
-                          return RoundBackward(Matmul(RoundForward(t[0]), RoundForward(Transpose(t[1], 0, 1))));
-                        },
-                        {a, bt}, seed);
+  CheckAgainstEmulation(
+      [](const std::vector<Tensor>& t) { return Matmul(t[0], Transpose(t[1], 0, 1)); },
+      [](const std::vector<Tensor>& t) {
+        return RoundBackward(Matmul(RoundForward(t[0]), RoundForward(Transpose(t[1], 0, 1))));
+      },
+      {a, bt}, seed);
 }
 
 TEST_P(AutocastOpsTest, Conv2dStridesPaddingAndImageGroups) {
@@ -184,8 +199,8 @@ TEST_P(AutocastOpsTest, Conv2dStridesPaddingAndImageGroups) {
       CheckAgainstEmulation(
           [stride](const std::vector<Tensor>& t) { return Conv2d(t[0], t[1], t[2], stride, 1); },
           [stride](const std::vector<Tensor>& t) {
-            return AddChannelBias(RoundBackward(Conv2d(RoundForward(t[0]), RoundForward(t[1]), Tensor(), stride, 1)),
-                                  t[2]);
+            return AddChannelBias(
+                RoundBackward(Conv2d(RoundForward(t[0]), RoundForward(t[1]), Tensor(), stride, 1)), t[2]);
           },
           {x, w, b}, seed);
     }
@@ -194,13 +209,16 @@ TEST_P(AutocastOpsTest, Conv2dStridesPaddingAndImageGroups) {
 
 TEST_P(AutocastOpsTest, Conv2dReluMaxPool2d) {
   Generator g(4);
-  const Tensor x = Normal({12, 2, 8, 8}, 0, 1, g), w = Normal({4, 2, 3, 3}, 0, 0.5f, g), b = Normal({4}, 0, 1, g);
+  const Tensor x = Normal({12, 2, 8, 8}, 0, 1, g), w = Normal({4, 2, 3, 3}, 0, 0.5f, g),
+               b = Normal({4}, 0, 1, g);
   const Tensor seed = Normal({12, 4, 4, 4}, 0, 1, g);
   CheckAgainstEmulation(
       [](const std::vector<Tensor>& t) { return Conv2dReluMaxPool2d(t[0], t[1], t[2], 1, 1, 2); },
       [](const std::vector<Tensor>& t) {
         return MaxPool2d(
-            Relu(AddChannelBias(RoundBackward(Conv2d(RoundForward(t[0]), RoundForward(t[1]), Tensor(), 1, 1)), t[2])), 2);
+            Relu(AddChannelBias(RoundBackward(Conv2d(RoundForward(t[0]), RoundForward(t[1]), Tensor(), 1, 1)),
+                                t[2])),
+            2);
       },
       {x, w, b}, seed);
 }
@@ -217,7 +235,8 @@ TEST_P(AutocastOpsTest, GradientsOfAnMlpReachItsFloat32Parameters) {
   std::vector<int64_t> labels;
   for (int i = 0; i < 32; ++i) labels.push_back(static_cast<int64_t>(g.RandomIndex(10)));
   const Tensor target = FromVector(labels, {32});
-  const Tensor w1 = Normal({40, 50}, 0, 0.15f, g), b1 = Normal({40}, 0, 0.1f, g), w2 = Normal({10, 40}, 0, 0.15f, g);
+  const Tensor w1 = Normal({40, 50}, 0, 0.15f, g), b1 = Normal({40}, 0, 0.1f, g),
+               w2 = Normal({10, 40}, 0, 0.15f, g);
   // The loss is a scalar: seed 1. Parameters first, so CheckAgainstEmulation's float32 check sees w1.
   CheckAgainstEmulation(
       [&](const std::vector<Tensor>& t) {
@@ -254,6 +273,42 @@ TEST(AutocastTest, ParameterCastsAreCachedPerOutermostScopeAndActivationsNeverAr
   EXPECT_EQ(GetAutocastCacheCounters().misses - after.misses, 1);
 }
 
+// Note [Autocast copies from the producer]: BatchNormAddRelu attaches the bits ToBFloat16Contiguous
+// gives, a convolution that takes the copy computes what it computes from its own cast, and an in-place
+// op on a view of the output makes the next cast round the new values.
+TEST(AutocastTest, ProducerCopiesHoldTheCastsBitsUntilAnInPlaceOp) {
+  Generator g(8);
+  const Tensor x = Leaf(Normal({3, 4, 5, 5}, 0, 1, g)), residual = Normal({3, 4, 5, 5}, 0, 1, g);
+  const Tensor weight = Leaf(Normal({4}, 1, 0.1f, g)), bias = Leaf(Normal({4}, 0, 0.1f, g));
+  const Tensor w = Leaf(Normal({6, 4, 3, 3}, 0, 0.2f, g));
+  auto same_bits = [](const Tensor& a, const Tensor& b) {
+    return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+  };
+  EXPECT_EQ(BatchNormAddRelu(x, residual, weight, bias, Zeros({4}), Ones({4}), true, 0.1f, 1e-5f)
+                .impl()
+                ->autocast_copy,
+            nullptr);  // no scope, no copy
+  AutocastScope autocast;
+  for (const Tensor& added : {Tensor(), residual}) {
+    const Tensor y = BatchNormAddRelu(x, added, weight, bias, Zeros({4}), Ones({4}), true, 0.1f, 1e-5f);
+    ASSERT_NE(y.impl()->autocast_copy, nullptr);
+    const Tensor copy(y.impl()->autocast_copy);
+    EXPECT_TRUE(same_bits(copy, ToBFloat16Contiguous(y)));
+    const AutocastCacheCounters before = GetAutocastCacheCounters();
+    EXPECT_TRUE(AutocastCast(y).is_same(copy));
+    EXPECT_EQ(GetAutocastCacheCounters().attached - before.attached, 1);
+    EXPECT_EQ(Conv2d(y, w, Tensor(), 1, 1).ToVector<float>(),
+              Conv2d(y.Detach(), w, Tensor(), 1, 1).ToVector<float>());
+  }
+  const Tensor y = BatchNormAddRelu(x, Tensor(), weight, bias, Zeros({4}), Ones({4}), true, 0.1f, 1e-5f);
+  const Tensor copy(y.impl()->autocast_copy);
+  AddInPlace(Reshape(y.Detach(), {3, 100}), Ones({3, 100}));
+  const Tensor recast = AutocastCast(y);
+  EXPECT_FALSE(recast.is_same(copy));
+  EXPECT_TRUE(same_bits(recast, ToBFloat16Contiguous(y)));
+  EXPECT_FALSE(same_bits(recast, copy));
+}
+
 TEST(AutocastTest, OutsideAScopeAndInADisabledOneOpsStayFloat32Exactly) {
   Generator g(7);
   const Tensor x = Normal({5, 9}, 0, 1, g), w = Normal({4, 9}, 0, 1, g);
@@ -272,7 +327,8 @@ TEST(AutocastTest, OutsideAScopeAndInADisabledOneOpsStayFloat32Exactly) {
 
 TEST(AutocastTest, KernelDescriptionNamesTheActiveKernel) {
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kFloat32);
-  EXPECT_NE(cpu::Bf16GemmKernelDescription().find("float32 GEMMs of the bf16-rounded operands"), std::string::npos);
+  EXPECT_NE(cpu::Bf16GemmKernelDescription().find("float32 GEMMs of the bf16-rounded operands"),
+            std::string::npos);
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kOneDnn);
   EXPECT_NE(cpu::Bf16GemmKernelDescription().find("oneDNN's bf16 matmul"), std::string::npos);
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);

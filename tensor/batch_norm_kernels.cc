@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "tensor/bf16_convert.h"
 #include "tensor/functors.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/op_util.h"
@@ -166,23 +167,30 @@ Tensor Normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, cons
 }
 
 Tensor NormalizeAddRelu(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                        const Tensor& bias, const Tensor& residual) {
+                        const Tensor& bias, const Tensor& residual, const Tensor& bf16_copy) {
   DDP_CHECK(x.device().is_cpu()) << "NormalizeAddRelu runs on the CPU only";
+  DDP_CHECK(!bf16_copy.defined() || (bf16_copy.dtype() == DType::kBFloat16 &&
+                                     bf16_copy.shape() == x.shape() && bf16_copy.is_contiguous()))
+      << "NormalizeAddRelu: the bf16 copy must be a contiguous bfloat16 tensor of shape "
+      << ShapeToString(x.shape());
   const BatchNormShape s = BatchNormShapeOf(x);
   Tensor y = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
   const float* px = x.data<float>();
   const float* pr = residual.defined() ? residual.data<float>() : nullptr;
   float* py = y.data<float>();
+  BFloat16* pb = bf16_copy.defined() ? bf16_copy.data<BFloat16>() : nullptr;
   const Affine affine = AffineOf(s.c, mean, invstd, weight, bias);
   ForEachRow(s, [&](int64_t ch, int64_t base) {
     const float a = affine.scale[ch], b = affine.shift[ch];
     if (pr == nullptr) {
       for (int64_t j = 0; j < s.inner; ++j) py[base + j] = ReluValue(NormalizedValue(px[base + j], a, b));
-      return;
+    } else {
+      for (int64_t j = 0; j < s.inner; ++j) {
+        py[base + j] = ReluValue(SumValue(NormalizedValue(px[base + j], a, b), pr[base + j]));
+      }
     }
-    for (int64_t j = 0; j < s.inner; ++j) {
-      py[base + j] = ReluValue(SumValue(NormalizedValue(px[base + j], a, b), pr[base + j]));
-    }
+    // Rounded while the row is in cache (Note [Autocast copies from the producer]).
+    if (pb != nullptr) cpu::FloatToBFloat16Run(py + base, pb + base, s.inner);
   });
   return y;
 }

@@ -39,9 +39,11 @@ Tensor Normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, cons
                  const Tensor& bias);
 
 // A new y = relu(Normalize(x, ...) + residual) in one pass, bit for bit what Normalize, then adding
-// `residual` (contiguous, x's shape; undefined: nothing added), then ReLU compute. CPU only.
+// `residual` (contiguous, x's shape; undefined: nothing added), then ReLU compute. With `bf16_copy`
+// defined (contiguous bf16, x's shape) the same pass writes y rounded as ToBFloat16Contiguous rounds it
+// there (Note [Autocast copies from the producer], tensor/autocast.h). CPU only.
 Tensor NormalizeAddRelu(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                        const Tensor& bias, const Tensor& residual);
+                        const Tensor& bias, const Tensor& residual, const Tensor& bf16_copy = Tensor());
 
 // sums [2c] (contiguous, on x's device) = {Σ gy, Σ gy * (x - mean)} per channel.
 void BackwardSumsInto(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& sums);

@@ -13,7 +13,7 @@ constexpr int64_t kParallelElements = int64_t{1} << 17;
 // The loops are branch-free so that the compiler vectorises them; target_clones builds an AVX-512
 // copy beside the default (AVX2) one and picks one at load time.
 __attribute__((target_clones("arch=x86-64-v4", "default"))) void ToBf16Range(const float* src, BFloat16* dst,
-                                                                            int64_t n) {
+                                                                             int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     uint32_t x;
     std::memcpy(&x, src + i, 4);
@@ -25,7 +25,7 @@ __attribute__((target_clones("arch=x86-64-v4", "default"))) void ToBf16Range(con
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "default"))) void ToFloatRange(const BFloat16* src, float* dst,
-                                                                             int64_t n) {
+                                                                              int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t x = static_cast<uint32_t>(src[i].bits) << 16;
     std::memcpy(dst + i, &x, 4);
@@ -49,6 +49,8 @@ void ForChunks(int64_t n, Body body) {
 void FloatToBFloat16Array(const float* src, BFloat16* dst, int64_t n) {
   ForChunks(n, [&](int64_t begin, int64_t end) { ToBf16Range(src + begin, dst + begin, end - begin); });
 }
+
+void FloatToBFloat16Run(const float* src, BFloat16* dst, int64_t n) { ToBf16Range(src, dst, n); }
 
 void BFloat16ToFloatArray(const BFloat16* src, float* dst, int64_t n) {
   ForChunks(n, [&](int64_t begin, int64_t end) { ToFloatRange(src + begin, dst + begin, end - begin); });

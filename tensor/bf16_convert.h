@@ -15,6 +15,9 @@ namespace cpu {
 // REQUIRES: the ranges do not overlap.
 void FloatToBFloat16Array(const float* src, BFloat16* dst, int64_t n);
 
+// The same on the calling thread alone, for short runs inside a kernel's own parallel loop.
+void FloatToBFloat16Run(const float* src, BFloat16* dst, int64_t n);
+
 // dst[i] = BFloat16ToFloat(src[i]) for i < n (exact). REQUIRES: the ranges do not overlap.
 void BFloat16ToFloatArray(const BFloat16* src, float* dst, int64_t n);
 

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/autocast.h"
 #include "tensor/batch_norm.h"
 #include "tensor/batch_norm_kernels.h"
 #include "tensor/elementwise_kernels.h"
@@ -175,12 +176,15 @@ Tensor BatchNormAddRelu(const Tensor& x, const Tensor& residual, const Tensor& w
       training ? BatchNormBatchStats(xc, eps) : BatchNormRunningStats(running_mean, running_var, eps);
   if (training) UpdateRunningStats(running_mean, running_var, stats, momentum);
   const Tensor rc = residual.defined() ? Contiguous(residual.Detach()) : Tensor();
-  Tensor out = NormalizeAddRelu(xc, stats.mean, stats.invstd, weight, bias, rc);
+  // Note [Autocast copies from the producer]: the bf16 copy the next convolution takes, in the same pass.
+  const Tensor copy = AutocastWantsCopyOf(x) ? Tensor::Empty(x.shape(), DType::kBFloat16) : Tensor();
+  Tensor out = NormalizeAddRelu(xc, stats.mean, stats.invstd, weight, bias, rc, copy);
   const bool need_x = x.requires_grad(), need_r = residual.defined() && residual.requires_grad();
   const bool need_w = weight.defined() && weight.requires_grad(),
              need_b = bias.defined() && bias.requires_grad();
   Tensor wd = weight.defined() ? weight.Detach() : Tensor();
   Tensor saved = out.Detach();
+  if (copy.defined()) AttachAutocastCopy(out, copy);
   return RecordOp(out, "BatchNormAddReluBackward", {&x, &residual, &weight, &bias},
                   [xc, wd, saved, stats, training, need_x, need_r, need_w, need_b](const Tensor& gy) {
                     BatchNormGrads r = BatchNormBackward(gy, xc, wd, stats, training, need_x, need_w, need_b,

@@ -55,6 +55,7 @@ void FillInt64(const Tensor& dst, int64_t value) {
 const Tensor& AddInPlace(const Tensor& dst, const Tensor& src, float alpha) {
   RequireFloatOnOneDevice("AddInPlace", {&dst, &src});
   RequireBroadcastsTo("AddInPlace", dst, src);
+  dst.storage()->BumpVersion();
   if (alpha == 1.0f) {
     MapBinaryInPlace(dst, src, functors::Add());
   } else {
@@ -65,6 +66,7 @@ const Tensor& AddInPlace(const Tensor& dst, const Tensor& src, float alpha) {
 
 const Tensor& MulScalarInPlace(const Tensor& dst, float s) {
   RequireFloatOnOneDevice("MulScalarInPlace", {&dst});
+  dst.storage()->BumpVersion();
   MapUnaryInPlace(dst, functors::MulScalar{s});
   return dst;
 }
@@ -72,11 +74,13 @@ const Tensor& MulScalarInPlace(const Tensor& dst, float s) {
 const Tensor& CopyScaledInPlace(const Tensor& dst, const Tensor& src, float scale) {
   RequireFloatOnOneDevice("CopyScaledInPlace", {&dst, &src});
   RequireBroadcastsTo("CopyScaledInPlace", dst, src);
+  dst.storage()->BumpVersion();
   MapBinaryInPlace(dst, src, functors::ScaledCopy{scale});
   return dst;
 }
 
 const Tensor& FillInPlace(const Tensor& dst, float value) {
+  dst.storage()->BumpVersion();
   if (dst.dtype() == DType::kInt64) {
     DDP_CHECK(dst.is_contiguous()) << "FillInPlace on a strided int64 tensor";
     FillInt64(dst, static_cast<int64_t>(value));
@@ -97,10 +101,14 @@ namespace {
 void ConvertElements(const void* src, DType from, void* dst, DType to, int64_t n) {
   auto load = [&](int64_t i) -> float {
     switch (from) {
-      case DType::kFloat32: return static_cast<const float*>(src)[i];
-      case DType::kInt64: return static_cast<float>(static_cast<const int64_t*>(src)[i]);
-      case DType::kFloat16: return HalfToFloat(static_cast<const uint16_t*>(src)[i]);
-      case DType::kBFloat16: return BFloat16ToFloat(static_cast<const uint16_t*>(src)[i]);
+      case DType::kFloat32:
+        return static_cast<const float*>(src)[i];
+      case DType::kInt64:
+        return static_cast<float>(static_cast<const int64_t*>(src)[i]);
+      case DType::kFloat16:
+        return HalfToFloat(static_cast<const uint16_t*>(src)[i]);
+      case DType::kBFloat16:
+        return BFloat16ToFloat(static_cast<const uint16_t*>(src)[i]);
     }
     return 0.0f;
   };
@@ -115,10 +123,18 @@ void ConvertElements(const void* src, DType from, void* dst, DType to, int64_t n
   for (int64_t i = 0; i < n; ++i) {
     const float v = load(i);
     switch (to) {
-      case DType::kFloat32: static_cast<float*>(dst)[i] = v; break;
-      case DType::kInt64: static_cast<int64_t*>(dst)[i] = static_cast<int64_t>(v); break;
-      case DType::kFloat16: static_cast<uint16_t*>(dst)[i] = FloatToHalf(v); break;
-      case DType::kBFloat16: static_cast<uint16_t*>(dst)[i] = FloatToBFloat16(v); break;
+      case DType::kFloat32:
+        static_cast<float*>(dst)[i] = v;
+        break;
+      case DType::kInt64:
+        static_cast<int64_t*>(dst)[i] = static_cast<int64_t>(v);
+        break;
+      case DType::kFloat16:
+        static_cast<uint16_t*>(dst)[i] = FloatToHalf(v);
+        break;
+      case DType::kBFloat16:
+        static_cast<uint16_t*>(dst)[i] = FloatToBFloat16(v);
+        break;
     }
   }
 }
@@ -129,17 +145,17 @@ Tensor GatherContiguous(const Tensor& src) {
   const size_t size = ElementSize(src.dtype());
   const char* in = static_cast<const char*>(src.raw_data());
   char* o = static_cast<char*>(out.raw_data());
-  cpu::ForEachIndex(src.shape(), src.strides(), src.strides(), [&](int64_t i, int64_t si, int64_t) {
-    std::memcpy(o + i * size, in + si * size, size);
-  });
+  cpu::ForEachIndex(src.shape(), src.strides(), src.strides(),
+                    [&](int64_t i, int64_t si, int64_t) { std::memcpy(o + i * size, in + si * size, size); });
   return out;
 }
 
 }  // namespace
 
 const Tensor& CopyInPlace(const Tensor& dst, const Tensor& src) {
-  DDP_CHECK(dst.numel() == src.numel()) << "CopyInPlace: " << ShapeToString(src.shape()) << " into "
-                                        << ShapeToString(dst.shape());
+  DDP_CHECK(dst.numel() == src.numel())
+      << "CopyInPlace: " << ShapeToString(src.shape()) << " into " << ShapeToString(dst.shape());
+  dst.storage()->BumpVersion();
 #ifdef DDP_WITH_CUDA
   if (dst.device().is_cuda() || src.device().is_cuda()) {
     cuda::CopyInPlace(dst, src);

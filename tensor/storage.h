@@ -3,6 +3,7 @@
 #define DDP_TENSOR_STORAGE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -42,7 +43,15 @@ class StorageImpl {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
+  // A count of the in-place ops (tensor/ops.h: AddInPlace, CopyInPlace, ...) that wrote to this block,
+  // like PyTorch's version counter: a copy made of the data (Note [Autocast copies from the producer],
+  // tensor/autocast.h) stays valid while the count is unchanged. Writes through data pointers do not
+  // count.
+  uint64_t version() const { return version_; }
+  void BumpVersion() { ++version_; }
+
  private:
+  uint64_t version_ = 0;
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;

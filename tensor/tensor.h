@@ -51,6 +51,11 @@ struct TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   std::vector<std::pair<int, PostAccumulateGradHook>> post_accumulate_hooks;
   int next_hook_id = 0;
   std::string name;  // optional, for error messages and traces (e.g. "fc1.weight")
+
+  // A bf16 copy of this tensor's values made by the op that produced it, and the storage version it was
+  // made at (Note [Autocast copies from the producer], tensor/autocast.h); null when there is none.
+  std::shared_ptr<TensorImpl> autocast_copy;
+  uint64_t autocast_copy_version = 0;
 };
 
 // A handle to a TensorImpl; copying a Tensor shares the data (like torch.Tensor). A default-constructed
@@ -63,8 +68,8 @@ class Tensor {
   // Allocates an uninitialised contiguous tensor.
   static Tensor Empty(const Shape& shape, DType dtype = DType::kFloat32, Device device = Device::CPU());
   // A view of `storage` with the given geometry (no copy). REQUIRES: the view fits in the storage.
-  static Tensor View(Storage storage, const Shape& shape, const std::vector<int64_t>& strides,
-                     int64_t offset, DType dtype);
+  static Tensor View(Storage storage, const Shape& shape, const std::vector<int64_t>& strides, int64_t offset,
+                     DType dtype);
 
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const { return impl()->shape; }
