@@ -24,24 +24,6 @@ namespace {
 // per call.
 constexpr size_t kMaxCachedFloats = size_t{4} << 20;  // 16 MiB per slot and thread
 
-// Images per GEMM (Note [Conv2d image groups]): enough to give the GEMM N >= ~800 columns while keeping
-// col within a budget of 1 MiB, or of the weight matrix's size where that is larger (within the cached
-// scratch). Measured on the MNIST CNN at batch 64, 1 thread (tensor/conv_bench.cc): conv2 (P = 196) is
-// fastest with 4 images per GEMM, conv1 (P = 784) with one; larger groups lose more to the
-// scatter/gather copies and cache misses than the wider GEMM gains. Weights beyond L2 (ResNet-18's
-// later stages: 512 x 4608 floats, 9 MiB, at P = 16) change the balance: every group streams them
-// through the GEMM again, and backward reads and writes the whole weight gradient once per group, so
-// a col as large as the weights costs less than the extra weight passes it saves.
-int64_t ImagesPerGroup(const ConvGeometry& g) {
-  const int64_t p = std::max<int64_t>(g.P(), 1);
-  const int64_t want_n = 800;
-  const int64_t budget_floats = std::min<int64_t>(std::max<int64_t>((1 << 20) / sizeof(float), g.out * g.K()),
-                                                  static_cast<int64_t>(kMaxCachedFloats));
-  int64_t group = std::max<int64_t>(1, want_n / p);
-  group = std::min(group, std::max<int64_t>(1, budget_floats / std::max<int64_t>(g.K() * p, 1)));
-  return std::min(group, std::max<int64_t>(g.n, 1));
-}
-
 // Scratch memory for col buffers: a per-thread buffer (slots: 0 col, 1 group output or gradient, 2 bf16
 // gradient, 3-5 float32 copies of bf16 operands for oneDNN) reused across calls (so steady-state training
 // does not page-fault on fresh allocations), or a one-off allocation above kMaxCachedFloats.
@@ -78,6 +60,24 @@ float SumPlane(const float* src, int64_t P) {
 }
 
 }  // namespace
+
+// Images per GEMM (Note [Conv2d image groups]): enough to give the GEMM N >= ~800 columns while keeping
+// col within a budget of 1 MiB, or of the weight matrix's size where that is larger (within the cached
+// scratch). Measured on the MNIST CNN at batch 64, 1 thread (tensor/conv_bench.cc): conv2 (P = 196) is
+// fastest with 4 images per GEMM, conv1 (P = 784) with one; larger groups lose more to the
+// scatter/gather copies and cache misses than the wider GEMM gains. Weights beyond L2 (ResNet-18's
+// later stages: 512 x 4608 floats, 9 MiB, at P = 16) change the balance: every group streams them
+// through the GEMM again, and backward reads and writes the whole weight gradient once per group, so
+// a col as large as the weights costs less than the extra weight passes it saves.
+int64_t ImagesPerGroup(const ConvGeometry& g) {
+  const int64_t p = std::max<int64_t>(g.P(), 1);
+  const int64_t want_n = 800;
+  const int64_t budget_floats = std::min<int64_t>(std::max<int64_t>((1 << 20) / sizeof(float), g.out * g.K()),
+                                                  static_cast<int64_t>(kMaxCachedFloats));
+  int64_t group = std::max<int64_t>(1, want_n / p);
+  group = std::min(group, std::max<int64_t>(1, budget_floats / std::max<int64_t>(g.K() * p, 1)));
+  return std::min(group, std::max<int64_t>(g.n, 1));
+}
 
 ConvGeometry CheckConvShapes(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
                              int64_t padding) {

@@ -30,22 +30,24 @@ namespace cpu {
 
 // The sizes of one convolution; K rows of col and P output positions per image.
 struct ConvGeometry {
-  int64_t n, c, h, w;      // input
-  int64_t out, kh, kw;     // weight
+  int64_t n, c, h, w;   // input
+  int64_t out, kh, kw;  // weight
   int64_t stride, padding;
-  int64_t oh, ow;          // output spatial size
+  int64_t oh, ow;  // output spatial size
   int64_t K() const { return c * kh * kw; }
   int64_t P() const { return oh * ow; }
 };
 
 // The geometry of Conv2d(x, w, b, stride, padding) (b may be undefined); dies through DDP_CHECK naming
 // the shapes when they do not fit together.
-ConvGeometry CheckConvShapes(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding);
+ConvGeometry CheckConvShapes(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
+                             int64_t padding);
 
 // Receives the convolution of images [first, first + count) as out [g.out, ld = count * P]: image i's
 // channel o at out + o * ld + i * P, with the bias added when `bias_added` (a group of one image is
 // computed with its bias; a larger group without it, the receiver adds it; Note [Conv2d image groups]).
-using GroupOutputFn = std::function<void(int64_t first, int64_t count, float* out, int64_t ld, bool bias_added)>;
+using GroupOutputFn =
+    std::function<void(int64_t first, int64_t count, float* out, int64_t ld, bool bias_added)>;
 
 // Runs the forward GEMM of each group of images of x [n, c, h, w] with w [out, K] and b [out] (null: no
 // bias) and hands the group's output to `consume`, in image order. With `direct` ([n, out, P]) a group of
@@ -57,6 +59,9 @@ void ConvForwardGroups(const float* x, const float* w, const float* b, const Con
 // im2col unfolds bf16 values and the GEMMs are tensor/cpu_gemm_bf16.h's; outputs stay float32.
 void ConvForwardGroups(const BFloat16* x, const BFloat16* w, const float* b, const ConvGeometry& g,
                        float* direct, const GroupOutputFn& consume);
+
+// The images per GEMM group G for geometry g (Note [Conv2d image groups]; at least 1, at most g.n).
+int64_t ImagesPerGroup(const ConvGeometry& g);
 
 // y [n, out, oh, ow] = conv(x, w) (+ b when not null).
 void ConvForward(const float* x, const float* w, const float* b, const ConvGeometry& g, float* y);
@@ -92,8 +97,8 @@ void ConvBackward(const float* x, const float* w, const ConvGeometry& g, const G
                   ConvGrads grads);
 // The same with bf16 x and w: the output gradient is rounded to bf16 group by group and the GEMMs are
 // bf16 with float32 accumulation; the gradients stay float32.
-void ConvBackward(const BFloat16* x, const BFloat16* w, const ConvGeometry& g, const GroupGradientFn& gradient,
-                  ConvGrads grads);
+void ConvBackward(const BFloat16* x, const BFloat16* w, const ConvGeometry& g,
+                  const GroupGradientFn& gradient, ConvGrads grads);
 
 }  // namespace cpu
 }  // namespace ddp

@@ -9,19 +9,23 @@
 // Note [bf16 weight gradients on im2col]). Two AVX-512 methods replace them; both only move bits, so col
 // holds the same values:
 //  - Plane in registers, where an input plane has at most two vectors of elements (64 bf16 or 32
-//    float32: ResNet-18's layer4 inputs, and layer3's under bf16): the plane is loaded once per channel,
-//    and each kernel tap's row of col is one two-register permute (vpermt2w / vpermt2d) per vector of
-//    output pixels, with a zero-mask for the padding, whatever the stride and kernel. The indices and
-//    masks are built once per call from the geometry.
+//    float32: ResNet-18's layer4 inputs, and layer3's under bf16): a tap's row of col is, per image, one
+//    load of the plane and one two-register permute (vpermt2w / vpermt2d) per vector of output pixels,
+//    with a zero-mask for the padding, whatever the stride and kernel. The indices and masks are built
+//    once per call from the geometry.
 //  - Rows, for stride 1 or 2 and larger planes: each output row of a tap is one masked load of the
 //    input row (lanes outside the image load zeros: the padding) or, at stride 2, two loads and a permute
 //    that picks every other lane; then one masked store. Stride-1 geometries whose rows are contiguous
 //    runs stay on the memcpy path, which moves them as fast.
-// Larger strides, and CPUs without AVX-512 F and BW, take the portable loops. Measured with
-// tensor/im2col_bench.cc on an AMX Xeon (family 6 model 167), one thread, a batch of 64 bf16 images at
-// ResNet-18's shapes: layer4's 3x3 (4x4 images) 2.9 -> 0.5 ms, layer3's 3x3 (7x7) 1.3 -> 0.46 ms,
-// layer2's first (stride 2) 3.6 -> 1.0 ms; the im2col these methods take in a resnet18 bf16 step (forward
-// and weight gradients) goes from about 38 to 10 ms.
+// Both fill col row by row across the group's images (channel, tap, image), so each row of col is written
+// from its start to its end in whole cache lines. Image by image, a 4x4 image's 16 bf16 pixels would be
+// half a cache line per row, and a group's col larger than L2 (layer4's 32 images: 4.7 MB) would be read
+// for ownership twice: 1.76 against 0.51 ms a batch at layer4. Larger strides, and CPUs without AVX-512 F
+// and BW, take the portable loops. Measured with tensor/im2col_bench.cc (each shape's image groups as the
+// convolution forms them) on an AMX Xeon (family 6 model 167), one thread, a batch of 64 bf16 images at
+// ResNet-18's shapes, portable -> these methods: layer4's 3x3 (4x4 images) 3.0 -> 0.51 ms, layer4.0's
+// stride-2 1.5 -> 0.24, layer3's 3x3 (7x7) 1.27 -> 0.45, layer3.0's stride-2 2.2 -> 0.67, layer2.0's
+// stride-2 4.8 -> 0.78.
 #include "tensor/im2col_avx512.h"
 
 #include <immintrin.h>
@@ -127,28 +131,37 @@ void BuildPlaneTaps(const ConvGeometry& g, PlaneTaps& taps) {
   }
 }
 
-// Channel-outer order, so that col is written row after row. The plan's arrays and sizes are copied to
-// locals: the stores may alias anything, and would otherwise force them to be reloaded.
+// Channels [begin, end) of `count` images (x is the first image): each row of col, (ch, tap), is written
+// from its start to its end, one image's pixels after another's, so a group's col is filled in address
+// order in whole cache lines (written image by image, rows of 16 bf16 pixels are half lines, and a group
+// larger than L2 is read for ownership twice). The image planes are reloaded per tap from L1/L2. The
+// plan's arrays and sizes are copied to locals: the stores may alias anything, and would otherwise force
+// them to be reloaded.
 template <typename T>
-DDP_AVX512 void PlaneInRegistersImage(const T* x, const ConvGeometry& g, const PlaneTaps& taps, T* col,
-                                      int64_t ld) {
+DDP_AVX512 void PlaneInRegistersChannels(const T* x, const ConvGeometry& g, const PlaneTaps& taps,
+                                         int64_t count, int64_t begin, int64_t end, T* col, int64_t ld) {
   using V = Lanes<T>;
-  const int64_t plane = g.h * g.w, tap_count = g.kh * g.kw, channels = g.c, vectors = taps.vectors;
+  const int64_t plane = g.h * g.w, image = g.c * plane, P = g.P(), tap_count = g.kh * g.kw;
+  const int64_t vectors = taps.vectors;
   const uint32_t load_lo = taps.load_lo, load_hi = taps.load_hi;
   const IndexVector* index = taps.index.data();
   const uint32_t* keep = taps.keep.data();
   const uint32_t* store = taps.store.data();
   const bool two_registers = plane > V::kLanes;
-  for (int64_t ch = 0; ch < channels; ++ch) {
-    const T* src = x + ch * plane;
-    const __m512i lo = V::Load(load_lo, src);
-    const __m512i hi = two_registers ? V::Load(load_hi, src + V::kLanes) : _mm512_setzero_si512();
+  for (int64_t ch = begin; ch < end; ++ch) {
     T* row = col + ch * tap_count * ld;
     for (int64_t tap = 0; tap < tap_count; ++tap, row += ld) {
       for (int64_t v = 0; v < vectors; ++v) {
         const int64_t at = tap * vectors + v;
-        V::Store(row + v * V::kLanes, store[v],
-                 V::Pick(keep[at], lo, _mm512_load_si512(index[at].bytes), hi));
+        const __m512i pick = _mm512_load_si512(index[at].bytes);
+        const uint32_t kept = keep[at], stored = store[v];
+        const T* src = x + ch * plane;
+        T* dst = row + v * V::kLanes;
+        for (int64_t i = 0; i < count; ++i, src += image, dst += P) {
+          const __m512i lo = V::Load(load_lo, src);
+          const __m512i hi = two_registers ? V::Load(load_hi, src + V::kLanes) : _mm512_setzero_si512();
+          V::Store(dst, stored, V::Pick(kept, lo, pick, hi));
+        }
       }
     }
   }
@@ -191,33 +204,38 @@ void BuildRowTaps(const ConvGeometry& g, RowTaps& taps) {
   }
 }
 
-// Tap-outer order as in PlaneInRegistersImage: a tap's row vectors keep their start and masks in registers.
+// Channels [begin, end) of `count` images (x is the first image), each row of col written from its start
+// to its end as in PlaneInRegistersChannels; a tap's start and masks stay in registers.
 template <typename T>
-DDP_AVX512 void RowsImage(const T* x, const ConvGeometry& g, const RowTaps& taps, T* col, int64_t ld) {
+DDP_AVX512 void RowsChannels(const T* x, const ConvGeometry& g, const RowTaps& taps, int64_t count,
+                             int64_t begin, int64_t end, T* col, int64_t ld) {
   using V = Lanes<T>;
   const __m512i zero = _mm512_setzero_si512(), pick = _mm512_load_si512(taps.every_stride.bytes);
   const bool strided = g.stride != 1;
-  const int64_t vectors = taps.vectors, channels = g.c, plane = g.h * g.w, w = g.w, h = g.h, ow = g.ow;
-  const int64_t oh = g.oh, stride = g.stride, tap_count = g.kh * g.kw;
-  for (int64_t tap = 0; tap < tap_count; ++tap) {
-    const int64_t ki = tap / g.kw, kj = tap % g.kw;
-    for (int64_t v = 0; v < vectors; ++v) {
-      const int64_t at = kj * vectors + v, start = taps.start[at];
-      const uint32_t lo = taps.lo[at], hi = taps.hi[at], store = taps.store[v];
-      for (int64_t ch = 0; ch < channels; ++ch) {
-        const T* src_plane = x + ch * plane;
-        T* dst = col + (ch * tap_count + tap) * ld + v * V::kLanes;
-        for (int64_t oy = 0; oy < oh; ++oy, dst += ow) {
-          const int64_t iy = oy * stride + ki - g.padding;
-          if (iy < 0 || iy >= h) {
-            V::Store(dst, store, zero);
-            continue;
+  const int64_t vectors = taps.vectors, plane = g.h * g.w, image = g.c * plane, w = g.w, h = g.h, ow = g.ow;
+  const int64_t oh = g.oh, P = g.P(), stride = g.stride, tap_count = g.kh * g.kw;
+  for (int64_t ch = begin; ch < end; ++ch) {
+    for (int64_t tap = 0; tap < tap_count; ++tap) {
+      const int64_t ki = tap / g.kw, kj = tap % g.kw;
+      T* row = col + (ch * tap_count + tap) * ld;
+      for (int64_t v = 0; v < vectors; ++v) {
+        const int64_t at = kj * vectors + v, start = taps.start[at];
+        const uint32_t lo = taps.lo[at], hi = taps.hi[at], store = taps.store[v];
+        for (int64_t i = 0; i < count; ++i) {
+          const T* src_plane = x + i * image + ch * plane;
+          T* dst = row + i * P + v * V::kLanes;
+          for (int64_t oy = 0; oy < oh; ++oy, dst += ow) {
+            const int64_t iy = oy * stride + ki - g.padding;
+            if (iy < 0 || iy >= h) {
+              V::Store(dst, store, zero);
+              continue;
+            }
+            // Masked-off lanes are neither read nor faulted on, so a start left of the row (or of x) is safe.
+            const T* from = src_plane + iy * w + start;
+            __m512i values = V::Load(lo, from);
+            if (strided) values = V::Pick(~0u, values, pick, hi != 0 ? V::Load(hi, from + V::kLanes) : zero);
+            V::Store(dst, store, values);
           }
-          // Masked-off lanes are neither read nor faulted on, so a start left of the row (or of x) is safe.
-          const T* from = src_plane + iy * w + start;
-          __m512i values = V::Load(lo, from);
-          if (strided) values = V::Pick(~0u, values, pick, hi != 0 ? V::Load(hi, from + V::kLanes) : zero);
-          V::Store(dst, store, values);
         }
       }
     }
@@ -246,17 +264,19 @@ bool GroupAvx512(const T* x, const ConvGeometry& g, int64_t first, int64_t count
       thread_local PlaneTaps built;
       BuildPlaneTaps<T>(g, built);
       const PlaneTaps* taps = &built;  // this thread's, shared with the team below
-#pragma omp parallel for if (count > 1)
-      for (int64_t i = 0; i < count; ++i)
-        PlaneInRegistersImage(x + (first + i) * image, g, *taps, col + i * P, ld);
+      const T* images = x + first * image;
+#pragma omp parallel for if (count * g.c > 64)
+      for (int64_t ch = 0; ch < g.c; ++ch)
+        PlaneInRegistersChannels(images, g, *taps, count, ch, ch + 1, col, ld);
       return true;
     }
     case Method::kRows: {
       thread_local RowTaps built;
       BuildRowTaps<T>(g, built);
       const RowTaps* taps = &built;
-#pragma omp parallel for if (count > 1)
-      for (int64_t i = 0; i < count; ++i) RowsImage(x + (first + i) * image, g, *taps, col + i * P, ld);
+      const T* images = x + first * image;
+#pragma omp parallel for if (count * g.c > 64)
+      for (int64_t ch = 0; ch < g.c; ++ch) RowsChannels(images, g, *taps, count, ch, ch + 1, col, ld);
       return true;
     }
     case Method::kPortable:
