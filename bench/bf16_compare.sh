@@ -6,25 +6,30 @@
 #
 #   bash bench/bf16_compare.sh [models (default "mlp cnn resnet18")] [rounds (default 3)]
 #   STEPS=100 WARMUP=10 CORE=1 bash bench/bf16_compare.sh mlp 5
+# RT=0 runs without SCHED_FIFO, so that other processes on the core take their share: under load, e.g.
+#   RT=0 taskset -c 1 bash bench/contend.sh 1 bash bench/bf16_compare.sh resnet18 2
+# (one busy process on the same core as every run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${1:-"mlp cnn resnet18"}
 rounds=${2:-3}
 core=${CORE:-1}
+realtime=(chrt -f 5)
+if [ "${RT:-1}" = 0 ]; then realtime=(); fi
 source bench/pytorch_env.sh
 bazel build //bench:train_throughput >&2
 ours=bazel-bin/bench/train_throughput
-echo "# $(date -u) $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //') family $(grep -m1 'cpu family' /proc/cpuinfo | sed 's/.*: //') model $(grep -m1 '^model' /proc/cpuinfo | sed 's/.*: //'); flags: $(grep -o -E 'amx[a-z_0-9]*|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "# $(date -u) RT=${RT:-1} load: $(cut -d' ' -f1-3 /proc/loadavg) $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //') family $(grep -m1 'cpu family' /proc/cpuinfo | sed 's/.*: //') model $(grep -m1 '^model' /proc/cpuinfo | sed 's/.*: //'); flags: $(grep -o -E 'amx[a-z_0-9]*|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 for model in $models; do
   steps=${STEPS:-100}; warmup=${WARMUP:-10}
   if [ "$model" = resnet18 ]; then steps=${STEPS:-12}; warmup=${WARMUP:-3}; fi
   for round in $(seq "$rounds"); do
     for precision in fp32 bf16; do
-      chrt -f 5 taskset -c "$core" "$ours" --model="$model" --precision="$precision" --steps="$steps" \
+      "${realtime[@]}" taskset -c "$core" "$ours" --model="$model" --precision="$precision" --steps="$steps" \
         --warmup="$warmup" --threads=1
     done
     for precision in fp32 bf16; do
-      chrt -f 5 taskset -c "$core" "$TORCH_PY" bench/pytorch_reference.py --model="$model" --precision="$precision" \
+      "${realtime[@]}" taskset -c "$core" "$TORCH_PY" bench/pytorch_reference.py --model="$model" --precision="$precision" \
         --steps="$steps" --warmup="$warmup" --threads=1
     done
   done
