@@ -61,7 +61,7 @@ class BatchNormAddReluTest : public ::testing::TestWithParam<std::tuple<bool, bo
 
 TEST_P(BatchNormAddReluTest, BitForBitTheThreeOps) {
   const auto [with_residual, training] = GetParam();
-  for (const Shape& shape : {Shape{8, 16, 7, 7}, Shape{3, 5, 4, 3}, Shape{8, 16, 28, 28}}) {
+  for (const Shape& shape : {Shape{8, 16, 7, 7}, Shape{3, 5, 4, 3}, Shape{8, 16, 28, 28}, Shape{6, 4}}) {
     SCOPED_TRACE(ShapeToString(shape));
     const Outcome fused = RunOnce(true, with_residual, training, shape);
     const Outcome plain = RunOnce(false, with_residual, training, shape);

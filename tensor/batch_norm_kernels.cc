@@ -3,6 +3,8 @@
 // elements.
 #include "tensor/batch_norm_kernels.h"
 
+#include <immintrin.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -166,8 +168,40 @@ Tensor Normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, cons
   return y;
 }
 
+namespace {
+
+// Note [ReLU mask bits]
+// The backward of relu(...) needs only where its output was positive. BatchNormAddRelu keeps that as one
+// bit per element, written by the forward pass from the row it has just computed (RowMaskBits), instead
+// of keeping the float32 output for backward: the backward sums read 1/32 of the bytes for the mask, and
+// the output's memory goes when its consumers are done with it. The bits are those of `y > 0` (NaN: 0),
+// so the masked gradient is bit for bit ReluMask's.
+void RowMaskBits(const float* y, int64_t inner, uint8_t* out) {
+  int64_t j = 0;
+  for (; j + 8 <= inner; j += 8) {
+    const __m256 positive = _mm256_cmp_ps(_mm256_loadu_ps(y + j), _mm256_setzero_ps(), _CMP_GT_OQ);
+    out[j / 8] = static_cast<uint8_t>(_mm256_movemask_ps(positive));
+  }
+  if (j == inner) return;
+  uint8_t last = 0;
+  for (int64_t k = 0; j + k < inner; ++k) last |= static_cast<uint8_t>(y[j + k] > 0.0f) << k;
+  out[j / 8] = last;
+}
+
+// The mask of a row as 32-bit lanes (all ones where the bit is set) in out[0, 8 * row_bytes).
+void ExpandRowMask(const uint8_t* bits, int64_t row_bytes, uint32_t* out) {
+  const __m256i lanes = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  for (int64_t k = 0; k < row_bytes; ++k) {
+    const __m256i picked = _mm256_and_si256(_mm256_set1_epi32(bits[k]), lanes);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8 * k), _mm256_cmpeq_epi32(picked, lanes));
+  }
+}
+
+}  // namespace
+
 Tensor NormalizeAddRelu(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                        const Tensor& bias, const Tensor& residual, const Tensor& bf16_copy) {
+                        const Tensor& bias, const Tensor& residual, const Tensor& bf16_copy,
+                        ReluMaskBits* relu_mask) {
   DDP_CHECK(x.device().is_cpu()) << "NormalizeAddRelu runs on the CPU only";
   DDP_CHECK(!bf16_copy.defined() || (bf16_copy.dtype() == DType::kBFloat16 &&
                                      bf16_copy.shape() == x.shape() && bf16_copy.is_contiguous()))
@@ -179,6 +213,13 @@ Tensor NormalizeAddRelu(const Tensor& x, const Tensor& mean, const Tensor& invst
   const float* pr = residual.defined() ? residual.data<float>() : nullptr;
   float* py = y.data<float>();
   BFloat16* pb = bf16_copy.defined() ? bf16_copy.data<BFloat16>() : nullptr;
+  uint8_t* pmask = nullptr;
+  const int64_t row_bytes = (s.inner + 7) / 8;
+  if (relu_mask != nullptr) {
+    relu_mask->row_bytes = row_bytes;
+    relu_mask->bits.resize(static_cast<size_t>(s.n * s.c * row_bytes));
+    pmask = relu_mask->bits.data();
+  }
   const Affine affine = AffineOf(s.c, mean, invstd, weight, bias);
   ForEachRow(s, [&](int64_t ch, int64_t base) {
     const float a = affine.scale[ch], b = affine.shift[ch];
@@ -189,37 +230,43 @@ Tensor NormalizeAddRelu(const Tensor& x, const Tensor& mean, const Tensor& invst
         py[base + j] = ReluValue(SumValue(NormalizedValue(px[base + j], a, b), pr[base + j]));
       }
     }
-    // Rounded while the row is in cache (Note [Autocast copies from the producer]).
+    // Rounded and masked while the row is in cache (Notes [Autocast copies from the producer], [ReLU mask
+    // bits]).
     if (pb != nullptr) cpu::FloatToBFloat16Run(py + base, pb + base, s.inner);
+    if (pmask != nullptr && s.inner > 0) RowMaskBits(py + base, s.inner, pmask + base / s.inner * row_bytes);
   });
   return y;
 }
 
 namespace {
 
-// functors::ReluBackward(grad, output) (grad where output > 0, else +0), bit for bit, as a select on the
-// bits: a branch in the loop body would keep the compiler from vectorising BackwardSumsLoop.
-inline float ReluMask(float grad, float output) {
+// functors::ReluBackward(grad, output) (grad where output > 0, else +0), bit for bit, given the output's
+// mask lane (all ones where output > 0, else 0) as a select on the bits: a branch in the loop body would
+// keep the compiler from vectorising BackwardSumsLoop.
+inline float ReluMask(float grad, uint32_t positive) {
   uint32_t bits;
   std::memcpy(&bits, &grad, sizeof(bits));
-  bits &= output > 0.0f ? 0xffffffffu : 0u;
+  bits &= positive;
   float masked;
   std::memcpy(&masked, &bits, sizeof(masked));
   return masked;
 }
 
-// sums = {Σ g, Σ g * (x - mean)} per channel over the output gradient g: gy itself when `y` is null, else
-// ReluMask(gy, y), which is also written to `masked`. One loop shape for both, each vectorised with the
-// same double accumulators, so the masked sums are those of masking first and summing after.
-void BackwardSumsLoop(const BatchNormShape& s, const float* pg, const float* py, float* pmasked,
+// sums = {Σ g, Σ g * (x - mean)} per channel over the output gradient g: gy itself when `mask` is null,
+// else ReluMask(gy, the mask's lane), which is also written to `masked`. One loop shape for both, each
+// vectorised with the same double accumulators, so the masked sums are those of masking first and summing
+// after.
+void BackwardSumsLoop(const BatchNormShape& s, const float* pg, const ReluMaskBits* mask, float* pmasked,
                       const float* px, const float* pm, float* sum_g, float* sum_gx) {
 #pragma omp parallel for if (s.n * s.c * s.inner > kParallelElements)
   for (int64_t ch = 0; ch < s.c; ++ch) {
     double total_g = 0.0, total_gx = 0.0;
     const double m = pm[ch];
+    thread_local std::vector<uint32_t> positive;  // this row's mask as lanes, reused across calls
+    if (mask != nullptr) positive.resize(static_cast<size_t>(8 * mask->row_bytes));
     for (int64_t i = 0; i < s.n; ++i) {
       const int64_t base = (i * s.c + ch) * s.inner;
-      if (py == nullptr) {
+      if (mask == nullptr) {
 #pragma omp simd reduction(+ : total_g, total_gx)
         for (int64_t j = 0; j < s.inner; ++j) {
           total_g += pg[base + j];
@@ -227,9 +274,11 @@ void BackwardSumsLoop(const BatchNormShape& s, const float* pg, const float* py,
         }
         continue;
       }
+      ExpandRowMask(mask->bits.data() + (i * s.c + ch) * mask->row_bytes, mask->row_bytes, positive.data());
+      const uint32_t* lanes = positive.data();
 #pragma omp simd reduction(+ : total_g, total_gx)
       for (int64_t j = 0; j < s.inner; ++j) {
-        const float g = ReluMask(pg[base + j], py[base + j]);
+        const float g = ReluMask(pg[base + j], lanes[j]);
         pmasked[base + j] = g;
         total_g += g;
         total_gx += g * (px[base + j] - m);
@@ -260,15 +309,17 @@ void BackwardSumsInto(const Tensor& gy, const Tensor& x, const Tensor& mean, con
   BackwardSumsLoop(s, pg, nullptr, nullptr, px, pm, sum_g, sum_gx);
 }
 
-void ReluMaskedBackwardSumsInto(const Tensor& gy, const Tensor& y, const Tensor& x, const Tensor& mean,
-                                const Tensor& masked, const Tensor& sums) {
+void ReluMaskedBackwardSumsInto(const Tensor& gy, const ReluMaskBits& relu_mask, const Tensor& x,
+                                const Tensor& mean, const Tensor& masked, const Tensor& sums) {
   DDP_CHECK(x.device().is_cpu()) << "ReluMaskedBackwardSumsInto runs on the CPU only";
   const BatchNormShape s = BatchNormShapeOf(x);
+  DDP_CHECK(relu_mask.row_bytes == (s.inner + 7) / 8 &&
+            static_cast<int64_t>(relu_mask.bits.size()) == s.n * s.c * relu_mask.row_bytes)
+      << "ReluMaskedBackwardSumsInto: the ReLU mask does not have the shape of " << ShapeToString(x.shape());
   const float* pg = gy.data<float>();
-  const float* py = y.data<float>();
   float* pmasked = masked.data<float>();
   float* sum_g = sums.data<float>();
-  BackwardSumsLoop(s, pg, py, pmasked, x.data<float>(), mean.data<float>(), sum_g, sum_g + s.c);
+  BackwardSumsLoop(s, pg, &relu_mask, pmasked, x.data<float>(), mean.data<float>(), sum_g, sum_g + s.c);
 }
 
 Tensor InputGrad(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd,

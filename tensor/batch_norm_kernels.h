@@ -9,6 +9,7 @@
 #define DDP_TENSOR_BATCH_NORM_KERNELS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -38,22 +39,32 @@ void UpdateRunning(const Tensor& running_mean, const Tensor& running_var, const 
 Tensor Normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                  const Tensor& bias);
 
+// Where a ReLU output y [n, c, *] is > 0, one bit per element (Note [ReLU mask bits],
+// tensor/batch_norm_kernels.cc): bit j % 8 of byte row * row_bytes + j / 8 for element j of row
+// i * c + ch (each row of `inner` elements starts a new byte).
+struct ReluMaskBits {
+  int64_t row_bytes = 0;      // (inner + 7) / 8
+  std::vector<uint8_t> bits;  // n * c * row_bytes
+};
+
 // A new y = relu(Normalize(x, ...) + residual) in one pass, bit for bit what Normalize, then adding
 // `residual` (contiguous, x's shape; undefined: nothing added), then ReLU compute. With `bf16_copy`
 // defined (contiguous bf16, x's shape) the same pass writes y rounded as ToBFloat16Contiguous rounds it
-// there (Note [Autocast copies from the producer], tensor/autocast.h). CPU only.
+// there (Note [Autocast copies from the producer], tensor/autocast.h); with `relu_mask` it fills that
+// with y's mask. CPU only.
 Tensor NormalizeAddRelu(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                        const Tensor& bias, const Tensor& residual, const Tensor& bf16_copy = Tensor());
+                        const Tensor& bias, const Tensor& residual, const Tensor& bf16_copy = Tensor(),
+                        ReluMaskBits* relu_mask = nullptr);
 
 // sums [2c] (contiguous, on x's device) = {Σ gy, Σ gy * (x - mean)} per channel.
 void BackwardSumsInto(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& sums);
 
 // BackwardSumsInto of the ReLU-masked output gradient: masked (contiguous, x's shape, written) =
-// functors::ReluBackward(gy, y) element by element, and sums over it in the same pass: the numbers of
-// MapBinary(gy, y, ReluBackward) followed by BackwardSumsInto, one read of the masked gradient fewer. gy and
-// y contiguous, x's shape. CPU only.
-void ReluMaskedBackwardSumsInto(const Tensor& gy, const Tensor& y, const Tensor& x, const Tensor& mean,
-                                const Tensor& masked, const Tensor& sums);
+// functors::ReluBackward(gy, y) element by element, with y's ReLU output given by its mask, and sums over
+// it in the same pass: the numbers of MapBinary(gy, y, ReluBackward) followed by BackwardSumsInto, one
+// read of the masked gradient fewer. gy contiguous, x's shape; `relu_mask` of x's shape. CPU only.
+void ReluMaskedBackwardSumsInto(const Tensor& gy, const ReluMaskBits& relu_mask, const Tensor& x,
+                                const Tensor& mean, const Tensor& masked, const Tensor& sums);
 
 // A new input gradient gx = k * gy + a * (x - mean) + b per channel (Note [BatchNorm pieces],
 // tensor/ops_batchnorm.cc) from BackwardSumsInto's `sums` over `count` values per channel. Without

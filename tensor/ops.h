@@ -114,7 +114,7 @@ Tensor NllLoss(const Tensor& log_probs, const Tensor& target);
 // NllLoss(LogSoftmax(logits, 1), target), fused.
 Tensor CrossEntropy(const Tensor& logits, const Tensor& target);
 
-// ---- in place, never recorded by autograd (tensor/ops_inplace.cc) ----
+// ---- in place, never recorded by autograd (tensor/ops_inplace.cc); each bumps dst's storage version ----
 // dst += alpha * src (src broadcast to dst's shape). Returns dst.
 const Tensor& AddInPlace(const Tensor& dst, const Tensor& src, float alpha = 1.0f);
 // dst *= s.

@@ -14,6 +14,7 @@
 //                 the batch statistics, with s and t summed over the group like the statistics)
 //   grad x      = weight * invstd * g                                            (eval: a fixed affine)
 // Sums accumulate in double and are stored as float32 vectors (what an all-reduce sends).
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,19 +52,19 @@ struct BatchNormGrads {
   Tensor masked;  // the ReLU-masked output gradient, when BatchNormBackward was given a ReLU output
 };
 
-// Note [BatchNorm pieces]: the gradients asked for, from x (contiguous) and gy. With `relu_output`
-// defined, gy is first masked by ReLU's backward at that output (contiguous, x's shape; Note [BatchNorm,
-// Add and ReLU in one op]) in the pass that sums it, and the masked gradient is returned too.
+// Note [BatchNorm pieces]: the gradients asked for, from x (contiguous) and gy. With `relu_mask`, gy is
+// first masked by ReLU's backward at the output that mask describes (x's shape; Note [BatchNorm, Add and
+// ReLU in one op]) in the pass that sums it, and the masked gradient is returned too.
 BatchNormGrads BatchNormBackward(const Tensor& gy, const Tensor& x, const Tensor& weight,
                                  const BatchNormStats& stats, bool training, bool need_x, bool need_w,
                                  bool need_b, const ChannelSumFn& sum_over_group,
-                                 const Tensor& relu_output = Tensor()) {
+                                 const ReluMaskBits* relu_mask = nullptr) {
   const int64_t c = stats.mean.numel();
   Tensor gyc = Contiguous(gy);
   Tensor sums = Tensor::Empty({2 * c}, DType::kFloat32, gy.device());  // {s, t}
-  if (relu_output.defined()) {
+  if (relu_mask != nullptr) {
     Tensor masked = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
-    ReluMaskedBackwardSumsInto(gyc, relu_output, x, stats.mean, masked, sums);
+    ReluMaskedBackwardSumsInto(gyc, *relu_mask, x, stats.mean, masked, sums);
     gyc = masked;
   } else {
     BackwardSumsInto(gyc, x, stats.mean, sums);
@@ -73,7 +74,7 @@ BatchNormGrads BatchNormBackward(const Tensor& gy, const Tensor& x, const Tensor
   if (need_b) grads.gb = Clone(Narrow(sums, 0, 0, c));
   if (training && sum_over_group) sum_over_group(sums, "backward");
   if (need_x) grads.gx = InputGrad(gyc, x, stats.mean, stats.invstd, weight, sums, stats.count, training);
-  if (relu_output.defined()) grads.masked = gyc;
+  if (relu_mask != nullptr) grads.masked = gyc;
   return grads;
 }
 
@@ -157,7 +158,8 @@ Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
 // three ops' backward in their order: the ReLU mask applied to the output gradient (which is also the
 // residual's gradient), then BatchNorm's backward of that, so the gradients are bit for bit theirs too;
 // the masked gradient is written out in the pass that takes BatchNorm's backward sums over it
-// (ReluMaskedBackwardSumsInto), which spares one read of it.
+// (ReluMaskedBackwardSumsInto), which spares one read of it. The op keeps the output's ReLU mask for
+// backward, one bit an element, not the output (Note [ReLU mask bits], tensor/batch_norm_kernels.cc).
 // The fused kernel is the CPU's; on a GPU the op runs the three ops.
 Tensor BatchNormAddRelu(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                         const Tensor& running_mean, const Tensor& running_var, bool training, float momentum,
@@ -178,17 +180,17 @@ Tensor BatchNormAddRelu(const Tensor& x, const Tensor& residual, const Tensor& w
   const Tensor rc = residual.defined() ? Contiguous(residual.Detach()) : Tensor();
   // Note [Autocast copies from the producer]: the bf16 copy the next convolution takes, in the same pass.
   const Tensor copy = AutocastWantsCopyOf(x) ? Tensor::Empty(x.shape(), DType::kBFloat16) : Tensor();
-  Tensor out = NormalizeAddRelu(xc, stats.mean, stats.invstd, weight, bias, rc, copy);
+  auto relu_mask = std::make_shared<ReluMaskBits>();
+  Tensor out = NormalizeAddRelu(xc, stats.mean, stats.invstd, weight, bias, rc, copy, relu_mask.get());
   const bool need_x = x.requires_grad(), need_r = residual.defined() && residual.requires_grad();
   const bool need_w = weight.defined() && weight.requires_grad(),
              need_b = bias.defined() && bias.requires_grad();
   Tensor wd = weight.defined() ? weight.Detach() : Tensor();
-  Tensor saved = out.Detach();
   if (copy.defined()) AttachAutocastCopy(out, copy);
   return RecordOp(out, "BatchNormAddReluBackward", {&x, &residual, &weight, &bias},
-                  [xc, wd, saved, stats, training, need_x, need_r, need_w, need_b](const Tensor& gy) {
+                  [xc, wd, relu_mask, stats, training, need_x, need_r, need_w, need_b](const Tensor& gy) {
                     BatchNormGrads r = BatchNormBackward(gy, xc, wd, stats, training, need_x, need_w, need_b,
-                                                         nullptr, saved);
+                                                         nullptr, relu_mask.get());
                     return std::vector<Tensor>{r.gx, need_r ? r.masked : Tensor(), r.gw, r.gb};
                   });
 }
