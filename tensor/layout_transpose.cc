@@ -69,6 +69,9 @@ void Transpose32(const float* src, int64_t batch, int64_t rows, int64_t cols, fl
   TransposeBatch(src, batch, rows, cols, dst, Tile32);
 }
 
+// Each image goes through an L2-resident float32 transpose, then one sequential rounding pass writes dst
+// in whole cache lines. Rounding inside the 8x8 tiles instead writes dst in 16-byte pieces spread over
+// its rows, and measured slower (a resnet18 bf16 step about 10 ms, one core of an AMX Xeon).
 void TransposeToBFloat16(const float* src, int64_t batch, int64_t rows, int64_t cols, BFloat16* dst) {
   const int64_t matrix = rows * cols;
 #pragma omp parallel if (ParallelBatch(batch, matrix))

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -48,11 +50,30 @@ TEST(LayoutTransposeTest, FloatMatchesReferenceBitForBit) {
 TEST(LayoutTransposeTest, ToBFloat16MatchesRoundThenTranspose) {
   std::mt19937 gen(9);
   std::normal_distribution<float> normal;
-  const float specials[] = {1.00390625f, 1.01171875f, -3.0e38f, 1.0e-40f, std::nanf(""), 0.0f, -0.0f};
+  auto from_bits = [](uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  };
+  // Ties (even below, odd), large and subnormal values, NaN, zeros, one that rounds to inf, a negative
+  // and a signalling NaN, one that rounds up to the next exponent, -inf.
+  const float specials[] = {1.00390625f,
+                            1.01171875f,
+                            -3.0e38f,
+                            1.0e-40f,
+                            std::nanf(""),
+                            0.0f,
+                            -0.0f,
+                            from_bits(0x7f7fffffu),
+                            from_bits(0xffc00001u),
+                            from_bits(0x7f800001u),
+                            from_bits(0x3fffffffu),
+                            -std::numeric_limits<float>::infinity()};
+  constexpr size_t kSpecials = sizeof(specials) / sizeof(specials[0]);
   for (const auto& [batch, rows, cols] : kShapes) {
     SCOPED_TRACE(::testing::Message() << batch << "x" << rows << "x" << cols);
     std::vector<float> src(batch * rows * cols);
-    for (size_t i = 0; i < src.size(); ++i) src[i] = i % 11 == 3 ? specials[i % 7] : normal(gen);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = i % 5 == 3 ? specials[i % kSpecials] : normal(gen);
     std::vector<BFloat16> rounded(src.size()), fused(src.size());
     cpu::FloatToBFloat16Array(src.data(), rounded.data(), static_cast<int64_t>(src.size()));
     cpu::TransposeToBFloat16(src.data(), batch, rows, cols, fused.data());
