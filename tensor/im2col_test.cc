@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "tensor/im2col_avx512.h"
+#include "tensor/low_precision_round.h"
 
 namespace ddp {
 namespace cpu {
@@ -47,11 +47,7 @@ class GuardedArray {
   T* data_ = nullptr;
 };
 
-uint32_t Bits(float v) {
-  uint32_t b;
-  std::memcpy(&b, &v, 4);
-  return b;
-}
+uint32_t Bits(float v) { return functors::FloatBits(v); }
 uint32_t Bits(BFloat16 v) { return v.bits; }
 
 // A nonzero value for element i, so that padding (zero) is told apart from any input element.

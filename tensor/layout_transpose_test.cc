@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <tuple>
@@ -14,6 +13,7 @@
 
 #include "tensor/bf16_convert.h"
 #include "tensor/dtype.h"
+#include "tensor/low_precision_round.h"
 
 namespace ddp {
 namespace {
@@ -50,11 +50,7 @@ TEST(LayoutTransposeTest, FloatMatchesReferenceBitForBit) {
 TEST(LayoutTransposeTest, ToBFloat16MatchesRoundThenTranspose) {
   std::mt19937 gen(9);
   std::normal_distribution<float> normal;
-  auto from_bits = [](uint32_t bits) {
-    float f;
-    std::memcpy(&f, &bits, sizeof(f));
-    return f;
-  };
+  const auto from_bits = functors::BitsToFloat;
   // Ties (even below, odd), large and subnormal values, NaN, zeros, one that rounds to inf, a negative
   // and a signalling NaN, one that rounds up to the next exponent, -inf.
   const float specials[] = {1.00390625f,

@@ -49,7 +49,7 @@ void CheckBatchNormShapes(const char* op, const Tensor& x, const Tensor& weight,
 
 struct BatchNormGrads {
   Tensor gx, gw, gb;
-  Tensor masked;  // the ReLU-masked output gradient, when BatchNormBackward was given a ReLU output
+  Tensor masked;  // the ReLU-masked output gradient, when BatchNormBackward was given a ReLU mask
 };
 
 // Note [BatchNorm pieces]: the gradients asked for, from x (contiguous) and gy. With `relu_mask`, gy is
