@@ -18,20 +18,23 @@
 //    that picks every other lane; then one masked store. Stride-1 geometries whose rows are contiguous
 //    runs stay on the memcpy path, which moves them as fast.
 // Both fill col row by row across the group's images (channel, tap, image), so each row of col is written
-// from its start to its end in whole cache lines. Image by image, a 4x4 image's 16 bf16 pixels would be
-// half a cache line per row, and a group's col larger than L2 (layer4's 32 images: 4.7 MB) would be read
-// for ownership twice: 1.76 against 0.51 ms a batch at layer4. Larger strides, and CPUs without AVX-512 F
-// and BW, take the portable loops. Measured with tensor/im2col_bench.cc (each shape's image groups as the
-// convolution forms them) on an AMX Xeon (family 6 model 167), one thread, a batch of 64 bf16 images at
-// ResNet-18's shapes, portable -> these methods: layer4's 3x3 (4x4 images) 3.0 -> 0.51 ms, layer4.0's
-// stride-2 1.5 -> 0.24, layer3's 3x3 (7x7) 1.27 -> 0.45, layer3.0's stride-2 2.2 -> 0.67, layer2.0's
-// stride-2 4.8 -> 0.78.
+// from its start to its end in whole cache lines: written image by image, a 4x4 image's 16 bf16 pixels
+// would be half a cache line per row, and a group's col larger than L2 (layer4's 32 images: 4.7 MB) would
+// be read for ownership twice. Larger strides, and CPUs without AVX-512 F and BW, take the portable loops,
+// as does everything under DDP_IM2COL_AVX512=0 (for A/B runs). Measured with tensor/im2col_bench.cc (each
+// shape's image groups as the convolution forms them) on an AMX Xeon (family 6 model 167), one thread, a
+// batch of 64 bf16 images at ResNet-18's shapes, DDP_IM2COL_AVX512=0 -> default: layer4's 3x3 (4x4
+// images) 2.5 -> 0.57 ms, layer4.0's stride-2 1.26 -> 0.26, layer3's 3x3 (7x7) 1.31 -> 0.52, layer3.0's
+// stride-2 1.83 -> 0.77, layer2.0's stride-2 3.3 -> 0.83
+// (results/bench/im2col_bench_amx_2026-12-05_0211.txt).
 #include "tensor/im2col_avx512.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 // Functions that use AVX-512 instructions; called only after the CPU check in SupportsAvx512().
@@ -41,8 +44,14 @@ namespace ddp {
 namespace cpu {
 namespace {
 
+// True when this CPU has AVX-512 F and BW and DDP_IM2COL_AVX512=0 is not set in the environment (read
+// once; the switch is for A/B runs against the portable loops).
 bool SupportsAvx512() {
-  static const bool supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  static const bool supported = [] {
+    const char* setting = std::getenv("DDP_IM2COL_AVX512");
+    if (setting != nullptr && std::string(setting) == "0") return false;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  }();
   return supported;
 }
 

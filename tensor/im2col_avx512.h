@@ -13,8 +13,8 @@ namespace ddp {
 namespace cpu {
 
 // Unfolds images [first, first + count) of x into col as Im2ColGroup does (tensor/im2col.h), the same
-// values, and returns true; returns false, having written nothing, when this CPU lacks AVX-512 (F and BW)
-// or the geometry is one the note leaves to the portable loops. Thread-safe.
+// values, and returns true; returns false, having written nothing, when this CPU lacks AVX-512 (F and BW),
+// DDP_IM2COL_AVX512=0 is set, or the geometry is one the note leaves to the portable loops. Thread-safe.
 bool Im2ColGroupAvx512(const float* x, const ConvGeometry& g, int64_t first, int64_t count, float* col);
 bool Im2ColGroupAvx512(const BFloat16* x, const ConvGeometry& g, int64_t first, int64_t count, BFloat16* col);
 

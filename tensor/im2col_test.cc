@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "tensor/im2col_avx512.h"
@@ -145,6 +147,9 @@ TEST(Im2ColTest, BFloat16MatchesDefinition) { ExpectIm2ColMatchesDefinition<BFlo
 TEST(Im2ColTest, Avx512TakesTheShapesItCovers) {
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw"))
     GTEST_SKIP() << "no AVX-512 F and BW on this CPU: the portable loops ran every case";
+  const char* setting = std::getenv("DDP_IM2COL_AVX512");
+  if (setting != nullptr && std::string(setting) == "0")
+    GTEST_SKIP() << "DDP_IM2COL_AVX512=0: the portable loops ran every case";
   const ConvGeometry layer4 = GeometryOf({4, 4, 4, 3, 1, 1}, 2),
                      strided = GeometryOf({4, 14, 14, 3, 2, 1}, 2);
   const ConvGeometry contiguous = GeometryOf({4, 28, 28, 3, 1, 1}, 2),
