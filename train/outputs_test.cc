@@ -46,7 +46,25 @@ int RunCommand(const std::string& command, std::string* output) {
   return RunShell(command, output);
 }
 
-bool Has(const std::string& output, const std::string& text) { return output.find(text) != std::string::npos; }
+bool Has(const std::string& output, const std::string& text) {
+  return output.find(text) != std::string::npos;
+}
+
+// Under `ddprun --nproc_per_node=2`, where both ranks fail at start-up with `error`: at least one rank
+// printed it, and each rank printed it or was stopped by ddprun (as torchrun stops the other workers)
+// because the other rank failed first. Which a rank shows is a race between reaching its error and the
+// launcher's SIGTERM; both end the run without training.
+bool BothRanksFailedWith(const std::string& output, const std::string& error) {
+  bool printed[2], stopped[2];
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string tag = "[rank " + std::to_string(rank) + "] ";
+    printed[rank] = Has(output, tag + error);
+    stopped[rank] =
+        Has(output, tag + "train: SIGTERM before training started") &&
+        Has(output, "ddprun: rank " + std::to_string(1 - rank) + " failed first with exit code 1");
+  }
+  return (printed[0] || printed[1]) && (printed[0] || stopped[0]) && (printed[1] || stopped[1]);
+}
 
 void WriteBigEndian(std::ofstream& out, uint32_t value) {
   const char bytes[4] = {static_cast<char>(value >> 24), static_cast<char>(value >> 16),
@@ -91,12 +109,18 @@ std::string FileType(const std::string& path) {
 TEST(OutputsTest, ResumeScansForTheNewestStepWhenLatestIsMissing) {
   const std::string dir = FreshDir("scan_checkpoints");
   std::string output;
-  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=40 --checkpoint_every=20 --checkpoint_dir=" + dir, &output), 0)
+  ASSERT_EQ(
+      RunCommand(Train() + kShort + " --max_steps=40 --checkpoint_every=20 --checkpoint_dir=" + dir, &output),
+      0)
       << output;
   ASSERT_EQ(std::remove((dir + "/latest").c_str()), 0);
-  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=60 --checkpoint_every=20 --resume --checkpoint_dir=" + dir, &output), 0)
+  ASSERT_EQ(
+      RunCommand(Train() + kShort + " --max_steps=60 --checkpoint_every=20 --resume --checkpoint_dir=" + dir,
+                 &output),
+      0)
       << output;
-  EXPECT_TRUE(Has(output, "--resume: " + dir + "/latest does not exist; took step-40, the newest complete step"))
+  EXPECT_TRUE(
+      Has(output, "--resume: " + dir + "/latest does not exist; took step-40, the newest complete step"))
       << output;
   EXPECT_TRUE(Has(output, "resuming from " + dir + "/step-40: step 40")) << output;
   EXPECT_EQ(Listing(dir), "latest\nstep-20\nstep-40\nstep-60\n");
@@ -154,17 +178,19 @@ TEST(OutputsTest, BadOutputPathsFailBeforeTheFirstStep) {
   EXPECT_EQ(Listing(dir), "a_file\n") << "no probe file left behind";
 }
 
-// Under DDP rank 0 probes (it writes the files) and every rank fails at once with its error; --trace_out
-// exists only under DDP.
+// Under DDP rank 0 probes (it writes the files) and every rank fails at once with its error (or, where
+// ddprun's stop after rank 0's failure comes first, is stopped); --trace_out exists only under DDP.
 TEST(OutputsTest, UnderDdpEveryRankFailsWithRankZerosProbeError) {
   std::string output;
-  EXPECT_EQ(RunCommand(Ddprun2() + Train() + kShort + " --max_steps=5 --trace_out=/nonexistent_dir/trace.json", &output), 1)
+  EXPECT_EQ(
+      RunCommand(Ddprun2() + Train() + kShort + " --max_steps=5 --trace_out=/nonexistent_dir/trace.json",
+                 &output),
+      1)
       << output;
   const std::string error =
-      "train: NOT_FOUND: rank 0: --trace_out=/nonexistent_dir/trace.json: cannot create files in /nonexistent_dir: "
-      "No such file or directory";
-  EXPECT_TRUE(Has(output, "[rank 0] " + error)) << output;
-  EXPECT_TRUE(Has(output, "[rank 1] " + error)) << output;
+      "train: NOT_FOUND: rank 0: --trace_out=/nonexistent_dir/trace.json: cannot create files in "
+      "/nonexistent_dir: No such file or directory";
+  EXPECT_TRUE(BothRanksFailedWith(output, error)) << output;
   EXPECT_FALSE(Has(output, "epoch 1")) << output;
 }
 
@@ -173,9 +199,9 @@ TEST(OutputsTest, ProbesLeaveNothingBehind) {
   const std::string dir = FreshDir("good_outputs");
   std::string output;
   ASSERT_EQ(RunCommand("echo '{\"earlier\": 1}' > " + dir + "/metrics.jsonl", &output), 0);
-  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=5 --metrics_out=" + dir + "/metrics.jsonl --save=" + dir +
-                    "/w.safetensors --dump_grads=" + dir + "/g.safetensors",
-                &output),
+  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=5 --metrics_out=" + dir + "/metrics.jsonl --save=" +
+                           dir + "/w.safetensors --dump_grads=" + dir + "/g.safetensors",
+                       &output),
             0)
       << output;
   EXPECT_EQ(Listing(dir), "g.safetensors\nmetrics.jsonl\nw.safetensors\n");
@@ -195,9 +221,10 @@ std::string TestAcc(const std::string& line) {
 TEST(OutputsTest, EvalOnlyWritesOneMetricsLine) {
   const std::string dir = FreshDir("eval_only_metrics");
   std::string output;
-  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=20 --save=" + dir + "/w.safetensors", &output), 0) << output;
-  const std::string eval = Train() + " --model=mlp --eval_only --init_from=" + dir + "/w.safetensors --metrics_out=" +
-                           dir + "/eval.jsonl";
+  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=20 --save=" + dir + "/w.safetensors", &output), 0)
+      << output;
+  const std::string eval = Train() + " --model=mlp --eval_only --init_from=" + dir +
+                           "/w.safetensors --metrics_out=" + dir + "/eval.jsonl";
   ASSERT_EQ(RunCommand(eval, &output), 0) << output;
   ASSERT_EQ(RunCommand(Ddprun2() + eval, &output), 0) << output;
   std::string metrics;
@@ -217,14 +244,20 @@ TEST(OutputsTest, EvalOnlyWritesOneMetricsLine) {
 TEST(OutputsTest, ImagesTheModelCannotTakeFailAtStartUp) {
   const std::string data = DataDirWithTestSet("data_14x56", 20, 14, 56);
   std::string output;
-  EXPECT_EQ(RunCommand(Train() + " --model=cnn --epochs=1 --max_steps=5 --data_dir=" + data, &output), 1) << output;
-  EXPECT_TRUE(Has(output, "train: INVALID_ARGUMENT: the test set's images are [1, 14, 56] but --model=cnn takes "
-                          "[1, 28, 28] (--data_dir=" + data + ")"))
+  EXPECT_EQ(RunCommand(Train() + " --model=cnn --epochs=1 --max_steps=5 --data_dir=" + data, &output), 1)
+      << output;
+  EXPECT_TRUE(Has(output,
+                  "train: INVALID_ARGUMENT: the test set's images are [1, 14, 56] but --model=cnn takes "
+                  "[1, 28, 28] (--data_dir=" +
+                      data + ")"))
       << output;
   EXPECT_FALSE(Has(output, "epoch 1")) << output;
   // The mlp's 784 inputs would take 14 * 56 pixels without a word; they are not the model's images either.
-  EXPECT_EQ(RunCommand(Train() + " --model=mlp --eval_only --init_from=/nonexistent --data_dir=" + data, &output), 1);
-  EXPECT_TRUE(Has(output, "the test set's images are [1, 14, 56] but --model=mlp takes [1, 28, 28]")) << output;
+  EXPECT_EQ(
+      RunCommand(Train() + " --model=mlp --eval_only --init_from=/nonexistent --data_dir=" + data, &output),
+      1);
+  EXPECT_TRUE(Has(output, "the test set's images are [1, 14, 56] but --model=mlp takes [1, 28, 28]"))
+      << output;
 }
 
 // A resume with nothing left to train evaluates, instead of printing "final test_acc 0.0000" without
@@ -232,15 +265,21 @@ TEST(OutputsTest, ImagesTheModelCannotTakeFailAtStartUp) {
 TEST(OutputsTest, ResumeWithNothingLeftToTrainEvaluates) {
   const std::string dir = FreshDir("nothing_left");
   std::string output;
-  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=40 --checkpoint_every=40 --checkpoint_dir=" + dir, &output), 0)
+  ASSERT_EQ(
+      RunCommand(Train() + kShort + " --max_steps=40 --checkpoint_every=40 --checkpoint_dir=" + dir, &output),
+      0)
       << output;
   const size_t at = output.find("final test_acc ");
   ASSERT_NE(at, std::string::npos) << output;
   const std::string trained = output.substr(at, output.find('\n', at) - at);
-  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=40 --checkpoint_every=40 --resume --checkpoint_dir=" + dir, &output), 0)
+  ASSERT_EQ(
+      RunCommand(Train() + kShort + " --max_steps=40 --checkpoint_every=40 --resume --checkpoint_dir=" + dir,
+                 &output),
+      0)
       << output;
-  EXPECT_TRUE(Has(output, "nothing left to train (step 40, --max_steps=40, --epochs=1): evaluating the resumed "
-                          "weights"))
+  EXPECT_TRUE(Has(output,
+                  "nothing left to train (step 40, --max_steps=40, --epochs=1): evaluating the resumed "
+                  "weights"))
       << output;
   EXPECT_TRUE(Has(output, trained)) << "the same weights, the same evaluation: " << trained << "\n" << output;
 }
@@ -251,7 +290,9 @@ TEST(OutputsTest, EmptyTestSetSaysThereIsNothingToEvaluate) {
   const std::string metrics = TempPath("empty_test_metrics.jsonl");
   std::remove(metrics.c_str());
   std::string output;
-  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=5 --metrics_out=" + metrics + " --data_dir=" + data, &output), 0)
+  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=5 --metrics_out=" + metrics + " --data_dir=" + data,
+                       &output),
+            0)
       << output;
   EXPECT_TRUE(Has(output, "no test samples, nothing evaluated")) << output;
   EXPECT_TRUE(Has(output, "final: nothing evaluated (the test set is empty)")) << output;
@@ -259,14 +300,16 @@ TEST(OutputsTest, EmptyTestSetSaysThereIsNothingToEvaluate) {
   std::string line;
   ASSERT_EQ(RunCommand("cat " + metrics, &line), 0);
   EXPECT_TRUE(Has(line, "\"test_loss\": null, \"test_acc\": null")) << line;
-  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=5 --save=" + TempPath("empty_test.safetensors") + " --data_dir=" + data,
-                &output),
+  ASSERT_EQ(RunCommand(Train() + kShort + " --max_steps=5 --save=" + TempPath("empty_test.safetensors") +
+                           " --data_dir=" + data,
+                       &output),
             0);
-  EXPECT_EQ(RunCommand(Train() + " --model=mlp --eval_only --init_from=" + TempPath("empty_test.safetensors") +
-                    " --data_dir=" + data,
-                &output),
+  EXPECT_EQ(RunCommand(Train() + " --model=mlp --eval_only --init_from=" +
+                           TempPath("empty_test.safetensors") + " --data_dir=" + data,
+                       &output),
             1);
-  EXPECT_TRUE(Has(output, "--eval_only: the test set in " + data + " is empty: nothing to evaluate")) << output;
+  EXPECT_TRUE(Has(output, "--eval_only: the test set in " + data + " is empty: nothing to evaluate"))
+      << output;
 }
 
 // --save=/dev/null run as root must not replace /dev/null with a regular file (a rename over it would,
@@ -418,8 +461,8 @@ TEST(OutputsTest, AnEmptyTrainingSetIsAnError) {
       << output;
   EXPECT_EQ(RunCommand(Ddprun2() + Train() + kShort + " --save=" + out + "/w --data_dir=" + data, &output), 1)
       << output;
-  EXPECT_TRUE(Has(
-      output, "[rank 1] train: FAILED_PRECONDITION: the training set in --data_dir=" + data + " is empty"))
+  EXPECT_TRUE(BothRanksFailedWith(
+      output, "train: FAILED_PRECONDITION: the training set in --data_dir=" + data + " is empty"))
       << output;
   WriteIdxSplit(data, "train", 3, 28, 28);
   EXPECT_EQ(
@@ -442,7 +485,8 @@ TEST(OutputsTest, ThreadAndWorkerCountsAreBounded) {
   EXPECT_TRUE(Has(output, "--threads must be in [1, 1024], got 100000")) << output;
   EXPECT_EQ(RunCommand(Train() + " --threads=0", &output), 2) << output;
   EXPECT_TRUE(Has(output, "--threads must be in [1, 1024], got 0")) << output;
-  EXPECT_EQ(RunCommand(Runfile("launch/ddprun") + " --nproc_per_node=100000 /bin/true", &output), 2) << output;
+  EXPECT_EQ(RunCommand(Runfile("launch/ddprun") + " --nproc_per_node=100000 /bin/true", &output), 2)
+      << output;
   EXPECT_TRUE(Has(output, "ddprun: --nproc_per_node must be in [1, 1024] (workers on this node), got 100000"))
       << output;
 }
