@@ -255,6 +255,84 @@ TEST(ConvKernelChoiceTest, Bf16DefaultRuleAtResNetShapes) {
   }
 }
 
+// Note [bf16 input gradients as a forward convolution]: the rule takes stride-1 square kernels with
+// padding < the kernel's size and at most 16 output pixels; where the bf16 primitives run, such an input
+// gradient is bit for bit the bf16 forward convolution of the output gradient with the weights transposed
+// and flipped (padding k - 1 - p), and within float32 rounding of im2col's input gradient, over kernels,
+// paddings, non-square images and a 1-image batch. At layer4's channels the primitive's bits differ from
+// the forward's (its sums run in another order), so there the bit check tells the two paths apart.
+TEST(ConvKernelChoiceTest, Bf16InputGradientIsTheForwardOfTheFlippedWeights) {
+  if (std::getenv("DDP_CONV_KERNEL") != nullptr || std::getenv("DDP_BF16_CONV_INPUT_GRAD") != nullptr)
+    GTEST_SKIP() << "the environment overrides the default rule";
+  if (!__builtin_cpu_supports("avx512f"))
+    GTEST_SKIP() << "no AVX-512: oneDNN 2.6 has no bf16 primitives here";
+  const cpu::ConvGeometry layer4{64, 512, 4, 4, 512, 3, 3, 1, 1, 4, 4};
+  EXPECT_TRUE(cpu::Bf16InputGradientAsForward(layer4));
+  EXPECT_FALSE(cpu::Bf16InputGradientAsForward({64, 256, 7, 7, 256, 3, 3, 1, 1, 7, 7}));  // 49 pixels
+  EXPECT_FALSE(cpu::Bf16InputGradientAsForward({64, 256, 7, 7, 512, 3, 3, 2, 1, 4, 4}));  // stride 2
+  EXPECT_FALSE(cpu::Bf16InputGradientAsForward({64, 256, 4, 4, 512, 3, 3, 1, 3, 8, 8}));  // padding 3
+  cpu::SetConvKernel(cpu::ConvKernel::kOneDnn);
+  EXPECT_FALSE(cpu::Bf16InputGradientAsForward(layer4));  // a forced kernel runs every pass
+  cpu::SetConvKernel(cpu::ConvKernel::kAuto);
+
+  struct Case {
+    int64_t n, c, h, w, out, k, padding;
+  };
+  for (const Case& k : {Case{2, 512, 4, 4, 512, 3, 1}, Case{2, 64, 4, 4, 256, 3, 1},
+                        Case{3, 24, 4, 4, 40, 3, 1}, Case{2, 16, 5, 3, 8, 3, 0}, Case{1, 8, 2, 3, 12, 2, 1},
+                        Case{4, 16, 2, 2, 16, 5, 2}, Case{2, 32, 4, 4, 16, 1, 0}}) {
+    SCOPED_TRACE(::testing::Message() << k.c << "->" << k.out << " " << k.h << "x" << k.w << " kernel " << k.k
+                                      << " padding " << k.padding);
+    const Tensor x0 = UniformLeaf({k.n, k.c, k.h, k.w}, 450), w0 = UniformLeaf({k.out, k.c, k.k, k.k}, 451);
+    auto input_gradient = [&](cpu::ConvKernel kernel, cpu::Bf16GemmKernel gemm) {
+      cpu::SetConvKernel(kernel);
+      cpu::SetBf16GemmKernel(gemm);
+      Tensor x = Clone(x0.Detach());
+      x.set_requires_grad(true);
+      Tensor y;
+      {
+        AutocastScope scope(true);
+        y = Conv2d(x, w0.Detach(), Tensor(), 1, k.padding);
+      }
+      y.Backward(FixedGradient(y.shape()));
+      cpu::SetConvKernel(cpu::ConvKernel::kAuto);
+      cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
+      return x.grad().ToVector<float>();
+    };
+    const int64_t oh = k.h + 2 * k.padding - k.k + 1, ow = k.w + 2 * k.padding - k.k + 1;
+    ASSERT_TRUE(cpu::Bf16InputGradientAsForward({k.n, k.c, k.h, k.w, k.out, k.k, k.k, 1, k.padding, oh, ow}));
+    const std::vector<float> gx = input_gradient(cpu::ConvKernel::kAuto, cpu::Bf16GemmKernel::kOneDnn);
+
+    const std::vector<float> w = w0.ToVector<float>();
+    const int64_t taps = k.k * k.k;
+    std::vector<float> flipped(w.size());
+    for (int64_t o = 0; o < k.out; ++o) {
+      for (int64_t ci = 0; ci < k.c; ++ci) {
+        for (int64_t t = 0; t < taps; ++t)
+          flipped[(ci * k.out + o) * taps + t] = w[(o * k.c + ci) * taps + taps - 1 - t];
+      }
+    }
+    cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kOneDnn);
+    Tensor forward;
+    {
+      AutocastScope scope(true);
+      forward = Conv2d(FixedGradient({k.n, k.out, oh, ow}), FromVector(flipped, {k.c, k.out, k.k, k.k}),
+                       Tensor(), 1, k.k - 1 - k.padding);
+    }
+    cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
+    EXPECT_EQ(gx, forward.ToVector<float>());
+
+    const std::vector<float> reference =
+        input_gradient(cpu::ConvKernel::kIm2Col, cpu::Bf16GemmKernel::kFloat32);
+    float scale = 0.0f, diff = 0.0f;
+    for (size_t i = 0; i < reference.size(); ++i) {
+      scale = std::max(scale, std::fabs(reference[i]));
+      diff = std::max(diff, std::fabs(gx[i] - reference[i]));
+    }
+    EXPECT_LT(diff / scale, 2e-5f);
+  }
+}
+
 // The bf16 primitives' backward from a float32 output gradient, rounded as it moves into their layout,
 // gives the bits of rounding it first (FloatToBFloat16Array) and running the bf16 overload, both passes and
 // each alone. Where oneDNN runs AMX its primitives take NHWC gradients, so the rounding path must run there.

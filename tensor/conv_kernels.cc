@@ -297,14 +297,50 @@ ConvGrads OneDnnBackwardPasses(const T* x, const T* w, const T* gy, const ConvGe
   return grads;
 }
 
+// The geometry of the forward convolution that computes g's input gradient (Note [bf16 input gradients
+// as a forward convolution]): gy [n, out, oh, ow] in, gx [n, c, h, w] out. REQUIRES: g.stride == 1,
+// g.kh == g.kw, g.padding < g.kh.
+ConvGeometry InputGradientGeometry(const ConvGeometry& g) {
+  return ConvGeometry{g.n, g.out, g.oh, g.ow, g.c, g.kh, g.kw, 1, g.kh - 1 - g.padding, g.h, g.w};
+}
+
+// w [out, c, k, k] transposed and flipped: flipped[ci][o][t] = w[o][ci][k * k - 1 - t] for tap t (a
+// square kernel flipped in both dimensions reverses its taps' order).
+void TransposeFlipWeights(const BFloat16* w, const ConvGeometry& g, BFloat16* flipped) {
+  const int64_t taps = g.kh * g.kw;
+#pragma omp parallel for if (g.c * g.out * taps > (int64_t{1} << 16))
+  for (int64_t ci = 0; ci < g.c; ++ci) {
+    for (int64_t o = 0; o < g.out; ++o) {
+      const BFloat16* src = w + (o * g.c + ci) * taps;
+      BFloat16* dst = flipped + (ci * g.out + o) * taps;
+      for (int64_t t = 0; t < taps; ++t) dst[t] = src[taps - 1 - t];
+    }
+  }
+}
+
+// gx = the input gradient of g's convolution, computed as Note [bf16 input gradients as a forward
+// convolution] says from the float32 output gradient gy of the whole batch (rounded to bf16 here).
+void InputGradientAsForward(const BFloat16* w, const float* gy, const ConvGeometry& g, float* gx) {
+  const int64_t elements = g.n * g.out * g.P();
+  Scratch low(2, FloatsFor<BFloat16>(elements));
+  FloatToBFloat16Array(gy, low.as<BFloat16>(), elements);
+  Scratch flipped(3, FloatsFor<BFloat16>(g.out * g.K()));
+  TransposeFlipWeights(w, g, flipped.as<BFloat16>());
+  Forward(low.as<BFloat16>(), flipped.as<BFloat16>(), nullptr, InputGradientGeometry(g), gx);
+}
+
 // The input and weight gradients of `grads` that oneDNN's bf16 primitives compute from the whole batch's
 // float32 output gradient gy, which they take rounded to bf16 (in their layout in one pass where they can);
 // a weight gradient that Note [bf16 weight gradients on im2col] gives to im2col is left to the caller's
-// loop. Returns the gradients still to compute.
+// loop, and an input gradient that Note [bf16 input gradients as a forward convolution] gives to the
+// forward convolution is computed here after the primitives (which may read gy from slots the forward
+// reuses). Returns the gradients still to compute.
 ConvGrads Bf16PrimitiveBackward(const BFloat16* x, const BFloat16* w, const float* gy, const ConvGeometry& g,
                                 ConvGrads grads) {
   float* const im2col_gw = Bf16WeightGradientOnIm2Col(g) ? grads.gw : nullptr;
   if (im2col_gw != nullptr) grads.gw = nullptr;
+  float* const forward_gx = grads.gx != nullptr && Bf16InputGradientAsForward(g) ? grads.gx : nullptr;
+  if (forward_gx != nullptr) grads.gx = nullptr;
   if ((grads.gx != nullptr || grads.gw != nullptr) &&
       OneDnnConvBackwardRoundingGradient(x, w, gy, g, grads.gx, grads.gw)) {
     grads.gx = grads.gw = nullptr;
@@ -313,6 +349,7 @@ ConvGrads Bf16PrimitiveBackward(const BFloat16* x, const BFloat16* w, const floa
     Scratch low(2, FloatsFor<BFloat16>(elements));
     grads = OneDnnBackwardPasses(x, w, GradientOperand<BFloat16>(gy, elements, low), g, grads);
   }
+  if (forward_gx != nullptr) InputGradientAsForward(w, gy, g, forward_gx);
   if (im2col_gw != nullptr) grads.gw = im2col_gw;
   return grads;
 }

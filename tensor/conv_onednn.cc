@@ -403,6 +403,19 @@ bool Bf16ForwardOnIm2Col() {
   return ForcedKernel() == ConvKernel::kAuto && !on_primitive;
 }
 
+bool Bf16InputGradientAsForward(const ConvGeometry& g) {
+  static const bool on_primitive = [] {
+    const char* env = std::getenv("DDP_BF16_CONV_INPUT_GRAD");
+    if (env == nullptr || *env == '\0' || std::strcmp(env, "forward") == 0) return false;
+    DDP_CHECK(std::strcmp(env, "primitive") == 0)
+        << "DDP_BF16_CONV_INPUT_GRAD=\"" << env << "\": expected forward or primitive";
+    return true;
+  }();
+  constexpr int64_t kMaxOutputPixels = 16;
+  return ForcedKernel() == ConvKernel::kAuto && !on_primitive && g.stride == 1 && g.kh == g.kw &&
+         g.padding < g.kh && g.oh * g.ow <= kMaxOutputPixels;
+}
+
 std::string OneDnnConvImplementation(const ConvGeometry& g) {
   if (ConvKernelFor(g) == ConvKernel::kIm2Col) return "im2col";
   const Plan* plan = FindPlan(Pass::kForward, g, DataType::f32, false);

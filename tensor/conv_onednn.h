@@ -67,12 +67,10 @@ ConvKernel ConvKernelFor(const ConvGeometry& g);
 // (tensor/conv_bench.cc; BENCHMARKS.md "Convolution kernels"). PyTorch 2.15's own bf16 convolutions show
 // the same cost at those shapes. So under the default rule a bf16 convolution that runs oneDNN's bf16
 // primitives computes its weight gradient with im2col where the output has at most 64 pixels; its
-// input-gradient pass stays on the primitives (its forward: Note [bf16 forward on im2col]). im2col would
-// compute layer4's input gradients (4x4 outputs) faster too, about 10 ms of a 640 ms resnet18 step, but
-// resnet18's one-epoch bf16 recipe trained with that reached a lower mean accuracy over five seeds
-// (BENCHMARKS.md "Mixed precision: accuracy"), so the rule leaves them. The two kernels differ only
-// in the order of their float32 sums. A kernel forced by DDP_CONV_KERNEL or SetConvKernel applies to every
-// pass. True when the weight gradient of a bf16 convolution of geometry g runs im2col by that rule.
+// input-gradient pass stays on the primitives or runs as a forward convolution (Note [bf16 input
+// gradients as a forward convolution]; its forward: Note [bf16 forward on im2col]). The two kernels
+// differ only in the order of their float32 sums. A kernel forced by DDP_CONV_KERNEL or SetConvKernel applies
+// to every pass. True when the weight gradient of a bf16 convolution of geometry g runs im2col by that rule.
 bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g);
 
 // Note [bf16 forward on im2col]
@@ -89,6 +87,23 @@ bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g);
 // applies to every pass.
 // True when bf16 convolutions run their forward pass on im2col by that rule.
 bool Bf16ForwardOnIm2Col();
+
+// Note [bf16 input gradients as a forward convolution]
+// A stride-1 convolution's input gradient is itself a convolution: of the output gradient gy with the
+// weights transposed (in and out channels swapped) and flipped in space, padded by kh - 1 - padding. For
+// bf16 convolutions on oneDNN's primitives, oneDNN 2.6's backward-data primitive is slow where the output
+// is small in space: at ResNet-18's layer4 (512 channels, 4x4 outputs, batch 64) on an AMX Xeon (family
+// 6 model 167), one thread, it takes 17.6 ms a use against 11.3 ms for the forward on im2col + the bf16
+// matmul with the transposition and rounding (tensor/conv_bench.cc), 3 uses a step; at layer3's 7x7
+// outputs the primitive is the faster (5.8-6.2 against 7.5-8.0 ms). So under the default rule the input
+// gradient of a bf16 convolution with stride 1, a square kernel, padding < its size and at most 16
+// output pixels runs as that forward convolution on im2col (gy rounded to bf16 as the primitive takes it; the
+// sums in another order, as Note [bf16 forward on im2col] says of the forward).
+// DDP_BF16_CONV_INPUT_GRAD=primitive in the environment (read once) keeps those on the primitive, for
+// comparisons. A kernel forced by DDP_CONV_KERNEL or SetConvKernel applies to every pass. True when the input
+// gradient of a bf16 convolution of geometry g that runs the primitives runs as a forward convolution by that
+// rule.
+bool Bf16InputGradientAsForward(const ConvGeometry& g);
 
 // The kernel a float32 forward convolution of geometry g runs on this thread: "im2col", or oneDNN's name
 // of its primitive (e.g. "jit_wino_4x3:avx512_core" for Winograd, "jit:avx512_core" for the direct one).
