@@ -44,11 +44,22 @@ std::unordered_map<Node*, int> CountDependencies(Node* root) {
   return dependencies;
 }
 
+// True when the sum buffer + gradient may be written into `buffer` (as PyTorch's input buffers do): this
+// handle is the only one on the tensor and on its memory, so no one else sees it change, and the sum has
+// its shape, dtype and device. AddInPlace then writes Add's bits (each element buffer + gradient).
+bool CanSumInPlace(const Tensor& buffer, const Tensor& gradient) {
+  return buffer.shared_impl().use_count() == 1 && buffer.storage().use_count() == 1 &&
+         buffer.is_contiguous() && buffer.shape() == gradient.shape() && buffer.dtype() == gradient.dtype() &&
+         buffer.device() == gradient.device();
+}
+
 // Adds `gradient` into the input buffer of a node (sums gradients arriving over several edges).
 void AccumulateIntoBuffer(Tensor& buffer, const Tensor& gradient) {
   if (!gradient.defined()) return;
   if (!buffer.defined()) {
     buffer = gradient;
+  } else if (CanSumInPlace(buffer, gradient)) {
+    AddInPlace(buffer, gradient);
   } else {
     buffer = Add(buffer, gradient);
   }
@@ -98,8 +109,8 @@ void RunBackward(const Tensor& root, const Tensor& gradient) {
                                  << ShapeToString(root.shape());
     seed = OnesLike(root);
   }
-  DDP_CHECK(seed.shape() == root.shape()) << "seed gradient shape " << ShapeToString(seed.shape())
-                                          << " != " << ShapeToString(root.shape());
+  DDP_CHECK(seed.shape() == root.shape())
+      << "seed gradient shape " << ShapeToString(seed.shape()) << " != " << ShapeToString(root.shape());
   std::shared_ptr<Node> root_node = GradientEdge(root).node;
   DDP_CHECK(root_node != nullptr) << "backward of a tensor with no graph";
   DDP_CHECK(!root_node->released)
@@ -136,8 +147,7 @@ void RunBackward(const Tensor& root, const Tensor& gradient) {
 }
 
 void QueueBackwardFinishedCallback(std::function<void()> callback) {
-  DDP_CHECK(backward_callbacks != nullptr)
-      << "QueueBackwardFinishedCallback called outside a backward pass";
+  DDP_CHECK(backward_callbacks != nullptr) << "QueueBackwardFinishedCallback called outside a backward pass";
   backward_callbacks->push_back(std::move(callback));
 }
 

@@ -29,6 +29,20 @@ TEST(AutogradTest, SharedInputSumsGradientsBeforeAccumulating) {
   EXPECT_EQ(fired, 1);
 }
 
+// A gradient that reaches two nodes (Add's backward hands the same tensor to both of its inputs) is summed
+// with each node's other gradient without changing the other node's copy: sums go in place only into a
+// buffer no one else holds. s is made last, so its backward runs first and its shared gradient is the
+// buffer the other gradients of a and b are added to. x gets (1 + 2) + (1 + 3).
+TEST(AutogradTest, SharedGradientIsNotSummedInPlace) {
+  Tensor x = FromVector(std::vector<float>{1, 2, 3}, {3});
+  x.set_requires_grad(true);
+  Tensor a = MulScalar(x, 1.0f), b = MulScalar(x, 1.0f);
+  Tensor from_a = Sum(MulScalar(a, 2.0f)), from_b = Sum(MulScalar(b, 3.0f));
+  Tensor s = Add(a, b);
+  Add(Add(from_a, from_b), Sum(Mul(s, FromVector(std::vector<float>{1, 1, 1}, {3})))).Backward();
+  EXPECT_EQ(x.grad().ToVector<float>(), (std::vector<float>{7, 7, 7}));
+}
+
 TEST(AutogradTest, HooksFireInReadyOrderThenCallbacksOnce) {
   Tensor w1 = FromVector(std::vector<float>{0.5f, -1.0f}, {1, 2});
   Tensor w2 = FromVector(std::vector<float>{2.0f}, {1, 1});
