@@ -255,18 +255,21 @@ TEST(ConvKernelChoiceTest, Bf16DefaultRuleAtResNetShapes) {
   }
 }
 
-// Note [bf16 input gradients as a forward convolution]: the rule takes stride-1 square kernels with
-// padding < the kernel's size and at most 16 output pixels; where the bf16 primitives run, such an input
-// gradient is bit for bit the bf16 forward convolution of the output gradient with the weights transposed
-// and flipped (padding k - 1 - p), and within float32 rounding of im2col's input gradient, over kernels,
-// paddings, non-square images and a 1-image batch. At layer4's channels the primitive's bits differ from
-// the forward's (its sums run in another order), so there the bit check tells the two paths apart.
+// Note [bf16 input gradients as a forward convolution]: off by default; turned on, the rule takes stride-1
+// square kernels with padding < the kernel's size and at most 16 output pixels, and where the bf16
+// primitives run such an input gradient is bit for bit the bf16 forward convolution of the output gradient
+// with the weights transposed and flipped (padding k - 1 - p), and within float32 rounding of im2col's
+// input gradient, over kernels, paddings, non-square images and a 1-image batch. At layer4's channels the
+// primitive's bits differ from the forward's (its sums run in another order), so there the bit check tells
+// the two paths apart.
 TEST(ConvKernelChoiceTest, Bf16InputGradientIsTheForwardOfTheFlippedWeights) {
   if (std::getenv("DDP_CONV_KERNEL") != nullptr || std::getenv("DDP_BF16_CONV_INPUT_GRAD") != nullptr)
-    GTEST_SKIP() << "the environment overrides the default rule";
+    GTEST_SKIP() << "the environment sets the rule";
   if (!__builtin_cpu_supports("avx512f"))
     GTEST_SKIP() << "no AVX-512: oneDNN 2.6 has no bf16 primitives here";
   const cpu::ConvGeometry layer4{64, 512, 4, 4, 512, 3, 3, 1, 1, 4, 4};
+  EXPECT_FALSE(cpu::Bf16InputGradientAsForward(layer4));  // off by default
+  cpu::SetBf16InputGradientAsForward(true);
   EXPECT_TRUE(cpu::Bf16InputGradientAsForward(layer4));
   EXPECT_FALSE(cpu::Bf16InputGradientAsForward({64, 256, 7, 7, 256, 3, 3, 1, 1, 7, 7}));  // 49 pixels
   EXPECT_FALSE(cpu::Bf16InputGradientAsForward({64, 256, 7, 7, 512, 3, 3, 2, 1, 4, 4}));  // stride 2
@@ -331,6 +334,7 @@ TEST(ConvKernelChoiceTest, Bf16InputGradientIsTheForwardOfTheFlippedWeights) {
     }
     EXPECT_LT(diff / scale, 2e-5f);
   }
+  cpu::SetBf16InputGradientAsForward(false);
 }
 
 // The bf16 primitives' backward from a float32 output gradient, rounded as it moves into their layout,

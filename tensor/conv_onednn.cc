@@ -20,6 +20,8 @@ namespace cpu {
 namespace {
 
 std::atomic<ConvKernel> requested_kernel{ConvKernel::kAuto};
+// SetBf16InputGradientAsForward's choice: -1 none (the environment's), 0 off, 1 on.
+std::atomic<int> requested_input_gradient_as_forward{-1};
 
 // The kernel DDP_CONV_KERNEL forces, or kAuto (Note [Conv2d kernel choice]).
 ConvKernel FromEnvironment() {
@@ -403,17 +405,21 @@ bool Bf16ForwardOnIm2Col() {
   return ForcedKernel() == ConvKernel::kAuto && !on_primitive;
 }
 
+void SetBf16InputGradientAsForward(bool on) { requested_input_gradient_as_forward.store(on ? 1 : 0); }
+
 bool Bf16InputGradientAsForward(const ConvGeometry& g) {
-  static const bool on_primitive = [] {
+  static const bool from_environment = [] {
     const char* env = std::getenv("DDP_BF16_CONV_INPUT_GRAD");
-    if (env == nullptr || *env == '\0' || std::strcmp(env, "forward") == 0) return false;
-    DDP_CHECK(std::strcmp(env, "primitive") == 0)
-        << "DDP_BF16_CONV_INPUT_GRAD=\"" << env << "\": expected forward or primitive";
+    if (env == nullptr || *env == '\0' || std::strcmp(env, "primitive") == 0) return false;
+    DDP_CHECK(std::strcmp(env, "forward") == 0)
+        << "DDP_BF16_CONV_INPUT_GRAD=\"" << env << "\": expected primitive or forward";
     return true;
   }();
+  const int requested = requested_input_gradient_as_forward.load();
+  const bool on = requested >= 0 ? requested == 1 : from_environment;
   constexpr int64_t kMaxOutputPixels = 16;
-  return ForcedKernel() == ConvKernel::kAuto && !on_primitive && g.stride == 1 && g.kh == g.kw &&
-         g.padding < g.kh && g.oh * g.ow <= kMaxOutputPixels;
+  return on && ForcedKernel() == ConvKernel::kAuto && g.stride == 1 && g.kh == g.kw && g.padding < g.kh &&
+         g.oh * g.ow <= kMaxOutputPixels;
 }
 
 std::string OneDnnConvImplementation(const ConvGeometry& g) {

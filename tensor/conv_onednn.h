@@ -95,14 +95,22 @@ bool Bf16ForwardOnIm2Col();
 // is small in space: at ResNet-18's layer4 (512 channels, 4x4 outputs, batch 64) on an AMX Xeon (family
 // 6 model 167), one thread, it takes 17.6 ms a use against 11.3 ms for the forward on im2col + the bf16
 // matmul with the transposition and rounding (tensor/conv_bench.cc), 3 uses a step; at layer3's 7x7
-// outputs the primitive is the faster (5.8-6.2 against 7.5-8.0 ms). So under the default rule the input
-// gradient of a bf16 convolution with stride 1, a square kernel, padding < its size and at most 16
-// output pixels runs as that forward convolution on im2col (gy rounded to bf16 as the primitive takes it; the
-// sums in another order, as Note [bf16 forward on im2col] says of the forward).
-// DDP_BF16_CONV_INPUT_GRAD=primitive in the environment (read once) keeps those on the primitive, for
-// comparisons. A kernel forced by DDP_CONV_KERNEL or SetConvKernel applies to every pass. True when the input
-// gradient of a bf16 convolution of geometry g that runs the primitives runs as a forward convolution by that
-// rule.
+// outputs the primitive is the faster (5.8-6.2 against 7.5-8.0 ms). Turned on, the input gradient of a
+// bf16 convolution that runs the primitives, with stride 1, a square kernel, padding < its size and at
+// most 16 output pixels, runs as that forward convolution on im2col (gy rounded to bf16 as the primitive
+// takes it; the sums in another order). It is off by default: resnet18's one-epoch bf16 recipe trained
+// with it reached a lower accuracy on average over five seeds than with the primitive (BENCHMARKS.md
+// "Mixed precision: accuracy"; Note [bf16 forward on im2col] tells the same of the forward).
+// DDP_BF16_CONV_INPUT_GRAD=forward in the environment (read once) or SetBf16InputGradientAsForward(true)
+// turns it on (=primitive, or false, keeps it off). A kernel forced by DDP_CONV_KERNEL or SetConvKernel
+// applies to every pass.
+
+// Overrides DDP_BF16_CONV_INPUT_GRAD for the convolutions that follow. Call while no convolution runs.
+void SetBf16InputGradientAsForward(bool on);
+
+// True when the input gradient of a bf16 convolution of geometry g that runs the primitives runs as a
+// forward convolution (Note [bf16 input gradients as a forward convolution]). Dies naming the value when
+// DDP_BF16_CONV_INPUT_GRAD is set to something other than primitive or forward.
 bool Bf16InputGradientAsForward(const ConvGeometry& g);
 
 // The kernel a float32 forward convolution of geometry g runs on this thread: "im2col", or oneDNN's name
