@@ -6,6 +6,8 @@
 #
 #   bash bench/bf16_compare.sh [models (default "mlp cnn resnet18")] [rounds (default 3)]
 #   STEPS=100 WARMUP=10 CORE=1 bash bench/bf16_compare.sh mlp 5
+# VARIANT="NAME=VALUE ..." adds, each round, a run of ours in bf16 with those settings in its environment
+# after the default one (e.g. VARIANT=DDP_BF16_CONV_INPUT_GRAD=forward); a "# variant" line precedes it.
 # RT=0 runs without SCHED_FIFO, so that other processes on the core take their share: under load, e.g.
 #   RT=0 taskset -c 1 bash bench/contend.sh 1 bash bench/bf16_compare.sh resnet18 2
 # (one busy process on the same core as every run).
@@ -19,7 +21,7 @@ if [ "${RT:-1}" = 0 ]; then realtime=(); fi
 source bench/pytorch_env.sh
 bazel build //bench:train_throughput >&2
 ours=bazel-bin/bench/train_throughput
-echo "# $(date -u) RT=${RT:-1} load: $(cut -d' ' -f1-3 /proc/loadavg) $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //') family $(grep -m1 'cpu family' /proc/cpuinfo | sed 's/.*: //') model $(grep -m1 '^model' /proc/cpuinfo | sed 's/.*: //'); flags: $(grep -o -E 'amx[a-z_0-9]*|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "# $(date -u) RT=${RT:-1} load: $(cut -d' ' -f1-3 /proc/loadavg) $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //') family $(grep -m1 'cpu family' /proc/cpuinfo | sed 's/.*: //') model $(grep -m1 '^model' /proc/cpuinfo | sed 's/.*: //'); flags: $(grep -o -E 'amx[a-z_0-9]*|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')DDP settings: $(env | grep '^DDP_' | sort | tr '\n' ' ')"
 for model in $models; do
   steps=${STEPS:-100}; warmup=${WARMUP:-10}
   if [ "$model" = resnet18 ]; then steps=${STEPS:-12}; warmup=${WARMUP:-3}; fi
@@ -28,6 +30,12 @@ for model in $models; do
       "${realtime[@]}" taskset -c "$core" "$ours" --model="$model" --precision="$precision" --steps="$steps" \
         --warmup="$warmup" --threads=1
     done
+    if [ -n "${VARIANT:-}" ]; then
+      echo "# variant: $VARIANT"
+      # shellcheck disable=SC2086 # VARIANT is a list of NAME=VALUE words
+      env $VARIANT "${realtime[@]}" taskset -c "$core" "$ours" --model="$model" --precision=bf16 --steps="$steps" \
+        --warmup="$warmup" --threads=1
+    fi
     for precision in fp32 bf16; do
       "${realtime[@]}" taskset -c "$core" "$TORCH_PY" bench/pytorch_reference.py --model="$model" --precision="$precision" \
         --steps="$steps" --warmup="$warmup" --threads=1

@@ -93,9 +93,10 @@ bool Bf16ForwardOnIm2Col();
 // weights transposed (in and out channels swapped) and flipped in space, padded by kh - 1 - padding. For
 // bf16 convolutions on oneDNN's primitives, oneDNN 2.6's backward-data primitive is slow where the output
 // is small in space: at ResNet-18's layer4 (512 channels, 4x4 outputs, batch 64) on an AMX Xeon (family
-// 6 model 167), one thread, it takes 17.6 ms a use against 11.3 ms for the forward on im2col + the bf16
-// matmul with the transposition and rounding (tensor/conv_bench.cc), 3 uses a step; at layer3's 7x7
-// outputs the primitive is the faster (5.8-6.2 against 7.5-8.0 ms). Turned on, the input gradient of a
+// 6 model 167), one thread, it takes 16.4-16.6 ms a use against 9.8-10.4 ms for the forward on im2col +
+// the bf16 matmul with the transposition and rounding (tensor/conv_bench.cc), 3 uses a step; at layer3's
+// 7x7 outputs the primitive is the faster (5.8-6.2 against 7.5-8.0 ms, measured with this rule extended to
+// 64 pixels). Turned on, the input gradient of a
 // bf16 convolution that runs the primitives, with stride 1, a square kernel, padding < its size and at
 // most 16 output pixels, runs as that forward convolution on im2col (gy rounded to bf16 as the primitive
 // takes it; the sums in another order). It is off by default: resnet18's one-epoch bf16 recipe trained

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Summarises a bench/bf16_compare.sh output file: per model, the median (min-max) step time of each run
+kind over the rounds, and the per-round speed ratios BENCHMARKS.md "bf16 mixed precision" reports.
+
+    python3 bench/bf16_compare_summary.py results/bench/bf16_compare_....txt
+
+Run kinds: ours_fp32, ours_bf16, ours_bf16_variant (the VARIANT run, when present), torch_fp32, torch_bf16.
+A round starts at each ours_fp32 run.
+"""
+import json
+import statistics
+import sys
+
+
+def rounds_by_model(path):
+    """{model: [{kind: step_ms}]} from the JSON lines of one bf16_compare.sh run."""
+    models = {}
+    variant_next = False
+    with open(path) as f:
+        for line in f:
+            if line.startswith("# variant"):
+                variant_next = True
+                continue
+            if not line.startswith("{"):
+                continue
+            run = json.loads(line)
+            ms = run.get("step_ms_p50") or run.get("step_ms")
+            kind = ("ours" if run["impl"] == "ddpengine" else "torch") + "_" + run["precision"]
+            if variant_next:
+                kind += "_variant"
+                variant_next = False
+            rounds = models.setdefault(run["model"], [])
+            if kind == "ours_fp32" or not rounds:
+                rounds.append({})
+            rounds[-1][kind] = ms
+    return models
+
+
+def spread(values):
+    return "%.1f (%.1f-%.1f)" % (statistics.median(values), min(values), max(values))
+
+
+def ratio_spread(values):
+    return "%.2fx (%.2f-%.2f)" % (statistics.median(values), min(values), max(values))
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.exit("usage: bf16_compare_summary.py FILE")
+    for model, rounds in rounds_by_model(argv[1]).items():
+        complete = [r for r in rounds if {"ours_fp32", "ours_bf16", "torch_bf16"} <= r.keys()]
+        print("%s: %d complete rounds" % (model, len(complete)))
+        for kind in ("ours_fp32", "ours_bf16", "ours_bf16_variant", "torch_fp32", "torch_bf16"):
+            values = [r[kind] for r in complete if kind in r]
+            if values:
+                print("  %-18s %s ms" % (kind, spread(values)))
+        for name, faster, slower in (("ours bf16 / ours fp32", "ours_bf16", "ours_fp32"),
+                                     ("variant / ours fp32", "ours_bf16_variant", "ours_fp32"),
+                                     ("ours bf16 vs torch bf16", "ours_bf16", "torch_bf16"),
+                                     ("variant vs torch bf16", "ours_bf16_variant", "torch_bf16"),
+                                     ("torch bf16 / torch fp32", "torch_bf16", "torch_fp32")):
+            values = [r[slower] / r[faster] for r in complete if faster in r and slower in r]
+            if values:
+                print("  %-24s %s" % (name, ratio_spread(values)))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
