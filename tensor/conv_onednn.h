@@ -67,7 +67,7 @@ ConvKernel ConvKernelFor(const ConvGeometry& g);
 // (tensor/conv_bench.cc; BENCHMARKS.md "Convolution kernels"). PyTorch 2.15's own bf16 convolutions show
 // the same cost at those shapes. So under the default rule a bf16 convolution that runs oneDNN's bf16
 // primitives computes its weight gradient with im2col where the output has at most 64 pixels; its
-// input-gradient pass stays on the primitives or runs as a forward convolution (Note [bf16 input
+// input-gradient pass stays on the primitives unless turned to a forward convolution (Note [bf16 input
 // gradients as a forward convolution]; its forward: Note [bf16 forward on im2col]). The two kernels
 // differ only in the order of their float32 sums. A kernel forced by DDP_CONV_KERNEL or SetConvKernel applies
 // to every pass. True when the weight gradient of a bf16 convolution of geometry g runs im2col by that rule.
@@ -96,15 +96,14 @@ bool Bf16ForwardOnIm2Col();
 // 6 model 167), one thread, it takes 16.4-16.6 ms a use against 9.8-10.4 ms for the forward on im2col +
 // the bf16 matmul with the transposition and rounding (tensor/conv_bench.cc), 3 uses a step; at layer3's
 // 7x7 outputs the primitive is the faster (5.8-6.2 against 7.5-8.0 ms, measured with this rule extended to
-// 64 pixels). Turned on, the input gradient of a
-// bf16 convolution that runs the primitives, with stride 1, a square kernel, padding < its size and at
-// most 16 output pixels, runs as that forward convolution on im2col (gy rounded to bf16 as the primitive
-// takes it; the sums in another order). It is off by default: resnet18's one-epoch bf16 recipe trained
-// with it reached a lower accuracy on average over five seeds than with the primitive (BENCHMARKS.md
-// "Mixed precision: accuracy"; Note [bf16 forward on im2col] tells the same of the forward).
-// DDP_BF16_CONV_INPUT_GRAD=forward in the environment (read once) or SetBf16InputGradientAsForward(true)
-// turns it on (=primitive, or false, keeps it off). A kernel forced by DDP_CONV_KERNEL or SetConvKernel
-// applies to every pass.
+// 64 pixels). Turned on, the input gradient of a bf16 convolution that runs the primitives, with stride 1,
+// a square kernel, padding < its size and at most 16 output pixels, runs as that forward convolution on
+// im2col (gy rounded to bf16 as the primitive takes it; the sums in another order). It is off by default:
+// resnet18's one-epoch bf16 recipe trained with it reached a lower accuracy on average over five seeds than
+// with the primitive (BENCHMARKS.md "Mixed precision: accuracy"; Note [bf16 forward on im2col] tells the same
+// of the forward). DDP_BF16_CONV_INPUT_GRAD=forward in the environment (read once) or
+// SetBf16InputGradientAsForward(true) turns it on (=primitive, or false, keeps it off). A kernel forced by
+// DDP_CONV_KERNEL or SetConvKernel applies to every pass.
 
 // Overrides DDP_BF16_CONV_INPUT_GRAD for the convolutions that follow. Call while no convolution runs.
 void SetBf16InputGradientAsForward(bool on);
