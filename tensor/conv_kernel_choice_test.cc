@@ -370,8 +370,12 @@ TEST(ConvKernelChoiceTest, Bf16PrimitivesRoundTheGradientInTheirLayout) {
       ASSERT_TRUE(cpu::OneDnnConvBackward(x.data(), w.data(), gy_rounded.data(), g,
                                           want_x ? gx_ref.data() : nullptr,
                                           want_w ? gw_ref.data() : nullptr));
-      if (want_x) EXPECT_EQ(gx, gx_ref);
-      if (want_w) EXPECT_EQ(gw, gw_ref);
+      if (want_x) {
+        EXPECT_EQ(gx, gx_ref);
+      }
+      if (want_w) {
+        EXPECT_EQ(gw, gw_ref);
+      }
     }
   }
 }
