@@ -323,10 +323,10 @@ void TransposeFlipWeights(const BFloat16* w, const ConvGeometry& g, BFloat16* fl
 void InputGradientAsForward(const BFloat16* w, const float* gy, const ConvGeometry& g, float* gx) {
   const int64_t elements = g.n * g.out * g.P();
   Scratch low(2, FloatsFor<BFloat16>(elements));
-  FloatToBFloat16Array(gy, low.as<BFloat16>(), elements);
+  const BFloat16* gy_low = GradientOperand<BFloat16>(gy, elements, low);
   Scratch flipped(3, FloatsFor<BFloat16>(g.out * g.K()));
   TransposeFlipWeights(w, g, flipped.as<BFloat16>());
-  Forward(low.as<BFloat16>(), flipped.as<BFloat16>(), nullptr, InputGradientGeometry(g), gx);
+  Forward(gy_low, flipped.as<BFloat16>(), nullptr, InputGradientGeometry(g), gx);
 }
 
 // The input and weight gradients of `grads` that oneDNN's bf16 primitives compute from the whole batch's

@@ -43,6 +43,16 @@ ConvKernel ForcedKernel() {
   return kernel != ConvKernel::kAuto ? kernel : FromEnvironment();
 }
 
+// A two-way switch in the environment: false when `name` is unset, empty or `first`, true when it is
+// `second`; dies naming the value otherwise.
+bool EnvironmentPicksSecond(const char* name, const char* first, const char* second) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0' || std::strcmp(env, first) == 0) return false;
+  DDP_CHECK(std::strcmp(env, second) == 0)
+      << name << "=\"" << env << "\": expected " << first << " or " << second;
+  return true;
+}
+
 using dnnl::memory;
 using Tag = memory::format_tag;
 using DataType = memory::data_type;
@@ -395,26 +405,15 @@ bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g) {
 }
 
 bool Bf16ForwardOnIm2Col() {
-  static const bool on_primitive = [] {
-    const char* env = std::getenv("DDP_BF16_CONV_FORWARD");
-    if (env == nullptr || *env == '\0' || std::strcmp(env, "im2col") == 0) return false;
-    DDP_CHECK(std::strcmp(env, "primitive") == 0)
-        << "DDP_BF16_CONV_FORWARD=\"" << env << "\": expected im2col or primitive";
-    return true;
-  }();
+  static const bool on_primitive = EnvironmentPicksSecond("DDP_BF16_CONV_FORWARD", "im2col", "primitive");
   return ForcedKernel() == ConvKernel::kAuto && !on_primitive;
 }
 
 void SetBf16InputGradientAsForward(bool on) { requested_input_gradient_as_forward.store(on ? 1 : 0); }
 
 bool Bf16InputGradientAsForward(const ConvGeometry& g) {
-  static const bool from_environment = [] {
-    const char* env = std::getenv("DDP_BF16_CONV_INPUT_GRAD");
-    if (env == nullptr || *env == '\0' || std::strcmp(env, "primitive") == 0) return false;
-    DDP_CHECK(std::strcmp(env, "forward") == 0)
-        << "DDP_BF16_CONV_INPUT_GRAD=\"" << env << "\": expected primitive or forward";
-    return true;
-  }();
+  static const bool from_environment =
+      EnvironmentPicksSecond("DDP_BF16_CONV_INPUT_GRAD", "primitive", "forward");
   const int requested = requested_input_gradient_as_forward.load();
   const bool on = requested >= 0 ? requested == 1 : from_environment;
   constexpr int64_t kMaxOutputPixels = 16;
