@@ -22,6 +22,10 @@ struct BatchNormShape {
 };
 BatchNormShape BatchNormShapeOf(const Tensor& x);
 
+// Element ch of a float32 [c] tensor of any stride, or `fallback` when t is undefined (a missing weight
+// or bias).
+float ChannelValueOr(const Tensor& t, int64_t ch, float fallback);
+
 // out[ch] = Σ x over channel ch when `mean` is undefined, else Σ (x - mean[ch])^2. `out` is a
 // contiguous float32 [c] (a view is fine) on x's device.
 void ChannelSumsInto(const Tensor& x, const Tensor& mean, const Tensor& out);

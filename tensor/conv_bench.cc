@@ -2,7 +2,8 @@
 // for conv1 (1->32, 3x3, pad 1, 28x28) and conv2 (32->64, 3x3, pad 1, 14x14), MaxPool2d, and a whole
 // training step of the small CNN, with each conv -> ReLU -> pool block as three ops and as one
 // (Conv2dReluMaxPool2d, as nn::Sequential runs it), then ResNet-18's convolutions (with GFLOP/s) and
-// its element-wise layers at layer1's size ("resnet" in the label). Prints
+// its element-wise layers at layer1's size and its BatchNorm + ReLU at every stage's size ("resnet" in the
+// label). Prints
 // milliseconds per iteration: the median and the minimum of 20 runs (the minimum is the steadier number on
 // a shared machine).
 //   bazel run //tensor:conv_bench -- [threads] [label substring]
@@ -40,7 +41,8 @@ Timing Measure(const std::function<void()>& fn, int iters = 20) {
   for (int i = 0; i < iters; ++i) {
     const auto start = std::chrono::steady_clock::now();
     fn();
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    times.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   std::sort(times.begin(), times.end());
   return {times[times.size() / 2], times[0]};
@@ -88,33 +90,33 @@ void Run() {
            MaxPool2d(mp, 2);
          }));
   Report("maxpool 64x32x28x28 fwd+bwd", ([&] {
-                Tensor y = MaxPool2d(mp, 2);
-                y.Backward(OnesLike(y));
-              }));
+           Tensor y = MaxPool2d(mp, 2);
+           y.Backward(OnesLike(y));
+         }));
   Report("maxpool of relu 64x32x28x28 fwd+bwd", ([&] {
-                Tensor y = MaxPool2dOfRelu(mp, 2);
-                y.Backward(OnesLike(y));
-              }));
+           Tensor y = MaxPool2dOfRelu(mp, 2);
+           y.Backward(OnesLike(y));
+         }));
   Report("conv1+relu+pool fwd+bwd", ([&] {
-                Tensor y = Conv2dReluMaxPool2d(x1, w1, b1, 1, 1, 2);
-                y.Backward(OnesLike(y));
-              }));
+           Tensor y = Conv2dReluMaxPool2d(x1, w1, b1, 1, 1, 2);
+           y.Backward(OnesLike(y));
+         }));
   Report("conv2+relu+pool fwd+bwd", ([&] {
-                Tensor y = Conv2dReluMaxPool2d(x2, w2, b2, 1, 1, 2);
-                y.Backward(OnesLike(y));
-              }));
+           Tensor y = Conv2dReluMaxPool2d(x2, w2, b2, 1, 1, 2);
+           y.Backward(OnesLike(y));
+         }));
   Report("whole CNN step", ([&] {
-                Tensor h = MaxPool2d(Relu(Conv2d(x1, w1, b1, 1, 1)), 2);
-                h = MaxPool2d(Relu(Conv2d(h, w2, b2, 1, 1)), 2);
-                h = Relu(Linear(Flatten(h), f1, fb1));
-                CrossEntropy(Linear(h, f2, fb2), target).Backward();
-              }));
+           Tensor h = MaxPool2d(Relu(Conv2d(x1, w1, b1, 1, 1)), 2);
+           h = MaxPool2d(Relu(Conv2d(h, w2, b2, 1, 1)), 2);
+           h = Relu(Linear(Flatten(h), f1, fb1));
+           CrossEntropy(Linear(h, f2, fb2), target).Backward();
+         }));
   Report("whole CNN step, fused blocks", ([&] {
-                Tensor h = Conv2dReluMaxPool2d(x1, w1, b1, 1, 1, 2);
-                h = Conv2dReluMaxPool2d(h, w2, b2, 1, 1, 2);
-                h = Relu(Linear(Flatten(h), f1, fb1));
-                CrossEntropy(Linear(h, f2, fb2), target).Backward();
-              }));
+           Tensor h = Conv2dReluMaxPool2d(x1, w1, b1, 1, 1, 2);
+           h = Conv2dReluMaxPool2d(h, w2, b2, 1, 1, 2);
+           h = Relu(Linear(Flatten(h), f1, fb1));
+           CrossEntropy(Linear(h, f2, fb2), target).Backward();
+         }));
 }
 
 // The convolutions of ResNet-18 on 28x28 images (nn/resnet.h) at batch 64, forward and forward + backward
@@ -129,29 +131,36 @@ void RunResNet() {
     int64_t c, out, hw, kernel, stride, uses;
   };
   const Case cases[] = {
-      {"resnet conv1 1->64 3x3 28", 1, 64, 28, 3, 1, 1},     {"resnet l1 64->64 3x3 28", 64, 64, 28, 3, 1, 4},
-      {"resnet l2a 64->128 3x3 s2", 64, 128, 28, 3, 2, 1},   {"resnet l2 128->128 3x3 14", 128, 128, 14, 3, 1, 3},
-      {"resnet l2ds 64->128 1x1 s2", 64, 128, 28, 1, 2, 1},  {"resnet l3a 128->256 3x3 s2", 128, 256, 14, 3, 2, 1},
-      {"resnet l3 256->256 3x3 7", 256, 256, 7, 3, 1, 3},    {"resnet l3ds 128->256 1x1 s2", 128, 256, 14, 1, 2, 1},
-      {"resnet l4a 256->512 3x3 s2", 256, 512, 7, 3, 2, 1},  {"resnet l4 512->512 3x3 4", 512, 512, 4, 3, 1, 3},
+      {"resnet conv1 1->64 3x3 28", 1, 64, 28, 3, 1, 1},
+      {"resnet l1 64->64 3x3 28", 64, 64, 28, 3, 1, 4},
+      {"resnet l2a 64->128 3x3 s2", 64, 128, 28, 3, 2, 1},
+      {"resnet l2 128->128 3x3 14", 128, 128, 14, 3, 1, 3},
+      {"resnet l2ds 64->128 1x1 s2", 64, 128, 28, 1, 2, 1},
+      {"resnet l3a 128->256 3x3 s2", 128, 256, 14, 3, 2, 1},
+      {"resnet l3 256->256 3x3 7", 256, 256, 7, 3, 1, 3},
+      {"resnet l3ds 128->256 1x1 s2", 128, 256, 14, 1, 2, 1},
+      {"resnet l4a 256->512 3x3 s2", 256, 512, 7, 3, 2, 1},
+      {"resnet l4 512->512 3x3 4", 512, 512, 4, 3, 1, 3},
       {"resnet l4ds 256->512 1x1 s2", 256, 512, 7, 1, 2, 1},
   };
   struct Variant {
     const char* name;
     cpu::ConvKernel kernel;
     bool bf16;
-    // kOneDnn: bf16 convolutions run oneDNN's bf16 primitives; kAuto: this CPU's default (tensor/conv_kernels.cc).
+    // kOneDnn: bf16 convolutions run oneDNN's bf16 primitives; kAuto: this CPU's default
+    // (tensor/conv_kernels.cc).
     cpu::Bf16GemmKernel bf16_gemm = cpu::Bf16GemmKernel::kAuto;
   };
   // "auto" is the default rule (Note [Conv2d kernel choice]); "onednn" forces oneDNN's direct primitives
   // for every shape, "winograd" its Winograd ones wherever it has them (Note [Winograd convolutions]).
-  const Variant variants[] = {{"im2col fp32", cpu::ConvKernel::kIm2Col, false},
-                              {"auto   fp32", cpu::ConvKernel::kAuto, false},
-                              {"onednn fp32", cpu::ConvKernel::kOneDnn, false},
-                              {"winogr fp32", cpu::ConvKernel::kWinograd, false},
-                              {"im2col bf16", cpu::ConvKernel::kIm2Col, true},
-                              {"auto   bf16", cpu::ConvKernel::kAuto, true},
-                              {"bf16 primitives", cpu::ConvKernel::kOneDnn, true, cpu::Bf16GemmKernel::kOneDnn}};
+  const Variant variants[] = {
+      {"im2col fp32", cpu::ConvKernel::kIm2Col, false},
+      {"auto   fp32", cpu::ConvKernel::kAuto, false},
+      {"onednn fp32", cpu::ConvKernel::kOneDnn, false},
+      {"winogr fp32", cpu::ConvKernel::kWinograd, false},
+      {"im2col bf16", cpu::ConvKernel::kIm2Col, true},
+      {"auto   bf16", cpu::ConvKernel::kAuto, true},
+      {"bf16 primitives", cpu::ConvKernel::kOneDnn, true, cpu::Bf16GemmKernel::kOneDnn}};
   constexpr int kVariants = 7, kRounds = 5;
   double total_fwd[kVariants] = {}, total_all[kVariants] = {};
   Generator gen(1);
@@ -196,8 +205,9 @@ void RunResNet() {
       const double wo = *std::min_element(weights_only[v].begin(), weights_only[v].end());
       total_fwd[v] += k.uses * f;
       total_all[v] += k.uses * a;
-      std::printf("%-28s %s fwd %8.3f ms, fwd+bwd %8.3f ms %6.1f GFLOP/s; bwd-weights %8.3f, bwd-data %8.3f ms\n",
-                  k.label, variants[v].name, f, a, 6.0 * macs / (a * 1e6), wo - f, a - wo);
+      std::printf(
+          "%-28s %s fwd %8.3f ms, fwd+bwd %8.3f ms %6.1f GFLOP/s; bwd-weights %8.3f, bwd-data %8.3f ms\n",
+          k.label, variants[v].name, f, a, 6.0 * macs / (a * 1e6), wo - f, a - wo);
     }
   }
   for (int v = 0; v < kVariants; ++v) {
@@ -206,6 +216,32 @@ void RunResNet() {
   }
   cpu::SetConvKernel(cpu::ConvKernel::kAuto);
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
+}
+
+// BatchNorm + ReLU (fused, as BasicBlock runs it) forward + backward at each ResNet-18 stage's
+// activation shape (batch 64): the per-channel sums stride across the batch, so the stages with small
+// images (rows of 49 and 16 floats) stress memory latency rather than bandwidth.
+void RunResNetStageBatchNorms() {
+  struct Stage {
+    const char* label;
+    int64_t channels, side;
+  };
+  const Stage stages[] = {{"resnet bn+relu l1 64x64x28x28", 64, 28},
+                          {"resnet bn+relu l2 64x128x14x14", 128, 14},
+                          {"resnet bn+relu l3 64x256x7x7", 256, 7},
+                          {"resnet bn+relu l4 64x512x4x4", 512, 4}};
+  Generator gen(3);
+  for (const Stage& stage : stages) {
+    if (std::strstr(stage.label, g_filter) == nullptr) continue;
+    Tensor x = Param({64, stage.channels, stage.side, stage.side}, gen);
+    Tensor weight = Param({stage.channels}, gen), bias = Param({stage.channels}, gen);
+    Tensor mean = Zeros({stage.channels}), var = Ones({stage.channels});
+    Tensor gy = OnesLike(x);
+    Report(stage.label, ([&] {
+             Tensor y = BatchNormAddRelu(x, Tensor(), weight, bias, mean, var, true, 0.1f, 1e-5f);
+             y.Backward(gy);
+           }));
+  }
 }
 
 // The element-wise layers of a ResNet-18 BasicBlock at layer1's size ([64, 64, 28, 28], batch 64),
@@ -245,6 +281,7 @@ void RunResNetElementwise() {
            Tensor y = BatchNormAddRelu(x, Tensor(), weight, bias, mean, var, true, 0.1f, 1e-5f);
            y.Backward(OnesLike(y));
          }));
+  RunResNetStageBatchNorms();
 }
 
 }  // namespace

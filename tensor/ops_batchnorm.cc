@@ -20,6 +20,7 @@
 
 #include "tensor/autocast.h"
 #include "tensor/batch_norm.h"
+#include "tensor/batch_norm_blocked.h"
 #include "tensor/batch_norm_kernels.h"
 #include "tensor/elementwise_kernels.h"
 #include "tensor/function_node.h"
@@ -49,19 +50,31 @@ void CheckBatchNormShapes(const char* op, const Tensor& x, const Tensor& weight,
 
 struct BatchNormGrads {
   Tensor gx, gw, gb;
-  Tensor masked;  // the ReLU-masked output gradient, when BatchNormBackward was given a ReLU mask
+  Tensor masked;  // the ReLU-masked output gradient, when BatchNormBackward was given a ReLU mask and asked
+                  // for it
 };
 
 // Note [BatchNorm pieces]: the gradients asked for, from x (contiguous) and gy. With `relu_mask`, gy is
 // first masked by ReLU's backward at the output that mask describes (x's shape; Note [BatchNorm, Add and
-// ReLU in one op]) in the pass that sums it, and the masked gradient is returned too.
+// ReLU in one op]) in the pass that sums it, and the masked gradient is returned too with `need_masked`.
 BatchNormGrads BatchNormBackward(const Tensor& gy, const Tensor& x, const Tensor& weight,
                                  const BatchNormStats& stats, bool training, bool need_x, bool need_w,
                                  bool need_b, const ChannelSumFn& sum_over_group,
-                                 const ReluMaskBits* relu_mask = nullptr) {
+                                 const ReluMaskBits* relu_mask = nullptr, bool need_masked = false) {
   const int64_t c = stats.mean.numel();
   Tensor gyc = Contiguous(gy);
   Tensor sums = Tensor::Empty({2 * c}, DType::kFloat32, gy.device());  // {s, t}
+  BatchNormGrads grads;
+  if (training && !sum_over_group && need_x && x.device().is_cpu()) {
+    // Note [BatchNorm in channel blocks]: the sums and the input gradient block by block.
+    Tensor masked = need_masked ? Tensor::Empty(x.shape(), DType::kFloat32) : Tensor();
+    grads.gx = Tensor::Empty(x.shape(), DType::kFloat32);
+    BlockedTrainingBackward(gyc, relu_mask, x, stats, weight, masked, sums, grads.gx);
+    if (need_w) grads.gw = Mul(Narrow(sums, 0, c, c), stats.invstd);
+    if (need_b) grads.gb = Clone(Narrow(sums, 0, 0, c));
+    grads.masked = masked;
+    return grads;
+  }
   if (relu_mask != nullptr) {
     Tensor masked = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
     ReluMaskedBackwardSumsInto(gyc, *relu_mask, x, stats.mean, masked, sums);
@@ -69,7 +82,6 @@ BatchNormGrads BatchNormBackward(const Tensor& gy, const Tensor& x, const Tensor
   } else {
     BackwardSumsInto(gyc, x, stats.mean, sums);
   }
-  BatchNormGrads grads;
   if (need_w) grads.gw = Mul(Narrow(sums, 0, c, c), stats.invstd);
   if (need_b) grads.gb = Clone(Narrow(sums, 0, 0, c));
   if (training && sum_over_group) sum_over_group(sums, "backward");
@@ -121,10 +133,13 @@ void UpdateRunningStats(const Tensor& running_mean, const Tensor& running_var, c
   UpdateRunning(running_mean, running_var, batch.mean, batch.var, batch.count, momentum);
 }
 
-Tensor BatchNormNormalize(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                          const BatchNormStats& stats, bool training, const ChannelSumFn& sum_over_group) {
-  Tensor xc = Contiguous(x.Detach());
-  Tensor out = Normalize(xc, stats.mean, stats.invstd, weight, bias);
+namespace {
+
+// Records BatchNorm's backward on `out`, the normalised xc (x contiguous and detached) with `stats`
+// (BatchNormNormalize's contract).
+Tensor RecordBatchNorm(const Tensor& out, const Tensor& x, const Tensor& xc, const Tensor& weight,
+                       const Tensor& bias, const BatchNormStats& stats, bool training,
+                       const ChannelSumFn& sum_over_group) {
   const bool need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad();
   const bool need_b = bias.defined() && bias.requires_grad();
   Tensor wd = weight.defined() ? weight.Detach() : Tensor();
@@ -137,6 +152,15 @@ Tensor BatchNormNormalize(const Tensor& x, const Tensor& weight, const Tensor& b
                   });
 }
 
+}  // namespace
+
+Tensor BatchNormNormalize(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                          const BatchNormStats& stats, bool training, const ChannelSumFn& sum_over_group) {
+  Tensor xc = Contiguous(x.Detach());
+  return RecordBatchNorm(Normalize(xc, stats.mean, stats.invstd, weight, bias), x, xc, weight, bias, stats,
+                         training, sum_over_group);
+}
+
 Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                  const Tensor& running_var, bool training, float momentum, float eps) {
   RequireFloatOnOneDevice("BatchNorm", {&x, &weight, &bias, &running_mean, &running_var});
@@ -144,6 +168,13 @@ Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
   const Tensor xc = Contiguous(x);  // one copy, if any, shared by the statistics and the output
   if (!training) {
     return BatchNormNormalize(xc, weight, bias, BatchNormRunningStats(running_mean, running_var, eps), false);
+  }
+  if (xc.device().is_cpu()) {
+    // Note [BatchNorm in channel blocks]: the statistics and the output block by block.
+    const Tensor xd = xc.Detach();
+    BlockedForward forward = BlockedTrainingForward(xd, eps, weight, bias, /*relu=*/false);
+    UpdateRunningStats(running_mean, running_var, forward.stats, momentum);
+    return RecordBatchNorm(forward.y, xc, xd, weight, bias, forward.stats, true, nullptr);
   }
   const BatchNormStats stats = BatchNormBatchStats(xc, eps);
   UpdateRunningStats(running_mean, running_var, stats, momentum);
@@ -174,14 +205,23 @@ Tensor BatchNormAddRelu(const Tensor& x, const Tensor& residual, const Tensor& w
     return Relu(residual.defined() ? Add(normalized, residual) : normalized);
   }
   const Tensor xc = Contiguous(x.Detach());
-  const BatchNormStats stats =
-      training ? BatchNormBatchStats(xc, eps) : BatchNormRunningStats(running_mean, running_var, eps);
-  if (training) UpdateRunningStats(running_mean, running_var, stats, momentum);
   const Tensor rc = residual.defined() ? Contiguous(residual.Detach()) : Tensor();
   // Note [Autocast copies from the producer]: the bf16 copy the next convolution takes, in the same pass.
   const Tensor copy = AutocastWantsCopyOf(x) ? Tensor::Empty(x.shape(), DType::kBFloat16) : Tensor();
   auto relu_mask = std::make_shared<ReluMaskBits>();
-  Tensor out = NormalizeAddRelu(xc, stats.mean, stats.invstd, weight, bias, rc, copy, relu_mask.get());
+  BatchNormStats stats;
+  Tensor out;
+  if (training) {
+    // Note [BatchNorm in channel blocks]: the statistics and the output block by block.
+    BlockedForward forward =
+        BlockedTrainingForward(xc, eps, weight, bias, /*relu=*/true, rc, copy, relu_mask.get());
+    stats = forward.stats;
+    out = forward.y;
+    UpdateRunningStats(running_mean, running_var, stats, momentum);
+  } else {
+    stats = BatchNormRunningStats(running_mean, running_var, eps);
+    out = NormalizeAddRelu(xc, stats.mean, stats.invstd, weight, bias, rc, copy, relu_mask.get());
+  }
   const bool need_x = x.requires_grad(), need_r = residual.defined() && residual.requires_grad();
   const bool need_w = weight.defined() && weight.requires_grad(),
              need_b = bias.defined() && bias.requires_grad();
@@ -190,7 +230,7 @@ Tensor BatchNormAddRelu(const Tensor& x, const Tensor& residual, const Tensor& w
   return RecordOp(out, "BatchNormAddReluBackward", {&x, &residual, &weight, &bias},
                   [xc, wd, relu_mask, stats, training, need_x, need_r, need_w, need_b](const Tensor& gy) {
                     BatchNormGrads r = BatchNormBackward(gy, xc, wd, stats, training, need_x, need_w, need_b,
-                                                         nullptr, relu_mask.get());
+                                                         nullptr, relu_mask.get(), need_r);
                     return std::vector<Tensor>{r.gx, need_r ? r.masked : Tensor(), r.gw, r.gb};
                   });
 }
