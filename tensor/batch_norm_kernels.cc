@@ -89,8 +89,9 @@ Tensor InverseStd(const Tensor& var, float eps) {
     return out;
   }
 #endif
-  for (int64_t ch = 0; ch < c; ++ch)
+  for (int64_t ch = 0; ch < c; ++ch) {
     out.data<float>()[ch] = batch_norm_rows::InverseStdOf(ChannelValueOr(var, ch, 1.0f), eps);
+  }
   return out;
 }
 

@@ -44,7 +44,7 @@ Tensor Normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, cons
                  const Tensor& bias);
 
 // Where a ReLU output y [n, c, *] is > 0, one bit per element (Note [ReLU mask bits],
-// tensor/batch_norm_kernels.cc): bit j % 8 of byte row * row_bytes + j / 8 for element j of row
+// tensor/batch_norm_rows.h): bit j % 8 of byte row * row_bytes + j / 8 for element j of row
 // i * c + ch (each row of `inner` elements starts a new byte).
 struct ReluMaskBits {
   int64_t row_bytes = 0;      // (inner + 7) / 8

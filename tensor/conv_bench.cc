@@ -3,9 +3,8 @@
 // training step of the small CNN, with each conv -> ReLU -> pool block as three ops and as one
 // (Conv2dReluMaxPool2d, as nn::Sequential runs it), then ResNet-18's convolutions (with GFLOP/s) and
 // its element-wise layers at layer1's size and its BatchNorm + ReLU at every stage's size ("resnet" in the
-// label). Prints
-// milliseconds per iteration: the median and the minimum of 20 runs (the minimum is the steadier number on
-// a shared machine).
+// label). Prints milliseconds per iteration: the median and the minimum of 20 runs (the minimum is the
+// steadier number on a shared machine).
 //   bazel run //tensor:conv_bench -- [threads] [label substring]
 #include <algorithm>
 #include <chrono>

@@ -190,7 +190,7 @@ Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
 // residual's gradient), then BatchNorm's backward of that, so the gradients are bit for bit theirs too;
 // the masked gradient is written out in the pass that takes BatchNorm's backward sums over it
 // (ReluMaskedBackwardSumsInto), which spares one read of it. The op keeps the output's ReLU mask for
-// backward, one bit an element, not the output (Note [ReLU mask bits], tensor/batch_norm_kernels.cc).
+// backward, one bit an element, not the output (Note [ReLU mask bits], tensor/batch_norm_rows.h).
 // The fused kernel is the CPU's; on a GPU the op runs the three ops.
 Tensor BatchNormAddRelu(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                         const Tensor& running_mean, const Tensor& running_var, bool training, float momentum,
