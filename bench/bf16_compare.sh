@@ -1,6 +1,8 @@
 #!/bin/bash
 # bf16 mixed precision against float32, ours and PyTorch's autocast, one process, one thread, pinned to
-# one core under SCHED_FIFO, interleaved (ours fp32, ours bf16, PyTorch fp32, PyTorch bf16; repeated).
+# one core under SCHED_FIFO, interleaved (ours fp32, ours bf16, PyTorch fp32, PyTorch bf16, and for the
+# convolutional models PyTorch fp32 and bf16 again in torch.channels_last, the layout oneDNN's CPU
+# convolutions run natively and PyTorch's fastest on these models; repeated).
 # Prints the CPU model and its bf16/AMX flags, then one JSON line per run (bench/train_throughput and
 # bench/pytorch_reference.py), for BENCHMARKS.md "bf16 mixed precision".
 #
@@ -36,9 +38,14 @@ for model in $models; do
       env $VARIANT "${realtime[@]}" taskset -c "$core" "$ours" --model="$model" --precision=bf16 --steps="$steps" \
         --warmup="$warmup" --threads=1
     fi
-    for precision in fp32 bf16; do
-      "${realtime[@]}" taskset -c "$core" "$TORCH_PY" bench/pytorch_reference.py --model="$model" --precision="$precision" \
-        --steps="$steps" --warmup="$warmup" --threads=1
+    layouts=("")
+    if [ "$model" != mlp ]; then layouts+=(--channels_last); fi
+    for layout in "${layouts[@]}"; do
+      for precision in fp32 bf16; do
+        # shellcheck disable=SC2086 # layout is empty or one flag
+        "${realtime[@]}" taskset -c "$core" "$TORCH_PY" bench/pytorch_reference.py --model="$model" \
+          --precision="$precision" --steps="$steps" --warmup="$warmup" --threads=1 $layout
+      done
     done
   done
 done

@@ -4,8 +4,9 @@ kind over the rounds, and the per-round speed ratios BENCHMARKS.md "bf16 mixed p
 
     python3 bench/bf16_compare_summary.py results/bench/bf16_compare_....txt
 
-Run kinds: ours_fp32, ours_bf16, ours_bf16_variant (the VARIANT run, when present), torch_fp32, torch_bf16.
-A round starts at each ours_fp32 run.
+Run kinds: ours_fp32, ours_bf16, ours_bf16_variant (the VARIANT run, when present), torch_fp32, torch_bf16,
+and torch_fp32_cl, torch_bf16_cl (PyTorch in torch.channels_last, when present). A round starts at each
+ours_fp32 run.
 """
 import json
 import statistics
@@ -29,6 +30,8 @@ def rounds_by_model(path):
             if variant_next:
                 kind += "_variant"
                 variant_next = False
+            if run.get("channels_last"):
+                kind += "_cl"
             rounds = models.setdefault(run["model"], [])
             if kind == "ours_fp32" or not rounds:
                 rounds.append({})
@@ -50,7 +53,8 @@ def main(argv):
     for model, rounds in rounds_by_model(argv[1]).items():
         complete = [r for r in rounds if {"ours_fp32", "ours_bf16", "torch_bf16"} <= r.keys()]
         print("%s: %d complete rounds" % (model, len(complete)))
-        for kind in ("ours_fp32", "ours_bf16", "ours_bf16_variant", "torch_fp32", "torch_bf16"):
+        for kind in ("ours_fp32", "ours_bf16", "ours_bf16_variant", "torch_fp32", "torch_bf16", "torch_fp32_cl",
+                     "torch_bf16_cl"):
             values = [r[kind] for r in complete if kind in r]
             if values:
                 print("  %-18s %s ms" % (kind, spread(values)))
@@ -58,10 +62,13 @@ def main(argv):
                                      ("variant / ours fp32", "ours_bf16_variant", "ours_fp32"),
                                      ("ours bf16 vs torch bf16", "ours_bf16", "torch_bf16"),
                                      ("variant vs torch bf16", "ours_bf16_variant", "torch_bf16"),
+                                     ("ours fp32 vs torch fp32 cl", "ours_fp32", "torch_fp32_cl"),
+                                     ("ours bf16 vs torch bf16 cl", "ours_bf16", "torch_bf16_cl"),
+                                     ("variant vs torch bf16 cl", "ours_bf16_variant", "torch_bf16_cl"),
                                      ("torch bf16 / torch fp32", "torch_bf16", "torch_fp32")):
             values = [r[slower] / r[faster] for r in complete if faster in r and slower in r]
             if values:
-                print("  %-24s %s" % (name, ratio_spread(values)))
+                print("  %-26s %s" % (name, ratio_spread(values)))
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 #!/bin/bash
 # bench/bf16_compare_summary.py: medians, ranges and per-round ratios of a bf16_compare.sh output with a
-# VARIANT run, against values worked out by hand; a round without its PyTorch bf16 run is left out.
+# VARIANT run and PyTorch's channels_last runs, against values worked out by hand; a round without its
+# PyTorch bf16 run is left out.
 set -euo pipefail
 SUMMARY="${TEST_SRCDIR}/${TEST_WORKSPACE}/bench/bf16_compare_summary.py"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
-run() {  # impl precision ms
-  local field=step_ms_p50
+run() {  # impl precision ms [channels_last]
+  local field=step_ms_p50 layout=""
   [ "$1" = pytorch ] && field=step_ms
-  printf '{"impl": "%s", "model": "resnet18", "precision": "%s", "%s": %s}\n' "$1" "$2" "$field" "$3"
+  [ "${4:-}" = cl ] && layout=', "channels_last": true'
+  printf '{"impl": "%s", "model": "resnet18", "precision": "%s", "%s": %s%s}\n' "$1" "$2" "$field" "$3" "$layout"
 }
 {
   echo "# header line"
@@ -15,7 +17,10 @@ run() {  # impl precision ms
     read -r fp32 bf16 variant tfp32 tbf16 <<<"$round"
     run ddpengine fp32 "$fp32"; run ddpengine bf16 "$bf16"
     echo "# variant: DDP_X=1"; run ddpengine bf16 "$variant"
-    if [ "$tfp32" != 0 ]; then run pytorch fp32 "$tfp32"; run pytorch bf16 "$tbf16"; fi
+    if [ "$tfp32" != 0 ]; then
+      run pytorch fp32 "$tfp32"; run pytorch bf16 "$tbf16"
+      run pytorch fp32 $((tfp32 - 100)) cl; run pytorch bf16 $((tbf16 - 100)) cl
+    fi
   done
 } > "$TMP/compare.txt"
 out=$(python3 "$SUMMARY" "$TMP/compare.txt")
@@ -26,8 +31,11 @@ expect "ours_bf16          510.0 (500.0-520.0) ms"
 expect "ours_bf16_variant  480.0 (470.0-490.0) ms"
 expect "torch_bf16         700.0 (650.0-720.0) ms"
 # per round: 900/500 = 1.80, 1000/520 = 1.92, 950/510 = 1.86; 700/500 = 1.40, 650/520 = 1.25, 720/510 = 1.41
-expect "ours bf16 / ours fp32    1.86x (1.80-1.92)"
-expect "ours bf16 vs torch bf16  1.40x (1.25-1.41)"
+expect "ours bf16 / ours fp32      1.86x (1.80-1.92)"
+expect "ours bf16 vs torch bf16    1.40x (1.25-1.41)"
 # 700/480 = 1.46, 650/470 = 1.38, 720/490 = 1.47
-expect "variant vs torch bf16    1.46x (1.38-1.47)"
+expect "variant vs torch bf16      1.46x (1.38-1.47)"
+# channels_last runs are 100 ms faster: 600/500 = 1.20, 550/520 = 1.06, 620/510 = 1.22
+expect "torch_bf16_cl      600.0 (550.0-620.0) ms"
+expect "ours bf16 vs torch bf16 cl 1.20x (1.06-1.22)"
 echo PASS

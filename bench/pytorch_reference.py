@@ -29,6 +29,8 @@ def run(rank, args, result_queue=None):
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     model = reference_models.make_model(args.model)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
     use_ddp = args.world_size > 1 or args.ddp
     if use_ddp:
         import torch.distributed as dist
@@ -37,6 +39,8 @@ def run(rank, args, result_queue=None):
                                                     gradient_as_bucket_view=args.gradient_as_bucket_view)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     x_all, y_all = reference_data.load_split("train", args.batch_size * 64)
+    if args.channels_last and x_all.dim() == 4:
+        x_all = x_all.contiguous(memory_format=torch.channels_last)
     batches = x_all.shape[0] // args.batch_size
 
     def step(i):
@@ -62,6 +66,7 @@ def run(rank, args, result_queue=None):
         "samples_per_s": args.steps * args.batch_size * args.world_size / elapsed,
         "step_ms": 1000.0 * elapsed / args.steps, "peak_rss_mb": peak_mb,
         "gradient_as_bucket_view": args.gradient_as_bucket_view, "precision": args.precision,
+        "channels_last": args.channels_last,
     }
     if use_ddp:
         import torch.distributed as dist
@@ -86,6 +91,9 @@ def main():
                         help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16)")
     parser.add_argument("--gradient_as_bucket_view", action="store_true",
                         help="DDP's gradient_as_bucket_view (.grad tensors are views into the buckets)")
+    parser.add_argument("--channels_last", action="store_true",
+                        help="model and input in torch.channels_last (NHWC), the layout oneDNN's CPU "
+                             "convolutions run natively")
     args = parser.parse_args()
     if args.world_size > 1 or args.ddp:
         import torch.multiprocessing as mp
