@@ -25,6 +25,24 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import reference_data  # noqa: E402
 import reference_models  # noqa: E402
 
+def make_step(model, opt, x_all, y_all, batch_size, precision, world_size=1, rank=0):
+    """The training step of step index i: this rank's pre-made batch, forward and loss (under bf16 autocast
+    for precision "bf16"), backward, SGD step."""
+    batches = x_all.shape[0] // batch_size
+
+    def step(i):
+        b = (i * world_size + rank) % batches
+        x = x_all[b * batch_size:(b + 1) * batch_size]
+        y = y_all[b * batch_size:(b + 1) * batch_size]
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
 def run(rank, args, result_queue=None):
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -41,17 +59,7 @@ def run(rank, args, result_queue=None):
     x_all, y_all = reference_data.load_split("train", args.batch_size * 64)
     if args.channels_last and x_all.dim() == 4:
         x_all = x_all.contiguous(memory_format=torch.channels_last)
-    batches = x_all.shape[0] // args.batch_size
-
-    def step(i):
-        b = (i * args.world_size + rank) % batches
-        x = x_all[b * args.batch_size:(b + 1) * args.batch_size]
-        y = y_all[b * args.batch_size:(b + 1) * args.batch_size]
-        opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
+    step = make_step(model, opt, x_all, y_all, args.batch_size, args.precision, args.world_size, rank)
 
     for i in range(args.warmup):
         step(i)

@@ -11,12 +11,14 @@ import os
 import sys
 
 import torch
-import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import reference_data  # noqa: E402
 import reference_models  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pytorch_reference  # noqa: E402
 
 
 def main():
@@ -32,23 +34,14 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = reference_models.make_model(args.model)
-    batches = 8
-    x_all, y_all = reference_data.load_split("train", args.batch_size * batches)
+    x_all, y_all = reference_data.load_split("train", args.batch_size * 8)
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
         if x_all.dim() == 4:
             x_all = x_all.contiguous(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
-    def step(i):
-        b = i % batches
-        x = x_all[b * args.batch_size:(b + 1) * args.batch_size]
-        y = y_all[b * args.batch_size:(b + 1) * args.batch_size]
-        opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
+    step = pytorch_reference.make_step(model, opt, x_all, y_all, args.batch_size, args.precision)
 
     for i in range(args.warmup):
         step(i)
