@@ -188,8 +188,10 @@ Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
 // (NormalizeAddRelu, the same roundings as the three ops: bit for bit their output). Backward is the
 // three ops' backward in their order: the ReLU mask applied to the output gradient (which is also the
 // residual's gradient), then BatchNorm's backward of that, so the gradients are bit for bit theirs too;
-// the masked gradient is written out in the pass that takes BatchNorm's backward sums over it
-// (ReluMaskedBackwardSumsInto), which spares one read of it. The op keeps the output's ReLU mask for
+// the masked gradient is formed in the pass that takes BatchNorm's backward sums over it
+// (ReluMaskedBackwardSumsInto, or the blocked backward of Note [BatchNorm in channel blocks], which writes
+// it out only when the residual takes it as its gradient and otherwise masks gy again from the bits for
+// the input gradient). The op keeps the output's ReLU mask for
 // backward, one bit an element, not the output (Note [ReLU mask bits], tensor/batch_norm_rows.h).
 // The fused kernel is the CPU's; on a GPU the op runs the three ops.
 Tensor BatchNormAddRelu(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
