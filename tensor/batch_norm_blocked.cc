@@ -77,13 +77,8 @@ BlockedForward BlockedTrainingForward(const Tensor& x, float eps, const Tensor& 
   float* pinvstd = stats.invstd.data<float>();
   float* py = result.y.data<float>();
   BFloat16* pb = bf16_copy.defined() ? bf16_copy.data<BFloat16>() : nullptr;
+  uint8_t* pmask = SizeReluMask(relu_mask, s);
   const int64_t row_bytes = (s.inner + 7) / 8;
-  uint8_t* pmask = nullptr;
-  if (relu_mask != nullptr) {
-    relu_mask->row_bytes = row_bytes;
-    relu_mask->bits.resize(static_cast<size_t>(s.n * s.c * row_bytes));
-    pmask = relu_mask->bits.data();
-  }
   ForEachChannelBlock(s, [&](int64_t c0, int64_t c1) {
     std::vector<double> totals(c1 - c0, 0.0);
     ForEachRowOfBlock(s, c0, c1, [&](int64_t ch, int64_t base) {
@@ -136,7 +131,8 @@ void BlockedTrainingBackward(const Tensor& gy, const ReluMaskBits* relu_mask, co
   float* pgx = gx.data<float>();
   ForEachChannelBlock(s, [&](int64_t c0, int64_t c1) {
     std::vector<batch_norm_rows::BackwardTotals> totals(c1 - c0);
-    std::vector<uint32_t> lanes(relu_mask != nullptr ? static_cast<size_t>(8 * relu_mask->row_bytes) : 0);
+    thread_local std::vector<uint32_t> lanes;  // a row's mask as lanes, reused across calls
+    if (relu_mask != nullptr) lanes.resize(static_cast<size_t>(8 * relu_mask->row_bytes));
     // The row's mask as lanes, when there is a mask.
     auto expand_mask = [&](int64_t base) -> const uint32_t* {
       if (relu_mask == nullptr) return nullptr;

@@ -49,6 +49,13 @@ float ChannelValueOr(const Tensor& t, int64_t ch, float fallback) {
   return t.defined() ? t.data<float>()[ch * t.strides()[0]] : fallback;
 }
 
+uint8_t* SizeReluMask(ReluMaskBits* mask, const BatchNormShape& s) {
+  if (mask == nullptr) return nullptr;
+  mask->row_bytes = (s.inner + 7) / 8;
+  mask->bits.resize(static_cast<size_t>(s.n * s.c * mask->row_bytes));
+  return mask->bits.data();
+}
+
 BatchNormShape BatchNormShapeOf(const Tensor& x) {
   const int64_t n = x.shape()[0], c = x.shape()[1];
   return {n, c, c == 0 || n == 0 ? 0 : x.numel() / (n * c)};
@@ -157,13 +164,8 @@ Tensor NormalizeAddRelu(const Tensor& x, const Tensor& mean, const Tensor& invst
   const float* pr = residual.defined() ? residual.data<float>() : nullptr;
   float* py = y.data<float>();
   BFloat16* pb = bf16_copy.defined() ? bf16_copy.data<BFloat16>() : nullptr;
-  uint8_t* pmask = nullptr;
+  uint8_t* pmask = SizeReluMask(relu_mask, s);
   const int64_t row_bytes = (s.inner + 7) / 8;
-  if (relu_mask != nullptr) {
-    relu_mask->row_bytes = row_bytes;
-    relu_mask->bits.resize(static_cast<size_t>(s.n * s.c * row_bytes));
-    pmask = relu_mask->bits.data();
-  }
   const auto affine = AffineOf(s.c, mean, invstd, weight, bias);
   ForEachRow(s, [&](int64_t ch, int64_t base) {
     batch_norm_rows::NormalizeAddReluRow(px + base, pr != nullptr ? pr + base : nullptr, s.inner, affine[ch],

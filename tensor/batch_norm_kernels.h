@@ -51,6 +51,9 @@ struct ReluMaskBits {
   std::vector<uint8_t> bits;  // n * c * row_bytes
 };
 
+// Sizes `mask` (when not null) for an output of shape `s` and returns its bits to fill, else null.
+uint8_t* SizeReluMask(ReluMaskBits* mask, const BatchNormShape& s);
+
 // A new y = relu(Normalize(x, ...) + residual) in one pass, bit for bit what Normalize, then adding
 // `residual` (contiguous, x's shape; undefined: nothing added), then ReLU compute. With `bf16_copy`
 // defined (contiguous bf16, x's shape) the same pass writes y rounded as ToBFloat16Contiguous rounds it

@@ -65,17 +65,13 @@ BatchNormGrads BatchNormBackward(const Tensor& gy, const Tensor& x, const Tensor
   Tensor gyc = Contiguous(gy);
   Tensor sums = Tensor::Empty({2 * c}, DType::kFloat32, gy.device());  // {s, t}
   BatchNormGrads grads;
-  if (training && !sum_over_group && need_x && x.device().is_cpu()) {
-    // Note [BatchNorm in channel blocks]: the sums and the input gradient block by block.
-    Tensor masked = need_masked ? Tensor::Empty(x.shape(), DType::kFloat32) : Tensor();
+  // Note [BatchNorm in channel blocks]: without a group, the sums and the input gradient block by block.
+  const bool blocked = training && !sum_over_group && need_x && x.device().is_cpu();
+  if (blocked) {
+    grads.masked = need_masked ? Tensor::Empty(x.shape(), DType::kFloat32) : Tensor();
     grads.gx = Tensor::Empty(x.shape(), DType::kFloat32);
-    BlockedTrainingBackward(gyc, relu_mask, x, stats, weight, masked, sums, grads.gx);
-    if (need_w) grads.gw = Mul(Narrow(sums, 0, c, c), stats.invstd);
-    if (need_b) grads.gb = Clone(Narrow(sums, 0, 0, c));
-    grads.masked = masked;
-    return grads;
-  }
-  if (relu_mask != nullptr) {
+    BlockedTrainingBackward(gyc, relu_mask, x, stats, weight, grads.masked, sums, grads.gx);
+  } else if (relu_mask != nullptr) {
     Tensor masked = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
     ReluMaskedBackwardSumsInto(gyc, *relu_mask, x, stats.mean, masked, sums);
     gyc = masked;
@@ -84,6 +80,7 @@ BatchNormGrads BatchNormBackward(const Tensor& gy, const Tensor& x, const Tensor
   }
   if (need_w) grads.gw = Mul(Narrow(sums, 0, c, c), stats.invstd);
   if (need_b) grads.gb = Clone(Narrow(sums, 0, 0, c));
+  if (blocked) return grads;
   if (training && sum_over_group) sum_over_group(sums, "backward");
   if (need_x) grads.gx = InputGrad(gyc, x, stats.mean, stats.invstd, weight, sums, stats.count, training);
   if (relu_mask != nullptr) grads.masked = gyc;
