@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "tensor/batch_norm_channels_last.h"
 #include "tensor/batch_norm_rows.h"
 
 namespace ddp {
@@ -78,6 +79,12 @@ BlockedForward BlockedTrainingForward(const Tensor& x, float eps, const Tensor& 
   float* py = result.y.data<float>();
   BFloat16* pb = bf16_copy.defined() ? bf16_copy.data<BFloat16>() : nullptr;
   uint8_t* pmask = SizeReluMask(relu_mask, s);
+  if (s.inner == 1) {
+    // Note [BatchNorm over channels in lanes].
+    batch_norm_channels_last::TrainingForward(s.n, s.c, eps, weight, bias, relu,
+                                              {px, pr, pmean, pvar, pinvstd, py, pb, pmask});
+    return result;
+  }
   const int64_t row_bytes = (s.inner + 7) / 8;
   ForEachChannelBlock(s, [&](int64_t c0, int64_t c1) {
     std::vector<double> totals(c1 - c0, 0.0);
@@ -129,6 +136,13 @@ void BlockedTrainingBackward(const Tensor& gy, const ReluMaskBits* relu_mask, co
   float* sum_g = sums.data<float>();
   float* sum_gx = sum_g + s.c;
   float* pgx = gx.data<float>();
+  if (s.inner == 1) {
+    // Note [BatchNorm over channels in lanes].
+    batch_norm_channels_last::TrainingBackward(s.n, s.c, weight,
+                                               {pg, relu_mask != nullptr ? relu_mask->bits.data() : nullptr,
+                                                px, pmean, pinvstd, pmasked, sum_g, sum_gx, pgx});
+    return;
+  }
   ForEachChannelBlock(s, [&](int64_t c0, int64_t c1) {
     std::vector<batch_norm_rows::BackwardTotals> totals(c1 - c0);
     thread_local std::vector<uint32_t> lanes;  // a row's mask as lanes, reused across calls

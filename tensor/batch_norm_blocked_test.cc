@@ -1,8 +1,8 @@
 // The channel-blocked training passes (tensor/batch_norm_blocked.h) against the whole-tensor kernels
 // they stand in for (tensor/batch_norm_kernels.h, BatchNormBatchStats): statistics, outputs, bf16 copies,
 // ReLU masks, backward sums and input gradients agree bit for bit (Note [BatchNorm in channel blocks]),
-// over shapes of one block, many blocks with a short last one, channels larger than a block and rows
-// that are not a multiple of the vector width, on one thread and two.
+// over shapes of one block, many blocks with a short last one, channels larger than a block, rows that
+// are not a multiple of the vector width and rows of one value per channel, on one thread and two.
 #include "tensor/batch_norm_blocked.h"
 
 #include <gtest/gtest.h>
@@ -110,10 +110,14 @@ TEST_P(BatchNormBlockedTest, BackwardIsTheWholeTensorKernelsBitForBit) {
 
 // Channel bytes (n * inner * 4) against the 256 KiB block: [8, 700, 13] makes 416-byte channels, two blocks
 // (630 channels, then 70); [2, 3, 200, 200] channels of 320 KB, one a block; [6, 5, 3, 3] one block of
-// 9-float rows; [16, 40] a 2-d input (rows of one float).
+// 9-float rows. One value per (row, channel) runs the channels-in-lanes passes (Note [BatchNorm over
+// channels in lanes]): [16, 40] a small 2-d input; [3000, 37] and [2000, 64] large enough for two threads to
+// take a block of columns each (37: a short last cache line); [40, 24, 1, 1] a 4-d input with 1x1 images.
 INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormBlockedTest,
                          ::testing::Combine(::testing::Values(Shape{8, 700, 13}, Shape{2, 3, 200, 200},
-                                                              Shape{6, 5, 3, 3}, Shape{16, 40}),
+                                                              Shape{6, 5, 3, 3}, Shape{16, 40},
+                                                              Shape{3000, 37}, Shape{2000, 64},
+                                                              Shape{40, 24, 1, 1}),
                                             ::testing::Values(1, 2)));
 
 TEST(BatchNormBlockedDeathTest, OneValuePerChannelIsRejected) {

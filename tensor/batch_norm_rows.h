@@ -171,16 +171,22 @@ inline InputGradCoefficients InputGradOf(float invstd, float weight, float sum_g
           static_cast<float>(-kk * sum_g / static_cast<double>(count))};
 }
 
+// One element of the input gradient, as every kernel rounds it (contracted alike wherever it is inlined).
+inline float InputGradValue(float g, float x, float k, float a, float b, float mean) {
+  return k * g + a * (x - mean) + b;
+}
+
 // The input gradient's row.
 inline void InputGradRow(const float* g, const float* x, int64_t inner, InputGradCoefficients f, float mean,
                          float* gx) {
-  for (int64_t j = 0; j < inner; ++j) gx[j] = f.k * g[j] + f.a * (x[j] - mean) + f.b;
+  for (int64_t j = 0; j < inner; ++j) gx[j] = InputGradValue(g[j], x[j], f.k, f.a, f.b, mean);
 }
 
 // InputGradRow of g = ReluMask(gy, lanes) (AddRowBackwardSums' masked gradient), without storing g.
 inline void MaskedInputGradRow(const float* gy, const uint32_t* lanes, const float* x, int64_t inner,
                                InputGradCoefficients f, float mean, float* gx) {
-  for (int64_t j = 0; j < inner; ++j) gx[j] = f.k * ReluMask(gy[j], lanes[j]) + f.a * (x[j] - mean) + f.b;
+  for (int64_t j = 0; j < inner; ++j)
+    gx[j] = InputGradValue(ReluMask(gy[j], lanes[j]), x[j], f.k, f.a, f.b, mean);
 }
 
 }  // namespace batch_norm_rows

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "tensor/autocast.h"
@@ -239,6 +240,14 @@ void RunResNetStageBatchNorms() {
     Report(stage.label, ([&] {
              Tensor y = BatchNormAddRelu(x, Tensor(), weight, bias, mean, var, true, 0.1f, 1e-5f);
              y.Backward(gy);
+           }));
+    // The same activation channels-last, as its [N*H*W, C] view (Note [BatchNorm over channels in lanes]).
+    const std::string rows_label = std::string(stage.label) + " rows";
+    Tensor rows = Param({64 * stage.side * stage.side, stage.channels}, gen);
+    Tensor rows_gy = OnesLike(rows);
+    Report(rows_label.c_str(), ([&] {
+             Tensor y = BatchNormAddRelu(rows, Tensor(), weight, bias, mean, var, true, 0.1f, 1e-5f);
+             y.Backward(rows_gy);
            }));
   }
 }
