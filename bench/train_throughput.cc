@@ -77,6 +77,8 @@ ABSL_FLAG(std::string, step_times_out, "",
           "write each timed step's wall time (ms, one per line) to this path (every rank: \"%r\" in the path "
           "becomes the rank; bench/compare_ddp.sh's noise bound reads it)");
 ABSL_FLAG(std::string, data_dir, ddp::kDefaultFashionMnistDir, "Fashion-MNIST folder");
+ABSL_FLAG(std::string, memory_format, "contiguous",
+          "contiguous | channels_last: resnet18's activations NCHW or NHWC (train/train's --memory_format)");
 ABSL_FLAG(bool, fuse_blocks, true,
           "run each conv -> ReLU -> pool block (and resnet's BatchNorm -> add -> ReLU) as one op (Note "
           "[Fusion in Sequential], BasicBlock::set_fuse_blocks); false: one op per module, as PyTorch eager");
@@ -155,6 +157,7 @@ absl::StatusOr<TrainConfig> ConfigFromFlags() {
     return absl::InvalidArgumentError(
         "--precision=fp16: this benchmark's step has no GradScaler (train/train runs fp16 with one); use fp32 or bf16");
   }
+  config.memory_format = absl::GetFlag(FLAGS_memory_format);
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
   const SgdOptions sgd = BenchSgdOptions();  // the PyTorch reference's optimizer, at a constant rate
   config.optimizer = "sgd";
@@ -244,16 +247,19 @@ void PrintResult(const RunFacts& facts, const std::vector<StepTime>& timed, cons
       "\"exposed_comm_ms\": %.3f, \"buckets\": %d, \"bucket_cap_mb\": %g, \"ablation\": \"%s\", "
       "\"per_step\": \"%s\", \"backend\": \"%s\", \"wrap_ms\": %.3f, \"settings_agreement_ms\": %.3f, "
       "\"auto_caps\": \"%s\", \"auto_predicted_step_ms\": %.3f, \"comm_hook\": \"%s\", "
-      "\"sent_kib_per_step\": %.1f, \"gradient_as_bucket_view\": %s, \"fuse_blocks\": %s, \"precision\": \"%s\"}\n",
+      "\"sent_kib_per_step\": %.1f, \"gradient_as_bucket_view\": %s, \"fuse_blocks\": %s, "
+      "\"precision\": \"%s\", \"memory_format\": \"%s\"}\n",
       absl::GetFlag(FLAGS_model).c_str(), static_cast<long>(batch_size), steps, facts.world,
       facts.ddp ? "true" : "false", steps * samples_per_step / elapsed, 1000.0 * elapsed / steps,
       spread.p50_ms, spread.p90_ms, spread.cv, PeakRssMb(), absl::ToDoubleMilliseconds(forward) / steps,
       absl::ToDoubleMilliseconds(backward) / steps, absl::ToDoubleMilliseconds(update) / steps, comm.comm_ms,
       comm.overlapped_ms, comm.exposed_ms, comm.buckets, absl::GetFlag(FLAGS_bucket_cap_mb),
       absl::GetFlag(FLAGS_ablation).c_str(), per_step.c_str(), facts.backend.c_str(), facts.wrap_ms,
-      facts.agreement_ms, facts.auto_caps.c_str(), facts.auto_predicted_ms, absl::GetFlag(FLAGS_comm_hook).c_str(),
-      comm.sent_kib, absl::GetFlag(FLAGS_gradient_as_bucket_view) ? "true" : "false",
-      absl::GetFlag(FLAGS_fuse_blocks) ? "true" : "false", absl::GetFlag(FLAGS_precision).c_str());
+      facts.agreement_ms, facts.auto_caps.c_str(), facts.auto_predicted_ms,
+      absl::GetFlag(FLAGS_comm_hook).c_str(), comm.sent_kib,
+      absl::GetFlag(FLAGS_gradient_as_bucket_view) ? "true" : "false",
+      absl::GetFlag(FLAGS_fuse_blocks) ? "true" : "false", absl::GetFlag(FLAGS_precision).c_str(),
+      absl::GetFlag(FLAGS_memory_format).c_str());
 }
 
 // --step_times_out: each timed step's milliseconds, to the path with "%r" replaced by the rank.

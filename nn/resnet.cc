@@ -94,6 +94,11 @@ ResNet& ResNet::set_fuse_blocks(bool fuse) {
   return *this;
 }
 
+ResNet& ResNet::set_channels_last(bool channels_last) {
+  channels_last_ = channels_last;
+  return *this;
+}
+
 ResNet::ResNet(const ResNetOptions& options, Generator& generator) : Module("ResNet"), options_(options) {
   const std::vector<int64_t>& stages = options.blocks_per_stage;
   bool valid = !stages.empty() && stages.size() <= 4 && options.in_channels >= 1 && options.num_classes >= 1;
@@ -122,7 +127,9 @@ ResNet::ResNet(const ResNetOptions& options, Generator& generator) : Module("Res
 Tensor ResNet::Forward(const Tensor& x) {
   DDP_CHECK(x.dim() == 4 && x.size(1) == options_.in_channels)
       << "ResNet got input " << ShapeToString(x.shape()) << ", expected [n, " << options_.in_channels << ", h, w]";
-  Tensor y = NormalizeAddRelu(*Child("bn1"), *Child("relu"), (*Child("conv1"))(x), Tensor(), fuse_blocks_);
+  const Tensor input = channels_last_ ? ContiguousChannelsLast(x) : x;
+  Tensor y =
+      NormalizeAddRelu(*Child("bn1"), *Child("relu"), (*Child("conv1"))(input), Tensor(), fuse_blocks_);
   for (size_t stage = 0; stage < options_.blocks_per_stage.size(); ++stage) {
     y = (*Child(absl::StrCat("layer", stage + 1)))(y);
   }

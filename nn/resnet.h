@@ -81,9 +81,18 @@ class ResNet : public Module {
   ResNet& set_fuse_blocks(bool fuse);
   bool fuse_blocks() const { return fuse_blocks_; }
 
+  // With `channels_last`, Forward lays its input out channels-last (ContiguousChannelsLast), so on the
+  // CPU every convolution and BatchNorm runs on NHWC activations without layout conversions (Note
+  // [Channels-last activations], tensor/memory_format.h), as PyTorch's model.to(memory_format=
+  // torch.channels_last) with a channels-last input. The parameters, the output and state dicts are the
+  // same either way. Returns *this.
+  ResNet& set_channels_last(bool channels_last);
+  bool channels_last() const { return channels_last_; }
+
  private:
   ResNetOptions options_;
   bool fuse_blocks_ = true;
+  bool channels_last_ = false;
 };
 
 }  // namespace nn

@@ -9,8 +9,10 @@
 
 #include "base/check.h"
 #include "tensor/bf16_convert.h"
+#include "tensor/cpu_elementwise.h"
 #include "tensor/function_node.h"
 #include "tensor/low_precision_round.h"
+#include "tensor/memory_format.h"
 #include "tensor/ops.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/cuda_ops.h"
@@ -110,6 +112,18 @@ Tensor ToBFloat16Contiguous(const Tensor& x) {
   return out;
 }
 
+namespace {
+
+// The bf16 copy x's producer attached, while x's storage has not changed since; else undefined.
+Tensor AttachedCopy(const Tensor& x) {
+  const TensorImpl* impl = x.impl();
+  if (impl->autocast_copy == nullptr || impl->autocast_copy_version != x.storage()->version())
+    return Tensor();
+  return Tensor(impl->autocast_copy);
+}
+
+}  // namespace
+
 Tensor AutocastCast(const Tensor& x) {
   AutocastState& state = State();
   DDP_CHECK(state.enabled) << "AutocastCast outside an enabled AutocastScope";
@@ -117,11 +131,10 @@ Tensor AutocastCast(const Tensor& x) {
       << "AutocastCast: an fp16 scope casts CPU tensors through AutocastFp16Call";
   const DType dtype = state.dtype;
   if (!(x.is_leaf() && x.requires_grad())) {
-    const TensorImpl* impl = x.impl();
-    if (dtype == DType::kBFloat16 && impl->autocast_copy != nullptr &&
-        impl->autocast_copy_version == x.storage()->version()) {
+    const Tensor copy = dtype == DType::kBFloat16 ? AttachedCopy(x) : Tensor();
+    if (copy.defined() && copy.is_contiguous()) {
       ++state.counters.attached;  // Note [Autocast copies from the producer]
-      return Tensor(impl->autocast_copy);
+      return copy;
     }
     return ToLowPrecisionContiguous(x, dtype);
   }
@@ -138,6 +151,26 @@ Tensor AutocastCast(const Tensor& x) {
   return cast;
 }
 
+Tensor AutocastCastChannelsLast(const Tensor& x) {
+  AutocastState& state = State();
+  DDP_CHECK(state.enabled && state.dtype == DType::kBFloat16)
+      << "AutocastCastChannelsLast outside an enabled bf16 AutocastScope";
+  if (!(x.is_leaf() && x.requires_grad())) {
+    const Tensor copy = AttachedCopy(x);
+    if (copy.defined() && IsChannelsLast(copy)) {
+      ++state.counters.attached;  // Note [Autocast copies from the producer]
+      return copy;
+    }
+  }
+  if (IsChannelsLast(x) && x.device().is_cpu() && x.dtype() == DType::kFloat32) {
+    // Rounded where it lies: one pass, no layout change (not cached: an activation, not a weight).
+    Tensor out = EmptyChannelsLast(x.shape(), DType::kBFloat16);
+    cpu::FloatToBFloat16Array(x.data<float>(), out.data<BFloat16>(), x.numel());
+    return out;
+  }
+  return ChannelsLastCopy(AutocastCast(x));
+}
+
 AutocastCacheCounters GetAutocastCacheCounters() { return State().counters; }
 
 bool AutocastWantsCopyOf(const Tensor& output) {
@@ -147,9 +180,10 @@ bool AutocastWantsCopyOf(const Tensor& output) {
 }
 
 void AttachAutocastCopy(const Tensor& output, const Tensor& copy) {
-  DDP_CHECK(copy.dtype() == DType::kBFloat16 && copy.device().is_cpu() && copy.is_contiguous() &&
-            copy.shape() == output.shape())
-      << "AttachAutocastCopy: needs a contiguous bfloat16 CPU tensor of shape "
+  DDP_CHECK(copy.dtype() == DType::kBFloat16 && copy.device().is_cpu() &&
+            cpu::SameDenseLayout(copy, output) && (copy.is_contiguous() || IsChannelsLast(copy)))
+      << "AttachAutocastCopy: needs a bfloat16 CPU tensor in the layout (contiguous or channels-last) of "
+         "shape "
       << ShapeToString(output.shape()) << ", got " << DTypeName(copy.dtype()) << " "
       << ShapeToString(copy.shape());
   output.impl()->autocast_copy = copy.shared_impl();

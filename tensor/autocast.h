@@ -108,9 +108,15 @@ DType AutocastDType();
 // The contiguous copy of float32 tensor `x` in the scope's dtype (no autograd history): bf16 for a CPU
 // tensor (the CPU's fp16 path rounds through AutocastFp16Call instead), bf16 or fp16 for a CUDA tensor. A
 // leaf that requires grad is cast once per outermost scope (Note [Autocast]); any other tensor with a
-// valid copy attached by its producer gets that copy (Note [Autocast copies from the producer]).
-// REQUIRES: AutocastEnabled(); on the CPU, a bf16 scope.
+// valid contiguous copy attached by its producer gets that copy (Note [Autocast copies from the
+// producer]). REQUIRES: AutocastEnabled(); on the CPU, a bf16 scope.
 Tensor AutocastCast(const Tensor& x);
+
+// AutocastCast for an op that takes channels-last operands (Note [Channels-last activations],
+// tensor/memory_format.h): a valid channels-last copy attached by x's producer, else x rounded where it
+// lies when it is channels-last (never cached), else AutocastCast(x) laid out channels-last. REQUIRES: a
+// bf16 scope; x a 4-d CPU tensor.
+Tensor AutocastCastChannelsLast(const Tensor& x);
 
 // Note [Autocast copies from the producer]
 // Under bf16 autocast on the CPU, an op whose float32 output usually feeds a GEMM can write the output's
@@ -128,9 +134,9 @@ Tensor AutocastCast(const Tensor& x);
 // producer]): bf16 autocast is enabled on this thread and output is a float32 CPU tensor.
 bool AutocastWantsCopyOf(const Tensor& output);
 
-// Attaches `copy` (a contiguous bf16 CPU tensor of output's shape holding output's values rounded as
-// ToBFloat16Contiguous rounds them) to `output` at its storage's current version. Dies naming the
-// shapes or dtype when copy does not fit output.
+// Attaches `copy` (a bf16 CPU tensor of output's shape and layout, contiguous or channels-last, holding
+// output's values rounded as ToBFloat16Contiguous rounds them) to `output` at its storage's current
+// version. Dies naming the shapes or dtype when copy does not fit output.
 void AttachAutocastCopy(const Tensor& output, const Tensor& copy);
 
 // The contiguous copy of float32 tensor `x` (any layout, either device) in `dtype` (kBFloat16 or

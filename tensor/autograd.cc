@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "tensor/cpu_elementwise.h"
 #include "tensor/ops.h"
 
 namespace ddp {
@@ -46,11 +47,13 @@ std::unordered_map<Node*, int> CountDependencies(Node* root) {
 
 // True when the sum buffer + gradient may be written into `buffer` (as PyTorch's input buffers do): this
 // handle is the only one on the tensor and on its memory, so no one else sees it change, and the sum has
-// its shape, dtype and device. AddInPlace then writes Add's bits (each element buffer + gradient).
+// its shape, layout, dtype and device. AddInPlace then writes Add's bits (each element buffer + gradient).
+// Both contiguous, or on the CPU both in one dense layout (channels-last gradients, Note [Channels-last
+// activations]), which the sum keeps.
 bool CanSumInPlace(const Tensor& buffer, const Tensor& gradient) {
   return buffer.shared_impl().use_count() == 1 && buffer.storage().use_count() == 1 &&
-         buffer.is_contiguous() && buffer.shape() == gradient.shape() && buffer.dtype() == gradient.dtype() &&
-         buffer.device() == gradient.device();
+         cpu::SameDenseLayout(buffer, gradient) && (buffer.is_contiguous() || buffer.device().is_cpu()) &&
+         buffer.dtype() == gradient.dtype() && buffer.device() == gradient.device();
 }
 
 // Adds `gradient` into the input buffer of a node (sums gradients arriving over several edges).

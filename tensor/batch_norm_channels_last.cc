@@ -45,6 +45,36 @@ void ForEachColumnBlock(int64_t rows, int64_t channels, F f) {
 // The lane mask of a ReLU mask byte: all ones where the output was positive.
 inline uint32_t LaneOf(uint8_t mask_byte) { return mask_byte != 0 ? ~uint32_t{0} : 0u; }
 
+// The output pass over columns [c0, c1): y = x * scale + shift, or with `relu` relu(... + residual) with
+// the bf16 copy and mask where `a` has them; scale[j] and shift[j] are column c0 + j's.
+void NormalizeBlock(int64_t rows, int64_t channels, int64_t c0, int64_t c1, const float* scale,
+                    const float* shift, bool relu, const ForwardArrays& a) {
+  const int64_t width = c1 - c0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t base = r * channels + c0;
+    const float* x = a.x + base;
+    float* y = a.y + base;
+    if (!relu) {
+      for (int64_t j = 0; j < width; ++j) y[j] = rows_::NormalizedValue(x[j], scale[j], shift[j]);
+      continue;
+    }
+    if (a.residual == nullptr) {
+      for (int64_t j = 0; j < width; ++j)
+        y[j] = rows_::ReluValue(rows_::NormalizedValue(x[j], scale[j], shift[j]));
+    } else {
+      const float* res = a.residual + base;
+      for (int64_t j = 0; j < width; ++j) {
+        y[j] = rows_::ReluValue(rows_::SumValue(rows_::NormalizedValue(x[j], scale[j], shift[j]), res[j]));
+      }
+    }
+    if (a.copy != nullptr) cpu::FloatToBFloat16Run(y, a.copy + base, width);
+    if (a.mask != nullptr) {
+      uint8_t* m = a.mask + base;
+      for (int64_t j = 0; j < width; ++j) m[j] = static_cast<uint8_t>(y[j] > 0.0f);
+    }
+  }
+}
+
 void ForwardBlock(int64_t rows, int64_t channels, int64_t c0, int64_t c1, float eps, const Tensor& weight,
                   const Tensor& bias, bool relu, const ForwardArrays& a) {
   const int64_t width = c1 - c0;
@@ -72,29 +102,7 @@ void ForwardBlock(int64_t rows, int64_t channels, int64_t c0, int64_t c1, float 
     scale[j] = f.a;
     shift[j] = f.b;
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t base = r * channels + c0;
-    const float* x = a.x + base;
-    float* y = a.y + base;
-    if (!relu) {
-      for (int64_t j = 0; j < width; ++j) y[j] = rows_::NormalizedValue(x[j], scale[j], shift[j]);
-      continue;
-    }
-    if (a.residual == nullptr) {
-      for (int64_t j = 0; j < width; ++j)
-        y[j] = rows_::ReluValue(rows_::NormalizedValue(x[j], scale[j], shift[j]));
-    } else {
-      const float* res = a.residual + base;
-      for (int64_t j = 0; j < width; ++j) {
-        y[j] = rows_::ReluValue(rows_::SumValue(rows_::NormalizedValue(x[j], scale[j], shift[j]), res[j]));
-      }
-    }
-    if (a.copy != nullptr) cpu::FloatToBFloat16Run(y, a.copy + base, width);
-    if (a.mask != nullptr) {
-      uint8_t* m = a.mask + base;
-      for (int64_t j = 0; j < width; ++j) m[j] = static_cast<uint8_t>(y[j] > 0.0f);
-    }
-  }
+  NormalizeBlock(rows, channels, c0, c1, scale.data(), shift.data(), relu, a);
 }
 
 void BackwardBlock(int64_t rows, int64_t channels, int64_t c0, int64_t c1, const Tensor& weight,
@@ -158,6 +166,18 @@ void TrainingForward(int64_t rows, int64_t channels, float eps, const Tensor& we
                      bool relu, const ForwardArrays& arrays) {
   ForEachColumnBlock(rows, channels, [&](int64_t c0, int64_t c1) {
     ForwardBlock(rows, channels, c0, c1, eps, weight, bias, relu, arrays);
+  });
+}
+
+void Normalize(int64_t rows, int64_t channels, const batch_norm_rows::AffineCoefficients* affine, bool relu,
+               const ForwardArrays& arrays) {
+  ForEachColumnBlock(rows, channels, [&](int64_t c0, int64_t c1) {
+    std::vector<float> scale(c1 - c0), shift(c1 - c0);
+    for (int64_t j = 0; j < c1 - c0; ++j) {
+      scale[j] = affine[c0 + j].a;
+      shift[j] = affine[c0 + j].b;
+    }
+    NormalizeBlock(rows, channels, c0, c1, scale.data(), shift.data(), relu, arrays);
   });
 }
 

@@ -1,13 +1,14 @@
 // Training-mode BatchNorm's CPU passes for inputs with one value per (row, channel): x [n, c] viewed as
 // BatchNormShape {n, c, inner = 1}, e.g. BatchNorm1d's [batch, features] or the [N*H*W, C] view of a
 // channels-last activation (Note [BatchNorm over channels in lanes], tensor/batch_norm_channels_last.cc).
-// For tensor/batch_norm_blocked.cc, which runs these wherever inner == 1: the same numbers as the
-// whole-tensor kernels of tensor/batch_norm_kernels.h, bit for bit. Nothing is checked; no autograd.
+// For tensor/batch_norm_blocked.cc and tensor/batch_norm_kernels.cc, which run these wherever inner == 1 on
+// the CPU: the same numbers as the row loops, bit for bit. Nothing is checked; no autograd.
 #ifndef DDP_TENSOR_BATCH_NORM_CHANNELS_LAST_H_
 #define DDP_TENSOR_BATCH_NORM_CHANNELS_LAST_H_
 
 #include <cstdint>
 
+#include "tensor/batch_norm_rows.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
@@ -32,6 +33,11 @@ struct ForwardArrays {
 // [channels] of any stride, or undefined (1 / 0). REQUIRES: rows > 1.
 void TrainingForward(int64_t rows, int64_t channels, float eps, const Tensor& weight, const Tensor& bias,
                      bool relu, const ForwardArrays& arrays);
+
+// The output pass alone with per-channel coefficients affine[ch] (batch_norm_rows::AffineOf), as
+// TrainingForward's last pass; `arrays`' statistics are not used.
+void Normalize(int64_t rows, int64_t channels, const batch_norm_rows::AffineCoefficients* affine, bool relu,
+               const ForwardArrays& arrays);
 
 // The backward's arrays, all contiguous over [rows, channels] or [channels].
 struct BackwardArrays {

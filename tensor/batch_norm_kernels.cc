@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "tensor/batch_norm_channels_last.h"
 #include "tensor/batch_norm_rows.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/op_util.h"
@@ -144,6 +145,11 @@ Tensor Normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, cons
   }
 #endif
   const auto affine = AffineOf(s.c, mean, invstd, weight, bias);
+  if (s.inner == 1) {  // Note [BatchNorm over channels in lanes]
+    batch_norm_channels_last::Normalize(s.n, s.c, affine.data(), /*relu=*/false,
+                                        {px, nullptr, nullptr, nullptr, nullptr, py, nullptr, nullptr});
+    return y;
+  }
   ForEachRow(s, [&](int64_t ch, int64_t base) {
     batch_norm_rows::NormalizeRow(px + base, s.inner, affine[ch], py + base);
   });
@@ -167,6 +173,11 @@ Tensor NormalizeAddRelu(const Tensor& x, const Tensor& mean, const Tensor& invst
   uint8_t* pmask = SizeReluMask(relu_mask, s);
   const int64_t row_bytes = (s.inner + 7) / 8;
   const auto affine = AffineOf(s.c, mean, invstd, weight, bias);
+  if (s.inner == 1) {  // Note [BatchNorm over channels in lanes]
+    batch_norm_channels_last::Normalize(s.n, s.c, affine.data(), /*relu=*/true,
+                                        {px, pr, nullptr, nullptr, nullptr, py, pb, pmask});
+    return y;
+  }
   ForEachRow(s, [&](int64_t ch, int64_t base) {
     batch_norm_rows::NormalizeAddReluRow(px + base, pr != nullptr ? pr + base : nullptr, s.inner, affine[ch],
                                          py + base, pb != nullptr ? pb + base : nullptr,

@@ -150,6 +150,7 @@ void RunResNet() {
     // kOneDnn: bf16 convolutions run oneDNN's bf16 primitives; kAuto: this CPU's default
     // (tensor/conv_kernels.cc).
     cpu::Bf16GemmKernel bf16_gemm = cpu::Bf16GemmKernel::kAuto;
+    bool channels_last = false;  // x, y and the gradients NHWC (Note [Channels-last activations])
   };
   // "auto" is the default rule (Note [Conv2d kernel choice]); "onednn" forces oneDNN's direct primitives
   // for every shape, "winograd" its Winograd ones wherever it has them (Note [Winograd convolutions]).
@@ -160,8 +161,10 @@ void RunResNet() {
       {"winogr fp32", cpu::ConvKernel::kWinograd, false},
       {"im2col bf16", cpu::ConvKernel::kIm2Col, true},
       {"auto   bf16", cpu::ConvKernel::kAuto, true},
-      {"bf16 primitives", cpu::ConvKernel::kOneDnn, true, cpu::Bf16GemmKernel::kOneDnn}};
-  constexpr int kVariants = 7, kRounds = 5;
+      {"bf16 primitives", cpu::ConvKernel::kOneDnn, true, cpu::Bf16GemmKernel::kOneDnn},
+      {"auto   fp32 NHWC", cpu::ConvKernel::kAuto, false, cpu::Bf16GemmKernel::kAuto, true},
+      {"auto   bf16 NHWC", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true}};
+  constexpr int kVariants = 9, kRounds = 5;
   double total_fwd[kVariants] = {}, total_all[kVariants] = {};
   Generator gen(1);
   for (const Case& k : cases) {
@@ -171,6 +174,11 @@ void RunResNet() {
     const int64_t padding = k.kernel / 2, o = (k.hw + 2 * padding - k.kernel) / k.stride + 1;
     const double macs = 64.0 * k.out * k.c * k.kernel * k.kernel * o * o;
     const Tensor x_const = x.Detach();  // no input gradient: backward runs the weight pass alone
+    const Tensor x_nhwc_const = ContiguousChannelsLast(x.Detach());
+    const Tensor x_nhwc = Tensor::View(x_nhwc_const.storage(), x_nhwc_const.shape(), x_nhwc_const.strides(),
+                                       0, DType::kFloat32);
+    x_nhwc.set_requires_grad(true);
+    const Tensor gy = Ones({64, k.out, o, o}), gy_nhwc = ContiguousChannelsLast(gy);
     auto forward = [&](bool bf16, const Tensor& input) {
       AutocastScope autocast(bf16);
       return Conv2d(input, w, Tensor(), k.stride, padding);
@@ -180,17 +188,20 @@ void RunResNet() {
       for (int v = 0; v < kVariants; ++v) {
         cpu::SetConvKernel(variants[v].kernel);
         cpu::SetBf16GemmKernel(variants[v].bf16_gemm);
+        const bool nhwc = variants[v].channels_last;
+        const Tensor& input = nhwc ? x_nhwc : x;
+        const Tensor& grad = nhwc ? gy_nhwc : gy;
         auto start = std::chrono::steady_clock::now();
-        { Tensor y = forward(variants[v].bf16, x); }
+        { Tensor y = forward(variants[v].bf16, input); }
         auto mid = std::chrono::steady_clock::now();
         {
-          Tensor y = forward(variants[v].bf16, x);
-          y.Backward(OnesLike(y));
+          Tensor y = forward(variants[v].bf16, input);
+          y.Backward(grad);
         }
         auto end = std::chrono::steady_clock::now();
         {
-          Tensor y = forward(variants[v].bf16, x_const);
-          y.Backward(OnesLike(y));
+          Tensor y = forward(variants[v].bf16, nhwc ? x_nhwc_const : x_const);
+          y.Backward(grad);
         }
         auto last = std::chrono::steady_clock::now();
         if (round < 0) continue;

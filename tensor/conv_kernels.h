@@ -34,6 +34,9 @@ struct ConvGeometry {
   int64_t out, kh, kw;  // weight
   int64_t stride, padding;
   int64_t oh, ow;  // output spatial size
+  // Activations (x, y and their gradients) lie channels-last, NHWC (Note [Channels-last activations],
+  // tensor/memory_format.h), for the oneDNN passes of tensor/conv_onednn.h; NCHW otherwise.
+  bool channels_last = false;
   int64_t K() const { return c * kh * kw; }
   int64_t P() const { return oh * ow; }
 };

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "base/check.h"
+#include "tensor/bf16_convert.h"
 #include "tensor/layout_transpose.h"
 
 namespace ddp {
@@ -167,15 +168,20 @@ memory::desc Plain(const memory::dims& dims, DataType type) {
   return memory::desc(dims, type, dims.size() == 4 ? Tag::abcd : Tag::a);
 }
 
+// An activation (x, y or a gradient of one) as the engine stores it: NCHW, or NHWC for channels-last.
+memory::desc Activation(const memory::dims& dims, DataType type, const ConvGeometry& g) {
+  return memory::desc(dims, type, g.channels_last ? Tag::acdb : Tag::abcd);
+}
+
 Plan MakePlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias, dnnl::algorithm algorithm) {
   const Shapes s = ShapesOf(g);
   const auto fwd = ForwardDesc(g, operand, bias && pass == Pass::kForward, algorithm);
   const auto& e = CpuEngine();
   if (pass == Pass::kForward) {
     return Plan{dnnl::convolution_forward(fwd),
-                Operand(Plain(s.src, operand), fwd.src_desc(), true),
+                Operand(Activation(s.src, operand, g), fwd.src_desc(), true),
                 Operand(Plain(s.weights, operand), fwd.weights_desc(), true),
-                Operand(Plain(s.dst, DataType::f32), fwd.dst_desc(), false),
+                Operand(Activation(s.dst, DataType::f32, g), fwd.dst_desc(), false),
                 {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
                 bias ? DNNL_ARG_BIAS : 0,
                 Plain(s.bias, DataType::f32),
@@ -189,9 +195,9 @@ Plan MakePlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias, dnn
         dnnl::convolution_backward_data::desc(algorithm, src, weights, dst, s.strides, s.padding, s.padding),
         e, fwd);
     return Plan{dnnl::convolution_backward_data(pd),
-                Operand(Plain(s.dst, operand), pd.diff_dst_desc(), true),
+                Operand(Activation(s.dst, operand, g), pd.diff_dst_desc(), true),
                 Operand(Plain(s.weights, operand), pd.weights_desc(), true),
-                Operand(Plain(s.src, DataType::f32), pd.diff_src_desc(), false),
+                Operand(Activation(s.src, DataType::f32, g), pd.diff_src_desc(), false),
                 {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
                 0,
                 Plain(s.bias, DataType::f32),
@@ -204,8 +210,8 @@ Plan MakePlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias, dnn
                                                                     s.padding, s.padding);
   const dnnl::convolution_backward_weights::primitive_desc pd(desc, e, fwd);
   return Plan{dnnl::convolution_backward_weights(pd),
-              Operand(Plain(s.src, operand), pd.src_desc(), true),
-              Operand(Plain(s.dst, operand), pd.diff_dst_desc(), true),
+              Operand(Activation(s.src, operand, g), pd.src_desc(), true),
+              Operand(Activation(s.dst, operand, g), pd.diff_dst_desc(), true),
               Operand(Plain(s.weights, DataType::f32), pd.diff_weights_desc(), false),
               {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS},
               bias ? DNNL_ARG_DIFF_BIAS : 0,
@@ -234,7 +240,7 @@ std::unique_ptr<Plan> NewPlan(Pass pass, const ConvGeometry& g, DataType operand
 // cached too, so an unsupported case costs one attempt per thread).
 const Plan* FindPlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias) {
   if (g.n == 0 || g.c == 0 || g.out == 0 || g.oh <= 0 || g.ow <= 0) return nullptr;  // im2col's edge cases
-  using Key = std::array<int64_t, 13>;
+  using Key = std::array<int64_t, 14>;
   thread_local std::map<Key, std::unique_ptr<Plan>> plans;
   const Key key{static_cast<int64_t>(pass),
                 static_cast<int64_t>(operand),
@@ -248,7 +254,8 @@ const Plan* FindPlan(Pass pass, const ConvGeometry& g, DataType operand, bool bi
                 g.stride,
                 g.padding,
                 bias ? 1 : 0,
-                static_cast<int64_t>(ConvKernelFor(g))};
+                static_cast<int64_t>(ConvKernelFor(g)),
+                g.channels_last ? 1 : 0};
   auto it = plans.find(key);
   if (it == plans.end()) it = plans.emplace(key, NewPlan(pass, g, operand, bias)).first;
   return it->second.get();
@@ -383,7 +390,12 @@ bool BackwardBothRoundingGradient(const BFloat16* x, const BFloat16* w, const fl
     return false;
   }
   memory ready(nhwc, CpuEngine(), BlockedScratch(0, nhwc.get_size()));
-  TransposeToBFloat16(gy, g.n, g.out, g.oh * g.ow, static_cast<BFloat16*>(ready.get_data_handle()));
+  BFloat16* rounded = static_cast<BFloat16*>(ready.get_data_handle());
+  if (g.channels_last) {
+    FloatToBFloat16Array(gy, rounded, g.n * g.out * g.oh * g.ow);  // already NHWC
+  } else {
+    TransposeToBFloat16(gy, g.n, g.out, g.oh * g.ow, rounded);
+  }
   RunBackwardPlans<BFloat16>(*plans, x, w, nullptr, &ready, gx, gw);
   return true;
 }

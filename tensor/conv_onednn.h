@@ -120,8 +120,10 @@ std::string OneDnnConvImplementation(const ConvGeometry& g);
 
 // Each pass below runs the algorithm ConvKernelFor(g) names (kWinograd or the direct primitives) and
 // returns false, having written nothing, when oneDNN has no kernel for the case on this
-// CPU (e.g. bf16 without AVX-512); the caller then runs the im2col kernel. All arrays are NCHW (weights
-// [out, c, kh, kw]) and contiguous. Thread-safe (primitives and scratch are per thread).
+// CPU (e.g. bf16 without AVX-512); the caller then runs the im2col kernel. All arrays are
+// contiguous: activations (x, y and their gradients) NCHW, or NHWC where g.channels_last (Note
+// [Channels-last activations]), weights [out, c, kh, kw]. Thread-safe (primitives and scratch are per
+// thread).
 
 // y [n, out, oh, ow] = conv(x [n, c, h, w], w) + b [out] (b null: no bias). The BFloat16 overload
 // multiplies bf16 x and w with float32 accumulation into float32 y.

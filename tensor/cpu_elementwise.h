@@ -3,6 +3,8 @@
 #ifndef DDP_TENSOR_CPU_ELEMENTWISE_H_
 #define DDP_TENSOR_CPU_ELEMENTWISE_H_
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -19,6 +21,34 @@ inline std::vector<int64_t> BroadcastStrides(const Tensor& t, const Shape& out_s
     strides[offset + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
   }
   return strides;
+}
+
+// True when t's elements fill numel() consecutive places of its storage in some order of its dimensions
+// (contiguous, channels-last, any permutation of a contiguous tensor), so a loop over that span visits each
+// element once.
+inline bool IsDense(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // {stride, size} of the dimensions of size > 1
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.shape()[d] != 1) dims.emplace_back(t.strides()[d], t.shape()[d]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+// True when a and b have one shape and one dense layout (IsDense), so element k of one's span is element k of
+// the other's.
+inline bool SameDenseLayout(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  if (a.is_contiguous() && b.is_contiguous()) return true;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (a.shape()[d] != 1 && a.strides()[d] != b.strides()[d]) return false;
+  }
+  return IsDense(a);
 }
 
 // Calls visit(out_index, a_offset, b_offset) for every element of `shape` in row-major order, where the
@@ -93,7 +123,7 @@ void BinaryInPlace(const Tensor& dst, const Tensor& src, F f) {
   float* d = dst.data<float>();
   const float* s = src.data<float>();
   const int64_t n = dst.numel();
-  if (dst.shape() == src.shape() && dst.is_contiguous() && src.is_contiguous()) {
+  if (SameDenseLayout(dst, src)) {  // contiguous, or both in one other dense layout (channels-last)
     for (int64_t i = 0; i < n; ++i) d[i] = f(d[i], s[i]);
   } else if (src.numel() == 1 && dst.is_contiguous()) {
     const float value = s[0];

@@ -61,6 +61,10 @@ Tensor Transpose(const Tensor& x, int64_t d0, int64_t d1);
 Tensor Narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 // x itself when contiguous, else a contiguous copy (differentiable).
 Tensor Contiguous(const Tensor& x);
+// x with its elements laid out channels-last (Note [Channels-last activations], tensor/memory_format.h):
+// x itself when it already is, else a copy; the gradient passes through in whatever layout it comes.
+// PyTorch's x.contiguous(memory_format=torch.channels_last). REQUIRES: a 4-d CPU tensor.
+Tensor ContiguousChannelsLast(const Tensor& x);
 // A contiguous copy with the same values (differentiable).
 Tensor Clone(const Tensor& x);
 // Concatenates along `dim` (differentiable).

@@ -25,6 +25,7 @@
 #include "tensor/elementwise_kernels.h"
 #include "tensor/function_node.h"
 #include "tensor/functors.h"
+#include "tensor/memory_format.h"
 #include "tensor/op_device.h"
 #include "tensor/ops.h"
 
@@ -162,6 +163,11 @@ Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
                  const Tensor& running_var, bool training, float momentum, float eps) {
   RequireFloatOnOneDevice("BatchNorm", {&x, &weight, &bias, &running_mean, &running_var});
   CheckBatchNormShapes("BatchNorm", x, weight, bias, running_mean, running_var);
+  if (x.device().is_cpu() && HasChannelsLastStrides(x)) {
+    // Note [Channels-last activations]: normalised as its [n*h*w, c] rows, and returned channels-last.
+    return ChannelsLastFromRows(
+        BatchNorm(RowsOf(x), weight, bias, running_mean, running_var, training, momentum, eps), x.shape());
+  }
   const Tensor xc = Contiguous(x);  // one copy, if any, shared by the statistics and the output
   if (!training) {
     return BatchNormNormalize(xc, weight, bias, BatchNormRunningStats(running_mean, running_var, eps), false);
@@ -202,6 +208,14 @@ Tensor BatchNormAddRelu(const Tensor& x, const Tensor& residual, const Tensor& w
   if (!x.device().is_cpu()) {
     const Tensor normalized = BatchNorm(x, weight, bias, running_mean, running_var, training, momentum, eps);
     return Relu(residual.defined() ? Add(normalized, residual) : normalized);
+  }
+  if (HasChannelsLastStrides(x)) {
+    // Note [Channels-last activations]: normalised as its [n*h*w, c] rows (the residual's rows added),
+    // and returned channels-last with its bf16 copy.
+    const Tensor rows_residual = residual.defined() ? RowsOf(ContiguousChannelsLast(residual)) : Tensor();
+    return ChannelsLastFromRows(BatchNormAddRelu(RowsOf(x), rows_residual, weight, bias, running_mean,
+                                                 running_var, training, momentum, eps),
+                                x.shape());
   }
   const Tensor xc = Contiguous(x.Detach());
   const Tensor rc = residual.defined() ? Contiguous(residual.Detach()) : Tensor();

@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "tensor/autocast.h"
+#include "tensor/conv_channels_last.h"
 #include "tensor/conv_kernels.h"
 #include "tensor/function_node.h"
+#include "tensor/memory_format.h"
 #include "tensor/op_device.h"
 #include "tensor/ops.h"
 #ifdef DDP_WITH_CUDA
@@ -70,6 +72,38 @@ Tensor Conv2dBf16(const Tensor& x, const Tensor& w, const Tensor& b, const ConvG
   });
 }
 
+// Conv2d of a channels-last CPU input (Note [Channels-last activations], tensor/conv_channels_last.h): the
+// output and the input gradient channels-last too; under autocast with bf16 x and w (float32 output and
+// gradients), as Conv2dBf16.
+Tensor Conv2dChannelsLast(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeometry& g) {
+  const bool bf16 = AutocastAppliesTo(x);
+  const Tensor xo = bf16 ? AutocastCastChannelsLast(x) : x.Detach();
+  const Tensor wo = bf16 ? AutocastCast(w) : Contiguous(w.Detach());
+  const Tensor bc = b.defined() ? Contiguous(b.Detach()) : Tensor();
+  const float* bias = bc.defined() ? bc.data<float>() : nullptr;
+  Tensor out = EmptyChannelsLast({g.n, g.out, g.oh, g.ow}, DType::kFloat32);
+  if (bf16) {
+    cpu::ConvForwardChannelsLast(xo.data<BFloat16>(), wo.data<BFloat16>(), bias, g, out.data<float>());
+  } else {
+    cpu::ConvForwardChannelsLast(xo.data<float>(), wo.data<float>(), bias, g, out.data<float>());
+  }
+  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
+  const bool need_b = b.defined() && b.requires_grad();
+  return RecordOp(out, "Conv2dBackward", {&x, &w, &b}, [xo, wo, g, need_x, need_w, need_b](const Tensor& gy) {
+    cpu::ConvGradTensors grads = cpu::NewConvGrads(xo, wo, g, /*need_x=*/false, need_w, need_b, gy.device());
+    if (need_x) grads.gx = EmptyChannelsLast(xo.shape(), DType::kFloat32);
+    const Tensor gyc = ChannelsLastCopy(gy.Detach());
+    if (xo.dtype() == DType::kBFloat16) {
+      cpu::ConvBackwardChannelsLast(xo.data<BFloat16>(), wo.data<BFloat16>(), gyc.data<float>(), g,
+                                    grads.Pointers());
+    } else {
+      cpu::ConvBackwardChannelsLast(xo.data<float>(), wo.data<float>(), gyc.data<float>(), g,
+                                    grads.Pointers());
+    }
+    return std::vector<Tensor>{grads.gx, grads.gw, grads.gb};
+  });
+}
+
 #ifdef DDP_WITH_CUDA
 // Conv2d under autocast on CUDA (Note [Autocast on CUDA]): 16-bit x and w, float32 output and gradients.
 Tensor Conv2dLowPrecisionCuda(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeometry& g) {
@@ -96,6 +130,9 @@ Tensor Conv2dLowPrecisionCuda(const Tensor& x, const Tensor& w, const Tensor& b,
 Tensor Conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding) {
   RequireFloatOnOneDevice("Conv2d", {&x, &w, &b});
   const ConvGeometry g = cpu::CheckConvShapes(x, w, b, stride, padding);
+  if (x.device().is_cpu() && HasChannelsLastStrides(x) && !AutocastFp16AppliesTo(x)) {
+    return Conv2dChannelsLast(x, w, b, g);
+  }
   if (AutocastAppliesTo(x)) return Conv2dBf16(x, w, b, g);
 #ifdef DDP_WITH_CUDA
   if (AutocastCudaAppliesTo(x)) return Conv2dLowPrecisionCuda(x, w, b, g);

@@ -3,6 +3,7 @@
 
 #include "tensor/cpu_elementwise.h"
 #include "tensor/function_node.h"
+#include "tensor/memory_format.h"
 #include "tensor/ops.h"
 
 namespace ddp {
@@ -38,6 +39,16 @@ Shape InferShape(Shape shape, int64_t numel) {
 Tensor Contiguous(const Tensor& x) {
   if (x.is_contiguous()) return x;
   return Clone(x);
+}
+
+Tensor ContiguousChannelsLast(const Tensor& x) {
+  if (HasChannelsLastStrides(x)) return x;
+  // A tensor already laid out so (a [n, 1, h, w] one, say) is given the canonical strides without a copy.
+  const Tensor out = IsChannelsLast(x) ? Tensor::View(x.storage(), x.shape(), ChannelsLastStrides(x.shape()),
+                                                      x.storage_offset(), x.dtype())
+                                       : ChannelsLastCopy(x);
+  return RecordOp(out, "ContiguousChannelsLastBackward", {&x},
+                  [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
 Tensor Clone(const Tensor& x) {

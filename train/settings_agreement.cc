@@ -57,12 +57,13 @@ void AddTrainingFlags(const TrainConfig& c, std::vector<AgreedField>* fields) {
       {"--grad_as_bucket_view", Bool(c.grad_as_bucket_view)},
       {"--comm_hook", c.comm_hook},
       {"--precision", c.precision},
+      {"--memory_format", c.memory_format},
       {"--reduce_dtype", c.reduce_dtype},
-      {"--grad_scaler", GradScalerEnabled(c)
-                            ? absl::StrCat("on (", Exact(c.grad_scaler_init_scale), " x", Exact(c.grad_scaler_growth_factor),
-                                           " /", Exact(c.grad_scaler_backoff_factor), " every ",
-                                           c.grad_scaler_growth_interval, ")")
-                            : std::string("off")},
+      {"--grad_scaler", GradScalerEnabled(c) ? absl::StrCat("on (", Exact(c.grad_scaler_init_scale), " x",
+                                                            Exact(c.grad_scaler_growth_factor), " /",
+                                                            Exact(c.grad_scaler_backoff_factor), " every ",
+                                                            c.grad_scaler_growth_interval, ")")
+                                             : std::string("off")},
       {"--powersgd_rank", absl::StrCat(c.powersgd_rank)},
       {"--powersgd_start_iter", absl::StrCat(c.powersgd_start_iter)},
       {"--powersgd_min_compression_rate", Exact(c.powersgd_min_compression_rate)},

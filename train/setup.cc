@@ -5,6 +5,7 @@
 #include "ddp/sync_batch_norm.h"
 #include "nn/adam.h"
 #include "nn/models.h"
+#include "nn/resnet.h"
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
 #include "reducer/comm_hook.h"
@@ -33,6 +34,9 @@ absl::StatusOr<std::shared_ptr<Module>> BuildModel(const TrainConfig& config, De
   Generator init_generator(config.seed);
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, MakeModel(config.model, init_generator));
   if (!config.init_from.empty()) DDP_RETURN_IF_ERROR(LoadModuleFromSafetensors(*model, config.init_from));
+  if (auto* resnet = dynamic_cast<nn::ResNet*>(model.get())) {
+    resnet->set_channels_last(config.memory_format == "channels_last");
+  }
   MoveModel(*model, device);
   return model;
 }

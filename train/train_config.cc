@@ -27,6 +27,11 @@ absl::Status CheckCombinations(const TrainConfig& config) {
     return bad("--grad_scaler (on by default with --precision=fp16) needs DDP or one process, and cannot be "
                "combined with --zero (each rank holds a shard of the gradients)");
   }
+  if (config.memory_format == "channels_last" && (config.model != "resnet18" || config.device != "cpu")) {
+    return bad(
+        "--memory_format=channels_last runs resnet18 on the CPU (the other models and the GPU kernels take "
+        "contiguous NCHW activations)");
+  }
   if (config.grad_scaler_backoff_factor <= 0) return bad("--grad_scaler_backoff_factor must be > 0");
   if (config.reduce_dtype != "fp32" && (config.comm_hook != "none" || config.zero || config.grad_as_bucket_view)) {
     return bad("--reduce_dtype=bf16 puts the gradients into bf16 buckets itself: it cannot be combined with "

@@ -1,0 +1,279 @@
+// Conv2d on channels-last activations (contracts: tensor/conv_channels_last.h; Note [Channels-last
+// convolutions] there).
+#include "tensor/conv_channels_last.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "tensor/bf16_convert.h"
+#include "tensor/conv_onednn.h"
+#include "tensor/cpu_gemm.h"
+#include "tensor/cpu_gemm_bf16.h"
+
+namespace ddp {
+namespace cpu {
+namespace {
+
+// Per-thread scratch, reused across calls: slot 0 the reordered weights, 1 the unfolded rows, 2 the bf16
+// output gradient, 3 float32 rows (the weight gradient's or the input gradient's unfolding).
+template <typename T>
+T* ScratchArray(int slot, int64_t elements) {
+  thread_local std::vector<float> buffers[4];
+  const size_t floats = (static_cast<size_t>(elements) * sizeof(T) + sizeof(float) - 1) / sizeof(float);
+  if (buffers[slot].size() < floats) buffers[slot].resize(floats);
+  return reinterpret_cast<T*>(buffers[slot].data());
+}
+
+constexpr int64_t kRowGroupBytes = int64_t{2} << 20;  // unfolded rows per group, within L2
+
+// Images per group of unfolded rows: as many as keep the rows within kRowGroupBytes, at least one.
+int64_t ImagesPerRowGroup(const ConvGeometry& g, size_t element_size) {
+  const int64_t image_bytes = std::max<int64_t>(g.P() * g.K() * static_cast<int64_t>(element_size), 1);
+  return std::clamp<int64_t>(kRowGroupBytes / image_bytes, 1, std::max<int64_t>(g.n, 1));
+}
+
+// A 1x1 stride-1 unpadded convolution: its unfolded rows are the input's pixels themselves.
+bool IsPointwise(const ConvGeometry& g) { return g.kh == 1 && g.kw == 1 && g.stride == 1 && g.padding == 0; }
+
+ConvGeometry ChannelsLast(ConvGeometry g) {
+  g.channels_last = true;
+  return g;
+}
+
+bool Bf16Primitives() { return ActiveBf16GemmKernel() == Bf16GemmKernel::kOneDnn; }
+
+// True when oneDNN's primitives take the pass of an operand type T (Note [Conv2d kernel choice]; bf16
+// only where its GEMMs are oneDNN's, Note [bf16 operands of oneDNN's convolutions]).
+template <typename T>
+bool OnPrimitives(const ConvGeometry& g) {
+  return ConvKernelFor(g) != ConvKernel::kIm2Col && (std::is_same_v<T, float> || Bf16Primitives());
+}
+
+// out[o][t][ch] = w[o][ch][t] for tap t < kh*kw: weights [out, c, kh, kw] as [out, kh, kw, c].
+template <typename T>
+void WeightsTapsFirst(const T* w, const ConvGeometry& g, T* out) {
+  const int64_t taps = g.kh * g.kw;
+#pragma omp parallel for if (g.out * g.K() > (int64_t{1} << 16))
+  for (int64_t o = 0; o < g.out; ++o) {
+    for (int64_t t = 0; t < taps; ++t) {
+      T* dst = out + (o * taps + t) * g.c;
+      const T* src = w + o * g.c * taps + t;
+      for (int64_t ch = 0; ch < g.c; ++ch) dst[ch] = src[ch * taps];
+    }
+  }
+}
+
+// The inverse of WeightsTapsFirst, for the float32 weight gradient.
+void WeightsChannelsFirst(const float* taps_first, const ConvGeometry& g, float* w) {
+  const int64_t taps = g.kh * g.kw;
+#pragma omp parallel for if (g.out * g.K() > (int64_t{1} << 16))
+  for (int64_t o = 0; o < g.out; ++o) {
+    for (int64_t ch = 0; ch < g.c; ++ch) {
+      for (int64_t t = 0; t < taps; ++t) w[(o * g.c + ch) * taps + t] = taps_first[(o * taps + t) * g.c + ch];
+    }
+  }
+}
+
+// Calls f(row, tap, pixel) for every output pixel `row` of images [first, first + count) (rows counted from
+// the group's first) and tap t = ky * kw + kx, with `pixel` the input pixel's index in x (n * h * w pixels)
+// or -1 where the tap falls in the padding. Images in parallel.
+template <typename F>
+void ForEachTap(const ConvGeometry& g, int64_t first, int64_t count, F f) {
+#pragma omp parallel for if (count > 1 && count * g.P() * g.K() > (int64_t{1} << 16))
+  for (int64_t i = 0; i < count; ++i) {
+    for (int64_t oy = 0; oy < g.oh; ++oy) {
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        const int64_t row = (i * g.oh + oy) * g.ow + ox;
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+          const int64_t iy = oy * g.stride - g.padding + ky;
+          for (int64_t kx = 0; kx < g.kw; ++kx) {
+            const int64_t ix = ox * g.stride - g.padding + kx;
+            const bool inside = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
+            f(row, ky * g.kw + kx, inside ? ((first + i) * g.h + iy) * g.w + ix : int64_t{-1});
+          }
+        }
+      }
+    }
+  }
+}
+
+// rows [count * P, kh * kw * c] of images [first, first + count): row (i, oy, ox) holds, tap by tap, the c
+// channels of the input pixel the tap reads (zeros in the padding). A kernel row (ky) whose kw taps all
+// fall inside the image reads kw consecutive input pixels, so it is one copy of kw * c values.
+template <typename T>
+void UnfoldRows(const T* x, const ConvGeometry& g, int64_t first, int64_t count, T* rows) {
+  const int64_t c = g.c, K = g.K(), run = g.kw * c;
+#pragma omp parallel for if (count > 1 && count * g.P() * K > (int64_t{1} << 16))
+  for (int64_t i = 0; i < count; ++i) {
+    const T* image = x + (first + i) * g.h * g.w * c;
+    for (int64_t oy = 0; oy < g.oh; ++oy) {
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        T* row = rows + ((i * g.oh + oy) * g.ow + ox) * K;
+        const int64_t ix0 = ox * g.stride - g.padding;
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+          const int64_t iy = oy * g.stride - g.padding + ky;
+          T* dst = row + ky * run;
+          if (iy < 0 || iy >= g.h) {
+            std::memset(static_cast<void*>(dst), 0, run * sizeof(T));
+          } else if (ix0 >= 0 && ix0 + g.kw <= g.w) {
+            std::memcpy(static_cast<void*>(dst), image + (iy * g.w + ix0) * c, run * sizeof(T));
+          } else {
+            for (int64_t kx = 0; kx < g.kw; ++kx) {
+              const int64_t ix = ix0 + kx;
+              if (ix < 0 || ix >= g.w) {
+                std::memset(static_cast<void*>(dst + kx * c), 0, c * sizeof(T));
+              } else {
+                std::memcpy(static_cast<void*>(dst + kx * c), image + (iy * g.w + ix) * c, c * sizeof(T));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The adjoint of UnfoldRows: adds each row's taps into the input pixels they read (gx, NHWC). Within an
+// image the taps of one pixel are added in row order; images are independent.
+void FoldRows(const float* rows, const ConvGeometry& g, int64_t first, int64_t count, float* gx) {
+  const int64_t c = g.c, K = g.K();
+  ForEachTap(g, first, count, [&](int64_t row, int64_t tap, int64_t pixel) {
+    if (pixel < 0) return;
+    const float* src = rows + row * K + tap * c;
+    float* dst = gx + pixel * c;
+    for (int64_t ch = 0; ch < c; ++ch) dst[ch] += src[ch];
+  });
+}
+
+template <typename T>
+void Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, float* y) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (OnPrimitives<T>(g) && !Bf16ForwardOnIm2Col() && OneDnnConvForward(x, w, b, ChannelsLast(g), y))
+      return;
+  } else {
+    if (OnPrimitives<T>(g) && OneDnnConvForward(x, w, b, ChannelsLast(g), y)) return;
+  }
+  const int64_t K = g.K(), P = g.P(), group = ImagesPerRowGroup(g, sizeof(T));
+  T* weights = ScratchArray<T>(0, g.out * K);
+  WeightsTapsFirst(w, g, weights);
+  T* rows = IsPointwise(g) ? nullptr : ScratchArray<T>(1, group * P * K);
+  for (int64_t first = 0; first < g.n; first += group) {
+    const int64_t count = std::min(group, g.n - first), m = count * P;
+    float* out = y + first * P * g.out;
+    if (b != nullptr) {
+      for (int64_t r = 0; r < m; ++r) std::copy(b, b + g.out, out + r * g.out);
+    }
+    const T* a = x + first * P * g.c;
+    if (rows != nullptr) {
+      UnfoldRows(x, g, first, count, rows);
+      a = rows;
+    }
+    Gemm(false, true, m, g.out, K, 1.0f, a, K, weights, K, b != nullptr ? 1.0f : 0.0f, out, g.out);
+  }
+}
+
+// gb[o] = Σ gy[., o] over the rows of every image, image by image.
+void BiasGradient(const float* gy, const ConvGeometry& g, float* gb) {
+  std::fill(gb, gb + g.out, 0.0f);
+  std::vector<float> image(g.out);
+  for (int64_t i = 0; i < g.n; ++i) {
+    std::fill(image.begin(), image.end(), 0.0f);
+    for (int64_t p = 0; p < g.P(); ++p) {
+      const float* row = gy + (i * g.P() + p) * g.out;
+      for (int64_t o = 0; o < g.out; ++o) image[o] += row[o];
+    }
+    for (int64_t o = 0; o < g.out; ++o) gb[o] += image[o];
+  }
+}
+
+// gw from the unfolded rows: gw[out, kh*kw*c] = Σ over groups gy_rows^T * rows, then reordered to
+// [out, c, kh, kw].
+template <typename T>
+void WeightGradient(const T* x, const T* gy, const ConvGeometry& g, float* gw) {
+  const int64_t K = g.K(), P = g.P(), group = ImagesPerRowGroup(g, sizeof(T));
+  float* taps_first = ScratchArray<float>(3, g.out * K);
+  T* rows = IsPointwise(g) ? nullptr : ScratchArray<T>(1, group * P * K);
+  if (g.n == 0) std::fill(taps_first, taps_first + g.out * K, 0.0f);
+  for (int64_t first = 0; first < g.n; first += group) {
+    const int64_t count = std::min(group, g.n - first), m = count * P;
+    const T* b = x + first * P * g.c;
+    if (rows != nullptr) {
+      UnfoldRows(x, g, first, count, rows);
+      b = rows;
+    }
+    Gemm(true, false, g.out, K, m, 1.0f, gy + first * P * g.out, g.out, b, K, first == 0 ? 0.0f : 1.0f,
+         taps_first, K);
+  }
+  WeightsChannelsFirst(taps_first, g, gw);
+}
+
+// gx (NHWC) = the input gradient: the output gradient's rows times the weights, folded back onto the input.
+template <typename T>
+void InputGradient(const T* w, const T* gy, const ConvGeometry& g, float* gx) {
+  const int64_t K = g.K(), P = g.P(), group = ImagesPerRowGroup(g, sizeof(float));
+  T* weights = ScratchArray<T>(0, g.out * K);
+  WeightsTapsFirst(w, g, weights);
+  if (IsPointwise(g)) {
+    Gemm(false, false, g.n * P, g.c, g.out, 1.0f, gy, g.out, weights, K, 0.0f, gx, g.c);
+    return;
+  }
+  std::fill(gx, gx + g.n * g.h * g.w * g.c, 0.0f);
+  float* rows = ScratchArray<float>(3, group * P * K);
+  for (int64_t first = 0; first < g.n; first += group) {
+    const int64_t count = std::min(group, g.n - first), m = count * P;
+    Gemm(false, false, m, K, g.out, 1.0f, gy + first * P * g.out, g.out, weights, K, 0.0f, rows, K);
+    FoldRows(rows, g, first, count, gx);
+  }
+}
+
+template <typename T>
+void Backward(const T* x, const T* w, const float* gy, const ConvGeometry& g, ConvGrads grads) {
+  if (grads.gb != nullptr) BiasGradient(gy, g, grads.gb);
+  if (grads.gx == nullptr && grads.gw == nullptr) return;
+  const T* operand = nullptr;  // gy as the products take it
+  if constexpr (std::is_same_v<T, float>) {
+    operand = gy;
+  } else {
+    const int64_t elements = g.n * g.P() * g.out;
+    T* rounded = ScratchArray<T>(2, elements);
+    FloatToBFloat16Array(gy, rounded, elements);
+    operand = rounded;
+  }
+  if (OnPrimitives<T>(g) && g.n > 0) {
+    // Note [bf16 weight gradients on im2col] keeps a small bf16 weight gradient on the unfolded rows.
+    bool rows_gw = false;
+    if constexpr (std::is_same_v<T, BFloat16>) rows_gw = Bf16WeightGradientOnIm2Col(g);
+    float* primitive_gw = rows_gw ? nullptr : grads.gw;
+    if ((grads.gx != nullptr || primitive_gw != nullptr) &&
+        OneDnnConvBackward(x, w, operand, ChannelsLast(g), grads.gx, primitive_gw)) {
+      grads.gx = nullptr;
+      if (!rows_gw) grads.gw = nullptr;
+    }
+  }
+  if (grads.gw != nullptr) WeightGradient(x, operand, g, grads.gw);
+  if (grads.gx != nullptr) InputGradient(w, operand, g, grads.gx);
+}
+
+}  // namespace
+
+void ConvForwardChannelsLast(const float* x, const float* w, const float* b, const ConvGeometry& g,
+                             float* y) {
+  Forward(x, w, b, g, y);
+}
+void ConvForwardChannelsLast(const BFloat16* x, const BFloat16* w, const float* b, const ConvGeometry& g,
+                             float* y) {
+  Forward(x, w, b, g, y);
+}
+void ConvBackwardChannelsLast(const float* x, const float* w, const float* gy, const ConvGeometry& g,
+                              ConvGrads grads) {
+  Backward(x, w, gy, g, grads);
+}
+void ConvBackwardChannelsLast(const BFloat16* x, const BFloat16* w, const float* gy, const ConvGeometry& g,
+                              ConvGrads grads) {
+  Backward(x, w, gy, g, grads);
+}
+
+}  // namespace cpu
+}  // namespace ddp

@@ -1,0 +1,41 @@
+// Conv2d's CPU kernels for channels-last activations (Note [Channels-last activations],
+// tensor/memory_format.h): x [n, h, w, c] and y [n, oh, ow, out] as they lie (NHWC), weights
+// [out, c, kh, kw] as always. Internal to the tensor floor (tensor/ops_conv.cc).
+//
+// Note [Channels-last convolutions]
+// The passes Note [Conv2d kernel choice] gives to oneDNN's primitives run on the NHWC arrays directly:
+// on AMX the bf16 primitives take NHWC as their own layout, so nothing is converted; float32 primitives
+// reorder into their channel blocks inside oneDNN. The passes it gives to im2col, the bf16 forward (Note
+// [bf16 forward on im2col]) and the small bf16 weight gradients (Note [bf16 weight gradients on im2col])
+// unfold NHWC: one row per output pixel holding its kh*kw input pixels' c channels side by side
+// ([P, kh*kw*c], one copy per pixel instead of one per channel and tap), multiplied with the weights
+// reordered to [out, kh, kw, c]; the forward GEMM writes the NHWC output rows in place. The backward
+// primitives compute what they compute for NCHW activations; the GEMMs sum the same products in another
+// order (over (kh, kw, c) rather than (c, kh, kw)), and the bias gradient sums image by image. A
+// convolution that Note [bf16 input gradients as a forward convolution] turns on for takes the primitive.
+#ifndef DDP_TENSOR_CONV_CHANNELS_LAST_H_
+#define DDP_TENSOR_CONV_CHANNELS_LAST_H_
+
+#include "tensor/conv_kernels.h"
+#include "tensor/dtype.h"
+
+namespace ddp {
+namespace cpu {
+
+// y (NHWC) = conv(x (NHWC), w) + b (null: no bias). The bf16 overload multiplies with float32 sums.
+void ConvForwardChannelsLast(const float* x, const float* w, const float* b, const ConvGeometry& g, float* y);
+void ConvForwardChannelsLast(const BFloat16* x, const BFloat16* w, const float* b, const ConvGeometry& g,
+                             float* y);
+
+// The wanted gradients of `grads` (gx NHWC; null: not wanted; each overwritten) from the float32 NHWC
+// output gradient gy. The bf16 overload multiplies gy rounded to bf16 (as ConvBackward does); the bias
+// gradient sums gy as it is.
+void ConvBackwardChannelsLast(const float* x, const float* w, const float* gy, const ConvGeometry& g,
+                              ConvGrads grads);
+void ConvBackwardChannelsLast(const BFloat16* x, const BFloat16* w, const float* gy, const ConvGeometry& g,
+                              ConvGrads grads);
+
+}  // namespace cpu
+}  // namespace ddp
+
+#endif  // DDP_TENSOR_CONV_CHANNELS_LAST_H_
