@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "tensor/cpu_elementwise.h"
+#include "tensor/memory_format.h"
 #include "tensor/ops.h"
 
 namespace ddp {
@@ -92,7 +93,10 @@ std::vector<Tensor> AccumulateGrad::Apply(const Tensor& grad_output) {
       << "gradient of shape " << ShapeToString(grad_output.shape()) << " for leaf '" << leaf->name
       << "' of shape " << ShapeToString(leaf->shape);
   if (leaf->grad == nullptr) {
-    leaf->grad = Clone(grad_output).shared_impl();
+    // A channels-last leaf's gradient is channels-last too (Note [Channels-last activations]), as PyTorch
+    // lays a gradient out like its parameter.
+    const bool channels_last = HasChannelsLastStrides(Tensor(leaf)) && grad_output.device().is_cpu();
+    leaf->grad = (channels_last ? CloneChannelsLast(grad_output.Detach()) : Clone(grad_output)).shared_impl();
   } else {
     AddInPlace(Tensor(leaf->grad), grad_output);
   }

@@ -75,6 +75,13 @@ Tensor ChannelsLastCopy(const Tensor& x) {
   return out;
 }
 
+Tensor CloneChannelsLast(const Tensor& x) {
+  if (!IsChannelsLast(x)) return ChannelsLastCopy(x);
+  Tensor out = EmptyChannelsLast(x.shape(), x.dtype(), x.device());
+  std::memcpy(out.raw_data(), x.raw_data(), x.nbytes());
+  return out;
+}
+
 Tensor RowsOf(const Tensor& x) {
   DDP_CHECK(IsChannelsLast(x)) << "RowsOf: " << ShapeToString(x.shape()) << " is not channels-last";
   const Shape rows{x.shape()[0] * x.shape()[2] * x.shape()[3], x.shape()[1]};

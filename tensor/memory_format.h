@@ -41,6 +41,9 @@ Tensor EmptyChannelsLast(const Shape& shape, DType dtype, Device device = Device
 // any dtype). No autograd: ContiguousChannelsLast is the op.
 Tensor ChannelsLastCopy(const Tensor& x);
 
+// A new channels-last tensor with x's values (a copy even when x is channels-last already). No autograd.
+Tensor CloneChannelsLast(const Tensor& x);
+
 // The contiguous [n*h*w, c] rows of a channels-last x, sharing its storage. Differentiable: the rows'
 // gradient reaches x as a channels-last tensor. REQUIRES: IsChannelsLast(x).
 Tensor RowsOf(const Tensor& x);
