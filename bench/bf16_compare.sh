@@ -9,7 +9,9 @@
 #   bash bench/bf16_compare.sh [models (default "mlp cnn resnet18")] [rounds (default 3)]
 #   STEPS=100 WARMUP=10 CORE=1 bash bench/bf16_compare.sh mlp 5
 # VARIANT="NAME=VALUE ..." adds, each round, a run of ours in bf16 with those settings in its environment
-# after the default one (e.g. VARIANT=DDP_BF16_CONV_INPUT_GRAD=forward); a "# variant" line precedes it.
+# after the default one (e.g. VARIANT=DDP_BF16_CONV_INPUT_GRAD=forward), VARIANT_FLAGS="--flag ..." one
+# with those flags (e.g. VARIANT_FLAGS=--memory_format=channels_last), both one run with both; a
+# "# variant" line precedes it.
 # RT=0 runs without SCHED_FIFO, so that other processes on the core take their share: under load, e.g.
 #   RT=0 taskset -c 1 bash bench/contend.sh 1 bash bench/bf16_compare.sh resnet18 2
 # (one busy process on the same core as every run).
@@ -32,11 +34,11 @@ for model in $models; do
       "${realtime[@]}" taskset -c "$core" "$ours" --model="$model" --precision="$precision" --steps="$steps" \
         --warmup="$warmup" --threads=1
     done
-    if [ -n "${VARIANT:-}" ]; then
-      echo "# variant: $VARIANT"
-      # shellcheck disable=SC2086 # VARIANT is a list of NAME=VALUE words
-      env $VARIANT "${realtime[@]}" taskset -c "$core" "$ours" --model="$model" --precision=bf16 --steps="$steps" \
-        --warmup="$warmup" --threads=1
+    if [ -n "${VARIANT:-}${VARIANT_FLAGS:-}" ]; then
+      echo "# variant: ${VARIANT:-} ${VARIANT_FLAGS:-}"
+      # shellcheck disable=SC2086 # VARIANT and VARIANT_FLAGS are lists of words
+      env ${VARIANT:-} "${realtime[@]}" taskset -c "$core" "$ours" --model="$model" --precision=bf16 \
+        --steps="$steps" --warmup="$warmup" --threads=1 ${VARIANT_FLAGS:-}
     fi
     layouts=("")
     if [ "$model" != mlp ]; then layouts+=(--channels_last); fi

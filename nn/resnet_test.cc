@@ -4,6 +4,7 @@
 // weights moving to and from torchvision in resnet_interchange_test.sh.
 #include "nn/resnet.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "nn/layers.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
+#include "tensor/autocast.h"
 #include "tensor/autograd.h"
 #include "tensor/factory.h"
 #include "tensor/gradcheck.h"
@@ -300,6 +302,74 @@ TEST(ResNetTest, FusedBlocksComputeBitForBitWhatModuleByModuleComputes) {
       EXPECT_EQ(fused_state[i].second.ToVector<float>(), plain_state[i].second.ToVector<float>())
           << fused_state[i].first;
     }
+  }
+}
+
+// max |a - b| over max |b|, for tensors of one shape.
+float RelativeDifference(const Tensor& a, const Tensor& b) {
+  const std::vector<float> va = a.ToVector<float>(), vb = b.ToVector<float>();
+  float diff = 0.0f, scale = 1e-12f;
+  for (size_t i = 0; i < va.size(); ++i) {
+    diff = std::max(diff, std::fabs(va[i] - vb[i]));
+    scale = std::max(scale, std::fabs(vb[i]));
+  }
+  return diff / scale;
+}
+
+// The cosine of the angle between a and b as flat vectors.
+double Cosine(const Tensor& a, const Tensor& b) {
+  const std::vector<float> va = a.ToVector<float>(), vb = b.ToVector<float>();
+  double ab = 0.0, aa = 1e-30, bb = 1e-30;
+  for (size_t i = 0; i < va.size(); ++i) {
+    ab += static_cast<double>(va[i]) * vb[i];
+    aa += static_cast<double>(va[i]) * va[i];
+    bb += static_cast<double>(vb[i]) * vb[i];
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
+// Channels-last activations (ResNet::set_channels_last) against the same weights run NCHW, one training
+// step and an eval forward. float32: logits, every parameter's gradient and every running statistic agree
+// to float32 rounding (the sums run in other orders). bf16: the convolutions' sums in another order flip
+// some roundings of their bf16 operands, which BatchNorm over this small batch amplifies (as any change of
+// kernel does), so the logits agree within 3% and the gradients point the same way (a layout mistake
+// gives unrelated numbers). Replicate keeps the setting.
+TEST(ResNetTest, ChannelsLastComputesWhatNchwComputes) {
+  for (const bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16" : "float32");
+    auto nchw = ResNet18(31);
+    auto channels_last = nchw->Replicate();
+    dynamic_cast<ResNet&>(*channels_last).set_channels_last(true);
+    EXPECT_TRUE(dynamic_cast<ResNet&>(*channels_last->Replicate()).channels_last());
+    Generator g(32);
+    const Tensor x = Uniform({4, 1, 12, 12}, 0.0f, 1.0f, g);
+    const Tensor target = FromVector(std::vector<int64_t>{1, 3, 5, 7}, {4});
+    std::vector<Tensor> logits;
+    for (Module* model : {nchw.get(), channels_last.get()}) {
+      model->ZeroGrad();
+      AutocastScope autocast(bf16);
+      logits.push_back(model->Forward(x));
+      CrossEntropy(logits.back(), target).Backward();
+    }
+    EXPECT_LT(RelativeDifference(logits[1], logits[0]), bf16 ? 3e-2f : 1e-5f) << "training logits";
+    const auto a = channels_last->NamedParameters(), b = nchw->NamedParameters();
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (bf16) {
+        EXPECT_GT(Cosine(a[i].second.grad(), b[i].second.grad()), 0.9) << a[i].first;
+      } else {
+        EXPECT_LT(RelativeDifference(a[i].second.grad(), b[i].second.grad()), 1e-4f) << a[i].first;
+      }
+    }
+    const NamedTensors state_a = channels_last->StateDict(), state_b = nchw->StateDict();
+    for (size_t i = 0; i < state_a.size(); ++i) {
+      if (state_a[i].second.dtype() != DType::kFloat32) continue;
+      EXPECT_LT(RelativeDifference(state_a[i].second, state_b[i].second), bf16 ? 3e-2f : 1e-5f)
+          << state_a[i].first;
+    }
+    for (Module* model : {nchw.get(), channels_last.get()}) model->Eval();
+    AutocastScope autocast(bf16);
+    EXPECT_LT(RelativeDifference(channels_last->Forward(x), nchw->Forward(x)), bf16 ? 3e-2f : 1e-5f)
+        << "eval logits";
   }
 }
 

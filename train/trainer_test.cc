@@ -77,6 +77,15 @@ TEST(TrainerTest, BadConfigurationsNameTheFlag) {
   EXPECT_TRUE(ValidateConfig(config).ok()) << "bf16 buckets on CUDA (NCCL)";
 #endif
   config = TrainConfig();
+  config.model = "resnet18";
+  config.memory_format = "channels_last";
+  EXPECT_TRUE(ValidateConfig(config).ok());
+  config.model = "cnn";
+  EXPECT_NE(ValidateConfig(config).message().find("--memory_format=channels_last runs resnet18 on the CPU"),
+            std::string::npos);
+  config.memory_format = "nhwc";
+  EXPECT_NE(ValidateConfig(config).message().find("--memory_format"), std::string::npos);
+  config = TrainConfig();
   config.momentum = 1;
   EXPECT_EQ(ValidateConfig(config).message(), "--momentum must be in [0, 1), got 1");
   config = TrainConfig();
