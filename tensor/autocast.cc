@@ -112,17 +112,12 @@ Tensor ToBFloat16Contiguous(const Tensor& x) {
   return out;
 }
 
-namespace {
-
-// The bf16 copy x's producer attached, while x's storage has not changed since; else undefined.
-Tensor AttachedCopy(const Tensor& x) {
+Tensor AttachedAutocastCopy(const Tensor& x) {
   const TensorImpl* impl = x.impl();
   if (impl->autocast_copy == nullptr || impl->autocast_copy_version != x.storage()->version())
     return Tensor();
   return Tensor(impl->autocast_copy);
 }
-
-}  // namespace
 
 Tensor AutocastCast(const Tensor& x) {
   AutocastState& state = State();
@@ -131,7 +126,7 @@ Tensor AutocastCast(const Tensor& x) {
       << "AutocastCast: an fp16 scope casts CPU tensors through AutocastFp16Call";
   const DType dtype = state.dtype;
   if (!(x.is_leaf() && x.requires_grad())) {
-    const Tensor copy = dtype == DType::kBFloat16 ? AttachedCopy(x) : Tensor();
+    const Tensor copy = dtype == DType::kBFloat16 ? AttachedAutocastCopy(x) : Tensor();
     if (copy.defined() && copy.is_contiguous()) {
       ++state.counters.attached;  // Note [Autocast copies from the producer]
       return copy;
@@ -156,7 +151,7 @@ Tensor AutocastCastChannelsLast(const Tensor& x) {
   DDP_CHECK(state.enabled && state.dtype == DType::kBFloat16)
       << "AutocastCastChannelsLast outside an enabled bf16 AutocastScope";
   if (!(x.is_leaf() && x.requires_grad())) {
-    const Tensor copy = AttachedCopy(x);
+    const Tensor copy = AttachedAutocastCopy(x);
     if (copy.defined() && IsChannelsLast(copy)) {
       ++state.counters.attached;  // Note [Autocast copies from the producer]
       return copy;

@@ -139,6 +139,10 @@ bool AutocastWantsCopyOf(const Tensor& output);
 // version. Dies naming the shapes or dtype when copy does not fit output.
 void AttachAutocastCopy(const Tensor& output, const Tensor& copy);
 
+// The bf16 copy attached to `x` by its producer (AttachAutocastCopy) while x's storage is still at the version
+// it was made at; else undefined.
+Tensor AttachedAutocastCopy(const Tensor& x);
+
 // The contiguous copy of float32 tensor `x` (any layout, either device) in `dtype` (kBFloat16 or
 // kFloat16), rounded by the functors of tensor/low_precision_round.h; never cached; not differentiable.
 Tensor ToLowPrecisionContiguous(const Tensor& x, DType dtype);

@@ -99,10 +99,8 @@ Tensor ChannelsLastFromRows(const Tensor& rows, const Shape& shape) {
       << ShapeToString(shape);
   const Tensor out =
       Tensor::View(rows.storage(), shape, ChannelsLastStrides(shape), rows.storage_offset(), rows.dtype());
-  const std::shared_ptr<TensorImpl>& copy = rows.impl()->autocast_copy;
-  if (copy != nullptr && rows.impl()->autocast_copy_version == rows.storage()->version()) {
-    AttachAutocastCopy(out, ChannelsLastFromRows(Tensor(copy), shape));
-  }
+  const Tensor copy = AttachedAutocastCopy(rows);
+  if (copy.defined()) AttachAutocastCopy(out, ChannelsLastFromRows(copy, shape));
   return RecordOp(out, "ChannelsLastFromRowsBackward", {&rows},
                   [](const Tensor& g) { return std::vector<Tensor>{RowsOf(ChannelsLastCopy(g.Detach()))}; });
 }
