@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Whether oneDNN's AMX matmul sums in the order a plain AMX kernel would (bench/amx_probe/sum_order.cc;
+# BENCHMARKS.md "bf16 mixed precision"): builds the probe against Debian's oneDNN (the one the engine links)
+# and runs it pinned to one core with one thread. Prints the CPU model and flags first; on a CPU without
+# AMX it says so and stops.
+#
+#   bash bench/amx_probe/run.sh [--core=1]
+set -uo pipefail
+CORE=1
+for arg in "$@"; do
+  case "$arg" in
+    --core=*) CORE="${arg#*=}" ;;
+    *) echo "amx_probe: unknown argument $arg (flags: --core=N)" >&2; exit 2 ;;
+  esac
+done
+HERE="$(cd "$(dirname "$0")" && pwd)"
+BUILD="$(mktemp -d)"
+trap 'rm -rf "$BUILD"' EXIT
+export OMP_NUM_THREADS=1
+
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) (family $(grep -m1 'cpu family' /proc/cpuinfo |
+  cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')); flags:" \
+  "$(grep -o -E 'amx[a-z_0-9]*|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"; date -u
+if ! grep -q -w amx_tile /proc/cpuinfo; then
+  echo "amx_probe: this CPU has no AMX; nothing to compare"
+  exit 0
+fi
+g++ -O2 -std=c++17 -o "$BUILD/sum_order" "$HERE/sum_order.cc" -ldnnl || exit 1
+taskset -c "$CORE" "$BUILD/sum_order"
