@@ -19,12 +19,10 @@ for arg in "$@"; do
   esac
 done
 HERE="$(cd "$(dirname "$0")" && pwd)"
-BUILD="$(mktemp -d)"
-trap 'rm -rf "$BUILD"' EXIT
+# shellcheck source=bench/probe_env.sh
+source "$HERE/../probe_env.sh"
 
-echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) (family $(grep -m1 'cpu family' /proc/cpuinfo |
-  cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')); bf16 flags:" \
-  "$(grep -o -E 'amx[a-z_0-9]*|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"; date -u
+print_cpu 'amx[a-z_0-9]*|avx512_bf16'
 
 gcc -O2 -o "$BUILD/dot_throughput" "$HERE/dot_throughput.c" || exit 1
 taskset -c "$CORE" "$BUILD/dot_throughput" 7

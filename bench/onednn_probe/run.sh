@@ -19,13 +19,11 @@ for arg in "$@"; do
   esac
 done
 HERE="$(cd "$(dirname "$0")" && pwd)"
-BUILD="$(mktemp -d)"
-trap 'rm -rf "$BUILD"' EXIT
+# shellcheck source=bench/probe_env.sh
+source "$HERE/../probe_env.sh"
 export OMP_NUM_THREADS=1
 
-echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) (family $(grep -m1 'cpu family' /proc/cpuinfo |
-  cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')); flags:" \
-  "$(grep -o -E 'amx[a-z_0-9]*|avx512_bf16|avx512f ' /proc/cpuinfo | sort -u | tr '\n' ' ')"; date -u
+print_cpu 'amx[a-z_0-9]*|avx512_bf16|avx512f '
 
 run_all() {  # $1: the binary
   taskset -c "$CORE" "$1" bf16 direct
