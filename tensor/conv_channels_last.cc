@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tensor/bf16_convert.h"
+#include "tensor/conv_amx.h"
 #include "tensor/conv_onednn.h"
 #include "tensor/cpu_gemm.h"
 #include "tensor/cpu_gemm_bf16.h"
@@ -152,6 +153,12 @@ void Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, floa
   if constexpr (std::is_same_v<T, BFloat16>) {
     if (OnPrimitives<T>(g) && !Bf16ForwardOnIm2Col() && OneDnnConvForward(x, w, b, ChannelsLast(g), y))
       return;
+    // Where the unfolded rows would go to oneDNN's AMX matmul, the same sums straight from the input
+    // (Note [Channels-last forward on AMX tiles]).
+    if (b == nullptr && Bf16Primitives() && AmxForwardApplies(ChannelsLast(g))) {
+      AmxForwardChannelsLast(x, w, ChannelsLast(g), y);
+      return;
+    }
   } else {
     if (OnPrimitives<T>(g) && OneDnnConvForward(x, w, b, ChannelsLast(g), y)) return;
   }

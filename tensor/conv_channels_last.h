@@ -13,6 +13,10 @@
 // primitives compute what they compute for NCHW activations; the GEMMs sum the same products in another
 // order (over (kh, kw, c) rather than (c, kh, kw)), and the bias gradient sums image by image. A
 // convolution that Note [bf16 input gradients as a forward convolution] turns on for takes the primitive.
+// Where the unfolded bf16 forward would run on oneDNN's AMX matmul and the convolution is one that
+// AmxForwardApplies takes (ResNet-18's layer1 and layer2 3x3 convolutions), the same sums run on AMX tiles
+// straight from the input instead, bit for bit (Note [Channels-last forward on AMX tiles],
+// tensor/conv_amx.h).
 #ifndef DDP_TENSOR_CONV_CHANNELS_LAST_H_
 #define DDP_TENSOR_CONV_CHANNELS_LAST_H_
 

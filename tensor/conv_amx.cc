@@ -1,0 +1,171 @@
+// The channels-last bf16 forward on AMX tiles (contracts: tensor/conv_amx.h; Note [Channels-last forward on
+// AMX tiles] there).
+#include "tensor/conv_amx.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "base/check.h"
+
+namespace ddp {
+namespace cpu {
+namespace {
+
+constexpr int64_t kTile = 16;        // output pixels (tile rows) and output channels (tile columns) per tile
+constexpr int64_t kTileK = 32;       // products per TDPBF16PS: a tile row of 32 bf16 (64 bytes)
+constexpr int64_t kOutPerPass = 64;  // four accumulator tiles side by side
+constexpr int64_t kMaxK = 1152;      // the K up to which oneDNN's matmul sums in this order
+
+// The tile configuration LDTILECFG reads (palette 1).
+struct TileConfig {
+  uint8_t palette_id = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Tiles 0-3 accumulate, 4 holds A (pixels x 32 K), 5 holds B (16 K pairs x 16 output channels).
+TileConfig ConfigFor(int64_t pixels) {
+  TileConfig config;
+  for (int t = 0; t < 5; ++t) {
+    config.rows[t] = static_cast<uint8_t>(pixels);
+    config.bytes_per_row[t] = 64;
+  }
+  config.rows[5] = kTile;
+  config.bytes_per_row[5] = 64;
+  return config;
+}
+
+bool CpuHasAmxBf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const unsigned amx_bf16 = 1u << 22, amx_tile = 1u << 24;
+  return (edx & amx_bf16) != 0 && (edx & amx_tile) != 0;
+}
+
+// Asks Linux for the AMX tile state (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), once per process.
+bool TileDataGranted() {
+  static const bool granted = [] {
+    constexpr long kArchRequestPermission = 0x1023, kTileData = 18;
+    return CpuHasAmxBf16() && syscall(SYS_arch_prctl, kArchRequestPermission, kTileData) == 0;
+  }();
+  return granted;
+}
+
+// `elements` bf16 in `buffer` (grown as needed, kept across calls), starting on a 64-byte boundary: a tile
+// row of 64 bytes then lies in one cache line (unaligned, every tile load touches twice the lines, which
+// measured 2-3x slower).
+BFloat16* AlignedScratch(std::vector<BFloat16>& buffer, int64_t elements) {
+  constexpr size_t kLine = 64, kSlack = kLine / sizeof(BFloat16);
+  if (buffer.size() < static_cast<size_t>(elements) + kSlack)
+    buffer.resize(static_cast<size_t>(elements) + kSlack);
+  const uintptr_t address = reinterpret_cast<uintptr_t>(buffer.data());
+  return buffer.data() + ((kLine - address % kLine) % kLine) / sizeof(BFloat16);
+}
+
+// w [out, c, 3, 3] as the B operand: for each block of 16 output channels, K = (tap, channel) in pairs,
+// each pair's two values side by side for each of the 16 channels (TDPBF16PS's layout), blocks one
+// after another ([out / 16][K / 2][16][2]).
+void PackWeights(const BFloat16* w, const ConvGeometry& g, BFloat16* packed) {
+  const int64_t K = g.K(), taps = g.kh * g.kw;
+  for (int64_t o = 0; o < g.out; ++o) {
+    BFloat16* block = packed + (o / kTile) * K * kTile + (o % kTile) * 2;
+    for (int64_t t = 0; t < taps; ++t) {
+      for (int64_t ch = 0; ch < g.c; ++ch) {
+        const int64_t k = t * g.c + ch;
+        block[(k / 2) * 2 * kTile + k % 2] = w[(o * g.c + ch) * taps + t];
+      }
+    }
+  }
+}
+
+// Image `x` (NHWC) into `padded` [(h + 2), (w + 2), c] with a border of zeros.
+void PadImage(const BFloat16* x, const ConvGeometry& g, BFloat16* padded) {
+  const int64_t wp = g.w + 2;
+  std::memset(static_cast<void*>(padded), 0, sizeof(BFloat16) * (g.h + 2) * wp * g.c);
+  for (int64_t iy = 0; iy < g.h; ++iy) {
+    std::memcpy(static_cast<void*>(padded + ((iy + 1) * wp + 1) * g.c), x + iy * g.w * g.c,
+                sizeof(BFloat16) * g.w * g.c);
+  }
+}
+
+// One image: y [oh * ow, out] from its padded input and the packed weights (Note [Channels-last forward on
+// AMX tiles]). Each output row's pixels go in tiles of up to 16; each tile of 64 output channels
+// accumulates over the 9 taps, and within a tap over the channels 32 at a time.
+__attribute__((target("amx-tile,amx-bf16"))) void ImageForward(const BFloat16* padded, const BFloat16* packed,
+                                                               const ConvGeometry& g, float* y) {
+  const int64_t K = g.K(), wp = g.w + 2, a_stride = g.stride * g.c * 2, c_stride = g.out * 4;
+  const int64_t block_stride = K * kTile;  // packed elements per 16 output channels
+  for (int64_t ox0 = 0; ox0 < g.ow; ox0 += kTile) {
+    const TileConfig config = ConfigFor(std::min(kTile, g.ow - ox0));
+    _tile_loadconfig(&config);
+    for (int64_t oy = 0; oy < g.oh; ++oy) {
+      for (int64_t o0 = 0; o0 < g.out; o0 += kOutPerPass) {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        const BFloat16* b0 = packed + (o0 / kTile) * block_stride;
+        for (int64_t t = 0; t < 9; ++t) {
+          const BFloat16* a = padded + ((oy * g.stride + t / 3) * wp + ox0 * g.stride + t % 3) * g.c;
+          for (int64_t c0 = 0; c0 < g.c; c0 += kTileK) {
+            _tile_loadd(4, a + c0, a_stride);
+            const BFloat16* b = b0 + (t * g.c + c0) * kTile;
+            _tile_loadd(5, b, 64);
+            _tile_dpbf16ps(0, 4, 5);
+            _tile_loadd(5, b + block_stride, 64);
+            _tile_dpbf16ps(1, 4, 5);
+            _tile_loadd(5, b + 2 * block_stride, 64);
+            _tile_dpbf16ps(2, 4, 5);
+            _tile_loadd(5, b + 3 * block_stride, 64);
+            _tile_dpbf16ps(3, 4, 5);
+          }
+        }
+        float* out = y + (oy * g.ow + ox0) * g.out + o0;
+        _tile_stored(0, out, c_stride);
+        _tile_stored(1, out + kTile, c_stride);
+        _tile_stored(2, out + 2 * kTile, c_stride);
+        _tile_stored(3, out + 3 * kTile, c_stride);
+      }
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace
+
+bool AmxForwardApplies(const ConvGeometry& g) {
+  return g.channels_last && g.kh == 3 && g.kw == 3 && g.padding == 1 && (g.stride == 1 || g.stride == 2) &&
+         g.c % kTileK == 0 && g.out % kOutPerPass == 0 && g.K() <= kMaxK && TileDataGranted();
+}
+
+void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeometry& g, float* y) {
+  DDP_CHECK(AmxForwardApplies(g)) << "AmxForwardChannelsLast: no AMX kernel for this convolution (c " << g.c
+                                  << ", out " << g.out << ", " << g.kh << "x" << g.kw << ", stride "
+                                  << g.stride << ", padding " << g.padding << ")";
+  thread_local std::vector<BFloat16> packed_weights;  // the calling thread's, read by every kernel thread
+  BFloat16* packed = AlignedScratch(packed_weights, g.out * g.K());
+  PackWeights(w, g, packed);
+  const int64_t image = g.h * g.w * g.c, padded_image = (g.h + 2) * (g.w + 2) * g.c;
+#pragma omp parallel if (g.n > 1)
+  {
+    thread_local std::vector<BFloat16> padded_buffer;  // each kernel thread's own
+    BFloat16* padded = AlignedScratch(padded_buffer, padded_image);
+#pragma omp for
+    for (int64_t i = 0; i < g.n; ++i) {
+      PadImage(x + i * image, g, padded);
+      ImageForward(padded, packed, g, y + i * g.P() * g.out);
+    }
+  }
+}
+
+}  // namespace cpu
+}  // namespace ddp

@@ -1,0 +1,116 @@
+// The channels-last bf16 forward on AMX tiles against the unfolded path it replaces (rows [pixels, 9c]
+// times the weights in oneDNN's bf16 matmul), bit for bit, at ResNet-18's layer1 and layer2 shapes, a
+// stride-2 one, output rows wider than one tile and batches of several images; and which convolutions it
+// takes. Skips, saying so, on a CPU without AMX.
+#include "tensor/conv_amx.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "tensor/bf16_convert.h"
+#include "tensor/cpu_gemm_bf16.h"
+#include "tensor/threads.h"
+
+namespace ddp {
+namespace {
+
+cpu::ConvGeometry Geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out, int64_t stride) {
+  cpu::ConvGeometry g{n, c, h, w, out, 3, 3, stride, 1, (h - 1) / stride + 1, (w - 1) / stride + 1};
+  g.channels_last = true;
+  return g;
+}
+
+std::vector<BFloat16> RandomBf16(size_t count, float scale, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> values(count);
+  for (float& v : values) v = scale * normal(gen);
+  std::vector<BFloat16> out(count);
+  cpu::FloatToBFloat16Array(values.data(), out.data(), static_cast<int64_t>(count));
+  return out;
+}
+
+// The unfolded path: rows [pixels, (ky, kx, c)] of each image (zeros in the padding) times the weights
+// reordered to [out, (ky, kx, c)], in oneDNN's bf16 matmul, `images` images per GEMM.
+std::vector<float> UnfoldedForward(const std::vector<BFloat16>& x, const std::vector<BFloat16>& w,
+                                   const cpu::ConvGeometry& g, int64_t images) {
+  const int64_t K = g.K(), P = g.P();
+  std::vector<BFloat16> taps_first(w.size());
+  for (int64_t o = 0; o < g.out; ++o) {
+    for (int64_t ch = 0; ch < g.c; ++ch) {
+      for (int64_t t = 0; t < 9; ++t) taps_first[(o * 9 + t) * g.c + ch] = w[(o * g.c + ch) * 9 + t];
+    }
+  }
+  std::vector<float> y(g.n * P * g.out);
+  for (int64_t first = 0; first < g.n; first += images) {
+    const int64_t count = std::min(images, g.n - first);
+    std::vector<BFloat16> rows(count * P * K);
+    for (int64_t i = 0; i < count; ++i) {
+      for (int64_t p = 0; p < P; ++p) {
+        for (int64_t t = 0; t < 9; ++t) {
+          const int64_t iy = p / g.ow * g.stride + t / 3 - 1, ix = p % g.ow * g.stride + t % 3 - 1;
+          BFloat16* dst = rows.data() + (i * P + p) * K + t * g.c;
+          const bool inside = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
+          for (int64_t ch = 0; ch < g.c; ++ch) {
+            dst[ch] = inside ? x[(((first + i) * g.h + iy) * g.w + ix) * g.c + ch] : BFloat16{};
+          }
+        }
+      }
+    }
+    cpu::Gemm(false, true, count * P, g.out, K, 1.0f, rows.data(), K, taps_first.data(), K, 0.0f,
+              y.data() + first * P * g.out, g.out);
+  }
+  return y;
+}
+
+TEST(ConvAmxTest, MatchesTheUnfoldedPathBitForBit) {
+  const cpu::ConvGeometry probe = Geometry(1, 64, 28, 28, 64, 1);
+  if (!cpu::AmxForwardApplies(probe)) GTEST_SKIP() << "no AMX on this CPU (or the kernel refuses its tiles)";
+  cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kOneDnn);
+  struct Case {
+    int64_t n, c, hw_h, hw_w, out, stride, images_per_gemm;
+  };
+  // ResNet-18's layer1 and layer2 (with their unfolded groups), layer2.0's stride 2, outputs of 20 and
+  // 10 pixels a row (a full and a partial pixel tile), 128 output channels (two passes of 64).
+  const Case cases[] = {{3, 64, 28, 28, 64, 1, 2}, {5, 128, 14, 14, 128, 1, 4}, {3, 64, 28, 28, 128, 2, 9},
+                        {2, 32, 9, 20, 64, 1, 1},  {2, 32, 9, 20, 64, 2, 2},    {4, 96, 6, 5, 192, 1, 3}};
+  for (const Case& k : cases) {
+    const cpu::ConvGeometry g = Geometry(k.n, k.c, k.hw_h, k.hw_w, k.out, k.stride);
+    SCOPED_TRACE(::testing::Message() << "n " << k.n << " c " << k.c << " " << k.hw_h << "x" << k.hw_w
+                                      << " out " << k.out << " stride " << k.stride);
+    ASSERT_TRUE(cpu::AmxForwardApplies(g));
+    const std::vector<BFloat16> x = RandomBf16(g.n * g.h * g.w * g.c, 1.0f, 11);
+    const std::vector<BFloat16> w = RandomBf16(g.out * g.K(), 0.05f, 12);
+    std::vector<float> y(g.n * g.P() * g.out, -1.0f);
+    for (int threads : {1, 2}) {
+      SetNumThreads(threads);
+      cpu::AmxForwardChannelsLast(x.data(), w.data(), g, y.data());
+      const std::vector<float> expected = UnfoldedForward(x, w, g, k.images_per_gemm);
+      ASSERT_EQ(std::memcmp(y.data(), expected.data(), y.size() * sizeof(float)), 0) << threads << " threads";
+    }
+    SetNumThreads(1);
+  }
+  cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
+}
+
+TEST(ConvAmxTest, TakesOnlyWhatItSumsInOneDnnsOrder) {
+  if (!cpu::AmxForwardApplies(Geometry(1, 64, 28, 28, 64, 1))) GTEST_SKIP() << "no AMX on this CPU";
+  EXPECT_FALSE(cpu::AmxForwardApplies(Geometry(1, 256, 7, 7, 256, 1)));  // K = 2304: another order
+  EXPECT_FALSE(cpu::AmxForwardApplies(Geometry(1, 16, 28, 28, 64, 1)));  // channels not a multiple of 32
+  EXPECT_FALSE(cpu::AmxForwardApplies(Geometry(1, 64, 28, 28, 32, 1)));  // outputs not a multiple of 64
+  EXPECT_FALSE(cpu::AmxForwardApplies(Geometry(1, 64, 28, 28, 64, 3)));  // stride 3
+  cpu::ConvGeometry nchw = Geometry(1, 64, 28, 28, 64, 1);
+  nchw.channels_last = false;
+  EXPECT_FALSE(cpu::AmxForwardApplies(nchw));
+  cpu::ConvGeometry pointwise = Geometry(1, 64, 28, 28, 64, 1);
+  pointwise.kh = pointwise.kw = 1;
+  pointwise.padding = 0;
+  EXPECT_FALSE(cpu::AmxForwardApplies(pointwise));
+}
+
+}  // namespace
+}  // namespace ddp
