@@ -87,13 +87,17 @@ void PackWeights(const BFloat16* w, const ConvGeometry& g, BFloat16* packed) {
   }
 }
 
-// Image `x` (NHWC) into `padded` [(h + 2), (w + 2), c] with a border of zeros.
+// Image `x` (NHWC) into `padded` [(h + 2), (w + 2), c] with a border of zeros: the top and bottom rows and
+// each row's first and last pixel are zeroed, the rest is copied once.
 void PadImage(const BFloat16* x, const ConvGeometry& g, BFloat16* padded) {
-  const int64_t wp = g.w + 2;
-  std::memset(static_cast<void*>(padded), 0, sizeof(BFloat16) * (g.h + 2) * wp * g.c);
+  const int64_t wp = g.w + 2, row = wp * g.c;
+  std::memset(static_cast<void*>(padded), 0, sizeof(BFloat16) * row);
+  std::memset(static_cast<void*>(padded + (g.h + 1) * row), 0, sizeof(BFloat16) * row);
   for (int64_t iy = 0; iy < g.h; ++iy) {
-    std::memcpy(static_cast<void*>(padded + ((iy + 1) * wp + 1) * g.c), x + iy * g.w * g.c,
-                sizeof(BFloat16) * g.w * g.c);
+    BFloat16* dst = padded + (iy + 1) * row;
+    std::memset(static_cast<void*>(dst), 0, sizeof(BFloat16) * g.c);
+    std::memcpy(static_cast<void*>(dst + g.c), x + iy * g.w * g.c, sizeof(BFloat16) * g.w * g.c);
+    std::memset(static_cast<void*>(dst + (g.w + 1) * g.c), 0, sizeof(BFloat16) * g.c);
   }
 }
 
