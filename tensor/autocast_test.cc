@@ -335,5 +335,22 @@ TEST(AutocastTest, KernelDescriptionNamesTheActiveKernel) {
   EXPECT_NE(cpu::ActiveBf16GemmKernel(), cpu::Bf16GemmKernel::kAuto);
 }
 
+// Where kAuto measured the two kernels (a CPU with AVX512_BF16 and no AMX), the description says the
+// ratio and the kernel kept is the one the ratio picks (Note [bf16 GEMM kernel choice]).
+TEST(AutocastTest, AutomaticChoiceFollowsTheMeasuredRatio) {
+  cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
+  const std::string description = cpu::Bf16GemmKernelDescription();
+  const std::string marker = "measured here at ";
+  const size_t at = description.find(marker);
+  if (at == std::string::npos) {
+    GTEST_SKIP() << "kAuto measured nothing on this CPU: " << description;
+  }
+  const double ratio = std::stod(description.substr(at + marker.size()));
+  EXPECT_GT(ratio, 0.0);
+  EXPECT_EQ(cpu::ActiveBf16GemmKernel(),
+            ratio >= 1.2 ? cpu::Bf16GemmKernel::kOneDnn : cpu::Bf16GemmKernel::kFloat32)
+      << description;
+}
+
 }  // namespace
 }  // namespace ddp

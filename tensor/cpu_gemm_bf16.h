@@ -6,15 +6,20 @@
 //   kFloat32  the operands widened to float32 (exact) and multiplied by cpu::Gemm (oneDNN's sgemm).
 //
 // Note [bf16 GEMM kernel choice]
-// A bf16 GEMM is faster than an fp32 one only where the CPU multiplies bf16 faster than it does fp32 FMAs.
-// AMX does (PyTorch 2.15's torch.mm 2048^3 on one core of an AMX Xeon: fp32 154 GFLOP/s, bf16 1,030). An
-// Intel CPU with AVX512_BF16 but without AMX does not: vdpbf16ps issues once per cycle (64 FLOP), the two
-// FMA ports twice (2 x 32 FLOP), and on such a Xeon (family 6 model 207, one core) oneDNN 2.6's bf16
-// matmul reaches 75-89 GFLOP/s where its sgemm reaches 133-173, as does PyTorch 2.15's own oneDNN (bf16
-// 71-76 vs fp32 117-156); BENCHMARKS.md "bf16 mixed precision" has the commands. kAuto therefore picks
-// kOneDnn where oneDNN reports AMX usable (dnnl_get_effective_cpu_isa) and kFloat32 elsewhere, and says
-// once on stderr which one runs and what it costs. DDP_BF16_GEMM=onednn|fp32 in the environment (read
-// once, at the first bf16 GEMM) or SetBf16GemmKernel overrides the choice.
+// A bf16 GEMM is faster than a float32 one only where the CPU multiplies bf16 faster than it does float32
+// FMAs. AMX does (PyTorch 2.15's torch.mm 2048^3 on one core of an AMX Xeon: fp32 154 GFLOP/s, bf16
+// 1,030). Without AMX it depends on the CPU. On an AMD EPYC of family 26, vdpbf16ps issues as often as
+// vfmadd231ps and so does twice its arithmetic (one core: 575 against 287 GFLOP/s, bench/bf16_probe), and
+// oneDNN 2.6's bf16 matmul runs 1.8-1.9x its sgemm at training shapes (tensor/bf16_gemm_bench.cc). On an
+// Intel Xeon with AVX512_BF16 and no AMX (family 6 model 207) every library's bf16 GEMM ran at about half
+// its float32 one: oneDNN 2.6's matmul 75-89 GFLOP/s against its sgemm's 133-173, Intel MKL and PyTorch
+// 2.15's own oneDNN the same (BENCHMARKS.md "bf16 mixed precision" has the commands). kAuto therefore
+// picks kOneDnn where oneDNN reports AMX usable (dnnl_get_effective_cpu_isa), kFloat32 where it reports
+// no AVX512_BF16, and in between measures: the first bf16 GEMM of the process times both kernels at
+// 64x784x576 (a few milliseconds, best of five calls each) and keeps oneDNN where it ran at least 1.2x
+// faster. The two kernels give the same numbers up to the order of the float32 sums. The line printed
+// once on stderr names the kernel, why, and the ratio measured. DDP_BF16_GEMM=onednn|fp32 in the
+// environment (read once, at the first bf16 GEMM) or SetBf16GemmKernel overrides the choice.
 #ifndef DDP_TENSOR_CPU_GEMM_BF16_H_
 #define DDP_TENSOR_CPU_GEMM_BF16_H_
 
