@@ -119,11 +119,12 @@ size_t FloatsFor(int64_t elements) {
 
 // Note [bf16 operands of oneDNN's convolutions]
 // Under autocast the operands are bf16 and the sums float32. oneDNN 2.6's bf16 convolutions run where
-// the bf16 GEMMs are oneDNN's (tensor/cpu_gemm_bf16.h, Note [bf16 GEMM kernel choice]: AMX, or
-// DDP_BF16_GEMM=onednn); elsewhere the bf16 values are widened to float32 (exact) and the float32
-// primitives multiply them: on an AVX512_BF16 Xeon without AMX, oneDNN's bf16 convolution measured
-// 1.3-1.6x slower than its float32 one at ResNet-18's shapes (tensor/conv_bench.cc), as its bf16 matmul
-// is slower than sgemm there.
+// the bf16 GEMMs are oneDNN's (tensor/cpu_gemm_bf16.h, Note [bf16 GEMM kernel choice]: AMX, AVX512_BF16
+// where oneDNN's bf16 matmul measured faster, or DDP_BF16_GEMM=onednn); elsewhere the bf16 values are
+// widened to float32 (exact) and the float32 primitives multiply them. The convolutions follow the
+// matmul: on an AVX512_BF16 Xeon without AMX, oneDNN's bf16 convolution measured 1.3-1.6x slower than its
+// float32 one at ResNet-18's shapes (tensor/conv_bench.cc), as its bf16 matmul is slower than sgemm
+// there; on an AMD EPYC of family 26 both run faster in bf16.
 bool Bf16Primitives() { return ActiveBf16GemmKernel() == Bf16GemmKernel::kOneDnn; }
 
 // A bf16 array widened to float32 in scratch `slot`.
