@@ -41,9 +41,9 @@ int main(int argc, char** argv) {
   // forwards on im2col (layer1 and layer2 at one image, layer3 at 5 images, layer4 at 32) and its layer3
   // and layer4 weight gradients on im2col (B = the unfolded rows, transposed); a large square.
   const std::vector<std::vector<int64_t>> shapes = {
-      {64, 512, 784, 0},  {64, 784, 288, 0},  {64, 784, 576, 0},  {128, 196, 1152, 0},
-      {256, 245, 2304, 0}, {512, 512, 4608, 0}, {256, 2304, 245, 1}, {512, 4608, 512, 1},
-      {1024, 1024, 1024, 0}};
+      {64, 512, 784, 0},   {64, 784, 288, 0},   {64, 784, 576, 0},
+      {128, 196, 1152, 0}, {256, 245, 2304, 0}, {512, 512, 4608, 0},
+      {256, 2304, 245, 1}, {512, 4608, 512, 1}, {1024, 1024, 1024, 0}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
     const bool trans_b = s[3] != 0;
@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
       });
     }
     std::printf("m=%ld n=%ld k=%ld%s  fp32 %.1f GFLOP/s  bf16 onednn %.1f  bf16 fp32-of-rounded %.1f\n",
-                static_cast<long>(m), static_cast<long>(n), static_cast<long>(k), trans_b ? " B^T" : "", f32, bf16[0], bf16[1]);
+                static_cast<long>(m), static_cast<long>(n), static_cast<long>(k), trans_b ? " B^T" : "", f32,
+                bf16[0], bf16[1]);
   }
   return 0;
 }

@@ -138,8 +138,10 @@ constexpr int64_t kCalibrationShape[3] = {64, 784, 576};
 double MeasureOneDnnSpeedup() {
   const int64_t m = kCalibrationShape[0], n = kCalibrationShape[1], k = kCalibrationShape[2];
   std::vector<BFloat16> a(m * k), b(k * n);
-  for (int64_t i = 0; i < m * k; ++i) a[i].bits = FloatToBFloat16(static_cast<float>(i % 17) * 0.0625f - 0.5f);
-  for (int64_t i = 0; i < k * n; ++i) b[i].bits = FloatToBFloat16(static_cast<float>(i % 13) * 0.125f - 0.75f);
+  for (int64_t i = 0; i < m * k; ++i)
+    a[i].bits = FloatToBFloat16(static_cast<float>(i % 17) * 0.0625f - 0.5f);
+  for (int64_t i = 0; i < k * n; ++i)
+    b[i].bits = FloatToBFloat16(static_cast<float>(i % 13) * 0.125f - 0.75f);
   std::vector<float> c(m * n);
   constexpr int kReps = 5;
   const double onednn = BestSeconds(
