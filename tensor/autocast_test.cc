@@ -348,7 +348,7 @@ TEST(AutocastTest, AutomaticChoiceFollowsTheMeasuredRatio) {
   const double ratio = std::stod(description.substr(at + marker.size()));
   EXPECT_GT(ratio, 0.0);
   EXPECT_EQ(cpu::ActiveBf16GemmKernel(),
-            ratio >= 1.2 ? cpu::Bf16GemmKernel::kOneDnn : cpu::Bf16GemmKernel::kFloat32)
+            ratio >= cpu::kMinOneDnnSpeedup ? cpu::Bf16GemmKernel::kOneDnn : cpu::Bf16GemmKernel::kFloat32)
       << description;
 }
 

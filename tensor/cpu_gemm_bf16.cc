@@ -25,11 +25,6 @@ namespace {
 
 std::atomic<Bf16GemmKernel> requested_kernel{Bf16GemmKernel::kAuto};
 
-// kAuto picks oneDNN's bf16 matmul on a CPU without AMX only where it measured at least this much faster
-// than the float32 path: the two measure 0.5-0.6x or 1.8-2x apart on the CPUs seen, and a margin keeps
-// timing noise from choosing a kernel that is no faster.
-constexpr double kMinOneDnnSpeedup = 1.2;
-
 bool OneDnnHasAmx() {
   const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
   return (static_cast<unsigned>(isa) & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx;

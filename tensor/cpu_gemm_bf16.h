@@ -9,8 +9,8 @@
 // A bf16 GEMM is faster than a float32 one only where the CPU multiplies bf16 faster than it does float32
 // FMAs. AMX does (PyTorch 2.15's torch.mm 2048^3 on one core of an AMX Xeon: fp32 154 GFLOP/s, bf16
 // 1,030). Without AMX it depends on the CPU. On an AMD EPYC of family 26, vdpbf16ps issues as often as
-// vfmadd231ps and so does twice its arithmetic (one core: 575 against 287 GFLOP/s, bench/bf16_probe), and
-// oneDNN 2.6's bf16 matmul runs 1.8-1.9x its sgemm at training shapes (tensor/bf16_gemm_bench.cc). On an
+// vfmadd231ps and so does twice its arithmetic (one core: 578 against 288 GFLOP/s, bench/bf16_probe), and
+// oneDNN 2.6's bf16 matmul runs 1.8-2.0x its sgemm at training shapes (tensor/bf16_gemm_bench.cc). On an
 // Intel Xeon with AVX512_BF16 and no AMX (family 6 model 207) every library's bf16 GEMM ran at about half
 // its float32 one: oneDNN 2.6's matmul 75-89 GFLOP/s against its sgemm's 133-173, Intel MKL and PyTorch
 // 2.15's own oneDNN the same (BENCHMARKS.md "bf16 mixed precision" has the commands). kAuto therefore
@@ -32,6 +32,11 @@ namespace ddp {
 namespace cpu {
 
 enum class Bf16GemmKernel { kAuto, kOneDnn, kFloat32 };
+
+// kAuto keeps oneDNN's bf16 matmul on a CPU with AVX512_BF16 and no AMX only where it measured at least
+// this much faster than the float32 path (Note [bf16 GEMM kernel choice]): the two measure 0.5-0.6x or
+// 1.8-2x apart on the CPUs seen, and the margin keeps timing noise from choosing a kernel that is no faster.
+inline constexpr double kMinOneDnnSpeedup = 1.2;
 
 // Row-major C[m, n] = op(A) * op(B) + beta * C with bf16 A and B, float32 C and float32 accumulation;
 // op(X) = X or X^T (trans_a / trans_b); lda/ldb/ldc are the row strides as stored. The same contract as
