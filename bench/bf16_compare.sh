@@ -1,8 +1,9 @@
 #!/bin/bash
 # bf16 mixed precision against float32, ours and PyTorch's autocast, one process, one thread, pinned to
-# one core under SCHED_FIFO, interleaved (ours fp32, ours bf16, PyTorch fp32, PyTorch bf16, and for the
-# convolutional models PyTorch fp32 and bf16 again in torch.channels_last, the layout oneDNN's CPU
-# convolutions run natively and PyTorch's fastest on these models; repeated).
+# one core under SCHED_FIFO, interleaved (ours fp32, ours bf16, for resnet18 ours fp32 and bf16 again with
+# --memory_format=channels_last, PyTorch fp32, PyTorch bf16, and for the convolutional models PyTorch fp32
+# and bf16 again in torch.channels_last, the layout oneDNN's CPU convolutions run natively and PyTorch's
+# fastest on these models; repeated).
 # Prints the CPU model and its bf16/AMX flags, then one JSON line per run (bench/train_throughput and
 # bench/pytorch_reference.py), for BENCHMARKS.md "bf16 mixed precision".
 #
@@ -29,10 +30,15 @@ echo "# $(date -u) RT=${RT:-1} load: $(cut -d' ' -f1-3 /proc/loadavg) $(grep -m1
 for model in $models; do
   steps=${STEPS:-100}; warmup=${WARMUP:-10}
   if [ "$model" = resnet18 ]; then steps=${STEPS:-12}; warmup=${WARMUP:-3}; fi
+  ours_layouts=("")
+  if [ "$model" = resnet18 ]; then ours_layouts+=(--memory_format=channels_last); fi
   for round in $(seq "$rounds"); do
-    for precision in fp32 bf16; do
-      "${realtime[@]}" taskset -c "$core" "$ours" --model="$model" --precision="$precision" --steps="$steps" \
-        --warmup="$warmup" --threads=1
+    for layout in "${ours_layouts[@]}"; do
+      for precision in fp32 bf16; do
+        # shellcheck disable=SC2086 # layout is empty or one flag
+        "${realtime[@]}" taskset -c "$core" "$ours" --model="$model" --precision="$precision" --steps="$steps" \
+          --warmup="$warmup" --threads=1 $layout
+      done
     done
     if [ -n "${VARIANT:-}${VARIANT_FLAGS:-}" ]; then
       echo "# variant: ${VARIANT:-} ${VARIANT_FLAGS:-}"

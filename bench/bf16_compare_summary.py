@@ -4,9 +4,10 @@ kind over the rounds, and the per-round speed ratios BENCHMARKS.md "bf16 mixed p
 
     python3 bench/bf16_compare_summary.py results/bench/bf16_compare_....txt
 
-Run kinds: ours_fp32, ours_bf16, ours_bf16_variant (the VARIANT run, when present), torch_fp32, torch_bf16,
-and torch_fp32_cl, torch_bf16_cl (PyTorch in torch.channels_last, when present). A round starts at each
-ours_fp32 run.
+Run kinds: ours_fp32, ours_bf16, ours_bf16_variant (the VARIANT run, when present), ours_fp32_cl,
+ours_bf16_cl (ours with --memory_format=channels_last, when present), torch_fp32, torch_bf16, and
+torch_fp32_cl, torch_bf16_cl (PyTorch in torch.channels_last, when present). A round starts at each
+ours_fp32 run. "best" ratios take each side's faster layout within the round.
 """
 import json
 import statistics
@@ -30,7 +31,7 @@ def rounds_by_model(path):
             if variant_next:
                 kind += "_variant"
                 variant_next = False
-            if run.get("channels_last"):
+            if run.get("channels_last") or run.get("memory_format") == "channels_last":
                 kind += "_cl"
             rounds = models.setdefault(run["model"], [])
             if kind == "ours_fp32" or not rounds:
@@ -53,22 +54,31 @@ def main(argv):
     for model, rounds in rounds_by_model(argv[1]).items():
         complete = [r for r in rounds if {"ours_fp32", "ours_bf16", "torch_bf16"} <= r.keys()]
         print("%s: %d complete rounds" % (model, len(complete)))
-        for kind in ("ours_fp32", "ours_bf16", "ours_bf16_variant", "torch_fp32", "torch_bf16", "torch_fp32_cl",
-                     "torch_bf16_cl"):
+        for r in complete:
+            for side in ("ours_fp32", "ours_bf16", "torch_fp32", "torch_bf16"):
+                layouts = [r[k] for k in (side, side + "_cl") if k in r]
+                r[side + "_best"] = min(layouts)
+        for kind in ("ours_fp32", "ours_bf16", "ours_bf16_variant", "ours_fp32_cl", "ours_bf16_cl", "torch_fp32",
+                     "torch_bf16", "torch_fp32_cl", "torch_bf16_cl"):
             values = [r[kind] for r in complete if kind in r]
             if values:
                 print("  %-18s %s ms" % (kind, spread(values)))
         for name, faster, slower in (("ours bf16 / ours fp32", "ours_bf16", "ours_fp32"),
                                      ("variant / ours fp32", "ours_bf16_variant", "ours_fp32"),
+                                     ("ours bf16 cl / ours fp32", "ours_bf16_cl", "ours_fp32"),
+                                     ("ours bf16 cl / ours fp32 cl", "ours_bf16_cl", "ours_fp32_cl"),
+                                     ("best: ours bf16 / ours fp32", "ours_bf16_best", "ours_fp32_best"),
+                                     ("best: ours bf16 vs torch bf16", "ours_bf16_best", "torch_bf16_best"),
                                      ("ours bf16 vs torch bf16", "ours_bf16", "torch_bf16"),
                                      ("variant vs torch bf16", "ours_bf16_variant", "torch_bf16"),
                                      ("ours fp32 vs torch fp32 cl", "ours_fp32", "torch_fp32_cl"),
                                      ("ours bf16 vs torch bf16 cl", "ours_bf16", "torch_bf16_cl"),
+                                     ("ours bf16 cl vs torch bf16 cl", "ours_bf16_cl", "torch_bf16_cl"),
                                      ("variant vs torch bf16 cl", "ours_bf16_variant", "torch_bf16_cl"),
                                      ("torch bf16 / torch fp32", "torch_bf16", "torch_fp32")):
             values = [r[slower] / r[faster] for r in complete if faster in r and slower in r]
             if values:
-                print("  %-26s %s" % (name, ratio_spread(values)))
+                print("  %-30s %s" % (name, ratio_spread(values)))
 
 
 if __name__ == "__main__":

@@ -152,12 +152,31 @@ Shapes ShapesOf(const ConvGeometry& g) {
           {g.n, g.out, g.oh, g.ow}, {g.stride, g.stride},     {g.padding, g.padding}};
 }
 
-// The forward descriptor with layouts left to oneDNN (`any`): float32 or bf16 operands, float32 output.
+// Note [bf16 primitives on NHWC activations]
+// Left to choose (`any`), oneDNN 2.6's AVX512_BF16 convolutions (CPUs without AMX, e.g. an AMD EPYC of
+// family 26) pick blocked nChw16c activations, so with channels-last activations every call reorders x
+// or gy in and its float32 output out: 25-37 ms of a resnet18 bf16 step at batch 64 on that EPYC, one
+// core (DNNL_VERBOSE). The same library has NHWC kernels for all three passes (`brgconv` forward,
+// `jit_bf16` backward), which it runs when the activations are named `acdb`; they run on the engine's
+// arrays as they lie, and the step took 3-6% less time (bench/bf16_compare.sh with VARIANT, BENCHMARKS.md
+// "bf16 mixed precision"). So bf16 convolutions on channels-last activations ask for NHWC, unless oneDNN
+// would answer with its reference kernel; on AMX, whose kernels pick NHWC themselves, nothing changes.
+// Float32 keeps `any`: its Winograd kernels take only the blocked layout. NCHW activations keep `any`
+// too: there a reorder is needed either way, and nChw16c's is the cheaper.
+// The layout to request for the activations of g's primitives: acdb (NHWC) for bf16 operands on
+// channels-last activations where `nhwc_allowed`, else any (oneDNN's choice).
+memory::format_tag ActivationTagToRequest(const ConvGeometry& g, DataType operand, bool nhwc_allowed) {
+  return nhwc_allowed && operand == DataType::bf16 && g.channels_last ? Tag::acdb : Tag::any;
+}
+
+// The forward descriptor, with activation layouts as ActivationTagToRequest says (`any` when not
+// `nhwc_allowed`) and weights left to oneDNN (`any`): float32 or bf16 operands, float32 output.
 dnnl::convolution_forward::primitive_desc ForwardDesc(const ConvGeometry& g, DataType operand, bool bias,
-                                                      dnnl::algorithm algorithm) {
+                                                      dnnl::algorithm algorithm, bool nhwc_allowed) {
   const Shapes s = ShapesOf(g);
-  const memory::desc src(s.src, operand, Tag::any), weights(s.weights, operand, Tag::any);
-  const memory::desc dst(s.dst, DataType::f32, Tag::any);
+  const Tag activation = ActivationTagToRequest(g, operand, nhwc_allowed);
+  const memory::desc src(s.src, operand, activation), weights(s.weights, operand, Tag::any);
+  const memory::desc dst(s.dst, DataType::f32, activation);
   const memory::desc bias_md = bias ? memory::desc(s.bias, DataType::f32, Tag::x) : memory::desc();
   const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, algorithm, src, weights,
                                              bias_md, dst, s.strides, s.padding, s.padding);
@@ -173,9 +192,10 @@ memory::desc Activation(const memory::dims& dims, DataType type, const ConvGeome
   return memory::desc(dims, type, g.channels_last ? Tag::acdb : Tag::abcd);
 }
 
-Plan MakePlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias, dnnl::algorithm algorithm) {
+Plan MakePlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias, dnnl::algorithm algorithm,
+              bool nhwc_allowed) {
   const Shapes s = ShapesOf(g);
-  const auto fwd = ForwardDesc(g, operand, bias && pass == Pass::kForward, algorithm);
+  const auto fwd = ForwardDesc(g, operand, bias && pass == Pass::kForward, algorithm, nhwc_allowed);
   const auto& e = CpuEngine();
   if (pass == Pass::kForward) {
     return Plan{dnnl::convolution_forward(fwd),
@@ -187,9 +207,10 @@ Plan MakePlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias, dnn
                 Plain(s.bias, DataType::f32),
                 fwd.impl_info_str()};
   }
-  const memory::desc src(s.src, pass == Pass::kBackwardData ? DataType::f32 : operand, Tag::any);
+  const Tag activation = ActivationTagToRequest(g, operand, nhwc_allowed);
+  const memory::desc src(s.src, pass == Pass::kBackwardData ? DataType::f32 : operand, activation);
   const memory::desc weights(s.weights, pass == Pass::kBackwardData ? operand : DataType::f32, Tag::any);
-  const memory::desc dst(s.dst, operand, Tag::any);
+  const memory::desc dst(s.dst, operand, activation);
   if (pass == Pass::kBackwardData) {
     const dnnl::convolution_backward_data::primitive_desc pd(
         dnnl::convolution_backward_data::desc(algorithm, src, weights, dst, s.strides, s.padding, s.padding),
@@ -224,13 +245,23 @@ Plan MakePlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias, dnn
 std::unique_ptr<Plan> NewPlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias) {
   if (ConvKernelFor(g) == ConvKernel::kWinograd && operand == DataType::f32) {
     try {
-      return std::make_unique<Plan>(MakePlan(pass, g, operand, bias, dnnl::algorithm::convolution_winograd));
+      return std::make_unique<Plan>(
+          MakePlan(pass, g, operand, bias, dnnl::algorithm::convolution_winograd, false));
     } catch (const dnnl::error&) {
       // No Winograd kernel for this case on this CPU: the direct primitives below.
     }
   }
+  const auto direct = dnnl::algorithm::convolution_direct;
+  if (ActivationTagToRequest(g, operand, true) != Tag::any) {  // Note [bf16 primitives on NHWC activations]
+    try {
+      auto plan = std::make_unique<Plan>(MakePlan(pass, g, operand, bias, direct, true));
+      if (plan->implementation.rfind("ref", 0) != 0) return plan;
+    } catch (const dnnl::error&) {
+      // No kernel for NHWC activations: the layouts oneDNN picks, below.
+    }
+  }
   try {
-    return std::make_unique<Plan>(MakePlan(pass, g, operand, bias, dnnl::algorithm::convolution_direct));
+    return std::make_unique<Plan>(MakePlan(pass, g, operand, bias, direct, false));
   } catch (const dnnl::error&) {
     return nullptr;  // the caller runs im2col
   }
