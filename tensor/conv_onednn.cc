@@ -157,12 +157,14 @@ Shapes ShapesOf(const ConvGeometry& g) {
 // family 26) pick blocked nChw16c activations, so with channels-last activations every call reorders x
 // or gy in and its float32 output out: 25-37 ms of a resnet18 bf16 step at batch 64 on that EPYC, one
 // core (DNNL_VERBOSE). The same library has NHWC kernels for all three passes (`brgconv` forward,
-// `jit_bf16` backward), which it runs when the activations are named `acdb`; they run on the engine's
-// arrays as they lie, and the step took 3-6% less time (bench/bf16_compare.sh with VARIANT, BENCHMARKS.md
-// "bf16 mixed precision"). So bf16 convolutions on channels-last activations ask for NHWC, unless oneDNN
-// would answer with its reference kernel; on AMX, whose kernels pick NHWC themselves, nothing changes.
-// Float32 keeps `any`: its Winograd kernels take only the blocked layout. NCHW activations keep `any`
-// too: there a reorder is needed either way, and nChw16c's is the cheaper.
+// `jit_bf16` backward), which it runs when the activations are named `acdb`: they run on the engine's
+// arrays as they lie, with no reorder of an activation, and there the bf16 channels-last step takes about
+// 0.83x the NCHW step's time (bench/bf16_compare.sh; BENCHMARKS.md "bf16 mixed precision"). So bf16
+// convolutions on channels-last activations ask for NHWC, unless oneDNN would answer with its reference
+// kernel; AMX kernels pick NHWC themselves (Note [NHWC reorders]). Float32 keeps `any`: its Winograd
+// kernels take only the blocked layout. NCHW activations keep `any` too: a conversion is needed there
+// either way, and asking for NHWC made that EPYC's NCHW bf16 step no faster (4 interleaved rounds).
+//
 // The layout to request for the activations of g's primitives: acdb (NHWC) for bf16 operands on
 // channels-last activations where `nhwc_allowed`, else any (oneDNN's choice).
 memory::format_tag ActivationTagToRequest(const ConvGeometry& g, DataType operand, bool nhwc_allowed) {
