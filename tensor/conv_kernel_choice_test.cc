@@ -354,8 +354,8 @@ TEST(ConvKernelChoiceTest, Bf16PrimitivesRoundTheGradientInTheirLayout) {
         cpu::ConvGeometry{6, 32, 14, 14, 64, 3, 3, 2, 1, 7, 7},
         cpu::ConvGeometry{8, 64, 14, 14, 64, 3, 3, 1, 1, 14, 14, /*channels_last=*/true},
         cpu::ConvGeometry{6, 32, 14, 14, 64, 3, 3, 2, 1, 7, 7, /*channels_last=*/true}}) {
-    SCOPED_TRACE(::testing::Message() << g.c << "->" << g.out << " stride " << g.stride
-                                      << (g.channels_last ? " NHWC" : " NCHW"));
+    SCOPED_TRACE(::testing::Message()
+                 << g.c << "->" << g.out << " stride " << g.stride << (g.channels_last ? " NHWC" : " NCHW"));
     auto bf16 = [](const Tensor& t) {
       std::vector<BFloat16> out(t.numel());
       cpu::FloatToBFloat16Array(t.data<float>(), out.data(), t.numel());
