@@ -165,18 +165,17 @@ Shapes ShapesOf(const ConvGeometry& g) {
 // kernels take only the blocked layout. NCHW activations keep `any` too: a conversion is needed there
 // either way, and asking for NHWC made that EPYC's NCHW bf16 step no faster (4 interleaved rounds).
 //
-// The layout to request for the activations of g's primitives: acdb (NHWC) for bf16 operands on
-// channels-last activations where `nhwc_allowed`, else any (oneDNN's choice).
-memory::format_tag ActivationTagToRequest(const ConvGeometry& g, DataType operand, bool nhwc_allowed) {
-  return nhwc_allowed && operand == DataType::bf16 && g.channels_last ? Tag::acdb : Tag::any;
+// The layout to request first for the activations of g's primitives by that Note: acdb (NHWC) for bf16
+// operands on channels-last activations, else any (oneDNN's choice).
+memory::format_tag ActivationTagToRequest(const ConvGeometry& g, DataType operand) {
+  return operand == DataType::bf16 && g.channels_last ? Tag::acdb : Tag::any;
 }
 
-// The forward descriptor, with activation layouts as ActivationTagToRequest says (`any` when not
-// `nhwc_allowed`) and weights left to oneDNN (`any`): float32 or bf16 operands, float32 output.
+// The forward descriptor with `activation` as the layout of src and dst (acdb or any) and the weights'
+// left to oneDNN (`any`): float32 or bf16 operands, float32 output.
 dnnl::convolution_forward::primitive_desc ForwardDesc(const ConvGeometry& g, DataType operand, bool bias,
-                                                      dnnl::algorithm algorithm, bool nhwc_allowed) {
+                                                      dnnl::algorithm algorithm, Tag activation) {
   const Shapes s = ShapesOf(g);
-  const Tag activation = ActivationTagToRequest(g, operand, nhwc_allowed);
   const memory::desc src(s.src, operand, activation), weights(s.weights, operand, Tag::any);
   const memory::desc dst(s.dst, DataType::f32, activation);
   const memory::desc bias_md = bias ? memory::desc(s.bias, DataType::f32, Tag::x) : memory::desc();
@@ -194,10 +193,11 @@ memory::desc Activation(const memory::dims& dims, DataType type, const ConvGeome
   return memory::desc(dims, type, g.channels_last ? Tag::acdb : Tag::abcd);
 }
 
+// The plan of one pass, its activations requested in layout `activation` (acdb or any).
 Plan MakePlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias, dnnl::algorithm algorithm,
-              bool nhwc_allowed) {
+              Tag activation) {
   const Shapes s = ShapesOf(g);
-  const auto fwd = ForwardDesc(g, operand, bias && pass == Pass::kForward, algorithm, nhwc_allowed);
+  const auto fwd = ForwardDesc(g, operand, bias && pass == Pass::kForward, algorithm, activation);
   const auto& e = CpuEngine();
   if (pass == Pass::kForward) {
     return Plan{dnnl::convolution_forward(fwd),
@@ -209,7 +209,6 @@ Plan MakePlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias, dnn
                 Plain(s.bias, DataType::f32),
                 fwd.impl_info_str()};
   }
-  const Tag activation = ActivationTagToRequest(g, operand, nhwc_allowed);
   const memory::desc src(s.src, pass == Pass::kBackwardData ? DataType::f32 : operand, activation);
   const memory::desc weights(s.weights, pass == Pass::kBackwardData ? operand : DataType::f32, Tag::any);
   const memory::desc dst(s.dst, operand, activation);
@@ -248,22 +247,23 @@ std::unique_ptr<Plan> NewPlan(Pass pass, const ConvGeometry& g, DataType operand
   if (ConvKernelFor(g) == ConvKernel::kWinograd && operand == DataType::f32) {
     try {
       return std::make_unique<Plan>(
-          MakePlan(pass, g, operand, bias, dnnl::algorithm::convolution_winograd, false));
+          MakePlan(pass, g, operand, bias, dnnl::algorithm::convolution_winograd, Tag::any));
     } catch (const dnnl::error&) {
       // No Winograd kernel for this case on this CPU: the direct primitives below.
     }
   }
   const auto direct = dnnl::algorithm::convolution_direct;
-  if (ActivationTagToRequest(g, operand, true) != Tag::any) {  // Note [bf16 primitives on NHWC activations]
+  const Tag requested = ActivationTagToRequest(g, operand);  // Note [bf16 primitives on NHWC activations]
+  if (requested != Tag::any) {
     try {
-      auto plan = std::make_unique<Plan>(MakePlan(pass, g, operand, bias, direct, true));
+      auto plan = std::make_unique<Plan>(MakePlan(pass, g, operand, bias, direct, requested));
       if (plan->implementation.rfind("ref", 0) != 0) return plan;
     } catch (const dnnl::error&) {
       // No kernel for NHWC activations: the layouts oneDNN picks, below.
     }
   }
   try {
-    return std::make_unique<Plan>(MakePlan(pass, g, operand, bias, direct, false));
+    return std::make_unique<Plan>(MakePlan(pass, g, operand, bias, direct, Tag::any));
   } catch (const dnnl::error&) {
     return nullptr;  // the caller runs im2col
   }
