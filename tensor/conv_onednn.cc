@@ -155,11 +155,12 @@ Shapes ShapesOf(const ConvGeometry& g) {
 // Note [bf16 primitives on NHWC activations]
 // Left to choose (`any`), oneDNN 2.6's AVX512_BF16 convolutions (CPUs without AMX, e.g. an AMD EPYC of
 // family 26) pick blocked nChw16c activations, so every call reorders x or gy in and its float32 output
-// out (about 20 ms of a resnet18 bf16 step at batch 64 on that EPYC, one core; bench/onednn_verbose_summary.py).
-// The same library has NHWC kernels for all three passes (`brgconv` forward, `jit_bf16` backward), which
-// it runs when the activations are named `acdb`: on channels-last activations they run on the engine's
-// arrays as they lie, leaving only the weights' reorders (3.6 ms), and there the bf16 channels-last step takes about
-// 0.83x the NCHW step's time (bench/bf16_compare.sh; BENCHMARKS.md "bf16 mixed precision"). So bf16
+// out (about 20 ms of a resnet18 bf16 step at batch 64 on that EPYC, one core;
+// bench/onednn_verbose_summary.py). The same library has NHWC kernels for all three passes (`brgconv`
+// forward, `jit_bf16` backward), which it runs when the activations are named `acdb`: on channels-last
+// activations they run on the engine's arrays as they lie, leaving only the weights' reorders (3.6 ms),
+// and there the bf16 channels-last step takes about 0.83x the NCHW step's time (bench/bf16_compare.sh;
+// BENCHMARKS.md "bf16 mixed precision"). So bf16
 // convolutions on channels-last activations ask for NHWC, unless oneDNN would answer with its reference
 // kernel; AMX kernels pick NHWC themselves (Note [NHWC reorders]). Float32 keeps `any`: its Winograd
 // kernels take only the blocked layout. NCHW activations keep `any` too: a conversion is needed there
