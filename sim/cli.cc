@@ -3,17 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/check.h"
+#include "base/cpu_identity.h"
 #include "io/file.h"
 #include "nlohmann/json.hpp"
 #include "nn/models.h"
@@ -28,17 +27,6 @@ namespace {
 using nlohmann::json;
 
 constexpr double kMiB = 1 << 20;
-
-// The CPU model from /proc/cpuinfo ("unknown CPU" when absent): benchmarks say which CPU they ran on.
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (absl::StartsWith(line, "model name"))
-      return std::string(absl::StripAsciiWhitespace(line.substr(line.find(':') + 1)));
-  }
-  return "unknown CPU";
-}
 
 // The largest world size a flag may name (the formulas would take more; no cluster has more).
 constexpr int kMaxWorldSize = 1 << 24;
@@ -117,7 +105,7 @@ absl::StatusOr<std::string> RunFit(const CliFlags& flags) {
                           1e6 * fit->alpha_s, 1e-9 / fit->beta_s_per_byte, 100 * fit->median_relative_error,
                           100 * fit->max_relative_error);
   }
-  const json out = {{"machine", CpuModel()},
+  const json out = {{"machine", CpuModelName()},
                     {"date", absl::FormatTime("%Y-%m-%d", absl::Now(), absl::UTCTimeZone())},
                     {"source", flags.bench},
                     {"fits", fits}};

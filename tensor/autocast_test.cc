@@ -5,6 +5,7 @@
 #include "tensor/autocast.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -329,10 +330,40 @@ TEST(AutocastTest, KernelDescriptionNamesTheActiveKernel) {
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kFloat32);
   EXPECT_NE(cpu::Bf16GemmKernelDescription().find("float32 GEMMs of the bf16-rounded operands"),
             std::string::npos);
+  EXPECT_NE(cpu::Bf16GemmKernelDescription().find("; set by the program"), std::string::npos);
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kOneDnn);
   EXPECT_NE(cpu::Bf16GemmKernelDescription().find("oneDNN's bf16 matmul"), std::string::npos);
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
   EXPECT_NE(cpu::ActiveBf16GemmKernel(), cpu::Bf16GemmKernel::kAuto);
+  EXPECT_EQ(cpu::Bf16GemmKernelDescription().find("; set by the program"), std::string::npos);
+}
+
+// DDP_BF16_GEMM as Bf16GemmKernelFromEnvironment reads it on each call, and the names it uses.
+TEST(AutocastTest, EnvironmentPinsAKernelByItsName) {
+  const char* original = std::getenv("DDP_BF16_GEMM");
+  const std::string saved = original == nullptr ? "" : original;
+  const struct {
+    const char* value;
+    cpu::Bf16GemmKernel kernel;
+  } cases[] = {{"onednn", cpu::Bf16GemmKernel::kOneDnn},
+               {"fp32", cpu::Bf16GemmKernel::kFloat32},
+               {"auto", cpu::Bf16GemmKernel::kAuto},
+               {"", cpu::Bf16GemmKernel::kAuto}};
+  for (const auto& c : cases) {
+    setenv("DDP_BF16_GEMM", c.value, 1);
+    EXPECT_EQ(cpu::Bf16GemmKernelFromEnvironment(), c.kernel) << c.value;
+  }
+  unsetenv("DDP_BF16_GEMM");
+  EXPECT_EQ(cpu::Bf16GemmKernelFromEnvironment(), cpu::Bf16GemmKernel::kAuto);
+  setenv("DDP_BF16_GEMM", "bf16", 1);
+  EXPECT_DEATH(cpu::Bf16GemmKernelFromEnvironment(), "DDP_BF16_GEMM=\"bf16\": expected auto, onednn or fp32");
+  if (original == nullptr) {
+    unsetenv("DDP_BF16_GEMM");
+  } else {
+    setenv("DDP_BF16_GEMM", saved.c_str(), 1);
+  }
+  EXPECT_STREQ(cpu::Bf16GemmKernelName(cpu::Bf16GemmKernel::kOneDnn), "onednn");
+  EXPECT_STREQ(cpu::Bf16GemmKernelName(cpu::Bf16GemmKernel::kFloat32), "fp32");
 }
 
 // Where kAuto measured the two kernels (a CPU with AVX512_BF16 and no AMX), the description says the

@@ -155,11 +155,8 @@ struct AutoChoice {
 // kAuto resolved once: DDP_BF16_GEMM, else Note [bf16 GEMM kernel choice].
 const AutoChoice& ResolveAuto() {
   static const AutoChoice resolved = []() -> AutoChoice {
-    const char* env = std::getenv("DDP_BF16_GEMM");
-    if (env != nullptr && *env != '\0' && std::strcmp(env, "auto") != 0) {
-      if (std::strcmp(env, "onednn") == 0) return {Bf16GemmKernel::kOneDnn, 0.0};
-      if (std::strcmp(env, "fp32") == 0) return {Bf16GemmKernel::kFloat32, 0.0};
-      DDP_CHECK(false) << "DDP_BF16_GEMM=\"" << env << "\": expected auto, onednn or fp32";
+    if (const Bf16GemmKernel pinned = Bf16GemmKernelFromEnvironment(); pinned != Bf16GemmKernel::kAuto) {
+      return {pinned, 0.0};
     }
     if (OneDnnHasAmx()) return {Bf16GemmKernel::kOneDnn, 0.0};
     if (!OneDnnHasAvx512Bf16()) return {Bf16GemmKernel::kFloat32, 0.0};
@@ -197,6 +194,20 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 
 void SetBf16GemmKernel(Bf16GemmKernel kernel) { requested_kernel.store(kernel); }
 
+const char* Bf16GemmKernelName(Bf16GemmKernel kernel) {
+  DDP_CHECK(kernel != Bf16GemmKernel::kAuto) << "Bf16GemmKernelName: kAuto names no kernel";
+  return kernel == Bf16GemmKernel::kOneDnn ? "onednn" : "fp32";
+}
+
+Bf16GemmKernel Bf16GemmKernelFromEnvironment() {
+  const char* env = std::getenv("DDP_BF16_GEMM");
+  if (env == nullptr || *env == '\0' || std::strcmp(env, "auto") == 0) return Bf16GemmKernel::kAuto;
+  if (std::strcmp(env, "onednn") == 0) return Bf16GemmKernel::kOneDnn;
+  if (std::strcmp(env, "fp32") == 0) return Bf16GemmKernel::kFloat32;
+  DDP_CHECK(false) << "DDP_BF16_GEMM=\"" << env << "\": expected auto, onednn or fp32";
+  return Bf16GemmKernel::kAuto;
+}
+
 Bf16GemmKernel ActiveBf16GemmKernel() {
   const Bf16GemmKernel kernel = requested_kernel.load();
   return kernel == Bf16GemmKernel::kAuto ? ResolveAuto().kernel : kernel;
@@ -207,22 +218,26 @@ std::string Bf16GemmKernelDescription() {
   const char* cpu = amx ? "this CPU has AMX" : bf16 ? "this CPU has AVX512_BF16 but no usable AMX"
                                                     : "this CPU has no bf16 instructions";
   const bool automatic = requested_kernel.load() == Bf16GemmKernel::kAuto;
-  std::string measured;
-  if (automatic && ResolveAuto().measured_speedup > 0) {
+  std::string reason;  // why this kernel: the program, the environment or a measurement
+  if (!automatic) {
+    reason = "; set by the program";
+  } else if (Bf16GemmKernelFromEnvironment() != Bf16GemmKernel::kAuto) {
+    reason = std::string("; DDP_BF16_GEMM=") + Bf16GemmKernelName(Bf16GemmKernelFromEnvironment());
+  } else if (ResolveAuto().measured_speedup > 0) {
     char line[200];
     std::snprintf(
         line, sizeof line,
         "; measured here at %.2fx the speed of float32 GEMMs of the widened operands (%lldx%lldx%lld)",
         ResolveAuto().measured_speedup, static_cast<long long>(kCalibrationShape[0]),
         static_cast<long long>(kCalibrationShape[1]), static_cast<long long>(kCalibrationShape[2]));
-    measured = line;
+    reason = line;
   }
   if (ActiveBf16GemmKernel() == Bf16GemmKernel::kOneDnn) {
     return std::string("bf16 GEMMs: oneDNN's bf16 matmul (") + cpu +
-           (amx ? "; AMX tiles run bf16 several times faster than float32" : "") + measured +
+           (amx ? "; AMX tiles run bf16 several times faster than float32" : "") + reason +
            "; tensor/cpu_gemm_bf16.h, Note [bf16 GEMM kernel choice])";
   }
-  return std::string("bf16 GEMMs: float32 GEMMs of the bf16-rounded operands (") + cpu + measured +
+  return std::string("bf16 GEMMs: float32 GEMMs of the bf16-rounded operands (") + cpu + reason +
          "): the numbers of a bf16 GEMM with float32 accumulation at float32 GEMM speed, plus one widening "
          "pass over each operand; no speed-up over --precision=fp32 (tensor/cpu_gemm_bf16.h, Note [bf16 "
          "GEMM kernel choice])";

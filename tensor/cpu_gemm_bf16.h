@@ -49,6 +49,13 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 // choice]). Call while no bf16 GEMM runs (tests, start-up).
 void SetBf16GemmKernel(Bf16GemmKernel kernel);
 
+// "onednn" or "fp32": the kernel as DDP_BF16_GEMM names it. REQUIRES: kernel != kAuto (checked).
+const char* Bf16GemmKernelName(Bf16GemmKernel kernel);
+
+// The kernel DDP_BF16_GEMM pins: kOneDnn or kFloat32, or kAuto where it is unset, empty or "auto". Reads
+// the environment on every call and measures nothing. Dies naming the value when it is anything else.
+Bf16GemmKernel Bf16GemmKernelFromEnvironment();
+
 // The kernel the bf16 GEMMs use now (never kAuto).
 Bf16GemmKernel ActiveBf16GemmKernel();
 

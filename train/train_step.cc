@@ -22,6 +22,7 @@
 #include "tensor/ops.h"
 #include "train/auto_bucket_caps.h"
 #include "train/auto_bucket_caps_record.h"
+#include "train/autocast_record.h"
 #include "train/finite_checks.h"
 #include "train/graceful_stop.h"
 #include "train/progress.h"
@@ -119,6 +120,7 @@ absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler* 
     if (!order.empty()) checkpoint.extra_state[kBucketOrderStateName] = order;
   }
   if (state.scaler != nullptr) checkpoint.extra_state[kGradScalerStateName] = state.scaler->StateText();
+  checkpoint.extra_state[kAutocastStateName] = EncodeAutocastRecord(CurrentAutocastRecord(config));
   if (state.auto_caps != nullptr) {
     if (const std::optional<AutoBucketCapsRecord> record = state.auto_caps->Record(); record.has_value()) {
       DDP_ASSIGN_OR_RETURN(checkpoint.extra_state[kAutoBucketCapsStateName], EncodeAutoBucketCapsRecord(*record));

@@ -31,6 +31,7 @@
 #include "tensor/threads.h"
 #include "train/auto_bucket_caps.h"
 #include "train/auto_bucket_caps_record.h"
+#include "train/autocast_record.h"
 #include "train/elastic_loop.h"
 #include "train/fault_injection.h"
 #include "train/finite_checks.h"
@@ -309,6 +310,9 @@ absl::StatusOr<int> ResumeFromNewest(const TrainConfig& config, TrainState& stat
                  checkpoint.source.c_str(), static_cast<long long>(checkpoint.step), epoch,
                  static_cast<long long>(checkpoint.sampler.consumed));
   }
+  // The bf16 kernel the checkpoint's steps ran, kept where it can be (Note [Autocast record]).
+  DDP_RETURN_IF_ERROR(ApplyAutocastRecord(ExtraState(checkpoint, kAutocastStateName), checkpoint.source,
+                                          config, state.rank == 0));
   // --bucket_cap_mb=auto: the caps chosen before the interruption, if they were chosen for this world size
   // and backend, instead of measuring again (Note [Auto bucket caps] step 4); after the restored bucket
   // order, before the first step. With a fixed --bucket_cap_mb there is no controller and the record is
