@@ -6,13 +6,14 @@
 // ResNet-18's sizes a layer1 activation is 12.8 MB at batch 64, larger than a core's L2 cache, so pass
 // by pass over the whole tensor every pass comes from memory; with small images (7x7, 4x4) the rows of
 // one channel are also far apart (one cache line each at layer4), so a channel-by-channel pass waits on
-// memory row by row. Here every pass runs over one block of channels (about kBlockBytes of input) before
-// the next block starts: the first pass walks the block image by image (each image's rows of the block
-// are contiguous), the later passes find the block in cache. Each channel still folds its rows into its
-// double totals in order i = 0, 1, ... with the row functions of tensor/batch_norm_rows.h, and every
-// statistic and output element is computed with the same functions, so the numbers are the whole-tensor
-// kernels' bit for bit. Only a batch normalised on one process can run this way: a process group sums the
-// statistics of all blocks between the passes.
+// memory row by row. Here every pass runs over one block of channels before the next block starts,
+// walking the block image by image (each image's rows of the block are contiguous); blocks small enough
+// for L2 let the later passes find the block in cache, one block per thread makes every pass one stream
+// (which of the two is faster depends on the CPU: Note [BatchNorm block size by measurement]). Each channel
+// still folds its rows into its double totals in order i = 0, 1, ... with the row functions of
+// tensor/batch_norm_rows.h, and every statistic and output element is computed with the same functions, so
+// the numbers are the whole-tensor kernels' bit for bit. Only a batch normalised on one process can run this
+// way: a process group sums the statistics of all blocks between the passes.
 #include "tensor/batch_norm_blocked.h"
 
 #include <algorithm>
@@ -20,21 +21,19 @@
 #include <vector>
 
 #include "base/check.h"
+#include "tensor/batch_norm_block_size.h"
 #include "tensor/batch_norm_channels_last.h"
 #include "tensor/batch_norm_rows.h"
 
 namespace ddp {
 namespace {
 
-// The input bytes of one block: a few blocks of input, output and gradients fit in a 1-2 MB L2 cache.
-constexpr int64_t kBlockBytes = int64_t{256} << 10;
 constexpr int64_t kParallelElements = int64_t{1} << 16;  // as the whole-tensor kernels
 
-// Runs f(c0, c1) for the channel blocks [c0, c1) of `s`, blocks in parallel.
+// Runs f(c0, c1) for the channel blocks [c0, c1) of `s`, `per_block` channels each (the last may have
+// fewer), blocks in parallel.
 template <typename F>
-void ForEachChannelBlock(const BatchNormShape& s, F f) {
-  const int64_t channel_bytes = std::max<int64_t>(s.n * s.inner * static_cast<int64_t>(sizeof(float)), 1);
-  const int64_t per_block = std::clamp<int64_t>(kBlockBytes / channel_bytes, 1, std::max<int64_t>(s.c, 1));
+void ForEachChannelBlock(const BatchNormShape& s, int64_t per_block, F f) {
   const int64_t blocks = (s.c + per_block - 1) / per_block;
 #pragma omp parallel for schedule(dynamic) if (s.n * s.c * s.inner > kParallelElements)
   for (int64_t b = 0; b < blocks; ++b) f(b * per_block, std::min(s.c, (b + 1) * per_block));
@@ -86,7 +85,8 @@ BlockedForward BlockedTrainingForward(const Tensor& x, float eps, const Tensor& 
     return result;
   }
   const int64_t row_bytes = (s.inner + 7) / 8;
-  ForEachChannelBlock(s, [&](int64_t c0, int64_t c1) {
+  const BatchNormBlockChoice block(/*backward=*/false, s);
+  ForEachChannelBlock(s, block.channels_per_block(), [&](int64_t c0, int64_t c1) {
     std::vector<double> totals(c1 - c0, 0.0);
     ForEachRowOfBlock(s, c0, c1, [&](int64_t ch, int64_t base) {
       totals[ch - c0] = batch_norm_rows::AddRowSum(totals[ch - c0], px + base, s.inner);
@@ -143,7 +143,8 @@ void BlockedTrainingBackward(const Tensor& gy, const ReluMaskBits* relu_mask, co
                                                 px, pmean, pinvstd, pmasked, sum_g, sum_gx, pgx});
     return;
   }
-  ForEachChannelBlock(s, [&](int64_t c0, int64_t c1) {
+  const BatchNormBlockChoice block(/*backward=*/true, s);
+  ForEachChannelBlock(s, block.channels_per_block(), [&](int64_t c0, int64_t c1) {
     std::vector<batch_norm_rows::BackwardTotals> totals(c1 - c0);
     thread_local std::vector<uint32_t> lanes;  // a row's mask as lanes, reused across calls
     if (relu_mask != nullptr) lanes.resize(static_cast<size_t>(8 * relu_mask->row_bytes));
