@@ -194,6 +194,11 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 
 void SetBf16GemmKernel(Bf16GemmKernel kernel) { requested_kernel.store(kernel); }
 
+const char* Bf16Instructions() {
+  if (OneDnnHasAmx()) return "amx";
+  return OneDnnHasAvx512Bf16() ? "avx512_bf16" : "none";
+}
+
 const char* Bf16GemmKernelName(Bf16GemmKernel kernel) {
   DDP_CHECK(kernel != Bf16GemmKernel::kAuto) << "Bf16GemmKernelName: kAuto names no kernel";
   return kernel == Bf16GemmKernel::kOneDnn ? "onednn" : "fp32";

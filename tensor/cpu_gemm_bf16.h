@@ -52,6 +52,10 @@ void SetBf16GemmKernel(Bf16GemmKernel kernel);
 // "onednn" or "fp32": the kernel as DDP_BF16_GEMM names it. REQUIRES: kernel != kAuto (checked).
 const char* Bf16GemmKernelName(Bf16GemmKernel kernel);
 
+// The bf16 instructions oneDNN can use on this CPU: "amx", "avx512_bf16" (without AMX) or "none". A
+// virtual machine may hide some of its CPU's, so two CPUs of one model can differ here.
+const char* Bf16Instructions();
+
 // The kernel DDP_BF16_GEMM pins: kOneDnn or kFloat32, or kAuto where it is unset, empty or "auto". Reads
 // the environment on every call and measures nothing. Dies naming the value when it is anything else.
 Bf16GemmKernel Bf16GemmKernelFromEnvironment();

@@ -50,10 +50,14 @@ std::string KernelWords(const std::string& name) {
                       ")");
 }
 
+// This process's CPU as the record names it: CpuIdentity and the bf16 instructions oneDNN finds, which a
+// virtual machine may hide on a CPU of the same model.
+std::string RecordedCpu() { return absl::StrCat(CpuIdentity(), ", bf16: ", cpu::Bf16Instructions()); }
+
 }  // namespace
 
 AutocastRecord CurrentAutocastRecord(const TrainConfig& config) {
-  AutocastRecord record{config.precision, config.device, "", CpuIdentity()};
+  AutocastRecord record{config.precision, config.device, "", RecordedCpu()};
   if (Bf16OnCpu(config.precision, config.device)) {
     record.bf16_gemm_kernel = cpu::Bf16GemmKernelName(cpu::ActiveBf16GemmKernel());
   }
@@ -133,7 +137,7 @@ absl::Status ApplyAutocastRecord(const std::string& text, const std::string& sou
                                  const TrainConfig& config, bool print) {
   if (text.empty()) return absl::OkStatus();
   DDP_ASSIGN_OR_RETURN(const AutocastRecord saved, DecodeAutocastRecord(text, source + "/manifest.json"));
-  const std::string this_cpu = CpuIdentity();
+  const std::string this_cpu = RecordedCpu();
   const AutocastResumePlan plan =
       PlanAutocastResume(saved, source, config, this_cpu, cpu::Bf16GemmKernelFromEnvironment());
   if (plan.keep_kernel.has_value()) cpu::SetBf16GemmKernel(*plan.keep_kernel);

@@ -6,10 +6,12 @@
 // that sum in different orders (Note [bf16 GEMM kernel choice], tensor/cpu_gemm_bf16.h), and on a CPU with
 // AVX512_BF16 and no AMX the process picks one by timing both. A resumed run continues bit for bit only
 // on the kernel the interrupted run used. So every checkpoint keeps an "autocast" extra state (JSON:
-// precision, device, bf16_gemm_kernel, cpu as CpuIdentity), and --resume, on every rank:
-//   - under --precision=bf16 on the same CPU (vendor, family, model) with DDP_BF16_GEMM unset, keeps the
-//     recorded kernel instead of choosing again, so neither a timing disturbed by a busy neighbour nor a
-//     DDP_BF16_GEMM given to the interrupted run and forgotten on resume can switch kernels mid-run;
+// precision, device, bf16_gemm_kernel, and cpu: CpuIdentity with the bf16 instructions oneDNN finds, which
+// a virtual machine may hide), and --resume, on every rank:
+//   - under --precision=bf16 on the same CPU (vendor, family, model, bf16 instructions) with DDP_BF16_GEMM
+//     unset, keeps the recorded kernel instead of choosing again, so neither a timing disturbed by a busy
+//     neighbour nor a DDP_BF16_GEMM given to the interrupted run and forgotten on resume can switch kernels
+//     mid-run;
 //   - otherwise chooses as usual, and rank 0 says when the run continues on another kernel, precision or
 //     device than the checkpoint's steps: from the same weights, but not bit for bit.
 // A checkpoint without the record (written before it existed, or by another program) resumes as before.
@@ -35,7 +37,7 @@ struct AutocastRecord {
   std::string precision;         // --precision: "fp32", "bf16" or "fp16"
   std::string device;            // --device: "cpu" or "cuda"
   std::string bf16_gemm_kernel;  // bf16 on the CPU: "onednn" or "fp32" (Bf16GemmKernelName); else empty
-  std::string cpu;               // CpuIdentity() of the process that wrote it
+  std::string cpu;               // CpuIdentity() and bf16 instructions of the process that wrote it
 };
 
 // The record of this process under `config` (the bf16 kernel resolved now if no bf16 GEMM has run yet).

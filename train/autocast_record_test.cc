@@ -10,8 +10,8 @@ namespace {
 
 using cpu::Bf16GemmKernel;
 
-const char kCpu[] = "AuthenticAMD family 26 model 2 (AMD EPYC)";
-const char kOtherCpu[] = "GenuineIntel family 6 model 207 (Intel(R) Xeon(R) Processor)";
+const char kCpu[] = "AuthenticAMD family 26 model 2 (AMD EPYC), bf16: avx512_bf16";
+const char kOtherCpu[] = "GenuineIntel family 6 model 207 (Intel(R) Xeon(R) Processor), bf16: avx512_bf16";
 
 TrainConfig Config(const std::string& precision, const std::string& device = "cpu") {
   TrainConfig config;
