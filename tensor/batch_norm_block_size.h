@@ -6,17 +6,18 @@
 // within an image a block is one contiguous run of memory. Two sizes are each the faster on some CPU:
 //   - kCacheSized: blocks of about 256 KB of input, so that a block's later passes find it in L2. One
 //     channel of ResNet-18's layer1 at batch 64 is 200 KB, so its blocks are one channel: 64 runs of 3 KB,
-//     200 KB apart. On an AMX Xeon (2 MB L2) these ran layer1's BatchNorm + ReLU as fast as one pass per
-//     channel and layer2's 1.4x faster (BENCHMARKS.md "bf16 mixed precision").
+//     200 KB apart. On an AMX Xeon (2 MB L2) these ran layer1's BatchNorm + ReLU about as fast as
+//     whole-tensor passes channel by channel (9.8 against 10.1 ms) and layer2's 1.4x faster (BENCHMARKS.md
+//     "bf16 mixed precision"); one block per thread was not measured there.
 //   - kStreaming: one block per kernel thread (the whole tensor on one thread), so every pass is one
 //     sequential stream through memory. On an AMD EPYC of family 26 (1 MB L2, 32 MB L3, which holds the
 //     12.8 MB activation) layer1's forward + backward took 3.4 ms this way against 6.3 in 256 KB blocks,
 //     layer2's 1.55 against 2.1-2.8 (tensor/conv_bench "bn+relu l").
 // Every channel folds its rows in image order whatever the block, so both give the same numbers bit for
 // bit, and the choice can be measured without changing a result: per thread, for each pass (forward,
-// backward), shape and thread count, the first kTrialCalls calls alternate the two sizes and time
-// themselves, and later calls keep the size with the shorter fastest call. Tensors whose two sizes give
-// the same blocks are not measured. SetBatchNormBlockSizeForTesting fixes the choice.
+// backward), shape and thread count, the first kBatchNormBlockTrialCalls calls alternate the two sizes and
+// time themselves, and later calls keep the size with the shorter fastest call. Tensors whose two sizes
+// give the same blocks are not measured. SetBatchNormBlockSizeForTesting fixes the choice.
 #ifndef DDP_TENSOR_BATCH_NORM_BLOCK_SIZE_H_
 #define DDP_TENSOR_BATCH_NORM_BLOCK_SIZE_H_
 
