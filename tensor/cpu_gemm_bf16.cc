@@ -223,11 +223,12 @@ std::string Bf16GemmKernelDescription() {
   const char* cpu = amx ? "this CPU has AMX" : bf16 ? "this CPU has AVX512_BF16 but no usable AMX"
                                                     : "this CPU has no bf16 instructions";
   const bool automatic = requested_kernel.load() == Bf16GemmKernel::kAuto;
+  const Bf16GemmKernel pinned = Bf16GemmKernelFromEnvironment();
   std::string reason;  // why this kernel: the program, the environment or a measurement
   if (!automatic) {
     reason = "; set by the program";
-  } else if (Bf16GemmKernelFromEnvironment() != Bf16GemmKernel::kAuto) {
-    reason = std::string("; DDP_BF16_GEMM=") + Bf16GemmKernelName(Bf16GemmKernelFromEnvironment());
+  } else if (pinned != Bf16GemmKernel::kAuto) {
+    reason = std::string("; DDP_BF16_GEMM=") + Bf16GemmKernelName(pinned);
   } else if (ResolveAuto().measured_speedup > 0) {
     char line[200];
     std::snprintf(
