@@ -19,6 +19,7 @@
 #include "tensor/autograd.h"
 #include "tensor/batch_norm.h"
 #include "tensor/conv_onednn.h"
+#include "tensor/conv_weight_gradient_by_tap.h"
 #include "tensor/cpu_gemm_bf16.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
@@ -151,6 +152,9 @@ void RunResNet() {
     // (tensor/conv_kernels.cc).
     cpu::Bf16GemmKernel bf16_gemm = cpu::Bf16GemmKernel::kAuto;
     bool channels_last = false;  // x, y and the gradients NHWC (Note [Channels-last activations])
+    // Where channels-last weight gradients unfold rows: the rule, or forced (Note [Weight gradients tap by
+    // tap]).
+    cpu::WeightGradientAlgorithm weight_gradient = cpu::WeightGradientAlgorithm::kAuto;
   };
   // "auto" is the default rule (Note [Conv2d kernel choice]); "onednn" forces oneDNN's direct primitives
   // for every shape, "winograd" its Winograd ones wherever it has them (Note [Winograd convolutions]).
@@ -163,8 +167,12 @@ void RunResNet() {
       {"auto   bf16", cpu::ConvKernel::kAuto, true},
       {"bf16 primitives", cpu::ConvKernel::kOneDnn, true, cpu::Bf16GemmKernel::kOneDnn},
       {"auto   fp32 NHWC", cpu::ConvKernel::kAuto, false, cpu::Bf16GemmKernel::kAuto, true},
-      {"auto   bf16 NHWC", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true}};
-  constexpr int kVariants = 9, kRounds = 5;
+      {"auto   bf16 NHWC", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true},
+      {"bf16 NHWC gw rows", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
+       cpu::WeightGradientAlgorithm::kRows},
+      {"bf16 NHWC gw taps", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
+       cpu::WeightGradientAlgorithm::kTaps}};
+  constexpr int kVariants = 11, kRounds = 5;
   double total_fwd[kVariants] = {}, total_all[kVariants] = {};
   Generator gen(1);
   for (const Case& k : cases) {
@@ -188,6 +196,7 @@ void RunResNet() {
       for (int v = 0; v < kVariants; ++v) {
         cpu::SetConvKernel(variants[v].kernel);
         cpu::SetBf16GemmKernel(variants[v].bf16_gemm);
+        cpu::SetWeightGradientAlgorithm(variants[v].weight_gradient);
         const bool nhwc = variants[v].channels_last;
         const Tensor& input = nhwc ? x_nhwc : x;
         const Tensor& grad = nhwc ? gy_nhwc : gy;
@@ -227,6 +236,7 @@ void RunResNet() {
   }
   cpu::SetConvKernel(cpu::ConvKernel::kAuto);
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
+  cpu::SetWeightGradientAlgorithm(cpu::WeightGradientAlgorithm::kAuto);
 }
 
 // BatchNorm + ReLU (fused, as BasicBlock runs it) forward + backward at each ResNet-18 stage's

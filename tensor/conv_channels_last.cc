@@ -10,6 +10,7 @@
 #include "tensor/bf16_convert.h"
 #include "tensor/conv_amx.h"
 #include "tensor/conv_onednn.h"
+#include "tensor/conv_weight_gradient_by_tap.h"
 #include "tensor/cpu_gemm.h"
 #include "tensor/cpu_gemm_bf16.h"
 
@@ -195,12 +196,17 @@ void BiasGradient(const float* gy, const ConvGeometry& g, float* gb) {
   }
 }
 
-// gw from the unfolded rows: gw[out, kh*kw*c] = Σ over groups gy_rows^T * rows, then reordered to
-// [out, c, kh, kw].
+// gw from the unfolded rows: gw[out, kh*kw*c] = Σ over groups gy_rows^T * rows, or tap by tap where
+// Note [Weight gradients tap by tap] says so; then reordered to [out, c, kh, kw].
 template <typename T>
 void WeightGradient(const T* x, const T* gy, const ConvGeometry& g, float* gw) {
   const int64_t K = g.K(), P = g.P(), group = ImagesPerRowGroup(g, sizeof(T));
   float* taps_first = ScratchArray<float>(3, g.out * K);
+  if (!IsPointwise(g) && WeightGradientByTapApplies(g)) {  // Note [Weight gradients tap by tap]
+    WeightGradientByTap(x, gy, g, taps_first);
+    WeightsChannelsFirst(taps_first, g, gw);
+    return;
+  }
   T* rows = IsPointwise(g) ? nullptr : ScratchArray<T>(1, group * P * K);
   if (g.n == 0) std::fill(taps_first, taps_first + g.out * K, 0.0f);
   for (int64_t first = 0; first < g.n; first += group) {
