@@ -18,6 +18,7 @@
 #include "tensor/autocast.h"
 #include "tensor/autograd.h"
 #include "tensor/batch_norm.h"
+#include "tensor/conv_forward_by_pixel_class.h"
 #include "tensor/conv_onednn.h"
 #include "tensor/conv_weight_gradient_by_tap.h"
 #include "tensor/cpu_gemm_bf16.h"
@@ -155,6 +156,8 @@ void RunResNet() {
     // Where channels-last weight gradients unfold rows: the rule, or forced (Note [Weight gradients tap by
     // tap]).
     cpu::WeightGradientAlgorithm weight_gradient = cpu::WeightGradientAlgorithm::kAuto;
+    // Where the channels-last forward unfolds rows: the rule, or forced (Note [Forward by pixel class]).
+    cpu::ForwardAlgorithm forward = cpu::ForwardAlgorithm::kAuto;
   };
   // "auto" is the default rule (Note [Conv2d kernel choice]); "onednn" forces oneDNN's direct primitives
   // for every shape, "winograd" its Winograd ones wherever it has them (Note [Winograd convolutions]).
@@ -171,8 +174,12 @@ void RunResNet() {
       {"bf16 NHWC gw rows", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
        cpu::WeightGradientAlgorithm::kRows},
       {"bf16 NHWC gw taps", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
-       cpu::WeightGradientAlgorithm::kTaps}};
-  constexpr int kVariants = 11, kRounds = 5;
+       cpu::WeightGradientAlgorithm::kTaps},
+      {"bf16 NHWC fwd rows", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
+       cpu::WeightGradientAlgorithm::kAuto, cpu::ForwardAlgorithm::kRows},
+      {"bf16 NHWC fwd classes", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
+       cpu::WeightGradientAlgorithm::kAuto, cpu::ForwardAlgorithm::kClasses}};
+  constexpr int kVariants = 13, kRounds = 5;
   double total_fwd[kVariants] = {}, total_all[kVariants] = {};
   Generator gen(1);
   for (const Case& k : cases) {
@@ -197,6 +204,7 @@ void RunResNet() {
         cpu::SetConvKernel(variants[v].kernel);
         cpu::SetBf16GemmKernel(variants[v].bf16_gemm);
         cpu::SetWeightGradientAlgorithm(variants[v].weight_gradient);
+        cpu::SetForwardAlgorithm(variants[v].forward);
         const bool nhwc = variants[v].channels_last;
         const Tensor& input = nhwc ? x_nhwc : x;
         const Tensor& grad = nhwc ? gy_nhwc : gy;
@@ -237,6 +245,7 @@ void RunResNet() {
   cpu::SetConvKernel(cpu::ConvKernel::kAuto);
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
   cpu::SetWeightGradientAlgorithm(cpu::WeightGradientAlgorithm::kAuto);
+  cpu::SetForwardAlgorithm(cpu::ForwardAlgorithm::kAuto);
 }
 
 // BatchNorm + ReLU (fused, as BasicBlock runs it) forward + backward at each ResNet-18 stage's

@@ -9,6 +9,7 @@
 
 #include "tensor/bf16_convert.h"
 #include "tensor/conv_amx.h"
+#include "tensor/conv_forward_by_pixel_class.h"
 #include "tensor/conv_onednn.h"
 #include "tensor/conv_weight_gradient_by_tap.h"
 #include "tensor/cpu_gemm.h"
@@ -166,6 +167,10 @@ void Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, floa
   const int64_t K = g.K(), P = g.P(), group = ImagesPerRowGroup(g, sizeof(T));
   T* weights = ScratchArray<T>(0, g.out * K);
   WeightsTapsFirst(w, g, weights);
+  if (!IsPointwise(g) && ForwardByPixelClassApplies(g)) {  // Note [Forward by pixel class]
+    ForwardByPixelClass(x, weights, b, g, y);
+    return;
+  }
   T* rows = IsPointwise(g) ? nullptr : ScratchArray<T>(1, group * P * K);
   for (int64_t first = 0; first < g.n; first += group) {
     const int64_t count = std::min(group, g.n - first), m = count * P;

@@ -9,16 +9,16 @@
 // [bf16 forward on im2col]) and the small bf16 weight gradients (Note [bf16 weight gradients on im2col])
 // unfold NHWC: one row per output pixel holding its kh*kw input pixels' c channels side by side
 // ([P, kh*kw*c], one copy per pixel instead of one per channel and tap), multiplied with the weights
-// reordered to [out, kh, kw, c]; the forward GEMM writes the NHWC output rows in place; on small images,
-// where many taps read padding, the weight gradient runs tap by tap instead (Note [Weight gradients tap by
-// tap], tensor/conv_weight_gradient_by_tap.h). The backward primitives compute what they compute for
-// NCHW activations; the GEMMs sum the same products in another order (over (kh, kw, c) rather than (c, kh,
-// kw)), and the bias gradient sums image by image. A convolution that Note [bf16 input gradients as a
-// forward convolution] turns on for takes the primitive.
-// Where the unfolded bf16 forward would run on oneDNN's AMX matmul and the convolution is one that
-// AmxForwardApplies takes (ResNet-18's layer1 and layer2 3x3 convolutions), the same sums run on AMX tiles
-// straight from the input instead, bit for bit (Note [Channels-last forward on AMX tiles],
-// tensor/conv_amx.h).
+// reordered to [out, kh, kw, c]; the forward GEMM writes the NHWC output rows in place. On small images,
+// where many taps read padding, the forward runs by pixel class (Note [Forward by pixel class],
+// tensor/conv_forward_by_pixel_class.h) and the weight gradient tap by tap (Note [Weight gradients tap by
+// tap], tensor/conv_weight_gradient_by_tap.h), both skipping those taps. The backward primitives compute what
+// they compute for NCHW activations; the GEMMs sum the same products in another order (over (kh, kw, c)
+// rather than (c, kh, kw)), and the bias gradient sums image by image. A convolution that Note [bf16 input
+// gradients as a forward convolution] turns on for takes the primitive. Where the unfolded bf16 forward would
+// run on oneDNN's AMX matmul and the convolution is one that AmxForwardApplies takes (ResNet-18's layer1 and
+// layer2 3x3 convolutions), the same sums run on AMX tiles straight from the input instead, bit for bit (Note
+// [Channels-last forward on AMX tiles], tensor/conv_amx.h).
 #ifndef DDP_TENSOR_CONV_CHANNELS_LAST_H_
 #define DDP_TENSOR_CONV_CHANNELS_LAST_H_
 

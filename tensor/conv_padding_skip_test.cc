@@ -1,8 +1,8 @@
-// The tap-by-tap weight gradient (tensor/conv_weight_gradient_by_tap.h) against the definition summed in
-// double, over geometries with padding, strides, non-square images and taps that never read inside; the
-// rule's padded fraction; and the channels-last backward pass with each algorithm forced.
-#include "tensor/conv_weight_gradient_by_tap.h"
-
+// The channels-last passes that skip the taps falling in the padding: the tap-by-tap weight gradient
+// (tensor/conv_weight_gradient_by_tap.h) and the forward by pixel class
+// (tensor/conv_forward_by_pixel_class.h), against their definitions summed in double over geometries with
+// padding, strides, non-square images and taps that never read inside; the rule's padded fraction; and the
+// channels-last passes with each algorithm forced against the unfolded rows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "tensor/conv_channels_last.h"
+#include "tensor/conv_forward_by_pixel_class.h"
 #include "tensor/conv_onednn.h"
+#include "tensor/conv_weight_gradient_by_tap.h"
 
 namespace ddp {
 namespace cpu {
@@ -155,6 +157,98 @@ TEST(ConvWeightGradientByTapTest, ChannelsLastBackwardAgreesWithTheUnfoldedRows)
     for (size_t e = 0; e < by_rows.size(); ++e) {
       ASSERT_NEAR(by_taps[e], by_rows[e], Tolerance(g)) << "float32 element " << e << " of c " << g.c;
       ASSERT_NEAR(by_taps16[e], by_rows16[e], Tolerance(g)) << "bf16 element " << e << " of c " << g.c;
+    }
+  }
+  SetConvKernel(ConvKernel::kAuto);
+}
+
+// The definition: y[pixel][o] = b[o] + Σ over the taps whose input pixel lies inside of
+// Σ_ch x[input pixel][ch] * w[o][(ky * kw + kx) * c + ch], in double (w taps first).
+std::vector<double> ForwardReference(const std::vector<float>& x, const std::vector<float>& w,
+                                     const std::vector<float>& b, const ConvGeometry& g) {
+  std::vector<double> y(g.n * g.P() * g.out, 0.0);
+  for (int64_t i = 0; i < g.n; ++i) {
+    for (int64_t oy = 0; oy < g.oh; ++oy) {
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        double* out = &y[((i * g.oh + oy) * g.ow + ox) * g.out];
+        for (int64_t o = 0; o < g.out; ++o) out[o] = b.empty() ? 0.0 : b[o];
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+          for (int64_t kx = 0; kx < g.kw; ++kx) {
+            const int64_t iy = oy * g.stride - g.padding + ky, ix = ox * g.stride - g.padding + kx;
+            if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+            const float* pixel = &x[((i * g.h + iy) * g.w + ix) * g.c];
+            for (int64_t o = 0; o < g.out; ++o) {
+              for (int64_t ch = 0; ch < g.c; ++ch) {
+                out[o] += static_cast<double>(pixel[ch]) * w[o * g.K() + (ky * g.kw + kx) * g.c + ch];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return y;
+}
+
+// Tolerance for the forward's float32 sums of K() products of magnitude <= 4.
+double ForwardTolerance(const ConvGeometry& g) { return 1e-6 * 16.0 * static_cast<double>(g.K()) + 1e-6; }
+
+TEST(ConvForwardByPixelClassTest, MatchesTheDefinition) {
+  for (const ConvGeometry& g : kGeometries) {
+    for (const bool bias : {false, true}) {
+      const std::vector<float> x = Bf16Exact(g.n * g.h * g.w * g.c, 8), w = Bf16Exact(g.out * g.K(), 9);
+      const std::vector<float> b = bias ? Bf16Exact(g.out, 10) : std::vector<float>();
+      const std::vector<double> expected = ForwardReference(x, w, b, g);
+      std::vector<float> y(expected.size(), -1.0f), y16(expected.size(), -1.0f);
+      ForwardByPixelClass(x.data(), w.data(), bias ? b.data() : nullptr, g, y.data());
+      ForwardByPixelClass(ToBf16(x).data(), ToBf16(w).data(), bias ? b.data() : nullptr, g, y16.data());
+      for (size_t e = 0; e < y.size(); ++e) {
+        ASSERT_NEAR(y[e], expected[e], ForwardTolerance(g))
+            << "float32 element " << e << " of c " << g.c << " h " << g.h << " k " << g.kh << "x" << g.kw
+            << " stride " << g.stride << " bias " << bias;
+        ASSERT_NEAR(y16[e], expected[e], ForwardTolerance(g))
+            << "bf16 element " << e << " of c " << g.c << " h " << g.h << " k " << g.kh << "x" << g.kw
+            << " stride " << g.stride << " bias " << bias;
+      }
+    }
+  }
+}
+
+TEST(ConvForwardByPixelClassTest, RuleAndOverrides) {
+  const ConvGeometry layer4 = Geometry(64, 512, 4, 4, 512, 3, 3, 1, 1);
+  const ConvGeometry layer2 = Geometry(64, 128, 14, 14, 128, 3, 3, 1, 1);
+  EXPECT_TRUE(ForwardByPixelClassApplies(layer4));
+  EXPECT_FALSE(ForwardByPixelClassApplies(layer2));
+  SetForwardAlgorithm(ForwardAlgorithm::kRows);
+  EXPECT_FALSE(ForwardByPixelClassApplies(layer4));
+  SetForwardAlgorithm(ForwardAlgorithm::kClasses);
+  EXPECT_TRUE(ForwardByPixelClassApplies(layer2));
+  SetForwardAlgorithm(ForwardAlgorithm::kAuto);
+}
+
+// The channels-last forward on im2col (weights [out, c, kh, kw]) gives the same output with either
+// algorithm.
+TEST(ConvForwardByPixelClassTest, ChannelsLastForwardAgreesWithTheUnfoldedRows) {
+  SetConvKernel(ConvKernel::kIm2Col);
+  for (const ConvGeometry& g : kGeometries) {
+    const std::vector<float> x = Bf16Exact(g.n * g.h * g.w * g.c, 11), w = Bf16Exact(g.out * g.K(), 12);
+    const std::vector<float> b = Bf16Exact(g.out, 13);
+    const std::vector<BFloat16> x16 = ToBf16(x), w16 = ToBf16(w);
+    const size_t outputs = g.n * g.P() * g.out;
+    std::vector<float> by_rows(outputs), by_classes(outputs), by_rows16(outputs), by_classes16(outputs);
+    const auto run = [&](ForwardAlgorithm algorithm, std::vector<float>& y, std::vector<float>& y16) {
+      SetForwardAlgorithm(algorithm);
+      ConvForwardChannelsLast(x.data(), w.data(), b.data(), g, y.data());
+      ConvForwardChannelsLast(x16.data(), w16.data(), b.data(), g, y16.data());
+    };
+    run(ForwardAlgorithm::kRows, by_rows, by_rows16);
+    run(ForwardAlgorithm::kClasses, by_classes, by_classes16);
+    SetForwardAlgorithm(ForwardAlgorithm::kAuto);
+    for (size_t e = 0; e < outputs; ++e) {
+      ASSERT_NEAR(by_classes[e], by_rows[e], ForwardTolerance(g))
+          << "float32 element " << e << " of c " << g.c;
+      ASSERT_NEAR(by_classes16[e], by_rows16[e], ForwardTolerance(g))
+          << "bf16 element " << e << " of c " << g.c;
     }
   }
   SetConvKernel(ConvKernel::kAuto);
