@@ -13,6 +13,7 @@
 #include "tensor/conv_forward_by_pixel_class.h"
 #include "tensor/conv_onednn.h"
 #include "tensor/conv_weight_gradient_by_tap.h"
+#include "tensor/threads.h"
 
 namespace ddp {
 namespace cpu {
@@ -252,6 +253,25 @@ TEST(ConvForwardByPixelClassTest, ChannelsLastForwardAgreesWithTheUnfoldedRows) 
     }
   }
   SetConvKernel(ConvKernel::kAuto);
+}
+
+// A layer3-like geometry large enough that the gathers, unfoldings and scatters split their images over two
+// threads: both passes still match their definitions.
+TEST(ConvPaddingSkipTest, ManyImagesOnTwoThreads) {
+  const int threads = GetNumThreads();
+  SetNumThreads(2);
+  const ConvGeometry g = Geometry(16, 64, 7, 7, 64, 3, 3, 1, 1);
+  const std::vector<float> x = Bf16Exact(g.n * g.h * g.w * g.c, 14), gy = Bf16Exact(g.n * g.P() * g.out, 15);
+  const std::vector<float> w = Bf16Exact(g.out * g.K(), 16), b = Bf16Exact(g.out, 17);
+  std::vector<float> gw(g.out * g.K()), y(g.n * g.P() * g.out);
+  WeightGradientByTap(ToBf16(x).data(), ToBf16(gy).data(), g, gw.data());
+  ForwardByPixelClass(ToBf16(x).data(), ToBf16(w).data(), b.data(), g, y.data());
+  SetNumThreads(threads);
+  const std::vector<double> expected_gw = Reference(x, gy, g), expected_y = ForwardReference(x, w, b, g);
+  for (size_t e = 0; e < gw.size(); ++e)
+    ASSERT_NEAR(gw[e], expected_gw[e], Tolerance(g)) << "gw element " << e;
+  for (size_t e = 0; e < y.size(); ++e)
+    ASSERT_NEAR(y[e], expected_y[e], ForwardTolerance(g)) << "y element " << e;
 }
 
 }  // namespace
