@@ -14,6 +14,7 @@
 #include "tensor/conv_weight_gradient_by_tap.h"
 #include "tensor/cpu_gemm.h"
 #include "tensor/cpu_gemm_bf16.h"
+#include "tensor/thread_scratch.h"
 
 namespace ddp {
 namespace cpu {
@@ -21,12 +22,12 @@ namespace {
 
 // Per-thread scratch, reused across calls: slot 0 the reordered weights, 1 the unfolded rows, 2 the bf16
 // output gradient, 3 float32 rows (the weight gradient's or the input gradient's unfolding).
+// A slot holds float32 storage whichever element type asks for it, so the two precisions share it.
+struct ChannelsLastScratch {};
 template <typename T>
 T* ScratchArray(int slot, int64_t elements) {
-  thread_local std::vector<float> buffers[4];
-  const size_t floats = (static_cast<size_t>(elements) * sizeof(T) + sizeof(float) - 1) / sizeof(float);
-  if (buffers[slot].size() < floats) buffers[slot].resize(floats);
-  return reinterpret_cast<T*>(buffers[slot].data());
+  const int64_t floats = (elements * static_cast<int64_t>(sizeof(T)) + 3) / 4;
+  return reinterpret_cast<T*>(ThreadScratch<ChannelsLastScratch, float, 4>(slot, floats));
 }
 
 constexpr int64_t kRowGroupBytes = int64_t{2} << 20;  // unfolded rows per group, within L2

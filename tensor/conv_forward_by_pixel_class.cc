@@ -10,6 +10,7 @@
 #include "tensor/conv_weight_gradient_by_tap.h"
 #include "tensor/cpu_gemm.h"
 #include "tensor/cpu_gemm_bf16.h"
+#include "tensor/thread_scratch.h"
 
 namespace ddp {
 namespace cpu {
@@ -46,13 +47,8 @@ std::vector<AxisRun> AxisRuns(int64_t size, int64_t outputs, int64_t kernel, con
   return runs;
 }
 
-// Per-thread scratch, reused across calls: slot 0 a class's unfolded rows, slot 1 its products.
-template <typename T>
-T* Scratch(int slot, int64_t elements) {
-  thread_local std::vector<T> buffers[2];
-  if (static_cast<int64_t>(buffers[slot].size()) < elements) buffers[slot].resize(elements);
-  return buffers[slot].data();
-}
+// Owner of the per-thread scratch: slot 0 a class's unfolded rows, slot 1 its products.
+struct ClassScratch {};
 
 // The rows [count * |rows| * |cols|, rows.taps() * cols.taps() * c] of the class (rows, cols) of images
 // [first, first + count): per pixel, kernel row by kernel row, the channels of the inside taps' pixels.
@@ -125,8 +121,8 @@ void ByPixelClass(const T* x, const T* taps_first, const float* b, const ConvGeo
     for (const AxisRun& rows : row_runs) {
       for (const AxisRun& cols : col_runs) {
         const int64_t m = count * rows.size() * cols.size();
-        T* a = Scratch<T>(0, m * rows.taps() * cols.taps() * g.c);
-        float* products = Scratch<float>(1, m * g.out);
+        T* a = ThreadScratch<ClassScratch, T, 2>(0, m * rows.taps() * cols.taps() * g.c);
+        float* products = ThreadScratch<ClassScratch, float, 2>(1, m * g.out);
         if (rows.taps() > 0 && cols.taps() > 0) UnfoldClass(x, g, first, count, rows, cols, a);
         ClassProducts(a, taps_first, g, m, rows, cols, products);
         ScatterClass(products, b, g, first, count, rows, cols, y);

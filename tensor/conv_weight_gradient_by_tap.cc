@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <vector>
 
 #include "tensor/cpu_gemm.h"
 #include "tensor/cpu_gemm_bf16.h"
+#include "tensor/thread_scratch.h"
 
 namespace ddp {
 namespace cpu {
@@ -31,14 +31,9 @@ OutputRange InsideOutputs(int64_t k, int64_t size, int64_t outputs, const ConvGe
   return {std::min(first, end), end};
 }
 
-// Per-thread scratch for the gathered operands, reused across calls: slot 0 the output gradient's rows,
-// slot 1 the input pixels.
-template <typename T>
-T* GatherScratch(int slot, int64_t elements) {
-  thread_local std::vector<T> buffers[2];
-  if (static_cast<int64_t>(buffers[slot].size()) < elements) buffers[slot].resize(elements);
-  return buffers[slot].data();
-}
+// Owner of the per-thread scratch for the gathered operands: slot 0 the output gradient's rows, slot 1 the
+// input pixels.
+struct GatherScratch {};
 
 // Gathers, for tap (ky, kx) with inside ranges ry and rx, the output gradient's row of every pixel inside
 // (rows, [count, out]; null: not wanted) and the input pixel each reads (pixels, [count, c]), image by
@@ -71,8 +66,8 @@ void GatherTap(const T* x, const T* gy, const ConvGeometry& g, int64_t ky, int64
 template <typename T>
 void ByTap(const T* x, const T* gy, const ConvGeometry& g, float* taps_first) {
   const int64_t K = g.K();
-  T* rows = GatherScratch<T>(0, g.n * g.P() * g.out);
-  T* pixels = GatherScratch<T>(1, g.n * g.P() * g.c);
+  T* rows = ThreadScratch<GatherScratch, T, 2>(0, g.n * g.P() * g.out);
+  T* pixels = ThreadScratch<GatherScratch, T, 2>(1, g.n * g.P() * g.c);
   for (int64_t ky = 0; ky < g.kh; ++ky) {
     const OutputRange ry = InsideOutputs(ky, g.h, g.oh, g);
     for (int64_t kx = 0; kx < g.kw; ++kx) {

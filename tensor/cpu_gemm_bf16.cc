@@ -18,6 +18,7 @@
 #include "base/check.h"
 #include "tensor/bf16_convert.h"
 #include "tensor/cpu_gemm.h"
+#include "tensor/thread_scratch.h"
 
 namespace ddp {
 namespace cpu {
@@ -93,20 +94,16 @@ void WidenBlock(const BFloat16* src, int64_t rows, int64_t cols, int64_t ld, flo
   for (int64_t r = 0; r < rows; ++r) BFloat16ToFloatArray(src + r * ld, dst + r * cols, cols);
 }
 
-// Per-thread float32 buffers for the widened operands, reused across calls.
-float* WideScratch(int slot, int64_t floats) {
-  thread_local std::vector<float> buffers[2];
-  if (static_cast<int64_t>(buffers[slot].size()) < floats) buffers[slot].resize(floats);
-  return buffers[slot].data();
-}
+// Owner of the per-thread float32 buffers for the widened operands (slot 0 A, slot 1 B).
+struct WideScratch {};
 
 void Float32Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const BFloat16* a, int64_t lda,
                  const BFloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   // As stored, A is [m, k] (or [k, m] transposed) and B is [k, n] (or [n, k]).
   const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
   const int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
-  float* wa = WideScratch(0, a_rows * a_cols);
-  float* wb = WideScratch(1, b_rows * b_cols);
+  float* wa = ThreadScratch<WideScratch, float, 2>(0, a_rows * a_cols);
+  float* wb = ThreadScratch<WideScratch, float, 2>(1, b_rows * b_cols);
   WidenBlock(a, a_rows, a_cols, lda, wa);
   WidenBlock(b, b_rows, b_cols, ldb, wb);
   Gemm(trans_a, trans_b, m, n, k, 1.0f, wa, std::max<int64_t>(a_cols, 1), wb, std::max<int64_t>(b_cols, 1), beta,
