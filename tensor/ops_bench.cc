@@ -1,6 +1,7 @@
 // Micro-benchmark of the element-wise ops, reductions, dropout and losses at the sizes of an MLP training
-// step (batch 64, 512 hidden units, 10 classes), forward and forward+backward, and of the in-place ops the
-// optimizers and the Reducer run on a 512x784 parameter. Prints microseconds per call: the median and the
+// step (batch 64, 512 hidden units, 10 classes), forward and forward+backward, of ReLU + 2x2 max pooling
+// at the MNIST cnn's two sizes, and of the in-place ops the optimizers and the Reducer run on a 512x784
+// parameter. Prints microseconds per call: the median and the
 // minimum of 15 samples of `reps` calls each (the minimum is the steadier number on a shared machine).
 //   bazel run //tensor:ops_bench -- [label substring]
 #include <algorithm>
@@ -8,11 +9,13 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "tensor/autograd.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
+#include "tensor/pool_kernels.h"
 
 namespace ddp {
 namespace {
@@ -78,6 +81,39 @@ void Losses(Generator& gen) {
   Report("NllLoss(LogSoftmax) f+b", 500, [&] { NllLoss(LogSoftmax(logits, 1), target).Backward(); });
 }
 
+// MaxPool2dOfRelu, 2x2 stride 2, on the cnn's conv1 and conv2 outputs at batch 64, and the plane
+// kernels of its backward alone (what Conv2dReluMaxPool2d's backward runs plane by plane), on one thread.
+void Pooling(Generator& gen) {
+  Tensor conv1 = Uniform({64, 32, 28, 28}, -1.0f, 1.0f, gen),
+         conv2 = Uniform({64, 64, 14, 14}, -1.0f, 1.0f, gen);
+  Report("MaxPool2dOfRelu 28x28", 20, [&] {
+    NoGradGuard g;
+    MaxPool2dOfRelu(conv1, 2);
+  });
+  Report("MaxPool2dOfRelu 14x14", 20, [&] {
+    NoGradGuard g;
+    MaxPool2dOfRelu(conv2, 2);
+  });
+  for (const Tensor* x : {&conv1, &conv2}) {
+    const cpu::PoolGeometry g = cpu::CheckPoolShapes(x->shape(), 2, 2);
+    const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
+    std::vector<float> y(static_cast<size_t>(g.planes * out_plane)),
+        gx(static_cast<size_t>(g.planes * in_plane));
+    std::vector<int32_t> index(y.size());
+    for (int64_t p = 0; p < g.planes; ++p) {
+      cpu::MaxPoolPlane(x->data<float>() + p * in_plane, g, /*relu=*/true, y.data() + p * out_plane,
+                        index.data() + p * out_plane);
+    }
+    const std::string label = "MaxPoolBackwardPlane " + std::to_string(g.h) + "x" + std::to_string(g.w);
+    Report(label.c_str(), 20, [&] {
+      for (int64_t p = 0; p < g.planes; ++p) {
+        cpu::MaxPoolBackwardPlane(y.data() + p * out_plane, index.data() + p * out_plane, g,
+                                  gx.data() + p * in_plane);
+      }
+    });
+  }
+}
+
 void InPlace(Generator& gen) {
   Tensor param = Uniform({512, 784}, -1.0f, 1.0f, gen), grad = Uniform({512, 784}, -1.0f, 1.0f, gen);
   Report("AddInPlace", 100, [&] { AddInPlace(param, grad, -1e-3f); });
@@ -96,6 +132,7 @@ int main(int argc, char** argv) {
   ddp::ElementWise(gen);
   ddp::Reductions(gen);
   ddp::Losses(gen);
+  ddp::Pooling(gen);
   ddp::InPlace(gen);
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #ifdef __AVX2__
 #include <immintrin.h>
@@ -151,6 +152,113 @@ void MaxPoolPlane2x2(const float* x, const PoolGeometry& g, float* y, int32_t* i
   }
 }
 
+// Note [Pooling gradients window by window]
+// 2x2 windows with stride 2 do not overlap, so the gradient of each input value is the output gradient
+// of its window where it was the window's winner and 0 elsewhere: each window's four values can be
+// written directly, in place of zeroing the plane and then adding each output's gradient at its index,
+// a read-modify-write the compiler must run one at a time (two indices might name the same value). A
+// winner gets 0.0f + gy, as the scatter gives it (so -0 becomes +0); an index with kNoGradient set names
+// no offset of its window, so the window gets zeros; the row and column a plane of odd size leaves
+// outside every window get zeros. With AVX2, eight windows at a time (four in rows of four to seven
+// windows: the cnn's pooled rows are 14 and 7 wide); a row's last block starts early enough to end at
+// the row's end, computing some windows twice with the same result, since a shorter block needs masked
+// stores (microcode on AMD's cores) or scalar selects, which compile to branches that random winners
+// mispredict. Rows of fewer than four windows select with bit masks.
+
+// The four gradients of one window (gy, its winner's offset `at` from the top-left) by bit masks.
+void MaxPoolBackwardWindow2x2(float gy, int32_t at, int32_t w, float* row0, float* row1) {
+  uint32_t bits;
+  const float g = 0.0f + gy;
+  std::memcpy(&bits, &g, sizeof(bits));
+  auto pick = [&](int32_t offset) {
+    const uint32_t picked = bits & (0u - static_cast<uint32_t>(at == offset));
+    float value;
+    std::memcpy(&value, &picked, sizeof(value));
+    return value;
+  };
+  row0[0] = pick(0);
+  row0[1] = pick(1);
+  row1[0] = pick(w);
+  row1[1] = pick(w + 1);
+}
+
+#ifdef __AVX2__
+// The gradients of eight windows of one output row: gy[k] and index[k] for the window whose top-left
+// offset in the plane is top_left + 2k, into row0[0, 16) and row1[0, 16) (the window's two input rows).
+void MaxPoolBackwardBlock8(const float* gy, const int32_t* index, int32_t top_left, int32_t w, float* row0,
+                           float* row1) {
+  const __m256i at = _mm256_sub_epi32(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(index)),
+      _mm256_add_epi32(_mm256_set1_epi32(top_left), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)));
+  const __m256 v = _mm256_add_ps(_mm256_setzero_ps(), _mm256_loadu_ps(gy));
+  auto pick = [&](int32_t offset) {
+    return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpeq_epi32(at, _mm256_set1_epi32(offset))));
+  };
+  auto store_row = [](float* row, __m256 even, __m256 odd) {  // even[k], odd[k] -> row[2k], row[2k + 1]
+    const __m256 lo = _mm256_unpacklo_ps(even, odd), hi = _mm256_unpackhi_ps(even, odd);
+    _mm256_storeu_ps(row, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(row + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+  };
+  store_row(row0, pick(0), pick(1));
+  store_row(row1, pick(w), pick(w + 1));
+}
+
+// MaxPoolBackwardBlock8 for four windows, into row0[0, 8) and row1[0, 8).
+void MaxPoolBackwardBlock4(const float* gy, const int32_t* index, int32_t top_left, int32_t w, float* row0,
+                           float* row1) {
+  const __m128i at = _mm_sub_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(index)),
+                                   _mm_add_epi32(_mm_set1_epi32(top_left), _mm_setr_epi32(0, 2, 4, 6)));
+  const __m128 v = _mm_add_ps(_mm_setzero_ps(), _mm_loadu_ps(gy));
+  auto pick = [&](int32_t offset) {
+    return _mm_and_ps(v, _mm_castsi128_ps(_mm_cmpeq_epi32(at, _mm_set1_epi32(offset))));
+  };
+  auto store_row = [](float* row, __m128 even, __m128 odd) {
+    _mm_storeu_ps(row, _mm_unpacklo_ps(even, odd));
+    _mm_storeu_ps(row + 4, _mm_unpackhi_ps(even, odd));
+  };
+  store_row(row0, pick(0), pick(1));
+  store_row(row1, pick(w), pick(w + 1));
+}
+#endif
+
+// The gradients of one output row's windows (gy, index: that row's ow values) into input rows gx0 and
+// gx1; `base` is the top-left offset of the row's first window in the plane.
+void MaxPoolBackwardRow2x2(const float* gy, const int32_t* index, int64_t ow, int32_t w, int32_t base,
+                           float* gx0, float* gx1) {
+#ifdef __AVX2__
+  const int64_t block = ow >= 8 ? 8 : ow >= 4 ? 4 : 0;
+  if (block > 0) {
+    auto run = [&](int64_t ox) {
+      const int32_t top_left = base + 2 * static_cast<int32_t>(ox);
+      if (block == 8) {
+        MaxPoolBackwardBlock8(gy + ox, index + ox, top_left, w, gx0 + 2 * ox, gx1 + 2 * ox);
+      } else {
+        MaxPoolBackwardBlock4(gy + ox, index + ox, top_left, w, gx0 + 2 * ox, gx1 + 2 * ox);
+      }
+    };
+    int64_t ox = 0;
+    for (; ox + block <= ow; ox += block) run(ox);
+    if (ox < ow) run(ow - block);
+    return;
+  }
+#endif
+  for (int64_t ox = 0; ox < ow; ++ox) {
+    const int32_t at = index[ox] - (base + 2 * static_cast<int32_t>(ox));
+    MaxPoolBackwardWindow2x2(gy[ox], at, w, gx0 + 2 * ox, gx1 + 2 * ox);
+  }
+}
+
+void MaxPoolBackwardPlane2x2(const float* gy, const int32_t* index, const PoolGeometry& g, float* gx) {
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    float* gx0 = gx + 2 * oy * g.w;
+    float* gx1 = gx0 + g.w;
+    MaxPoolBackwardRow2x2(gy + oy * g.ow, index + oy * g.ow, g.ow, static_cast<int32_t>(g.w),
+                          static_cast<int32_t>(2 * oy * g.w), gx0, gx1);
+    if (g.w > 2 * g.ow) gx0[g.w - 1] = gx1[g.w - 1] = 0.0f;
+  }
+  if (g.h > 2 * g.oh) std::fill(gx + 2 * g.oh * g.w, gx + g.h * g.w, 0.0f);
+}
+
 }  // namespace
 
 PoolGeometry CheckPoolShapes(const Shape& x, int64_t kernel, int64_t stride) {
@@ -173,6 +281,10 @@ void MaxPoolPlane(const float* x, const PoolGeometry& g, bool relu, float* y, in
 }
 
 void MaxPoolBackwardPlane(const float* gy, const int32_t* index, const PoolGeometry& g, float* gx) {
+  if (g.kernel == 2 && g.stride == 2) {
+    MaxPoolBackwardPlane2x2(gy, index, g, gx);
+    return;
+  }
   std::fill(gx, gx + g.h * g.w, 0.0f);
   const int64_t out_plane = g.oh * g.ow;
   for (int64_t o = 0; o < out_plane; ++o) {

@@ -30,7 +30,8 @@ inline constexpr int32_t kNoGradient = std::numeric_limits<int32_t>::min();
 void MaxPoolPlane(const float* x, const PoolGeometry& g, bool relu, float* y, int32_t* index);
 
 // gx [h, w] = 0 except gx[index[o]] += gy[o] for each output o of one plane; an index with kNoGradient set
-// adds nothing.
+// adds nothing. Every value of gx is written (stale values do not survive); 2x2 windows with stride 2 are
+// written window by window (Note [Pooling gradients window by window] in tensor/pool_kernels.cc).
 void MaxPoolBackwardPlane(const float* gy, const int32_t* index, const PoolGeometry& g, float* gx);
 
 }  // namespace cpu
