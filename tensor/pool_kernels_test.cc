@@ -1,7 +1,10 @@
-// The max-pooling plane kernels against their definitions: the 2x2 stride-2 backward (Note [Pooling
-// gradients window by window]) against zeroing the plane and adding each output's gradient at its
-// index, bit for bit, on planes of every small size, with and without ReLU, ties, NaN and signed zeros
-// in the gradient; nothing outside the plane is written.
+// The max-pooling plane kernels against their definitions, on planes of every small size (rows of one
+// to twenty windows: whole vector blocks, rows' last blocks that overrun or are masked, Note [Pooling rows
+// that overrun]; scalar tails), with and without ReLU,
+// ties and NaN: the 2x2 stride-2 forward against the scan-order window maximum, the backward (Note
+// [Pooling gradients window by window]) against zeroing the plane and adding each output's gradient at
+// its index, with signed zeros and NaN in the gradient; bit for bit, and nothing outside the outputs is
+// written.
 #include "tensor/pool_kernels.h"
 
 #include <gtest/gtest.h>
@@ -53,12 +56,69 @@ std::vector<float> RandomGradient(int64_t size, std::mt19937& rng) {
   return gy;
 }
 
+// The forward's definition: each window scanned in row-major order, a value taken when greater than
+// the best so far or NaN; with `relu` the best starts at 0 (index: top-left | kNoGradient) and NaN never
+// wins.
+void ReferenceForward(const std::vector<float>& x, const PoolGeometry& g, bool relu, std::vector<float>* y,
+                      std::vector<int32_t>* index) {
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      const int64_t start = oy * g.stride * g.w + ox * g.stride;
+      float best = relu ? 0.0f : -std::numeric_limits<float>::infinity();
+      int32_t at = static_cast<int32_t>(start) | (relu ? kNoGradient : 0);
+      for (int64_t ki = 0; ki < g.kernel; ++ki) {
+        for (int64_t kj = 0; kj < g.kernel; ++kj) {
+          const float v = x[static_cast<size_t>(start + ki * g.w + kj)];
+          if (v > best || (!relu && std::isnan(v))) {
+            best = v;
+            at = static_cast<int32_t>(start + ki * g.w + kj);
+          }
+        }
+      }
+      (*y)[static_cast<size_t>(oy * g.ow + ox)] = best;
+      (*index)[static_cast<size_t>(oy * g.ow + ox)] = at;
+    }
+  }
+}
+
+const int64_t kWidths[] = {2, 3, 4, 5, 7, 8, 9, 10, 14, 15, 16, 17, 23, 28, 33, 40};
+
+TEST(MaxPoolPlaneTest, TwoByTwoMatchesTheDefinitionBitForBit) {
+  std::mt19937 rng(11);
+  constexpr int64_t kGuard = 24;
+  for (int64_t h = 2; h <= 13; ++h) {
+    for (int64_t w : kWidths) {
+      for (bool relu : {false, true}) {
+        const PoolGeometry g = CheckPoolShapes({1, 1, h, w}, 2, 2);
+        const std::vector<float> x = RandomPlane(h * w, /*with_nan=*/(h * w) % 4 == 1, rng);
+        const size_t outputs = static_cast<size_t>(g.oh * g.ow);
+        std::vector<float> expected_y(outputs);
+        std::vector<int32_t> expected_index(outputs);
+        ReferenceForward(x, g, relu, &expected_y, &expected_index);
+        std::vector<float> y(outputs + 2 * kGuard, 777.0f);
+        std::vector<int32_t> index(outputs + 2 * kGuard, 777);
+        MaxPoolPlane(x.data(), g, relu, y.data() + kGuard, index.data() + kGuard);
+        for (size_t o = 0; o < outputs; ++o) {
+          ASSERT_EQ(Bits(y[kGuard + o]), Bits(expected_y[o]))
+              << "h " << h << " w " << w << " relu " << relu << " output " << o;
+          ASSERT_EQ(index[kGuard + o], expected_index[o])
+              << "h " << h << " w " << w << " relu " << relu << " output " << o;
+        }
+        for (size_t i = 0; i < kGuard; ++i) {
+          ASSERT_TRUE(y[i] == 777.0f && y[y.size() - 1 - i] == 777.0f) << "h " << h << " w " << w;
+          ASSERT_TRUE(index[i] == 777 && index[index.size() - 1 - i] == 777) << "h " << h << " w " << w;
+        }
+      }
+    }
+  }
+}
+
 TEST(MaxPoolBackwardPlaneTest, TwoByTwoMatchesTheScatterBitForBit) {
   std::mt19937 rng(7);
   constexpr float kGuard = 12345.0f;
   constexpr int64_t kGuardFloats = 40;
   for (int64_t h = 2; h <= 19; ++h) {
-    for (int64_t w : {2, 3, 4, 5, 7, 8, 9, 14, 15, 16, 17, 23, 28, 33, 40}) {
+    for (int64_t w : kWidths) {
       for (bool relu : {false, true}) {
         const PoolGeometry g = CheckPoolShapes({1, 1, h, w}, 2, 2);
         const std::vector<float> x = RandomPlane(h * w, /*with_nan=*/(h + w) % 3 == 0, rng);
