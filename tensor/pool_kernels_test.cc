@@ -1,10 +1,9 @@
-// The max-pooling plane kernels against their definitions, on planes of every small size (rows of one
-// to twenty windows: whole vector blocks, rows' last blocks that overrun or are masked, Note [Pooling rows
-// that overrun]; scalar tails), with and without ReLU,
-// ties and NaN: the 2x2 stride-2 forward against the scan-order window maximum, the backward (Note
-// [Pooling gradients window by window]) against zeroing the plane and adding each output's gradient at
-// its index, with signed zeros and NaN in the gradient; bit for bit, and nothing outside the outputs is
-// written.
+// The max-pooling plane kernels against their definitions, bit for bit, on planes of every small size
+// (rows of one to twenty windows: whole vector blocks, rows' last blocks that overrun or are masked as
+// Note [Pooling rows that overrun] says, scalar tails), with and without ReLU, ties and NaN: the 2x2
+// stride-2 forward against the scan-order window maximum, the backward (Note [Pooling gradients window by
+// window]) against zeroing the plane and adding each output's gradient at its index, with signed zeros
+// and NaN in the gradient; nothing outside the outputs is written.
 #include "tensor/pool_kernels.h"
 
 #include <gtest/gtest.h>
