@@ -14,6 +14,7 @@
 #include "tensor/conv_weight_gradient_by_tap.h"
 #include "tensor/cpu_gemm.h"
 #include "tensor/cpu_gemm_bf16.h"
+#include "tensor/layout_transpose.h"
 #include "tensor/thread_scratch.h"
 
 namespace ddp {
@@ -55,29 +56,18 @@ bool OnPrimitives(const ConvGeometry& g) {
   return ConvKernelFor(g) != ConvKernel::kIm2Col && (std::is_same_v<T, float> || Bf16Primitives());
 }
 
-// out[o][t][ch] = w[o][ch][t] for tap t < kh*kw: weights [out, c, kh, kw] as [out, kh, kw, c].
-template <typename T>
-void WeightsTapsFirst(const T* w, const ConvGeometry& g, T* out) {
-  const int64_t taps = g.kh * g.kw;
-#pragma omp parallel for if (g.out * g.K() > (int64_t{1} << 16))
-  for (int64_t o = 0; o < g.out; ++o) {
-    for (int64_t t = 0; t < taps; ++t) {
-      T* dst = out + (o * taps + t) * g.c;
-      const T* src = w + o * g.c * taps + t;
-      for (int64_t ch = 0; ch < g.c; ++ch) dst[ch] = src[ch * taps];
-    }
-  }
+// out[o][t][ch] = w[o][ch][t] for tap t < kh*kw: weights [out, c, kh, kw] as [out, kh, kw, c], each
+// output channel's [c, taps] matrix transposed in register tiles.
+void WeightsTapsFirst(const float* w, const ConvGeometry& g, float* out) {
+  Transpose32(w, g.out, g.c, g.kh * g.kw, out);
+}
+void WeightsTapsFirst(const BFloat16* w, const ConvGeometry& g, BFloat16* out) {
+  Transpose16(w, g.out, g.c, g.kh * g.kw, out);
 }
 
 // The inverse of WeightsTapsFirst, for the float32 weight gradient.
 void WeightsChannelsFirst(const float* taps_first, const ConvGeometry& g, float* w) {
-  const int64_t taps = g.kh * g.kw;
-#pragma omp parallel for if (g.out * g.K() > (int64_t{1} << 16))
-  for (int64_t o = 0; o < g.out; ++o) {
-    for (int64_t ch = 0; ch < g.c; ++ch) {
-      for (int64_t t = 0; t < taps; ++t) w[(o * g.c + ch) * taps + t] = taps_first[(o * taps + t) * g.c + ch];
-    }
-  }
+  Transpose32(taps_first, g.out, g.kh * g.kw, g.c, w);
 }
 
 // Calls f(row, tap, pixel) for every output pixel `row` of images [first, first + count) (rows counted from

@@ -1,11 +1,12 @@
-// The transpose moves 8x8 tiles through AVX registers (the build's x86-64-v3 baseline) and copies the
-// ragged edges one element at a time. One image's matrix stays in L2 while it is transposed. A
-// 64x64x28x28 NHWC float32 tensor takes 2.4-2.8 ms here against 6.3 ms in oneDNN 2.6's generic reorder
-// (one core of an AMX Xeon).
+// The transpose moves 8x8 tiles through AVX registers (the build's x86-64-v3 baseline; 16-bit elements
+// through SSE registers) and copies the ragged edges one element at a time. One image's matrix stays in L2
+// while it is transposed. A 64x64x28x28 NHWC float32 tensor takes 2.4-2.8 ms here against 6.3 ms in
+// oneDNN 2.6's generic reorder (one core of an AMX Xeon).
 #include "tensor/layout_transpose.h"
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "tensor/bf16_convert.h"
@@ -38,9 +39,38 @@ inline void Tile32(const float* src, int64_t ld_src, float* dst, int64_t ld_dst)
   }
 }
 
-// One [rows, cols] -> [cols, rows] matrix: full tiles through `tile`, the edges element by element.
+// Tile32 for 16-bit elements: three rounds of interleaving (16-, 32-, then 64-bit pieces).
+inline void Tile16(const BFloat16* src, int64_t ld_src, BFloat16* dst, int64_t ld_dst) {
+  __m128i r[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i * ld_src));
+  __m128i a[8];  // a[2k], a[2k + 1]: rows 2k and 2k + 1 interleaved, columns 0-3 and 4-7
+  for (int k = 0; k < 4; ++k) {
+    a[2 * k] = _mm_unpacklo_epi16(r[2 * k], r[2 * k + 1]);
+    a[2 * k + 1] = _mm_unpackhi_epi16(r[2 * k], r[2 * k + 1]);
+  }
+  __m128i b[8];  // b[4h + j]: rows 4h..4h+3 of columns 2j and 2j + 1
+  for (int h = 0; h < 2; ++h) {
+    const __m128i* pair = a + 4 * h;
+    b[4 * h + 0] = _mm_unpacklo_epi32(pair[0], pair[2]);
+    b[4 * h + 1] = _mm_unpackhi_epi32(pair[0], pair[2]);
+    b[4 * h + 2] = _mm_unpacklo_epi32(pair[1], pair[3]);
+    b[4 * h + 3] = _mm_unpackhi_epi32(pair[1], pair[3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (2 * j) * ld_dst), _mm_unpacklo_epi64(b[j], b[4 + j]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (2 * j + 1) * ld_dst),
+                     _mm_unpackhi_epi64(b[j], b[4 + j]));
+  }
+}
+
+// One [rows, cols] -> [cols, rows] matrix: full tiles through `tile`, the edges element by element; a
+// single row or column is its own transpose.
 template <typename T, typename TileFn>
 void TransposeMatrix(const T* src, int64_t rows, int64_t cols, T* dst, TileFn tile) {
+  if (rows == 1 || cols == 1) {
+    std::copy(src, src + rows * cols, dst);
+    return;
+  }
   const int64_t full_rows = rows / kTile * kTile, full_cols = cols / kTile * kTile;
   for (int64_t r = 0; r < full_rows; r += kTile) {
     for (int64_t q = 0; q < full_cols; q += kTile) tile(src + r * cols + q, cols, dst + q * rows + r, rows);
@@ -67,6 +97,10 @@ void TransposeBatch(const T* src, int64_t batch, int64_t rows, int64_t cols, T* 
 
 void Transpose32(const float* src, int64_t batch, int64_t rows, int64_t cols, float* dst) {
   TransposeBatch(src, batch, rows, cols, dst, Tile32);
+}
+
+void Transpose16(const BFloat16* src, int64_t batch, int64_t rows, int64_t cols, BFloat16* dst) {
+  TransposeBatch(src, batch, rows, cols, dst, Tile16);
 }
 
 // Each image goes through an L2-resident float32 transpose, then one sequential rounding pass writes dst

@@ -1,5 +1,6 @@
-// The NCHW <-> NHWC transpose against an element-by-element reference, at sizes with and without
-// ragged 8x8 tiles, one image and a batch large enough to run on several threads.
+// The batched transposes (float32, bf16, and float32 rounded to bf16) against an element-by-element
+// reference, at sizes with and without ragged 8x8 tiles, single rows and columns, the weight shapes of
+// the channels-last convolutions, one matrix and batches large enough to run on several threads.
 #include "tensor/layout_transpose.h"
 
 #include <gtest/gtest.h>
@@ -29,9 +30,9 @@ std::vector<T> Reference(const std::vector<T>& src, int64_t batch, int64_t rows,
   return dst;
 }
 
-const std::tuple<int64_t, int64_t, int64_t> kShapes[] = {{1, 8, 8},    {1, 1, 1},    {2, 3, 5},
-                                                         {3, 64, 784}, {2, 784, 64}, {4, 13, 9},
-                                                         {1, 9, 17},   {64, 64, 49}, {5, 512, 16}};
+const std::tuple<int64_t, int64_t, int64_t> kShapes[] = {
+    {1, 8, 8},    {1, 1, 1},    {2, 3, 5},  {3, 64, 784}, {2, 784, 64}, {4, 13, 9},   {1, 9, 17},
+    {64, 64, 49}, {5, 512, 16}, {7, 1, 33}, {6, 40, 1},   {128, 64, 9}, {64, 9, 128}, {3, 16, 24}};
 
 TEST(LayoutTransposeTest, FloatMatchesReferenceBitForBit) {
   std::mt19937 gen(8);
@@ -42,6 +43,21 @@ TEST(LayoutTransposeTest, FloatMatchesReferenceBitForBit) {
     for (float& v : src) v = normal(gen);
     cpu::Transpose32(src.data(), batch, rows, cols, dst.data());
     EXPECT_EQ(dst, Reference(src, batch, rows, cols));
+  }
+}
+
+// bf16 elements move with their bits (NaN payloads and signed zeros included).
+TEST(LayoutTransposeTest, BFloat16MatchesReferenceBitForBit) {
+  std::mt19937 gen(10);
+  std::uniform_int_distribution<int> bits(0, 0xffff);
+  for (const auto& [batch, rows, cols] : kShapes) {
+    SCOPED_TRACE(::testing::Message() << batch << "x" << rows << "x" << cols);
+    std::vector<BFloat16> src(batch * rows * cols), dst(src.size());
+    for (BFloat16& v : src) v.bits = static_cast<uint16_t>(bits(gen));
+    for (BFloat16& v : dst) v.bits = 0xdead;
+    cpu::Transpose16(src.data(), batch, rows, cols, dst.data());
+    const std::vector<BFloat16> expected = Reference(src, batch, rows, cols);
+    for (size_t i = 0; i < src.size(); ++i) ASSERT_EQ(dst[i].bits, expected[i].bits) << "element " << i;
   }
 }
 
