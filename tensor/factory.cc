@@ -31,14 +31,16 @@ Tensor Arange(int64_t n, DType dtype, Device device) {
 Tensor Uniform(const Shape& shape, float low, float high, Generator& generator, Device device) {
   Tensor host = Tensor::Empty(shape);
   float* p = host.data<float>();
-  for (int64_t i = 0; i < host.numel(); ++i) p[i] = generator.Uniform(low, high);
+  const int64_t n = host.numel();  // hoisted: the stores through p could alias the shape it reads
+  for (int64_t i = 0; i < n; ++i) p[i] = generator.Uniform(low, high);
   return OnDevice(host, device);
 }
 
 Tensor Normal(const Shape& shape, float mean, float stddev, Generator& generator, Device device) {
   Tensor host = Tensor::Empty(shape);
   float* p = host.data<float>();
-  for (int64_t i = 0; i < host.numel(); ++i) p[i] = generator.Normal(mean, stddev);
+  const int64_t n = host.numel();
+  for (int64_t i = 0; i < n; ++i) p[i] = generator.Normal(mean, stddev);
   return OnDevice(host, device);
 }
 
