@@ -19,7 +19,6 @@
 #include "tensor/autograd.h"
 #include "tensor/batch_norm.h"
 #include "tensor/conv_forward_by_pixel_class.h"
-#include "tensor/conv_input_gradient_by_tap.h"
 #include "tensor/conv_onednn.h"
 #include "tensor/conv_weight_gradient_by_tap.h"
 #include "tensor/cpu_gemm_bf16.h"
@@ -159,8 +158,6 @@ void RunResNet() {
     cpu::WeightGradientAlgorithm weight_gradient = cpu::WeightGradientAlgorithm::kAuto;
     // Where the channels-last forward unfolds rows: the rule, or forced (Note [Forward by pixel class]).
     cpu::ForwardAlgorithm forward = cpu::ForwardAlgorithm::kAuto;
-    // The channels-last input gradient: the rule, or forced (Note [Input gradients tap by tap]).
-    cpu::InputGradientAlgorithm input_gradient = cpu::InputGradientAlgorithm::kAuto;
   };
   // "auto" is the default rule (Note [Conv2d kernel choice]); "onednn" forces oneDNN's direct primitives
   // for every shape, "winograd" its Winograd ones wherever it has them (Note [Winograd convolutions]).
@@ -181,14 +178,8 @@ void RunResNet() {
       {"bf16 NHWC fwd rows", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
        cpu::WeightGradientAlgorithm::kAuto, cpu::ForwardAlgorithm::kRows},
       {"bf16 NHWC fwd classes", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
-       cpu::WeightGradientAlgorithm::kAuto, cpu::ForwardAlgorithm::kClasses},
-      {"bf16 NHWC gx all taps", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
-       cpu::WeightGradientAlgorithm::kAuto, cpu::ForwardAlgorithm::kAuto,
-       cpu::InputGradientAlgorithm::kAllTaps},
-      {"bf16 NHWC gx taps", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
-       cpu::WeightGradientAlgorithm::kAuto, cpu::ForwardAlgorithm::kAuto,
-       cpu::InputGradientAlgorithm::kInsideTaps}};
-  constexpr int kVariants = 15, kRounds = 5;
+       cpu::WeightGradientAlgorithm::kAuto, cpu::ForwardAlgorithm::kClasses}};
+  constexpr int kVariants = 13, kRounds = 5;
   double total_fwd[kVariants] = {}, total_all[kVariants] = {};
   Generator gen(1);
   for (const Case& k : cases) {
@@ -214,7 +205,6 @@ void RunResNet() {
         cpu::SetBf16GemmKernel(variants[v].bf16_gemm);
         cpu::SetWeightGradientAlgorithm(variants[v].weight_gradient);
         cpu::SetForwardAlgorithm(variants[v].forward);
-        cpu::SetInputGradientAlgorithm(variants[v].input_gradient);
         const bool nhwc = variants[v].channels_last;
         const Tensor& input = nhwc ? x_nhwc : x;
         const Tensor& grad = nhwc ? gy_nhwc : gy;
@@ -256,7 +246,6 @@ void RunResNet() {
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
   cpu::SetWeightGradientAlgorithm(cpu::WeightGradientAlgorithm::kAuto);
   cpu::SetForwardAlgorithm(cpu::ForwardAlgorithm::kAuto);
-  cpu::SetInputGradientAlgorithm(cpu::InputGradientAlgorithm::kAuto);
 }
 
 // BatchNorm + ReLU (fused, as BasicBlock runs it) forward + backward at each ResNet-18 stage's

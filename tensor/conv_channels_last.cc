@@ -10,7 +10,6 @@
 #include "tensor/bf16_convert.h"
 #include "tensor/conv_amx.h"
 #include "tensor/conv_forward_by_pixel_class.h"
-#include "tensor/conv_input_gradient_by_tap.h"
 #include "tensor/conv_onednn.h"
 #include "tensor/conv_weight_gradient_by_tap.h"
 #include "tensor/cpu_gemm.h"
@@ -219,8 +218,7 @@ void WeightGradient(const T* x, const T* gy, const ConvGeometry& g, float* gw) {
   WeightsChannelsFirst(taps_first, g, gw);
 }
 
-// gx (NHWC) = the input gradient: the output gradient's rows times the weights, folded back onto the input,
-// or tap by tap where Note [Input gradients tap by tap] says so.
+// gx (NHWC) = the input gradient: the output gradient's rows times the weights, folded back onto the input.
 template <typename T>
 void InputGradient(const T* w, const T* gy, const ConvGeometry& g, float* gx) {
   const int64_t K = g.K(), P = g.P(), group = ImagesPerRowGroup(g, sizeof(float));
@@ -228,10 +226,6 @@ void InputGradient(const T* w, const T* gy, const ConvGeometry& g, float* gx) {
   WeightsTapsFirst(w, g, weights);
   if (IsPointwise(g)) {
     Gemm(false, false, g.n * P, g.c, g.out, 1.0f, gy, g.out, weights, K, 0.0f, gx, g.c);
-    return;
-  }
-  if (InputGradientByTapApplies(g)) {
-    InputGradientByTap(weights, gy, g, gx);
     return;
   }
   std::fill(gx, gx + g.n * g.h * g.w * g.c, 0.0f);
@@ -257,18 +251,13 @@ void Backward(const T* x, const T* w, const float* gy, const ConvGeometry& g, Co
     operand = rounded;
   }
   if (OnPrimitives<T>(g) && g.n > 0) {
-    // Note [bf16 weight gradients on im2col] keeps a small bf16 weight gradient on the unfolded rows, Note
-    // [Input gradients tap by tap] a bf16 input gradient with much of its work in the padding.
-    bool rows_gw = false, taps_gx = false;
-    if constexpr (std::is_same_v<T, BFloat16>) {
-      rows_gw = Bf16WeightGradientOnIm2Col(g);
-      taps_gx = !IsPointwise(g) && InputGradientByTapApplies(g);
-    }
+    // Note [bf16 weight gradients on im2col] keeps a small bf16 weight gradient on the unfolded rows.
+    bool rows_gw = false;
+    if constexpr (std::is_same_v<T, BFloat16>) rows_gw = Bf16WeightGradientOnIm2Col(g);
     float* primitive_gw = rows_gw ? nullptr : grads.gw;
-    float* primitive_gx = taps_gx ? nullptr : grads.gx;
-    if ((primitive_gx != nullptr || primitive_gw != nullptr) &&
-        OneDnnConvBackward(x, w, operand, ChannelsLast(g), primitive_gx, primitive_gw)) {
-      if (!taps_gx) grads.gx = nullptr;
+    if ((grads.gx != nullptr || primitive_gw != nullptr) &&
+        OneDnnConvBackward(x, w, operand, ChannelsLast(g), grads.gx, primitive_gw)) {
+      grads.gx = nullptr;
       if (!rows_gw) grads.gw = nullptr;
     }
   }

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "tensor/conv_inside_taps.h"
+#include "tensor/conv_weight_gradient_by_tap.h"
 #include "tensor/cpu_gemm.h"
 #include "tensor/cpu_gemm_bf16.h"
 #include "tensor/thread_scratch.h"

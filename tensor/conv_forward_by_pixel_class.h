@@ -5,7 +5,7 @@
 // The unfolded-rows forward (Note [Channels-last convolutions]) multiplies every output pixel's kh*kw
 // input pixels with the weights, zeros included where a tap falls in the padding: 31% of the work of a
 // 3x3 convolution with padding 1 on 4x4 outputs (ResNet-18's layer4), 18% on 7x7
-// (tensor/conv_inside_taps.h, PaddedTapFraction). Output pixels fall into classes by which taps
+// (tensor/conv_weight_gradient_by_tap.h, PaddedTapFraction). Output pixels fall into classes by which taps
 // read inside: along each axis, the positions whose inside kernel offsets are the same range (for 3x3,
 // padding 1: the first position, the inner ones, the last), and a class is a pair of such runs (a corner,
 // an edge, the interior). Each class is one product of its pixels' inside taps, unfolded, with the

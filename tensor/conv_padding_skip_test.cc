@@ -1,9 +1,8 @@
 // The channels-last passes that skip the taps falling in the padding: the tap-by-tap weight gradient
-// (tensor/conv_weight_gradient_by_tap.h), the forward by pixel class (tensor/conv_forward_by_pixel_class.h)
-// and the tap-by-tap input gradient (tensor/conv_input_gradient_by_tap.h), against their definitions
-// summed in double over geometries with padding, strides, non-square images and taps that never read
-// inside; the rule's padded fraction; and the channels-last passes with each algorithm forced against the
-// unfolded rows (and oneDNN's primitives).
+// (tensor/conv_weight_gradient_by_tap.h) and the forward by pixel class
+// (tensor/conv_forward_by_pixel_class.h), against their definitions summed in double over geometries with
+// padding, strides, non-square images and taps that never read inside; the rule's padded fraction; and the
+// channels-last passes with each algorithm forced against the unfolded rows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,7 +11,6 @@
 
 #include "tensor/conv_channels_last.h"
 #include "tensor/conv_forward_by_pixel_class.h"
-#include "tensor/conv_input_gradient_by_tap.h"
 #include "tensor/conv_onednn.h"
 #include "tensor/conv_weight_gradient_by_tap.h"
 #include "tensor/threads.h"
@@ -257,128 +255,23 @@ TEST(ConvForwardByPixelClassTest, ChannelsLastForwardAgreesWithTheUnfoldedRows) 
   SetConvKernel(ConvKernel::kAuto);
 }
 
-// The definition: gx[input pixel][ch] = Σ over the output pixels and taps that read it of
-// Σ_o gy[pixel][o] * w[o][(ky * kw + kx) * c + ch], in double (w taps first).
-std::vector<double> InputGradientReference(const std::vector<float>& w, const std::vector<float>& gy,
-                                           const ConvGeometry& g) {
-  std::vector<double> gx(g.n * g.h * g.w * g.c, 0.0);
-  for (int64_t i = 0; i < g.n; ++i) {
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-      for (int64_t ox = 0; ox < g.ow; ++ox) {
-        const float* grad = &gy[((i * g.oh + oy) * g.ow + ox) * g.out];
-        for (int64_t ky = 0; ky < g.kh; ++ky) {
-          for (int64_t kx = 0; kx < g.kw; ++kx) {
-            const int64_t iy = oy * g.stride - g.padding + ky, ix = ox * g.stride - g.padding + kx;
-            if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
-            double* pixel = &gx[((i * g.h + iy) * g.w + ix) * g.c];
-            for (int64_t o = 0; o < g.out; ++o) {
-              for (int64_t ch = 0; ch < g.c; ++ch) {
-                pixel[ch] += static_cast<double>(grad[o]) * w[o * g.K() + (ky * g.kw + kx) * g.c + ch];
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-  return gx;
-}
-
-// Tolerance for the input gradient's float32 sums of out * kh * kw products of magnitude <= 4.
-double InputGradientTolerance(const ConvGeometry& g) {
-  return 1e-6 * 16.0 * static_cast<double>(g.out * g.kh * g.kw) + 1e-6;
-}
-
-TEST(ConvInputGradientByTapTest, MatchesTheDefinition) {
-  for (const ConvGeometry& g : kGeometries) {
-    const std::vector<float> w = Bf16Exact(g.out * g.K(), 18), gy = Bf16Exact(g.n * g.P() * g.out, 19);
-    const std::vector<double> expected = InputGradientReference(w, gy, g);
-    std::vector<float> gx(expected.size(), -1.0f), gx16(expected.size(), -1.0f);
-    InputGradientByTap(w.data(), gy.data(), g, gx.data());
-    InputGradientByTap(ToBf16(w).data(), ToBf16(gy).data(), g, gx16.data());
-    for (size_t e = 0; e < gx.size(); ++e) {
-      ASSERT_NEAR(gx[e], expected[e], InputGradientTolerance(g))
-          << "float32 element " << e << " of c " << g.c << " h " << g.h << " k " << g.kh << "x" << g.kw
-          << " stride " << g.stride;
-      ASSERT_NEAR(gx16[e], expected[e], InputGradientTolerance(g))
-          << "bf16 element " << e << " of c " << g.c << " h " << g.h << " k " << g.kh << "x" << g.kw
-          << " stride " << g.stride;
-    }
-  }
-}
-
-TEST(ConvInputGradientByTapTest, RuleAndOverrides) {
-  const ConvGeometry layer4 = Geometry(64, 512, 4, 4, 512, 3, 3, 1, 1);
-  const ConvGeometry layer4a = Geometry(64, 256, 7, 7, 512, 3, 3, 2, 1);
-  const ConvGeometry layer3 = Geometry(64, 256, 7, 7, 256, 3, 3, 1, 1);
-  const ConvGeometry layer2 = Geometry(64, 128, 14, 14, 128, 3, 3, 1, 1);
-  EXPECT_TRUE(InputGradientByTapApplies(layer4));
-  EXPECT_TRUE(InputGradientByTapApplies(layer4a));
-  EXPECT_TRUE(InputGradientByTapApplies(layer3));
-  EXPECT_FALSE(InputGradientByTapApplies(layer2));
-  SetInputGradientAlgorithm(InputGradientAlgorithm::kAllTaps);
-  EXPECT_FALSE(InputGradientByTapApplies(layer4));
-  SetInputGradientAlgorithm(InputGradientAlgorithm::kInsideTaps);
-  EXPECT_TRUE(InputGradientByTapApplies(layer2));
-  SetInputGradientAlgorithm(InputGradientAlgorithm::kAuto);
-}
-
-// The channels-last backward pass gives the same input gradient, NHWC, tap by tap as with every tap: on
-// im2col (the unfolded rows) in float32 and bf16, and with the default kernels (bf16 on oneDNN's
-// backward-data primitive where this CPU runs bf16 primitives).
-TEST(ConvInputGradientByTapTest, ChannelsLastBackwardAgreesWithEveryTap) {
-  for (const ConvKernel kernel : {ConvKernel::kIm2Col, ConvKernel::kAuto}) {
-    SetConvKernel(kernel);
-    for (const ConvGeometry& g : kGeometries) {
-      if (g.n == 0) continue;
-      const std::vector<float> x = Bf16Exact(g.n * g.h * g.w * g.c, 20),
-                               gy = Bf16Exact(g.n * g.P() * g.out, 21);
-      const std::vector<float> w = Bf16Exact(g.out * g.K(), 22);
-      const std::vector<BFloat16> x16 = ToBf16(x), w16 = ToBf16(w);
-      const size_t inputs = g.n * g.h * g.w * g.c;
-      std::vector<float> all(inputs), inside(inputs), all16(inputs), inside16(inputs);
-      const auto run = [&](InputGradientAlgorithm algorithm, std::vector<float>& gx,
-                           std::vector<float>& gx16) {
-        SetInputGradientAlgorithm(algorithm);
-        ConvBackwardChannelsLast(x.data(), w.data(), gy.data(), g, ConvGrads{gx.data(), nullptr, nullptr});
-        ConvBackwardChannelsLast(x16.data(), w16.data(), gy.data(), g,
-                                 ConvGrads{gx16.data(), nullptr, nullptr});
-      };
-      run(InputGradientAlgorithm::kAllTaps, all, all16);
-      run(InputGradientAlgorithm::kInsideTaps, inside, inside16);
-      SetInputGradientAlgorithm(InputGradientAlgorithm::kAuto);
-      for (size_t e = 0; e < inputs; ++e) {
-        ASSERT_NEAR(inside[e], all[e], InputGradientTolerance(g))
-            << "float32 element " << e << " of c " << g.c;
-        ASSERT_NEAR(inside16[e], all16[e], InputGradientTolerance(g))
-            << "bf16 element " << e << " of c " << g.c;
-      }
-    }
-  }
-  SetConvKernel(ConvKernel::kAuto);
-}
-
 // A layer3-like geometry large enough that the gathers, unfoldings and scatters split their images over two
-// threads: the three passes still match their definitions.
+// threads: both passes still match their definitions.
 TEST(ConvPaddingSkipTest, ManyImagesOnTwoThreads) {
   const int threads = GetNumThreads();
   SetNumThreads(2);
   const ConvGeometry g = Geometry(16, 64, 7, 7, 64, 3, 3, 1, 1);
   const std::vector<float> x = Bf16Exact(g.n * g.h * g.w * g.c, 14), gy = Bf16Exact(g.n * g.P() * g.out, 15);
   const std::vector<float> w = Bf16Exact(g.out * g.K(), 16), b = Bf16Exact(g.out, 17);
-  std::vector<float> gw(g.out * g.K()), y(g.n * g.P() * g.out), gx(g.n * g.h * g.w * g.c);
+  std::vector<float> gw(g.out * g.K()), y(g.n * g.P() * g.out);
   WeightGradientByTap(ToBf16(x).data(), ToBf16(gy).data(), g, gw.data());
   ForwardByPixelClass(ToBf16(x).data(), ToBf16(w).data(), b.data(), g, y.data());
-  InputGradientByTap(ToBf16(w).data(), ToBf16(gy).data(), g, gx.data());
   SetNumThreads(threads);
   const std::vector<double> expected_gw = Reference(x, gy, g), expected_y = ForwardReference(x, w, b, g);
-  const std::vector<double> expected_gx = InputGradientReference(w, gy, g);
   for (size_t e = 0; e < gw.size(); ++e)
     ASSERT_NEAR(gw[e], expected_gw[e], Tolerance(g)) << "gw element " << e;
   for (size_t e = 0; e < y.size(); ++e)
     ASSERT_NEAR(y[e], expected_y[e], ForwardTolerance(g)) << "y element " << e;
-  for (size_t e = 0; e < gx.size(); ++e)
-    ASSERT_NEAR(gx[e], expected_gx[e], InputGradientTolerance(g)) << "gx element " << e;
 }
 
 }  // namespace

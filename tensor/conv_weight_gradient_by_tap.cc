@@ -16,6 +16,21 @@ namespace {
 
 std::atomic<WeightGradientAlgorithm> g_algorithm{WeightGradientAlgorithm::kAuto};
 
+// The output positions [first, end) along one axis whose tap at kernel offset k reads inside an input of
+// `size` positions: 0 <= o * stride - padding + k < size.
+struct OutputRange {
+  int64_t first, end;
+  int64_t size() const { return end - first; }
+};
+
+OutputRange InsideOutputs(int64_t k, int64_t size, int64_t outputs, const ConvGeometry& g) {
+  const int64_t low = g.padding - k;              // o * stride >= low
+  const int64_t high = size - 1 + g.padding - k;  // o * stride <= high
+  const int64_t first = low <= 0 ? 0 : (low + g.stride - 1) / g.stride;
+  const int64_t end = high < 0 ? 0 : std::min(outputs, high / g.stride + 1);
+  return {std::min(first, end), end};
+}
+
 // Owner of the per-thread scratch for the gathered operands: slot 0 the output gradient's rows, slot 1 the
 // input pixels.
 struct GatherScratch {};
@@ -24,8 +39,8 @@ struct GatherScratch {};
 // (rows, [count, out]; null: not wanted) and the input pixel each reads (pixels, [count, c]), image by
 // image in pixel order.
 template <typename T>
-void GatherTap(const T* x, const T* gy, const ConvGeometry& g, int64_t ky, int64_t kx, InsideOutputRange ry,
-               InsideOutputRange rx, T* rows, T* pixels) {
+void GatherTap(const T* x, const T* gy, const ConvGeometry& g, int64_t ky, int64_t kx, OutputRange ry,
+               OutputRange rx, T* rows, T* pixels) {
   const int64_t per_image = ry.size() * rx.size(), width = rx.size();
 #pragma omp parallel for if (g.n > 1 && g.n * per_image * (g.out + g.c) > (int64_t{1} << 16))
   for (int64_t i = 0; i < g.n; ++i) {
@@ -54,9 +69,9 @@ void ByTap(const T* x, const T* gy, const ConvGeometry& g, float* taps_first) {
   T* rows = ThreadScratch<GatherScratch, T, 2>(0, g.n * g.P() * g.out);
   T* pixels = ThreadScratch<GatherScratch, T, 2>(1, g.n * g.P() * g.c);
   for (int64_t ky = 0; ky < g.kh; ++ky) {
-    const InsideOutputRange ry = InsideOutputs(ky, g.h, g.oh, g);
+    const OutputRange ry = InsideOutputs(ky, g.h, g.oh, g);
     for (int64_t kx = 0; kx < g.kw; ++kx) {
-      const InsideOutputRange rx = InsideOutputs(kx, g.w, g.ow, g);
+      const OutputRange rx = InsideOutputs(kx, g.w, g.ow, g);
       float* tap = taps_first + (ky * g.kw + kx) * g.c;
       const int64_t count = g.n * ry.size() * rx.size();
       if (count == 0) {
@@ -74,6 +89,18 @@ void ByTap(const T* x, const T* gy, const ConvGeometry& g, float* taps_first) {
 }  // namespace
 
 void SetWeightGradientAlgorithm(WeightGradientAlgorithm algorithm) { g_algorithm.store(algorithm); }
+
+double PaddedTapFraction(const ConvGeometry& g) {
+  const int64_t pairs = g.P() * g.kh * g.kw;
+  if (pairs == 0) return 0.0;
+  int64_t inside = 0;
+  for (int64_t ky = 0; ky < g.kh; ++ky) {
+    for (int64_t kx = 0; kx < g.kw; ++kx) {
+      inside += InsideOutputs(ky, g.h, g.oh, g).size() * InsideOutputs(kx, g.w, g.ow, g).size();
+    }
+  }
+  return 1.0 - static_cast<double>(inside) / static_cast<double>(pairs);
+}
 
 bool WeightGradientByTapApplies(const ConvGeometry& g) {
   switch (g_algorithm.load()) {

@@ -15,19 +15,21 @@
 // (family 26 model 2, AVX512_BF16), one thread, batch 64, layer4's bf16 weight gradient takes ~30% less
 // time and layer3's a few percent, while on 14x14 outputs the unfolded rows are faster
 // (tensor/conv_bench.cc). Hence the rule: tap by tap where at least kMinPaddedTapFraction of the (pixel,
-// tap) pairs read padding (tensor/conv_inside_taps.h). The sums are the same products in another order (each
-// tap's pixels in image order, the batch in one sum).
+// tap) pairs read padding. The sums are the same products in another order (each tap's pixels in image
+// order, the batch in one sum).
 #ifndef DDP_TENSOR_CONV_WEIGHT_GRADIENT_BY_TAP_H_
 #define DDP_TENSOR_CONV_WEIGHT_GRADIENT_BY_TAP_H_
 
 #include <cstdint>
 
-#include "tensor/conv_inside_taps.h"
 #include "tensor/conv_kernels.h"
 #include "tensor/dtype.h"
 
 namespace ddp {
 namespace cpu {
+
+// The fraction of (output pixel, tap) pairs at or above which the weight gradient runs tap by tap.
+inline constexpr double kMinPaddedTapFraction = 0.15;
 
 // Which weight-gradient algorithm channels-last convolutions run where they unfold rows: kAuto the rule
 // of Note [Weight gradients tap by tap]; kRows and kTaps force one (tests, benchmarks).
@@ -35,6 +37,10 @@ enum class WeightGradientAlgorithm { kAuto, kRows, kTaps };
 
 // Forces the algorithm for the convolutions that follow. Call while no convolution runs.
 void SetWeightGradientAlgorithm(WeightGradientAlgorithm algorithm);
+
+// The fraction of g's (output pixel, tap) pairs whose input pixel falls in the padding (0 for a convolution
+// without padding whose taps stay inside).
+double PaddedTapFraction(const ConvGeometry& g);
 
 // True when the channels-last weight gradient of geometry g runs tap by tap (the forced algorithm, or
 // the rule of Note [Weight gradients tap by tap]).
