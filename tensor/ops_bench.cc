@@ -1,8 +1,8 @@
 // Micro-benchmark of the element-wise ops, reductions, dropout and losses at the sizes of an MLP training
 // step (batch 64, 512 hidden units, 10 classes), forward and forward+backward, of ReLU + 2x2 max pooling
 // at the MNIST cnn's two sizes, and of the in-place ops the optimizers and the Reducer run on a 512x784
-// parameter. Prints microseconds per call: the median and the
-// minimum of 15 samples of `reps` calls each (the minimum is the steadier number on a shared machine).
+// parameter. Prints microseconds per call: the median and the minimum of 15 samples of `reps` calls each
+// (the minimum is the steadier number on a shared machine).
 //   bazel run //tensor:ops_bench -- [label substring]
 #include <algorithm>
 #include <chrono>
