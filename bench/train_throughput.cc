@@ -67,6 +67,8 @@ ABSL_FLAG(std::string, trace_out, "",
           "`ddp_sim profile --trace` reads it");
 ABSL_FLAG(bool, static_graph, false, "DDP: static_graph (with --find_unused_parameters: search once)");
 ABSL_FLAG(std::string, comm_hook, "none", "DDP comm hook: none | fp16 | bf16 | powersgd (reducer/comm_hook.h)");
+ABSL_FLAG(std::string, reduce_dtype, "fp32",
+          "DDP: fp32 | bf16 (the buckets and the all-reduce in bf16: half the bytes; train/train's flag)");
 ABSL_FLAG(int, powersgd_rank, 1, "--comm_hook=powersgd: matrix approximation rank");
 ABSL_FLAG(int, powersgd_start_iter, 10, "--comm_hook=powersgd: plain all-reduce for this many iterations first");
 ABSL_FLAG(std::string, per_step, "none",
@@ -174,6 +176,11 @@ absl::StatusOr<TrainConfig> ConfigFromFlags() {
   config.grad_as_bucket_view = absl::GetFlag(FLAGS_gradient_as_bucket_view);
   config.trace_out = absl::GetFlag(FLAGS_trace_out);
   config.comm_hook = absl::GetFlag(FLAGS_comm_hook);
+  config.reduce_dtype = absl::GetFlag(FLAGS_reduce_dtype);
+  if (config.reduce_dtype != "fp32" && config.reduce_dtype != "bf16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--reduce_dtype must be fp32 or bf16, got \"", config.reduce_dtype, "\""));
+  }
   config.powersgd_rank = absl::GetFlag(FLAGS_powersgd_rank);
   config.powersgd_start_iter = absl::GetFlag(FLAGS_powersgd_start_iter);
   config.join = absl::GetFlag(FLAGS_per_step) == "join";
@@ -247,7 +254,8 @@ void PrintResult(const RunFacts& facts, const std::vector<StepTime>& timed, cons
       "\"exposed_comm_ms\": %.3f, \"buckets\": %d, \"bucket_cap_mb\": %g, \"ablation\": \"%s\", "
       "\"per_step\": \"%s\", \"backend\": \"%s\", \"wrap_ms\": %.3f, \"settings_agreement_ms\": %.3f, "
       "\"auto_caps\": \"%s\", \"auto_predicted_step_ms\": %.3f, \"comm_hook\": \"%s\", "
-      "\"sent_kib_per_step\": %.1f, \"gradient_as_bucket_view\": %s, \"fuse_blocks\": %s, "
+      "\"sent_kib_per_step\": %.1f, \"reduce_dtype\": \"%s\", \"gradient_as_bucket_view\": %s, "
+      "\"fuse_blocks\": %s, "
       "\"precision\": \"%s\", \"memory_format\": \"%s\"}\n",
       absl::GetFlag(FLAGS_model).c_str(), static_cast<long>(batch_size), steps, facts.world,
       facts.ddp ? "true" : "false", steps * samples_per_step / elapsed, 1000.0 * elapsed / steps,
@@ -256,7 +264,7 @@ void PrintResult(const RunFacts& facts, const std::vector<StepTime>& timed, cons
       comm.overlapped_ms, comm.exposed_ms, comm.buckets, absl::GetFlag(FLAGS_bucket_cap_mb),
       absl::GetFlag(FLAGS_ablation).c_str(), per_step.c_str(), facts.backend.c_str(), facts.wrap_ms,
       facts.agreement_ms, facts.auto_caps.c_str(), facts.auto_predicted_ms,
-      absl::GetFlag(FLAGS_comm_hook).c_str(), comm.sent_kib,
+      absl::GetFlag(FLAGS_comm_hook).c_str(), comm.sent_kib, absl::GetFlag(FLAGS_reduce_dtype).c_str(),
       absl::GetFlag(FLAGS_gradient_as_bucket_view) ? "true" : "false",
       absl::GetFlag(FLAGS_fuse_blocks) ? "true" : "false", absl::GetFlag(FLAGS_precision).c_str(),
       absl::GetFlag(FLAGS_memory_format).c_str());

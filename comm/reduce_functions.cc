@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "tensor/half_convert.h"
+#include "tensor/low_precision_round.h"
 
 namespace ddp {
 namespace {
@@ -43,14 +45,47 @@ void Native(void* c, const void* a, const void* b, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = op(x[i], y[i]);
 }
 
-// 16-bit floats reduce in float32 and round once per step.
-template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float), typename Op>
+// bfloat16 reduces in float32 and rounds once per step, with the conversions of
+// tensor/low_precision_round.h inlined (a shift widens, integer arithmetic rounds, so the loop vectorises;
+// the bits are those of FloatToBFloat16, which calls the same functors).
+template <typename ToFloat, typename FromFloat, typename Op>
 void Packed16(void* c, const void* a, const void* b, size_t n) {
   uint16_t* out = static_cast<uint16_t*>(c);
   const uint16_t* x = static_cast<const uint16_t*>(a);
   const uint16_t* y = static_cast<const uint16_t*>(b);
-  Op op;
-  for (size_t i = 0; i < n; ++i) out[i] = FromFloat(op(ToFloat(x[i]), ToFloat(y[i])));
+  const ToFloat widen;
+  const FromFloat round;
+  const Op op;
+  for (size_t i = 0; i < n; ++i) out[i] = round(op(widen(x[i]), widen(y[i])));
+}
+
+// float16's reduction a chunk at a time: both inputs widened (exactly) into float32 buffers, combined
+// there, rounded once on the way out (tensor/half_convert.h: RoundToHalf's bits, eight lanes at a time).
+// `c` may be `a`: each chunk is read whole before it is written.
+template <typename Op>
+void ChunkedHalf(void* c, const void* a, const void* b, size_t n) {
+  constexpr size_t kChunk = 256;
+  uint16_t* out = static_cast<uint16_t*>(c);
+  const uint16_t* x = static_cast<const uint16_t*>(a);
+  const uint16_t* y = static_cast<const uint16_t*>(b);
+  const Op op;
+  float wide_x[kChunk], wide_y[kChunk];
+  for (size_t begin = 0; begin < n; begin += kChunk) {
+    const int64_t count = static_cast<int64_t>(std::min(kChunk, n - begin));
+    cpu::HalfToFloatRun(x + begin, wide_x, count);
+    cpu::HalfToFloatRun(y + begin, wide_y, count);
+    for (int64_t i = 0; i < count; ++i) wide_x[i] = op(wide_x[i], wide_y[i]);
+    cpu::FloatToHalfRun(wide_x, out + begin, count);
+  }
+}
+
+// p[i] = p[i] / divisor for n 16-bit floats, in float32, rounded once (kAvg's final step).
+template <typename ToFloat, typename FromFloat>
+void DividePacked16(uint16_t* p, size_t n, int divisor) {
+  const ToFloat widen;
+  const FromFloat round;
+  const float d = static_cast<float>(divisor);
+  for (size_t i = 0; i < n; ++i) p[i] = round(widen(p[i]) / d);
 }
 
 template <typename Op>
@@ -61,9 +96,9 @@ RawReduceFunction ForDType(DType dtype) {
     case DType::kInt64:
       return &Native<int64_t, Op>;
     case DType::kFloat16:
-      return &Packed16<HalfToFloat, FloatToHalf, Op>;
+      return &ChunkedHalf<Op>;
     case DType::kBFloat16:
-      return &Packed16<BFloat16ToFloat, FloatToBFloat16, Op>;
+      return &Packed16<functors::BFloat16ToFloat32, functors::RoundToBFloat16, Op>;
   }
   return nullptr;
 }
@@ -171,16 +206,14 @@ void DivideInPlace(void* data, DType dtype, size_t n, int divisor) {
       }
       return;
     }
-    case DType::kFloat16: {
-      uint16_t* p = static_cast<uint16_t*>(data);
-      for (size_t i = 0; i < n; ++i) p[i] = FloatToHalf(HalfToFloat(p[i]) / divisor);
+    case DType::kFloat16:
+      DividePacked16<functors::HalfToFloat32, functors::RoundToHalf>(static_cast<uint16_t*>(data), n,
+                                                                     divisor);
       return;
-    }
-    case DType::kBFloat16: {
-      uint16_t* p = static_cast<uint16_t*>(data);
-      for (size_t i = 0; i < n; ++i) p[i] = FloatToBFloat16(BFloat16ToFloat(p[i]) / divisor);
+    case DType::kBFloat16:
+      DividePacked16<functors::BFloat16ToFloat32, functors::RoundToBFloat16>(static_cast<uint16_t*>(data), n,
+                                                                             divisor);
       return;
-    }
   }
 }
 

@@ -104,6 +104,63 @@ TEST(ReduceInputsTest, SixteenBitFloatsAndInt64) {
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(sum[i], a[i] + b[i]) << "element " << i;
 }
 
+// The 16-bit reduce functions and kAvg's 16-bit division against the element-wise definition (widen,
+// combine in float32, round once with tensor/dtype.h's conversions), over values that exercise every
+// rounding case: ties, NaN, inf, subnormals, overflow past the largest finite value; every op, in place too
+// (a NaN result only as a NaN: C++ leaves open which NaN operand a sum or product passes on).
+TEST(ReduceFunctionsTest, SixteenBitFloatsMatchTheElementwiseDefinition) {
+  std::vector<uint16_t> a, b;
+  const uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x007f, 0x0080, 0x3f80, 0xbf80, 0x3f81,
+                               0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc0, 0x7f81, 0xffc1, 0x3c00, 0x7bff};
+  for (uint16_t x : specials) {
+    for (uint16_t y : specials) {
+      a.push_back(x);
+      b.push_back(y);
+    }
+  }
+  for (uint32_t i = 0; i < 70000; ++i) {  // a spread of bit patterns, with neighbours that tie when added
+    a.push_back(static_cast<uint16_t>(i * 2654435761u >> 16));
+    b.push_back(static_cast<uint16_t>((i * 2654435761u >> 16) ^ (i & 3)));
+  }
+  const size_t n = a.size();
+  struct Case {
+    DType dtype;
+    float (*widen)(uint16_t);
+    uint16_t (*round)(float);
+  };
+  for (const Case& c : {Case{DType::kBFloat16, BFloat16ToFloat, FloatToBFloat16},
+                        Case{DType::kFloat16, HalfToFloat, FloatToHalf}}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax}) {
+      std::vector<uint16_t> out(n), in_place = a;
+      const RawReduceFunction fn = GetReduceFunction(c.dtype, op);
+      fn(out.data(), a.data(), b.data(), n);
+      fn(in_place.data(), in_place.data(), b.data(), n);
+      for (size_t i = 0; i < n; ++i) {
+        const float x = c.widen(a[i]), y = c.widen(b[i]);
+        const float r = op == ReduceOp::kSum       ? x + y
+                        : op == ReduceOp::kProduct ? x * y
+                        : op == ReduceOp::kMin     ? std::min(x, y)
+                                                   : std::max(x, y);
+        if (std::isnan(r)) {  // which NaN operand an add or multiply returns is the compiler's choice
+          ASSERT_TRUE(std::isnan(c.widen(out[i]))) << DTypeName(c.dtype) << " on 0x" << std::hex << a[i];
+        } else {
+          ASSERT_EQ(out[i], c.round(r)) << DTypeName(c.dtype) << " op " << static_cast<int>(op) << " on 0x"
+                                        << std::hex << a[i] << ", 0x" << b[i];
+        }
+        ASSERT_EQ(in_place[i], out[i]) << "in place, element " << i;
+      }
+    }
+    for (int divisor : {2, 3}) {
+      std::vector<uint16_t> divided = a;
+      DivideInPlace(divided.data(), c.dtype, n, divisor);
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(divided[i], c.round(c.widen(a[i]) / static_cast<float>(divisor)))
+            << DTypeName(c.dtype) << " / " << divisor << " of 0x" << std::hex << a[i];
+      }
+    }
+  }
+}
+
 // kAvg fused into the reduction gives the bits of summing and then dividing the whole buffer: every
 // input count and world size (powers of two take the reciprocal path), with and without a second output,
 // in place, across block boundaries; and int64 keeps floor division.

@@ -16,6 +16,8 @@
 #include "tensor/bf16_convert.h"
 #include "tensor/dtype.h"
 #include "tensor/factory.h"
+#include "tensor/half_convert.h"
+#include "tensor/ops.h"
 
 namespace ddp {
 namespace {
@@ -68,6 +70,49 @@ TEST(LowPrecisionRoundTest, HalfMatchesTheCpuConversionsBitForBit) {
     } else {
       ASSERT_EQ(FloatBits(widen(bits)), FloatBits(autocast[i])) << "input bits 0x" << std::hex << FloatBits(cases[i]);
       ASSERT_EQ(bits, HalfBitsOfRounded(autocast[i]));
+    }
+  }
+}
+
+// The float16 array conversions (F16C with NaN lanes patched, the functors for the tail) against the
+// functors: every float16 bit pattern widened (signalling NaNs too), every rounding case rounded, from an
+// unaligned start and with a tail of fewer than eight.
+TEST(LowPrecisionRoundTest, HalfArraysMatchTheFunctorsBitForBit) {
+  std::vector<uint16_t> every(65536 + 1);
+  for (uint32_t h = 0; h < 65536; ++h) every[h + 1] = static_cast<uint16_t>(h);
+  std::vector<float> wide(every.size());
+  cpu::HalfToFloatRun(every.data() + 1, wide.data() + 1, 65536 - 3);
+  for (uint32_t h = 0; h < 65536 - 3; ++h) {
+    ASSERT_EQ(FloatBits(wide[h + 1]), FloatBits(functors::HalfToFloat32()(static_cast<uint16_t>(h))))
+        << "half bits 0x" << std::hex << h;
+  }
+  const std::vector<float> cases = RoundingCases();
+  const int64_t n = static_cast<int64_t>(cases.size()) - 5;
+  std::vector<uint16_t> rounded(cases.size());
+  cpu::FloatToHalfRun(cases.data() + 1, rounded.data() + 1, n);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(rounded[i + 1], functors::RoundToHalf()(cases[i + 1]))
+        << "input bits 0x" << std::hex << FloatBits(cases[i + 1]);
+  }
+}
+
+// ToDType (CopyInPlace between dtypes: DDP's bf16 bucket slots widen into .grad through it) takes the
+// vectorised array conversions for float32 <-> bfloat16: the functors' bits both ways, and float16's.
+TEST(LowPrecisionRoundTest, ToDTypeMatchesTheFunctorsBitForBit) {
+  const std::vector<float> cases = RoundingCases();
+  const Tensor x = FromVector(cases, {static_cast<int64_t>(cases.size())});
+  for (DType low : {DType::kBFloat16, DType::kFloat16}) {
+    const Tensor rounded = ToDType(x, low);
+    const Tensor widened = ToDType(rounded, DType::kFloat32);
+    const auto* bits = static_cast<const uint16_t*>(rounded.raw_data());
+    const float* wide = widened.data<float>();
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const uint16_t expected =
+          low == DType::kBFloat16 ? functors::RoundToBFloat16()(cases[i]) : functors::RoundToHalf()(cases[i]);
+      ASSERT_EQ(bits[i], expected) << DTypeName(low) << ", input bits 0x" << std::hex << FloatBits(cases[i]);
+      const float back = low == DType::kBFloat16 ? functors::BFloat16ToFloat32()(expected)
+                                                 : functors::HalfToFloat32()(expected);
+      ASSERT_EQ(FloatBits(wide[i]), FloatBits(back)) << DTypeName(low) << ", bits 0x" << std::hex << expected;
     }
   }
 }

@@ -4,10 +4,12 @@
 #include <cstring>
 
 #include "tensor/autograd.h"
+#include "tensor/bf16_convert.h"
 #include "tensor/cpu_elementwise.h"
 #include "tensor/elementwise_kernels.h"
 #include "tensor/function_node.h"
 #include "tensor/functors.h"
+#include "tensor/half_convert.h"
 #include "tensor/op_device.h"
 #include "tensor/ops.h"
 #ifdef DDP_WITH_CUDA
@@ -114,6 +116,24 @@ void ConvertElements(const void* src, DType from, void* dst, DType to, int64_t n
   };
   if (from == to) {
     std::memcpy(dst, src, n * ElementSize(from));
+    return;
+  }
+  // The conversions DDP runs on every step (bf16 bucket slots widened into .grad, the fp16/bf16 comm hooks'
+  // compression) take the vectorised array kernels, which give the functors' bits element for element.
+  if (from == DType::kBFloat16 && to == DType::kFloat32) {
+    cpu::BFloat16ToFloatArray(static_cast<const BFloat16*>(src), static_cast<float*>(dst), n);
+    return;
+  }
+  if (from == DType::kFloat32 && to == DType::kBFloat16) {
+    cpu::FloatToBFloat16Array(static_cast<const float*>(src), static_cast<BFloat16*>(dst), n);
+    return;
+  }
+  if (from == DType::kFloat16 && to == DType::kFloat32) {
+    cpu::HalfToFloatRun(static_cast<const uint16_t*>(src), static_cast<float*>(dst), n);
+    return;
+  }
+  if (from == DType::kFloat32 && to == DType::kFloat16) {
+    cpu::FloatToHalfRun(static_cast<const float*>(src), static_cast<uint16_t*>(dst), n);
     return;
   }
   if (from == DType::kInt64 && to == DType::kFloat32) {
