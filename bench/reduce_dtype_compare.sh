@@ -51,9 +51,9 @@ for model in $models; do
         common=(--model="$model" --steps="$steps" --warmup="$warmup" --threads=1 $flag ${FLAGS:-})
         if [ "$link" = shm ] || [ "$link" = gloo ]; then
           json=$(chrt -f 5 "$ddprun" --nproc_per_node=2 --master_port=0 "$bench" --backend="$link" "${common[@]}" 2>&1 |
-            grep '^{' || true)
+            grep -o '{"impl".*' | head -1 || true)
         else
-          json=$(netns_run_pair "$ddprun" chrt -f 5 -- "$bench" --backend=gloo "${common[@]}" 2>&1 | grep '^{' || true)
+          json=$(netns_run_pair "$ddprun" chrt -f 5 -- "$bench" --backend=gloo "${common[@]}" 2>&1 | grep -o '{"impl".*' | head -1 || true)
         fi
         [ -n "$json" ] || { echo "# $model $link $arm round $round: no result" >&2; continue; }
         echo "$model $link $arm $round $json" | tee -a "$results"

@@ -52,6 +52,8 @@ void FloatToBFloat16Array(const float* src, BFloat16* dst, int64_t n) {
 
 void FloatToBFloat16Run(const float* src, BFloat16* dst, int64_t n) { ToBf16Range(src, dst, n); }
 
+void BFloat16ToFloatRun(const BFloat16* src, float* dst, int64_t n) { ToFloatRange(src, dst, n); }
+
 void BFloat16ToFloatArray(const BFloat16* src, float* dst, int64_t n) {
   ForChunks(n, [&](int64_t begin, int64_t end) { ToFloatRange(src + begin, dst + begin, end - begin); });
 }

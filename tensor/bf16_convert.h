@@ -21,6 +21,10 @@ void FloatToBFloat16Run(const float* src, BFloat16* dst, int64_t n);
 // dst[i] = BFloat16ToFloat(src[i]) for i < n (exact). REQUIRES: the ranges do not overlap.
 void BFloat16ToFloatArray(const BFloat16* src, float* dst, int64_t n);
 
+// The same on the calling thread alone (no OpenMP region: safe and cheap on a communication thread, whose
+// OpenMP settings are not the kernel threads').
+void BFloat16ToFloatRun(const BFloat16* src, float* dst, int64_t n);
+
 }  // namespace cpu
 }  // namespace ddp
 

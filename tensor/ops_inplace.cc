@@ -119,13 +119,15 @@ void ConvertElements(const void* src, DType from, void* dst, DType to, int64_t n
     return;
   }
   // The conversions DDP runs on every step (bf16 bucket slots widened into .grad, the fp16/bf16 comm hooks'
-  // compression) take the vectorised array kernels, which give the functors' bits element for element.
+  // compression) take the vectorised kernels, which give the functors' bits element for element. On the
+  // calling thread only: a copy may run on a communication thread, where an OpenMP region would start a
+  // team of its own beside the ranks' compute.
   if (from == DType::kBFloat16 && to == DType::kFloat32) {
-    cpu::BFloat16ToFloatArray(static_cast<const BFloat16*>(src), static_cast<float*>(dst), n);
+    cpu::BFloat16ToFloatRun(static_cast<const BFloat16*>(src), static_cast<float*>(dst), n);
     return;
   }
   if (from == DType::kFloat32 && to == DType::kBFloat16) {
-    cpu::FloatToBFloat16Array(static_cast<const float*>(src), static_cast<BFloat16*>(dst), n);
+    cpu::FloatToBFloat16Run(static_cast<const float*>(src), static_cast<BFloat16*>(dst), n);
     return;
   }
   if (from == DType::kFloat16 && to == DType::kFloat32) {
