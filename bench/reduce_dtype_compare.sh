@@ -53,7 +53,8 @@ for model in $models; do
           json=$(chrt -f 5 "$ddprun" --nproc_per_node=2 --master_port=0 "$bench" --backend="$link" "${common[@]}" 2>&1 |
             grep -o '{"impl".*' | head -1 || true)
         else
-          json=$(netns_run_pair "$ddprun" chrt -f 5 -- "$bench" --backend=gloo "${common[@]}" 2>&1 | grep -o '{"impl".*' | head -1 || true)
+          json=$(netns_run_pair "$ddprun" chrt -f 5 -- "$bench" --backend=gloo "${common[@]}" 2>&1 |
+            grep -o '{"impl".*' | head -1 || true)
         fi
         [ -n "$json" ] || { echo "# $model $link $arm round $round: no result" >&2; continue; }
         echo "$model $link $arm $round $json" | tee -a "$results"
