@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "tensor/threads.h"
 
 namespace ddp {
 
@@ -33,6 +34,10 @@ void WorkQueue::Enqueue(std::shared_ptr<AsyncWork> work, Task task) {
 }
 
 void WorkQueue::Loop() {
+  // Kernels a task runs on this thread (a hook's decompression, PowerSGD's GEMMs) run on it alone: the
+  // kernel thread count is per thread (tensor/threads.h), and here it would otherwise be the process
+  // default, every core, in an OpenMP team beside the ranks' own compute.
+  SetNumThreads(1);
   while (true) {
     std::pair<std::shared_ptr<AsyncWork>, Task> item;
     {

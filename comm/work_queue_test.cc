@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "tensor/threads.h"
 
 namespace ddp {
 namespace {
@@ -29,6 +30,25 @@ struct Log {
     };
   }
 };
+
+// Kernels in a queued task run on the worker alone, whatever the process default (3 here, from BUILD) and
+// the caller's own count.
+TEST(WorkQueueTest, TasksRunKernelsOnOneThread) {
+  SetNumThreads(2);
+  WorkQueue queue;
+  int worker_threads = 0;
+  auto work = std::make_shared<AsyncWork>("kernel threads");
+  queue.Enqueue(work, [&] {
+    worker_threads = GetNumThreads();
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(work->Wait(absl::Seconds(10)).ok());
+  EXPECT_EQ(worker_threads, 1);
+  EXPECT_EQ(GetNumThreads(), 2) << "the caller's count changed";
+  int fresh_thread = 0;
+  std::thread([&] { fresh_thread = GetNumThreads(); }).join();
+  EXPECT_EQ(fresh_thread, 3) << "control: a thread of its own reads the process default";
+}
 
 TEST(WorkQueueInlineTest, QueuedWorkWaitsForTheInlineTurnAndAContinuationGoesFirst) {
   Log log;
