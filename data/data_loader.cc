@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "tensor/threads.h"
 
 namespace ddp {
 namespace {
@@ -119,6 +120,7 @@ absl::StatusOr<Example> DataLoader::LoadBatch(int64_t b) const {
 
 void DataLoader::WorkerLoop(int worker) {
   (void)worker;
+  SetNumThreads(1);  // kernels in a dataset's GetBatch run on this thread alone (PyTorch's workers alike)
   const int64_t window = static_cast<int64_t>(options_.num_workers) * options_.prefetch_factor;
   const int64_t total = static_cast<int64_t>(batches_.size());
   while (true) {

@@ -40,7 +40,8 @@ struct DataLoaderOptions {
   bool shuffle = false;         // without a sampler: RandomSampler(seed) if true, else SequentialSampler
   uint64_t seed = 0;            // the RandomSampler's seed (shuffle without a sampler)
   bool drop_last = false;       // drop the epoch's last batch if it is short
-  int num_workers = 0;          // background loading threads (0: Next() loads on the calling thread)
+  int num_workers = 0;          // background loading threads (0: Next() loads on the calling thread);
+                                // each runs kernels on one thread, as PyTorch's workers do
   int prefetch_factor = 2;      // batches loaded ahead per worker (the bounded window is
                                 // num_workers * prefetch_factor batches)
   absl::Duration timeout = absl::Minutes(5);  // longest Next() waits for one batch before failing

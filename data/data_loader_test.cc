@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "data/tensor_dataset.h"
+#include "tensor/threads.h"
 
 namespace ddp {
 namespace {
@@ -38,6 +39,21 @@ class FakeDataset : public Dataset {
   absl::Duration delay_;
   int64_t fail_at_;
   mutable std::atomic<int64_t> gets_{0};
+};
+
+// Records the kernel thread count of every thread that loads a sample.
+class ThreadCountDataset : public FakeDataset {
+ public:
+  explicit ThreadCountDataset(int64_t size) : FakeDataset(size) {}
+  absl::StatusOr<Example> Get(int64_t index) const override {
+    const int threads = GetNumThreads();
+    if (threads != 1) other_than_one_.store(threads);
+    return FakeDataset::Get(index);
+  }
+  int other_than_one() const { return other_than_one_.load(); }
+
+ private:
+  mutable std::atomic<int> other_than_one_{0};
 };
 
 std::unique_ptr<DataLoader> MakeLoader(std::shared_ptr<const Dataset> dataset, std::unique_ptr<Sampler> sampler,
@@ -84,6 +100,20 @@ TEST(DataLoaderTest, SamplerOrderWhateverTheWorkerCount) {
   }
   auto dropping = MakeLoader(dataset, nullptr, 8, 2, /*drop_last=*/true);
   EXPECT_EQ(Drain(*dropping).size(), 25u);
+}
+
+// Workers load with one kernel thread, whatever the process default (3 here, from BUILD) and the
+// trainer's own count (2), as PyTorch's DataLoader workers call torch.set_num_threads(1).
+TEST(DataLoaderTest, WorkersRunKernelsOnOneThread) {
+  SetNumThreads(2);
+  auto dataset = std::make_shared<ThreadCountDataset>(64);
+  auto loader = MakeLoader(dataset, std::make_unique<SequentialSampler>(64), 8, 2);
+  EXPECT_EQ(Drain(*loader).size(), 8u);
+  EXPECT_EQ(dataset->other_than_one(), 0) << "a worker loaded with this many kernel threads";
+  EXPECT_EQ(GetNumThreads(), 2) << "the trainer's count changed";
+  int fresh_thread = 0;
+  std::thread([&] { fresh_thread = GetNumThreads(); }).join();
+  EXPECT_EQ(fresh_thread, 3) << "control: a thread of its own reads the process default";
 }
 
 TEST(DataLoaderTest, ShuffleWithoutSamplerAndDistributedSampler) {

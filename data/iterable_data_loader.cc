@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/check.h"
+#include "tensor/threads.h"
 
 namespace ddp {
 
@@ -51,6 +52,7 @@ IterableDataLoader::~IterableDataLoader() {
 }
 
 void IterableDataLoader::RunWorker(int worker, std::unique_ptr<ExampleStream> stream) {
+  SetNumThreads(1);  // kernels in a stream's Next run on this thread alone (PyTorch's workers alike)
   WorkerQueue& queue = *queues_[worker];
   while (true) {
     {

@@ -20,6 +20,7 @@ namespace ddp {
 struct IterableDataLoaderOptions {
   int64_t batch_size = 1;                        // examples per batch (the last of a share may be short)
   int num_workers = 1;                           // worker threads of this rank, each one stream share
+                                                 // (each runs kernels on one thread)
   int rank = 0;                                  // this rank, 0 <= rank < world_size
   int world_size = 1;                            // ranks reading the same dataset
   int prefetch_batches = 2;                      // bounded queue per worker
