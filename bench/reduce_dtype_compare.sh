@@ -3,7 +3,7 @@
 # float32 all-reduce, `--reduce_dtype=bf16` (bf16 buckets: half the bytes) and the bf16 and fp16 comm hooks
 # (PyTorch's compression hooks), on the local backends (shm, Gloo over loopback) and, where the machine
 # allows network namespaces (root, iproute2), Gloo across a veth link limited to RATE each way
-# (bench/netns_link.sh): the case the smaller wire format is for. Ranks run under `chrt -f 5`.
+# (bench/netns_link.sh): the case the smaller wire format is for. Ranks run under `chrt -f 5` (RT below).
 # Prints the CPU model, then one line per run: the arm, then bench/train_throughput's JSON; and a table of
 # medians per arm (step ms, exposed communication ms, KiB sent per step) with each arm's speed against
 # float32's in the same round.
@@ -12,7 +12,10 @@
 #   LINKS="shm gloo 1gbit" FLAGS="--precision=bf16 --memory_format=channels_last" STEPS=6 WARMUP=2 \
 #     bash bench/reduce_dtype_compare.sh resnet18 3
 # LINKS: any of shm, gloo (loopback) and a tc rate such as 1gbit or 100mbit (default "shm gloo 1gbit");
-# ARMS: any of fp32, reduce_bf16, hook_bf16, hook_fp16 (default all four); FLAGS: more flags for every run.
+# ARMS: any of fp32, reduce_bf16, hook_bf16, hook_fp16 (default all four); FLAGS: more flags for every run;
+# RT=0 runs the ranks at normal priority: under SCHED_FIFO a rank's communication thread waits while its own
+# compute holds the core (2 ranks on 2 cores), so RT=1 (the default) shows how exposed communication costs,
+# RT=0 how much of it the backward pass hides.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${1:-"mlp cnn"}
@@ -24,7 +27,10 @@ ddprun=$PWD/bazel-bin/launch/ddprun
 bench=$PWD/bazel-bin/bench/train_throughput
 source bench/netns_link.sh
 trap netns_link_down EXIT
-echo "# $(date -u) load: $(cut -d' ' -f1-3 /proc/loadavg) $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //') family $(grep -m1 'cpu family' /proc/cpuinfo | sed 's/.*: //') model $(grep -m1 '^model' /proc/cpuinfo | sed 's/.*: //'); $(nproc) cores; FLAGS: ${FLAGS:-}"
+echo "# $(date -u) RT=${RT:-1} load: $(cut -d' ' -f1-3 /proc/loadavg) $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //') family $(grep -m1 'cpu family' /proc/cpuinfo | sed 's/.*: //') model $(grep -m1 '^model' /proc/cpuinfo | sed 's/.*: //'); $(nproc) cores; FLAGS: ${FLAGS:-}"
+
+realtime=(chrt -f 5)
+if [ "${RT:-1}" = 0 ]; then realtime=(); fi
 
 arm_flags() {
   case "$1" in
@@ -50,10 +56,10 @@ for model in $models; do
         flag=$(arm_flags "$arm")
         common=(--model="$model" --steps="$steps" --warmup="$warmup" --threads=1 $flag ${FLAGS:-})
         if [ "$link" = shm ] || [ "$link" = gloo ]; then
-          json=$(chrt -f 5 "$ddprun" --nproc_per_node=2 --master_port=0 "$bench" --backend="$link" "${common[@]}" 2>&1 |
+          json=$("${realtime[@]}" "$ddprun" --nproc_per_node=2 --master_port=0 "$bench" --backend="$link" "${common[@]}" 2>&1 |
             grep -o '{"impl".*' | head -1 || true)
         else
-          json=$(netns_run_pair "$ddprun" chrt -f 5 -- "$bench" --backend=gloo "${common[@]}" 2>&1 |
+          json=$(netns_run_pair "$ddprun" "${realtime[@]}" -- "$bench" --backend=gloo "${common[@]}" 2>&1 |
             grep -o '{"impl".*' | head -1 || true)
         fi
         [ -n "$json" ] || { echo "# $model $link $arm round $round: no result" >&2; continue; }
