@@ -3,10 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "tensor/threads.h"
 #include "testing/number_lines.h"
 
 namespace ddp {
@@ -55,6 +58,28 @@ TEST(IterableDataLoaderTest, RoundRobinOverWorkers) {
   options.num_workers = 2;
   // Worker w reads lines w+1, w+3, ...; delivery alternates workers: 1, 2, 3, 4, ...
   EXPECT_EQ(ReadAll(dataset, options), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+}
+
+// Workers parse with one kernel thread, whatever the process default (3 here, from BUILD) and the
+// trainer's own count (2).
+TEST(IterableDataLoaderTest, WorkersRunKernelsOnOneThread) {
+  SetNumThreads(2);
+  std::atomic<int> other_than_one{0};
+  TextLineDataset dataset(WriteNumberLines("loader_threads.txt", 16),
+                          [&](absl::string_view line, int64_t number) {
+                            const int threads = GetNumThreads();
+                            if (threads != 1) other_than_one.store(threads);
+                            return ParseNumberLine(line, number);
+                          });
+  IterableDataLoaderOptions options;
+  options.batch_size = 4;
+  options.num_workers = 2;
+  EXPECT_EQ(ReadAll(dataset, options).size(), 16u);
+  EXPECT_EQ(other_than_one.load(), 0) << "a worker parsed with this many kernel threads";
+  EXPECT_EQ(GetNumThreads(), 2) << "the trainer's count changed";
+  int fresh_thread = 0;
+  std::thread([&] { fresh_thread = GetNumThreads(); }).join();
+  EXPECT_EQ(fresh_thread, 3) << "control: a thread of its own reads the process default";
 }
 
 TEST(IterableDataLoaderTest, WorkerErrorNamesTheLine) {
