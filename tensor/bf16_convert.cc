@@ -35,6 +35,10 @@ __attribute__((target_clones("arch=x86-64-v4", "default"))) void ToFloatRange(co
 // Runs body(begin, end) over [0, n) in chunks, on the kernel threads when n is large.
 template <typename Body>
 void ForChunks(int64_t n, Body body) {
+  if (n <= kParallelElements) {  // no OpenMP region at all: entering one costs even when it runs alone
+    body(0, n);
+    return;
+  }
   constexpr int64_t kChunk = int64_t{1} << 15;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for if (n > kParallelElements)
