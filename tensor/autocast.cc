@@ -1,9 +1,7 @@
 #include "tensor/autocast.h"
 
+#include <algorithm>
 #include <memory>
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
 #include <unordered_map>
 #include <utility>
 
@@ -11,7 +9,7 @@
 #include "tensor/bf16_convert.h"
 #include "tensor/cpu_elementwise.h"
 #include "tensor/function_node.h"
-#include "tensor/low_precision_round.h"
+#include "tensor/half_convert.h"
 #include "tensor/memory_format.h"
 #include "tensor/ops.h"
 #ifdef DDP_WITH_CUDA
@@ -95,10 +93,7 @@ Tensor ToLowPrecisionContiguous(const Tensor& x, DType dtype) {
       << x.device().ToString();
   const Tensor source = Contiguous(x.Detach());
   Tensor out = Tensor::Empty(x.shape(), DType::kFloat16);
-  const float* in = source.data<float>();
-  auto* bits = static_cast<uint16_t*>(out.raw_data());
-  const functors::RoundToHalf round;
-  for (int64_t i = 0; i < x.numel(); ++i) bits[i] = round(in[i]);
+  cpu::FloatToHalfRun(source.data<float>(), static_cast<uint16_t*>(out.raw_data()), x.numel());
   return out;
 }
 
@@ -189,21 +184,16 @@ void AttachAutocastCopy(const Tensor& output, const Tensor& copy) {
 
 namespace {
 
-// out[i] = in[i] rounded to float16 and widened: to nearest, ties to even, the values of the functors the
-// CUDA kernels run (tensor/low_precision_round.h; NaN stays NaN). With F16C (part of the x86-64-v3
-// baseline this project builds for) eight at a time, the rest through the functors.
+// out[i] = in[i] rounded to float16 and widened: to nearest, ties to even, the functors' bits (the CUDA
+// kernels' too; tensor/low_precision_round.h), through the float16 array kernels a chunk at a time.
 void RoundArrayToFloat16(const float* in, float* out, int64_t n) {
-  int64_t i = 0;
-#if defined(__F16C__)
-  for (; i + 8 <= n; i += 8) {
-    const __m128i half =
-        _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(half));
+  constexpr int64_t kChunk = 512;
+  uint16_t half[kChunk];
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    const int64_t count = std::min(kChunk, n - begin);
+    cpu::FloatToHalfRun(in + begin, half, count);
+    cpu::HalfToFloatRun(half, out + begin, count);
   }
-#endif
-  const functors::RoundToHalf round;
-  const functors::HalfToFloat32 widen;
-  for (; i < n; ++i) out[i] = widen(round(in[i]));
 }
 
 }  // namespace

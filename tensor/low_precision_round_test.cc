@@ -56,7 +56,7 @@ TEST(LowPrecisionRoundTest, BFloat16MatchesTheCpuConversionsBitForBit) {
 
 TEST(LowPrecisionRoundTest, HalfMatchesTheCpuConversionsBitForBit) {
   const std::vector<float> cases = RoundingCases();
-  // The fp16 autocast rounding (F16C eight at a time where built, the scalar path for the tail).
+  // The fp16 autocast rounding (through the float16 array kernels, tensor/half_convert.h).
   const Tensor rounded = RoundToFloat16(FromVector(cases, {static_cast<int64_t>(cases.size())}));
   const std::vector<float> autocast = rounded.ToVector<float>();
   const functors::RoundToHalf round;
@@ -65,12 +65,9 @@ TEST(LowPrecisionRoundTest, HalfMatchesTheCpuConversionsBitForBit) {
     const uint16_t bits = round(cases[i]);
     ASSERT_EQ(bits, FloatToHalf(cases[i])) << "input bits 0x" << std::hex << FloatBits(cases[i]);
     ASSERT_EQ(FloatBits(widen(bits)), FloatBits(HalfToFloat(bits))) << "half bits 0x" << std::hex << bits;
-    if (std::isnan(cases[i])) {
-      ASSERT_TRUE(std::isnan(autocast[i]));
-    } else {
-      ASSERT_EQ(FloatBits(widen(bits)), FloatBits(autocast[i])) << "input bits 0x" << std::hex << FloatBits(cases[i]);
-      ASSERT_EQ(bits, HalfBitsOfRounded(autocast[i]));
-    }
+    ASSERT_EQ(FloatBits(widen(bits)), FloatBits(autocast[i]))
+        << "input bits 0x" << std::hex << FloatBits(cases[i]);
+    ASSERT_EQ(bits, HalfBitsOfRounded(autocast[i]));  // NaN too: the array kernels give the functors' NaN
   }
 }
 
