@@ -22,21 +22,22 @@ if ! ip netns add "probe$$" 2> /dev/null; then skip "the kernel refuses network 
 ip netns del "probe$$"
 
 before="$(ip netns list | sort)"
-out="$(timeout 120 "$SCRIPT" --rate=100mbit -- --bytes=4,65536 --warmup=1 --min_iters=3 --target_ms=20 2>&1)"
+out="$(timeout 120 "$SCRIPT" --rate=100mbit -- --bytes=4,1048576 --warmup=1 --min_iters=3 --target_ms=20 2>&1)"
 status=$?
 after="$(ip netns list | sort)"
 echo "$out"
 [[ $status == 0 ]] || fail "netns_allreduce.sh exited with $status"
 [[ "$before" == "$after" ]] || fail "namespaces left behind: $(comm -13 <(echo "$before") <(echo "$after"))"
 grep -q "^# link 100mbit between two network namespaces" <<< "$out" || fail "no header line"
-for bytes in 4 65536; do
+for bytes in 4 1048576; do
   grep -Eq "^ +$bytes +[0-9.]+ +[0-9]+$" <<< "$out" || fail "no row for $bytes bytes"
 done
-# 64 KiB of a ring of 2 is 32 KiB each way: at 100 Mbit/s (12.5 MB/s) no faster than 2.6 ms, burst aside;
-# the first call after idle may use the 256 KiB burst, so only a floor far below that is asserted: the
-# link is really in the path (loopback would take ~50 us).
-us="$(awk '$1 == 65536 {print $2}' <<< "$out")"
-awk -v us="$us" 'BEGIN {exit !(us > 500)}' || fail "64 KiB took $us us: is the rate limit in the path?"
+# 1 MiB of a ring of 2 is 512 KiB each way: at 100 Mbit/s (12.5 MB/s) 42 ms a call. The tbf bucket's 256
+# KiB burst, full after idle, can carry at most half of one call at line speed (a smaller size fits in it
+# whole, warmup and timed calls alike, and then measures loopback), so the median of the timed calls stays
+# above 20 ms exactly when the link is in the path (loopback: ~1 ms).
+us="$(awk '$1 == 1048576 {print $2}' <<< "$out")"
+awk -v us="$us" 'BEGIN {exit !(us > 20000)}' || fail "1 MiB took $us us: is the rate limit in the path?"
 
 bad="$(timeout 20 "$SCRIPT" --rates=1gbit 2>&1)"
 [[ $? == 2 && "$bad" == *"unknown argument --rates=1gbit"* ]] || fail "a bad argument was not refused: $bad"
