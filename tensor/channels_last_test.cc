@@ -14,6 +14,7 @@
 #include "tensor/autograd.h"
 #include "tensor/batch_norm.h"
 #include "tensor/conv_onednn.h"
+#include "tensor/cpu_gemm_bf16.h"
 #include "tensor/factory.h"
 #include "tensor/gradcheck.h"
 #include "tensor/memory_format.h"
@@ -94,16 +95,32 @@ struct ConvCase {
   bool bias;
 };
 
-// {case, kernel, bf16}
-class ChannelsLastConvTest : public ::testing::TestWithParam<std::tuple<ConvCase, cpu::ConvKernel, bool>> {
+// The operands' precision: float32, or bf16 under autocast with the bf16 GEMM kernel forced to oneDNN's
+// (its bf16 convolution primitives) or to float32 (oneDNN's float32 primitives on the widened operands,
+// as on a CPU without bf16 instructions: Note [bf16 operands of oneDNN's convolutions]).
+enum class Operands { kFloat32, kBf16OnBf16Kernels, kBf16OnFloat32Kernels };
+
+// {case, kernel, operands}
+class ChannelsLastConvTest
+    : public ::testing::TestWithParam<std::tuple<ConvCase, cpu::ConvKernel, Operands>> {
  protected:
-  void SetUp() override { cpu::SetConvKernel(std::get<1>(GetParam())); }
-  void TearDown() override { cpu::SetConvKernel(cpu::ConvKernel::kAuto); }
+  void SetUp() override {
+    cpu::SetConvKernel(std::get<1>(GetParam()));
+    const Operands operands = std::get<2>(GetParam());
+    if (operands != Operands::kFloat32) {
+      cpu::SetBf16GemmKernel(operands == Operands::kBf16OnBf16Kernels ? cpu::Bf16GemmKernel::kOneDnn
+                                                                      : cpu::Bf16GemmKernel::kFloat32);
+    }
+  }
+  void TearDown() override {
+    cpu::SetConvKernel(cpu::ConvKernel::kAuto);
+    cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
+  }
 };
 
 TEST_P(ChannelsLastConvTest, MatchesTheNchwConvolutionForwardAndBackward) {
   const ConvCase k = std::get<0>(GetParam());
-  const bool bf16 = std::get<2>(GetParam());
+  const bool bf16 = std::get<2>(GetParam()) != Operands::kFloat32;
   const Tensor x = RandomLeaf({k.n, k.c, k.h, k.w}, 11), w = RandomLeaf({k.out, k.c, k.k, k.k}, 12);
   const Tensor b = k.bias ? RandomLeaf({k.out}, 13) : Tensor();
   const Tensor x_cl = ChannelsLastLeaf(x);
@@ -134,15 +151,57 @@ TEST_P(ChannelsLastConvTest, MatchesTheNchwConvolutionForwardAndBackward) {
 // rows), with and without bias.
 INSTANTIATE_TEST_SUITE_P(
     Cases, ChannelsLastConvTest,
-    ::testing::Combine(::testing::Values(ConvCase{2, 16, 9, 9, 24, 3, 1, 1, true},
-                                         ConvCase{2, 16, 9, 9, 32, 3, 2, 1, false},
-                                         ConvCase{3, 16, 6, 6, 8, 1, 1, 0, true},
-                                         ConvCase{2, 16, 8, 8, 32, 1, 2, 0, false},
-                                         ConvCase{2, 1, 10, 10, 16, 3, 1, 1, false},
-                                         ConvCase{4, 32, 7, 7, 32, 3, 1, 1, false}),
-                       ::testing::Values(cpu::ConvKernel::kAuto, cpu::ConvKernel::kIm2Col,
-                                         cpu::ConvKernel::kOneDnn),
-                       ::testing::Bool()));
+    ::testing::Combine(
+        ::testing::Values(ConvCase{2, 16, 9, 9, 24, 3, 1, 1, true}, ConvCase{2, 16, 9, 9, 32, 3, 2, 1, false},
+                          ConvCase{3, 16, 6, 6, 8, 1, 1, 0, true}, ConvCase{2, 16, 8, 8, 32, 1, 2, 0, false},
+                          ConvCase{2, 1, 10, 10, 16, 3, 1, 1, false},
+                          ConvCase{4, 32, 7, 7, 32, 3, 1, 1, false}),
+        ::testing::Values(cpu::ConvKernel::kAuto, cpu::ConvKernel::kIm2Col, cpu::ConvKernel::kOneDnn),
+        ::testing::Values(Operands::kFloat32, Operands::kBf16OnBf16Kernels,
+                          Operands::kBf16OnFloat32Kernels)));
+
+// t's values rounded to bf16, as float32.
+Tensor RoundedToBf16(const Tensor& t) {
+  return ToDType(ToDType(t.Detach(), DType::kBFloat16), DType::kFloat32);
+}
+
+// Where the bf16 GEMM kernel is float32 (a CPU without bf16 instructions), a channels-last bf16
+// convolution that oneDNN's primitives take runs its float32 primitives on the widened operands: forward
+// and every gradient bit for bit those of the float32 channels-last convolution of the rounded operands
+// (with an output gradient that bf16 holds exactly, so rounding it changes nothing).
+TEST(ChannelsLastConvTest, Bf16OnFloat32KernelsRunsTheFloat32PrimitivesOnRoundedOperands) {
+  for (const cpu::ConvKernel kernel : {cpu::ConvKernel::kAuto, cpu::ConvKernel::kOneDnn}) {
+    for (const ConvCase& k :
+         {ConvCase{2, 16, 9, 9, 24, 3, 1, 1, true}, ConvCase{4, 32, 7, 7, 32, 3, 1, 1, false},
+          ConvCase{2, 16, 9, 9, 32, 3, 2, 1, false}}) {
+      SCOPED_TRACE(::testing::Message() << "kernel " << static_cast<int>(kernel) << ", " << k.c << "->"
+                                        << k.out << " stride " << k.stride);
+      cpu::SetConvKernel(kernel);
+      cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kFloat32);
+      const Tensor x = RandomLeaf({k.n, k.c, k.h, k.w}, 51), w = RandomLeaf({k.out, k.c, k.k, k.k}, 52);
+      const Tensor b = k.bias ? RandomLeaf({k.out}, 53) : Tensor();
+      const Tensor x_cl = ChannelsLastLeaf(x);
+      Tensor y;
+      {
+        AutocastScope autocast(true);
+        y = Conv2d(x_cl, w, b, k.stride, k.padding);
+      }
+      const Tensor gy = ChannelsLastCopy(RoundedToBf16(RandomLeaf(y.shape(), 54)));
+      y.Backward(gy);
+      const Tensor x_ref = ChannelsLastLeaf(RoundedToBf16(x)), w_ref = RoundedToBf16(w);
+      w_ref.set_requires_grad(true);
+      const Tensor b_ref = k.bias ? RandomLeaf({k.out}, 53) : Tensor();
+      const Tensor y_ref = Conv2d(x_ref, w_ref, b_ref, k.stride, k.padding);
+      y_ref.Backward(gy);
+      cpu::SetConvKernel(cpu::ConvKernel::kAuto);
+      cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
+      EXPECT_EQ(y.ToVector<float>(), y_ref.ToVector<float>());
+      EXPECT_EQ(x_cl.grad().ToVector<float>(), x_ref.grad().ToVector<float>());
+      EXPECT_EQ(w.grad().ToVector<float>(), w_ref.grad().ToVector<float>());
+      if (k.bias) EXPECT_EQ(b.grad().ToVector<float>(), b_ref.grad().ToVector<float>());
+    }
+  }
+}
 
 TEST(ChannelsLastConvTest, GradCheck) {
   // GradCheck perturbs contiguous inputs; the function lays x out channels-last (an identity for the

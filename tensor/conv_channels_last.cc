@@ -22,13 +22,14 @@ namespace cpu {
 namespace {
 
 // Per-thread scratch, reused across calls: slot 0 the reordered weights, 1 the unfolded rows, 2 the bf16
-// output gradient, 3 float32 rows (the weight gradient's or the input gradient's unfolding).
+// output gradient, 3 float32 rows (the weight gradient's or the input gradient's unfolding), 4-6 bf16
+// operands widened to float32 (x, w, the output gradient).
 // A slot holds float32 storage whichever element type asks for it, so the two precisions share it.
 struct ChannelsLastScratch {};
 template <typename T>
 T* ScratchArray(int slot, int64_t elements) {
   const int64_t floats = (elements * static_cast<int64_t>(sizeof(T)) + 3) / 4;
-  return reinterpret_cast<T*>(ThreadScratch<ChannelsLastScratch, float, 4>(slot, floats));
+  return reinterpret_cast<T*>(ThreadScratch<ChannelsLastScratch, float, 7>(slot, floats));
 }
 
 constexpr int64_t kRowGroupBytes = int64_t{2} << 20;  // unfolded rows per group, within L2
@@ -49,11 +50,16 @@ ConvGeometry ChannelsLast(ConvGeometry g) {
 
 bool Bf16Primitives() { return ActiveBf16GemmKernel() == Bf16GemmKernel::kOneDnn; }
 
-// True when oneDNN's primitives take the pass of an operand type T (Note [Conv2d kernel choice]; bf16
-// only where its GEMMs are oneDNN's, Note [bf16 operands of oneDNN's convolutions]).
-template <typename T>
-bool OnPrimitives(const ConvGeometry& g) {
-  return ConvKernelFor(g) != ConvKernel::kIm2Col && (std::is_same_v<T, float> || Bf16Primitives());
+// True when oneDNN's primitives take the pass (Note [Conv2d kernel choice]): for bf16 operands its bf16
+// primitives where its GEMMs are oneDNN's, else its float32 ones on the operands widened (Note [bf16
+// operands of oneDNN's convolutions]), as for NCHW activations.
+bool OnPrimitives(const ConvGeometry& g) { return ConvKernelFor(g) != ConvKernel::kIm2Col; }
+
+// v widened to float32 (exactly) in scratch `slot`, for oneDNN's float32 primitives.
+const float* Widened(const BFloat16* v, int64_t elements, int slot) {
+  float* wide = ScratchArray<float>(slot, elements);
+  BFloat16ToFloatArray(v, wide, elements);
+  return wide;
 }
 
 // out[o][t][ch] = w[o][ch][t] for tap t < kh*kw: weights [out, c, kh, kw] as [out, kh, kw, c], each
@@ -144,8 +150,15 @@ void FoldRows(const float* rows, const ConvGeometry& g, int64_t first, int64_t c
 template <typename T>
 void Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, float* y) {
   if constexpr (std::is_same_v<T, BFloat16>) {
-    if (OnPrimitives<T>(g) && !Bf16ForwardOnIm2Col() && OneDnnConvForward(x, w, b, ChannelsLast(g), y))
+    if (OnPrimitives(g) && !Bf16Primitives() &&
+        OneDnnConvForward(Widened(x, g.n * g.h * g.w * g.c, 4), Widened(w, g.out * g.K(), 5), b,
+                          ChannelsLast(g), y)) {
       return;
+    }
+    if (OnPrimitives(g) && Bf16Primitives() && !Bf16ForwardOnIm2Col() &&
+        OneDnnConvForward(x, w, b, ChannelsLast(g), y)) {
+      return;
+    }
     // Where the unfolded rows would go to oneDNN's AMX matmul, the same sums straight from the input
     // (Note [Channels-last forward on AMX tiles]).
     if (b == nullptr && Bf16Primitives() && AmxForwardApplies(ChannelsLast(g))) {
@@ -153,7 +166,7 @@ void Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, floa
       return;
     }
   } else {
-    if (OnPrimitives<T>(g) && OneDnnConvForward(x, w, b, ChannelsLast(g), y)) return;
+    if (OnPrimitives(g) && OneDnnConvForward(x, w, b, ChannelsLast(g), y)) return;
   }
   const int64_t K = g.K(), P = g.P(), group = ImagesPerRowGroup(g, sizeof(T));
   T* weights = ScratchArray<T>(0, g.out * K);
@@ -237,6 +250,21 @@ void InputGradient(const T* w, const T* gy, const ConvGeometry& g, float* gx) {
   }
 }
 
+// The wanted ones of grads.gx and grads.gw through oneDNN's float32 backward primitives on the bf16
+// operands widened (gy_low: the output gradient already rounded to bf16); returns `grads` with the ones
+// computed set to null.
+ConvGrads WidenedPrimitiveBackward(const BFloat16* x, const BFloat16* w, const BFloat16* gy_low,
+                                   const ConvGeometry& g, ConvGrads grads) {
+  if (grads.gx == nullptr && grads.gw == nullptr) return grads;
+  const float* wide_gy = Widened(gy_low, g.n * g.P() * g.out, 6);
+  const float* wide_x = grads.gw != nullptr ? Widened(x, g.n * g.h * g.w * g.c, 4) : nullptr;
+  const float* wide_w = grads.gx != nullptr ? Widened(w, g.out * g.K(), 5) : nullptr;
+  if (OneDnnConvBackward(wide_x, wide_w, wide_gy, ChannelsLast(g), grads.gx, grads.gw)) {
+    grads.gx = grads.gw = nullptr;
+  }
+  return grads;
+}
+
 template <typename T>
 void Backward(const T* x, const T* w, const float* gy, const ConvGeometry& g, ConvGrads grads) {
   if (grads.gb != nullptr) BiasGradient(gy, g, grads.gb);
@@ -250,7 +278,15 @@ void Backward(const T* x, const T* w, const float* gy, const ConvGeometry& g, Co
     FloatToBFloat16Array(gy, rounded, elements);
     operand = rounded;
   }
-  if (OnPrimitives<T>(g) && g.n > 0) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (OnPrimitives(g) && !Bf16Primitives() && g.n > 0) {
+      grads = WidenedPrimitiveBackward(x, w, operand, g, grads);
+      if (grads.gw != nullptr) WeightGradient(x, operand, g, grads.gw);
+      if (grads.gx != nullptr) InputGradient(w, operand, g, grads.gx);
+      return;
+    }
+  }
+  if (OnPrimitives(g) && g.n > 0) {
     // Note [bf16 weight gradients on im2col] keeps a small bf16 weight gradient on the unfolded rows.
     bool rows_gw = false;
     if constexpr (std::is_same_v<T, BFloat16>) rows_gw = Bf16WeightGradientOnIm2Col(g);

@@ -5,7 +5,9 @@
 // Note [Channels-last convolutions]
 // The passes Note [Conv2d kernel choice] gives to oneDNN's primitives run on the NHWC arrays directly:
 // on AMX the bf16 primitives take NHWC as their own layout, so nothing is converted; float32 primitives
-// reorder into their channel blocks inside oneDNN. The passes it gives to im2col, the bf16 forward (Note
+// reorder into their channel blocks inside oneDNN. Where the bf16 GEMMs are not oneDNN's (a CPU without
+// bf16 instructions, Note [bf16 operands of oneDNN's convolutions]) bf16 operands are widened to float32
+// for the float32 primitives, as for NCHW activations. The passes it gives to im2col, the bf16 forward (Note
 // [bf16 forward on im2col]) and the small bf16 weight gradients (Note [bf16 weight gradients on im2col])
 // unfold NHWC: one row per output pixel holding its kh*kw input pixels' c channels side by side
 // ([P, kh*kw*c], one copy per pixel instead of one per channel and tap), multiplied with the weights
