@@ -1,9 +1,9 @@
 #!/bin/bash
 # bf16 mixed precision against float32, ours and PyTorch's autocast, one process, one thread, pinned to
-# one core under SCHED_FIFO, interleaved (ours fp32, ours bf16, for resnet18 ours fp32 and bf16 again with
-# --memory_format=channels_last, PyTorch fp32, PyTorch bf16, and for the convolutional models PyTorch fp32
-# and bf16 again in torch.channels_last, the layout oneDNN's CPU convolutions run natively and PyTorch's
-# fastest on these models; repeated).
+# one core under SCHED_FIFO, interleaved (ours fp32, ours bf16, for resnet18 with
+# --memory_format=contiguous and again with --memory_format=channels_last, PyTorch fp32, PyTorch bf16,
+# and for the convolutional models PyTorch fp32 and bf16 again in torch.channels_last, the layout
+# oneDNN's CPU convolutions run natively and PyTorch's fastest on these models; repeated).
 # Prints the CPU model and its bf16/AMX flags, then one JSON line per run (bench/train_throughput and
 # bench/pytorch_reference.py), for BENCHMARKS.md "bf16 mixed precision".
 #
@@ -11,8 +11,9 @@
 #   STEPS=100 WARMUP=10 CORE=1 bash bench/bf16_compare.sh mlp 5
 # VARIANT="NAME=VALUE ..." adds, each round, a run of ours in bf16 with those settings in its environment
 # after the default one (e.g. VARIANT=DDP_BF16_CONV_INPUT_GRAD=forward), VARIANT_FLAGS="--flag ..." one
-# with those flags (e.g. VARIANT_FLAGS=--memory_format=channels_last), both one run with both; a
-# "# variant" line precedes it.
+# with those flags (e.g. VARIANT_FLAGS=--memory_format=contiguous; without one the run takes the default
+# layout, which for resnet18 under bf16 is channels-last), both one run with both; a "# variant" line
+# precedes it.
 # RT=0 runs without SCHED_FIFO, so that other processes on the core take their share: under load, e.g.
 #   RT=0 taskset -c 1 bash bench/contend.sh 1 bash bench/bf16_compare.sh resnet18 2
 # (one busy process on the same core as every run).
@@ -31,7 +32,7 @@ for model in $models; do
   steps=${STEPS:-100}; warmup=${WARMUP:-10}
   if [ "$model" = resnet18 ]; then steps=${STEPS:-12}; warmup=${WARMUP:-3}; fi
   ours_layouts=("")
-  if [ "$model" = resnet18 ]; then ours_layouts+=(--memory_format=channels_last); fi
+  if [ "$model" = resnet18 ]; then ours_layouts=(--memory_format=contiguous --memory_format=channels_last); fi
   for round in $(seq "$rounds"); do
     for layout in "${ours_layouts[@]}"; do
       for precision in fp32 bf16; do

@@ -28,10 +28,10 @@ def rounds_by_model(path):
             run = json.loads(line)
             ms = run.get("step_ms_p50") or run.get("step_ms")
             kind = ("ours" if run["impl"] == "ddpengine" else "torch") + "_" + run["precision"]
-            if variant_next:
+            if variant_next:  # whatever its layout
                 kind += "_variant"
                 variant_next = False
-            if run.get("channels_last") or run.get("memory_format") == "channels_last":
+            elif run.get("channels_last") or run.get("memory_format") == "channels_last":
                 kind += "_cl"
             rounds = models.setdefault(run["model"], [])
             if kind == "ours_fp32" or not rounds:

@@ -79,8 +79,10 @@ ABSL_FLAG(std::string, step_times_out, "",
           "write each timed step's wall time (ms, one per line) to this path (every rank: \"%r\" in the path "
           "becomes the rank; bench/compare_ddp.sh's noise bound reads it)");
 ABSL_FLAG(std::string, data_dir, ddp::kDefaultFashionMnistDir, "Fashion-MNIST folder");
-ABSL_FLAG(std::string, memory_format, "contiguous",
-          "contiguous | channels_last: resnet18's activations NCHW or NHWC (train/train's --memory_format)");
+ABSL_FLAG(
+    std::string, memory_format, "auto",
+    "auto | contiguous | channels_last: resnet18's activations NCHW or NHWC (train/train's --memory_format: "
+    "auto = channels_last for resnet18 under bf16)");
 ABSL_FLAG(bool, fuse_blocks, true,
           "run each conv -> ReLU -> pool block (and resnet's BatchNorm -> add -> ReLU) as one op (Note "
           "[Fusion in Sequential], BasicBlock::set_fuse_blocks); false: one op per module, as PyTorch eager");
@@ -229,6 +231,7 @@ struct RunFacts {
   double wrap_ms = 0, agreement_ms = 0;
   std::string auto_caps;  // the chosen caps' label, "" when none were chosen
   double auto_predicted_ms = 0;
+  std::string memory_format;  // what --memory_format resolved to: "channels_last" or "contiguous"
 };
 
 void PrintResult(const RunFacts& facts, const std::vector<StepTime>& timed, const CommSummary& comm,
@@ -267,7 +270,7 @@ void PrintResult(const RunFacts& facts, const std::vector<StepTime>& timed, cons
       absl::GetFlag(FLAGS_comm_hook).c_str(), comm.sent_kib, absl::GetFlag(FLAGS_reduce_dtype).c_str(),
       absl::GetFlag(FLAGS_gradient_as_bucket_view) ? "true" : "false",
       absl::GetFlag(FLAGS_fuse_blocks) ? "true" : "false", absl::GetFlag(FLAGS_precision).c_str(),
-      absl::GetFlag(FLAGS_memory_format).c_str());
+      facts.memory_format.c_str());
 }
 
 // --step_times_out: each timed step's milliseconds, to the path with "%r" replaced by the rank.
@@ -314,6 +317,7 @@ absl::Status Run() {
     return absl::InvalidArgumentError("--ablation=lockstep needs a launcher's WORLD_SIZE > 1 or --ddp");
   }
   RunFacts facts;
+  facts.memory_format = ChannelsLastActivations(config) ? "channels_last" : "contiguous";
   facts.world = launch.world_size;
   DDP_ASSIGN_OR_RETURN(auto train, LoadFashionMnist(config.data_dir, Split::kTrain));
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, BuildModel(config, Device::CPU()));

@@ -57,7 +57,8 @@ std::string RecordedCpu() { return absl::StrCat(CpuIdentity(), ", bf16: ", cpu::
 }  // namespace
 
 AutocastRecord CurrentAutocastRecord(const TrainConfig& config) {
-  AutocastRecord record{config.precision, config.device, "", RecordedCpu()};
+  AutocastRecord record{config.precision, config.device, "", RecordedCpu(),
+                        ChannelsLastActivations(config) ? "channels_last" : "contiguous"};
   if (Bf16OnCpu(config.precision, config.device)) {
     record.bf16_gemm_kernel = cpu::Bf16GemmKernelName(cpu::ActiveBf16GemmKernel());
   }
@@ -65,11 +66,12 @@ AutocastRecord CurrentAutocastRecord(const TrainConfig& config) {
 }
 
 std::string EncodeAutocastRecord(const AutocastRecord& record) {
-  return Json({{"precision", record.precision},
-               {"device", record.device},
-               {"bf16_gemm_kernel", record.bf16_gemm_kernel},
-               {"cpu", record.cpu}})
-      .dump();
+  Json json({{"precision", record.precision},
+             {"device", record.device},
+             {"bf16_gemm_kernel", record.bf16_gemm_kernel},
+             {"cpu", record.cpu}});
+  if (!record.memory_format.empty()) json["memory_format"] = record.memory_format;
+  return json.dump();
 }
 
 absl::StatusOr<AutocastRecord> DecodeAutocastRecord(absl::string_view text, const std::string& where) {
@@ -87,6 +89,10 @@ absl::StatusOr<AutocastRecord> DecodeAutocastRecord(absl::string_view text, cons
                                                : std::vector<std::string>{""};
   DDP_RETURN_IF_ERROR(GetString(where, record, "bf16_gemm_kernel", kernels, &parsed.bf16_gemm_kernel));
   DDP_RETURN_IF_ERROR(GetString(where, record, "cpu", {}, &parsed.cpu));
+  if (record.contains("memory_format")) {
+    DDP_RETURN_IF_ERROR(
+        GetString(where, record, "memory_format", {"contiguous", "channels_last"}, &parsed.memory_format));
+  }
   return parsed;
 }
 
@@ -100,6 +106,13 @@ AutocastResumePlan PlanAutocastResume(const AutocastRecord& saved, const std::st
                                       " on ", config.device,
                                       ": it continues from their weights, not bit for bit"));
     return plan;
+  }
+  const std::string layout = ChannelsLastActivations(config) ? "channels_last" : "contiguous";
+  if (!saved.memory_format.empty() && saved.memory_format != layout) {
+    plan.notes.push_back(absl::StrCat("--resume: the steps of ", source, " ran with ", saved.memory_format,
+                                      " activations, this run with ", layout,
+                                      " ones (--memory_format): it continues from their weights, not bit for "
+                                      "bit"));
   }
   if (!Bf16OnCpu(config.precision, config.device)) return plan;
   const cpu::Bf16GemmKernel recorded = KernelNamed(saved.bf16_gemm_kernel);

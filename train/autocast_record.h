@@ -1,5 +1,5 @@
-// What a checkpoint's steps computed with, beyond the weights: --precision, the device and, for bf16 on
-// the CPU, which bf16 GEMM kernel ran and on which CPU (Note [Autocast record]).
+// What a checkpoint's steps computed with, beyond the weights: --precision, the device, the activations'
+// layout and, for bf16 on the CPU, which bf16 GEMM kernel ran and on which CPU (Note [Autocast record]).
 //
 // Note [Autocast record]
 // Under --precision=bf16 on the CPU, the GEMMs and the convolutions built on them run one of two kernels
@@ -7,13 +7,14 @@
 // AVX512_BF16 and no AMX the process picks one by timing both. A resumed run continues bit for bit only
 // on the kernel the interrupted run used. So every checkpoint keeps an "autocast" extra state (JSON:
 // precision, device, bf16_gemm_kernel, and cpu: CpuIdentity with the bf16 instructions oneDNN finds, which
-// a virtual machine may hide), and --resume, on every rank:
+// a virtual machine may hide, and memory_format, the layout --memory_format resolved to, since the two
+// layouts sum in different orders too), and --resume, on every rank:
 //   - under --precision=bf16 on the same CPU (vendor, family, model, bf16 instructions) with DDP_BF16_GEMM
 //     unset, keeps the recorded kernel instead of choosing again, so neither a timing disturbed by a busy
 //     neighbour nor a DDP_BF16_GEMM given to the interrupted run and forgotten on resume can switch kernels
 //     mid-run;
-//   - otherwise chooses as usual, and rank 0 says when the run continues on another kernel, precision or
-//     device than the checkpoint's steps: from the same weights, but not bit for bit.
+//   - otherwise chooses as usual, and rank 0 says when the run continues on another kernel, precision,
+//     device or activation layout than the checkpoint's steps: from the same weights, but not bit for bit.
 // A checkpoint without the record (written before it existed, or by another program) resumes as before.
 #ifndef DDP_TRAIN_AUTOCAST_RECORD_H_
 #define DDP_TRAIN_AUTOCAST_RECORD_H_
@@ -38,12 +39,15 @@ struct AutocastRecord {
   std::string device;            // --device: "cpu" or "cuda"
   std::string bf16_gemm_kernel;  // bf16 on the CPU: "onednn" or "fp32" (Bf16GemmKernelName); else empty
   std::string cpu;               // CpuIdentity() and bf16 instructions of the process that wrote it
+  std::string memory_format;     // "contiguous" or "channels_last" (ChannelsLastActivations); empty: not
+                                 // recorded (a record written before the field existed)
 };
 
 // The record of this process under `config` (the bf16 kernel resolved now if no bf16 GEMM has run yet).
 AutocastRecord CurrentAutocastRecord(const TrainConfig& config);
 
-// The record as JSON text ({"precision": ..., "device": ..., "bf16_gemm_kernel": ..., "cpu": ...}).
+// The record as JSON text ({"precision": ..., "device": ..., "bf16_gemm_kernel": ..., "cpu": ...,
+// "memory_format": ...}; no "memory_format" when it is empty).
 std::string EncodeAutocastRecord(const AutocastRecord& record);
 
 // Parses EncodeAutocastRecord's text read from `where` (the file it came from). A malformed record is a

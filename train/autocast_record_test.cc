@@ -27,7 +27,9 @@ AutocastRecord Bf16Record(const std::string& kernel, const std::string& cpu = kC
 TEST(AutocastRecordTest, RoundTripsThroughJson) {
   for (const AutocastRecord& record :
        {Bf16Record("onednn"), Bf16Record("fp32", kOtherCpu), AutocastRecord{"fp16", "cpu", "", kCpu},
-        AutocastRecord{"bf16", "cuda", "", kCpu}}) {
+        AutocastRecord{"bf16", "cuda", "", kCpu},
+        AutocastRecord{"bf16", "cpu", "onednn", kCpu, "channels_last"},
+        AutocastRecord{"fp32", "cpu", "", kCpu, "contiguous"}}) {
     const std::string text = EncodeAutocastRecord(record);
     absl::StatusOr<AutocastRecord> decoded = DecodeAutocastRecord(text, "d/manifest.json");
     ASSERT_TRUE(decoded.ok()) << decoded.status() << " for " << text;
@@ -35,6 +37,8 @@ TEST(AutocastRecordTest, RoundTripsThroughJson) {
     EXPECT_EQ(decoded->device, record.device);
     EXPECT_EQ(decoded->bf16_gemm_kernel, record.bf16_gemm_kernel);
     EXPECT_EQ(decoded->cpu, record.cpu);
+    EXPECT_EQ(decoded->memory_format, record.memory_format);
+    EXPECT_EQ(text.find("memory_format") != std::string::npos, !record.memory_format.empty()) << text;
   }
 }
 
@@ -56,6 +60,8 @@ TEST(AutocastRecordTest, AMalformedRecordNamesTheFileAndTheField) {
        "\"autocast.bf16_gemm_kernel\" must be one of \"\", got \"onednn\""},
       {R"({"precision":"fp32","device":"cpu","bf16_gemm_kernel":"","cpu":7})",
        "\"autocast.cpu\" must be a string, got 7"},
+      {R"({"precision":"fp32","device":"cpu","bf16_gemm_kernel":"","cpu":"x","memory_format":"nhwc"})",
+       "\"autocast.memory_format\" must be one of \"contiguous\", \"channels_last\", got \"nhwc\""},
   };
   for (const auto& c : cases) {
     const absl::StatusOr<AutocastRecord> decoded = DecodeAutocastRecord(c.text, "run/step-3/manifest.json");
@@ -134,6 +140,34 @@ TEST(AutocastRecordTest, AnotherPrecisionOrDeviceIsNamedAndNothingIsKept) {
     ASSERT_EQ(plan.notes.size(), 1u) << c.expected;
     EXPECT_TRUE(absl::StrContains(plan.notes[0], c.expected)) << plan.notes[0];
   }
+}
+
+// The activations' layout: a record of another layout is named (whatever else the plan says), one of the
+// same layout or without the field (written before it existed) says nothing of it.
+TEST(AutocastRecordTest, AnotherActivationLayoutIsNamed) {
+  TrainConfig resnet = Config("bf16");
+  resnet.model = "resnet18";  // --memory_format=auto: channels-last under bf16 on the CPU
+  AutocastRecord saved = Bf16Record("onednn", kOtherCpu);
+  saved.memory_format = "contiguous";
+  AutocastResumePlan plan = PlanAutocastResume(saved, "ck/step-9", resnet, kCpu, Bf16GemmKernel::kAuto);
+  ASSERT_EQ(plan.notes.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(
+      plan.notes[0], "ck/step-9 ran with contiguous activations, this run with channels_last ones"))
+      << plan.notes[0];
+  EXPECT_TRUE(absl::StrContains(plan.notes[0], "not bit for bit")) << plan.notes[0];
+  EXPECT_TRUE(plan.compare_kernel_after_choosing) << "the kernel is still compared";
+  for (const char* recorded : {"channels_last", ""}) {
+    saved.memory_format = recorded;
+    plan = PlanAutocastResume(saved, "ck/step-9", resnet, kCpu, Bf16GemmKernel::kAuto);
+    EXPECT_TRUE(plan.notes.empty()) << recorded << ": " << plan.notes[0];
+  }
+  resnet.memory_format = "contiguous";
+  saved.memory_format = "channels_last";
+  plan = PlanAutocastResume(saved, "ck/step-9", resnet, kCpu, Bf16GemmKernel::kAuto);
+  ASSERT_EQ(plan.notes.size(), 1u);
+  EXPECT_TRUE(
+      absl::StrContains(plan.notes[0], "ran with channels_last activations, this run with contiguous"))
+      << plan.notes[0];
 }
 
 TEST(AutocastRecordTest, OtherPrecisionsHaveNoKernelToKeep) {

@@ -35,7 +35,7 @@ absl::StatusOr<std::shared_ptr<Module>> BuildModel(const TrainConfig& config, De
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, MakeModel(config.model, init_generator));
   if (!config.init_from.empty()) DDP_RETURN_IF_ERROR(LoadModuleFromSafetensors(*model, config.init_from));
   if (auto* resnet = dynamic_cast<nn::ResNet*>(model.get())) {
-    resnet->set_channels_last(config.memory_format == "channels_last");
+    resnet->set_channels_last(ChannelsLastActivations(config));
   }
   MoveModel(*model, device);
   return model;

@@ -167,6 +167,12 @@ bool GradScalerEnabled(const TrainConfig& config) {
   return config.grad_scaler == "on" || (config.grad_scaler == "auto" && config.precision == "fp16");
 }
 
+bool ChannelsLastActivations(const TrainConfig& config) {
+  return config.memory_format == "channels_last" ||
+         (config.memory_format == "auto" && config.model == "resnet18" && config.precision == "bf16" &&
+          config.device == "cpu");
+}
+
 std::vector<std::string> DdpOnlyFlagsSet(const TrainConfig& config) {
   const TrainConfig defaults;
   std::vector<std::string> set;

@@ -68,6 +68,12 @@ absl::Status ValidateConfig(const TrainConfig& config);
 // Whether dynamic loss scaling runs: --grad_scaler=on, or auto with --precision=fp16. Pure.
 bool GradScalerEnabled(const TrainConfig& config);
 
+// Whether resnet18 keeps its activations channels-last: --memory_format=channels_last, or auto for resnet18
+// under --precision=bf16 on the CPU, where oneDNN's bf16 convolutions then run with no layout conversions
+// (faster on every CPU measured, docs/mixed_precision.md "Channels-last activations"). Float32 and fp16
+// stay contiguous under auto, as in PyTorch. Pure.
+bool ChannelsLastActivations(const TrainConfig& config);
+
 // Whether --bucket_cap_mb=auto (train/auto_bucket_caps.h) asks DDP to choose its own caps.
 bool AutoBucketCapsRequested(const TrainConfig& config);
 // The bucket cap in MiB that --bucket_cap_mb names; with auto, the caps the run starts with (25).

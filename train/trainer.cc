@@ -541,6 +541,16 @@ void WarnIgnoredDdpFlags(const TrainConfig& config) {
                absl::StrJoin(ignored, ", ").c_str(), ignored.size() == 1 ? "takes" : "take");
 }
 
+// --memory_format=auto that turned channels-last activations on: rank 0 says so once, with the flag
+// that keeps them NCHW.
+void NoteAutoMemoryFormat(const TrainConfig& config, int rank) {
+  if (rank != 0 || config.memory_format != "auto" || !ChannelsLastActivations(config)) return;
+  std::fprintf(
+      stderr,
+      "train: resnet18's activations are channels-last (--memory_format=auto under --precision=bf16 on "
+      "the CPU; --memory_format=contiguous keeps them NCHW)\n");
+}
+
 }  // namespace
 
 absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
@@ -556,6 +566,7 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   }
   ProcessGroup* group = dist != nullptr ? dist->group.get() : nullptr;
   if (group == nullptr) WarnIgnoredDdpFlags(config);
+  NoteAutoMemoryFormat(config, launch.rank);
   // Before anything else communicates (Note [Train settings agreement]).
   if (group != nullptr) DDP_RETURN_IF_ERROR(CheckSettingsAgree(*group, config));
   // Every output is tried before any work, by rank 0 which writes them all (the trace exists under DDP).

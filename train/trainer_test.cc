@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -16,9 +16,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "train/train_step.h"
+#include "nn/resnet.h"
 #include "nn/safetensors.h"
 #include "testing/process.h"
+#include "train/setup.h"
+#include "train/train_step.h"
 
 namespace ddp {
 namespace {
@@ -85,6 +87,8 @@ TEST(TrainerTest, BadConfigurationsNameTheFlag) {
             std::string::npos);
   config.memory_format = "nhwc";
   EXPECT_NE(ValidateConfig(config).message().find("--memory_format"), std::string::npos);
+  config.memory_format = "auto";  // the default: every model takes it
+  EXPECT_TRUE(ValidateConfig(config).ok());
   config = TrainConfig();
   config.momentum = 1;
   EXPECT_EQ(ValidateConfig(config).message(), "--momentum must be in [0, 1), got 1");
@@ -378,6 +382,42 @@ TEST(TrainerTest, SigtermStopsAfterTheCurrentStep) {
   EXPECT_NE(err.find("train: SIGTERM received, stopping after the current step"), std::string::npos) << err;
   EXPECT_NE(err.find("train: CANCELLED: stopped by SIGTERM after step "), std::string::npos) << err;
   EXPECT_LT(absl::Now() - signalled, absl::Seconds(10));
+}
+
+// --memory_format=auto keeps resnet18's activations channels-last under bf16 on the CPU only; the explicit
+// values hold whatever the precision.
+TEST(TrainerTest, AutoMemoryFormatIsChannelsLastForResNetUnderBf16OnTheCpu) {
+  TrainConfig config;
+  EXPECT_EQ(config.memory_format, "auto");
+  EXPECT_FALSE(ChannelsLastActivations(config)) << "mlp";
+  config.model = "resnet18";
+  EXPECT_FALSE(ChannelsLastActivations(config)) << "resnet18 in float32";
+  config.precision = "bf16";
+  EXPECT_TRUE(ChannelsLastActivations(config)) << "resnet18 under bf16";
+  config.precision = "fp16";
+  EXPECT_FALSE(ChannelsLastActivations(config)) << "resnet18 under fp16";
+  config.precision = "bf16";
+  config.device = "cuda";
+  EXPECT_FALSE(ChannelsLastActivations(config)) << "resnet18 under bf16 on the GPU";
+  config.device = "cpu";
+  config.model = "cnn";
+  EXPECT_FALSE(ChannelsLastActivations(config)) << "cnn under bf16";
+  config.model = "resnet18";
+  config.memory_format = "contiguous";
+  EXPECT_FALSE(ChannelsLastActivations(config)) << "--memory_format=contiguous under bf16";
+  config.memory_format = "channels_last";
+  config.precision = "fp32";
+  EXPECT_TRUE(ChannelsLastActivations(config)) << "--memory_format=channels_last in float32";
+  // train/train's model follows it.
+  for (const char* precision : {"bf16", "fp32"}) {
+    config.memory_format = "auto";
+    config.precision = precision;
+    absl::StatusOr<std::shared_ptr<Module>> model = BuildModel(config, Device::CPU());
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto* resnet = dynamic_cast<nn::ResNet*>(model->get());
+    ASSERT_NE(resnet, nullptr);
+    EXPECT_EQ(resnet->channels_last(), config.precision == "bf16") << precision;
+  }
 }
 
 }  // namespace
