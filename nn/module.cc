@@ -262,12 +262,7 @@ void Module::Train(bool training) {
   for (const auto& entry : children_) entry.second->Train(training);
 }
 
-void Module::ZeroGrad() const {
-  for (const Tensor& p : Parameters()) {
-    Tensor grad = p.grad();
-    if (grad.defined()) FillInPlace(grad, 0.0f);
-  }
-}
+void Module::ZeroGrad(bool set_to_none) const { ZeroGradients(Parameters(), set_to_none); }
 
 NamedTensors Module::StateDict() const {
   NamedTensors out;

@@ -177,8 +177,13 @@ class Module {
 
   // Zeroes every existing parameter gradient in place and keeps it (PyTorch 1.13's
   // zero_grad(set_to_none=False)): gradients may be views into communication buckets, so they are
-  // never replaced or dropped. Parameters without a gradient are left alone.
-  void ZeroGrad() const;
+  // never replaced or dropped. Parameters without a gradient are left alone. With `set_to_none`
+  // (PyTorch 2.x's default zero_grad()) the gradients are dropped instead: the next backward pass then
+  // hands each parameter the gradient it computed, without a fill, a copy or a sum (tensor/autograd.h),
+  // and a parameter that gets none keeps none, which optimizers skip (weight decay and momentum included,
+  // as PyTorch's). Not for gradients that are views into buckets (gradient_as_bucket_view): those would
+  // be copied back into their buckets every step.
+  void ZeroGrad(bool set_to_none = false) const;
 
   // ---- state ----
   // Parameters then buffers of each module, module by module in registration order (the order of

@@ -2,6 +2,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "tensor/autograd.h"
 #include "tensor/ops.h"
 
 namespace ddp {
@@ -14,12 +15,7 @@ Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
   }
 }
 
-void Optimizer::ZeroGrad() const {
-  for (const Tensor& p : params_) {
-    Tensor grad = p.grad();
-    if (grad.defined()) FillInPlace(grad, 0.0f);
-  }
-}
+void Optimizer::ZeroGrad(bool set_to_none) const { ZeroGradients(params_, set_to_none); }
 
 Tensor Optimizer::CheckedGrad(size_t index) const {
   const Tensor& p = params_[index];

@@ -36,9 +36,9 @@ class Optimizer {
   // float32 on the CPU, parameters contiguous (checked).
   virtual void Step() = 0;
 
-  // Zeroes existing gradients in place (torch 1.13's zero_grad(set_to_none=False)); see
-  // Module::ZeroGrad.
-  void ZeroGrad() const;
+  // Zeroes existing gradients in place (torch 1.13's zero_grad(set_to_none=False)), or with
+  // `set_to_none` drops them (PyTorch 2.x's default); see Module::ZeroGrad.
+  void ZeroGrad(bool set_to_none = false) const;
 
   // A deep copy of the state (tensors do not alias the optimizer's).
   virtual OptimizerState StateDict() const = 0;

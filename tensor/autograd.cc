@@ -69,6 +69,19 @@ void AccumulateIntoBuffer(Tensor& buffer, const Tensor& gradient) {
   }
 }
 
+// True when a leaf without a gradient may take `gradient` itself as its .grad instead of a copy (as
+// PyTorch's AccumulateGrad steals it): the backward pass's handle is the only one on the tensor and on its
+// memory, which it covers exactly, laid out as the copy would be (contiguous, or channels-last for a
+// channels-last leaf), with the leaf's dtype and device, and no graph of its own.
+bool CanTakeGradient(const Tensor& gradient, const Tensor& leaf, bool channels_last) {
+  const TensorImpl& impl = *gradient.shared_impl();
+  return gradient.shared_impl().use_count() == 1 && impl.storage.use_count() == 1 && impl.offset == 0 &&
+         impl.storage->nbytes() == gradient.nbytes() &&
+         (channels_last ? HasChannelsLastStrides(gradient) : gradient.is_contiguous()) &&
+         gradient.dtype() == leaf.dtype() && gradient.device() == leaf.device() && !impl.requires_grad &&
+         impl.grad_fn == nullptr && impl.autocast_copy == nullptr;
+}
+
 // Runs the queued callbacks; a callback may queue more, which run too.
 void RunCallbacks(std::vector<std::function<void()>>& callbacks) {
   for (size_t i = 0; i < callbacks.size(); ++i) {
@@ -96,7 +109,12 @@ std::vector<Tensor> AccumulateGrad::Apply(const Tensor& grad_output) {
     // A channels-last leaf's gradient is channels-last too (Note [Channels-last activations]), as PyTorch
     // lays a gradient out like its parameter.
     const bool channels_last = HasChannelsLastStrides(Tensor(leaf)) && grad_output.device().is_cpu();
-    leaf->grad = (channels_last ? CloneChannelsLast(grad_output.Detach()) : Clone(grad_output)).shared_impl();
+    if (CanTakeGradient(grad_output, Tensor(leaf), channels_last)) {
+      leaf->grad = grad_output.shared_impl();
+    } else {
+      leaf->grad =
+          (channels_last ? CloneChannelsLast(grad_output.Detach()) : Clone(grad_output)).shared_impl();
+    }
   } else {
     AddInPlace(Tensor(leaf->grad), grad_output);
   }
@@ -105,6 +123,18 @@ std::vector<Tensor> AccumulateGrad::Apply(const Tensor& grad_output) {
   Tensor leaf_handle(leaf);
   for (auto& [id, hook] : hooks) hook(leaf_handle);
   return {};
+}
+
+void ZeroGradients(const std::vector<Tensor>& leaves, bool set_to_none) {
+  for (const Tensor& leaf : leaves) {
+    Tensor grad = leaf.grad();
+    if (!grad.defined()) continue;
+    if (set_to_none) {
+      leaf.set_grad(Tensor());
+    } else {
+      FillInPlace(grad, 0.0f);
+    }
+  }
 }
 
 void RunBackward(const Tensor& root, const Tensor& gradient) {

@@ -57,7 +57,10 @@ class Node {
 };
 
 // The gradient sink of a leaf: accumulates into leaf.grad (in place when a gradient already exists,
-// so bucket views set with set_grad stay views), then fires the leaf's post-accumulate-grad hooks.
+// so bucket views set with set_grad stay views), then fires the leaf's post-accumulate-grad hooks. A
+// leaf without a gradient takes the computed one: the tensor itself where the backward pass holds the only
+// handle on it and its memory and it is laid out as the leaf (as PyTorch's AccumulateGrad steals it), else
+// a copy.
 class AccumulateGrad : public Node {
  public:
   explicit AccumulateGrad(std::weak_ptr<TensorImpl> leaf);
@@ -69,6 +72,11 @@ class AccumulateGrad : public Node {
  private:
   std::weak_ptr<TensorImpl> leaf_;
 };
+
+// Clears the gradients of `leaves`: with `set_to_none` drops them (a leaf then takes the next gradient it
+// gets without a fill or a sum, AccumulateGrad), else zeroes the existing ones in place and keeps them
+// (views into buckets stay views). Leaves without a gradient are left alone.
+void ZeroGradients(const std::vector<Tensor>& leaves, bool set_to_none);
 
 // Runs the backward pass from `root` with seed gradient `gradient` (Note [Backward firing order]).
 // REQUIRES: root.requires_grad(); gradient undefined (root must have one element: seed 1) or shaped like

@@ -73,6 +73,44 @@ TEST(AutogradTest, InPlaceAccumulationKeepsGradAView) {
   EXPECT_EQ(w.grad().storage(), bucket.storage());
 }
 
+// ZeroGradients: dropped with set_to_none (and the next backward pass gives the leaf its gradient again),
+// zeroed in place and kept otherwise (a bucket view stays a view); a leaf without one is left alone.
+TEST(AutogradTest, ZeroGradientsDropsOrZeroes) {
+  Tensor bucket = Ones({4});
+  Tensor w = FromVector(std::vector<float>{1, 2}, {2}), v = FromVector(std::vector<float>{3}, {1});
+  w.set_requires_grad(true);
+  v.set_requires_grad(true);
+  w.set_grad(Narrow(bucket, 0, 2, 2));
+  ZeroGradients({w, v}, false);
+  EXPECT_EQ(bucket.ToVector<float>(), (std::vector<float>{1, 1, 0, 0}));
+  EXPECT_EQ(w.grad().storage(), bucket.storage());
+  EXPECT_FALSE(v.grad().defined());
+  ZeroGradients({w, v}, true);
+  EXPECT_FALSE(w.grad().defined());
+  EXPECT_EQ(bucket.ToVector<float>(), (std::vector<float>{1, 1, 0, 0}));
+  Sum(MulScalar(w, 3.0f)).Backward();
+  EXPECT_EQ(w.grad().ToVector<float>(), (std::vector<float>{3, 3}));
+}
+
+// A leaf without a gradient takes the computed gradient itself only where no one else holds it: Add's
+// backward hands one tensor to both of its inputs, so at least one of the two leaves gets a copy, and
+// changing one leaf's gradient leaves the other's alone. The seed gradient, which the caller holds, is
+// never taken either.
+TEST(AutogradTest, ALeafTakesOnlyAGradientNoOneElseHolds) {
+  Tensor a = FromVector(std::vector<float>{1, 2}, {2}), b = FromVector(std::vector<float>{3, 4}, {2});
+  a.set_requires_grad(true);
+  b.set_requires_grad(true);
+  const Tensor seed = FromVector(std::vector<float>{5, 6}, {2});
+  Add(a, b).Backward(seed);
+  EXPECT_NE(a.grad().storage(), b.grad().storage());
+  EXPECT_NE(a.grad().storage(), seed.storage());
+  EXPECT_NE(b.grad().storage(), seed.storage());
+  MulScalarInPlace(a.grad(), 10.0f);
+  EXPECT_EQ(a.grad().ToVector<float>(), (std::vector<float>{50, 60}));
+  EXPECT_EQ(b.grad().ToVector<float>(), (std::vector<float>{5, 6}));
+  EXPECT_EQ(seed.ToVector<float>(), (std::vector<float>{5, 6}));
+}
+
 TEST(AutogradTest, NoGradGuardRecordsNothing) {
   Tensor w = Ones({2});
   w.set_requires_grad(true);

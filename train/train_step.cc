@@ -187,11 +187,19 @@ absl::StatusOr<bool> UnscaleAndAgreeOnSkip(const TrainState& state) {
   return ToDevice(flag, Device::CPU()).ToVector<float>()[0] > 0.0f;
 }
 
+// Whether the step drops the gradients instead of zeroing them (Module::ZeroGrad, PyTorch 2.x's
+// zero_grad()): the backward pass then hands each parameter its gradient without a fill or a sum. Not
+// where gradients are views into DDP's buckets (--grad_as_bucket_view), nor under DataParallel or ZeRO,
+// whose replicas and shards write into the gradients they find.
+bool GradientsSetToNone(const TrainState& state) {
+  return !state.config.grad_as_bucket_view && state.dp == nullptr && state.zero == nullptr;
+}
+
 // One optimizer step: accumulate_steps forward/backward passes, the optimizer, the sample log.
 // Returns the mean loss and adds the step's samples to `samples`.
 absl::StatusOr<double> TrainStep(TrainState& state, int epoch, BatchSource& batches, int64_t* samples) {
   const TrainConfig& config = state.config;
-  state.model.ZeroGrad();
+  state.model.ZeroGrad(GradientsSetToNone(state));
   double loss_sum = 0;
   std::vector<int64_t> ids;  // the step's sample indices, for --log_samples
   for (int micro = 0; micro < config.accumulate_steps; ++micro) {
