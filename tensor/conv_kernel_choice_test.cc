@@ -21,6 +21,11 @@
 namespace ddp {
 namespace {
 
+// Whether oneDNN may use AVX-512 (avx512_core) here, which its bf16 matmul, its bf16 convolution primitives
+// and its Winograd kernels all need: not on a CPU without AVX-512, nor under ONEDNN_MAX_CPU_ISA=AVX2. The
+// bf16 matmul's probe tells.
+bool OneDnnMayUseAvx512() { return cpu::OneDnnBf16MatmulAvailable(); }
+
 // An output gradient that does not depend on the output (so both kernels back-propagate the same
 // values), exactly representable in bf16.
 Tensor FixedGradient(const Shape& shape) {
@@ -71,8 +76,8 @@ TEST(ConvKernelChoiceTest, DefaultRuleAndOverride) {
 // another order), so the comparison tells the two apart.
 TEST(ConvKernelChoiceTest, Bf16ForwardRunsOnIm2ColUnderTheDefaultRule) {
   if (std::getenv("DDP_CONV_KERNEL") != nullptr) GTEST_SKIP() << "DDP_CONV_KERNEL forces one kernel";
-  if (!__builtin_cpu_supports("avx512f"))
-    GTEST_SKIP() << "no AVX-512: oneDNN 2.6 has no bf16 primitives here";
+  if (!OneDnnMayUseAvx512())
+    GTEST_SKIP() << "oneDNN may not use AVX-512 here (the CPU or ONEDNN_MAX_CPU_ISA): no bf16 primitives";
   const Tensor x = UniformLeaf({8, 64, 14, 14}, 430), w = UniformLeaf({64, 64, 3, 3}, 431, -0.05f, 0.05f);
   auto forward = [&](cpu::ConvKernel kernel) {
     cpu::SetConvKernel(kernel);
@@ -94,7 +99,7 @@ TEST(ConvKernelChoiceTest, Bf16ForwardRunsOnIm2ColUnderTheDefaultRule) {
 // oneDNN's Winograd kernels need AVX-512 (jit_wino_4x3:avx512_core); where the CPU has it, the default
 // rule runs them for ResNet's 3x3 stride-1 layers.
 TEST(ConvKernelChoiceTest, WinogradRunsWhereTheCpuHasIt) {
-  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512: oneDNN has no Winograd kernel here";
+  if (!OneDnnMayUseAvx512()) GTEST_SKIP() << "oneDNN may not use AVX-512 here: no Winograd kernel";
   const cpu::ConvGeometry layer1{8, 64, 28, 28, 64, 3, 3, 1, 1, 28, 28};
   EXPECT_NE(cpu::OneDnnConvImplementation(layer1).find("wino"), std::string::npos)
       << cpu::OneDnnConvImplementation(layer1);
@@ -133,7 +138,7 @@ TEST(ConvKernelChoiceTest, OneDnnMatchesIm2ColAtResNetShapes) {
       SCOPED_TRACE(::testing::Message() << "stride " << stride << " kernel " << static_cast<int>(kernel));
       const float tolerance = kernel == cpu::ConvKernel::kWinograd ? 1e-4f : 1e-5f;
       const Result onednn = run(kernel, stride);
-      if (kernel == cpu::ConvKernel::kWinograd && stride == 1 && __builtin_cpu_supports("avx512f")) {
+      if (kernel == cpu::ConvKernel::kWinograd && stride == 1 && OneDnnMayUseAvx512()) {
         cpu::SetConvKernel(kernel);  // the comparison above ran Winograd, not its direct fallback
         EXPECT_NE(cpu::OneDnnConvImplementation({3, 32, 9, 9, 48, 3, 3, 1, 1, 9, 9}).find("wino"),
                   std::string::npos);
@@ -189,6 +194,7 @@ TEST(ConvKernelChoiceTest, Bf16AutocastMatchesIm2Col) {
     const Result fp32 = run(cpu::ConvKernel::kIm2Col, cpu::Bf16GemmKernel::kFloat32, false, fused);
     EXPECT_GT(relative(fp32.gw, reference.gw), 1e-3f);
     for (cpu::Bf16GemmKernel gemm : {cpu::Bf16GemmKernel::kOneDnn, cpu::Bf16GemmKernel::kFloat32}) {
+      if (gemm == cpu::Bf16GemmKernel::kOneDnn && !cpu::OneDnnBf16MatmulAvailable()) continue;
       for (cpu::ConvKernel kernel : {cpu::ConvKernel::kOneDnn, cpu::ConvKernel::kAuto}) {
         SCOPED_TRACE(::testing::Message()
                      << "fused " << fused << " bf16 kernel "
@@ -266,8 +272,8 @@ TEST(ConvKernelChoiceTest, Bf16DefaultRuleAtResNetShapes) {
 TEST(ConvKernelChoiceTest, Bf16InputGradientIsTheForwardOfTheFlippedWeights) {
   if (std::getenv("DDP_CONV_KERNEL") != nullptr || std::getenv("DDP_BF16_CONV_INPUT_GRAD") != nullptr)
     GTEST_SKIP() << "the environment sets the rule";
-  if (!__builtin_cpu_supports("avx512f"))
-    GTEST_SKIP() << "no AVX-512: oneDNN 2.6 has no bf16 primitives here";
+  if (!OneDnnMayUseAvx512())
+    GTEST_SKIP() << "oneDNN may not use AVX-512 here (the CPU or ONEDNN_MAX_CPU_ISA): no bf16 primitives";
   const cpu::ConvGeometry layer4{64, 512, 4, 4, 512, 3, 3, 1, 1, 4, 4};
   EXPECT_FALSE(cpu::Bf16InputGradientAsForward(layer4));  // off by default
   cpu::SetBf16InputGradientAsForward(true);
@@ -344,8 +350,8 @@ TEST(ConvKernelChoiceTest, Bf16InputGradientIsTheForwardOfTheFlippedWeights) {
 // so that the rounding path runs, where oneDNN runs AMX (its choice) and for channels-last activations on
 // every CPU with bf16 primitives (Note [bf16 primitives on NHWC activations]).
 TEST(ConvKernelChoiceTest, Bf16PrimitivesRoundTheGradientInTheirLayout) {
-  if (!__builtin_cpu_supports("avx512f"))
-    GTEST_SKIP() << "no AVX-512: oneDNN 2.6 has no bf16 primitives here";
+  if (!OneDnnMayUseAvx512())
+    GTEST_SKIP() << "oneDNN may not use AVX-512 here (the CPU or ONEDNN_MAX_CPU_ISA): no bf16 primitives";
   const bool primitives = cpu::ActiveBf16GemmKernel() == cpu::Bf16GemmKernel::kOneDnn;
   const bool amx = cpu::Bf16GemmKernelDescription().find("this CPU has AMX") != std::string::npos;
   bool any_rounded_here = false;

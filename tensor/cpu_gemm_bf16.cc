@@ -149,14 +149,24 @@ struct AutoChoice {
   double measured_speedup;
 };
 
+// Why kOneDnn cannot run here, for the message of a program or environment that asks for it.
+std::string NoOneDnnBf16Matmul(const std::string& who) {
+  return who + ": oneDNN has no bf16 matmul on this CPU (bf16 instructions: " + Bf16Instructions() +
+         "; oneDNN's bf16 kernels need AVX-512, which this CPU or ONEDNN_MAX_CPU_ISA does not allow); the "
+         "float32 "
+         "kernel (fp32) computes the same numbers up to the order of the float32 sums";
+}
+
 // kAuto resolved once: DDP_BF16_GEMM, else Note [bf16 GEMM kernel choice].
 const AutoChoice& ResolveAuto() {
   static const AutoChoice resolved = []() -> AutoChoice {
     if (const Bf16GemmKernel pinned = Bf16GemmKernelFromEnvironment(); pinned != Bf16GemmKernel::kAuto) {
+      DDP_CHECK(pinned != Bf16GemmKernel::kOneDnn || OneDnnBf16MatmulAvailable())
+          << NoOneDnnBf16Matmul("DDP_BF16_GEMM=onednn") << ": unset DDP_BF16_GEMM or set it to fp32";
       return {pinned, 0.0};
     }
     if (OneDnnHasAmx()) return {Bf16GemmKernel::kOneDnn, 0.0};
-    if (!OneDnnHasAvx512Bf16()) return {Bf16GemmKernel::kFloat32, 0.0};
+    if (!OneDnnHasAvx512Bf16() || !OneDnnBf16MatmulAvailable()) return {Bf16GemmKernel::kFloat32, 0.0};
     const double speedup = MeasureOneDnnSpeedup();
     return {speedup >= kMinOneDnnSpeedup ? Bf16GemmKernel::kOneDnn : Bf16GemmKernel::kFloat32, speedup};
   }();
@@ -189,7 +199,23 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   }
 }
 
-void SetBf16GemmKernel(Bf16GemmKernel kernel) { requested_kernel.store(kernel); }
+void SetBf16GemmKernel(Bf16GemmKernel kernel) {
+  DDP_CHECK(kernel != Bf16GemmKernel::kOneDnn || OneDnnBf16MatmulAvailable())
+      << NoOneDnnBf16Matmul("SetBf16GemmKernel(kOneDnn)");
+  requested_kernel.store(kernel);
+}
+
+bool OneDnnBf16MatmulAvailable() {
+  static const bool available = [] {
+    try {
+      MakePlan(GemmKey{false, false, 16, 16, 16, 16, 16, 16, false});
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return available;
+}
 
 const char* Bf16Instructions() {
   if (OneDnnHasAmx()) return "amx";

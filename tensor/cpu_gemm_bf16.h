@@ -46,8 +46,15 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
           int64_t lda, const BFloat16* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // Chooses the kernel for the bf16 GEMMs that follow (kAuto: the environment, else Note [bf16 GEMM kernel
-// choice]). Call while no bf16 GEMM runs (tests, start-up).
+// choice]). Call while no bf16 GEMM runs (tests, start-up). Dies naming the reason for kOneDnn where
+// OneDnnBf16MatmulAvailable() is false.
 void SetBf16GemmKernel(Bf16GemmKernel kernel);
+
+// Whether oneDNN has a bf16 matmul on this CPU at all (its own emulation included; none where it may use
+// no more than AVX2, e.g. a CPU without AVX-512, or ONEDNN_MAX_CPU_ISA=AVX2). Where it has none, kAuto
+// picks kFloat32, and DDP_BF16_GEMM=onednn stops the process at the first bf16 GEMM with a message saying
+// so instead of an error from inside oneDNN. Probed once (a small primitive descriptor).
+bool OneDnnBf16MatmulAvailable();
 
 // "onednn" or "fp32": the kernel as DDP_BF16_GEMM names it. REQUIRES: kernel != kAuto (checked).
 const char* Bf16GemmKernelName(Bf16GemmKernel kernel);

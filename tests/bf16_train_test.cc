@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tensor/cpu_gemm_bf16.h"
 #include "testing/process.h"
 
 namespace ddp {
@@ -68,11 +69,17 @@ TEST(Bf16TrainTest, ResumeKeepsTheKernelTheCheckpointRecorded) {
   std::string diff;
   EXPECT_EQ(RunShell("cmp " + whole + " " + resumed, &diff), 0) << diff;
   output.clear();
-  ASSERT_EQ(
+  const int pinned =
       RunShell("DDP_BF16_GEMM=onednn " + train + kCommon + " --max_steps=31 --resume --checkpoint_dir=" + dir,
-               &output),
-      0)
-      << output;
+               &output);
+  if (!cpu::OneDnnBf16MatmulAvailable()) {
+    // Where oneDNN has no bf16 matmul the pin is refused by name, not by an error from inside oneDNN.
+    EXPECT_NE(pinned, 0) << output;
+    EXPECT_NE(output.find("DDP_BF16_GEMM=onednn: oneDNN has no bf16 matmul on this CPU"), std::string::npos)
+        << output;
+    return;
+  }
+  ASSERT_EQ(pinned, 0) << output;
   EXPECT_NE(output.find("DDP_BF16_GEMM pins kernel \"onednn\" (oneDNN's bf16 matmul): the run continues, not "
                         "bit for bit"),
             std::string::npos)

@@ -49,6 +49,18 @@ else
   echo "== no nvcc at /usr/local/cuda/bin: the CUDA configuration is not built"
 fi
 
+# bf16 on a CPU without AVX-512, whatever CPU runs the suite: the bf16 tests again with oneDNN limited to
+# AVX2 (no bf16 matmul or primitives, no Winograd), where the engine falls back to its float32 kernels and
+# refuses DDP_BF16_GEMM=onednn by name.
+echo "== bf16 with oneDNN limited to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2)"
+avx2_log=$(mktemp)
+bazel test --test_env=ONEDNN_MAX_CPU_ISA=AVX2 //tensor:autocast_test //tensor:channels_last_test \
+  //tensor:conv_kernel_choice_test //nn:autocast_fixture_test //tests:bf16_train_test \
+  2>&1 | sed -E 's/^(\/\/[^ ]+)( +)/\1 (avx2)\2/' | tee "$avx2_log" | grep -E 'PASSED|FAILED|SKIPPED|ERROR'
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+cat "$avx2_log" >> "$log"
+rm -f "$avx2_log"
+
 # The floors: upward dependencies must be refused by Bazel and absent from #includes.
 echo "== floors"
 python3 tools/check_floors.py
@@ -61,9 +73,9 @@ bash examples/external_workspace/build_and_run.sh
 external=$?
 [ "$external" -eq 0 ] || status=1
 
-passed=$(grep -cE '^//[^ ]+ +(\(cuda\) +)?(\(cached\) )?PASSED' "$log")
-failed=$(grep -cE '^//[^ ]+ +(\(cuda\) +)?(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE)' "$log")
-flaky=$(grep -cE '^//[^ ]+ +(\(cuda\) +)?(\(cached\) )?FLAKY' "$log")
+passed=$(grep -cE '^//[^ ]+ +(\((cuda|avx2)\) +)?(\(cached\) )?PASSED' "$log")
+failed=$(grep -cE '^//[^ ]+ +(\((cuda|avx2)\) +)?(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE)' "$log")
+flaky=$(grep -cE '^//[^ ]+ +(\((cuda|avx2)\) +)?(\(cached\) )?FLAKY' "$log")
 skipped=$(wc -l < "$skips")
 passed=$((passed - skipped))
 failed=$((failed + flaky + (floors != 0) + (external != 0)))
