@@ -387,27 +387,31 @@ TEST(TrainerTest, SigtermStopsAfterTheCurrentStep) {
 // --memory_format=auto keeps resnet18's activations channels-last under bf16 on the CPU only; the explicit
 // values hold whatever the precision.
 TEST(TrainerTest, AutoMemoryFormatIsChannelsLastForResNetUnderBf16OnTheCpu) {
+  EXPECT_EQ(TrainConfig().memory_format, "auto");
+  const struct {
+    const char *model, *precision, *device, *memory_format;
+    bool channels_last;
+  } cases[] = {
+      {"mlp", "fp32", "cpu", "auto", false},
+      {"resnet18", "fp32", "cpu", "auto", false},
+      {"resnet18", "bf16", "cpu", "auto", true},
+      {"resnet18", "fp16", "cpu", "auto", false},
+      {"resnet18", "bf16", "cuda", "auto", false},
+      {"cnn", "bf16", "cpu", "auto", false},
+      {"resnet18", "bf16", "cpu", "contiguous", false},
+      {"resnet18", "fp32", "cpu", "channels_last", true},
+  };
   TrainConfig config;
-  EXPECT_EQ(config.memory_format, "auto");
-  EXPECT_FALSE(ChannelsLastActivations(config)) << "mlp";
-  config.model = "resnet18";
-  EXPECT_FALSE(ChannelsLastActivations(config)) << "resnet18 in float32";
-  config.precision = "bf16";
-  EXPECT_TRUE(ChannelsLastActivations(config)) << "resnet18 under bf16";
-  config.precision = "fp16";
-  EXPECT_FALSE(ChannelsLastActivations(config)) << "resnet18 under fp16";
-  config.precision = "bf16";
-  config.device = "cuda";
-  EXPECT_FALSE(ChannelsLastActivations(config)) << "resnet18 under bf16 on the GPU";
+  for (const auto& c : cases) {
+    config.model = c.model;
+    config.precision = c.precision;
+    config.device = c.device;
+    config.memory_format = c.memory_format;
+    EXPECT_EQ(ChannelsLastActivations(config), c.channels_last)
+        << c.model << " " << c.precision << " on " << c.device << ", --memory_format=" << c.memory_format;
+  }
   config.device = "cpu";
-  config.model = "cnn";
-  EXPECT_FALSE(ChannelsLastActivations(config)) << "cnn under bf16";
   config.model = "resnet18";
-  config.memory_format = "contiguous";
-  EXPECT_FALSE(ChannelsLastActivations(config)) << "--memory_format=contiguous under bf16";
-  config.memory_format = "channels_last";
-  config.precision = "fp32";
-  EXPECT_TRUE(ChannelsLastActivations(config)) << "--memory_format=channels_last in float32";
   // train/train's model follows it.
   for (const char* precision : {"bf16", "fp32"}) {
     config.memory_format = "auto";
