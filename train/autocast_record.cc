@@ -113,6 +113,12 @@ AutocastResumePlan PlanAutocastResume(const AutocastRecord& saved, const std::st
                                       " activations, this run with ", layout,
                                       " ones (--memory_format): it continues from their weights, not bit for "
                                       "bit"));
+  } else if (saved.memory_format.empty() && config.memory_format == "auto" && layout == "channels_last") {
+    plan.notes.push_back(
+        absl::StrCat("--resume: the record of ", source,
+                     " does not say which activation layout its steps ran; this run keeps "
+                     "resnet18's activations channels-last (--memory_format=auto under bf16); "
+                     "if they ran NCHW, --memory_format=contiguous continues them bit for bit"));
   }
   if (!Bf16OnCpu(config.precision, config.device)) return plan;
   const cpu::Bf16GemmKernel recorded = KernelNamed(saved.bf16_gemm_kernel);

@@ -156,11 +156,20 @@ TEST(AutocastRecordTest, AnotherActivationLayoutIsNamed) {
       << plan.notes[0];
   EXPECT_TRUE(absl::StrContains(plan.notes[0], "not bit for bit")) << plan.notes[0];
   EXPECT_TRUE(plan.compare_kernel_after_choosing) << "the kernel is still compared";
-  for (const char* recorded : {"channels_last", ""}) {
-    saved.memory_format = recorded;
-    plan = PlanAutocastResume(saved, "ck/step-9", resnet, kCpu, Bf16GemmKernel::kAuto);
-    EXPECT_TRUE(plan.notes.empty()) << recorded << ": " << plan.notes[0];
-  }
+  saved.memory_format = "channels_last";
+  plan = PlanAutocastResume(saved, "ck/step-9", resnet, kCpu, Bf16GemmKernel::kAuto);
+  EXPECT_TRUE(plan.notes.empty()) << plan.notes[0];
+  // A record without the layout, resumed where auto picks channels-last: the run says how to resume NCHW.
+  saved.memory_format = "";
+  plan = PlanAutocastResume(saved, "ck/step-9", resnet, kCpu, Bf16GemmKernel::kAuto);
+  ASSERT_EQ(plan.notes.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(plan.notes[0], "does not say which activation layout its steps ran"))
+      << plan.notes[0];
+  EXPECT_TRUE(absl::StrContains(plan.notes[0], "--memory_format=contiguous continues them bit for bit"))
+      << plan.notes[0];
+  resnet.memory_format = "channels_last";  // chosen by the user: nothing to say
+  plan = PlanAutocastResume(saved, "ck/step-9", resnet, kCpu, Bf16GemmKernel::kAuto);
+  EXPECT_TRUE(plan.notes.empty()) << plan.notes[0];
   resnet.memory_format = "contiguous";
   saved.memory_format = "channels_last";
   plan = PlanAutocastResume(saved, "ck/step-9", resnet, kCpu, Bf16GemmKernel::kAuto);
