@@ -317,7 +317,7 @@ absl::Status Run() {
     return absl::InvalidArgumentError("--ablation=lockstep needs a launcher's WORLD_SIZE > 1 or --ddp");
   }
   RunFacts facts;
-  facts.memory_format = ChannelsLastActivations(config) ? "channels_last" : "contiguous";
+  facts.memory_format = ResolvedMemoryFormat(config);
   facts.world = launch.world_size;
   DDP_ASSIGN_OR_RETURN(auto train, LoadFashionMnist(config.data_dir, Split::kTrain));
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, BuildModel(config, Device::CPU()));

@@ -57,8 +57,7 @@ std::string RecordedCpu() { return absl::StrCat(CpuIdentity(), ", bf16: ", cpu::
 }  // namespace
 
 AutocastRecord CurrentAutocastRecord(const TrainConfig& config) {
-  AutocastRecord record{config.precision, config.device, "", RecordedCpu(),
-                        ChannelsLastActivations(config) ? "channels_last" : "contiguous"};
+  AutocastRecord record{config.precision, config.device, "", RecordedCpu(), ResolvedMemoryFormat(config)};
   if (Bf16OnCpu(config.precision, config.device)) {
     record.bf16_gemm_kernel = cpu::Bf16GemmKernelName(cpu::ActiveBf16GemmKernel());
   }
@@ -107,7 +106,7 @@ AutocastResumePlan PlanAutocastResume(const AutocastRecord& saved, const std::st
                                       ": it continues from their weights, not bit for bit"));
     return plan;
   }
-  const std::string layout = ChannelsLastActivations(config) ? "channels_last" : "contiguous";
+  const std::string layout = ResolvedMemoryFormat(config);
   if (!saved.memory_format.empty() && saved.memory_format != layout) {
     plan.notes.push_back(absl::StrCat("--resume: the steps of ", source, " ran with ", saved.memory_format,
                                       " activations, this run with ", layout,

@@ -57,7 +57,7 @@ void AddTrainingFlags(const TrainConfig& c, std::vector<AgreedField>* fields) {
       {"--grad_as_bucket_view", Bool(c.grad_as_bucket_view)},
       {"--comm_hook", c.comm_hook},
       {"--precision", c.precision},
-      {"--memory_format", ChannelsLastActivations(c) ? "channels_last" : "contiguous"},
+      {"--memory_format", ResolvedMemoryFormat(c)},
       {"--reduce_dtype", c.reduce_dtype},
       {"--grad_scaler", GradScalerEnabled(c) ? absl::StrCat("on (", Exact(c.grad_scaler_init_scale), " x",
                                                             Exact(c.grad_scaler_growth_factor), " /",

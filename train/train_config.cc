@@ -167,6 +167,10 @@ bool GradScalerEnabled(const TrainConfig& config) {
   return config.grad_scaler == "on" || (config.grad_scaler == "auto" && config.precision == "fp16");
 }
 
+std::string ResolvedMemoryFormat(const TrainConfig& config) {
+  return ChannelsLastActivations(config) ? "channels_last" : "contiguous";
+}
+
 bool ChannelsLastActivations(const TrainConfig& config) {
   return config.memory_format == "channels_last" ||
          (config.memory_format == "auto" && config.model == "resnet18" && config.precision == "bf16" &&

@@ -73,6 +73,8 @@ bool GradScalerEnabled(const TrainConfig& config);
 // (faster on every CPU measured, docs/mixed_precision.md "Channels-last activations"). Float32 and fp16
 // stay contiguous under auto, as in PyTorch. Pure.
 bool ChannelsLastActivations(const TrainConfig& config);
+// The layout --memory_format resolves to, as the flag names it: "channels_last" or "contiguous". Pure.
+std::string ResolvedMemoryFormat(const TrainConfig& config);
 
 // Whether --bucket_cap_mb=auto (train/auto_bucket_caps.h) asks DDP to choose its own caps.
 bool AutoBucketCapsRequested(const TrainConfig& config);

@@ -409,6 +409,7 @@ TEST(TrainerTest, AutoMemoryFormatIsChannelsLastForResNetUnderBf16OnTheCpu) {
     config.memory_format = c.memory_format;
     EXPECT_EQ(ChannelsLastActivations(config), c.channels_last)
         << c.model << " " << c.precision << " on " << c.device << ", --memory_format=" << c.memory_format;
+    EXPECT_EQ(ResolvedMemoryFormat(config), c.channels_last ? "channels_last" : "contiguous");
   }
   config.device = "cpu";
   config.model = "resnet18";
