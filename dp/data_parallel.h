@@ -36,6 +36,11 @@
 //
 // Autograd: Note [DataParallel autograd] in dp/data_parallel_replicate.cc. The graph is recorded on
 // each worker thread with the caller's grad mode (a forward under NoGradGuard records nothing).
+//
+// Autocast: a Forward inside an AutocastScope runs each replica inside a scope of the same dtype on its
+// worker (as PyTorch's parallel_apply does), so the replicas compute what the scope's op lists say,
+// chunk by chunk, exactly as the module would on each chunk on the caller's thread. Each worker casts the
+// parameters once per forward (its scope is that worker's outermost: Note [Autocast] in tensor/autocast.h).
 #ifndef DDP_DP_DATA_PARALLEL_H_
 #define DDP_DP_DATA_PARALLEL_H_
 

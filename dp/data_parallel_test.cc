@@ -1,6 +1,6 @@
 // DataParallel over CPU workers against one thread running the module: outputs, gradients,
 // buffers and SGD trajectories for mlp, cnn and cnn_bn with 1-4 workers and uneven batches, in both
-// backward modes; the errors; the worker pool.
+// backward modes, in float32 and under autocast; the errors; the worker pool.
 #include "dp/data_parallel.h"
 
 #include <gmock/gmock.h>
@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
+#include "tensor/autocast.h"
 #include "tensor/autograd.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
@@ -201,6 +202,37 @@ TEST(DataParallelTest, InputGradientsMatch) {
   }
 }
 
+// Inside an AutocastScope the replicas run under the caller's autocast state (as PyTorch's parallel_apply):
+// DataParallel's outputs and gradients equal ChunkedReferenceStep's under the same scope on this thread
+// (the module on each chunk; only the order the gradients are summed in may differ), and differ from the
+// float32 computation by more than that tolerance, so the scope took effect on the workers.
+TEST(DataParallelTest, ReplicasRunUnderTheCallersAutocast) {
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    for (const char* name : {"mlp", "cnn"}) {
+      for (int workers : {2, 3}) {
+        for (bool parallel : {true, false}) {
+          SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " ", name, " ", workers, " workers",
+                                    parallel ? " parallel" : " sequential"));
+          std::shared_ptr<Module> reference = Model(name), model = Model(name), fp32 = Model(name);
+          std::shared_ptr<DataParallel> dp = Wrap(model, workers, parallel);
+          const Batch batch = MakeBatch(4, 13);
+          const Tensor fp32_out = fp32->Forward(batch.x).Detach();
+          Tensor want, got;
+          {
+            AutocastScope autocast(true, dtype);
+            want = ChunkedReferenceStep(*reference, batch, workers);
+            got = dp->Forward(batch.x);
+          }
+          CrossEntropy(got, batch.y).Backward();
+          EXPECT_TRUE(Agree(got, want)) << "output";
+          EXPECT_GT(NormalizedError(got, fp32_out), 1e-4) << "the workers ran in float32";
+          ExpectSameGradientsAndState(*model, *reference, "after backward");
+        }
+      }
+    }
+  }
+}
+
 // The originals' post-accumulate hooks (what DDP's Reducer listens to) fire once per backward pass, on
 // the thread that called Backward.
 TEST(DataParallelTest, OriginalHooksFireOncePerBackwardOnTheCallingThread) {
@@ -344,6 +376,40 @@ TEST(DeviceWorkersTest, RunsEachTaskOnItsOwnThreadWithTheCallersGradModeAndKerne
   EXPECT_EQ(grad_mode, (std::vector<int>{0, 0, 0}));
   workers.Run(tasks);  // and back on: the guard did not leak into the workers
   EXPECT_EQ(grad_mode, (std::vector<int>{1, 1, 1}));
+}
+
+TEST(DeviceWorkersTest, RunsEachTaskUnderTheCallersAutocastState) {
+  DeviceWorkersOptions options;
+  options.num_workers = 2;
+  DeviceWorkers workers(options);
+  std::vector<AutocastSettings> seen(2);
+  std::vector<std::function<void()>> tasks;
+  for (int i = 0; i < 2; ++i) tasks.push_back([&seen, i] { seen[i] = CurrentAutocastSettings(); });
+  auto expect_seen = [&seen](bool enabled, DType dtype, const char* where) {
+    for (const AutocastSettings& s : seen) {
+      EXPECT_EQ(s.enabled, enabled) << where;
+      if (enabled) {
+        EXPECT_EQ(s.dtype, dtype) << where;
+      }
+    }
+  };
+  workers.Run(tasks);
+  expect_seen(false, DType::kBFloat16, "outside any scope");
+  {
+    AutocastScope bf16(true, DType::kBFloat16);
+    {
+      AutocastScope fp16(true, DType::kFloat16);
+      workers.Run(tasks);
+      expect_seen(true, DType::kFloat16, "innermost scope fp16");
+      AutocastScope off(false);
+      workers.Run(tasks);
+      expect_seen(false, DType::kBFloat16, "innermost scope disabled");
+    }
+    workers.Run(tasks);
+    expect_seen(true, DType::kBFloat16, "bf16 scope");
+  }
+  workers.Run(tasks);  // the scopes did not leak into the workers
+  expect_seen(false, DType::kBFloat16, "after the scopes");
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 #include "dp/data_parallel_workers.h"
 
-#include "tensor/autograd.h"
+#include <optional>
+
 #include "base/check.h"
+#include "tensor/autocast.h"
+#include "tensor/autograd.h"
 #include "tensor/threads.h"
 
 namespace ddp {
@@ -32,17 +35,19 @@ void DeviceWorkers::Run(const std::vector<std::function<void()>>& tasks) {
   DDP_CHECK(tasks.size() <= threads_.size())
       << "DeviceWorkers: " << tasks.size() << " tasks for " << threads_.size() << " workers";
   const bool grad_mode = GradModeEnabled();
+  const AutocastSettings autocast = CurrentAutocastSettings();
   absl::MutexLock lock(&mu_);
   DDP_CHECK(pending_ == 0) << "DeviceWorkers::Run called while another Run is in flight";
   for (size_t i = 0; i < tasks.size(); ++i) {
     if (!tasks[i]) continue;
-    tasks_[i] = [grad_mode, task = tasks[i]] {
-      if (grad_mode) {
-        task();  // a worker's grad mode is on between tasks (only scoped guards ever turn it off)
-      } else {
-        NoGradGuard no_grad;
-        task();
-      }
+    tasks_[i] = [grad_mode, autocast, task = tasks[i]] {
+      // A worker is outside any autocast scope and in grad mode between tasks (only scoped guards ever
+      // change either), so entering the caller's state is all it takes.
+      std::optional<AutocastScope> autocast_scope;
+      if (autocast.enabled) autocast_scope.emplace(true, autocast.dtype);
+      std::optional<NoGradGuard> no_grad;
+      if (!grad_mode) no_grad.emplace();
+      task();
     };
     ++pending_;
   }

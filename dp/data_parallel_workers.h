@@ -18,8 +18,9 @@ struct DeviceWorkersOptions {
 };
 
 // A fixed set of worker threads; Run(tasks) runs tasks[i] on worker i and returns when all finished.
-// Each task runs with the grad mode of the thread that called Run (grad mode is thread-local, see
-// tensor/autograd.h), so a forward under NoGradGuard records no graph on the workers either.
+// Each task runs with the grad mode and the autocast state of the thread that called Run (both are
+// thread-local: tensor/autograd.h, tensor/autocast.h), so a forward under NoGradGuard records no graph on
+// the workers either, and one inside an AutocastScope runs its replicas' GEMMs in that scope's dtype.
 // Thread safety: Run may be called from one thread at a time (DataParallel's caller); the destructor
 // joins the workers and must not run concurrently with Run. A task that fails a DDP_CHECK aborts the
 // process, as it would on the caller's thread.

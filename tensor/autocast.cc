@@ -62,6 +62,11 @@ AutocastScope::~AutocastScope() {
 
 bool AutocastEnabled() { return State().enabled; }
 
+AutocastSettings CurrentAutocastSettings() {
+  const AutocastState& state = State();
+  return {state.enabled, state.dtype};
+}
+
 bool AutocastAppliesTo(const Tensor& first_input) {
   const AutocastState& state = State();
   return state.enabled && state.dtype == DType::kBFloat16 && first_input.device().is_cpu();

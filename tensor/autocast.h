@@ -79,6 +79,16 @@ class AutocastScope {
 // True inside an enabled AutocastScope on this thread.
 bool AutocastEnabled();
 
+// This thread's autocast state as a value, for carrying into another thread: work handed to a worker
+// (DataParallel's replicas, dp/data_parallel_workers.h) opens AutocastScope(enabled, dtype) there when
+// `enabled`, as PyTorch's parallel_apply enters torch.autocast with the caller's state in each replica's
+// thread. A scope opened that way is the worker's outermost, so its cast cache lives for that one task.
+struct AutocastSettings {
+  bool enabled = false;            // inside an enabled scope
+  DType dtype = DType::kBFloat16;  // the innermost enabled scope's dtype (meaningful when enabled)
+};
+AutocastSettings CurrentAutocastSettings();
+
 // True when an autocast op given these inputs runs in bf16: bf16 autocast is enabled and the first input
 // is a CPU tensor.
 bool AutocastAppliesTo(const Tensor& first_input);

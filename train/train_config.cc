@@ -19,13 +19,10 @@ absl::Status CheckCombinations(const TrainConfig& config) {
   if (config.device == "cuda") return bad("--device=cuda needs a CUDA build (bazel build --config=cuda)");
 #endif
   if (config.backend == "nccl" && config.device != "cuda") return bad("--backend=nccl needs --device=cuda");
-  if (config.precision != "fp32" && config.mode == "dp") {
-    return bad("--precision=bf16|fp16 needs DDP or one process (not --mode=dp, whose replicas run on threads that "
-               "the autocast scope does not reach)");
-  }
-  if (GradScalerEnabled(config) && (config.zero || config.mode == "dp")) {
-    return bad("--grad_scaler (on by default with --precision=fp16) needs DDP or one process, and cannot be "
-               "combined with --zero (each rank holds a shard of the gradients)");
+  if (GradScalerEnabled(config) && config.zero) {
+    return bad(
+        "--grad_scaler (on by default with --precision=fp16) cannot be combined with --zero (each rank "
+        "holds a shard of the gradients)");
   }
   if (config.memory_format == "channels_last" && (config.model != "resnet18" || config.device != "cpu")) {
     return bad(

@@ -267,6 +267,31 @@ TEST(TrainerTest, DataParallelDumpGradsEqualOneProcess) {
   EXPECT_NE(output.find("--mode must be auto or dp"), std::string::npos) << output;
 }
 
+// --mode=dp under --precision=bf16 and fp16 (with its loss scaler): DataParallel's workers run the
+// replicas under the step's autocast scope, so the summed gradients equal one process's of the same
+// precision on the whole batch up to the order of the sums, and are far from the float32 gradients.
+TEST(TrainerTest, DataParallelUnderAutocastEqualsOneProcessOfTheSamePrecision) {
+  const std::string fp32 = TempPath("single_fp32.safetensors");
+  std::string output;
+  ASSERT_EQ(RunShell(Runfile("train/train") + kOneStep + " --batch_size=128 --dump_grads=" + fp32, &output),
+            0)
+      << output;
+  for (const std::string precision : {"bf16", "fp16"}) {
+    const std::string single = TempPath("single_" + precision + ".safetensors");
+    const std::string dp = TempPath("dp_" + precision + ".safetensors");
+    const std::string common = kOneStep + std::string(" --batch_size=128 --precision=") + precision;
+    output.clear();
+    ASSERT_EQ(RunShell(Runfile("train/train") + common + " --dump_grads=" + single, &output), 0) << output;
+    output.clear();
+    ASSERT_EQ(
+        RunShell(Runfile("train/train") + common + " --mode=dp --dp_devices=3 --dump_grads=" + dp, &output),
+        0)
+        << output;
+    EXPECT_LE(MaxRelativeDifference(dp, single), 1e-5) << precision;
+    EXPECT_GE(MaxRelativeDifference(dp, fp32), 1e-3) << precision << ": the replicas ran in float32";
+  }
+}
+
 // A run stopped after a checkpoint and resumed with --resume ends with exactly the weights of an
 // uninterrupted run (bit for bit), across an epoch boundary; resuming under 2 ranks also works.
 TEST(TrainerTest, ResumeContinuesBitForBit) {
