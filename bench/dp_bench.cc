@@ -6,12 +6,15 @@
 //   dp              DataParallel over --workers CPU workers, parallel backward (the default)
 //   dp_seq_backward DataParallel whose backward walks every replica on the caller's thread
 //                   (parallel_backward = false; Note [DataParallel autograd])
-// Prints one JSON object per mode (median over rounds) and the speed-ups against `single`.
+// With --precision=bf16 every mode runs its forward and loss under a bf16 AutocastScope (DataParallel's
+// workers enter it too: dp/data_parallel.h). Prints one JSON object per mode (median over rounds) and the
+// speed-ups against `single`.
 //
-//   bazel run //bench:dp_bench -- --model=cnn --batch_size=128 --workers=2
+//   bazel run //bench:dp_bench -- --model=cnn --batch_size=128 --workers=2 [--precision=bf16]
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +26,7 @@
 #include "dp/data_parallel.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
+#include "tensor/autocast.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
@@ -35,6 +39,7 @@ ABSL_FLAG(int, steps, 20, "timed steps per round and mode");
 ABSL_FLAG(int, rounds, 5, "interleaved rounds (each mode once per round); medians are reported");
 ABSL_FLAG(int, warmup, 3, "untimed steps per mode before the rounds");
 ABSL_FLAG(std::string, modes, "single,single_omp,dp,dp_seq_backward", "comma-separated modes to run");
+ABSL_FLAG(std::string, precision, "fp32", "fp32 | bf16 (forward and loss under bf16 autocast)");
 
 namespace ddp {
 namespace {
@@ -48,6 +53,7 @@ struct Runner {
   std::shared_ptr<DataParallel> dp;  // null: plain module
   std::unique_ptr<Sgd> optimizer;
   int kernel_threads = 1;            // the caller thread's kernel threads in this mode
+  bool bf16 = false;                 // forward and loss under bf16 autocast
 
   // `steps` SGD steps on (x, y); mean per-step times.
   Timing Run(const Tensor& x, const Tensor& y, int steps) {
@@ -58,7 +64,12 @@ struct Runner {
     for (int i = 0; i < steps; ++i) {
       model->ZeroGrad();
       const absl::Time t0 = absl::Now();
-      Tensor loss = CrossEntropy(net.Forward(x), y);
+      Tensor loss;
+      {
+        std::optional<AutocastScope> autocast;
+        if (bf16) autocast.emplace(true, DType::kBFloat16);
+        loss = CrossEntropy(net.Forward(x), y);
+      }
       const absl::Time t1 = absl::Now();
       loss.Backward();
       backward += absl::Now() - t1;
@@ -75,6 +86,11 @@ absl::StatusOr<Runner> MakeRunner(const std::string& mode, int workers, int thre
   Runner runner;
   DDP_ASSIGN_OR_RETURN(runner.model, MakeModel(absl::GetFlag(FLAGS_model), generator));
   runner.kernel_threads = mode == "single_omp" ? workers : threads;
+  const std::string precision = absl::GetFlag(FLAGS_precision);
+  if (precision != "fp32" && precision != "bf16") {
+    return absl::InvalidArgumentError("--precision must be fp32 or bf16, got \"" + precision + "\"");
+  }
+  runner.bf16 = precision == "bf16";
   if (mode == "dp" || mode == "dp_seq_backward") {
     DataParallelOptions options;
     for (int i = 0; i < workers; ++i) options.device_ids.push_back(i);
@@ -124,11 +140,12 @@ int Main() {
     }
     samples_per_s[mode] = 1000.0 * batch_size / Median(step);
     std::printf(
-        "{\"mode\": \"%s\", \"model\": \"%s\", \"batch_size\": %ld, \"workers\": %d, \"kernel_threads\": %d, "
-        "\"samples_per_s\": %.1f, \"step_ms\": %.2f, \"forward_ms\": %.2f, \"backward_ms\": %.2f}\n",
-        mode.c_str(), absl::GetFlag(FLAGS_model).c_str(), static_cast<long>(batch_size),
-        mode.rfind("dp", 0) == 0 ? workers : 1, runners[mode].kernel_threads, samples_per_s[mode], Median(step),
-        Median(forward), Median(backward));
+        "{\"mode\": \"%s\", \"model\": \"%s\", \"precision\": \"%s\", \"batch_size\": %ld, \"workers\": %d, "
+        "\"kernel_threads\": %d, \"samples_per_s\": %.1f, \"step_ms\": %.2f, \"forward_ms\": %.2f, "
+        "\"backward_ms\": %.2f}\n",
+        mode.c_str(), absl::GetFlag(FLAGS_model).c_str(), absl::GetFlag(FLAGS_precision).c_str(),
+        static_cast<long>(batch_size), mode.rfind("dp", 0) == 0 ? workers : 1, runners[mode].kernel_threads,
+        samples_per_s[mode], Median(step), Median(forward), Median(backward));
   }
   if (samples_per_s.count("single") != 0) {
     for (const std::string& mode : modes) {
