@@ -15,6 +15,7 @@
 #include "base/check.h"
 #include "tensor/bf16_convert.h"
 #include "tensor/layout_transpose.h"
+#include "tensor/threads.h"
 
 namespace ddp {
 namespace cpu {
@@ -270,11 +271,13 @@ std::unique_ptr<Plan> NewPlan(Pass pass, const ConvGeometry& g, DataType operand
   }
 }
 
-// The cached plan of one pass and shape on this thread, or null when oneDNN has none (the failure is
-// cached too, so an unsupported case costs one attempt per thread).
+// The cached plan of one pass and shape on this thread at its current kernel thread count, or null when
+// oneDNN has none (the failure is cached too, so an unsupported case costs one attempt per thread). The
+// thread count is part of the key because oneDNN fixes a primitive's team size when it creates it: a plan
+// made before a SetNumThreads would go on running the old count of threads.
 const Plan* FindPlan(Pass pass, const ConvGeometry& g, DataType operand, bool bias) {
   if (g.n == 0 || g.c == 0 || g.out == 0 || g.oh <= 0 || g.ow <= 0) return nullptr;  // im2col's edge cases
-  using Key = std::array<int64_t, 14>;
+  using Key = std::array<int64_t, 15>;
   thread_local std::map<Key, std::unique_ptr<Plan>> plans;
   const Key key{static_cast<int64_t>(pass),
                 static_cast<int64_t>(operand),
@@ -289,7 +292,8 @@ const Plan* FindPlan(Pass pass, const ConvGeometry& g, DataType operand, bool bi
                 g.padding,
                 bias ? 1 : 0,
                 static_cast<int64_t>(ConvKernelFor(g)),
-                g.channels_last ? 1 : 0};
+                g.channels_last ? 1 : 0,
+                GetNumThreads()};
   auto it = plans.find(key);
   if (it == plans.end()) it = plans.emplace(key, NewPlan(pass, g, operand, bias)).first;
   return it->second.get();

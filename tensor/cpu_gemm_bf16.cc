@@ -19,6 +19,7 @@
 #include "tensor/bf16_convert.h"
 #include "tensor/cpu_gemm.h"
 #include "tensor/thread_scratch.h"
+#include "tensor/threads.h"
 
 namespace ddp {
 namespace cpu {
@@ -36,8 +37,9 @@ bool OneDnnHasAvx512Bf16() {
   return (static_cast<unsigned>(isa) & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
 }
 
-// The shape, layout and beta of one GEMM: the key of the primitive cache.
-using GemmKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+// The shape, layout and beta of one GEMM and the kernel thread count it runs at: the key of the primitive
+// cache (oneDNN fixes a primitive's team size when it creates it).
+using GemmKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int>;
 
 // A oneDNN matmul for one GemmKey, with its memory objects (their data handles are set per call).
 struct MatmulPlan {
@@ -51,7 +53,7 @@ const dnnl::engine& CpuEngine() {
 }
 
 MatmulPlan MakePlan(const GemmKey& key) {
-  const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, accumulate] = key;
+  const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, accumulate, threads] = key;
   using dt = dnnl::memory::data_type;
   const dnnl::memory::desc a_md({m, k}, dt::bf16, trans_a ? dnnl::memory::dims{1, lda} : dnnl::memory::dims{lda, 1});
   const dnnl::memory::desc b_md({k, n}, dt::bf16, trans_b ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1});
@@ -73,7 +75,7 @@ void OneDnnGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, con
   // step, so the cache stays as small as the model's set of GEMM shapes.
   thread_local std::map<GemmKey, MatmulPlan> plans;
   thread_local dnnl::stream stream(CpuEngine());
-  const GemmKey key{trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f};
+  const GemmKey key{trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f, GetNumThreads()};
   auto it = plans.find(key);
   if (it == plans.end()) it = plans.emplace(key, MakePlan(key)).first;
   MatmulPlan& plan = it->second;
@@ -208,7 +210,7 @@ void SetBf16GemmKernel(Bf16GemmKernel kernel) {
 bool OneDnnBf16MatmulAvailable() {
   static const bool available = [] {
     try {
-      MakePlan(GemmKey{false, false, 16, 16, 16, 16, 16, 16, false});
+      MakePlan(GemmKey{false, false, 16, 16, 16, 16, 16, 16, false, 1});
       return true;
     } catch (const dnnl::error&) {
       return false;
