@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <functional>
 #include <set>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/usable_cpus.h"
 #include "dp/data_parallel_replicate.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
@@ -61,7 +61,7 @@ absl::StatusOr<std::vector<DeviceCapacity>> QueryCudaCapacities(const std::vecto
 absl::Status ResolveOptions(DataParallelOptions& options) {
   const bool cpu = options.device_type == DeviceType::kCPU;
   if (options.device_ids.empty()) {
-    const int count = cpu ? std::max(1u, std::thread::hardware_concurrency()) : CudaDeviceCount();
+    const int count = cpu ? UsableCpus() : CudaDeviceCount();
     if (count == 0) return absl::FailedPreconditionError("DataParallel: no CUDA devices to run on");
     for (int i = 0; i < count; ++i) options.device_ids.push_back(i);
   }

@@ -58,7 +58,8 @@ namespace ddp {
 struct DataParallelOptions {
   DeviceType device_type = DeviceType::kCPU;  // what device_ids name: CPU worker slots or CUDA ordinals
   std::vector<int> device_ids;                // distinct, >= 0; empty: every device (all GPUs; CPU: one
-                                              // worker per hardware thread)
+                                              // worker per usable CPU, base/usable_cpus.h: the affinity
+                                              // mask, capped by a cgroup CPU quota)
   int output_device = -1;                     // where outputs are gathered; -1: device_ids[0]
   int64_t dim = 0;                            // the batch dimension (scatter and gather); may be negative
   int kernel_threads_per_worker = 0;          // CPU workers; 0: max(1, GetNumThreads() / worker count)

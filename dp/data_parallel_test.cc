@@ -5,6 +5,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <atomic>
 #include <cmath>
@@ -338,6 +339,23 @@ TEST(DataParallelErrorsTest, BadOptions) {
   output.output_device = 3;
   EXPECT_THAT(DataParallel::Create(Model("mlp"), output).status().message(), HasSubstr("output_device 3"));
   EXPECT_FALSE(DataParallel::Create(nullptr, {}).ok());
+}
+
+// With no device_ids, CPU workers are as many as the CPUs the caller may use (its affinity mask, here
+// narrowed to one CPU on this thread), not every CPU of the host.
+TEST(DataParallelTest, DefaultCpuWorkersFollowTheAffinityMask) {
+  std::vector<int> ids;
+  std::thread([&ids] {  // the mask is per thread: pinning this one leaves the test's other threads alone
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    auto dp = DataParallel::Create(Model("mlp"));
+    ASSERT_TRUE(dp.ok()) << dp.status();
+    ids = (*dp)->device_ids();
+  })
+      .join();
+  EXPECT_EQ(ids, std::vector<int>{0});
 }
 
 TEST(DataParallelErrorsTest, CudaDeviceIdsByDefault) {

@@ -10,12 +10,9 @@
 #include <optional>
 
 #include "absl/time/time.h"
+#include "base/usable_cpus.h"
 
 namespace ddp {
-
-// The CPUs this process may run on: its affinity mask (sched_getaffinity), capped by its cgroup's CPU
-// quota (cgroup v2 cpu.max, rounded up) when one is set. At least 1.
-int UsableCpus();
 
 // Pure: the smoothed count of runnable threads (running or waiting for a CPU) on `cpus` CPUs, from
 // instantaneous samples. The first sample sets the mean; each later one moves it a quarter of the way
