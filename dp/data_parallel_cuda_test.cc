@@ -2,7 +2,8 @@
 // batch is copied ("scattered") to cuda:0, the module runs there and the output is gathered on
 // output_device. Two replicas on one GPU (the pieces DataParallel uses per device: ReplicateOnDevice,
 // parallel apply on DeviceWorkers, RecordParallelBackward) stand in for two GPUs, which this machine class
-// does not have. Skips with a printed reason without a GPU (or without --config=cuda).
+// does not have, in float32 and under autocast. Skips with a printed reason without a GPU (or without
+// --config=cuda).
 #include <functional>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "dp/data_parallel.h"
 #include "dp/data_parallel_replicate.h"
 #include "nn/models.h"
+#include "tensor/autocast.h"
 #include "tensor/autograd.h"
 #include "tensor/cuda/cuda_ops.h"
 #include "tensor/factory.h"
@@ -97,42 +99,83 @@ TEST_F(DataParallelCudaTest, ModuleOnTheCpuIsRefusedForCudaDevices) {
   EXPECT_NE(dp.status().message().find("is on cpu"), std::string::npos) << dp.status();
 }
 
-// Two replicas on cuda:0, each with half the batch on its own worker thread, gathered on cuda:0 and
-// backpropagated in parallel (what DataParallel does per GPU, with both "GPUs" being device 0): the
-// output and the summed gradients equal the plain module's on the whole batch.
+// Two replicas of `original` on cuda:0, each with half of the CPU batch `x` on its own worker thread,
+// gathered on cuda:0 with a backward that runs the replicas in parallel (what DataParallel does per GPU,
+// with both "GPUs" being device 0). Returns the gathered output.
+Tensor TwoReplicaForward(Module& original, const Tensor& x, const std::shared_ptr<DeviceWorkers>& workers) {
+  std::vector<ReplicaRun> runs(2);
+  std::vector<std::shared_ptr<Module> > replicas;
+  std::vector<std::function<void()> > tasks;
+  for (int i = 0; i < 2; ++i) {
+    ReplicaOptions replica_options;
+    replica_options.device = kGpu;
+    replica_options.share_buffers = i == 0;
+    replicas.push_back(ReplicateOnDevice(original, replica_options));
+    runs[i].device = kGpu;
+    runs[i].input = Narrow(x, 0, 6 * i, 6);
+    tasks.push_back([&run = runs[i], replica = replicas.back().get()] {
+      const ScopedDevice on_device(run.device);
+      run.input = ToDevice(Contiguous(run.input), run.device);
+      run.output = replica->Forward(run.input);
+    });
+  }
+  workers->Run(tasks);
+  Tensor gathered;
+  {
+    NoGradGuard no_grad;
+    gathered = Cat({runs[0].output.Detach(), runs[1].output.Detach()}, 0);
+  }
+  for (int i = 0; i < 2; ++i) runs[i].params = replicas[i]->Parameters();
+  RecordParallelBackward(gathered, x, original.Parameters(), std::move(runs), 0, workers);
+  return gathered;
+}
+
+std::shared_ptr<DeviceWorkers> TwoWorkers() {
+  DeviceWorkersOptions worker_options;
+  worker_options.num_workers = 2;
+  return std::make_shared<DeviceWorkers>(worker_options);
+}
+
+// Two replicas on cuda:0 (TwoReplicaForward): the output and the summed gradients equal the plain
+// module's on the whole batch.
 TEST_F(DataParallelCudaTest, TwoReplicasOnOneGpuEqualThePlainModule) {
   for (const std::string name : {"mlp", "cnn"}) {
     std::shared_ptr<Module> plain = ModelOnGpu(name), original = ModelOnGpu(name);
-    DeviceWorkersOptions worker_options;
-    worker_options.num_workers = 2;
-    auto workers = std::make_shared<DeviceWorkers>(worker_options);
-    ExpectSameStep(*plain, *original, [&](const Tensor& x) {
-      std::vector<ReplicaRun> runs(2);
-      std::vector<std::shared_ptr<Module>> replicas;
-      std::vector<std::function<void()>> tasks;
-      for (int i = 0; i < 2; ++i) {
-        ReplicaOptions replica_options;
-        replica_options.device = kGpu;
-        replica_options.share_buffers = i == 0;
-        replicas.push_back(ReplicateOnDevice(*original, replica_options));
-        runs[i].device = kGpu;
-        runs[i].input = Narrow(x, 0, 6 * i, 6);
-        tasks.push_back([&run = runs[i], replica = replicas.back().get()] {
-          const ScopedDevice on_device(run.device);
-          run.input = ToDevice(Contiguous(run.input), run.device);
-          run.output = replica->Forward(run.input);
-        });
-      }
-      workers->Run(tasks);
-      Tensor gathered;
+    const std::shared_ptr<DeviceWorkers> workers = TwoWorkers();
+    ExpectSameStep(*plain, *original,
+                   [&](const Tensor& x) { return TwoReplicaForward(*original, x, workers); });
+  }
+}
+
+// Inside an AutocastScope the workers enter the caller's scope (dp/data_parallel_workers.h), so the
+// replicas' GEMMs run on the tensor cores in the scope's dtype: two replicas on cuda:0 equal the plain
+// module run on each half under the same scope on this thread (outputs; gradients summed over the
+// halves), and differ from float32 by more than that tolerance.
+TEST_F(DataParallelCudaTest, TwoReplicasOnOneGpuRunUnderTheCallersAutocast) {
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    for (const std::string name : {"mlp", "cnn"}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + " " + name);
+      std::shared_ptr<Module> plain = ModelOnGpu(name), original = ModelOnGpu(name);
+      const std::shared_ptr<DeviceWorkers> workers = TwoWorkers();
+      const Batch batch = MakeBatch();
+      const Tensor fp32_out = plain->Forward(ToDevice(batch.x, kGpu)).Detach();
+      Tensor want, got;
       {
-        NoGradGuard no_grad;
-        gathered = Cat({runs[0].output.Detach(), runs[1].output.Detach()}, 0);
+        AutocastScope autocast(true, dtype);
+        want = Cat({plain->Forward(ToDevice(Contiguous(Narrow(batch.x, 0, 0, 6)), kGpu)),
+                    plain->Forward(ToDevice(Contiguous(Narrow(batch.x, 0, 6, 6)), kGpu))},
+                   0);
+        got = TwoReplicaForward(*original, batch.x, workers);
       }
-      for (int i = 0; i < 2; ++i) runs[i].params = replicas[i]->Parameters();
-      RecordParallelBackward(gathered, x, original->Parameters(), std::move(runs), 0, workers);
-      return gathered;
-    });
+      CrossEntropy(want, batch.y).Backward();
+      CrossEntropy(got, batch.y).Backward();
+      EXPECT_TRUE(Agree(got, want)) << "output";
+      EXPECT_GT(NormalizedError(got, fp32_out), 1e-4) << "the workers ran in float32";
+      const NamedTensors a = plain->NamedParameters(), b = original->NamedParameters();
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_TRUE(Agree(b[i].second.grad(), a[i].second.grad())) << b[i].first;
+      }
+    }
   }
 }
 
