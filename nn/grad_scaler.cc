@@ -1,6 +1,9 @@
 #include "nn/grad_scaler.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -43,6 +46,22 @@ namespace {
 // NaN * 0 are NaN; a finite value times 0 is +-0, and a sum of zeros cannot overflow).
 Tensor NonFiniteProbe(const Tensor& grad) { return Sum(MulScalar(grad, 0.0f)); }
 
+// Multiplies g[0, n) by inv_scale in place; true when every value was finite before the multiply (as torch
+// checks). A float is inf or NaN exactly when its exponent bits are all ones, so the check is the largest
+// exponent field seen: integer max and multiply in one pass, which the compiler vectorises (a loop over
+// std::isfinite with a bool accumulator stays scalar, and took a fifth of an fp16 mlp step).
+bool UnscaleAndCheckFinite(float* g, int64_t n, float inv_scale) {
+  constexpr uint32_t kExponentBits = 0x7f800000u;
+  uint32_t largest_exponent = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &g[i], sizeof(bits));
+    largest_exponent = std::max(largest_exponent, bits & kExponentBits);
+    g[i] *= inv_scale;
+  }
+  return largest_exponent != kExponentBits;
+}
+
 }  // namespace
 
 bool GradScaler::UnscaleGradients(const std::vector<Tensor>& params) const {
@@ -65,14 +84,7 @@ bool GradScaler::UnscaleGradients(const std::vector<Tensor>& params) const {
     }
     DDP_CHECK(grad.dtype() == DType::kFloat32 && grad.device().is_cpu() && grad.is_contiguous())
         << "GradScaler: the gradient of '" << p.name() << "' must be a contiguous float32 CPU tensor";
-    float* g = grad.data<float>();
-    const int64_t n = grad.numel();
-    bool finite = true;
-    for (int64_t i = 0; i < n; ++i) {
-      finite &= std::isfinite(g[i]);
-      g[i] *= inv_scale;
-    }
-    found_inf |= !finite;
+    found_inf |= !UnscaleAndCheckFinite(grad.data<float>(), grad.numel(), inv_scale);
   }
   if (device_probe.defined()) found_inf |= !std::isfinite(ToDevice(device_probe, Device::CPU()).ToVector<float>()[0]);
   return found_inf;

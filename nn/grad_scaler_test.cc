@@ -8,7 +8,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -151,6 +154,46 @@ TEST(GradScalerTest, ScaledLossScalesGradients) {
   EXPECT_EQ(g[1], 65536.0f * -4.0f);
   EXPECT_FALSE(scaler.UnscaleGradients({w}));
   EXPECT_EQ(w.grad().ToVector<float>()[1], -4.0f);
+}
+
+// Every non-finite value (inf and NaN of either sign) at every position of a gradient whose length is no
+// multiple of a vector width is found; the finite extremes (largest, smallest subnormal, zeros) are not;
+// every value comes back multiplied by the inverse scale, bit for bit.
+TEST(GradScalerTest, FindsEveryNonFiniteValueAtEveryPosition) {
+  constexpr int kLength = 37;
+  const float inv_scale = static_cast<float>(1.0 / 65536.0);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  auto gradient_with = [&](int at, float value) {
+    std::vector<float> values(kLength);
+    for (int i = 0; i < kLength; ++i) values[i] = 0.25f * static_cast<float>(i - 18);
+    values[at] = value;
+    Tensor w = Zeros({kLength});
+    w.set_requires_grad(true);
+    w.set_grad(FromVector(values, {kLength}));
+    return std::make_pair(w, values);
+  };
+  for (float bad : {inf, -inf, nan, -nan}) {
+    for (int at = 0; at < kLength; ++at) {
+      GradScaler scaler;
+      auto [w, values] = gradient_with(at, bad);
+      EXPECT_TRUE(scaler.UnscaleGradients({w})) << bad << " at " << at;
+    }
+  }
+  const float finite[] = {std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::denorm_min(), 0.0f, -0.0f};
+  for (float value : finite) {
+    for (int at = 0; at < kLength; ++at) {
+      GradScaler scaler;
+      auto [w, values] = gradient_with(at, value);
+      EXPECT_FALSE(scaler.UnscaleGradients({w})) << value << " at " << at;
+      const std::vector<float> got = w.grad().ToVector<float>();
+      for (int i = 0; i < kLength; ++i) {
+        const float want = values[i] * inv_scale;
+        EXPECT_EQ(std::memcmp(&got[i], &want, sizeof(float)), 0)
+            << value << " at " << at << ": element " << i;
+      }
+    }
+  }
 }
 
 }  // namespace
