@@ -14,6 +14,8 @@
 # with those flags (e.g. VARIANT_FLAGS=--memory_format=contiguous; without one the run takes the default
 # layout, which for resnet18 under bf16 is channels-last), both one run with both; a "# variant" line
 # precedes it.
+# PRECISIONS="fp32 bf16 fp16" adds fp16 (autocast with the loss scaler, both sides) to every run's
+# precisions (default "fp32 bf16").
 # RT=0 runs without SCHED_FIFO, so that other processes on the core take their share: under load, e.g.
 #   RT=0 taskset -c 1 bash bench/contend.sh 1 bash bench/bf16_compare.sh resnet18 2
 # (one busy process on the same core as every run).
@@ -21,6 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${1:-"mlp cnn resnet18"}
 rounds=${2:-3}
+precisions=${PRECISIONS:-"fp32 bf16"}
 core=${CORE:-1}
 realtime=(chrt -f 5)
 if [ "${RT:-1}" = 0 ]; then realtime=(); fi
@@ -35,7 +38,7 @@ for model in $models; do
   if [ "$model" = resnet18 ]; then ours_layouts=(--memory_format=contiguous --memory_format=channels_last); fi
   for round in $(seq "$rounds"); do
     for layout in "${ours_layouts[@]}"; do
-      for precision in fp32 bf16; do
+      for precision in $precisions; do
         # shellcheck disable=SC2086 # layout is empty or one flag
         "${realtime[@]}" taskset -c "$core" "$ours" --model="$model" --precision="$precision" --steps="$steps" \
           --warmup="$warmup" --threads=1 $layout
@@ -50,7 +53,7 @@ for model in $models; do
     layouts=("")
     if [ "$model" != mlp ]; then layouts+=(--channels_last); fi
     for layout in "${layouts[@]}"; do
-      for precision in fp32 bf16; do
+      for precision in $precisions; do
         # shellcheck disable=SC2086 # layout is empty or one flag
         "${realtime[@]}" taskset -c "$core" "$TORCH_PY" bench/pytorch_reference.py --model="$model" \
           --precision="$precision" --steps="$steps" --warmup="$warmup" --threads=1 $layout

@@ -6,7 +6,8 @@ kind over the rounds, and the per-round speed ratios BENCHMARKS.md "bf16 mixed p
 
 Run kinds: ours_fp32, ours_bf16, ours_bf16_variant (the VARIANT run, when present), ours_fp32_cl,
 ours_bf16_cl (ours with --memory_format=channels_last, when present), torch_fp32, torch_bf16, and
-torch_fp32_cl, torch_bf16_cl (PyTorch in torch.channels_last, when present). A round starts at each
+torch_fp32_cl, torch_bf16_cl (PyTorch in torch.channels_last, when present); with PRECISIONS including
+fp16, ours_fp16, torch_fp16 and torch_fp16_cl. A round starts at each
 ours_fp32 run. "best" ratios take each side's faster layout within the round.
 """
 import json
@@ -58,8 +59,8 @@ def main(argv):
             for side in ("ours_fp32", "ours_bf16", "torch_fp32", "torch_bf16"):
                 layouts = [r[k] for k in (side, side + "_cl") if k in r]
                 r[side + "_best"] = min(layouts)
-        for kind in ("ours_fp32", "ours_bf16", "ours_bf16_variant", "ours_fp32_cl", "ours_bf16_cl", "torch_fp32",
-                     "torch_bf16", "torch_fp32_cl", "torch_bf16_cl"):
+        for kind in ("ours_fp32", "ours_bf16", "ours_bf16_variant", "ours_fp32_cl", "ours_bf16_cl", "ours_fp16",
+                     "torch_fp32", "torch_bf16", "torch_fp32_cl", "torch_bf16_cl", "torch_fp16", "torch_fp16_cl"):
             values = [r[kind] for r in complete if kind in r]
             if values:
                 print("  %-18s %s ms" % (kind, spread(values)))
@@ -75,7 +76,11 @@ def main(argv):
                                      ("ours bf16 vs torch bf16 cl", "ours_bf16", "torch_bf16_cl"),
                                      ("ours bf16 cl vs torch bf16 cl", "ours_bf16_cl", "torch_bf16_cl"),
                                      ("variant vs torch bf16 cl", "ours_bf16_variant", "torch_bf16_cl"),
-                                     ("torch bf16 / torch fp32", "torch_bf16", "torch_fp32")):
+                                     ("torch bf16 / torch fp32", "torch_bf16", "torch_fp32"),
+                                     ("ours fp16 / ours fp32", "ours_fp16", "ours_fp32"),
+                                     ("ours fp16 vs torch fp16", "ours_fp16", "torch_fp16"),
+                                     ("ours fp16 vs torch fp16 cl", "ours_fp16", "torch_fp16_cl"),
+                                     ("torch fp16 / torch fp32", "torch_fp16", "torch_fp32")):
             values = [r[slower] / r[faster] for r in complete if faster in r and slower in r]
             if values:
                 print("  %-30s %s" % (name, ratio_spread(values)))

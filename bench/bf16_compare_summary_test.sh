@@ -1,7 +1,7 @@
 #!/bin/bash
 # bench/bf16_compare_summary.py: medians, ranges and per-round ratios of a bf16_compare.sh output with a
 # VARIANT run, our channels-last runs and PyTorch's channels_last runs, against values worked out by hand; a
-# round without its PyTorch bf16 run is left out.
+# round without its PyTorch bf16 run is left out; fp16 runs (PRECISIONS) get their own lines.
 set -euo pipefail
 SUMMARY="${TEST_SRCDIR}/${TEST_WORKSPACE}/bench/bf16_compare_summary.py"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -54,4 +54,22 @@ expect "$(ratio "ours bf16 cl / ours fp32 cl" "2.26x (2.20-2.53)")"
 expect "$(ratio "best: ours bf16 / ours fp32" "2.26x (2.20-2.50)")"
 expect "$(ratio "best: ours bf16 vs torch bf16" "1.50x (1.31-1.63)")"
 expect "$(ratio "ours bf16 cl vs torch bf16 cl" "1.50x (1.31-1.63)")"
+# With PRECISIONS="fp32 bf16 fp16": the fp16 runs' medians and ratios (an mlp, no channels_last runs).
+{
+  for round in "10 6 12 20 15 25" "11 6 13 22 16 26"; do
+    read -r fp32 bf16 fp16 tfp32 tbf16 tfp16 <<<"$round"
+    for kind in "ddpengine fp32 $fp32" "ddpengine bf16 $bf16" "ddpengine fp16 $fp16" "pytorch fp32 $tfp32" \
+      "pytorch bf16 $tbf16" "pytorch fp16 $tfp16"; do
+      # shellcheck disable=SC2086 # three words
+      run $kind | sed 's/resnet18/mlp/'
+    done
+  done
+} > "$TMP/compare_fp16.txt"
+out=$(python3 "$SUMMARY" "$TMP/compare_fp16.txt")
+echo "$out"
+expect "mlp: 2 complete rounds"
+expect "ours_fp16          12.5 (12.0-13.0) ms"
+# 10/12 = 0.83, 11/13 = 0.85; 25/12 = 2.08, 26/13 = 2.00
+expect "$(ratio "ours fp16 / ours fp32" "0.84x (0.83-0.85)")"
+expect "$(ratio "ours fp16 vs torch fp16" "2.04x (2.00-2.08)")"
 echo PASS

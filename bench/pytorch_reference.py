@@ -25,20 +25,31 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import reference_data  # noqa: E402
 import reference_models  # noqa: E402
 
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def make_step(model, opt, x_all, y_all, batch_size, precision, world_size=1, rank=0):
-    """The training step of step index i: this rank's pre-made batch, forward and loss (under bf16 autocast
-    for precision "bf16"), backward, SGD step."""
+    """The training step of step index i: this rank's pre-made batch, forward and loss (under autocast in
+    bf16 or fp16 for those precisions), backward, SGD step; fp16 through torch.amp.GradScaler("cpu") at its
+    defaults, as train/train runs it."""
     batches = x_all.shape[0] // batch_size
+    scaler = torch.amp.GradScaler("cpu") if precision == "fp16" else None
 
     def step(i):
         b = (i * world_size + rank) % batches
         x = x_all[b * batch_size:(b + 1) * batch_size]
         y = y_all[b * batch_size:(b + 1) * batch_size]
         opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        with torch.autocast("cpu", dtype=AUTOCAST_DTYPES.get(precision, torch.bfloat16),
+                            enabled=precision in AUTOCAST_DTYPES):
             loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
 
     return step
 
@@ -95,8 +106,9 @@ def main():
     parser.add_argument("--world_size", type=int, default=1)
     parser.add_argument("--master_port", type=int, default=29611)
     parser.add_argument("--ddp", action="store_true", help="wrap in DDP even at world size 1")
-    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
-                        help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16)")
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
+                        help="bf16, fp16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16 or "
+                             "torch.float16); fp16 with torch.amp.GradScaler('cpu')")
     parser.add_argument("--gradient_as_bucket_view", action="store_true",
                         help="DDP's gradient_as_bucket_view (.grad tensors are views into the buckets)")
     parser.add_argument("--channels_last", action="store_true",

@@ -45,7 +45,9 @@ ABSL_FLAG(int64_t, batch_size, 64, "samples per step and rank");
 ABSL_FLAG(int, steps, 200, "timed optimizer steps");
 ABSL_FLAG(int, warmup, 20, "untimed optimizer steps first");
 ABSL_FLAG(int, threads, 1, "kernel threads per rank");
-ABSL_FLAG(std::string, precision, "fp32", "fp32 | bf16 (autocast, as train's --precision; docs/mixed_precision.md)");
+ABSL_FLAG(std::string, precision, "fp32",
+          "fp32 | bf16 | fp16 (autocast, as train's --precision; fp16 with train's loss scaler at its "
+          "defaults; docs/mixed_precision.md)");
 ABSL_FLAG(bool, ddp, false, "wrap in DDP even when WORLD_SIZE is 1 (measures DDP's own overhead)");
 ABSL_FLAG(double, bucket_cap_mb, 25, "DDP bucket cap (MiB); 0: one bucket per parameter");
 ABSL_FLAG(double, first_bucket_mb, 1, "DDP first bucket cap (MiB)");
@@ -157,10 +159,6 @@ absl::StatusOr<TrainConfig> ConfigFromFlags() {
   config.accumulate_steps = absl::GetFlag(FLAGS_accumulate_steps);
   config.threads = absl::GetFlag(FLAGS_threads);
   config.precision = absl::GetFlag(FLAGS_precision);
-  if (config.precision == "fp16") {
-    return absl::InvalidArgumentError(
-        "--precision=fp16: this benchmark's step has no GradScaler (train/train runs fp16 with one); use fp32 or bf16");
-  }
   config.memory_format = absl::GetFlag(FLAGS_memory_format);
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
   const SgdOptions sgd = BenchSgdOptions();  // the PyTorch reference's optimizer, at a constant rate
@@ -346,6 +344,8 @@ absl::Status Run() {
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, MakeOptimizer(config, model->Parameters()));
   TrainState state{config, *model, ddp.get(), *optimizer, launch.rank, launch.world_size};
   state.group = dist != nullptr ? dist->group.get() : nullptr;
+  const std::unique_ptr<GradScaler> scaler = MakeGradScaler(config);  // --precision=fp16
+  state.scaler = scaler.get();
   state.auto_caps = auto_caps.get();
   const int warmup = absl::GetFlag(FLAGS_warmup), steps = absl::GetFlag(FLAGS_steps);
   state.total_steps = warmup + steps;
