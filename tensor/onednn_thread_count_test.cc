@@ -53,8 +53,9 @@ double OtherThreadsShare(int first, int second, const std::function<void()>& wor
   work();
   SetNumThreads(second);
   work();  // the plans for `second` threads, where they are keyed by the count
-  // An idle OpenMP worker spins for a few milliseconds before it sleeps (libgomp's GOMP_SPINCOUNT): let
-  // the first phase's workers settle, so that only work done for `second` threads is counted.
+  // An idle OpenMP worker may spin for a few milliseconds before it sleeps (libgomp's GOMP_SPINCOUNT, where
+  // OMP_WAIT_POLICY is not passive as the BUILD rule sets it): let the first phase's workers settle, so
+  // that only work done for `second` threads is counted.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   double others = 0, own = 0;
   for (int i = 0; i < 5; ++i) {
