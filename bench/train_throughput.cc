@@ -31,6 +31,7 @@
 #include "reducer/trace.h"
 #include "tensor/factory.h"
 #include "tensor/threads.h"
+#include "train/adaptive_threads.h"
 #include "train/auto_bucket_caps.h"
 #include "train/batch_source.h"
 #include "train/setup.h"
@@ -45,6 +46,8 @@ ABSL_FLAG(int64_t, batch_size, 64, "samples per step and rank");
 ABSL_FLAG(int, steps, 200, "timed optimizer steps");
 ABSL_FLAG(int, warmup, 20, "untimed optimizer steps first");
 ABSL_FLAG(int, threads, 1, "kernel threads per rank");
+ABSL_FLAG(bool, adapt_threads, false,
+          "choose the kernel thread count up to --threads by timing steps (train's --adapt_threads)");
 ABSL_FLAG(std::string, precision, "fp32",
           "fp32 | bf16 | fp16 (autocast, as train's --precision; fp16 with train's loss scaler at its "
           "defaults; docs/mixed_precision.md)");
@@ -158,6 +161,7 @@ absl::StatusOr<TrainConfig> ConfigFromFlags() {
   config.batch_size = absl::GetFlag(FLAGS_batch_size);
   config.accumulate_steps = absl::GetFlag(FLAGS_accumulate_steps);
   config.threads = absl::GetFlag(FLAGS_threads);
+  config.adapt_threads = absl::GetFlag(FLAGS_adapt_threads);
   config.precision = absl::GetFlag(FLAGS_precision);
   config.memory_format = absl::GetFlag(FLAGS_memory_format);
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
@@ -355,6 +359,11 @@ absl::Status Run() {
   if (lockstep) {
     meeting = std::make_unique<LockstepMeeting>(*dist->group);
     state.loop.observers.push_back(meeting.get());
+  }
+  std::unique_ptr<AdaptiveThreads> adaptive_threads;  // --adapt_threads: sets each step's thread count first
+  if (config.adapt_threads) {
+    adaptive_threads = std::make_unique<AdaptiveThreads>(AdaptiveThreadsOptions{config.threads}, stderr);
+    state.loop.observers.push_back(adaptive_threads.get());
   }
   StepTimer timer;  // last: the lockstep meeting counts in the backward phase
   state.loop.observers.push_back(&timer);

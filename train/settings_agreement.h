@@ -24,8 +24,8 @@ namespace ddp {
 // for each output flag and --init_from whether it is given ("given" / "not given": rank 0 writes every
 // output, so a path given to another rank only would silently never be written). Numbers are compared
 // exactly, as the shortest text that reads back as the value ("0.01" and "0.010" agree). Flags that may
-// differ per rank (--data_dir, --threads, --num_workers, --eval_batch_size, --backend, --print_buckets,
-// the output paths themselves) are not in it. Pure. REQUIRES: ValidateConfig(config) is OK.
+// differ per rank (--data_dir, --threads, --adapt_threads, --num_workers, --eval_batch_size, --backend,
+// --print_buckets, the output paths themselves) are not in it. Pure. REQUIRES: ValidateConfig(config) is OK.
 std::vector<AgreedField> SettingsToAgree(const TrainConfig& config);
 
 // CheckRanksAgree over SettingsToAgree(config): OK, or on every rank the same FailedPrecondition naming

@@ -19,6 +19,9 @@ absl::Status CheckCombinations(const TrainConfig& config) {
   if (config.device == "cuda") return bad("--device=cuda needs a CUDA build (bazel build --config=cuda)");
 #endif
   if (config.backend == "nccl" && config.device != "cuda") return bad("--backend=nccl needs --device=cuda");
+  if (config.adapt_threads && config.mode == "dp") {
+    return bad("--adapt_threads runs in the step loop's thread; --mode=dp's workers keep --threads each");
+  }
   if (GradScalerEnabled(config) && config.zero) {
     return bad(
         "--grad_scaler (on by default with --precision=fp16) cannot be combined with --zero (each rank "

@@ -29,6 +29,7 @@
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
+#include "train/adaptive_threads.h"
 #include "train/auto_bucket_caps.h"
 #include "train/auto_bucket_caps_record.h"
 #include "train/autocast_record.h"
@@ -472,6 +473,11 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& lau
   state.auto_caps = auto_caps.get();
   const std::unique_ptr<GradScaler> scaler = MakeGradScaler(config);
   state.scaler = scaler.get();
+  std::unique_ptr<AdaptiveThreads> adaptive_threads;  // Note [Adaptive kernel threads]
+  if (config.adapt_threads) {
+    adaptive_threads = std::make_unique<AdaptiveThreads>(AdaptiveThreadsOptions{config.threads}, stderr);
+    state.loop.observers.push_back(adaptive_threads.get());
+  }
   int first_epoch = 1;
   if (config.resume) {
     DDP_ASSIGN_OR_RETURN(first_epoch, ResumeFromNewest(config, state));

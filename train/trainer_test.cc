@@ -265,6 +265,22 @@ TEST(TrainerTest, DataParallelDumpGradsEqualOneProcess) {
   output.clear();
   EXPECT_EQ(RunShell(Runfile("train/train") + " --mode=dq", &output), 2);
   EXPECT_NE(output.find("--mode must be auto or dp"), std::string::npos) << output;
+  output.clear();
+  EXPECT_EQ(RunShell(Runfile("train/train") + " --mode=dp --adapt_threads", &output), 2);
+  EXPECT_NE(output.find("--adapt_threads runs in the step loop's thread"), std::string::npos) << output;
+}
+
+// --adapt_threads trains through its first probe (steps 5-8 at one thread, then the faster count) and
+// ends with a test accuracy, as a run at a fixed count does (the count it keeps depends on the machine's
+// load: train/adaptive_threads_test.cc tests the choice).
+TEST(TrainerTest, AdaptiveThreadsTrainsThroughItsProbes) {
+  std::string output;
+  ASSERT_EQ(
+      RunShell(Runfile("train/train") + " --model=mlp --max_steps=20 --epochs=1 --threads=2 --adapt_threads",
+               &output),
+      0)
+      << output;
+  EXPECT_NE(output.find("final test_acc"), std::string::npos) << output;
 }
 
 // --mode=dp under --precision=bf16 and fp16 (with its loss scaler): DataParallel's workers run the

@@ -1,0 +1,166 @@
+// ThreadCountChooser (Note [Adaptive kernel threads]) against simulated step times: a quiet machine keeps
+// --threads, a loaded one drops to the faster count after the first probe and comes back when the load
+// goes; a count's first, slow step (its kernels' plans) never decides; a gain under the margin does not
+// switch; one thread never probes. AdaptiveThreads sets the thread count each step asks for.
+#include "train/adaptive_threads.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tensor/threads.h"
+
+namespace ddp {
+namespace {
+
+// Step seconds for a count; `first` is the first step ever run at that count.
+using StepTimes = std::function<double(int threads, bool first)>;
+
+struct SimulatedRun {
+  std::vector<int> threads;            // per step
+  std::map<int, std::string> changes;  // step index -> the chooser's line
+};
+
+// Runs `steps` steps of `chooser` with durations from `times`, starting at step `begin` of `run`.
+void Simulate(ThreadCountChooser& chooser, int steps, const StepTimes& times, SimulatedRun& run) {
+  std::set<int> seen;
+  for (int t : run.threads) seen.insert(t);
+  for (int i = 0; i < steps; ++i) {
+    const int threads = chooser.ThreadsForNextStep();
+    const bool first = seen.insert(threads).second;
+    run.threads.push_back(threads);
+    if (auto change = chooser.StepTook(times(threads, first))) {
+      run.changes[static_cast<int>(run.threads.size()) - 1] = *change;
+    }
+  }
+}
+
+// A step's seconds: `at_one` with one thread, `at_two` with two; a count's first step takes a second.
+StepTimes Times(double at_one, double at_two) {
+  return [at_one, at_two](int threads, bool first) { return first ? 1.0 : (threads == 1 ? at_one : at_two); };
+}
+
+int CountOf(const std::vector<int>& threads, int value, size_t from = 0) {
+  int count = 0;
+  for (size_t i = from; i < threads.size(); ++i) count += threads[i] == value;
+  return count;
+}
+
+AdaptiveThreadsOptions TwoThreads() {
+  AdaptiveThreadsOptions options;
+  options.max_threads = 2;
+  return options;  // probe_steps 3, probe_every 100, margin 5%
+}
+
+TEST(AdaptiveThreadsTest, CandidatesArePowersOfTwoBelowTheMaximumAndTheMaximum) {
+  EXPECT_EQ(CandidateThreadCounts(1), std::vector<int>({1}));
+  EXPECT_EQ(CandidateThreadCounts(2), std::vector<int>({1, 2}));
+  EXPECT_EQ(CandidateThreadCounts(6), std::vector<int>({1, 2, 4, 6}));
+  EXPECT_EQ(CandidateThreadCounts(8), std::vector<int>({1, 2, 4, 8}));
+}
+
+// Quiet: two threads are faster. The first probe comes after one untimed and three timed steps at two
+// threads (steps 4-7 at one thread: one untimed, three timed); the count stays, and the next probe comes
+// 100 steady steps later.
+TEST(AdaptiveThreadsTest, AQuietMachineKeepsTheConfiguredCount) {
+  ThreadCountChooser chooser(TwoThreads());
+  SimulatedRun run;
+  Simulate(chooser, 250, Times(/*at_one=*/0.015, /*at_two=*/0.010), run);
+  EXPECT_TRUE(run.changes.empty()) << run.changes.begin()->second;
+  EXPECT_EQ(chooser.current(), 2);
+  EXPECT_EQ(std::vector<int>(run.threads.begin(), run.threads.begin() + 9),
+            std::vector<int>({2, 2, 2, 2, 1, 1, 1, 1, 2}));
+  EXPECT_EQ(CountOf(run.threads, 1), 12);  // probes of four steps at 4, 108 and 212
+  EXPECT_EQ(std::vector<int>(run.threads.begin() + 108, run.threads.begin() + 112), std::vector<int>(4, 1));
+}
+
+// Loaded: one thread is faster (two threads wait for the one that shares a core). The first probe
+// switches to one thread, says so, and later probes of two threads do not switch back while the load lasts;
+// when it goes, the next probe returns to two threads.
+TEST(AdaptiveThreadsTest, ALoadedMachineDropsToTheFasterCountAndComesBack) {
+  ThreadCountChooser chooser(TwoThreads());
+  SimulatedRun run;
+  Simulate(chooser, 300, Times(/*at_one=*/0.017, /*at_two=*/0.040), run);
+  ASSERT_EQ(run.changes.size(), 1u);
+  EXPECT_EQ(run.changes.begin()->first, 7);
+  EXPECT_EQ(run.changes.begin()->second,
+            "adaptive threads: 2 -> 1 kernel threads (median step 17.0 ms at 1, 40.0 ms at 2)");
+  EXPECT_EQ(chooser.current(), 1);
+  EXPECT_EQ(CountOf(run.threads, 2, 8), 8) << "two probes of two threads after the switch";
+  Simulate(chooser, 150, Times(/*at_one=*/0.017, /*at_two=*/0.011), run);
+  ASSERT_EQ(run.changes.size(), 2u);
+  EXPECT_EQ(run.changes.rbegin()->second,
+            "adaptive threads: 1 -> 2 kernel threads (median step 11.0 ms at 2, 17.0 ms at 1)");
+  EXPECT_EQ(chooser.current(), 2);
+}
+
+// A count's first step (plan creation, a second here) is never timed: had it counted, one thread's first
+// probe step would have kept two threads on the loaded machine above, or the current count's first step
+// would have made one thread look faster on a quiet one.
+TEST(AdaptiveThreadsTest, ACountsFirstStepDoesNotDecide) {
+  ThreadCountChooser quiet(TwoThreads());
+  SimulatedRun quiet_run;
+  Simulate(
+      quiet, 20,
+      [](int threads, bool first) { return first && threads == 2 ? 5.0
+                                           : threads == 1        ? 0.015
+                                                                 : 0.010; },
+      quiet_run);
+  EXPECT_EQ(quiet.current(), 2);
+  EXPECT_TRUE(quiet_run.changes.empty());
+}
+
+TEST(AdaptiveThreadsTest, AGainUnderTheMarginDoesNotSwitch) {
+  ThreadCountChooser chooser(TwoThreads());
+  SimulatedRun run;
+  Simulate(chooser, 120, Times(/*at_one=*/0.0098, /*at_two=*/0.0100), run);  // one thread 2% faster
+  EXPECT_EQ(chooser.current(), 2);
+  EXPECT_TRUE(run.changes.empty());
+}
+
+TEST(AdaptiveThreadsTest, OneThreadNeverProbes) {
+  AdaptiveThreadsOptions options;
+  options.max_threads = 1;
+  ThreadCountChooser chooser(options);
+  SimulatedRun run;
+  Simulate(chooser, 300, Times(0.01, 0.001), run);
+  EXPECT_EQ(CountOf(run.threads, 1), 300);
+  EXPECT_TRUE(run.changes.empty());
+}
+
+// With four threads the probe tries one and two; the fastest of all wins.
+TEST(AdaptiveThreadsTest, TheFastestCandidateWins) {
+  AdaptiveThreadsOptions options;
+  options.max_threads = 4;
+  ThreadCountChooser chooser(options);
+  SimulatedRun run;
+  const std::map<int, double> seconds = {{1, 0.030}, {2, 0.012}, {4, 0.020}};
+  Simulate(
+      chooser, 20, [&seconds](int threads, bool first) { return first ? 1.0 : seconds.at(threads); }, run);
+  EXPECT_EQ(chooser.current(), 2);
+  ASSERT_EQ(run.changes.size(), 1u);
+  EXPECT_EQ(run.changes.begin()->second,
+            "adaptive threads: 4 -> 2 kernel threads (median step 12.0 ms at 2, 20.0 ms at 4)");
+}
+
+// The observer sets the count each step asks for on the calling thread.
+TEST(AdaptiveThreadsTest, TheObserverSetsTheThreadCount) {
+  AdaptiveThreadsOptions options;
+  options.max_threads = 2;
+  AdaptiveThreads adaptive(options, nullptr);
+  std::vector<int> seen;
+  for (int i = 0; i < 8; ++i) {  // up to the first probe's decision, which these empty steps leave to chance
+    adaptive.StepBegan();
+    seen.push_back(GetNumThreads());
+    adaptive.StepEnded();
+  }
+  EXPECT_EQ(seen, std::vector<int>({2, 2, 2, 2, 1, 1, 1, 1}));
+  SetNumThreads(1);
+}
+
+}  // namespace
+}  // namespace ddp
