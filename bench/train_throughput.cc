@@ -31,7 +31,6 @@
 #include "reducer/trace.h"
 #include "tensor/factory.h"
 #include "tensor/threads.h"
-#include "train/adaptive_threads.h"
 #include "train/auto_bucket_caps.h"
 #include "train/batch_source.h"
 #include "train/setup.h"
@@ -360,11 +359,8 @@ absl::Status Run() {
     meeting = std::make_unique<LockstepMeeting>(*dist->group);
     state.loop.observers.push_back(meeting.get());
   }
-  std::unique_ptr<AdaptiveThreads> adaptive_threads;  // --adapt_threads: sets each step's thread count first
-  if (config.adapt_threads) {
-    adaptive_threads = std::make_unique<AdaptiveThreads>(AdaptiveThreadsOptions{config.threads}, stderr);
-    state.loop.observers.push_back(adaptive_threads.get());
-  }
+  // --adapt_threads: sets each step's thread count before the timer starts.
+  const std::unique_ptr<AdaptiveThreads> adaptive_threads = AttachAdaptiveThreads(config, state);
   StepTimer timer;  // last: the lockstep meeting counts in the backward phase
   state.loop.observers.push_back(&timer);
   DDP_RETURN_IF_ERROR(RunSteps(state, /*epoch=*/1, batches, warmup + steps).status());

@@ -140,6 +140,13 @@ absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler* 
 
 }  // namespace
 
+std::unique_ptr<AdaptiveThreads> AttachAdaptiveThreads(const TrainConfig& config, TrainState& state) {
+  if (!config.adapt_threads) return nullptr;
+  auto adaptive = std::make_unique<AdaptiveThreads>(AdaptiveThreadsOptions{config.threads}, stderr);
+  state.loop.observers.push_back(adaptive.get());
+  return adaptive;
+}
+
 std::unique_ptr<GradScaler> MakeGradScaler(const TrainConfig& config) {
   if (!GradScalerEnabled(config)) return nullptr;
   GradScalerOptions options;

@@ -13,16 +13,17 @@
 #include "absl/status/statusor.h"
 #include "data/data_loader.h"
 #include "data/sampler.h"
-#include "dp/data_parallel.h"
 #include "ddp/distributed_data_parallel.h"
+#include "dp/data_parallel.h"
+#include "nn/grad_scaler.h"
+#include "nn/module.h"
+#include "nn/optimizer.h"
+#include "train/adaptive_threads.h"
 #include "train/batch_source.h"
 #include "train/fault_injection.h"
 #include "train/sample_log.h"
 #include "train/step_observer.h"
 #include "train/train_config.h"
-#include "nn/grad_scaler.h"
-#include "nn/module.h"
-#include "nn/optimizer.h"
 
 namespace ddp {
 
@@ -97,6 +98,11 @@ absl::StatusOr<EpochStats> RunSteps(TrainState& state, int epoch, BatchSource& b
 // The loss scaler --grad_scaler asks for (GradScalerEnabled: on with --precision=fp16 by default), with
 // the --grad_scaler_* options; null when it is off. REQUIRES: ValidateConfig(config) is OK.
 std::unique_ptr<GradScaler> MakeGradScaler(const TrainConfig& config);
+
+// --adapt_threads (Note [Adaptive kernel threads]): the observer that chooses each step's kernel thread
+// count, appended to state.loop.observers and logging to stderr; null (nothing attached) when the flag is
+// off. The caller keeps it alive while the loop runs.
+std::unique_ptr<AdaptiveThreads> AttachAdaptiveThreads(const TrainConfig& config, TrainState& state);
 
 // The learning rate of optimizer step `step` (0-based) of `total_steps`: during the first
 // config.warmup_steps = W steps config.lr * (step + 1) / W (linear warmup); after them config.lr for

@@ -473,11 +473,7 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& lau
   state.auto_caps = auto_caps.get();
   const std::unique_ptr<GradScaler> scaler = MakeGradScaler(config);
   state.scaler = scaler.get();
-  std::unique_ptr<AdaptiveThreads> adaptive_threads;  // Note [Adaptive kernel threads]
-  if (config.adapt_threads) {
-    adaptive_threads = std::make_unique<AdaptiveThreads>(AdaptiveThreadsOptions{config.threads}, stderr);
-    state.loop.observers.push_back(adaptive_threads.get());
-  }
+  const std::unique_ptr<AdaptiveThreads> adaptive_threads = AttachAdaptiveThreads(config, state);
   int first_epoch = 1;
   if (config.resume) {
     DDP_ASSIGN_OR_RETURN(first_epoch, ResumeFromNewest(config, state));
@@ -531,6 +527,7 @@ absl::StatusOr<EvalResult> RunReplacement(const TrainConfig& config, const Launc
     DDP_ASSIGN_OR_RETURN(sample_log, SampleLog::Open(config.log_samples));
   }
   state.sample_log = sample_log.get();
+  const std::unique_ptr<AdaptiveThreads> adaptive_threads = AttachAdaptiveThreads(config, state);
   std::unique_ptr<DataLoader> loader;
   std::shared_ptr<DistributedDataParallel> ddp;
   return RunElasticJoiner(config, *dist, state,
