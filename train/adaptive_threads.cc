@@ -1,5 +1,7 @@
 #include "train/adaptive_threads.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -14,6 +16,18 @@ std::vector<int> CandidateThreadCounts(int max_threads) {
   for (int count = 1; count < max_threads; count *= 2) counts.push_back(count);
   counts.push_back(max_threads);
   return counts;
+}
+
+std::optional<std::string> KernelThreadsWarning(int threads, int local_ranks, const char* what,
+                                                int usable_cpus, bool suggest_adapt) {
+  const int64_t wanted = static_cast<int64_t>(threads) * local_ranks;
+  if (wanted <= usable_cpus) return std::nullopt;
+  return absl::StrFormat(
+      "train: warning: %d %s x --threads=%d = %d kernel threads on %d usable CPUs: every parallel region "
+      "waits "
+      "for threads that wait for a CPU (BENCHMARKS.md \"Kernel threads under load\"); use --threads=%d%s",
+      local_ranks, what, threads, wanted, usable_cpus, std::max(1, usable_cpus / local_ranks),
+      suggest_adapt ? ", or --adapt_threads" : "");
 }
 
 ThreadCountChooser::ThreadCountChooser(const AdaptiveThreadsOptions& options)

@@ -39,6 +39,14 @@ struct AdaptiveThreadsOptions {
 // The candidate counts for `max_threads`: 1, 2, 4, ... below it, and max_threads itself, ascending. Pure.
 std::vector<int> CandidateThreadCounts(int max_threads);
 
+// The warning a run gets when its kernel threads outnumber the CPUs it may use: `threads` per rank (or per
+// DataParallel worker) times `local_ranks` ranks (or workers) on this machine against `usable_cpus`
+// (base/usable_cpus.h); nullopt when they fit. `what` names the ranks in the message ("local ranks",
+// "DataParallel workers"); `suggest_adapt` adds --adapt_threads to the remedies (not for workers, whose
+// thread count it does not set). Pure.
+std::optional<std::string> KernelThreadsWarning(int threads, int local_ranks, const char* what,
+                                                int usable_cpus, bool suggest_adapt);
+
 // The policy of Note [Adaptive kernel threads], without clocks or side effects: the caller runs each step
 // with ThreadsForNextStep() kernel threads and reports its duration to StepTook. Not thread-safe.
 class ThreadCountChooser {

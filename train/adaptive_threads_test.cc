@@ -1,7 +1,8 @@
 // ThreadCountChooser (Note [Adaptive kernel threads]) against simulated step times: a quiet machine keeps
 // --threads, a loaded one drops to the faster count after the first probe and comes back when the load
 // goes; a count's first, slow step (its kernels' plans) never decides; a gain under the margin does not
-// switch; one thread never probes. AdaptiveThreads sets the thread count each step asks for.
+// switch; one thread never probes. AdaptiveThreads sets the thread count each step asks for; the warning
+// for more kernel threads than CPUs.
 #include "train/adaptive_threads.h"
 
 #include <gtest/gtest.h>
@@ -145,6 +146,20 @@ TEST(AdaptiveThreadsTest, TheFastestCandidateWins) {
   ASSERT_EQ(run.changes.size(), 1u);
   EXPECT_EQ(run.changes.begin()->second,
             "adaptive threads: 4 -> 2 kernel threads (median step 12.0 ms at 2, 20.0 ms at 4)");
+}
+
+TEST(AdaptiveThreadsTest, WarnsWhenTheKernelThreadsOutnumberTheCpus) {
+  EXPECT_FALSE(KernelThreadsWarning(1, 2, "local ranks", 2, true));
+  EXPECT_FALSE(KernelThreadsWarning(2, 1, "local ranks", 2, true));
+  EXPECT_EQ(KernelThreadsWarning(2, 2, "local ranks", 2, true).value_or(""),
+            "train: warning: 2 local ranks x --threads=2 = 4 kernel threads on 2 usable CPUs: every parallel "
+            "region waits for threads that wait for a CPU (BENCHMARKS.md \"Kernel threads under load\"); use "
+            "--threads=1, or --adapt_threads");
+  EXPECT_EQ(
+      KernelThreadsWarning(4, 3, "DataParallel workers", 8, false).value_or(""),
+      "train: warning: 3 DataParallel workers x --threads=4 = 12 kernel threads on 8 usable CPUs: every "
+      "parallel region waits for threads that wait for a CPU (BENCHMARKS.md \"Kernel threads under load\"); "
+      "use --threads=2");
 }
 
 // The observer sets the count each step asks for on the calling thread.

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/usable_cpus.h"
 #include "checkpoint/checkpoint.h"
 #include "comm/init.h"
 #include "data/data_loader.h"
@@ -570,6 +571,13 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   ProcessGroup* group = dist != nullptr ? dist->group.get() : nullptr;
   if (group == nullptr) WarnIgnoredDdpFlags(config);
   NoteAutoMemoryFormat(config, launch.rank);
+  const bool dp = config.mode == "dp";
+  if (const auto warning =
+          KernelThreadsWarning(config.threads, dp ? config.dp_devices : launch.local_world_size,
+                               dp ? "DataParallel workers" : "local ranks", UsableCpus(), !dp);
+      warning && launch.local_rank == 0 && !config.adapt_threads) {
+    std::fprintf(stderr, "%s\n", warning->c_str());
+  }
   // Before anything else communicates (Note [Train settings agreement]).
   if (group != nullptr) DDP_RETURN_IF_ERROR(CheckSettingsAgree(*group, config));
   // Every output is tried before any work, by rank 0 which writes them all (the trace exists under DDP).
