@@ -14,6 +14,8 @@ steps=${STEPS:-200}; warmup=${WARMUP:-10}; batch=${BATCH:-128}
 source bench/pytorch_env.sh
 bazel build //bench:train_throughput >&2
 ours=bazel-bin/bench/train_throughput
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT
 echo "# $(date -u) $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //') family $(grep -m1 'cpu family' /proc/cpuinfo | sed 's/.*: //') model $(grep -m1 '^model' /proc/cpuinfo | sed 's/.*: //'), $(getconf _NPROCESSORS_ONLN) CPUs online; $model batch $batch, $steps steps after $warmup"
 step_ms() { grep -o '"step_ms": [0-9.]*' | sed 's/.*: //'; }
 for round in $(seq "$rounds"); do
@@ -21,9 +23,9 @@ for round in $(seq "$rounds"); do
     for setting in "--threads=1" "--threads=2" "--threads=2 --adapt_threads"; do
       # shellcheck disable=SC2086 # setting is a list of flags
       ms=$(bash bench/contend.sh "$load" "$ours" --model="$model" --batch_size="$batch" --steps="$steps" \
-        --warmup="$warmup" $setting 2>/tmp/threads_under_load.err | step_ms)
+        --warmup="$warmup" $setting 2>"$err" | step_ms)
       echo "load=$load ours $setting $ms"
-      grep '^adaptive threads' /tmp/threads_under_load.err | sed 's/^/#   /' || true
+      grep '^adaptive threads' "$err" | sed 's/^/#   /' || true
     done
     for threads in 1 2; do
       ms=$(bash bench/contend.sh "$load" "$TORCH_PY" bench/pytorch_reference.py --model="$model" \

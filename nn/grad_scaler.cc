@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/check.h"
+#include "tensor/low_precision_round.h"
 #include "tensor/ops.h"
 
 namespace ddp {
@@ -54,9 +54,7 @@ bool UnscaleAndCheckFinite(float* g, int64_t n, float inv_scale) {
   constexpr uint32_t kExponentBits = 0x7f800000u;
   uint32_t largest_exponent = 0;
   for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &g[i], sizeof(bits));
-    largest_exponent = std::max(largest_exponent, bits & kExponentBits);
+    largest_exponent = std::max(largest_exponent, functors::FloatBits(g[i]) & kExponentBits);
     g[i] *= inv_scale;
   }
   return largest_exponent != kExponentBits;

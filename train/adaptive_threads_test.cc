@@ -24,9 +24,10 @@ using StepTimes = std::function<double(int threads, bool first)>;
 struct SimulatedRun {
   std::vector<int> threads;            // per step
   std::map<int, std::string> changes;  // step index -> the chooser's line
+  int ends_at = 0;                     // the chooser's current count after the last step
 };
 
-// Runs `steps` steps of `chooser` with durations from `times`, starting at step `begin` of `run`.
+// Runs `steps` more steps of `chooser` with durations from `times`, appending them to `run`.
 void Simulate(ThreadCountChooser& chooser, int steps, const StepTimes& times, SimulatedRun& run) {
   std::set<int> seen;
   for (int t : run.threads) seen.insert(t);
@@ -38,6 +39,18 @@ void Simulate(ThreadCountChooser& chooser, int steps, const StepTimes& times, Si
       run.changes[static_cast<int>(run.threads.size()) - 1] = *change;
     }
   }
+  run.ends_at = chooser.current();
+}
+
+// `steps` steps of a new chooser for `max_threads` (the other options at their defaults: probes of 3
+// steps every 100, a 5% margin).
+SimulatedRun SimulateNew(int max_threads, int steps, const StepTimes& times) {
+  AdaptiveThreadsOptions options;
+  options.max_threads = max_threads;
+  ThreadCountChooser chooser(options);
+  SimulatedRun run;
+  Simulate(chooser, steps, times, run);
+  return run;
 }
 
 // A step's seconds: `at_one` with one thread, `at_two` with two; a count's first step takes a second.
@@ -51,12 +64,6 @@ int CountOf(const std::vector<int>& threads, int value, size_t from = 0) {
   return count;
 }
 
-AdaptiveThreadsOptions TwoThreads() {
-  AdaptiveThreadsOptions options;
-  options.max_threads = 2;
-  return options;  // probe_steps 3, probe_every 100, margin 5%
-}
-
 TEST(AdaptiveThreadsTest, CandidatesArePowersOfTwoBelowTheMaximumAndTheMaximum) {
   EXPECT_EQ(CandidateThreadCounts(1), std::vector<int>({1}));
   EXPECT_EQ(CandidateThreadCounts(2), std::vector<int>({1, 2}));
@@ -68,11 +75,9 @@ TEST(AdaptiveThreadsTest, CandidatesArePowersOfTwoBelowTheMaximumAndTheMaximum) 
 // threads (steps 4-7 at one thread: one untimed, three timed); the count stays, and the next probe comes
 // 100 steady steps later.
 TEST(AdaptiveThreadsTest, AQuietMachineKeepsTheConfiguredCount) {
-  ThreadCountChooser chooser(TwoThreads());
-  SimulatedRun run;
-  Simulate(chooser, 250, Times(/*at_one=*/0.015, /*at_two=*/0.010), run);
+  const SimulatedRun run = SimulateNew(2, 250, Times(/*at_one=*/0.015, /*at_two=*/0.010));
   EXPECT_TRUE(run.changes.empty()) << run.changes.begin()->second;
-  EXPECT_EQ(chooser.current(), 2);
+  EXPECT_EQ(run.ends_at, 2);
   EXPECT_EQ(std::vector<int>(run.threads.begin(), run.threads.begin() + 9),
             std::vector<int>({2, 2, 2, 2, 1, 1, 1, 1, 2}));
   EXPECT_EQ(CountOf(run.threads, 1), 12);  // probes of four steps at 4, 108 and 212
@@ -83,7 +88,9 @@ TEST(AdaptiveThreadsTest, AQuietMachineKeepsTheConfiguredCount) {
 // switches to one thread, says so, and later probes of two threads do not switch back while the load lasts;
 // when it goes, the next probe returns to two threads.
 TEST(AdaptiveThreadsTest, ALoadedMachineDropsToTheFasterCountAndComesBack) {
-  ThreadCountChooser chooser(TwoThreads());
+  AdaptiveThreadsOptions options;
+  options.max_threads = 2;
+  ThreadCountChooser chooser(options);  // one chooser through the load and after it
   SimulatedRun run;
   Simulate(chooser, 300, Times(/*at_one=*/0.017, /*at_two=*/0.040), run);
   ASSERT_EQ(run.changes.size(), 1u);
@@ -103,46 +110,31 @@ TEST(AdaptiveThreadsTest, ALoadedMachineDropsToTheFasterCountAndComesBack) {
 // probe step would have kept two threads on the loaded machine above, or the current count's first step
 // would have made one thread look faster on a quiet one.
 TEST(AdaptiveThreadsTest, ACountsFirstStepDoesNotDecide) {
-  ThreadCountChooser quiet(TwoThreads());
-  SimulatedRun quiet_run;
-  Simulate(
-      quiet, 20,
-      [](int threads, bool first) { return first && threads == 2 ? 5.0
-                                           : threads == 1        ? 0.015
-                                                                 : 0.010; },
-      quiet_run);
-  EXPECT_EQ(quiet.current(), 2);
-  EXPECT_TRUE(quiet_run.changes.empty());
+  const SimulatedRun run = SimulateNew(2, 20, [](int threads, bool first) {
+    return first && threads == 2 ? 5.0 : threads == 1 ? 0.015 : 0.010;
+  });
+  EXPECT_EQ(run.ends_at, 2);
+  EXPECT_TRUE(run.changes.empty());
 }
 
 TEST(AdaptiveThreadsTest, AGainUnderTheMarginDoesNotSwitch) {
-  ThreadCountChooser chooser(TwoThreads());
-  SimulatedRun run;
-  Simulate(chooser, 120, Times(/*at_one=*/0.0098, /*at_two=*/0.0100), run);  // one thread 2% faster
-  EXPECT_EQ(chooser.current(), 2);
+  const SimulatedRun run = SimulateNew(2, 120, Times(/*at_one=*/0.0098, /*at_two=*/0.0100));  // 2% faster
+  EXPECT_EQ(run.ends_at, 2);
   EXPECT_TRUE(run.changes.empty());
 }
 
 TEST(AdaptiveThreadsTest, OneThreadNeverProbes) {
-  AdaptiveThreadsOptions options;
-  options.max_threads = 1;
-  ThreadCountChooser chooser(options);
-  SimulatedRun run;
-  Simulate(chooser, 300, Times(0.01, 0.001), run);
+  const SimulatedRun run = SimulateNew(1, 300, Times(0.01, 0.001));
   EXPECT_EQ(CountOf(run.threads, 1), 300);
   EXPECT_TRUE(run.changes.empty());
 }
 
 // With four threads the probe tries one and two; the fastest of all wins.
 TEST(AdaptiveThreadsTest, TheFastestCandidateWins) {
-  AdaptiveThreadsOptions options;
-  options.max_threads = 4;
-  ThreadCountChooser chooser(options);
-  SimulatedRun run;
   const std::map<int, double> seconds = {{1, 0.030}, {2, 0.012}, {4, 0.020}};
-  Simulate(
-      chooser, 20, [&seconds](int threads, bool first) { return first ? 1.0 : seconds.at(threads); }, run);
-  EXPECT_EQ(chooser.current(), 2);
+  const SimulatedRun run =
+      SimulateNew(4, 20, [&seconds](int threads, bool first) { return first ? 1.0 : seconds.at(threads); });
+  EXPECT_EQ(run.ends_at, 2);
   ASSERT_EQ(run.changes.size(), 1u);
   EXPECT_EQ(run.changes.begin()->second,
             "adaptive threads: 4 -> 2 kernel threads (median step 12.0 ms at 2, 20.0 ms at 4)");
