@@ -31,7 +31,7 @@ TEST(ElasticLaunchTest, AFailedWorkerDoesNotStopTheOthersAndTheJobSucceedsWithTh
                                      "if [ $RANK = 1 ]; then exit 3; fi; "
                                      "echo E=$DDP_ELASTIC M=$DDP_ELASTIC_MIN_WORLD_SIZE; echo done"});
   ASSERT_EQ(r.exit_code, 0) << r.all();
-  EXPECT_THAT(r.err, HasSubstr("ddprun: elastic: rank 1 exited with code 3; the others go on"));
+  EXPECT_THAT(r.err, HasSubstr("ddprun: elastic: rank 1 failed with exit code 3; the others go on"));
   EXPECT_THAT(r.err, HasSubstr("ddprun: elastic: the job finished without the lost rank(s) 1"));
   EXPECT_THAT(r.out, HasSubstr("[rank 0] E=1 M=1"));
   EXPECT_THAT(r.out, HasSubstr("[rank 0] done"));
@@ -72,7 +72,7 @@ TEST(ElasticLaunchTest, ALostWorkerIsReplacedInItsSlotWithANewMemberIdWithinTheB
   ASSERT_EQ(r.exit_code, 0) << r.all();
   EXPECT_THAT(r.err, HasSubstr("ddprun: elastic: starting member 3 in rank 1's slot to rejoin the job (restart 1 of 1)"));
   EXPECT_THAT(r.out, HasSubstr("[rank 1] J=1 M=3"));
-  EXPECT_THAT(r.err, HasSubstr("ddprun: elastic: member 3 in rank 1's slot exited with code 3"));
+  EXPECT_THAT(r.err, HasSubstr("ddprun: elastic: member 3 in rank 1's slot failed with exit code 3"));
   EXPECT_THAT(r.err, HasSubstr("the job finished without the lost rank(s) 1, 3"));
   EXPECT_THAT(r.err, Not(HasSubstr("starting member 4")));
 }

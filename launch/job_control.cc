@@ -64,12 +64,10 @@ absl::StatusOr<std::unique_ptr<TcpStoreClient>> ConnectJobStore(const JobLayout&
   return TcpStoreClient::Create(options);
 }
 
-void RecordExitNotice(const JobLayout& layout, int restart, int rank, int exit_code) {
+void RecordExitNotice(const JobLayout& layout, int restart, int rank, const std::string& how) {
   absl::StatusOr<std::unique_ptr<TcpStoreClient>> client = ConnectJobStore(layout);
   if (!client.ok()) return;
   PrefixStore group_store(DefaultGroupStorePrefix(absl::StrCat(restart)), client->get());
-  const std::string how = exit_code > 128 ? absl::StrCat("exit code ", exit_code, " (signal ", exit_code - 128, ")")
-                                          : absl::StrCat("exit code ", exit_code);
   (void)group_store.Set(LauncherExitNoticeKey(rank), how);
 }
 

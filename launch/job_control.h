@@ -7,11 +7,11 @@
 #include <signal.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-
 #include "base/unique_fd.h"
 #include "launch/worker_env.h"
 #include "store/tcp_store_client.h"
@@ -45,12 +45,12 @@ absl::StatusOr<std::unique_ptr<TcpStoreClient>> ConnectJobStore(const JobLayout&
                                                                 absl::Duration connect_timeout = absl::Seconds(2),
                                                                 absl::Duration io_timeout = absl::Seconds(2));
 
-// Writes how worker `rank` ended ("exit code 1", "exit code 137 (signal 9)"; `exit_code` is 128 + the
-// signal number for a signal) into the store namespace of attempt `restart` of `layout`'s job
+// Writes how worker `rank` ended (`how`: DescribeWorkerExit's "exit code 1", "exit code 137 (signal 9,
+// SIGKILL; ...)") into the store namespace of attempt `restart` of `layout`'s job
 // (store/store_keys.h: LauncherExitNoticeKey), so the survivors' failure reports name it at once. Best
 // effort, bounded by 2 s connect and I/O timeouts: a notice that cannot be written only makes the
 // survivors wait for their report window.
-void RecordExitNotice(const JobLayout& layout, int restart, int rank, int exit_code);
+void RecordExitNotice(const JobLayout& layout, int restart, int rank, const std::string& how);
 
 }  // namespace ddp
 

@@ -260,9 +260,7 @@ void SayIfFailed(const absl::Status& status) {
 }
 
 void ReportFailure(const GroupOutcome& outcome) {
-  Say(absl::StrCat("rank ", outcome.failed_rank, " failed first with exit code ", outcome.exit_code,
-                   outcome.exit_code > 128 ? absl::StrCat(" (signal ", outcome.exit_code - 128, ")")
-                                           : std::string()));
+  Say(absl::StrCat("rank ", outcome.failed_rank, " failed first with ", outcome.exit_description));
   Say(absl::StrCat("last ", outcome.tail.size(), " line(s) of rank ", outcome.failed_rank, ":"));
   for (const std::string& line : outcome.tail) WriteFully(2, absl::StrCat("  | ", line, "\n"));
   if (!outcome.error_file_message.empty()) {
@@ -355,14 +353,14 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
     config.layout.restart_count = restart;
     config.max_replacements = options.elastic.enabled ? options.max_restarts - restart - replacements : 0;
     DDP_RETURN_IF_ERROR(log_tree->StartAttempt(restart, options.nproc_per_node));
-    config.on_first_failure = [&config, restart](int rank, int exit_code) {
-      RecordExitNotice(config.layout, restart, rank, exit_code);
+    config.on_first_failure = [&config, restart](int rank, const std::string& how) {
+      RecordExitNotice(config.layout, restart, rank, how);
     };
-    config.on_worker_lost = [&config, restart](int rank, int member, int exit_code) {
-      RecordExitNotice(config.layout, restart, member, exit_code);
+    config.on_worker_lost = [&config, restart](int rank, int member, const std::string& how) {
+      RecordExitNotice(config.layout, restart, member, how);
       RecordElasticLoss(config.layout, restart, member);
-      Say(absl::StrCat("elastic: ", member == rank ? "" : absl::StrCat("member ", member, " in "), "rank ", rank,
-                       member == rank ? "" : "'s slot", " exited with code ", exit_code, "; the others go on"));
+      Say(absl::StrCat("elastic: ", member == rank ? "" : absl::StrCat("member ", member, " in "), "rank ",
+                       rank, member == rank ? "" : "'s slot", " failed with ", how, "; the others go on"));
     };
     config.on_worker_finished = [&config, restart] { CloseElasticJob(config.layout, restart); };
     config.replace_worker = [&config, &options, &replacements, restart](
@@ -393,7 +391,7 @@ absl::StatusOr<int> RunLauncher(const LaunchOptions& options) {
       return 128 + outcome.signal;
     }
     if (restart + replacements < options.max_restarts) {
-      Say(absl::StrCat("rank ", outcome.failed_rank, " exited with code ", outcome.exit_code,
+      Say(absl::StrCat("rank ", outcome.failed_rank, " failed with ", outcome.exit_description,
                        "; restarting the worker group (restart ", restart + replacements + 1, " of ",
                        options.max_restarts, ")"));
       continue;

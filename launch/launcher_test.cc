@@ -1,6 +1,7 @@
 // End-to-end tests of the ddprun binary on small shell commands (and one real store rendezvous).
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "base/memory_cgroup.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/process.h"
@@ -102,7 +104,66 @@ TEST(LauncherTest, WorkerThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
 TEST(LauncherTest, WorkerKilledBySignalGives128PlusSignal) {
   RunResult r = RunDdprun({"--master_port=0", "/bin/sh", "-c", "kill -9 $$"});
   EXPECT_EQ(r.exit_code, 128 + 9);
-  EXPECT_THAT(r.err, HasSubstr("(signal 9)"));
+  EXPECT_THAT(r.err, HasSubstr("rank 0 failed first with exit code 137 (signal 9, SIGKILL; peak RSS "));
+  if (ReadMemoryCgroupState().cgroup_oom_kills.has_value()) {
+    EXPECT_THAT(
+        r.err,
+        HasSubstr("the kernel's OOM killer killed nothing meanwhile, so another process sent the SIGKILL"));
+  }
+}
+
+// A memory cgroup below this process's own with a `limit_bytes` limit (cgroup v1 memory.limit_in_bytes or
+// v2 memory.max), removed at destruction; ok() is false where this process may not make one (not root,
+// a read-only cgroupfs, v2 without the memory controller for children).
+class ScopedMemoryCgroup {
+ public:
+  explicit ScopedMemoryCgroup(int64_t limit_bytes) {
+    const std::string parent = ReadMemoryCgroupState().cgroup_dir;
+    if (parent.empty()) return;
+    dir_ = absl::StrCat(parent, "/ddp_oom_test_", getpid());
+    if (::mkdir(dir_.c_str(), 0755) != 0) {
+      dir_.clear();
+      return;
+    }
+    for (const char* file : {"memory.limit_in_bytes", "memory.max"}) {
+      std::ofstream out(dir_ + "/" + file);
+      if (out << limit_bytes << std::flush) ok_ = true;
+      if (ok_) break;
+    }
+  }
+  ~ScopedMemoryCgroup() {
+    // Its processes have been reaped; the kernel may take a moment to let the directory go.
+    if (!dir_.empty()) WaitUntil([&] { return ::rmdir(dir_.c_str()) == 0; }, absl::Seconds(5));
+  }
+  bool ok() const { return ok_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  bool ok_ = false;
+};
+
+TEST(LauncherTest, AWorkerTheOomKillerKilledIsNamed) {
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3 to allocate with";
+  ScopedMemoryCgroup cgroup(int64_t{96} << 20);
+  if (!cgroup.ok()) GTEST_SKIP() << "cannot make a memory cgroup here (needs root and a writable cgroupfs)";
+  // ddprun moves itself into the limited cgroup first, so its workers start there; rank 1 touches 400 MiB.
+  RunOptions options;
+  options.timeout = absl::Seconds(30);
+  RunResult r = RunProcess(
+      {"/bin/sh", "-c", "echo $$ > \"$0\"/cgroup.procs && shift && exec \"$@\"", cgroup.dir(), "/bin/sh",
+       Runfile("launch/ddprun"), "--nproc_per_node=2", "--master_port=0", "--grace_period_s=2", "/bin/sh",
+       "-c",
+       "if [ \"$RANK\" = 1 ]; then exec /usr/bin/python3 -c 'b = bytearray(400 << 20)'; fi; exec sleep 30"},
+      options);
+  if (r.exit_code == 0) GTEST_SKIP() << "rank 1 was not killed under the limit (swap?): " << r.err;
+  EXPECT_EQ(r.exit_code, 137) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("rank 1 failed first with exit code 137 (signal 9, SIGKILL; peak RSS "));
+  EXPECT_THAT(r.err, HasSubstr("): the kernel's OOM killer killed 1 process of this job's memory cgroup (" +
+                               cgroup.dir() +
+                               ") while it ran: its workers needed more than the cgroup's limit of "
+                               "96.0 MiB; a smaller batch, fewer workers per node or more memory avoids it"));
+  EXPECT_LT(r.elapsed, absl::Seconds(15));  // the sleeping rank was stopped
 }
 
 TEST(LauncherTest, RestartRecoversAFailureOfTheFirstAttempt) {

@@ -74,11 +74,9 @@ absl::StatusOr<std::vector<std::string>> OwnCommand() {
 }
 
 absl::Status FailureStatus(const GroupOutcome& outcome) {
-  const std::string how = outcome.exit_code > 128
-                              ? absl::StrCat("died of signal ", outcome.exit_code - 128)
-                              : absl::StrCat("exited with code ", outcome.exit_code);
-  return absl::InternalError(absl::StrCat("Spawn: rank ", outcome.failed_rank, " failed first: it ", how,
-                                          "; its last lines:\n  | ", absl::StrJoin(outcome.tail, "\n  | ")));
+  return absl::InternalError(absl::StrCat("Spawn: rank ", outcome.failed_rank, " failed first with ",
+                                          outcome.exit_description, "; its last lines:\n  | ",
+                                          absl::StrJoin(outcome.tail, "\n  | ")));
 }
 
 }  // namespace
@@ -110,8 +108,8 @@ absl::Status Spawn(const std::function<absl::Status(int rank)>& fn, int nprocs, 
   // recorded in the store before the others are stopped, so their errors name it.
   ScopedSignalPipe signals;
   config.signal_fd = signals.read_fd();
-  config.on_first_failure = [&config](int rank, int exit_code) {
-    RecordExitNotice(config.layout, /*restart=*/0, rank, exit_code);
+  config.on_first_failure = [&config](int rank, const std::string& how) {
+    RecordExitNotice(config.layout, /*restart=*/0, rank, how);
   };
   DDP_ASSIGN_OR_RETURN(GroupOutcome outcome, RunWorkerGroup(config));
   if (outcome.kind == GroupOutcome::Kind::kSucceeded) return absl::OkStatus();

@@ -1,26 +1,26 @@
 #include "launch/worker_group.h"
 
-#include <sys/wait.h>
-
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <map>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "store/socket_util.h"
+#include "base/check.h"
 #include "base/unique_fd.h"
 #include "launch/virtual_local_rank.h"
+#include "launch/worker_exit.h"
 #include "launch/worker_process.h"
-#include "base/check.h"
+#include "store/socket_util.h"
 
 namespace ddp {
 namespace {
@@ -55,15 +55,18 @@ class GroupRunner {
   void KillAll(int signal);
   void StopOthers(absl::Time now);
   bool AllExited() const;
-  // Elastic mode: records how worker `w` exited (`code`) without stopping the others, and queues its slot
-  // for a replacement when config_.replace_worker allows one.
-  void NoteElasticExit(Worker& w, int code);
+  // How worker `w`, reaped with `wait_status`, ended (DescribeWorkerExit).
+  std::string Describe(const Worker& w, int wait_status);
+  // Elastic mode: records how worker `w` exited (`wait_status`) without stopping the others, and queues its
+  // slot for a replacement when config_.replace_worker allows one.
+  void NoteElasticExit(Worker& w, int wait_status);
   // Elastic mode: starts the queued replacements, each in its lost worker's slot.
   void StartReplacements();
   absl::Status StartProcess(Worker& w, const std::map<std::string, std::string>& extra);
   int Alive() const;
 
   const WorkerGroupConfig& config_;
+  OomKillWatch oom_kills_;  // the kernel's OOM kill counts since the attempt started
   std::vector<Worker> workers_;
   GroupOutcome outcome_;
   absl::Time kill_at_ = absl::InfiniteFuture();  // SIGKILL whoever still runs at this time.
@@ -198,7 +201,7 @@ void GroupRunner::Reap(absl::Time now) {
   // crash cascades, survivors that exit in the same cycle are consequences, not the cause.
   Worker* culprit = nullptr;
   bool culprit_signaled = false;
-  int culprit_code = 0;
+  int culprit_status = 0;
   for (Worker& w : workers_) {
     if (w.exited) continue;
     std::optional<int> status = w.process->TryReap();
@@ -213,19 +216,20 @@ void GroupRunner::Reap(absl::Time now) {
     const int code = ExitCodeFromWaitStatus(*status);
     const bool signaled = WIFSIGNALED(*status);
     if (config_.elastic) {
-      NoteElasticExit(w, code);
+      NoteElasticExit(w, *status);
       continue;
     }
     if (code != 0 && (culprit == nullptr || (signaled && !culprit_signaled))) {
       culprit = &w;
       culprit_signaled = signaled;
-      culprit_code = code;
+      culprit_status = *status;
     }
   }
   if (culprit != nullptr && outcome_.kind == GroupOutcome::Kind::kSucceeded) {
     outcome_.kind = GroupOutcome::Kind::kFailed;
     outcome_.failed_rank = culprit->rank;
-    outcome_.exit_code = culprit_code;
+    outcome_.exit_code = ExitCodeFromWaitStatus(culprit_status);
+    outcome_.exit_description = Describe(*culprit, culprit_status);
     outcome_.tail = culprit->output->Tail();
     if (config_.log_tree != nullptr) {
       outcome_.error_file_message =
@@ -233,7 +237,7 @@ void GroupRunner::Reap(absl::Time now) {
                                                            "error.json"))
               .value_or("");
     }
-    if (config_.on_first_failure) config_.on_first_failure(culprit->rank, culprit_code);
+    if (config_.on_first_failure) config_.on_first_failure(culprit->rank, outcome_.exit_description);
     StopOthers(now);
   }
 }
@@ -261,19 +265,31 @@ void GroupRunner::ForwardSignals(absl::Time now) {
   }
 }
 
-void GroupRunner::NoteElasticExit(Worker& w, int code) {
+std::string GroupRunner::Describe(const Worker& w, int wait_status) {
+  WorkerExit exit;
+  exit.exit_code = ExitCodeFromWaitStatus(wait_status);
+  exit.signaled = WIFSIGNALED(wait_status);
+  exit.peak_rss_bytes = w.process->peak_rss_bytes();
+  if (exit.signaled && WTERMSIG(wait_status) == SIGKILL) exit.sigkill_cause = oom_kills_.ExplainSigkill();
+  return DescribeWorkerExit(exit);
+}
+
+void GroupRunner::NoteElasticExit(Worker& w, int wait_status) {
+  const int code = ExitCodeFromWaitStatus(wait_status);
   if (code == 0) {
     any_succeeded_ = true;
     if (config_.on_worker_finished) config_.on_worker_finished();
     return;
   }
   outcome_.lost_ranks.push_back(w.member);
+  const std::string how = Describe(w, wait_status);
   if (first_lost_.failed_rank < 0) {
     first_lost_.failed_rank = w.rank;
     first_lost_.exit_code = code;
+    first_lost_.exit_description = how;
     first_lost_.tail = w.output->Tail();
   }
-  if (config_.on_worker_lost) config_.on_worker_lost(w.rank, w.member, code);
+  if (config_.on_worker_lost) config_.on_worker_lost(w.rank, w.member, how);
   const int queued = outcome_.replacements + static_cast<int>(pending_replacements_.size());
   if (!config_.replace_worker || any_succeeded_ || queued >= config_.max_replacements ||
       outcome_.kind != GroupOutcome::Kind::kSucceeded) {  // kInterrupted: ddprun is stopping the job
@@ -321,6 +337,7 @@ GroupOutcome GroupRunner::Run() {
     outcome_.kind = GroupOutcome::Kind::kFailed;
     outcome_.failed_rank = first_lost_.failed_rank;
     outcome_.exit_code = first_lost_.exit_code;
+    outcome_.exit_description = first_lost_.exit_description;
     outcome_.tail = first_lost_.tail;
   }
   return outcome_;

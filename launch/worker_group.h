@@ -46,15 +46,15 @@ struct WorkerGroupConfig {
   // (SIGINT/SIGTERM received by ddprun); -1 for none. Not owned.
   int signal_fd = -1;
   // Called once, when the first worker fails (before the others are stopped), with its global rank and
-  // exit code (128 + signal number for a signal). May be empty.
-  std::function<void(int rank, int exit_code)> on_first_failure;
+  // how it ended (DescribeWorkerExit, launch/worker_exit.h). May be empty.
+  std::function<void(int rank, const std::string& how)> on_first_failure;
   // Elastic mode (launch/elastic_launch.h): a worker that fails does not stop the others; on_worker_lost
-  // is called for each such worker instead of on_first_failure, with its slot's rank and its member id
-  // (the rank for a worker started with the group, a new id for a replacement), and the attempt succeeds
-  // when any worker exits 0 (the survivors finished the job); on_worker_finished is called for each
-  // worker that exits 0.
+  // is called for each such worker instead of on_first_failure, with its slot's rank, its member id
+  // (the rank for a worker started with the group, a new id for a replacement) and how it ended, and the
+  // attempt succeeds when any worker exits 0 (the survivors finished the job); on_worker_finished is called
+  // for each worker that exits 0.
   bool elastic = false;
-  std::function<void(int rank, int member, int exit_code)> on_worker_lost;
+  std::function<void(int rank, int member, const std::string& how)> on_worker_lost;
   std::function<void()> on_worker_finished;
   // Elastic mode: at most this many lost workers are replaced in this attempt, each by a new process in
   // its slot. replace_worker is asked first, with the slot's rank and the number of this node's workers
@@ -76,6 +76,7 @@ struct GroupOutcome {
   Kind kind = Kind::kSucceeded;
   int failed_rank = -1;            // kFailed: global rank of the first worker to fail.
   int exit_code = 0;               // kFailed: its exit code (128 + signal for signals).
+  std::string exit_description;    // kFailed: how it ended, in words (DescribeWorkerExit).
   std::vector<std::string> tail;   // kFailed: its last output lines.
   std::string error_file_message;  // kFailed: what it wrote to TORCHELASTIC_ERROR_FILE ("" for nothing).
   int signal = 0;                  // kInterrupted: the signal ddprun received.

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -98,11 +99,15 @@ void WorkerProcess::Signal(int signal) {
 std::optional<int> WorkerProcess::TryReap() {
   if (wait_status_.has_value()) return wait_status_;
   int status = 0;
+  struct rusage usage = {};
   pid_t r;
   do {
-    r = ::waitpid(pid_, &status, WNOHANG);
+    r = ::wait4(pid_, &status, WNOHANG, &usage);
   } while (r < 0 && errno == EINTR);
-  if (r == pid_) wait_status_ = status;
+  if (r == pid_) {
+    wait_status_ = status;
+    peak_rss_bytes_ = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux gives KiB
+  }
   return wait_status_;
 }
 

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -43,6 +44,8 @@ class WorkerProcess {
   // Reaps the child if it has exited; returns its wait status (see ExitCodeFromWaitStatus), or
   // nullopt while it runs. After a status has been returned, returns it again.
   std::optional<int> TryReap();
+  // Once reaped: the child's largest resident memory, in bytes (its rusage's ru_maxrss); 0 before.
+  int64_t peak_rss_bytes() const { return peak_rss_bytes_; }
 
  private:
   WorkerProcess(pid_t pid, UniqueFd stdout_fd, UniqueFd stderr_fd);
@@ -50,6 +53,7 @@ class WorkerProcess {
   const pid_t pid_;
   UniqueFd stdout_, stderr_;
   std::optional<int> wait_status_;
+  int64_t peak_rss_bytes_ = 0;
 };
 
 // Maps a waitpid status to a shell-style exit code: the exit status, or 128 + signal number.

@@ -5,8 +5,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "store/store.h"
 #include "base/check.h"
+#include "base/describe_bytes.h"
+#include "store/store.h"
 
 namespace ddp {
 namespace {
@@ -18,13 +19,6 @@ std::optional<StoreServerState::Reply> ErrorReply(const absl::Status& status) {
 int64_t SizeOf(const std::string& s) { return static_cast<int64_t>(s.size()); }
 
 }  // namespace
-
-std::string DescribeBytes(int64_t bytes) {
-  constexpr int64_t kMiB = int64_t{1} << 20;
-  if (bytes < 64 * 1024) return absl::StrCat(bytes, " bytes");
-  if (bytes < 1024 * kMiB) return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / kMiB);
-  return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1024 * kMiB));
-}
 
 StoreServerState::StoreServerState(int64_t max_held_bytes) : max_held_bytes_(max_held_bytes) {
   DDP_CHECK(max_held_bytes > 0) << "store cap " << max_held_bytes;

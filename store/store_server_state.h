@@ -85,9 +85,6 @@ class StoreServerState {
   bool written_since_check_ = false;  // Some key was added or replaced since TakeCompletions.
 };
 
-// "1234 bytes", "64.0 MiB", "1.00 GiB": a byte count for error messages. Pure.
-std::string DescribeBytes(int64_t bytes);
-
 }  // namespace ddp
 
 #endif  // DDP_STORE_STORE_SERVER_STATE_H_

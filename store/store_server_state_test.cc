@@ -121,11 +121,5 @@ TEST(StoreServerStateTest, ValuesBeingSentStayCountedUntilReleased) {
   EXPECT_EQ(state.Handle(1, SetReq("m", std::string(300, 'z')), absl::Now())->response.code, absl::StatusCode::kOk);
 }
 
-TEST(StoreServerStateTest, DescribeBytes) {
-  EXPECT_EQ(DescribeBytes(1234), "1234 bytes");
-  EXPECT_EQ(DescribeBytes(int64_t{64} << 20), "64.0 MiB");
-  EXPECT_EQ(DescribeBytes(int64_t{1} << 30), "1.00 GiB");
-}
-
 }  // namespace
 }  // namespace ddp

@@ -16,11 +16,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "base/describe_bytes.h"
 #include "store/job_token.h"
 #include "store/socket_util.h"
 #include "store/store_exposure.h"
 #include "store/store_server_state.h"
-#include "base/check.h"
 
 // Note [The store on a shared host]: other users of the machine, or a stray program, may connect to the
 // store's port. What keeps the job's own ranks served and the host process's memory bounded:

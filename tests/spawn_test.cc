@@ -46,7 +46,7 @@ TEST(SpawnTest, ThreeProcessesJoinOneGroup) {
 TEST(SpawnTest, AnErrorStatusNamesTheRankAndItsMessage) {
   const ProcessResult r = RunSpawnCheck({"--nprocs=2", "--fail_rank=1", "--fail_how=status"});
   EXPECT_EQ(r.exit_code, 1) << r.all();
-  EXPECT_THAT(r.err, HasSubstr("Spawn: rank 1 failed first: it exited with code 1"));
+  EXPECT_THAT(r.err, HasSubstr("Spawn: rank 1 failed first with exit code 1"));
   EXPECT_THAT(r.err, HasSubstr("spawned rank 1: INVALID_ARGUMENT: bad shape"));
   EXPECT_THAT(r.out, Not(HasSubstr("spawn ok")));
 }
@@ -55,7 +55,8 @@ TEST(SpawnTest, ASignalIsNamedAndTheOthersAreStopped) {
   const ProcessResult r =
       RunSpawnCheck({"--nprocs=3", "--fail_rank=2", "--fail_how=signal", "--others_sleep_s=50"});
   EXPECT_EQ(r.exit_code, 1) << r.all();
-  EXPECT_THAT(r.err, HasSubstr("Spawn: rank 2 failed first: it died of signal 9"));
+  EXPECT_THAT(r.err,
+              HasSubstr("Spawn: rank 2 failed first with exit code 137 (signal 9, SIGKILL; peak RSS "));
   EXPECT_LT(r.elapsed, absl::Seconds(30)) << "the sleeping ranks were not stopped";
 }
 
@@ -64,9 +65,10 @@ TEST(SpawnTest, ASignalIsNamedAndTheOthersAreStopped) {
 TEST(SpawnTest, ARankLostInACollectiveIsNamedInTheSurvivorsError) {
   const ProcessResult r = RunSpawnCheck({"--nprocs=2", "--fail_rank=1", "--fail_how=signal_in_group"});
   EXPECT_EQ(r.exit_code, 1) << r.all();
-  EXPECT_THAT(r.err, HasSubstr("Spawn: rank 1 failed first: it died of signal 9"));
+  EXPECT_THAT(r.err,
+              HasSubstr("Spawn: rank 1 failed first with exit code 137 (signal 9, SIGKILL; peak RSS "));
   EXPECT_THAT(r.all(), HasSubstr("[rank 0] spawned rank 0: "));
-  EXPECT_THAT(r.all(), HasSubstr("lost rank 1 (launcher: exit code 137 (signal 9))"));
+  EXPECT_THAT(r.all(), HasSubstr("lost rank 1 (launcher: exit code 137 (signal 9, SIGKILL; peak RSS "));
   EXPECT_LT(r.elapsed, absl::Seconds(30)) << r.all();
 }
 

@@ -54,7 +54,8 @@ void SurvivorsMatchACheckpointRestart(const std::string& backend, int64_t k, con
               HasSubstr(point == "backward"
                             ? absl::StrCat("rank 2 kills itself during the backward pass of step ", k + 1)
                             : absl::StrCat("rank 2 kills itself after step ", k)));
-  EXPECT_THAT(survived.all(), HasSubstr("ddprun: elastic: rank 2 exited with code 137"));
+  EXPECT_THAT(survived.all(),
+              HasSubstr("ddprun: elastic: rank 2 failed with exit code 137 (signal 9, SIGKILL; peak RSS "));
   EXPECT_THAT(survived.all(), HasSubstr(absl::StrCat("generation 1: launch ranks 0, 1 (completed steps ", k,
                                                      ", ", k, ") formed: rank 0 of 2 continues from step ", k,
                                                      " (epoch 1, ", k * 3 * 64, " samples of it consumed)")));

@@ -69,7 +69,8 @@ ProcessResult KillRank2DuringBackward(const std::string& backend) {
   EXPECT_EQ(r.exit_code, 128 + 9) << r.all();
   EXPECT_LT(r.elapsed, absl::Seconds(30)) << r.all();
   EXPECT_THAT(r.all(), HasSubstr("rank 2 kills itself during the backward pass of step 21"));
-  EXPECT_THAT(r.err, HasSubstr("ddprun: rank 2 failed first with exit code 137 (signal 9)"));
+  EXPECT_THAT(r.err,
+              HasSubstr("ddprun: rank 2 failed first with exit code 137 (signal 9, SIGKILL; peak RSS "));
   return r;
 }
 
@@ -87,7 +88,9 @@ TEST(FaultToleranceTest, WorkerKilledDuringBackwardFailsTheOthersNamingIt) {
     const std::string line = SurvivorLine(r, rank);
     EXPECT_THAT(line, HasSubstr(absl::StrCat("on rank ", rank, "/4 (gloo) failed")));
     // ddprun recorded how rank 2 ended, so the survivors name it without waiting for a report window.
-    EXPECT_THAT(line, HasSubstr("[failure reports: lost rank 2 (launcher: exit code 137 (signal 9))"));
+    EXPECT_THAT(
+        line,
+        HasSubstr("[failure reports: lost rank 2 (launcher: exit code 137 (signal 9, SIGKILL; peak RSS "));
   }
 }
 
