@@ -10,8 +10,6 @@
 //
 //   bazel-bin/bench/train_throughput --model=cnn --batch_size=64 --steps=200 --threads=1
 //   bazel-bin/launch/ddprun --nproc_per_node=2 bazel-bin/bench/train_throughput --model=mlp
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cstdio>
 
@@ -20,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/peak_rss.h"
 #include "bench/premade_batches.h"
 #include "bench/step_times.h"
 #include "comm/init.h"
@@ -94,11 +93,7 @@ ABSL_FLAG(bool, fuse_blocks, true,
 namespace ddp {
 namespace {
 
-double PeakRssMb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_maxrss / 1024.0;
-}
+double PeakRssMb() { return static_cast<double>(PeakRssBytes()) / (1 << 20); }
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "train_throughput: %s\n", status.ToString().c_str());

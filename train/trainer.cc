@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/peak_rss.h"
 #include "base/usable_cpus.h"
 #include "checkpoint/checkpoint.h"
 #include "comm/init.h"
@@ -35,6 +36,7 @@
 #include "train/auto_bucket_caps_record.h"
 #include "train/autocast_record.h"
 #include "train/elastic_loop.h"
+#include "train/epoch_report.h"
 #include "train/fault_injection.h"
 #include "train/finite_checks.h"
 #include "train/output_guard.h"
@@ -119,12 +121,13 @@ absl::StatusOr<std::shared_ptr<DataParallel>> WrapDataParallel(const TrainConfig
   return dp;
 }
 
-// Every rank evaluates its share of the test set; the result (the same on every rank) equals one
+// Every rank evaluates its share of the test set, --eval_batch_size samples at a time (0: --batch_size,
+// so that evaluating needs no more memory than training); the result (the same on every rank) equals one
 // process's.
 absl::StatusOr<EvalResult> EvaluateTestSet(const TrainConfig& config, Module& model, const Dataset& test,
                                            ProcessGroup* group) {
   DistributedEvalOptions options;
-  options.batch_size = config.eval_batch_size;
+  options.batch_size = config.eval_batch_size > 0 ? config.eval_batch_size : config.batch_size;
   options.num_workers = config.num_workers;
   return EvaluateDistributed(model, test, group, options);
 }
@@ -168,13 +171,6 @@ absl::Status CheckSomethingToTrain(const TrainConfig& config, const Dataset& tra
         config.accumulate_steps, " one optimizer step takes (--accumulate_steps): nothing to train"));
   }
   return absl::OkStatus();
-}
-
-// The test metrics of a --metrics_out record: null when there was nothing to evaluate (never a
-// made-up number).
-std::string TestMetricsJson(const EvalResult& eval) {
-  if (eval.count == 0) return "\"test_loss\": null, \"test_acc\": null";
-  return absl::StrFormat("\"test_loss\": %.6f, \"test_acc\": %.6f", eval.loss, eval.accuracy);
 }
 
 // --eval_only: every rank evaluates the loaded weights; rank 0 reports and appends the --metrics_out
@@ -329,25 +325,6 @@ absl::StatusOr<int> ResumeFromNewest(const TrainConfig& config, TrainState& stat
   return epoch;
 }
 
-// The end-of-epoch line on stderr and the --metrics_out record. Rank 0 only: under DDP it runs through
-// RunOnRankZero, so a failed metrics write fails every rank at once (ddp/rank_zero.h).
-absl::Status ReportEpoch(const TrainConfig& config, int epoch, const EpochStats& stats,
-                         const EvalResult& eval, double wall, int world, ProcessGroup* group) {
-  return OnRankZero(group, [&]() -> absl::Status {
-    const std::string test = eval.count == 0
-                                 ? std::string("no test samples, nothing evaluated")
-                                 : absl::StrFormat("test_loss %.4f test_acc %.4f", eval.loss, eval.accuracy);
-    std::fprintf(stderr, "epoch %d: train_loss %.4f %s (%.0f samples/s, %s)\n", epoch, stats.mean_loss,
-                 test.c_str(), stats.samples_per_s, FormatDuration(wall).c_str());
-    if (config.metrics_out.empty()) return absl::OkStatus();
-    return AppendLine(config.metrics_out,
-                      absl::StrFormat("{\"epoch\": %d, \"steps\": %d, \"train_loss\": %.6f, %s, "
-                                      "\"samples_per_s\": %.1f, \"wall_s\": %.3f, \"world_size\": %d}",
-                                      epoch, stats.steps, stats.mean_loss, TestMetricsJson(eval),
-                                      stats.samples_per_s, wall, world));
-  });
-}
-
 // The epochs from `first_epoch` on, each evaluated and reported; returns the last evaluation. When no
 // epoch is left to train (a resume at or past --max_steps, or after the last epoch) the resumed weights
 // are evaluated instead, so the final result is always a real evaluation.
@@ -357,10 +334,14 @@ absl::StatusOr<EvalResult> RunEpochs(const TrainConfig& config, TrainState& stat
   const absl::Time start = absl::Now();
   for (int epoch = first_epoch; epoch <= config.epochs; ++epoch) {
     if (config.max_steps > 0 && state.global_step >= config.max_steps) break;
-    DDP_ASSIGN_OR_RETURN(EpochStats stats, TrainEpoch(state, epoch, loader));
+    EpochFigures figures{epoch};
+    DDP_ASSIGN_OR_RETURN(figures.stats, TrainEpoch(state, epoch, loader));
+    figures.training_peak_rss = PeakRssBytes();
     DDP_ASSIGN_OR_RETURN(last, EvaluateTestSet(config, state.model, test, state.group));
-    DDP_RETURN_IF_ERROR(ReportEpoch(config, epoch, stats, *last, absl::ToDoubleSeconds(absl::Now() - start),
-                                    state.world_size, state.group));
+    figures.peak_rss = PeakRssBytes();
+    figures.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+    figures.world_size = state.world_size;
+    DDP_RETURN_IF_ERROR(ReportEpoch(config, figures, *last, state.group));
   }
   if (last.has_value()) return *last;
   if (state.rank == 0) {
