@@ -20,8 +20,8 @@ std::string ResolvePath(const std::string& dir, const std::string& stem) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<TensorDataset>> LoadFashionMnist(const std::string& dir, Split split,
-                                                                 ImageNormalization norm) {
+absl::StatusOr<std::shared_ptr<ImageDataset>> LoadFashionMnist(const std::string& dir, Split split,
+                                                               ImageNormalization norm) {
   const std::string prefix = split == Split::kTrain ? "train" : "t10k";
   const std::string image_path = ResolvePath(dir, prefix + "-images-idx3-ubyte");
   const std::string label_path = ResolvePath(dir, prefix + "-labels-idx1-ubyte");
@@ -38,10 +38,6 @@ absl::StatusOr<std::shared_ptr<TensorDataset>> LoadFashionMnist(const std::strin
                                                    " has ", labels.dims[0], " labels"));
   }
   const int64_t n = images.dims[0], h = images.dims[1], w = images.dims[2];
-  Tensor inputs = Tensor::Empty({n, 1, h, w});
-  float* x = inputs.data<float>();
-  const float scale = 1.0f / (255.0f * norm.stddev), shift = norm.mean / norm.stddev;
-  for (size_t i = 0; i < images.data.size(); ++i) x[i] = images.data[i] * scale - shift;
   Tensor targets = Tensor::Empty({n}, DType::kInt64);
   int64_t* y = targets.data<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
@@ -51,7 +47,7 @@ absl::StatusOr<std::shared_ptr<TensorDataset>> LoadFashionMnist(const std::strin
     }
     y[i] = labels.data[i];
   }
-  return std::make_shared<TensorDataset>(std::move(inputs), std::move(targets));
+  return std::make_shared<ImageDataset>(std::move(images.data), Shape{1, h, w}, std::move(targets), norm);
 }
 
 }  // namespace ddp

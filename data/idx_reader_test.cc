@@ -111,10 +111,16 @@ TEST(FashionMnistTest, RealTestSetLoadsNormalised) {
   auto test = LoadFashionMnist(kDefaultFashionMnistDir, Split::kTest);
   ASSERT_TRUE(test.ok()) << test.status();
   EXPECT_EQ((*test)->Size(), 10000);
-  EXPECT_EQ((*test)->inputs().shape(), (Shape{10000, 1, 28, 28}));
-  const float* x = (*test)->inputs().data<float>();
+  EXPECT_EQ((*test)->image_shape(), (Shape{1, 28, 28}));
+  EXPECT_EQ((*test)->held_bytes(), 10000 * (784 + 8));  // bytes per pixel, not a float32 copy
+  std::vector<int64_t> all(10000);
+  for (int64_t i = 0; i < 10000; ++i) all[i] = i;
+  absl::StatusOr<Example> batch = (*test)->GetBatch(all);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->input.shape(), (Shape{10000, 1, 28, 28}));
+  const float* x = batch->input.data<float>();
   double sum = 0, sq = 0;
-  const int64_t n = (*test)->inputs().numel();
+  const int64_t n = batch->input.numel();
   for (int64_t i = 0; i < n; ++i) {
     sum += x[i];
     sq += x[i] * x[i];

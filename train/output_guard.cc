@@ -132,10 +132,10 @@ absl::Status GuardExistingCheckpoints(const TrainConfig& config, int64_t start_s
       "choose another --checkpoint_dir, or pass --overwrite_checkpoints to replace them"));
 }
 
-absl::Status CheckDataFitsModel(const TrainConfig& config, const TensorDataset& data, absl::string_view which) {
+absl::Status CheckDataFitsModel(const TrainConfig& config, const ImageDataset& data,
+                                absl::string_view which) {
   DDP_ASSIGN_OR_RETURN(const Shape want, ModelInputShape(config.model));
-  const Shape& inputs = data.inputs().shape();
-  const Shape sample(inputs.begin() + (inputs.empty() ? 0 : 1), inputs.end());
+  const Shape& sample = data.image_shape();
   if (sample == want) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("the ", which, " set's images are ", ShapeToString(sample),
                                                  " but --model=", config.model, " takes ", ShapeToString(want),

@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "data/tensor_dataset.h"
+#include "data/image_dataset.h"
 #include "train/train_config.h"
 
 namespace ddp {
@@ -59,10 +59,10 @@ absl::Status ProbeRankZeroOutputs(const TrainConfig& config, bool writes_trace);
 // and named on stderr. OK when the run saves no checkpoint (no --checkpoint_dir) or there are no such steps.
 absl::Status GuardExistingCheckpoints(const TrainConfig& config, int64_t start_step);
 
-// OK when the samples of `data` (inputs [n, ...]) have the shape --model takes (ModelInputShape,
+// OK when the images of `data` have the shape --model takes (ModelInputShape,
 // nn/models.h); else InvalidArgument naming `which` ("train", "test"), both shapes and --data_dir, e.g.
 // "the test set's images are [1, 14, 56] but --model=cnn takes [1, 28, 28] (--data_dir=/d)".
-absl::Status CheckDataFitsModel(const TrainConfig& config, const TensorDataset& data, absl::string_view which);
+absl::Status CheckDataFitsModel(const TrainConfig& config, const ImageDataset& data, absl::string_view which);
 
 // Appends `line` and a newline to the file at `path` (created when missing; through symbolic links; a
 // path that is not a regular file is refused as by ProbeOutputFile). Errors name the path and the errno

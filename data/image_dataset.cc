@@ -1,0 +1,67 @@
+#include "data/image_dataset.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace {
+
+absl::Status CheckIndices(const std::vector<int64_t>& indices, int64_t size) {
+  for (int64_t index : indices) {
+    if (index < 0 || index >= size) {
+      return absl::OutOfRangeError(absl::StrCat("index ", index, " out of range for dataset of ", size));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ImageDataset::ImageDataset(std::vector<uint8_t> pixels, Shape image_shape, Tensor labels,
+                           ImageNormalization norm)
+    : pixels_(std::move(pixels)), image_shape_(std::move(image_shape)), labels_(std::move(labels)) {
+  image_size_ = 1;
+  for (int64_t d : image_shape_) image_size_ *= d;
+  DDP_CHECK(labels_.dim() == 1 && labels_.dtype() == DType::kInt64 && labels_.is_contiguous() &&
+            labels_.device().is_cpu())
+      << "ImageDataset: labels must be a contiguous CPU int64 tensor [n], got "
+      << ShapeToString(labels_.shape());
+  DDP_CHECK(static_cast<int64_t>(pixels_.size()) == labels_.shape()[0] * image_size_)
+      << "ImageDataset: " << pixels_.size() << " pixels for " << labels_.shape()[0] << " images of "
+      << ShapeToString(image_shape_);
+  DDP_CHECK(norm.stddev > 0) << "ImageDataset: stddev " << norm.stddev;
+  scale_ = 1.0f / (255.0f * norm.stddev);
+  shift_ = norm.mean / norm.stddev;
+}
+
+absl::StatusOr<Example> ImageDataset::Get(int64_t index) const {
+  DDP_ASSIGN_OR_RETURN(Example batch, GetBatch({index}));
+  return Example{Reshape(batch.input, image_shape_), Reshape(batch.target, Shape{})};
+}
+
+absl::StatusOr<Example> ImageDataset::GetBatch(const std::vector<int64_t>& indices) const {
+  DDP_RETURN_IF_ERROR(CheckIndices(indices, Size()));
+  const int64_t n = static_cast<int64_t>(indices.size());
+  Shape input_shape = image_shape_;
+  input_shape.insert(input_shape.begin(), n);
+  Tensor input = Tensor::Empty(input_shape);
+  Tensor target = Tensor::Empty({n}, DType::kInt64);
+  float* x = input.data<float>();
+  int64_t* y = target.data<int64_t>();
+  const int64_t* labels = labels_.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* image = pixels_.data() + indices[i] * image_size_;
+    float* row = x + i * image_size_;
+    for (int64_t p = 0; p < image_size_; ++p) row[p] = image[p] * scale_ - shift_;
+    y[i] = labels[indices[i]];
+  }
+  return Example{std::move(input), std::move(target)};
+}
+
+int64_t ImageDataset::held_bytes() const { return static_cast<int64_t>(pixels_.size()) + labels_.nbytes(); }
+
+}  // namespace ddp

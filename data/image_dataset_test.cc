@@ -1,0 +1,66 @@
+// ImageDataset: examples and batches are the normalised pixels and labels, gathered in index order.
+#include "data/image_dataset.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "tensor/factory.h"
+
+namespace ddp {
+namespace {
+
+// Three 2x2 one-channel images: pixels 0..11 scaled by 20 (0, 20, ..., 220) and one 255.
+ImageDataset ThreeImages(ImageNormalization norm = {}) {
+  std::vector<uint8_t> pixels(12);
+  for (int i = 0; i < 12; ++i) pixels[i] = static_cast<uint8_t>(i * 20);
+  pixels[11] = 255;
+  return ImageDataset(pixels, Shape{1, 2, 2}, FromVector(std::vector<int64_t>{7, 0, 3}, {3}), norm);
+}
+
+TEST(ImageDatasetTest, BatchesAreTheNormalisedPixelsInIndexOrder) {
+  const ImageNormalization norm{0.25f, 0.5f};
+  const ImageDataset data = ThreeImages(norm);
+  EXPECT_EQ(data.Size(), 3);
+  EXPECT_EQ(data.image_shape(), (Shape{1, 2, 2}));
+  EXPECT_EQ(data.held_bytes(), 12 + 3 * 8);
+  absl::StatusOr<Example> batch = data.GetBatch({2, 0, 2});
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_EQ(batch->input.shape(), (Shape{3, 1, 2, 2}));
+  EXPECT_EQ(batch->target.ToVector<int64_t>(), (std::vector<int64_t>{3, 7, 3}));
+  const std::vector<float> x = batch->input.ToVector<float>();
+  const int images[3] = {2, 0, 2};
+  for (int row = 0; row < 3; ++row) {
+    for (int p = 0; p < 4; ++p) {
+      const int pixel = images[row] * 4 + p == 11 ? 255 : (images[row] * 4 + p) * 20;
+      EXPECT_NEAR(x[row * 4 + p], (pixel / 255.0 - 0.25) / 0.5, 1e-6) << "row " << row << " pixel " << p;
+    }
+  }
+}
+
+TEST(ImageDatasetTest, OneExampleIsItsBatchRow) {
+  const ImageDataset data = ThreeImages();
+  absl::StatusOr<Example> one = data.Get(1);
+  absl::StatusOr<Example> batch = data.GetBatch({0, 1});
+  ASSERT_TRUE(one.ok() && batch.ok());
+  EXPECT_EQ(one->input.shape(), (Shape{1, 2, 2}));
+  EXPECT_EQ(one->target.dim(), 0);
+  EXPECT_EQ(one->target.ToVector<int64_t>(), (std::vector<int64_t>{0}));
+  const std::vector<float> rows = batch->input.ToVector<float>();
+  EXPECT_EQ(one->input.ToVector<float>(), std::vector<float>(rows.begin() + 4, rows.end()));
+}
+
+TEST(ImageDatasetTest, IndicesOutOfRangeAreErrors) {
+  const ImageDataset data = ThreeImages();
+  for (int64_t bad : {int64_t{-1}, int64_t{3}}) {
+    absl::StatusOr<Example> batch = data.GetBatch({0, bad});
+    ASSERT_FALSE(batch.ok());
+    EXPECT_EQ(batch.status().code(), absl::StatusCode::kOutOfRange);
+    EXPECT_NE(batch.status().message().find("out of range for dataset of 3"), std::string::npos);
+    EXPECT_FALSE(data.Get(bad).ok());
+  }
+}
+
+}  // namespace
+}  // namespace ddp
