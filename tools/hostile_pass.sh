@@ -225,6 +225,30 @@ if [[ -z ${CASES:-} || " $CASES " == *" small_dev_shm "* ]] && unshare -m true 2
   run_case small_dev_shm_auto 60 ok 'gloo|Gloo' -- unshare -m bash -c "mount -t tmpfs -o size=1m tmpfs /dev/shm && \
     $RUN --nproc_per_node=2 --master_port=0 $TRAIN ${QUICK[*]}"
 fi
+# A container's memory limit: two resnet18 ranks (about 550 MB each) in a 600 MiB memory cgroup. The kernel's
+# OOM killer SIGKILLs one; ddprun must say so, naming the limit. ddprun then exits 137 as the worker did,
+# which run_case would take for a hang, so the wrapper turns exactly that code into 1.
+memory_cgroup_dir() {  # this process's memory cgroup directory (cgroup v1 "memory", else v2), or nothing
+  local path
+  path=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup)
+  if [[ -n $path && -d /sys/fs/cgroup/memory$path ]]; then echo "/sys/fs/cgroup/memory${path%/}"; return; fi
+  path=$(awk -F: '$1 == 0 {print $3}' /proc/self/cgroup)
+  [[ -n $path && -f /sys/fs/cgroup${path%/}/memory.max ]] && echo "/sys/fs/cgroup${path%/}"
+}
+if [[ -z ${CASES:-} || " $CASES " == *" oom_in_memory_cgroup "* ]]; then
+  parent=$(memory_cgroup_dir)
+  cg=$parent/hostile_pass_$$
+  if [[ -n $parent ]] && mkdir "$cg" 2>/dev/null &&
+    { echo $((600 << 20)) >"$cg/memory.limit_in_bytes" || echo $((600 << 20)) >"$cg/memory.max"; } 2>/dev/null; then
+    run_case oom_in_memory_cgroup 120 fail "OOM killer killed 1 process of this job's memory cgroup.*limit of 600.0 MiB" -- \
+      bash -c "echo \$\$ > $cg/cgroup.procs && $RUN --nproc_per_node=2 --master_port=0 $TRAIN --model=resnet18 \
+        --epochs=1 --max_steps=3; rc=\$?; ((rc == 137)) && exit 1; exit \$rc"
+    rmdir "$cg" 2>/dev/null || { sleep 1; rmdir "$cg"; }
+  else
+    echo "oom_in_memory_cgroup         skipped: cannot make a memory cgroup here"
+    [[ -d $cg ]] && rmdir "$cg"
+  fi
+fi
 
 echo "== summary"
 declare -A COUNT
