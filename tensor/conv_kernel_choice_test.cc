@@ -153,6 +153,35 @@ TEST(ConvKernelChoiceTest, OneDnnMatchesIm2ColAtResNetShapes) {
   }
 }
 
+// A batch above the forward's chunk (Note [Forward in image chunks], 128 images) runs as chunks through the
+// plans of their sizes: every image's output is im2col's, and each chunk's bits are those of a call on
+// that chunk alone.
+TEST(ConvKernelChoiceTest, ALargeBatchRunsForwardInChunksOfImages) {
+  const int64_t n = 300;
+  const Tensor x = UniformLeaf({n, 16, 6, 6}, 410).Detach(),
+               w = UniformLeaf({8, 16, 3, 3}, 411, -0.2f, 0.2f).Detach();
+  const Tensor b = UniformLeaf({8}, 412).Detach();
+  cpu::SetConvKernel(cpu::ConvKernel::kIm2Col);
+  const std::vector<float> im2col = Conv2d(x, w, b, 1, 1).ToVector<float>();
+  for (cpu::ConvKernel kernel : {cpu::ConvKernel::kOneDnn, cpu::ConvKernel::kWinograd}) {
+    SCOPED_TRACE(::testing::Message() << "kernel " << static_cast<int>(kernel));
+    cpu::SetConvKernel(kernel);
+    const std::vector<float> whole = Conv2d(x, w, b, 1, 1).ToVector<float>();
+    ASSERT_EQ(whole.size(), im2col.size());
+    float scale = 0.0f;
+    for (float v : im2col) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < whole.size(); ++i) ASSERT_NEAR(whole[i], im2col[i], 1e-4f * scale) << i;
+    const int64_t image = 8 * 6 * 6;
+    for (const auto& [first, count] : {std::pair<int64_t, int64_t>{0, 128}, {128, 128}, {256, 44}}) {
+      const std::vector<float> chunk = Conv2d(Narrow(x, 0, first, count), w, b, 1, 1).ToVector<float>();
+      EXPECT_EQ(chunk,
+                std::vector<float>(whole.begin() + first * image, whole.begin() + (first + count) * image))
+          << "images " << first << "..";
+    }
+  }
+  cpu::SetConvKernel(cpu::ConvKernel::kAuto);
+}
+
 // Under bf16 autocast (Note [bf16 operands of oneDNN's convolutions]) oneDNN's convolutions, with bf16
 // primitives (the bf16 GEMM kernel kOneDnn) and with float32 primitives on widened operands (kFloat32),
 // give im2col's bf16 numbers up to the order of the float32 sums, for Conv2d and the fused op, forced
