@@ -7,24 +7,15 @@
 #include <optional>
 #include <string>
 
-namespace ddp {
+#include "base/cgroup_dir.h"
 
-// Where the kernel's files are read from. The defaults are the running system's; tests point them at a
-// fake tree.
-struct KernelMemoryFiles {
-  std::string mountinfo = "/proc/self/mountinfo";  // finds the cgroup2 and cgroup v1 "memory" mounts
-  std::string self_cgroup = "/proc/self/cgroup";   // this process's cgroup paths
-  std::string vmstat = "/proc/vmstat";             // the host's oom_kill counter (Linux >= 4.13)
-  std::string meminfo = "/proc/meminfo";           // MemTotal
-  // Prepended to every mount point read from `mountinfo` (a fake tree's root; "" for the real one).
-  std::string mount_prefix;
-};
+namespace ddp {
 
 // What the kernel says about this process's memory. Every field is nullopt (or "") when its file is
 // missing or unreadable: no cgroup memory controller, a cgroup v2 root (which has no memory.events),
 // an old kernel.
 struct MemoryCgroupState {
-  // The directory of this process's memory cgroup (cgroup v2, else v1's "memory" controller).
+  // The directory of this process's memory cgroup (FindCgroupDir("memory")).
   std::string cgroup_dir;
   // cgroup_dir is its hierarchy's mount point: the host's root cgroup, or a container's namespace root.
   // The kernel counts no OOM kills in a root cgroup, so there cgroup_oom_kills may miss them.
@@ -42,7 +33,7 @@ struct MemoryCgroupState {
 };
 
 // Reads the files now. Never fails: what cannot be read stays unknown. Cheap (a few small files).
-MemoryCgroupState ReadMemoryCgroupState(const KernelMemoryFiles& files = {});
+MemoryCgroupState ReadMemoryCgroupState(const KernelFiles& files = {});
 
 }  // namespace ddp
 

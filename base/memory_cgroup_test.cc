@@ -56,7 +56,7 @@ TEST(MemoryCgroupTest, CgroupV2TakesTheSmallestLimitUpToTheMount) {
   k.Write("sys/fs/cgroup/slurm/memory.max", "max\n");
   k.Write("sys/fs/cgroup/slurm/job7/memory.max", "1073741824\n");
   k.Write("sys/fs/cgroup/slurm/job7/step0/memory.max", "2147483648\n");
-  k.Write("sys/fs/cgroup/slurm/job7/step0/memory.current", "5000\n");
+  k.Write("sys/fs/cgroup/slurm/job7/step0/cgroup.controllers", "cpu memory pids\n");
   k.Write("sys/fs/cgroup/slurm/job7/step0/memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n");
   const MemoryCgroupState s = ReadMemoryCgroupState(k.Files());
   EXPECT_EQ(s.cgroup_dir, k.root() + "/sys/fs/cgroup/slurm/job7/step0");
@@ -71,6 +71,7 @@ TEST(MemoryCgroupTest, CgroupV2InsideAContainersNamespace) {
   FakeKernelFiles k("v2_container");
   k.Write("proc/mountinfo", "700 690 0:26 /docker/c1 /sys/fs/cgroup ro,nosuid - cgroup2 cgroup rw\n");
   k.Write("proc/cgroup", "0::/docker/c1\n");
+  k.Write("sys/fs/cgroup/cgroup.controllers", "cpu io memory\n");
   k.Write("sys/fs/cgroup/memory.max", "536870912\n");
   k.Write("sys/fs/cgroup/memory.events", "oom_kill 0\n");
   MemoryCgroupState s = ReadMemoryCgroupState(k.Files());
@@ -85,7 +86,7 @@ TEST(MemoryCgroupTest, CgroupV2InsideAContainersNamespace) {
 }
 
 TEST(MemoryCgroupTest, NothingReadableIsUnknown) {
-  KernelMemoryFiles files;
+  KernelFiles files;
   files.mountinfo = files.self_cgroup = files.vmstat = files.meminfo = "/nonexistent/file";
   const MemoryCgroupState s = ReadMemoryCgroupState(files);
   EXPECT_EQ(s.cgroup_dir, "");

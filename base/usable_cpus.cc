@@ -5,11 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 
@@ -18,10 +16,8 @@ namespace {
 
 // The first line of `path`, "" when it cannot be read.
 std::string FirstLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
+  const std::vector<std::string> lines = KernelFileLines(path);
+  return lines.empty() ? "" : lines[0];
 }
 
 // CPUs allowed by the affinity mask; 0 when unknown.
@@ -36,28 +32,20 @@ int AffinityCpus() {
   return count;
 }
 
-// The cgroup's CPU quota in CPUs (quota / period), or 0 when none is set or it cannot be read: cgroup v2
-// (cpu.max, "max 100000" or "200000 100000") of this process's cgroup, else cgroup v1's cfs files.
-double QuotaCpus() {
-  std::string cgroup;  // the v2 path, from the "0::<path>" line of /proc/self/cgroup
-  std::ifstream lines("/proc/self/cgroup");
-  for (std::string line; std::getline(lines, line);) {
-    if (absl::StartsWith(line, "0::")) cgroup = line.substr(3);
-  }
-  for (const std::string& path :
-       {"/sys/fs/cgroup" + cgroup + "/cpu.max", std::string("/sys/fs/cgroup/cpu.max")}) {
-    std::vector<std::string> fields = absl::StrSplit(FirstLine(path), ' ', absl::SkipEmpty());
-    double quota = 0, period = 0;
+// The quota set in one cgroup directory, in CPUs; 0 for none.
+double QuotaIn(const std::string& dir, bool v2) {
+  double quota = 0, period = 0;
+  if (v2) {  // "max 100000" or "200000 100000"
+    const std::vector<std::string> fields =
+        absl::StrSplit(FirstLine(dir + "/cpu.max"), ' ', absl::SkipEmpty());
     if (fields.size() == 2 && absl::SimpleAtod(fields[0], &quota) && absl::SimpleAtod(fields[1], &period) &&
         quota > 0 && period > 0) {
       return quota / period;
     }
-    if (fields.size() == 2 && fields[0] == "max") return 0;
+    return 0;
   }
-  double quota = 0, period = 0;
-  if (absl::SimpleAtod(FirstLine("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), &quota) &&
-      absl::SimpleAtod(FirstLine("/sys/fs/cgroup/cpu/cpu.cfs_period_us"), &period) && quota > 0 &&
-      period > 0) {
+  if (absl::SimpleAtod(FirstLine(dir + "/cpu.cfs_quota_us"), &quota) &&
+      absl::SimpleAtod(FirstLine(dir + "/cpu.cfs_period_us"), &period) && quota > 0 && period > 0) {
     return quota / period;
   }
   return 0;
@@ -65,10 +53,21 @@ double QuotaCpus() {
 
 }  // namespace
 
+double CgroupCpuQuota(const KernelFiles& files) {
+  const std::optional<CgroupDir> dir = FindCgroupDir("cpu", files);
+  if (!dir.has_value()) return 0;
+  double smallest = 0;
+  for (const std::string& up : dir->UpToMountPoint()) {
+    const double quota = QuotaIn(up, dir->v2);
+    if (quota > 0 && (smallest == 0 || quota < smallest)) smallest = quota;
+  }
+  return smallest;
+}
+
 int UsableCpus() {
   int cpus = AffinityCpus();
   if (cpus <= 0) cpus = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-  const double quota = QuotaCpus();
+  const double quota = CgroupCpuQuota();
   if (quota > 0) cpus = std::min(cpus, static_cast<int>(std::ceil(quota)));
   return std::max(1, cpus);
 }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "base/cgroup_dir.h"
 #include "base/memory_cgroup.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -112,49 +113,55 @@ TEST(LauncherTest, WorkerKilledBySignalGives128PlusSignal) {
   }
 }
 
-// A memory cgroup below this process's own with a `limit_bytes` limit (cgroup v1 memory.limit_in_bytes or
-// v2 memory.max), removed at destruction; ok() is false where this process may not make one (not root,
-// a read-only cgroupfs, v2 without the memory controller for children).
-class ScopedMemoryCgroup {
+// A cgroup below this process's own for `controller` ("memory", "cpu"), removed at destruction (its
+// processes must have ended). Set() fails where this process may not make one (not root, a read-only
+// cgroupfs, no such controller).
+class ScopedCgroup {
  public:
-  explicit ScopedMemoryCgroup(int64_t limit_bytes) {
-    const std::string parent = ReadMemoryCgroupState().cgroup_dir;
-    if (parent.empty()) return;
-    dir_ = absl::StrCat(parent, "/ddp_oom_test_", getpid());
-    if (::mkdir(dir_.c_str(), 0755) != 0) {
-      dir_.clear();
-      return;
-    }
-    for (const char* file : {"memory.limit_in_bytes", "memory.max"}) {
-      std::ofstream out(dir_ + "/" + file);
-      if (out << limit_bytes << std::flush) ok_ = true;
-      if (ok_) break;
-    }
+  explicit ScopedCgroup(const std::string& controller) {
+    const std::optional<CgroupDir> parent = FindCgroupDir(controller);
+    if (!parent.has_value()) return;
+    v2_ = parent->v2;
+    dir_ = absl::StrCat(parent->path, "/ddp_launcher_test_", controller, "_", getpid());
+    if (::mkdir(dir_.c_str(), 0755) != 0) dir_.clear();
   }
-  ~ScopedMemoryCgroup() {
-    // Its processes have been reaped; the kernel may take a moment to let the directory go.
+  ~ScopedCgroup() {
+    // The kernel may take a moment to let the directory of reaped processes go.
     if (!dir_.empty()) WaitUntil([&] { return ::rmdir(dir_.c_str()) == 0; }, absl::Seconds(5));
   }
-  bool ok() const { return ok_; }
+  // Writes `value` to the cgroup's file `v1_file` (cgroup v1) or `v2_file`; false when it cannot.
+  bool Set(const std::string& v1_file, const std::string& v2_file, const std::string& value) {
+    if (dir_.empty()) return false;
+    return static_cast<bool>(std::ofstream(dir_ + "/" + (v2_ ? v2_file : v1_file)) << value << std::flush);
+  }
   const std::string& dir() const { return dir_; }
+  // `command` as a command line that first moves itself into this cgroup, so what it starts runs there.
+  std::vector<std::string> Inside(const std::vector<std::string>& command) const {
+    std::vector<std::string> argv = {"/bin/sh", "-c", "echo $$ > \"$0\"/cgroup.procs && shift && exec \"$@\"",
+                                     dir_, "/bin/sh"};
+    argv.insert(argv.end(), command.begin(), command.end());
+    return argv;
+  }
 
  private:
   std::string dir_;
-  bool ok_ = false;
+  bool v2_ = false;
 };
 
 TEST(LauncherTest, AWorkerTheOomKillerKilledIsNamed) {
   if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3 to allocate with";
-  ScopedMemoryCgroup cgroup(int64_t{96} << 20);
-  if (!cgroup.ok()) GTEST_SKIP() << "cannot make a memory cgroup here (needs root and a writable cgroupfs)";
+  ScopedCgroup cgroup("memory");
+  if (!cgroup.Set("memory.limit_in_bytes", "memory.max", std::to_string(96 << 20))) {
+    GTEST_SKIP() << "cannot make a memory cgroup here (needs root and a writable cgroupfs)";
+  }
   // ddprun moves itself into the limited cgroup first, so its workers start there; rank 1 touches 400 MiB.
   RunOptions options;
   options.timeout = absl::Seconds(30);
   RunResult r = RunProcess(
-      {"/bin/sh", "-c", "echo $$ > \"$0\"/cgroup.procs && shift && exec \"$@\"", cgroup.dir(), "/bin/sh",
-       Runfile("launch/ddprun"), "--nproc_per_node=2", "--master_port=0", "--grace_period_s=2", "/bin/sh",
-       "-c",
-       "if [ \"$RANK\" = 1 ]; then exec /usr/bin/python3 -c 'b = bytearray(400 << 20)'; fi; exec sleep 30"},
+      cgroup.Inside({Runfile("launch/ddprun"), "--nproc_per_node=2", "--master_port=0", "--grace_period_s=2",
+                     "/bin/sh", "-c",
+                     "if [ \"$RANK\" = 1 ]; then exec /usr/bin/python3 -c 'b = bytearray(400 << 20)'; fi; "
+                     "exec sleep 30"}),
       options);
   if (r.exit_code == 0) GTEST_SKIP() << "rank 1 was not killed under the limit (swap?): " << r.err;
   EXPECT_EQ(r.exit_code, 137) << r.err;
@@ -305,6 +312,17 @@ TEST(LauncherTest, NodesShareATokenFileThatNodeZeroCreates) {
   const std::string id = node0.out.substr(at, node0.out.find(' ', at) - at);
   EXPECT_EQ(id.size(), 3u + 16u) << id;
   EXPECT_THAT(node1_out.str(), HasSubstr(id)) << "both nodes carry node 0's job id";
+}
+
+// --nproc_per_node=cpu counts the CPUs the cgroup's quota allows, not the host's.
+TEST(LauncherTest, NprocPerNodeCpuFollowsTheCgroupsCpuQuota) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "one CPU: a 1-CPU quota would change nothing";
+  ScopedCgroup cgroup("cpu");
+  if (!cgroup.Set("cpu.cfs_quota_us", "cpu.max", "100000")) GTEST_SKIP() << "cannot make a cpu cgroup here";
+  RunResult r = RunProcess(cgroup.Inside({Runfile("launch/ddprun"), "--nproc_per_node=cpu", "--master_port=0",
+                                          "/bin/sh", "-c", "echo W=$WORLD_SIZE"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("W=1")) << r.out;
 }
 
 }  // namespace

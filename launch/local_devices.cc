@@ -10,15 +10,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/usable_cpus.h"
 
 namespace ddp {
 
 LocalDevices DetectLocalDevices() {
   LocalDevices devices;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  devices.cpus = ::sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
-                                                                 : static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  devices.cpus = UsableCpus();
   int nodes = 0;
   while (nodes < 64 && ::access(absl::StrCat("/dev/nvidia", nodes).c_str(), F_OK) == 0) ++nodes;
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");

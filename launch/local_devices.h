@@ -6,7 +6,8 @@
 
 namespace ddp {
 
-// CPUs: the size of this process's affinity mask (taskset, cgroups), as torch._utils.cpu_count().
+// CPUs: UsableCpus() (base/usable_cpus.h): the affinity mask (taskset, cpusets), as torch._utils.cpu_count()
+// counts, capped by the cgroup's CPU quota (docker --cpus, Kubernetes limits), which torchrun ignores.
 // GPUs: NVIDIA device nodes /dev/nvidia0, /dev/nvidia1, ...; when CUDA_VISIBLE_DEVICES is set, at most
 // as many as it names ("" or "-1" hides every device), as CUDA would show the program. Thread-safe.
 LocalDevices DetectLocalDevices();

@@ -23,7 +23,7 @@ constexpr char kWhatToDo[] = "; a smaller batch, fewer workers per node or more 
 
 }  // namespace
 
-OomKillWatch::OomKillWatch(KernelMemoryFiles files)
+OomKillWatch::OomKillWatch(KernelFiles files)
     : files_(std::move(files)), baseline_(ReadMemoryCgroupState(files_)) {}
 
 std::string OomKillWatch::ExplainSigkill() {

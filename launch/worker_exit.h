@@ -16,7 +16,7 @@ namespace ddp {
 class OomKillWatch {
  public:
   // Reads the counters now.
-  explicit OomKillWatch(KernelMemoryFiles files = {});
+  explicit OomKillWatch(KernelFiles files = {});
 
   // For a worker that died of SIGKILL: when the kernel counted OOM kills since the baseline (in this
   // process's memory cgroup, whose descendants the workers are in; on the host when the cgroup's count
@@ -26,7 +26,7 @@ class OomKillWatch {
   std::string ExplainSigkill();
 
  private:
-  KernelMemoryFiles files_;
+  KernelFiles files_;
   MemoryCgroupState baseline_;
 };
 

@@ -67,7 +67,7 @@ TEST(OomKillWatchTest, InTheRootCgroupTheHostsCountDecides) {
 }
 
 TEST(OomKillWatchTest, NothingReadableSaysNothing) {
-  KernelMemoryFiles files;
+  KernelFiles files;
   files.mountinfo = files.self_cgroup = files.vmstat = files.meminfo = "/nonexistent/file";
   OomKillWatch watch(files);
   EXPECT_EQ(watch.ExplainSigkill(), "");

@@ -21,8 +21,8 @@ void FakeKernelFiles::Write(const std::string& path, const std::string& text) co
   std::ofstream(root_ + "/" + path) << text;
 }
 
-KernelMemoryFiles FakeKernelFiles::Files() const {
-  KernelMemoryFiles files;
+KernelFiles FakeKernelFiles::Files() const {
+  KernelFiles files;
   files.mountinfo = root_ + "/proc/mountinfo";
   files.self_cgroup = root_ + "/proc/cgroup";
   files.vmstat = root_ + "/proc/vmstat";

@@ -1,11 +1,11 @@
-// A fake tree of the kernel's memory files (/proc, /sys/fs/cgroup) for tests of base/memory_cgroup.h
-// and what reads it.
+// A fake tree of the kernel's files (/proc, /sys/fs/cgroup) for tests of what reads cgroups
+// (base/cgroup_dir.h, base/memory_cgroup.h, base/usable_cpus.h).
 #ifndef DDP_TESTING_FAKE_KERNEL_FILES_H_
 #define DDP_TESTING_FAKE_KERNEL_FILES_H_
 
 #include <string>
 
-#include "base/memory_cgroup.h"
+#include "base/cgroup_dir.h"
 
 namespace ddp {
 
@@ -20,8 +20,8 @@ class FakeKernelFiles {
   void Write(const std::string& path, const std::string& text) const;
   // The fake root's absolute path.
   const std::string& root() const { return root_; }
-  // ReadMemoryCgroupState's files, all under the fake root.
-  KernelMemoryFiles Files() const;
+  // The files the cgroup readers take, all under the fake root.
+  KernelFiles Files() const;
 
  private:
   std::string root_;
