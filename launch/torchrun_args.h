@@ -17,7 +17,7 @@ namespace ddp {
 
 // What the machine offers, for --nproc_per_node=auto|cpu|gpu.
 struct LocalDevices {
-  int cpus = 1;  // CPUs this process may run on (sched_getaffinity), as torch._utils.cpu_count().
+  int cpus = 1;  // CPUs this process may use (UsableCpus: affinity mask capped by the cgroup CPU quota).
   int gpus = 0;  // CUDA devices visible to this process (launch/local_devices.h).
 };
 
