@@ -52,7 +52,8 @@ std::string OomKillWatch::ExplainSigkill() {
                         kWhatToDo);
   }
   if (in_cgroup.has_value() || on_host.has_value()) {
-    return "the kernel's OOM killer killed nothing meanwhile, so another process sent the SIGKILL";
+    return "the kernel's OOM killer killed nothing meanwhile, so the SIGKILL was sent (kill -9, a job "
+           "scheduler, the worker itself)";
   }
   return "";
 }

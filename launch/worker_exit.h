@@ -21,7 +21,7 @@ class OomKillWatch {
   // For a worker that died of SIGKILL: when the kernel counted OOM kills since the baseline (in this
   // process's memory cgroup, whose descendants the workers are in; on the host when the cgroup's count
   // is unknown), a sentence naming the OOM killer, the limit and what to do; when it counted none, a
-  // sentence saying the SIGKILL came from another process; "" when it cannot tell. Moves the baseline
+  // sentence saying the SIGKILL was sent by a process; "" when it cannot tell. Moves the baseline
   // to now, so each kill is explained once.
   std::string ExplainSigkill();
 

@@ -42,7 +42,8 @@ TEST(OomKillWatchTest, AKillInTheJobsCgroupNamesItsLimitOnce) {
   EXPECT_THAT(cause, HasSubstr("a smaller batch, fewer workers per node or more memory"));
   // The next SIGKILL without a new OOM kill came from elsewhere.
   EXPECT_EQ(watch.ExplainSigkill(),
-            "the kernel's OOM killer killed nothing meanwhile, so another process sent the SIGKILL");
+            "the kernel's OOM killer killed nothing meanwhile, so the SIGKILL was sent (kill -9, a job "
+            "scheduler, the worker itself)");
 }
 
 TEST(OomKillWatchTest, AnotherCgroupsKillOnTheHostIsNotBlamed) {
