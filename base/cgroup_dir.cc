@@ -72,8 +72,9 @@ std::optional<CgroupDir> FindCgroupDir(absl::string_view controller, const Kerne
   if (v2.has_value() && v2_path.has_value()) {
     const std::string dir = DirOf(*v2, *v2_path);
     const std::vector<std::string> controllers = KernelFileLines(dir + "/cgroup.controllers");
-    if (!controllers.empty() && Lists(controllers[0], ' ', controller))
+    if (!controllers.empty() && Lists(controllers[0], ' ', controller)) {
       return CgroupDir{dir, v2->point, true};
+    }
   }
   if (v1.has_value() && v1_path.has_value()) return CgroupDir{DirOf(*v1, *v1_path), v1->point, false};
   return std::nullopt;

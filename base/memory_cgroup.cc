@@ -31,8 +31,9 @@ std::optional<int64_t> KeyedValue(const std::string& path, absl::string_view key
 std::optional<int64_t> LimitValue(const std::string& path) {
   const std::vector<std::string> lines = KernelFileLines(path);
   int64_t value = 0;
-  if (lines.empty() || !absl::SimpleAtoi(lines[0], &value) || value >= kNoLimit || value < 0)
+  if (lines.empty() || !absl::SimpleAtoi(lines[0], &value) || value >= kNoLimit || value < 0) {
     return std::nullopt;
+  }
   return value;
 }
 

@@ -30,6 +30,15 @@ absl::StatusOr<Tensor> StackField(const std::vector<Example>& examples, bool inp
 
 }  // namespace
 
+absl::Status CheckDatasetIndices(const std::vector<int64_t>& indices, int64_t size) {
+  for (int64_t index : indices) {
+    if (index < 0 || index >= size) {
+      return absl::OutOfRangeError(absl::StrCat("index ", index, " out of range for dataset of ", size));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Example> Collate(const std::vector<Example>& examples) {
   DDP_CHECK(!examples.empty()) << "Collate of no examples";
   Example batch;

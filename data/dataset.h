@@ -33,6 +33,10 @@ class Dataset {
   virtual absl::StatusOr<Example> GetBatch(const std::vector<int64_t>& indices) const;
 };
 
+// OK when every index is in [0, size); else OutOfRange naming the first one that is not ("index 7 out of
+// range for dataset of 5"), the error every Dataset's Get/GetBatch gives.
+absl::Status CheckDatasetIndices(const std::vector<int64_t>& indices, int64_t size);
+
 // Stacks examples of equal shapes into one batch (contiguous). An error names the first example whose
 // shape differs. REQUIRES: !examples.empty().
 absl::StatusOr<Example> Collate(const std::vector<Example>& examples);

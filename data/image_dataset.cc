@@ -1,25 +1,11 @@
 #include "data/image_dataset.h"
 
-#include <cstring>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "tensor/ops.h"
 
 namespace ddp {
-namespace {
-
-absl::Status CheckIndices(const std::vector<int64_t>& indices, int64_t size) {
-  for (int64_t index : indices) {
-    if (index < 0 || index >= size) {
-      return absl::OutOfRangeError(absl::StrCat("index ", index, " out of range for dataset of ", size));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 ImageDataset::ImageDataset(std::vector<uint8_t> pixels, Shape image_shape, Tensor labels,
                            ImageNormalization norm)
@@ -44,7 +30,7 @@ absl::StatusOr<Example> ImageDataset::Get(int64_t index) const {
 }
 
 absl::StatusOr<Example> ImageDataset::GetBatch(const std::vector<int64_t>& indices) const {
-  DDP_RETURN_IF_ERROR(CheckIndices(indices, Size()));
+  DDP_RETURN_IF_ERROR(CheckDatasetIndices(indices, Size()));
   const int64_t n = static_cast<int64_t>(indices.size());
   Shape input_shape = image_shape_;
   input_shape.insert(input_shape.begin(), n);

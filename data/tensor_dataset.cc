@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/check.h"
 #include "tensor/ops.h"
 
 namespace ddp {
@@ -32,9 +33,7 @@ TensorDataset::TensorDataset(Tensor inputs, Tensor targets)
 }
 
 absl::StatusOr<Example> TensorDataset::Get(int64_t index) const {
-  if (index < 0 || index >= Size()) {
-    return absl::OutOfRangeError(absl::StrCat("index ", index, " out of range for dataset of ", Size()));
-  }
+  DDP_RETURN_IF_ERROR(CheckDatasetIndices({index}, Size()));
   Example example;
   example.input = Reshape(GatherRows(inputs_, {index}), Shape(inputs_.shape().begin() + 1, inputs_.shape().end()));
   example.target = Reshape(GatherRows(targets_, {index}), Shape(targets_.shape().begin() + 1, targets_.shape().end()));
@@ -42,11 +41,7 @@ absl::StatusOr<Example> TensorDataset::Get(int64_t index) const {
 }
 
 absl::StatusOr<Example> TensorDataset::GetBatch(const std::vector<int64_t>& indices) const {
-  for (int64_t index : indices) {
-    if (index < 0 || index >= Size()) {
-      return absl::OutOfRangeError(absl::StrCat("index ", index, " out of range for dataset of ", Size()));
-    }
-  }
+  DDP_RETURN_IF_ERROR(CheckDatasetIndices(indices, Size()));
   return Example{GatherRows(inputs_, indices), GatherRows(targets_, indices)};
 }
 

@@ -26,6 +26,10 @@ absl::Status DecodeStatus(const std::string& data) {
 
 }  // namespace
 
+absl::Status RunOnRankZero(ProcessGroup* group, const std::function<absl::Status()>& fn) {
+  return group != nullptr ? RunOnRankZero(*group, fn) : fn();
+}
+
 absl::Status RunOnRankZero(ProcessGroup& group, const std::function<absl::Status()>& fn) {
   std::string data;
   absl::Status own;

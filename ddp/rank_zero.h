@@ -27,6 +27,9 @@ namespace ddp {
 // other ranks (it may be empty there).
 absl::Status RunOnRankZero(ProcessGroup& group, const std::function<absl::Status()>& fn);
 
+// The same for code that runs with or without a group: `group` null (one process) calls `fn` directly.
+absl::Status RunOnRankZero(ProcessGroup* group, const std::function<absl::Status()>& fn);
+
 // SaveCheckpoint(dir, checkpoint, options) on rank 0 through RunOnRankZero: the other ranks wait for
 // it and return its error if it fails. `checkpoint` is only read on rank 0.
 absl::Status SaveCheckpointCollective(ProcessGroup& group, const std::string& dir,

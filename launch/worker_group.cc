@@ -200,7 +200,6 @@ void GroupRunner::Reap(absl::Time now) {
   // Among the workers that exited non-zero in this poll cycle, blame one killed by a signal first: when a
   // crash cascades, survivors that exit in the same cycle are consequences, not the cause.
   Worker* culprit = nullptr;
-  bool culprit_signaled = false;
   int culprit_status = 0;
   for (Worker& w : workers_) {
     if (w.exited) continue;
@@ -219,9 +218,8 @@ void GroupRunner::Reap(absl::Time now) {
       NoteElasticExit(w, *status);
       continue;
     }
-    if (code != 0 && (culprit == nullptr || (signaled && !culprit_signaled))) {
+    if (code != 0 && (culprit == nullptr || (signaled && !WIFSIGNALED(culprit_status)))) {
       culprit = &w;
-      culprit_signaled = signaled;
       culprit_status = *status;
     }
   }

@@ -354,8 +354,8 @@ constexpr DataType OperandType() {
 // 1,000 images left about 1 GB of them, more than its activations. Each image's output depends on that
 // image alone, so a batch above kForwardChunkImages runs as chunks of that many images, each through the
 // plan for its size: the scratch stays that of a training batch, while a chunk is still large enough to
-// keep the primitive's per-call costs (the weights' reorder, its set-up) small. Batches at or below it run
-// as one call, as they always did. The backward passes are not chunked: the weight gradient sums over
+// keep the primitive's per-call costs (the weights' reorder, its set-up) small. Batches at or below it (the
+// training batches) run as one call. The backward passes are not chunked: the weight gradient sums over
 // the batch, and training batches are small.
 constexpr int64_t kForwardChunkImages = 128;
 

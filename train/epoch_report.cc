@@ -39,7 +39,7 @@ absl::Status ReportEpoch(const TrainConfig& config, const EpochFigures& f, const
                                       f.stats.samples_per_s, f.wall_s, f.world_size, Mib(f.peak_rss),
                                       Mib(f.training_peak_rss)));
   };
-  return group != nullptr ? RunOnRankZero(*group, report) : report();
+  return RunOnRankZero(group, report);
 }
 
 }  // namespace ddp

@@ -135,7 +135,7 @@ absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler* 
         state.model, absl::StrCat("not saving the checkpoint of step ", state.global_step)));
     return SaveCheckpoint(config.checkpoint_dir, checkpoint, options);
   };
-  return state.group != nullptr ? RunOnRankZero(*state.group, save) : save();
+  return RunOnRankZero(state.group, save);
 }
 
 }  // namespace

@@ -149,12 +149,6 @@ absl::StatusOr<std::unique_ptr<DataLoader>> MakeTrainLoader(const TrainConfig& c
   return DataLoader::Create(std::move(train), std::move(sampler), options);
 }
 
-// `fn` on rank 0 only: under DDP through RunOnRankZero (rank 0's error reaches every rank at once), in
-// one process directly.
-absl::Status OnRankZero(ProcessGroup* group, const std::function<absl::Status()>& fn) {
-  return group != nullptr ? RunOnRankZero(*group, fn) : fn();
-}
-
 // A training set that gives no optimizer step (empty, or fewer batches per rank than --accumulate_steps)
 // is an error: the run would report a made-up train_loss and save untrained weights. Every rank's shard
 // has the same length (DistributedSampler pads), so every rank decides alike.
@@ -192,7 +186,7 @@ absl::StatusOr<EvalResult> EvaluateOnly(const TrainConfig& config, Module& model
   }
   DDP_ASSIGN_OR_RETURN(EvalResult result, EvaluateTestSet(config, model, test, group));
   const int world = group != nullptr ? group->size() : 1;
-  DDP_RETURN_IF_ERROR(OnRankZero(group, [&]() -> absl::Status {
+  DDP_RETURN_IF_ERROR(RunOnRankZero(group, [&]() -> absl::Status {
     std::fprintf(stderr, "eval_only %s: test_loss %.4f test_acc %.4f over %lld samples on %d rank(s)\n",
                  config.init_from.c_str(), result.loss, result.accuracy, static_cast<long long>(result.count),
                  world);
@@ -213,7 +207,7 @@ absl::Status Finish(const TrainConfig& config, const TrainState& state, Distribu
   if (!config.save.empty()) {
     // Under DDP rank 0 saves and its error, if any, reaches every rank at once (no rank waits on a
     // barrier that rank 0 will never reach).
-    DDP_RETURN_IF_ERROR(OnRankZero(group, [&]() -> absl::Status {
+    DDP_RETURN_IF_ERROR(RunOnRankZero(group, [&]() -> absl::Status {
       DDP_RETURN_IF_ERROR(RequireFiniteWeights(model, absl::StrCat("not saving --save=", config.save)));
       return SaveModuleToSafetensors(model, config.save);
     }));
@@ -465,7 +459,8 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& lau
                   ? absl::StrCat("cannot train from the checkpoint resumed from ", config.checkpoint_dir)
               : config.init_from.empty() ? std::string("cannot train from the initial weights")
                                          : absl::StrCat("cannot train from --init_from=", config.init_from)));
-  DDP_RETURN_IF_ERROR(OnRankZero(group, [&] { return GuardExistingCheckpoints(config, state.global_step); }));
+  DDP_RETURN_IF_ERROR(
+      RunOnRankZero(group, [&] { return GuardExistingCheckpoints(config, state.global_step); }));
   state.total_steps = TotalSteps(config, *loader);
   if (config.elastic && group != nullptr) {
     return RunElastic(config, *dist, state, first_epoch,
@@ -563,7 +558,7 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   if (group != nullptr) DDP_RETURN_IF_ERROR(CheckSettingsAgree(*group, config));
   // Every output is tried before any work, by rank 0 which writes them all (the trace exists under DDP).
   const bool writes_trace = group != nullptr && config.mode != "dp" && !config.eval_only;
-  DDP_RETURN_IF_ERROR(OnRankZero(group, [&] { return ProbeRankZeroOutputs(config, writes_trace); }));
+  DDP_RETURN_IF_ERROR(RunOnRankZero(group, [&] { return ProbeRankZeroOutputs(config, writes_trace); }));
 
   DDP_ASSIGN_OR_RETURN(auto test, LoadFashionMnist(config.data_dir, Split::kTest));
   DDP_RETURN_IF_ERROR(CheckDataFitsModel(config, *test, "test"));
