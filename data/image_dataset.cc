@@ -19,9 +19,22 @@ ImageDataset::ImageDataset(std::vector<uint8_t> pixels, Shape image_shape, Tenso
   DDP_CHECK(static_cast<int64_t>(pixels_.size()) == labels_.shape()[0] * image_size_)
       << "ImageDataset: " << pixels_.size() << " pixels for " << labels_.shape()[0] << " images of "
       << ShapeToString(image_shape_);
-  DDP_CHECK(norm.stddev > 0) << "ImageDataset: stddev " << norm.stddev;
-  scale_ = 1.0f / (255.0f * norm.stddev);
-  shift_ = norm.mean / norm.stddev;
+  DDP_CHECK(image_shape_.size() == 3)
+      << "ImageDataset: image shape " << ShapeToString(image_shape_) << " is not [channels, height, width]";
+  const int64_t channels = image_shape_[0];
+  const auto per_channel = [channels](const std::vector<float>& values) {
+    return static_cast<int64_t>(values.size()) == channels || values.size() == 1;
+  };
+  DDP_CHECK(per_channel(norm.mean) && per_channel(norm.stddev))
+      << "ImageDataset: " << norm.mean.size() << " means and " << norm.stddev.size() << " stddevs for "
+      << channels << " channels";
+  for (int64_t c = 0; c < channels; ++c) {
+    const float mean = norm.mean[norm.mean.size() == 1 ? 0 : c];
+    const float stddev = norm.stddev[norm.stddev.size() == 1 ? 0 : c];
+    DDP_CHECK(stddev > 0) << "ImageDataset: stddev " << stddev << " for channel " << c;
+    scale_.push_back(1.0f / (255.0f * stddev));
+    shift_.push_back(mean / stddev);
+  }
 }
 
 absl::StatusOr<Example> ImageDataset::Get(int64_t index) const {
@@ -39,10 +52,22 @@ absl::StatusOr<Example> ImageDataset::GetBatch(const std::vector<int64_t>& indic
   float* x = input.data<float>();
   int64_t* y = target.data<int64_t>();
   const int64_t* labels = labels_.data<int64_t>();
+  const int64_t channels = image_shape_[0], plane = image_size_ / channels;
+  const bool augment = augmentation_.enabled();
+  const int64_t epoch = epoch_.load(std::memory_order_relaxed);
+  std::vector<uint8_t> augmented(augment ? image_size_ : 0);
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* image = pixels_.data() + indices[i] * image_size_;
+    if (augment) {
+      ApplyCropFlip(image, channels, image_shape_[1], image_shape_[2],
+                    DrawCropFlip(augmentation_, epoch, indices[i]), augmented.data());
+      image = augmented.data();
+    }
     float* row = x + i * image_size_;
-    for (int64_t p = 0; p < image_size_; ++p) row[p] = image[p] * scale_ - shift_;
+    for (int64_t c = 0; c < channels; ++c) {
+      const float scale = scale_[c], shift = shift_[c];
+      for (int64_t p = c * plane; p < (c + 1) * plane; ++p) row[p] = image[p] * scale - shift;
+    }
     y[i] = labels[indices[i]];
   }
   return Example{std::move(input), std::move(target)};

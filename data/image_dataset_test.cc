@@ -20,7 +20,7 @@ ImageDataset ThreeImages(ImageNormalization norm = {}) {
 }
 
 TEST(ImageDatasetTest, BatchesAreTheNormalisedPixelsInIndexOrder) {
-  const ImageNormalization norm{0.25f, 0.5f};
+  const ImageNormalization norm{{0.25f}, {0.5f}};
   const ImageDataset data = ThreeImages(norm);
   EXPECT_EQ(data.Size(), 3);
   EXPECT_EQ(data.image_shape(), (Shape{1, 2, 2}));
@@ -49,6 +49,44 @@ TEST(ImageDatasetTest, OneExampleIsItsBatchRow) {
   EXPECT_EQ(one->target.ToVector<int64_t>(), (std::vector<int64_t>{0}));
   const std::vector<float> rows = batch->input.ToVector<float>();
   EXPECT_EQ(one->input.ToVector<float>(), std::vector<float>(rows.begin() + 4, rows.end()));
+}
+
+TEST(ImageDatasetTest, EachChannelHasItsOwnStatistics) {
+  std::vector<uint8_t> pixels = {0, 51, 102, 153, 204, 255};  // one image, 3 channels of 1x2
+  const ImageNormalization norm{{0.1f, 0.2f, 0.3f}, {0.5f, 0.25f, 2.0f}};
+  const ImageDataset data(pixels, Shape{3, 1, 2}, FromVector(std::vector<int64_t>{4}, {1}), norm);
+  const std::vector<float> x = data.Get(0)->input.ToVector<float>();
+  for (int p = 0; p < 6; ++p) {
+    EXPECT_NEAR(x[p], (pixels[p] / 255.0 - norm.mean[p / 2]) / norm.stddev[p / 2], 1e-6) << "pixel " << p;
+  }
+}
+
+TEST(ImageDatasetTest, AugmentedRowsAreTheDrawnCropAndFlipOfTheirIndexAndEpoch) {
+  // Four 2-channel 4x3 images of distinct non-zero bytes.
+  std::vector<uint8_t> pixels(4 * 24);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i + 1);
+  const ImageNormalization norm{{0.5f, 0.25f}, {0.5f, 0.25f}};
+  ImageDataset data(pixels, Shape{2, 4, 3}, FromVector(std::vector<int64_t>{0, 1, 2, 3}, {4}), norm);
+  const RandomCropFlip options{1, true, 42};
+  data.set_augmentation(options);
+  const std::vector<int64_t> order = {3, 1, 2, 0, 1};
+  for (int64_t epoch : {0, 5}) {
+    data.SetEpoch(epoch);
+    const std::vector<float> x = data.GetBatch(order)->input.ToVector<float>();
+    for (size_t row = 0; row < order.size(); ++row) {
+      std::vector<uint8_t> want(24);
+      ApplyCropFlip(pixels.data() + order[row] * 24, 2, 4, 3, DrawCropFlip(options, epoch, order[row]),
+                    want.data());
+      for (int p = 0; p < 24; ++p) {
+        // A padded (black) pixel is -mean / stddev like any byte 0.
+        EXPECT_NEAR(x[row * 24 + p], (want[p] / 255.0 - norm.mean[p / 12]) / norm.stddev[p / 12], 1e-6)
+            << "epoch " << epoch << " row " << row << " pixel " << p;
+      }
+    }
+    // The same index drawn twice in one batch gets the same crop and flip.
+    EXPECT_EQ(std::vector<float>(x.begin() + 24, x.begin() + 48),
+              std::vector<float>(x.begin() + 96, x.end()));
+  }
 }
 
 TEST(ImageDatasetTest, IndicesOutOfRangeAreErrors) {

@@ -1,0 +1,139 @@
+#include "data/cifar.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "io/file.h"
+
+namespace ddp {
+namespace {
+
+constexpr int64_t kImageBytes = 3 * 32 * 32;
+
+// What distinguishes the two data sets' binary versions.
+struct CifarLayout {
+  const char* name;         // "CIFAR-10"
+  const char* archive_dir;  // the folder the archive extracts to
+  const char* archive_url;  // where the binary version comes from
+  int64_t label_bytes;      // bytes before the pixels
+  int64_t label_offset;     // which of them is the label trained on
+  int64_t num_classes;
+  std::vector<std::string> train_files, test_files;
+};
+
+const CifarLayout& Cifar10Layout() {
+  static const CifarLayout* layout = new CifarLayout{
+      "CIFAR-10",
+      "cifar-10-batches-bin",
+      "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz",
+      1,
+      0,
+      10,
+      {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin"},
+      {"test_batch.bin"}};
+  return *layout;
+}
+
+const CifarLayout& Cifar100Layout() {
+  static const CifarLayout* layout =
+      new CifarLayout{"CIFAR-100",
+                      "cifar-100-binary",
+                      "https://www.cs.toronto.edu/~kriz/cifar-100-binary.tar.gz",
+                      2,
+                      1,
+                      100,
+                      {"train.bin"},
+                      {"test.bin"}};
+  return *layout;
+}
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// `dir` itself when it holds the split's first file, else the archive's folder inside it when that does;
+// else `dir`, so that the error names the file expected there.
+std::string DataFolder(const CifarLayout& layout, const std::string& dir, const std::string& first_file) {
+  if (IsFile(absl::StrCat(dir, "/", first_file))) return dir;
+  const std::string inner = absl::StrCat(dir, "/", layout.archive_dir);
+  if (IsFile(absl::StrCat(inner, "/", first_file))) return inner;
+  return dir;
+}
+
+// Appends the records of one file to `pixels` and `labels`.
+absl::Status ReadRecords(const CifarLayout& layout, const std::string& path, std::vector<uint8_t>& pixels,
+                         std::vector<int64_t>& labels) {
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) {
+    if (!absl::IsNotFound(bytes.status())) return bytes.status();
+    return absl::NotFoundError(absl::StrCat(path, ": no such file; ", layout.name,
+                                            " in its binary version comes from ", layout.archive_url,
+                                            " (extract it and pass the folder)"));
+  }
+  const int64_t record = layout.label_bytes + kImageBytes;
+  const int64_t size = static_cast<int64_t>(bytes->size());
+  if (size == 0 || size % record != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", size, " bytes is not a whole, non-zero number of ", record, "-byte ",
+                     layout.name, " records (truncated, or not the binary version of ", layout.name, ")"));
+  }
+  const int64_t n = size / record;
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes->data());
+  pixels.reserve(pixels.size() + n * kImageBytes);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* at = data + i * record;
+    const int64_t label = at[layout.label_offset];
+    if (label >= layout.num_classes) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": label ", label, " of record ", i,
+                                                     " is outside 0..", layout.num_classes - 1, " (not ",
+                                                     layout.name, "?)"));
+    }
+    labels.push_back(label);
+    pixels.insert(pixels.end(), at + layout.label_bytes, at + record);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<ImageDataset>> LoadCifar(const CifarLayout& layout, const std::string& dir,
+                                                        Split split, ImageNormalization norm) {
+  const std::vector<std::string>& files = split == Split::kTrain ? layout.train_files : layout.test_files;
+  const std::string folder = DataFolder(layout, dir, files.front());
+  std::vector<uint8_t> pixels;
+  std::vector<int64_t> labels;
+  for (const std::string& file : files) {
+    DDP_RETURN_IF_ERROR(ReadRecords(layout, absl::StrCat(folder, "/", file), pixels, labels));
+  }
+  const int64_t n = static_cast<int64_t>(labels.size());
+  Tensor targets = Tensor::Empty({n}, DType::kInt64);
+  std::copy(labels.begin(), labels.end(), targets.data<int64_t>());
+  return std::make_shared<ImageDataset>(std::move(pixels), Shape{3, 32, 32}, std::move(targets),
+                                        std::move(norm));
+}
+
+}  // namespace
+
+ImageNormalization Cifar10Normalization() {
+  return ImageNormalization{{0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}};
+}
+
+ImageNormalization Cifar100Normalization() {
+  return ImageNormalization{{0.5071f, 0.4865f, 0.4409f}, {0.2673f, 0.2564f, 0.2762f}};
+}
+
+absl::StatusOr<std::shared_ptr<ImageDataset>> LoadCifar10(const std::string& dir, Split split,
+                                                          ImageNormalization norm) {
+  return LoadCifar(Cifar10Layout(), dir, split, std::move(norm));
+}
+
+absl::StatusOr<std::shared_ptr<ImageDataset>> LoadCifar100(const std::string& dir, Split split,
+                                                           ImageNormalization norm) {
+  return LoadCifar(Cifar100Layout(), dir, split, std::move(norm));
+}
+
+}  // namespace ddp
