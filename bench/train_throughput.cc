@@ -81,7 +81,9 @@ ABSL_FLAG(std::string, per_step, "none",
 ABSL_FLAG(std::string, step_times_out, "",
           "write each timed step's wall time (ms, one per line) to this path (every rank: \"%r\" in the path "
           "becomes the rank; bench/compare_ddp.sh's noise bound reads it)");
-ABSL_FLAG(std::string, data_dir, ddp::kDefaultFashionMnistDir, "Fashion-MNIST folder");
+ABSL_FLAG(std::string, dataset, "fashion_mnist",
+          "train/train's --dataset: fashion_mnist | mnist | cifar10 | cifar100");
+ABSL_FLAG(std::string, data_dir, "", "train/train's --data_dir (\"\": Fashion-MNIST's Debian folder)");
 ABSL_FLAG(
     std::string, memory_format, "auto",
     "auto | contiguous | channels_last: resnet18's activations NCHW or NHWC (train/train's --memory_format: "
@@ -158,6 +160,7 @@ absl::StatusOr<TrainConfig> ConfigFromFlags() {
   config.adapt_threads = absl::GetFlag(FLAGS_adapt_threads);
   config.precision = absl::GetFlag(FLAGS_precision);
   config.memory_format = absl::GetFlag(FLAGS_memory_format);
+  config.dataset = absl::GetFlag(FLAGS_dataset);
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
   const SgdOptions sgd = BenchSgdOptions();  // the PyTorch reference's optimizer, at a constant rate
   config.optimizer = "sgd";
@@ -315,7 +318,7 @@ absl::Status Run() {
   RunFacts facts;
   facts.memory_format = ResolvedMemoryFormat(config);
   facts.world = launch.world_size;
-  DDP_ASSIGN_OR_RETURN(auto train, LoadFashionMnist(config.data_dir, Split::kTrain));
+  DDP_ASSIGN_OR_RETURN(auto train, LoadDataSplit(config, Split::kTrain));
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, BuildModel(config, Device::CPU()));
   if (auto* sequential = dynamic_cast<nn::Sequential*>(model.get())) {
     sequential->set_fuse_blocks(absl::GetFlag(FLAGS_fuse_blocks));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -217,25 +218,53 @@ TEST(LayersTest, SequentialFusesCnnBlocks) {
   EXPECT_TRUE(make()->fuse_blocks());
 }
 
-TEST(LayersTest, ModelInputShapeIsMnists) {
-  EXPECT_EQ(*ModelInputShape("cnn"), (Shape{1, 28, 28}));
-  EXPECT_FALSE(ModelInputShape("resnet").ok());
+TEST(LayersTest, ModelInputsOutsideWhatAModelTakesAreErrors) {
+  EXPECT_TRUE(CheckModelInput("cnn", ModelInput{}).ok());
+  const auto message = [](const std::string& name, const ModelInput& input) {
+    return std::string(CheckModelInput(name, input).message());
+  };
+  EXPECT_NE(message("resnet", {}).find("valid models: mlp, cnn, cnn_bn, resnet18"), std::string::npos);
+  EXPECT_NE(message("mlp", {{28, 28}, 10}).find("not [28, 28]"), std::string::npos);
+  EXPECT_NE(message("mlp", {{1, 0, 28}, 10}).find("not [1, 0, 28]"), std::string::npos);
+  EXPECT_NE(message("resnet18", {{3, 32, 32}, 1}).find("at least 2 classes"), std::string::npos);
+  EXPECT_NE(message("cnn_bn", {{3, 3, 32}, 10}).find("at least 4x4"), std::string::npos);
+  EXPECT_TRUE(CheckModelInput("resnet18", {{3, 3, 3}, 10}).ok());
+  Generator g(1);
+  EXPECT_FALSE(MakeModel("cnn", g, {{1, 2, 2}, 10}).ok());
 }
 
+// Every model on MNIST's input and on CIFAR-100's: logits [n, classes], a gradient for every parameter.
 TEST(LayersTest, ModelsRunForwardAndBackward) {
-  for (const std::string& name : ModelNames()) {
-    Generator g(1);
-    auto model = *MakeModel(name, g);
-    // The input ModelInputShape promises, with a batch dimension.
-    Shape input = *ModelInputShape(name);
-    input.insert(input.begin(), 2);
-    Tensor x = Uniform(input, 0.0f, 1.0f, g);
-    Tensor logits = model->Forward(x);
-    EXPECT_EQ(logits.shape(), (Shape{2, 10})) << name;
-    CrossEntropy(logits, FromVector(std::vector<int64_t>{3, 7}, {2})).Backward();
-    for (const auto& [pname, p] : model->NamedParameters()) {
-      EXPECT_TRUE(p.grad().defined()) << name << " " << pname;
+  for (const ModelInput& input : {ModelInput{}, ModelInput{{3, 32, 32}, 100}, ModelInput{{2, 9, 13}, 3}}) {
+    for (const std::string& name : ModelNames()) {
+      Generator g(1);
+      auto model = *MakeModel(name, g, input);
+      Shape shape = input.image_shape;
+      shape.insert(shape.begin(), 2);
+      Tensor x = Uniform(shape, 0.0f, 1.0f, g);
+      Tensor logits = model->Forward(x);
+      EXPECT_EQ(logits.shape(), (Shape{2, input.num_classes})) << name;
+      CrossEntropy(logits, FromVector(std::vector<int64_t>{1, 2}, {2})).Backward();
+      for (const auto& [pname, p] : model->NamedParameters()) {
+        EXPECT_TRUE(p.grad().defined()) << name << " " << pname;
+      }
     }
+  }
+}
+
+// The parameter counts of the CIFAR-10 models, against what their PyTorch twins (tools/reference_models.py)
+// report: sum(p.numel() for p in model.parameters()).
+TEST(LayersTest, Cifar10ModelsHaveTheirPyTorchTwinsParameterCounts) {
+  const std::map<std::string, int64_t> want = {
+      {"mlp", 3072 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10},
+      {"cnn", 3 * 32 * 9 + 32 + 32 * 64 * 9 + 64 + 64 * 8 * 8 * 128 + 128 + 128 * 10 + 10},
+      {"resnet18", 11173962},
+  };
+  for (const auto& [name, count] : want) {
+    Generator g(1);
+    int64_t values = 0;
+    for (const Tensor& p : (*MakeModel(name, g, {{3, 32, 32}, 10}))->Parameters()) values += p.numel();
+    EXPECT_EQ(values, count) << name;
   }
 }
 

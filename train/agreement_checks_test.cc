@@ -61,6 +61,11 @@ TEST(SettingsToAgreeTest, NamesWhatMustMatchAndOnlyThat) {
   EXPECT_EQ(Agreed(config, "--lr"), "(absent)") << "training flags do not matter to an evaluation";
   EXPECT_EQ(Agreed(config, "--init_from"), "not given");
   EXPECT_EQ(Agreed(config, "--model"), "cnn");
+  EXPECT_EQ(Agreed(config, "--dataset"), "fashion_mnist") << "the models are built for the data set";
+  config.eval_only = false;
+  config.random_flip = true;
+  EXPECT_EQ(Agreed(config, "--random_flip"), "true");
+  EXPECT_EQ(Agreed(config, "--random_crop_padding"), "0");
 }
 
 // Ranks whose keys differ get, on every rank, one message with each distinct key's first rank's detail.

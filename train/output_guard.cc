@@ -14,10 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/check.h"
 #include "checkpoint/checkpoint.h"
 #include "io/file.h"
-#include "nn/models.h"
-#include "base/check.h"
 #include "tensor/tensor.h"
 
 namespace ddp {
@@ -130,16 +129,6 @@ absl::Status GuardExistingCheckpoints(const TrainConfig& config, int64_t start_s
       config.checkpoint_every > 0 ? "" : " (one is saved when a SIGTERM stops it)",
       " would overwrite or fall behind: ", config.resume ? "" : "continue from them with --resume, ",
       "choose another --checkpoint_dir, or pass --overwrite_checkpoints to replace them"));
-}
-
-absl::Status CheckDataFitsModel(const TrainConfig& config, const ImageDataset& data,
-                                absl::string_view which) {
-  DDP_ASSIGN_OR_RETURN(const Shape want, ModelInputShape(config.model));
-  const Shape& sample = data.image_shape();
-  if (sample == want) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("the ", which, " set's images are ", ShapeToString(sample),
-                                                 " but --model=", config.model, " takes ", ShapeToString(want),
-                                                 " (--data_dir=", config.data_dir, ")"));
 }
 
 absl::Status AppendLine(const std::string& path, const std::string& line) {

@@ -1,12 +1,10 @@
 // Nothing overwritten, nothing lost at the end: the checks train/train makes before
-// its first step, so that a bad output path, a checkpoint directory that already holds another run's
-// checkpoints, or images the model cannot take fail at once, instead of after the run with its work
-// lost. The trainer calls them on the rank that writes each output (rank 0 under DDP, through
-// RunOnRankZero, so its error reaches every rank at once).
+// its first step, so that a bad output path or a checkpoint directory that already holds another run's
+// checkpoints fails at once, instead of after the run with its work lost. The trainer calls them on the rank
+// that writes each output (rank 0 under DDP, through RunOnRankZero, so its error reaches every rank at once).
 //
 // Example:
 //   DDP_RETURN_IF_ERROR(ProbeRankZeroOutputs(config, /*writes_trace=*/ddp != nullptr));
-//   DDP_RETURN_IF_ERROR(CheckDataFitsModel(config.model, *test, "test"));
 //   ...resume...
 //   DDP_RETURN_IF_ERROR(GuardExistingCheckpoints(config, start_step));
 //
@@ -20,7 +18,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "data/image_dataset.h"
 #include "train/train_config.h"
 
 namespace ddp {
@@ -58,11 +55,6 @@ absl::Status ProbeRankZeroOutputs(const TrainConfig& config, bool writes_trace);
 // AlreadyExists error naming the directory and the steps; with it they are removed (RemoveCheckpointsAfter)
 // and named on stderr. OK when the run saves no checkpoint (no --checkpoint_dir) or there are no such steps.
 absl::Status GuardExistingCheckpoints(const TrainConfig& config, int64_t start_step);
-
-// OK when the images of `data` have the shape --model takes (ModelInputShape,
-// nn/models.h); else InvalidArgument naming `which` ("train", "test"), both shapes and --data_dir, e.g.
-// "the test set's images are [1, 14, 56] but --model=cnn takes [1, 28, 28] (--data_dir=/d)".
-absl::Status CheckDataFitsModel(const TrainConfig& config, const ImageDataset& data, absl::string_view which);
 
 // Appends `line` and a newline to the file at `path` (created when missing; through symbolic links; a
 // path that is not a regular file is refused as by ProbeOutputFile). Errors name the path and the errno

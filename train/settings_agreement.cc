@@ -47,6 +47,8 @@ void AddTrainingFlags(const TrainConfig& c, std::vector<AgreedField>* fields) {
       {"--clip_grad_norm", Exact(c.clip_grad_norm)},
       {"--seed", absl::StrCat(c.seed)},
       {"--shuffle", Bool(c.shuffle)},
+      {"--random_crop_padding", absl::StrCat(c.random_crop_padding)},
+      {"--random_flip", Bool(c.random_flip)},
       {"--sync_bn", Bool(c.sync_bn)},
       {"--join", Bool(c.join)},
       {"--bucket_cap_mb", AutoBucketCapsRequested(c) ? c.bucket_cap_mb : Exact(BucketCapMiB(c))},
@@ -83,6 +85,7 @@ std::vector<AgreedField> SettingsToAgree(const TrainConfig& c) {
   std::vector<AgreedField> fields = {
       {"--eval_only", Bool(c.eval_only)},
       {"--model", c.model},
+      {"--dataset", c.dataset},
       {"--device", c.device},
   };
   if (!c.eval_only) AddTrainingFlags(c, &fields);

@@ -19,7 +19,7 @@
 namespace ddp {
 
 // The flags of `config` that must be the same on every rank, each as {"--name", value}: --eval_only
-// first, then what the run does (--model, --device, and unless --eval_only the training, DDP,
+// first, then what the run does (--model, --dataset, --device, and unless --eval_only the training, DDP,
 // checkpoint and testing flags that change which collectives run or which numbers are computed), then
 // for each output flag and --init_from whether it is given ("given" / "not given": rank 0 writes every
 // output, so a path given to another rank only would silently never be written). Numbers are compared

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
 #include "ddp/sync_batch_norm.h"
 #include "nn/adam.h"
 #include "nn/models.h"
@@ -30,9 +32,34 @@ void MoveModel(Module& model, Device device) {
 
 }  // namespace
 
+ModelInput ModelInputFor(const TrainConfig& config) {
+  const absl::StatusOr<ImageDatasetInfo> data = FindImageDataset(config.dataset);
+  DDP_CHECK(data.ok()) << data.status();
+  return ModelInput{data->image_shape, data->num_classes};
+}
+
+absl::StatusOr<std::shared_ptr<ImageDataset>> LoadDataSplit(const TrainConfig& config, Split split) {
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<ImageDataset> data,
+                       LoadImageDataset(config.dataset, config.data_dir, split));
+  const Shape want = ModelInputFor(config).image_shape;
+  if (data->image_shape() != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the ", split == Split::kTrain ? "training" : "test", " set's images are ",
+        ShapeToString(data->image_shape()), " but --model=", config.model, " was built for --dataset=",
+        config.dataset, "'s ", ShapeToString(want), " (--data_dir=", config.data_dir, ")"));
+  }
+  if (split == Split::kTrain) {
+    // The seed's draws are apart from the initialisation's and the sampler's, which take config.seed as is.
+    data->set_augmentation(
+        RandomCropFlip{config.random_crop_padding, config.random_flip, config.seed ^ 0x6175676D656E74ull});
+  }
+  return data;
+}
+
 absl::StatusOr<std::shared_ptr<Module>> BuildModel(const TrainConfig& config, Device device) {
   Generator init_generator(config.seed);
-  DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, MakeModel(config.model, init_generator));
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model,
+                       MakeModel(config.model, init_generator, ModelInputFor(config)));
   if (!config.init_from.empty()) DDP_RETURN_IF_ERROR(LoadModuleFromSafetensors(*model, config.init_from));
   if (auto* resnet = dynamic_cast<nn::ResNet*>(model.get())) {
     resnet->set_channels_last(ChannelsLastActivations(config));

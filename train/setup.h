@@ -1,5 +1,5 @@
-// The pieces train/train builds before its loop, from a TrainConfig: the model, DDP's options and the
-// wrapped model, the optimizer. bench/train_throughput builds the same pieces with them, so that the
+// The pieces train/train builds before its loop, from a TrainConfig: the data, the model, DDP's options and
+// the wrapped model, the optimizer. bench/train_throughput builds the same pieces with them, so that the
 // benchmark times what train/train runs.
 #ifndef DDP_TRAIN_SETUP_H_
 #define DDP_TRAIN_SETUP_H_
@@ -9,7 +9,9 @@
 
 #include "absl/status/statusor.h"
 #include "comm/process_group.h"
+#include "data/image_dataset_catalog.h"
 #include "ddp/distributed_data_parallel.h"
+#include "nn/models.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
 #include "tensor/tensor.h"
@@ -17,8 +19,20 @@
 
 namespace ddp {
 
-// The model of config.model, initialised from config.seed (or loaded from config.init_from), with its
-// parameters and buffers on `device`. Errors: an unknown model, an unreadable or mismatched init file.
+// What config.model is built for: config.dataset's image shape and number of classes.
+// REQUIRES: ValidateConfig(config) is OK.
+ModelInput ModelInputFor(const TrainConfig& config);
+
+// `split` of config.dataset from config.data_dir (data/image_dataset_catalog.h), its images checked
+// against the model's input: a set of another shape (IDX files of another size) is InvalidArgument naming
+// the split, both shapes and the folder, e.g. "the test set's images are [1, 14, 56] but --model=cnn was
+// built for --dataset=fashion_mnist's [1, 28, 28] (--data_dir=/d)". The training split draws
+// --random_crop_padding / --random_flip crops and flips seeded by --seed; TrainEpoch sets their epoch.
+absl::StatusOr<std::shared_ptr<ImageDataset>> LoadDataSplit(const TrainConfig& config, Split split);
+
+// The model of config.model for ModelInputFor(config), initialised from config.seed (or loaded from
+// config.init_from), with its parameters and buffers on `device`. Errors: an unknown model, an unreadable
+// or mismatched init file.
 absl::StatusOr<std::shared_ptr<Module>> BuildModel(const TrainConfig& config, Device device);
 
 // config.optimizer (sgd, adam or adamw) over `params` with config's lr, momentum and weight decay.

@@ -4,10 +4,11 @@
 #include <cmath>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/check.h"
+#include "data/image_dataset_catalog.h"
 
 namespace ddp {
 namespace {
@@ -19,6 +20,12 @@ absl::Status CheckCombinations(const TrainConfig& config) {
   if (config.device == "cuda") return bad("--device=cuda needs a CUDA build (bazel build --config=cuda)");
 #endif
   if (config.backend == "nccl" && config.device != "cuda") return bad("--backend=nccl needs --device=cuda");
+  if (const absl::StatusOr<ImageDatasetInfo> data = FindImageDataset(config.dataset);
+      data.ok() && data->default_dir.empty() && config.data_dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--dataset=", config.dataset,
+                                                   " has no default folder: pass ",
+                                                   "--data_dir=<the folder that holds ", data->files, ">"));
+  }
   if (config.adapt_threads && config.mode == "dp") {
     return bad("--adapt_threads runs in the step loop's thread; --mode=dp's workers keep --threads each");
   }

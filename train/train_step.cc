@@ -84,6 +84,7 @@ absl::Status StartEpoch(TrainState& state, int epoch, DistributedSampler& sample
   } else {
     sampler.SetEpoch(epoch);
   }
+  if (state.train_images != nullptr) state.train_images->SetEpoch(epoch);
   state.position = sampler.State(0);
   return absl::OkStatus();
 }

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "data/data_loader.h"
+#include "data/image_dataset.h"
 #include "data/sampler.h"
 #include "ddp/distributed_data_parallel.h"
 #include "dp/data_parallel.h"
@@ -72,6 +73,9 @@ struct TrainState {
   std::function<absl::StatusOr<bool>()> joiner_waiting;
   bool joiner_admitted = false;
   StepLoopOptions loop;
+  // The training set: each epoch's start sets its epoch for the crops and flips it draws (not owned; null
+  // in tests that train from another dataset).
+  ImageDataset* train_images = nullptr;
 };
 
 // What one epoch did, for the end-of-epoch report.

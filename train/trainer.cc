@@ -16,7 +16,7 @@
 #include "checkpoint/checkpoint.h"
 #include "comm/init.h"
 #include "data/data_loader.h"
-#include "data/fashion_mnist.h"
+#include "data/image_dataset_catalog.h"
 #include "data/sampler.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/distributed_eval.h"
@@ -391,7 +391,7 @@ ElasticHooks ElasticTrainerHooks(const TrainConfig& config, TrainState& state,
 // artefacts.
 absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& launch,
                                  std::shared_ptr<Module> model, Device device, DistributedContext* dist,
-                                 std::shared_ptr<const Dataset> train, const Dataset& test) {
+                                 std::shared_ptr<ImageDataset> train, const Dataset& test) {
   ProcessGroup* group = dist != nullptr ? dist->group.get() : nullptr;
   const int rank = group != nullptr ? group->rank() : 0;
   const int world = group != nullptr ? group->size() : 1;
@@ -432,6 +432,7 @@ absl::StatusOr<EvalResult> Train(const TrainConfig& config, const LaunchEnv& lau
   }
 
   TrainState state{config, *model, ddp.get(), *optimizer, rank, world};
+  state.train_images = train.get();
   state.zero = zero;
   state.device = device;
   state.dp = dp.get();
@@ -486,15 +487,14 @@ absl::StatusOr<EvalResult> RunReplacement(const TrainConfig& config, const Launc
     return absl::FailedPreconditionError(
         "a replacement cannot join a --zero run: the lost rank's optimizer shard is gone (docs/elastic.md)");
   }
-  DDP_ASSIGN_OR_RETURN(auto test, LoadFashionMnist(config.data_dir, Split::kTest));
-  DDP_RETURN_IF_ERROR(CheckDataFitsModel(config, *test, "test"));
+  DDP_ASSIGN_OR_RETURN(auto test, LoadDataSplit(config, Split::kTest));
   DDP_ASSIGN_OR_RETURN(const Device device, TrainingDevice(config, launch));
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, BuildModel(config, device));
-  DDP_ASSIGN_OR_RETURN(auto train_set, LoadFashionMnist(config.data_dir, Split::kTrain));
-  DDP_RETURN_IF_ERROR(CheckDataFitsModel(config, *train_set, "training"));
-  std::shared_ptr<const Dataset> train = std::move(train_set);
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<ImageDataset> train_set, LoadDataSplit(config, Split::kTrain));
+  std::shared_ptr<const Dataset> train = train_set;
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, MakeOptimizer(config, model->Parameters()));
   TrainState state{config, *model, nullptr, *optimizer, /*rank=*/-1, /*world_size=*/0};
+  state.train_images = train_set.get();
   state.device = device;
   state.fault = FaultInjection{config.fault_inject_step, config.fault_inject_rank, config.fault_inject_point,
                                config.uneven_drop_batches, launch.restart_count};
@@ -560,13 +560,11 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   const bool writes_trace = group != nullptr && config.mode != "dp" && !config.eval_only;
   DDP_RETURN_IF_ERROR(RunOnRankZero(group, [&] { return ProbeRankZeroOutputs(config, writes_trace); }));
 
-  DDP_ASSIGN_OR_RETURN(auto test, LoadFashionMnist(config.data_dir, Split::kTest));
-  DDP_RETURN_IF_ERROR(CheckDataFitsModel(config, *test, "test"));
+  DDP_ASSIGN_OR_RETURN(auto test, LoadDataSplit(config, Split::kTest));
   DDP_ASSIGN_OR_RETURN(const Device device, TrainingDevice(config, launch));
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, BuildModel(config, device));
   if (config.eval_only) return EvaluateOnly(config, *model, *test, group);
-  DDP_ASSIGN_OR_RETURN(auto train, LoadFashionMnist(config.data_dir, Split::kTrain));
-  DDP_RETURN_IF_ERROR(CheckDataFitsModel(config, *train, "training"));
+  DDP_ASSIGN_OR_RETURN(auto train, LoadDataSplit(config, Split::kTrain));
   return Train(config, launch, std::move(model), device, dist.get(), std::move(train), *test);
 }
 
