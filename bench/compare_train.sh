@@ -7,6 +7,9 @@
 #   MODELS="cnn" ROUNDS=5 bash bench/compare_train.sh
 #   MODELS=resnet18 bash bench/compare_train.sh  # resnet18: RESNET_STEPS (6) timed steps after 2 warm-up
 #                                                # steps (a step takes ~2 s), instead of STEPS after 20
+#   DATASET=cifar10 MODELS=resnet18 bash bench/compare_train.sh
+#       # CIFAR-10's shapes (3x32x32): batches from DATA_DIR, else from a synthetic folder in the binary
+#       # version's layout that tools/synthetic_cifar10.py writes (speed does not depend on the pixels)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/pytorch_env.sh
@@ -15,15 +18,24 @@ bazel build //bench:train_throughput 2>&1 | grep -vE '^[0-9.]+: src/main/tools/l
 MODELS=${MODELS:-"mlp cnn"}
 ROUNDS=${ROUNDS:-3}
 BATCH=${BATCH:-64}
+DATASET=${DATASET:-fashion_mnist}
+data_flags=()
+if [[ $DATASET == cifar10 ]]; then
+  if [[ -z ${DATA_DIR:-} ]]; then
+    DATA_DIR=$(mktemp -d)
+    python3 tools/synthetic_cifar10.py "$DATA_DIR" 5000 1000
+  fi
+  data_flags=(--dataset=cifar10 --data_dir="$DATA_DIR")
+fi
 out=$(mktemp)
 for model in $MODELS; do
   steps=${STEPS:-200} warmup=20
   [[ $model == resnet18 ]] && steps=${RESNET_STEPS:-6} warmup=2
   for round in $(seq "$ROUNDS"); do
     taskset -c 0 bazel-bin/bench/train_throughput --model="$model" --batch_size="$BATCH" --steps="$steps" \
-      --warmup="$warmup" --threads=1 | tee -a "$out"
+      --warmup="$warmup" --threads=1 "${data_flags[@]}" | tee -a "$out"
     taskset -c 0 "$TORCH_PY" bench/pytorch_reference.py --model="$model" --batch_size="$BATCH" \
-      --steps="$steps" --warmup="$warmup" --threads=1 | tee -a "$out"
+      --steps="$steps" --warmup="$warmup" --threads=1 "${data_flags[@]}" | tee -a "$out"
   done
 done
 /usr/bin/python3 - "$out" <<'PY'

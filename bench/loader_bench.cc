@@ -1,27 +1,34 @@
 // DataLoader benchmark against its performance targets, one JSON object on stdout:
 //   {"loader_samples_per_s": ..., "loader_inline_samples_per_s": ..., "step_ms_premade": ...,
 //    "step_ms_loader": ..., "loader_step_ratio": ...}
-//   * loader_samples_per_s: Fashion-MNIST, shuffled, batches of --batch_size through one worker thread,
+//   * loader_samples_per_s: --dataset (Fashion-MNIST by default), shuffled, batches of --batch_size through
+//   one worker thread,
 //     drained as fast as possible (target >= 50,000); "inline" is the same with num_workers = 0.
 //   * step_ms_*: a cnn training step (forward, backward, SGD; --threads kernel threads) fed by the loader
 //     (one worker) or by the same batches made beforehand, the two alternating step by step so that load
 //     from other processes falls on both alike; the ratio's target is <= 1.05. Each figure (and the
 //     ratio) is the best of --repeats runs of --steps steps per variant.
 //
+// --random_crop_padding and --random_flip draw train/train's crops and flips in the loader.
+//
 //   bazel run //bench:loader_bench -- --steps=200 --repeats=3
+//   bazel-bin/bench/loader_bench --dataset=cifar10 --data_dir=DIR --random_crop_padding=4 --random_flip
 #include <cstdio>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/time/clock.h"
 #include "data/data_loader.h"
-#include "data/fashion_mnist.h"
+#include "data/image_dataset_catalog.h"
 #include "nn/models.h"
 #include "nn/sgd.h"
 #include "tensor/ops.h"
 #include "tensor/threads.h"
 
-ABSL_FLAG(std::string, data_dir, ddp::kDefaultFashionMnistDir, "Fashion-MNIST folder");
+ABSL_FLAG(std::string, dataset, "fashion_mnist", "fashion_mnist | mnist | cifar10 | cifar100");
+ABSL_FLAG(std::string, data_dir, "", "the data set's folder (\"\": Fashion-MNIST's Debian folder)");
+ABSL_FLAG(int64_t, random_crop_padding, 0, "train/train's --random_crop_padding");
+ABSL_FLAG(bool, random_flip, false, "train/train's --random_flip");
 ABSL_FLAG(int64_t, batch_size, 64, "samples per batch");
 ABSL_FLAG(int, steps, 200, "timed training steps per run");
 ABSL_FLAG(int, repeats, 3, "runs of the interleaved training comparison (the best counts)");
@@ -100,8 +107,13 @@ absl::StatusOr<StepTimes> InterleavedSteps(Trainer& trainer, DataLoader& loader,
 }
 
 int Run() {
-  auto train = LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), Split::kTrain);
+  const std::string dataset = absl::GetFlag(FLAGS_dataset);
+  auto info = FindImageDataset(dataset);
+  if (!info.ok()) return Fail(info.status());
+  auto train = LoadImageDataset(dataset, absl::GetFlag(FLAGS_data_dir), Split::kTrain);
   if (!train.ok()) return Fail(train.status());
+  (*train)->set_augmentation(
+      RandomCropFlip{absl::GetFlag(FLAGS_random_crop_padding), absl::GetFlag(FLAGS_random_flip), /*seed=*/0});
   std::shared_ptr<const Dataset> data = *train;
   auto with_worker = LoaderThroughput(data, 1);
   if (!with_worker.ok()) return Fail(with_worker.status());
@@ -110,7 +122,8 @@ int Run() {
 
   SetNumThreads(absl::GetFlag(FLAGS_threads));
   Generator generator(0);
-  auto model = MakeModel(absl::GetFlag(FLAGS_model), generator);
+  auto model =
+      MakeModel(absl::GetFlag(FLAGS_model), generator, ModelInput{info->image_shape, info->num_classes});
   if (!model.ok()) return Fail(model.status());
   SgdOptions sgd;
   sgd.lr = 0.01f;

@@ -57,7 +57,10 @@ def make_step(model, opt, x_all, y_all, batch_size, precision, world_size=1, ran
 def run(rank, args, result_queue=None):
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    model = reference_models.make_model(args.model)
+    if args.dataset == "cifar10":
+        model = reference_models.make_model(args.model, (3, 32, 32), 10)
+    else:
+        model = reference_models.make_model(args.model)
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
     use_ddp = args.world_size > 1 or args.ddp
@@ -67,7 +70,10 @@ def run(rank, args, result_queue=None):
         model = nn.parallel.DistributedDataParallel(model,
                                                     gradient_as_bucket_view=args.gradient_as_bucket_view)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    x_all, y_all = reference_data.load_split("train", args.batch_size * 64)
+    if args.dataset == "cifar10":
+        x_all, y_all = reference_data.load_cifar10(args.data_dir, "train", args.batch_size * 64)
+    else:
+        x_all, y_all = reference_data.load_split("train", args.batch_size * 64)
     if args.channels_last and x_all.dim() == 4:
         x_all = x_all.contiguous(memory_format=torch.channels_last)
     step = make_step(model, opt, x_all, y_all, args.batch_size, args.precision, args.world_size, rank)
@@ -85,7 +91,7 @@ def run(rank, args, result_queue=None):
         "samples_per_s": args.steps * args.batch_size * args.world_size / elapsed,
         "step_ms": 1000.0 * elapsed / args.steps, "peak_rss_mb": peak_mb,
         "gradient_as_bucket_view": args.gradient_as_bucket_view, "precision": args.precision,
-        "channels_last": args.channels_last,
+        "channels_last": args.channels_last, "dataset": args.dataset,
     }
     if use_ddp:
         import torch.distributed as dist
@@ -97,6 +103,9 @@ def run(rank, args, result_queue=None):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="cnn", choices=reference_models.MODELS)
+    parser.add_argument("--dataset", default="fashion_mnist", choices=("fashion_mnist", "cifar10"),
+                        help="train/train's --dataset: the models' input shape and the batches' source")
+    parser.add_argument("--data_dir", default="", help="--dataset=cifar10: the binary version's folder")
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)

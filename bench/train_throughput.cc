@@ -258,7 +258,7 @@ void PrintResult(const RunFacts& facts, const std::vector<StepTime>& timed, cons
       "\"auto_caps\": \"%s\", \"auto_predicted_step_ms\": %.3f, \"comm_hook\": \"%s\", "
       "\"sent_kib_per_step\": %.1f, \"reduce_dtype\": \"%s\", \"gradient_as_bucket_view\": %s, "
       "\"fuse_blocks\": %s, "
-      "\"precision\": \"%s\", \"memory_format\": \"%s\"}\n",
+      "\"precision\": \"%s\", \"memory_format\": \"%s\", \"dataset\": \"%s\"}\n",
       absl::GetFlag(FLAGS_model).c_str(), static_cast<long>(batch_size), steps, facts.world,
       facts.ddp ? "true" : "false", steps * samples_per_step / elapsed, 1000.0 * elapsed / steps,
       spread.p50_ms, spread.p90_ms, spread.cv, PeakRssMb(), absl::ToDoubleMilliseconds(forward) / steps,
@@ -269,7 +269,7 @@ void PrintResult(const RunFacts& facts, const std::vector<StepTime>& timed, cons
       absl::GetFlag(FLAGS_comm_hook).c_str(), comm.sent_kib, absl::GetFlag(FLAGS_reduce_dtype).c_str(),
       absl::GetFlag(FLAGS_gradient_as_bucket_view) ? "true" : "false",
       absl::GetFlag(FLAGS_fuse_blocks) ? "true" : "false", absl::GetFlag(FLAGS_precision).c_str(),
-      facts.memory_format.c_str());
+      facts.memory_format.c_str(), absl::GetFlag(FLAGS_dataset).c_str());
 }
 
 // --step_times_out: each timed step's milliseconds, to the path with "%r" replaced by the rank.

@@ -119,6 +119,28 @@ run_case init_from_truncated 20 fail 'trunc.safetensors' -- "$TRAIN" "${QUICK[@]
 run_case init_from_other_model 30 fail 'fc|conv|shape|missing|unexpected' -- "$TRAIN" --model=cnn --epochs=1 \
   --max_steps=2 --init_from="$WORK/mlp.safetensors"
 
+echo "== CIFAR folders"
+python3 tools/synthetic_cifar10.py "$WORK/cifar" 500 100 >/dev/null
+mkdir -p "$WORK/cifar_trunc" "$WORK/cifar_labels" "$WORK/cifar_python"
+cp "$WORK"/cifar/*.bin "$WORK/cifar_trunc/" && truncate -s 100000 "$WORK/cifar_trunc/data_batch_2.bin"
+cp "$WORK"/cifar/*.bin "$WORK/cifar_labels/" && head -c $((3073 * 20)) /dev/urandom >"$WORK/cifar_labels/test_batch.bin"
+for f in data_batch_1 data_batch_2 data_batch_3 data_batch_4 data_batch_5 test_batch batches.meta; do
+  head -c 1000 /dev/urandom >"$WORK/cifar_python/$f"  # the pickled Python version's names
+done
+CIFAR=(--dataset=cifar10 --model=mlp --epochs=1 --max_steps=3)
+run_case cifar_no_data_dir 20 fail 'dataset=cifar10 has no default folder: pass --data_dir' -- "$TRAIN" "${CIFAR[@]}"
+run_case cifar_fashion_dir 20 fail 'test_batch.bin: no such file' -- "$TRAIN" "${CIFAR[@]}" \
+  --data_dir=/usr/share/datasets/fashion-mnist
+run_case cifar_python_version 20 fail 'test_batch.bin: no such file.*binary version' -- "$TRAIN" "${CIFAR[@]}" \
+  --data_dir="$WORK/cifar_python"
+run_case cifar_truncated 20 fail 'data_batch_2.bin: 100000 bytes' -- "$TRAIN" "${CIFAR[@]}" --data_dir="$WORK/cifar_trunc"
+run_case cifar_bad_labels 20 fail 'test_batch.bin: label [0-9]+ of record' -- "$TRAIN" "${CIFAR[@]}" \
+  --data_dir="$WORK/cifar_labels"
+run_case cifar_fashion_weights 30 fail 'fc1.weight' -- "$TRAIN" "${CIFAR[@]}" --data_dir="$WORK/cifar" \
+  --init_from="$WORK/mlp.safetensors"
+run_case crop_padding_huge 20 fail 'random_crop_padding' -- "$TRAIN" "${CIFAR[@]}" --data_dir="$WORK/cifar" \
+  --random_crop_padding=1000
+
 echo "== outputs"
 run_case save_dev_null 30 fail '/dev/null' -- "$TRAIN" "${QUICK[@]}" --save=/dev/null
 [[ -c /dev/null ]] || { mark_lost save_dev_null "/dev/null is no longer a character device"; rm -f /dev/null; mknod -m 666 /dev/null c 1 3; }

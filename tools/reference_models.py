@@ -21,13 +21,13 @@ MODELS = ("mlp", "cnn", "cnn_bn", "resnet18")
 
 
 class Mlp(nn.Module):
-    """784 -> 512 -> 256 -> 10 with ReLUs (nn/models.cc "mlp")."""
+    """C*H*W (784) -> 512 -> 256 -> classes (10) with ReLUs (nn/models.cc "mlp")."""
 
-    def __init__(self):
+    def __init__(self, image_shape=(1, 28, 28), num_classes=10):
         super().__init__()
-        self.fc1 = nn.Linear(784, 512)
+        self.fc1 = nn.Linear(image_shape[0] * image_shape[1] * image_shape[2], 512)
         self.fc2 = nn.Linear(512, 256)
-        self.fc3 = nn.Linear(256, 10)
+        self.fc3 = nn.Linear(256, num_classes)
 
     def forward(self, x):
         x = torch.flatten(x, 1)
@@ -38,17 +38,17 @@ class Mlp(nn.Module):
 
 class Cnn(nn.Module):
     """Two 3x3 convolutions (32 and 64 channels, padding 1), each followed by ReLU and 2x2 max pooling,
-    then 3136 -> 128 -> 10 (nn/models.cc "cnn"); with batch_norm, a BatchNorm2d after each convolution
-    ("cnn_bn")."""
+    then 64*(H/4)*(W/4) (3136) -> 128 -> classes (10) (nn/models.cc "cnn"); with batch_norm, a BatchNorm2d
+    after each convolution ("cnn_bn")."""
 
-    def __init__(self, batch_norm=False):
+    def __init__(self, batch_norm=False, image_shape=(1, 28, 28), num_classes=10):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
+        self.conv1 = nn.Conv2d(image_shape[0], 32, 3, padding=1)
         self.bn1 = nn.BatchNorm2d(32) if batch_norm else None
         self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
         self.bn2 = nn.BatchNorm2d(64) if batch_norm else None
-        self.fc1 = nn.Linear(64 * 7 * 7, 128)
-        self.fc2 = nn.Linear(128, 10)
+        self.fc1 = nn.Linear(64 * (image_shape[1] // 4) * (image_shape[2] // 4), 128)
+        self.fc2 = nn.Linear(128, num_classes)
 
     def forward(self, x):
         x = self.conv1(x)
@@ -117,14 +117,16 @@ class ResNet18(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-def make_model(name):
-    """A freshly initialised model by nn/models.cc's name (one of MODELS); ValueError for another."""
+def make_model(name, image_shape=(1, 28, 28), num_classes=10):
+    """A freshly initialised model by nn/models.cc's name (one of MODELS) for images of `image_shape`
+    (channels, height, width) in `num_classes` classes, as MakeModel's ModelInput; ValueError for another
+    name."""
     if name == "mlp":
-        return Mlp()
+        return Mlp(image_shape, num_classes)
     if name == "cnn":
-        return Cnn()
+        return Cnn(False, image_shape, num_classes)
     if name == "cnn_bn":
-        return Cnn(batch_norm=True)
+        return Cnn(True, image_shape, num_classes)
     if name == "resnet18":
-        return ResNet18()
+        return ResNet18(image_shape[0], num_classes)
     raise ValueError("unknown model %r (expected one of %s)" % (name, ", ".join(MODELS)))
