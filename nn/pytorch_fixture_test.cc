@@ -233,11 +233,12 @@ void CheckGradient(const std::string& name, const Tensor& grad, const Fixture& f
   ExpectClose(Sum(grad, {1}), f.at("grad_sum1." + name), "grad_sum1." + name);
 }
 
-void CheckModel(const std::string& name) {
-  SCOPED_TRACE(name);
-  const Fixture f = LoadFixture("model_" + name + ".safetensors");
+// Model `name` built for `input` against tools/gen_fixtures.py's model_<tag><name>.safetensors.
+void CheckModel(const std::string& name, const ModelInput& input = {}, const std::string& tag = "") {
+  SCOPED_TRACE(tag + name);
+  const Fixture f = LoadFixture("model_" + tag + name + ".safetensors");
   Generator g(0);
-  auto model = *MakeModel(name, g);
+  auto model = *MakeModel(name, g, input);
   const NamedTensors params = model->NamedParameters();
   for (size_t salt = 0; salt < params.size(); ++salt) {
     const auto& [pname, p] = params[salt];
@@ -265,6 +266,9 @@ void CheckModel(const std::string& name) {
 TEST(PyTorchFixtureTest, Mlp) { CheckModel("mlp"); }
 TEST(PyTorchFixtureTest, Cnn) { CheckModel("cnn"); }
 TEST(PyTorchFixtureTest, CnnBatchNorm) { CheckModel("cnn_bn"); }
+// CIFAR's input: the first layers take 3 channels (3,072 pixels), the last scores 10 or 100 classes.
+TEST(PyTorchFixtureTest, MlpOnCifar10) { CheckModel("mlp", {{3, 32, 32}, 10}, "cifar10_"); }
+TEST(PyTorchFixtureTest, CnnBatchNormOnCifar100) { CheckModel("cnn_bn", {{3, 32, 32}, 100}, "cifar100_"); }
 // PyTorch's CPU convolutions run oneDNN's direct algorithm; the engine's default runs ResNet's 3x3 stride-1
 // layers with Winograd (Note [Winograd convolutions]), whose extra rounding, amplified through 20 layers
 // of batch-statistics BatchNorm backward on a fixture-sized batch, exceeds this file's 1e-4. The direct

@@ -107,15 +107,16 @@ def grad_entries(name, grad, out):
         out["grad_sum_in." + name] = grad.sum(dim=(0, 2, 3))
 
 
-def model_fixture(name, model, out_dir):
+def model_fixture(name, model, out_dir, image_shape=(1, 28, 28), num_classes=10, tag=""):
     """input, target, state.* (small parameters), logits, loss, grad*.*; for BatchNorm models also the
-    buffers after the training forward (after.*) and eval-mode logits after it (logits_eval)."""
+    buffers after the training forward (after.*) and eval-mode logits after it (logits_eval). The model
+    takes images of `image_shape` in `num_classes` classes; the file is model_<tag><name>.safetensors."""
     with torch.no_grad():
         for salt, (pname, p) in enumerate(model.named_parameters()):
             p.copy_(fixture_weight(tuple(p.shape), salt))
     gen = torch.Generator().manual_seed(1000)
-    x = torch.rand(4, 1, 28, 28, generator=gen)
-    target = torch.randint(0, 10, (4,), generator=gen)
+    x = torch.rand(4, *image_shape, generator=gen)
+    target = torch.randint(0, num_classes, (4,), generator=gen)
     out = collections.OrderedDict()
     out["input"] = x
     out["target"] = target
@@ -137,8 +138,9 @@ def model_fixture(name, model, out_dir):
         model.eval()
         with torch.no_grad():
             out["logits_eval"] = model(x)
-    save_safetensors(os.path.join(out_dir, "model_%s.safetensors" % name), out,
-                     {"model": name, "loss": "cross_entropy(mean)", "mode": "train"})
+    save_safetensors(os.path.join(out_dir, "model_%s%s.safetensors" % (tag, name)), out,
+                     {"model": name, "loss": "cross_entropy(mean)", "mode": "train",
+                      "image_shape": "x".join(str(d) for d in image_shape), "classes": str(num_classes)})
 
 
 def layer_fixture(path, module, x, metadata, buffers_after=()):
@@ -332,6 +334,10 @@ def main():
     torch.manual_seed(0)
     for name in reference_models.MODELS:
         model_fixture(name, reference_models.make_model(name), args.out)
+    # CIFAR's input: 3 channels, 32x32, 10 or 100 classes (--dataset=cifar10 / cifar100).
+    model_fixture("mlp", reference_models.make_model("mlp", (3, 32, 32), 10), args.out, (3, 32, 32), 10, "cifar10_")
+    model_fixture("cnn_bn", reference_models.make_model("cnn_bn", (3, 32, 32), 100), args.out, (3, 32, 32), 100,
+                  "cifar100_")
     optimizer_fixtures(args.out)
     autocast_fixtures(args.out)
     total = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out)
