@@ -248,7 +248,7 @@ TEST(OutputsTest, ImagesTheModelCannotTakeFailAtStartUp) {
       << output;
   EXPECT_TRUE(Has(output,
                   "train: INVALID_ARGUMENT: the test set's images are [1, 14, 56] but --model=cnn was built "
-                  "for --dataset=fashion_mnist's [1, 28, 28] (--data_dir=" +
+                  "for --dataset=fashion_mnist's [1, 28, 28] (in " +
                       data + ")"))
       << output;
   EXPECT_FALSE(Has(output, "epoch 1")) << output;
@@ -455,13 +455,13 @@ TEST(OutputsTest, AnEmptyTrainingSetIsAnError) {
   const std::string out = FreshDir("empty_train_out");
   std::string output;
   EXPECT_EQ(RunCommand(Train() + kShort + " --save=" + out + "/w --data_dir=" + data, &output), 1) << output;
-  EXPECT_TRUE(Has(output, "train: FAILED_PRECONDITION: the training set in --data_dir=" + data +
-                              " is empty: nothing to train on"))
+  EXPECT_TRUE(Has(
+      output, "train: FAILED_PRECONDITION: the training set in " + data + " is empty: nothing to train on"))
       << output;
   EXPECT_EQ(RunCommand(Ddprun2() + Train() + kShort + " --save=" + out + "/w --data_dir=" + data, &output), 1)
       << output;
-  EXPECT_TRUE(BothRanksFailedWith(
-      output, "train: FAILED_PRECONDITION: the training set in --data_dir=" + data + " is empty"))
+  EXPECT_TRUE(
+      BothRanksFailedWith(output, "train: FAILED_PRECONDITION: the training set in " + data + " is empty"))
       << output;
   WriteIdxSplit(data, "train", 3, 28, 28);
   EXPECT_EQ(

@@ -38,15 +38,23 @@ ModelInput ModelInputFor(const TrainConfig& config) {
   return ModelInput{data->image_shape, data->num_classes};
 }
 
+std::string DataFolder(const TrainConfig& config) {
+  if (!config.data_dir.empty()) return config.data_dir;
+  const absl::StatusOr<ImageDatasetInfo> data = FindImageDataset(config.dataset);
+  DDP_CHECK(data.ok()) << data.status();
+  return data->default_dir;
+}
+
 absl::StatusOr<std::shared_ptr<ImageDataset>> LoadDataSplit(const TrainConfig& config, Split split) {
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<ImageDataset> data,
-                       LoadImageDataset(config.dataset, config.data_dir, split));
+                       LoadImageDataset(config.dataset, DataFolder(config), split));
   const Shape want = ModelInputFor(config).image_shape;
   if (data->image_shape() != want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the ", split == Split::kTrain ? "training" : "test", " set's images are ",
-        ShapeToString(data->image_shape()), " but --model=", config.model, " was built for --dataset=",
-        config.dataset, "'s ", ShapeToString(want), " (--data_dir=", config.data_dir, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("the ", split == Split::kTrain ? "training" : "test",
+                                                   " set's images are ", ShapeToString(data->image_shape()),
+                                                   " but --model=", config.model,
+                                                   " was built for --dataset=", config.dataset, "'s ",
+                                                   ShapeToString(want), " (in ", DataFolder(config), ")"));
   }
   if (split == Split::kTrain) {
     // The seed's draws are apart from the initialisation's and the sampler's, which take config.seed as is.

@@ -23,10 +23,14 @@ namespace ddp {
 // REQUIRES: ValidateConfig(config) is OK.
 ModelInput ModelInputFor(const TrainConfig& config);
 
-// `split` of config.dataset from config.data_dir (data/image_dataset_catalog.h), its images checked
+// The folder config.dataset is read from: config.data_dir, or the data set's default when that is "".
+// REQUIRES: ValidateConfig(config) is OK.
+std::string DataFolder(const TrainConfig& config);
+
+// `split` of config.dataset from DataFolder(config) (data/image_dataset_catalog.h), its images checked
 // against the model's input: a set of another shape (IDX files of another size) is InvalidArgument naming
 // the split, both shapes and the folder, e.g. "the test set's images are [1, 14, 56] but --model=cnn was
-// built for --dataset=fashion_mnist's [1, 28, 28] (--data_dir=/d)". The training split draws
+// built for --dataset=fashion_mnist's [1, 28, 28] (in /d)". The training split draws
 // --random_crop_padding / --random_flip crops and flips seeded by --seed; TrainEpoch sets their epoch.
 absl::StatusOr<std::shared_ptr<ImageDataset>> LoadDataSplit(const TrainConfig& config, Split split);
 

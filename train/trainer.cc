@@ -156,11 +156,11 @@ absl::Status CheckSomethingToTrain(const TrainConfig& config, const Dataset& tra
                                    const DataLoader& loader) {
   if (train.Size() == 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat("the training set in --data_dir=", config.data_dir, " is empty: nothing to train on"));
+        absl::StrCat("the training set in ", DataFolder(config), " is empty: nothing to train on"));
   }
   if (loader.NumBatches() < config.accumulate_steps) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the training set in --data_dir=", config.data_dir, " (", train.Size(), " samples) gives each rank ",
+        "the training set in ", DataFolder(config), " (", train.Size(), " samples) gives each rank ",
         loader.NumBatches(), " batch(es) of --batch_size=", config.batch_size, " per epoch, fewer than the ",
         config.accumulate_steps, " one optimizer step takes (--accumulate_steps): nothing to train"));
   }
@@ -174,7 +174,7 @@ absl::StatusOr<EvalResult> EvaluateOnly(const TrainConfig& config, Module& model
                                         ProcessGroup* group) {
   if (test.Size() == 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat("--eval_only: the test set in ", config.data_dir, " is empty: nothing to evaluate"));
+        absl::StrCat("--eval_only: the test set in ", DataFolder(config), " is empty: nothing to evaluate"));
   }
   // Each rank evaluates its share of the test set with the weights it loaded: a stale copy of the file on
   // one node would blend into an accuracy that is nobody's.
