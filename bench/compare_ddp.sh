@@ -24,6 +24,8 @@
 #   MODELS=cnn ROUNDS=5 bash bench/compare_ddp.sh      (MLP_STEPS / CNN_STEPS change the step counts)
 #   MODELS=resnet18 bash bench/compare_ddp.sh    (RESNET_STEPS timed steps, default 6, after 2 warm-up steps:
 #                                                 a resnet18 step takes ~2 s; 11 runs per round)
+#   DATASET=cifar10 MODELS=resnet18 bash bench/compare_ddp.sh   (CIFAR-10's shapes, as bench/compare_train.sh:
+#                                                 batches from DATA_DIR or a synthetic folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/pytorch_env.sh
@@ -31,19 +33,28 @@ bash tools/setup.sh
 bazel build //bench:train_throughput //launch:ddprun 2>&1 | grep -vE '^[0-9.]+: src/main/tools/linux-sandbox' | tail -1
 MODELS=${MODELS:-"mlp cnn"}
 ROUNDS=${ROUNDS:-3}
+DATASET=${DATASET:-fashion_mnist}
+data_flags=()
+if [[ $DATASET == cifar10 ]]; then
+  if [[ -z ${DATA_DIR:-} ]]; then
+    DATA_DIR=$(mktemp -d)
+    python3 tools/synthetic_cifar10.py "$DATA_DIR" 5000 1000
+  fi
+  data_flags=(--dataset=cifar10 --data_dir="$DATA_DIR")
+fi
 out=$(mktemp)
 # World-size-1 runs are pinned to core 0 on both sides; bench/pytorch_env.sh gives PyTorch one-thread
 # OpenMP, MKL and OpenBLAS pools everywhere (they otherwise start threads on the other core).
-ours() { taskset -c 0 bazel-bin/bench/train_throughput --steps="$STEPS" --warmup="$WARMUP" --threads=1 "$@"; }
-ours2() { bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/bench/train_throughput --steps="$STEPS" --warmup="$WARMUP" --threads=1 "$@" | sed 's/^\[rank 0\] //'; }
+ours() { taskset -c 0 bazel-bin/bench/train_throughput --steps="$STEPS" --warmup="$WARMUP" --threads=1 "${data_flags[@]}" "$@"; }
+ours2() { bazel-bin/launch/ddprun --nproc_per_node=2 --master_port=0 bazel-bin/bench/train_throughput --steps="$STEPS" --warmup="$WARMUP" --threads=1 "${data_flags[@]}" "$@" | sed 's/^\[rank 0\] //'; }
 # Two single processes at once, pinned to cores 0 and 1; prints one JSON line with their samples/s summed.
 pair() {
   local a b
   a=$(mktemp) b=$(mktemp)
   taskset -c 0 bazel-bin/bench/train_throughput --steps="$STEPS" --warmup="$WARMUP" --threads=1 --step_times_out="$a.steps" \
-    "$@" >"$a" &
+    "${data_flags[@]}" "$@" >"$a" &
   taskset -c 1 bazel-bin/bench/train_throughput --steps="$STEPS" --warmup="$WARMUP" --threads=1 --step_times_out="$b.steps" \
-    "$@" >"$b"
+    "${data_flags[@]}" "$@" >"$b"
   wait
   /usr/bin/python3 -c '
 import json, sys
@@ -58,8 +69,8 @@ print(json.dumps({"impl": "ddpengine", "model": rows[0]["model"], "world_size": 
                   "step_cv": max(r["step_cv"] for r in rows)}))' "$a" "$b"
   rm -f "$a" "$b" "$a.steps" "$b.steps"
 }
-theirs() { "$TORCH_PY" bench/pytorch_reference.py --steps="$STEPS" --warmup="$WARMUP" --threads=1 "$@"; }
-theirs1() { taskset -c 0 "$TORCH_PY" bench/pytorch_reference.py --steps="$STEPS" --warmup="$WARMUP" --threads=1 "$@"; }
+theirs() { "$TORCH_PY" bench/pytorch_reference.py --steps="$STEPS" --warmup="$WARMUP" --threads=1 "${data_flags[@]}" "$@"; }
+theirs1() { taskset -c 0 "$TORCH_PY" bench/pytorch_reference.py --steps="$STEPS" --warmup="$WARMUP" --threads=1 "${data_flags[@]}" "$@"; }
 for model in $MODELS; do
   # About 4 s of timed steps per run, so that a 3% difference is above the noise (mlp steps are ~2 ms).
   WARMUP=20

@@ -14,7 +14,8 @@
 #                                    and on the CPU (same seed: the accuracies must agree within 1 point),
 #                                    and with --precision=bf16 and fp16 on the GPU (within 0.3 points of
 #                                    the GPU's float32 run), plus gpu_bench --only=bf16 beside PyTorch's
-#                                    bf16 autocast,
+#                                    bf16 autocast, and resnet18 for one epoch on a synthetic folder of
+#                                    CIFAR-10's shapes with crops and flips (a clean run and its speed),
 #                                    writing logs and a summary into OUT_DIR. Exit status 0 only if every
 #                                    test passed.
 #
@@ -75,7 +76,8 @@ bundle() {
   mkdir -p "${BUNDLE}/fashion-mnist"
   cp "${DATA}"/*.gz "${BUNDLE}/fashion-mnist/"
   cp "${ROOT}/tools/gpu_check.sh" "${BUNDLE}/"
-  cp "${ROOT}/bench/pytorch_gpu_reference.py" "${ROOT}/tools/reference_models.py" "${BUNDLE}/"
+  cp "${ROOT}/bench/pytorch_gpu_reference.py" "${ROOT}/tools/reference_models.py" "${ROOT}/tools/synthetic_cifar10.py" \
+    "${BUNDLE}/"
   local size
   size=$(du -sb "${BUNDLE}" | cut -f1)
   echo "gpu_bundle: $(du -sh "${BUNDLE}" | cut -f1) (${size} bytes)"
@@ -171,7 +173,27 @@ train_check() {
     status=1
   fi
   precision_check "${bundle}" "${out}" "${gpu}" || status=1
+  cifar_check "${bundle}" "${out}" || status=1
   return "${status}"
+}
+
+# resnet18 on the GPU for one epoch of a synthetic CIFAR-10 folder (random pixels: a clean run of
+# --dataset=cifar10 with crops and flips, and its samples/s; no accuracy to compare).
+cifar_check() {
+  local bundle="$1" out="$2"
+  if ! command -v python3 > /dev/null; then
+    echo "train --dataset=cifar10 --model=resnet18: SKIPPED (no python3 to write the synthetic folder)" | tee -a "${out}/summary.txt"
+    return 0
+  fi
+  python3 "${bundle}/synthetic_cifar10.py" "${out}/cifar10" 10000 2000 > /dev/null
+  local start=$SECONDS
+  if ! timeout 300 "${bundle}/bin/train" --device=cuda --dataset=cifar10 --data_dir="${out}/cifar10" --model=resnet18 \
+      --epochs=1 --batch_size=128 --random_crop_padding=4 --random_flip > "${out}/train_cuda_cifar10.log" 2>&1; then
+    echo "train --dataset=cifar10 --model=resnet18 --device=cuda: FAILED (see train_cuda_cifar10.log)" | tee -a "${out}/summary.txt"
+    return 1
+  fi
+  echo "train --dataset=cifar10 --model=resnet18 --device=cuda: $((SECONDS - start)) s; $(grep -o '[0-9]* samples/s' \
+    "${out}/train_cuda_cifar10.log" | tail -1)" | tee -a "${out}/summary.txt"
 }
 
 # cnn on the GPU with --precision=bf16 and fp16 (autocast on CUDA, fp16 with its GradScaler), the same flags
