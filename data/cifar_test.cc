@@ -88,6 +88,16 @@ TEST(CifarTest, ATruncatedFileOrAnEmptyOneIsAnError) {
   EXPECT_TRUE(Has(data.status(), "test_batch.bin: 0 bytes")) << data.status();
 }
 
+TEST(CifarTest, AFifoInPlaceOfAFileIsRefusedWithoutBlocking) {
+  const std::string dir = TempPath("cifar10_fifo");
+  WriteSyntheticCifar10(dir, 5, 2, 8);
+  ASSERT_EQ(std::remove((dir + "/test_batch.bin").c_str()), 0);
+  ASSERT_EQ(::mkfifo((dir + "/test_batch.bin").c_str(), 0644), 0);
+  absl::StatusOr<std::shared_ptr<ImageDataset>> data = LoadCifar10(dir, Split::kTest);
+  ASSERT_FALSE(data.ok());
+  EXPECT_TRUE(Has(data.status(), dir + "/test_batch.bin: it is a FIFO, not a regular file")) << data.status();
+}
+
 TEST(CifarTest, ALabelOutOfRangeIsNamedWithItsRecord) {
   const std::string dir = TempPath("cifar10_label");
   WriteSyntheticCifar10(dir, 5, 2, 5);

@@ -1,20 +1,25 @@
 #include "data/fashion_mnist.h"
 
-#include <fstream>
+#include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
-#include "data/idx_reader.h"
 #include "base/check.h"
+#include "data/idx_reader.h"
 
 namespace ddp {
 namespace {
 
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;  // not opened: a FIFO there would block the open
+}
+
 // Prefers the gzip file, falls back to an uncompressed one with the same stem.
 std::string ResolvePath(const std::string& dir, const std::string& stem) {
   const std::string gz = absl::StrCat(dir, "/", stem, ".gz");
-  if (std::ifstream(gz).good()) return gz;
+  if (Exists(gz)) return gz;
   const std::string plain = absl::StrCat(dir, "/", stem);
-  if (std::ifstream(plain).good()) return plain;
+  if (Exists(plain)) return plain;
   return gz;  // the error message names the expected file
 }
 

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "io/file.h"
 
 namespace ddp {
 namespace {
@@ -15,10 +16,10 @@ constexpr int64_t kMaxElements = int64_t{1} << 32;  // far above any MNIST-like 
 
 // Reads a whole file through zlib (which passes plain files through unchanged).
 absl::StatusOr<std::vector<uint8_t>> ReadMaybeGzipped(const std::string& path) {
-  std::ifstream probe(path);
-  if (!probe.good()) {
+  if (absl::Status readable = CheckReadableFile(path); !readable.ok()) {
+    if (!absl::IsNotFound(readable)) return readable;
     return absl::NotFoundError(absl::StrCat(
-        path, ": ", std::strerror(errno),
+        path, ": ", std::strerror(ENOENT),
         " (Fashion-MNIST comes from the Debian package dataset-fashion-mnist; tools/setup.sh installs it)"));
   }
   gzFile file = gzopen(path.c_str(), "rb");

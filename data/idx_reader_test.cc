@@ -1,6 +1,7 @@
 #include "data/idx_reader.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <cmath>
@@ -89,6 +90,19 @@ TEST(IdxReaderTest, MissingFileNamesThePackage) {
   auto missing = ReadIdxFile("/nonexistent/train-images-idx3-ubyte.gz");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("dataset-fashion-mnist"), std::string::npos);
+}
+
+// A FIFO (nobody writes it) or a device in place of a file is refused by name instead of blocking the
+// read or reading forever.
+TEST(IdxReaderTest, WhatIsNotARegularFileIsRefused) {
+  const std::string fifo = TempDir() + "/idx_fifo";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  auto from_fifo = ReadIdxFile(fifo);
+  ASSERT_FALSE(from_fifo.ok());
+  EXPECT_EQ(from_fifo.status().message(), "cannot read " + fifo + ": it is a FIFO, not a regular file");
+  EXPECT_EQ(ReadIdxFile("/dev/zero").status().message(),
+            "cannot read /dev/zero: it is a character device, not a regular file");
 }
 
 TEST(FashionMnistTest, MismatchedCountsAndBadLabelsAreNamed) {

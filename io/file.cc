@@ -49,6 +49,13 @@ std::string FileKind(mode_t mode) {
   return "a regular file";
 }
 
+// OK for a regular file's mode; else the FailedPrecondition CheckReadableFile documents.
+absl::Status NotRegularFileError(const std::string& path, mode_t mode) {
+  if (S_ISREG(mode)) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("cannot read ", path, ": it is ", FileKind(mode), ", not a regular file"));
+}
+
 // WriteFileDurably into a file created new at `path`: an existing file (or link, FIFO, ...) of that name
 // is removed first, and O_EXCL | O_NOFOLLOW make sure the bytes land in the new file and nowhere else.
 absl::Status WriteNewFileDurably(const std::string& path, absl::string_view bytes) {
@@ -70,9 +77,24 @@ absl::Status FileError(absl::string_view what, absl::string_view path, int error
   return absl::ErrnoToStatus(error, absl::StrCat("cannot ", what, " ", path));  // appends ": <strerror>"
 }
 
+absl::Status CheckReadableFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return FileError("open", path, errno);
+  return NotRegularFileError(path, st.st_mode);
+}
+
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO that no program writes returns at once, and fstat then refuses it. Reads
+  // of a regular file ignore the flag.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return FileError("open", path, errno);
+  struct stat st;
+  absl::Status kind =
+      ::fstat(fd, &st) == 0 ? NotRegularFileError(path, st.st_mode) : FileError("stat", path, errno);
+  if (!kind.ok()) {
+    ::close(fd);
+    return kind;
+  }
   std::string out;
   char buffer[1 << 16];
   for (;;) {

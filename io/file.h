@@ -29,7 +29,15 @@ namespace ddp {
 // "cannot <what> <path>: <strerror(error)>" with the code absl::ErrnoToStatusCode(error).
 absl::Status FileError(absl::string_view what, absl::string_view path, int error);
 
-// Reads the whole file at `path`. NotFound when it does not exist.
+// OK when `path` (through symbolic links) is a regular file, the only kind of input a reader here takes
+// whole: a FIFO would block it until some other program writes, and a device such as /dev/zero may never
+// end. Errors: the lookup's errno error (NotFound when missing: "cannot open <path>: No such file or
+// directory"), or FailedPrecondition naming what it is instead:
+//   "cannot read /dev/zero: it is a character device, not a regular file"
+absl::Status CheckReadableFile(const std::string& path);
+
+// Reads the whole file at `path`. Errors: CheckReadableFile's (checked on the opened file, which a FIFO
+// without a writer does not block), or a failed read's.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
 // Writes `bytes` to `path` (created, or truncated when it exists) and fsyncs it. Not atomic: a failure

@@ -117,6 +117,28 @@ TEST(FileTest, WriteAtomicallyWritesThroughSymbolicLinks) {
   EXPECT_EQ(loop.message(), "cannot resolve " + dir + "/loop_a: Too many levels of symbolic links");
 }
 
+// A reader takes regular files only, through links: a FIFO nobody writes is refused at once instead of
+// blocking the read forever, and a device such as /dev/zero instead of growing without end.
+TEST(FileTest, ReadFileRefusesWhatIsNotARegularFile) {
+  const std::string dir = FreshDir("read_special");
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0644), 0);
+  absl::StatusOr<std::string> bytes = ReadFile(dir + "/fifo");
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(bytes.status())) << bytes.status();
+  EXPECT_EQ(bytes.status().message(), "cannot read " + dir + "/fifo: it is a FIFO, not a regular file");
+  EXPECT_EQ(CheckReadableFile(dir + "/fifo").message(), bytes.status().message());
+  EXPECT_EQ(ReadFile("/dev/zero").status().message(),
+            "cannot read /dev/zero: it is a character device, not a regular file");
+  EXPECT_EQ(ReadFile(dir).status().message(),
+            "cannot read " + dir + ": it is a directory, not a regular file");
+  EXPECT_TRUE(absl::IsNotFound(ReadFile(dir + "/missing").status()));
+  EXPECT_TRUE(absl::IsNotFound(CheckReadableFile(dir + "/missing")));
+  ASSERT_TRUE(WriteFileAtomically(dir + "/data", "abc").ok());
+  fs::create_symlink("data", dir + "/to_data");
+  EXPECT_TRUE(CheckReadableFile(dir + "/to_data").ok());
+  EXPECT_EQ(Contents(dir + "/to_data"), "abc");
+}
+
 // What is not a regular file (a FIFO, a socket, a directory, and through a link) is refused by name and
 // left as it was: renaming over it would replace it with a regular file.
 TEST(FileTest, WriteAtomicallyRefusesWhatIsNotARegularFile) {

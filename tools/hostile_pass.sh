@@ -110,6 +110,11 @@ run_case data_truncated 30 fail 'train-images' -- "$TRAIN" "${QUICK[@]}" --data_
 run_case data_bad_labels 30 fail 'train-labels' -- "$TRAIN" "${QUICK[@]}" --data_dir="$WORK/data_bad"
 run_case data_empty_train 30 fail 'empty|no training|0 samples|no samples' -- "$TRAIN" "${QUICK[@]}" \
   --data_dir="$WORK/data_empty"
+mkdir -p "$WORK/data_fifo" && cp /usr/share/datasets/fashion-mnist/* "$WORK/data_fifo/"
+rm "$WORK/data_fifo/t10k-images-idx3-ubyte.gz" && mkfifo "$WORK/data_fifo/t10k-images-idx3-ubyte.gz"
+run_case data_fifo 20 fail 't10k-images-idx3-ubyte.gz: it is a FIFO' -- "$TRAIN" "${QUICK[@]}" --data_dir="$WORK/data_fifo"
+run_case init_from_fifo 20 fail 'it is a FIFO' -- "$TRAIN" "${QUICK[@]}" \
+  --init_from="$WORK/data_fifo/t10k-images-idx3-ubyte.gz"
 head -c 5000 /dev/urandom >"$WORK/garbage.safetensors"
 run_case init_from_missing 20 fail 'nope.safetensors' -- "$TRAIN" "${QUICK[@]}" --init_from="$WORK/nope.safetensors"
 run_case init_from_garbage 20 fail 'garbage.safetensors' -- "$TRAIN" "${QUICK[@]}" --init_from="$WORK/garbage.safetensors"
