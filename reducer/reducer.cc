@@ -317,7 +317,8 @@ void Reducer::MarkReady(size_t index, Contribution contribution) {
   if (reduces_) CopyIntoSlot(index, contribution);
   if (observed()) {
     const bool used = contribution == Contribution::kGradient;
-    Notify(&ReducerObserver::OnGradientReady, GradientReadyEvent{index, names_[index], used, absl::Now()});
+    Notify(&ReducerObserver::OnGradientReady,
+           GradientReadyEvent{index, names_[index], params_[index].numel(), used, absl::Now()});
   }
   if (--iteration_.pending[slots_[index].bucket] == 0) LaunchReadyBuckets();
 }

@@ -26,6 +26,7 @@ namespace ddp {
 struct GradientReadyEvent {
   size_t param = 0;        // index into the Reducer's parameters (registration order)
   absl::string_view name;  // its dotted name; valid only during the call
+  int64_t numel = 0;       // its element count
   bool used = true;        // false: unused this pass, zeros were written
   absl::Time at;           // when it became ready
 };

@@ -39,7 +39,9 @@ void TraceRecorder::Instant(const std::string& name, int track, absl::Time at, c
 }
 
 void TraceRecorder::OnGradientReady(const GradientReadyEvent& event) {
-  Instant(absl::StrCat("grad ready: ", event.name), kComputeTrack, event.at);
+  // The size lets ddp_sim profile a trace of any model input (a data set changes the first and last layers).
+  Instant(absl::StrCat("grad ready: ", event.name), kComputeTrack, event.at,
+          absl::StrCat("\"numel\": ", event.numel));
 }
 
 void TraceRecorder::OnBucketLaunched(const BucketLaunchedEvent& event) {

@@ -1,9 +1,9 @@
 // Chrome trace events (chrome://tracing, Perfetto) of DDP iterations: forward, backward, gradient
-// ready instants, bucket launches and all-reduce spans, and the exposed part of the communication (what
-// ran after backward's compute ended, which the step waits for: the stats table's "exposed"), one
-// process per rank with four tracks: compute, communication, exposed communication, and modules (the
-// per-module forward/backward slices of ddp/module_trace.h, on the same clock). The recorder is a
-// Reducer observer (Note [Reducer observers] in reducer_observer.h).
+// ready instants (with the parameter's "numel", which ddp_sim profile reads), bucket launches and all-reduce
+// spans, and the exposed part of the communication (what ran after backward's compute ended, which the step
+// waits for: the stats table's "exposed"), one process per rank with four tracks: compute, communication,
+// exposed communication, and modules (the per-module forward/backward slices of ddp/module_trace.h, on the
+// same clock). The recorder is a Reducer observer (Note [Reducer observers] in reducer_observer.h).
 #ifndef DDP_REDUCER_TRACE_H_
 #define DDP_REDUCER_TRACE_H_
 

@@ -21,6 +21,7 @@ using nlohmann::json;
 struct RankEvents {
   std::vector<std::pair<double, double>> forward, backward, comm;  // (start, end)
   std::vector<std::pair<double, std::string>> ready;               // (at, parameter name)
+  std::map<std::string, int64_t> numel;  // each parameter's size, where its grad-ready events give one
 };
 
 absl::StatusOr<RankEvents> CollectEvents(absl::string_view text, int rank) {
@@ -36,7 +37,13 @@ absl::StatusOr<RankEvents> CollectEvents(absl::string_view text, int rank) {
     if (name == "forward") events.forward.emplace_back(ts, end);
     if (name == "backward") events.backward.emplace_back(ts, end);
     if (absl::StartsWith(name, "bucket ")) events.comm.emplace_back(ts, end);
-    if (absl::StartsWith(name, "grad ready: ")) events.ready.emplace_back(ts, name.substr(12));
+    if (absl::StartsWith(name, "grad ready: ")) {
+      events.ready.emplace_back(ts, name.substr(12));
+      const json* args = e.contains("args") && e["args"].is_object() ? &e["args"] : nullptr;
+      if (args != nullptr && args->contains("numel") && (*args)["numel"].is_number_integer()) {
+        events.numel.emplace(name.substr(12), (*args)["numel"].get<int64_t>());
+      }
+    }
   }
   for (auto* v : {&events.forward, &events.backward, &events.comm}) std::sort(v->begin(), v->end());
   std::stable_sort(events.ready.begin(), events.ready.end(),
@@ -227,7 +234,9 @@ absl::StatusOr<ComputeProfile> ProfileFromTrace(absl::string_view trace_json,
   for (size_t i = 0; i < params.size(); ++i) {
     const double ready =
         sums.ready_count[i] > 0 ? sums.ready[i] / sums.ready_count[i] * us : profile.backward_s;
-    profile.params.push_back(ParameterTiming{params[i].name, params[i].numel, ready});
+    const auto traced = events->numel.find(params[i].name);
+    const int64_t numel = traced != events->numel.end() ? traced->second : params[i].numel;
+    profile.params.push_back(ParameterTiming{params[i].name, numel, ready});
   }
   profile.ready_order = FirstReadyOrder(*events, index);
   return profile;

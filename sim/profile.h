@@ -55,8 +55,10 @@ struct TraceProfileOptions {
 absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseIterationRanges(absl::string_view text);
 
 // The compute profile of `params` (registration order) from the Chrome trace text `trace_json` (Note
-// [Profile from a trace]). Errors (kInvalidArgument) when the text is not a trace, has no iteration of
-// `options.rank` after the skipped ones, or names a parameter that `params` lacks.
+// [Profile from a trace]). A parameter's size is the one its grad-ready events carry (reducer/trace.h
+// writes "numel", so a trace of a model built for another data set's images or classes profiles with that
+// model's sizes), else params[i].numel. Errors (kInvalidArgument) when the text is not a trace, has no
+// iteration of `options.rank` after the skipped ones, or names a parameter that `params` lacks.
 absl::StatusOr<ComputeProfile> ProfileFromTrace(absl::string_view trace_json,
                                                 const std::vector<ParameterShape>& params,
                                                 const TraceProfileOptions& options);
