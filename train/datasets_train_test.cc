@@ -1,7 +1,7 @@
 // train/train on the data sets --dataset names beside Fashion-MNIST, as a process: CIFAR-10 needs its
 // folder; two ranks learn a synthetic CIFAR-10 with random crops and flips; the crops and flips do not
-// depend on the loader's workers and a resumed run draws what the whole run drew, bit for bit; CIFAR-100's
-// models score 100 classes.
+// depend on the loader's workers and a resumed run draws what the whole run drew, bit for bit; a checkpoint
+// does not resume on another data set; CIFAR-100's models score 100 classes.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -99,6 +99,28 @@ TEST(DatasetsTrainTest, CropsAndFlipsDoNotDependOnWorkersOrAResume) {
   ASSERT_EQ(RunShell(run + " --random_flip --save=" + dir + "/no_crop", &output), 0) << output;
   EXPECT_FALSE(SameBytes(dir + "/whole", dir + "/no_flip"));
   EXPECT_FALSE(SameBytes(dir + "/whole", dir + "/no_crop"));
+}
+
+// Note [Data record]: a checkpoint of Fashion-MNIST does not resume on MNIST (same shapes: it would train on
+// without a word); other crops and flips resume, with a note.
+TEST(DatasetsTrainTest, AResumeOnAnotherDataSetIsRefusedBeforeLoading) {
+  const std::string dir = FreshDir("resume_other_data");
+  const std::string fashion = "/usr/share/datasets/fashion-mnist";
+  const std::string run =
+      absl::StrCat(Train(), " --model=mlp --epochs=1 --batch_size=256 --checkpoint_dir=", dir);
+  std::string output;
+  ASSERT_EQ(RunShell(run + " --max_steps=4 --checkpoint_every=4", &output), 0) << output;
+  EXPECT_EQ(RunShell(run + " --max_steps=8 --resume --dataset=mnist --data_dir=" + fashion, &output), 1)
+      << output;
+  EXPECT_TRUE(Has(output, "--resume: the checkpoint in " + dir +
+                              "/step-4 trained on --dataset=fashion_mnist, not "
+                              "mnist"))
+      << output;
+  ASSERT_EQ(RunShell(run + " --max_steps=8 --resume --random_flip", &output), 0) << output;
+  EXPECT_TRUE(Has(output,
+                  "--resume: the checkpoint's steps drew no crops or flips, this run draws --random_flip: "
+                  "the run continues, not bit for bit"))
+      << output;
 }
 
 TEST(DatasetsTrainTest, Cifar100ModelsScoreAHundredClasses) {

@@ -23,6 +23,7 @@
 #include "train/auto_bucket_caps.h"
 #include "train/auto_bucket_caps_record.h"
 #include "train/autocast_record.h"
+#include "train/data_record.h"
 #include "train/finite_checks.h"
 #include "train/graceful_stop.h"
 #include "train/progress.h"
@@ -122,6 +123,7 @@ absl::Status MaybeCheckpoint(const TrainState& state, const DistributedSampler* 
   }
   if (state.scaler != nullptr) checkpoint.extra_state[kGradScalerStateName] = state.scaler->StateText();
   checkpoint.extra_state[kAutocastStateName] = EncodeAutocastRecord(CurrentAutocastRecord(config));
+  checkpoint.extra_state[kDataStateName] = EncodeDataRecord(CurrentDataRecord(config));
   if (state.auto_caps != nullptr) {
     if (const std::optional<AutoBucketCapsRecord> record = state.auto_caps->Record(); record.has_value()) {
       DDP_ASSIGN_OR_RETURN(checkpoint.extra_state[kAutoBucketCapsStateName], EncodeAutoBucketCapsRecord(*record));

@@ -35,6 +35,7 @@
 #include "train/auto_bucket_caps.h"
 #include "train/auto_bucket_caps_record.h"
 #include "train/autocast_record.h"
+#include "train/data_record.h"
 #include "train/elastic_loop.h"
 #include "train/epoch_report.h"
 #include "train/fault_injection.h"
@@ -263,7 +264,12 @@ absl::Status CheckSameResumePoint(const TrainConfig& config, const absl::StatusO
 absl::StatusOr<int> ResumeFromNewest(const TrainConfig& config, TrainState& state) {
   absl::StatusOr<FoundCheckpoint> found = FindNewestCheckpoint(config.checkpoint_dir);
   absl::Status applied = found.status();
+  std::string data_note;  // Note [Data record]: another data set is refused before anything is loaded
   if (found.ok()) {
+    applied = CheckResumeData(ExtraState(found->checkpoint, kDataStateName), found->checkpoint.source, config,
+                              &data_note);
+  }
+  if (found.ok() && applied.ok()) {
     applied = ApplyCheckpoint(found->checkpoint, CheckpointTargets{&state.model, &state.optimizer, nullptr});
   }
   if (state.group != nullptr) DDP_RETURN_IF_ERROR(CheckSameResumePoint(config, found, applied, state));
@@ -301,6 +307,7 @@ absl::StatusOr<int> ResumeFromNewest(const TrainConfig& config, TrainState& stat
     std::fprintf(stderr, "resuming from %s: step %lld, epoch %d, %lld samples of the epoch consumed\n",
                  checkpoint.source.c_str(), static_cast<long long>(checkpoint.step), epoch,
                  static_cast<long long>(checkpoint.sampler.consumed));
+    if (!data_note.empty()) std::fprintf(stderr, "%s\n", data_note.c_str());
   }
   // The bf16 kernel the checkpoint's steps ran, kept where it can be (Note [Autocast record]).
   DDP_RETURN_IF_ERROR(ApplyAutocastRecord(ExtraState(checkpoint, kAutocastStateName), checkpoint.source,
