@@ -160,6 +160,9 @@ run_case metrics_dev_full 30 fail '/dev/full' -- "$TRAIN" "${QUICK[@]}" --metric
 mkdir -p "$WORK/ckpt"
 "$TRAIN" "${QUICK[@]}" --max_steps=4 --checkpoint_dir="$WORK/ckpt" --checkpoint_every=2 >/dev/null 2>&1
 cp -a "$WORK/ckpt" "$WORK/ckpt_copy"
+run_case resume_other_dataset 30 fail 'trained on --dataset=fashion_mnist, not mnist' -- "$TRAIN" "${QUICK[@]}" \
+  --max_steps=6 --checkpoint_dir="$WORK/ckpt" --resume --dataset=mnist --data_dir=/usr/share/datasets/fashion-mnist
+diff -r "$WORK/ckpt" "$WORK/ckpt_copy" >/dev/null || mark_lost resume_other_dataset "checkpoints changed"
 run_case checkpoint_overwrite 30 fail 'overwrite' -- "$TRAIN" "${QUICK[@]}" --max_steps=4 \
   --checkpoint_dir="$WORK/ckpt" --checkpoint_every=2
 diff -r "$WORK/ckpt" "$WORK/ckpt_copy" >/dev/null || mark_lost checkpoint_overwrite "checkpoints changed"
