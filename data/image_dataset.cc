@@ -1,8 +1,10 @@
 #include "data/image_dataset.h"
 
+#include <cstring>
 #include <utility>
 
 #include "base/check.h"
+#include "base/fnv1a.h"
 #include "tensor/ops.h"
 
 namespace ddp {
@@ -71,6 +73,24 @@ absl::StatusOr<Example> ImageDataset::GetBatch(const std::vector<int64_t>& indic
     y[i] = labels[indices[i]];
   }
   return Example{std::move(input), std::move(target)};
+}
+
+uint64_t ImageDataset::Fingerprint() const {
+  // FNV-1a's step over 8-byte words (eight times fewer multiplications than over bytes): each step is a
+  // bijection of the running value for a given word, so two inputs that differ in one word always differ.
+  constexpr uint64_t kPrime = 0x100000001b3ull;
+  const auto words = [](const uint8_t* data, size_t size, uint64_t hash) {
+    size_t i = 0;
+    for (; i + 8 <= size; i += 8) {
+      uint64_t word;
+      std::memcpy(&word, data + i, 8);
+      hash = (hash ^ word) * kPrime;
+    }
+    return Fnv1a64(data + i, size - i, hash);
+  };
+  uint64_t hash = Fnv1a64(image_shape_.data(), image_shape_.size() * sizeof(int64_t));
+  hash = words(static_cast<const uint8_t*>(labels_.raw_data()), static_cast<size_t>(labels_.nbytes()), hash);
+  return words(pixels_.data(), pixels_.size(), hash);
 }
 
 int64_t ImageDataset::held_bytes() const { return static_cast<int64_t>(pixels_.size()) + labels_.nbytes(); }

@@ -42,6 +42,10 @@ class ImageDataset : public Dataset {
   const Shape& image_shape() const { return image_shape_; }
   // The memory the dataset holds: its pixels and labels.
   int64_t held_bytes() const;
+  // A checksum of the image shape, the labels and the pixels (not the normalisation or augmentation):
+  // equal data give equal fingerprints, and any one changed pixel or label changes it. Reads every byte
+  // (about 40 ms for CIFAR-10's training set); pure.
+  uint64_t Fingerprint() const;
 
   // Randomly crop and flip every example drawn from now on (options.enabled() false: none).
   // REQUIRES: no other thread uses the dataset yet.

@@ -89,6 +89,25 @@ TEST(ImageDatasetTest, AugmentedRowsAreTheDrawnCropAndFlipOfTheirIndexAndEpoch) 
   }
 }
 
+// The fingerprint sees every pixel and label and the shape, and nothing else (not the normalisation).
+TEST(ImageDatasetTest, TheFingerprintChangesWithAnyPixelOrLabel) {
+  std::vector<uint8_t> pixels(3 * 25);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i * 7);
+  const Tensor labels = FromVector(std::vector<int64_t>{1, 2, 3}, {3});
+  const uint64_t base = ImageDataset(pixels, Shape{1, 5, 5}, labels).Fingerprint();
+  EXPECT_EQ(ImageDataset(pixels, Shape{1, 5, 5}, labels, ImageNormalization{{0.5f}, {0.1f}}).Fingerprint(),
+            base);
+  EXPECT_NE(ImageDataset(pixels, Shape{1, 25, 1}, labels).Fingerprint(), base);
+  EXPECT_NE(
+      ImageDataset(pixels, Shape{1, 5, 5}, FromVector(std::vector<int64_t>{1, 2, 4}, {3})).Fingerprint(),
+      base);
+  for (size_t at : {size_t{0}, size_t{8}, size_t{74}}) {  // a word's first byte, and the tail past the words
+    std::vector<uint8_t> changed = pixels;
+    ++changed[at];
+    EXPECT_NE(ImageDataset(changed, Shape{1, 5, 5}, labels).Fingerprint(), base) << "pixel " << at;
+  }
+}
+
 TEST(ImageDatasetTest, IndicesOutOfRangeAreErrors) {
   const ImageDataset data = ThreeImages();
   for (int64_t bad : {int64_t{-1}, int64_t{3}}) {

@@ -106,6 +106,37 @@ TEST(PerRankFlagsTest, EvalOnlyWithDifferentWeightsIsNamed) {
   EXPECT_THAT(run.out, Not(HasSubstr("final test_acc")));
 }
 
+// Each node reads its own copy of the data (--data_dir may differ per rank): a copy of the same bytes
+// trains as before, and a copy that lost its last training record is named with each rank's folder,
+// before any step.
+TEST(PerRankFlagsTest, DifferentDataOnOneRankIsNamed) {
+  const std::string dir = FreshDir("data_copies");
+  const std::string fashion = "/usr/share/datasets/fashion-mnist";
+  std::string output;
+  ASSERT_EQ(RunShell(absl::StrCat(
+                         "mkdir -p ", dir, "/same ", dir, "/short && cp ", fashion, "/*.gz ", dir,
+                         "/same/ && cp ", fashion, "/t10k* ", dir, "/short/ && cd ", dir, "/short && ",
+                         "zcat ", fashion, "/train-images-idx3-ubyte.gz | head -c $((16 + 59999 * 784)) | ",
+                         "python3 -c 'import sys; b = sys.stdin.buffer.read(); ",
+                         "sys.stdout.buffer.write(b[:4] + (59999).to_bytes(4, \"big\") + b[8:])' ",
+                         "> train-images-idx3-ubyte && zcat ", fashion, "/train-labels-idx1-ubyte.gz | ",
+                         "head -c $((8 + 59999)) | python3 -c 'import sys; b = sys.stdin.buffer.read(); ",
+                         "sys.stdout.buffer.write(b[:4] + (59999).to_bytes(4, \"big\") + b[8:])' ",
+                         "> train-labels-idx1-ubyte"),
+                     &output),
+            0)
+      << output;
+  const ProcessResult same =
+      RunWithRank1Flags(absl::StrCat(kMlp, " --max_steps=2"), "--data_dir=" + dir + "/same");
+  EXPECT_EQ(same.exit_code, 0) << same.out;
+  const ProcessResult run =
+      RunWithRank1Flags(absl::StrCat(kMlp, " --max_steps=2"), "--data_dir=" + dir + "/short");
+  ExpectNamedPromptly(run, "the ranks loaded different data: rank 0: " + fashion +
+                               " (60000 training, 10000 test images; data ");
+  EXPECT_THAT(run.out, HasSubstr("; rank 1: " + dir + "/short (59999 training, 10000 test images; data "));
+  EXPECT_THAT(run.out, Not(HasSubstr("epoch 1")));
+}
+
 // --resume where rank 1's checkpoint directory saw one step fewer (a copy made too early): the ranks
 // would train on from different weights (nothing re-broadcasts them after a resume) and different
 // sampler positions. Each rank's resume point is named; so is a rank that finds no checkpoint at all.

@@ -64,4 +64,17 @@ absl::Status CheckRanksHoldTheSame(ProcessGroup& group, absl::string_view what, 
   return absl::FailedPreconditionError(absl::StrCat(what, ": ", absl::StrJoin(parts, "; ")));
 }
 
+absl::Status CheckRanksLoadedTheSameData(ProcessGroup& group, const std::string& folder,
+                                         const ImageDataset* train, const ImageDataset& test) {
+  uint64_t fingerprint = test.Fingerprint();
+  std::string sizes = absl::StrCat(test.Size(), " test images");
+  if (train != nullptr) {
+    fingerprint = fingerprint * 0x100000001b3ull ^ train->Fingerprint();
+    sizes = absl::StrCat(train->Size(), " training, ", sizes);
+  }
+  const std::string key = FingerprintText(fingerprint);
+  return CheckRanksHoldTheSame(group, "the ranks loaded different data", key,
+                               absl::StrCat(folder, " (", sizes, "; data ", key, ")"));
+}
+
 }  // namespace ddp

@@ -1,7 +1,8 @@
-// What the ranks of train/train load must be the same on every rank: the weights --eval_only evaluates
-// (--init_from), the checkpoint --resume continues from. A stale copy of a file on one node, or a
-// checkpoint directory that one node saw fewer steps of, would otherwise blend into a wrong result
-// reported as a success (evaluation), or leave the ranks in different steps (a hang).
+// What the ranks of train/train load must be the same on every rank: the data (each node may read its own
+// copy), the weights --eval_only evaluates (--init_from), the checkpoint --resume continues from. A stale
+// copy of a file on one node, or a checkpoint directory that one node saw fewer steps of, would otherwise
+// blend into a wrong result reported as a success (evaluation), or leave the ranks in different steps (a
+// hang).
 //
 // Example:
 //   DDP_RETURN_IF_ERROR(CheckRanksHoldTheSame(group, "--eval_only: the ranks loaded different weights",
@@ -18,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "comm/process_group.h"
+#include "data/image_dataset.h"
 #include "nn/module.h"
 
 namespace ddp {
@@ -38,6 +40,16 @@ std::string FingerprintText(uint64_t fingerprint);
 // A failed exchange returns its error prefixed with `what`.
 absl::Status CheckRanksHoldTheSame(ProcessGroup& group, absl::string_view what, const std::string& key,
                                    const std::string& detail);
+
+// CheckRanksHoldTheSame over the data every rank loaded from its `folder` (--data_dir may differ per rank:
+// each node reads its own copy): the training set (null: none, --eval_only) and the test set, by their
+// sizes and ImageDataset::Fingerprint. A node whose copy differs (older, cut short at a record boundary,
+// other files under the same names) would train its shard on other images or blend another test set into
+// the reported accuracy; instead every rank fails with, e.g.,
+//   the ranks loaded different data: rank 0: /data (50000 training, 10000 test images; data 1f..);
+//   rank 1: /mnt/data (49990 training, 10000 test images; data 7a..)
+absl::Status CheckRanksLoadedTheSameData(ProcessGroup& group, const std::string& folder,
+                                         const ImageDataset* train, const ImageDataset& test);
 
 }  // namespace ddp
 
