@@ -33,15 +33,7 @@ bash tools/setup.sh
 bazel build //bench:train_throughput //launch:ddprun 2>&1 | grep -vE '^[0-9.]+: src/main/tools/linux-sandbox' | tail -1
 MODELS=${MODELS:-"mlp cnn"}
 ROUNDS=${ROUNDS:-3}
-DATASET=${DATASET:-fashion_mnist}
-data_flags=()
-if [[ $DATASET == cifar10 ]]; then
-  if [[ -z ${DATA_DIR:-} ]]; then
-    DATA_DIR=$(mktemp -d)
-    python3 tools/synthetic_cifar10.py "$DATA_DIR" 5000 1000
-  fi
-  data_flags=(--dataset=cifar10 --data_dir="$DATA_DIR")
-fi
+source bench/dataset_env.sh
 out=$(mktemp)
 # World-size-1 runs are pinned to core 0 on both sides; bench/pytorch_env.sh gives PyTorch one-thread
 # OpenMP, MKL and OpenBLAS pools everywhere (they otherwise start threads on the other core).

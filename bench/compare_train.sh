@@ -18,15 +18,7 @@ bazel build //bench:train_throughput 2>&1 | grep -vE '^[0-9.]+: src/main/tools/l
 MODELS=${MODELS:-"mlp cnn"}
 ROUNDS=${ROUNDS:-3}
 BATCH=${BATCH:-64}
-DATASET=${DATASET:-fashion_mnist}
-data_flags=()
-if [[ $DATASET == cifar10 ]]; then
-  if [[ -z ${DATA_DIR:-} ]]; then
-    DATA_DIR=$(mktemp -d)
-    python3 tools/synthetic_cifar10.py "$DATA_DIR" 5000 1000
-  fi
-  data_flags=(--dataset=cifar10 --data_dir="$DATA_DIR")
-fi
+source bench/dataset_env.sh
 out=$(mktemp)
 for model in $MODELS; do
   steps=${STEPS:-200} warmup=20
