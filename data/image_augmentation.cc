@@ -1,5 +1,6 @@
 #include "data/image_augmentation.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ddp {
@@ -30,22 +31,32 @@ CropFlipDraw DrawCropFlip(const RandomCropFlip& options, int64_t epoch, int64_t 
   return draw;
 }
 
-void ApplyCropFlip(const uint8_t* source, int64_t channels, int64_t height, int64_t width,
-                   const CropFlipDraw& draw, uint8_t* out) {
+void ApplyCropFlip(const uint8_t* source, int64_t channels, int64_t height, int64_t width, const CropFlipDraw& draw,
+                   uint8_t* out) {
+  // Output column x reads source column x + dx (before the flip), so the columns whose source lies inside
+  // the image are [first, last); the rest are black. A flip then mirrors the row.
+  const int64_t first = std::clamp<int64_t>(-draw.dx, 0, width);
+  const int64_t last = std::clamp<int64_t>(width - draw.dx, first, width);
   for (int64_t c = 0; c < channels; ++c) {
     const uint8_t* plane = source + c * height * width;
     for (int64_t y = 0; y < height; ++y) {
       uint8_t* row = out + (c * height + y) * width;
       const int64_t sy = y + draw.dy;
-      if (sy < 0 || sy >= height) {
+      if (sy < 0 || sy >= height || first == last) {
         std::memset(row, 0, static_cast<size_t>(width));
         continue;
       }
-      const uint8_t* source_row = plane + sy * width;
-      for (int64_t x = 0; x < width; ++x) {
-        const int64_t sx = (draw.flip ? width - 1 - x : x) + draw.dx;
-        row[x] = sx >= 0 && sx < width ? source_row[sx] : 0;
+      const uint8_t* source_row = plane + sy * width;  // column x of the output reads x + dx here
+      if (!draw.flip) {
+        std::memset(row, 0, static_cast<size_t>(first));
+        std::memcpy(row + first, source_row + first + draw.dx, static_cast<size_t>(last - first));
+        std::memset(row + last, 0, static_cast<size_t>(width - last));
+        continue;
       }
+      // Flipped: output column width - 1 - x holds what column x would hold unflipped.
+      std::memset(row + width - first, 0, static_cast<size_t>(first));
+      for (int64_t x = first; x < last; ++x) row[width - 1 - x] = source_row[x + draw.dx];
+      std::memset(row, 0, static_cast<size_t>(width - last));
     }
   }
 }
