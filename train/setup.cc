@@ -64,6 +64,24 @@ absl::StatusOr<std::shared_ptr<ImageDataset>> LoadDataSplit(const TrainConfig& c
   return data;
 }
 
+std::string DescribeData(const TrainConfig& config, const ImageDataset* train, const ImageDataset& test) {
+  const ModelInput input = ModelInputFor(config);
+  std::string line = absl::StrCat("data: ", config.dataset, " from ", DataFolder(config), ": ");
+  if (train != nullptr) absl::StrAppend(&line, train->Size(), " training and ");
+  absl::StrAppend(&line, test.Size(), " test images of ", ShapeToString(input.image_shape), " in ",
+                  input.num_classes, " classes");
+  if (train == nullptr) return line;
+  const RandomCropFlip& augmentation = train->augmentation();
+  if (augmentation.padding > 0 && augmentation.horizontal_flip) {
+    absl::StrAppend(&line, "; random crops (padding ", augmentation.padding, ") and flips");
+  } else if (augmentation.padding > 0) {
+    absl::StrAppend(&line, "; random crops (padding ", augmentation.padding, ")");
+  } else if (augmentation.horizontal_flip) {
+    absl::StrAppend(&line, "; random flips");
+  }
+  return line;
+}
+
 absl::StatusOr<std::shared_ptr<Module>> BuildModel(const TrainConfig& config, Device device) {
   Generator init_generator(config.seed);
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model,

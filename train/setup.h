@@ -34,6 +34,12 @@ std::string DataFolder(const TrainConfig& config);
 // --random_crop_padding / --random_flip crops and flips seeded by --seed; TrainEpoch sets their epoch.
 absl::StatusOr<std::shared_ptr<ImageDataset>> LoadDataSplit(const TrainConfig& config, Split split);
 
+// One line saying what the run trains and evaluates on, for rank 0 to print at start, e.g.
+//   "data: cifar10 from /d: 50000 training and 10000 test images of [3, 32, 32] in 10 classes; random crops
+//   (padding 4) and flips"
+// `train` may be null (--eval_only: the test set only).
+std::string DescribeData(const TrainConfig& config, const ImageDataset* train, const ImageDataset& test);
+
 // The model of config.model for ModelInputFor(config), initialised from config.seed (or loaded from
 // config.init_from), with its parameters and buffers on `device`. Errors: an unknown model, an unreadable
 // or mismatched init file.

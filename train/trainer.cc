@@ -570,14 +570,14 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   DDP_ASSIGN_OR_RETURN(auto test, LoadDataSplit(config, Split::kTest));
   DDP_ASSIGN_OR_RETURN(const Device device, TrainingDevice(config, launch));
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, BuildModel(config, device));
-  if (config.eval_only) {
-    if (group != nullptr)
-      DDP_RETURN_IF_ERROR(CheckRanksLoadedTheSameData(*group, DataFolder(config), nullptr, *test));
-    return EvaluateOnly(config, *model, *test, group);
+  std::shared_ptr<ImageDataset> train;
+  if (!config.eval_only) {
+    DDP_ASSIGN_OR_RETURN(train, LoadDataSplit(config, Split::kTrain));
   }
-  DDP_ASSIGN_OR_RETURN(auto train, LoadDataSplit(config, Split::kTrain));
   if (group != nullptr)
     DDP_RETURN_IF_ERROR(CheckRanksLoadedTheSameData(*group, DataFolder(config), train.get(), *test));
+  if (launch.rank == 0) std::fprintf(stderr, "%s\n", DescribeData(config, train.get(), *test).c_str());
+  if (config.eval_only) return EvaluateOnly(config, *model, *test, group);
   return Train(config, launch, std::move(model), device, dist.get(), std::move(train), *test);
 }
 
