@@ -1,9 +1,9 @@
 // Note [Exact metric reduction]
 // Each rank evaluates the samples r, r + W, ... (EvaluationSampler: no padding, so nothing is counted
 // twice) and computes every sample's cross-entropy in double from its logits, so a sample's loss does
-// not depend on which batch or rank it landed in. The three totals travel in ONE int64 all-reduce:
-// correct and count are exact integers, and the loss sum is sent in fixed point (units of 2^-32). Integer
-// addition is associative, so the reduced totals do not depend on the reduction order or world size;
+// not depend on which batch or rank it landed in. The four totals travel in ONE int64 all-reduce:
+// correct, top-5 and count are exact integers, and the loss sum is sent in fixed point (units of 2^-32).
+// Integer addition is associative, so the reduced totals do not depend on the reduction order or world size;
 // the only difference from one process is the rounding of each rank's partial sum to 2^-32 (below
 // 1e-9 per rank), far under float32's precision of the logits themselves.
 #include "ddp/distributed_eval.h"
@@ -28,6 +28,7 @@ struct LocalEval {
   std::vector<int64_t> predicted;
   std::vector<double> loss;
   std::vector<int64_t> labels;
+  std::vector<uint8_t> in_top5;
 };
 
 // Cross-entropy of each row of `logits` [n, classes] against `labels`, in double.
@@ -43,10 +44,15 @@ void AppendRowLosses(const Tensor& logits, const std::vector<int64_t>& labels, L
       if (row[c] > max) max = row[c], best = c;
     }
     double sum = 0;
-    for (int64_t c = 0; c < classes; ++c) sum += std::exp(row[c] - max);
+    int64_t above_label = 0;  // logits strictly above the label's: its rank, ties in its favour
+    for (int64_t c = 0; c < classes; ++c) {
+      sum += std::exp(row[c] - max);
+      above_label += row[c] > row[labels[i]];
+    }
     out->loss.push_back(std::log(sum) + max - row[labels[i]]);
     out->predicted.push_back(best);
     out->labels.push_back(labels[i]);
+    out->in_top5.push_back(above_label < 5);
   }
 }
 
@@ -99,11 +105,12 @@ absl::StatusOr<LocalEval> EvaluateThisRank(Module& model, const Dataset& dataset
                        options);
 }
 
-EvalResult Totals(double loss_sum, int64_t correct, int64_t count) {
+EvalResult Totals(double loss_sum, int64_t correct, int64_t top5, int64_t count) {
   EvalResult result;
   result.count = count;
   result.loss = count > 0 ? loss_sum / count : 0.0;
   result.accuracy = count > 0 ? static_cast<double>(correct) / count : 0.0;
+  result.top5_accuracy = count > 0 ? static_cast<double>(top5) / count : 0.0;
   return result;
 }
 
@@ -118,24 +125,26 @@ absl::StatusOr<EvalResult> EvaluateDistributed(Module& model, const Dataset& dat
                                                const DistributedEvalOptions& options) {
   DDP_ASSIGN_OR_RETURN(LocalEval local, EvaluateThisRank(model, dataset, group, options));
   double loss_sum = 0;
-  int64_t correct = 0;
+  int64_t correct = 0, top5 = 0;
   for (size_t i = 0; i < local.loss.size(); ++i) {
     loss_sum += local.loss[i];
     correct += local.predicted[i] == local.labels[i];
+    top5 += local.in_top5[i];
   }
   if (!(std::abs(loss_sum) < 1e9)) {
     return absl::OutOfRangeError(absl::StrCat("evaluation loss sum ", loss_sum, " is not finite or too large to reduce"));
   }
-  Tensor totals = Tensor::Empty({3}, DType::kInt64);
+  Tensor totals = Tensor::Empty({4}, DType::kInt64);
   int64_t* t = totals.data<int64_t>();
   t[0] = std::llround(loss_sum * kLossScale);
   t[1] = correct;
-  t[2] = static_cast<int64_t>(local.loss.size());
+  t[2] = top5;
+  t[3] = static_cast<int64_t>(local.loss.size());
   if (group != nullptr) {
     absl::Status status = group->AllReduceHost(totals, ReduceOp::kSum);
     if (!status.ok()) return absl::Status(status.code(), absl::StrCat("evaluation all-reduce: ", status.message()));
   }
-  return Totals(static_cast<double>(t[0]) / kLossScale, t[1], t[2]);
+  return Totals(static_cast<double>(t[0]) / kLossScale, t[1], t[2], t[3]);
 }
 
 absl::StatusOr<GatheredPredictions> GatherPredictions(Module& model, const Dataset& dataset, ProcessGroup* group,
@@ -146,6 +155,7 @@ absl::StatusOr<GatheredPredictions> GatherPredictions(Module& model, const Datas
   AppendRaw(local.predicted, &shares[0]);
   AppendRaw(local.loss, &shares[0]);
   AppendRaw(local.labels, &shares[0]);
+  AppendRaw(local.in_top5, &shares[0]);
   if (group != nullptr) {
     const std::string mine = std::move(shares[0]);
     absl::Status status = group->AllGatherObject(mine, &shares);
@@ -155,8 +165,9 @@ absl::StatusOr<GatheredPredictions> GatherPredictions(Module& model, const Datas
   GatheredPredictions out;
   out.predicted.resize(n);
   out.loss.resize(n);
+  out.in_top5.resize(n);
   std::vector<int64_t> labels(n);
-  constexpr size_t kBytesPerSample = 2 * sizeof(int64_t) + sizeof(double);
+  constexpr size_t kBytesPerSample = 2 * sizeof(int64_t) + sizeof(double) + sizeof(uint8_t);
   for (int r = 0; r < world; ++r) {
     DDP_ASSIGN_OR_RETURN(auto sampler, EvaluationSampler::Create(n, r, world));
     const std::vector<int64_t> indices = sampler->EpochIndices();
@@ -171,15 +182,17 @@ absl::StatusOr<GatheredPredictions> GatherPredictions(Module& model, const Datas
       std::memcpy(&out.loss[indices[k]], bytes.data() + m * sizeof(int64_t) + k * sizeof(double), sizeof(double));
       std::memcpy(&labels[indices[k]], bytes.data() + m * (sizeof(int64_t) + sizeof(double)) + k * sizeof(int64_t),
                   sizeof(int64_t));
+      out.in_top5[indices[k]] = static_cast<uint8_t>(bytes[m * (2 * sizeof(int64_t) + sizeof(double)) + k]);
     }
   }
   double loss_sum = 0;
-  int64_t correct = 0;
+  int64_t correct = 0, top5 = 0;
   for (int64_t i = 0; i < n; ++i) {
     loss_sum += out.loss[i];
     correct += out.predicted[i] == labels[i];
+    top5 += out.in_top5[i];
   }
-  out.result = Totals(loss_sum, correct, n);
+  out.result = Totals(loss_sum, correct, top5, n);
   return out;
 }
 

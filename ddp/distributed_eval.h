@@ -20,6 +20,8 @@ namespace ddp {
 struct EvalResult {
   double loss = 0.0;      // mean cross-entropy per sample
   double accuracy = 0.0;  // fraction of correct argmax predictions
+  double top5_accuracy = 0.0;  // fraction whose label is among the 5 highest logits (fewer than 5 logits
+                               // strictly above it; 1 with 5 classes or fewer), as torchvision's acc5
   int64_t count = 0;      // samples evaluated (the whole dataset, over all ranks)
 };
 
@@ -33,7 +35,7 @@ struct DistributedEvalOptions {
 
 // Evaluates `model` (a classifier: logits [batch, classes] against int64 labels) on every sample of
 // `dataset`: each rank forwards its EvaluationSampler share in eval mode without recording a graph
-// (the previous training mode is restored), then one all-reduce of (loss sum, correct, count) combines
+// (the previous training mode is restored), then one all-reduce of (loss sum, correct, top-5, count) combines
 // the ranks (Note [Exact metric reduction] in the .cc). Every rank returns the same result, equal to
 // single-process evaluation. `group` may be null (one process); otherwise the call is collective and
 // every rank must pass a model with the same architecture and the same dataset. Pass the inner module,
@@ -46,6 +48,7 @@ absl::StatusOr<EvalResult> EvaluateDistributed(Module& model, const Dataset& dat
 struct GatheredPredictions {
   std::vector<int64_t> predicted;  // argmax class of sample i at [i], in dataset order
   std::vector<double> loss;        // cross-entropy of sample i at [i]
+  std::vector<uint8_t> in_top5;    // 1 where sample i's label is among its 5 highest logits
   EvalResult result;               // totals over the dataset, summed in dataset order
 };
 

@@ -3,14 +3,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <thread>
 
-#include "store/memory_store.h"
 #include "comm/gloo/process_group_gloo.h"
 #include "data/tensor_dataset.h"
 #include "nn/models.h"
+#include "store/memory_store.h"
 #include "tensor/autograd.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
@@ -56,6 +57,17 @@ EvalResult Reference(Module& model, const TensorDataset& data) {
   int64_t correct = 0;
   for (size_t i = 0; i < labels.size(); ++i) correct += predicted[i] == labels[i];
   result.accuracy = static_cast<double>(correct) / result.count;
+  // Top-5 as torch.topk(logits, 5) would count it: the label among the five largest of its row.
+  const std::vector<float> rows = Contiguous(logits).ToVector<float>();
+  const int64_t classes = logits.size(1);
+  int64_t top5 = 0;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    std::vector<float> row(rows.begin() + i * classes, rows.begin() + (i + 1) * classes);
+    const float label_logit = row[labels[i]];
+    std::nth_element(row.begin(), row.begin() + 4, row.end(), std::greater<float>());
+    top5 += label_logit >= row[4];
+  }
+  result.top5_accuracy = static_cast<double>(top5) / result.count;
   model.Train();
   return result;
 }
@@ -70,6 +82,8 @@ TEST(DistributedEvalTest, SingleProcessMatchesAPlainForward) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->count, 1003);
   EXPECT_DOUBLE_EQ(got->accuracy, want.accuracy);
+  EXPECT_DOUBLE_EQ(got->top5_accuracy, want.top5_accuracy);
+  EXPECT_GT(want.top5_accuracy, want.accuracy);  // random labels: about 0.5 against 0.1
   EXPECT_NEAR(got->loss, want.loss, 1e-5 * want.loss);
   EXPECT_TRUE(model->is_training());  // mode restored
 }
@@ -105,11 +119,14 @@ TEST(DistributedEvalTest, EveryWorldSizeEqualsOneProcess) {
         ASSERT_TRUE(got.ok()) << got.status();
         EXPECT_EQ(got->count, want.count);
         EXPECT_DOUBLE_EQ(got->accuracy, want.accuracy);
+        EXPECT_DOUBLE_EQ(got->top5_accuracy, want.top5_accuracy);
         EXPECT_NEAR(got->loss, want.loss, 1e-7);  // float32 logits vary in the last bit with the batch
         auto gathered = GatherPredictions(*model, *data, &group, mine);
         ASSERT_TRUE(gathered.ok()) << gathered.status();
         EXPECT_EQ(gathered->predicted, single->predicted);
+        EXPECT_EQ(gathered->in_top5, single->in_top5);
         EXPECT_DOUBLE_EQ(gathered->result.accuracy, want.accuracy);
+        EXPECT_DOUBLE_EQ(gathered->result.top5_accuracy, want.top5_accuracy);
         EXPECT_NEAR(gathered->result.loss, single->result.loss, 1e-7);
         for (size_t i = 0; i < gathered->loss.size(); ++i) ASSERT_NEAR(gathered->loss[i], single->loss[i], 1e-6);
       });

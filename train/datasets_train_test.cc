@@ -135,6 +135,7 @@ TEST(DatasetsTrainTest, Cifar100ModelsScoreAHundredClasses) {
                        &output),
               0)
         << output;
+    EXPECT_TRUE(Has(output, " test_acc5 ")) << output;  // top-5 beside top-1 for 100 classes
     absl::StatusOr<NamedTensors> saved = LoadSafetensors(weights);
     ASSERT_TRUE(saved.ok()) << saved.status();
     const std::string last = model == "mlp" ? "fc3.weight" : model == "cnn_bn" ? "fc2.weight" : "fc.weight";

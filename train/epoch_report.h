@@ -24,9 +24,14 @@ struct EpochFigures {
   int64_t peak_rss = 0;           // ... and after its evaluation
 };
 
-// The test metrics of a --metrics_out record: `"test_loss": x, "test_acc": y`, or nulls when there was
-// nothing to evaluate (never a made-up number).
+// The test metrics of a --metrics_out record: `"test_loss": x, "test_acc": y, "test_acc5": z` (z: top-5
+// accuracy), or nulls when there was nothing to evaluate (never a made-up number).
 std::string TestMetricsJson(const EvalResult& eval);
+
+// The test metrics of a printed line: "test_loss x test_acc y", and " test_acc5 z" when the model scores
+// more than 10 classes (CIFAR-100), where top-5 accuracy is what recipes report beside top-1.
+// REQUIRES: eval.count > 0.
+std::string TestMetricsText(const TrainConfig& config, const EvalResult& eval);
 
 // On rank 0 (every rank calls it; `group` null in one process): prints
 //   epoch 1: train_loss 0.5261 test_loss 0.4308 test_acc 0.8452 (8400 samples/s, 7s; peak RSS 286.1 MiB,

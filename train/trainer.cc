@@ -188,9 +188,8 @@ absl::StatusOr<EvalResult> EvaluateOnly(const TrainConfig& config, Module& model
   DDP_ASSIGN_OR_RETURN(EvalResult result, EvaluateTestSet(config, model, test, group));
   const int world = group != nullptr ? group->size() : 1;
   DDP_RETURN_IF_ERROR(RunOnRankZero(group, [&]() -> absl::Status {
-    std::fprintf(stderr, "eval_only %s: test_loss %.4f test_acc %.4f over %lld samples on %d rank(s)\n",
-                 config.init_from.c_str(), result.loss, result.accuracy, static_cast<long long>(result.count),
-                 world);
+    std::fprintf(stderr, "eval_only %s: %s over %lld samples on %d rank(s)\n", config.init_from.c_str(),
+                 TestMetricsText(config, result).c_str(), static_cast<long long>(result.count), world);
     if (config.metrics_out.empty()) return absl::OkStatus();
     return AppendLine(config.metrics_out,
                       absl::StrFormat("{%s, \"samples\": %lld, \"world_size\": %d}", TestMetricsJson(result),
