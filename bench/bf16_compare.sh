@@ -16,6 +16,7 @@
 # precedes it.
 # PRECISIONS="fp32 bf16 fp16" adds fp16 (autocast with the loss scaler, both sides) to every run's
 # precisions (default "fp32 bf16").
+# DATASET=cifar10 runs on CIFAR-10's shapes (bench/dataset_env.sh: DATA_DIR, or a synthetic folder).
 # RT=0 runs without SCHED_FIFO, so that other processes on the core take their share: under load, e.g.
 #   RT=0 taskset -c 1 bash bench/contend.sh 1 bash bench/bf16_compare.sh resnet18 2
 # (one busy process on the same core as every run).
@@ -28,6 +29,7 @@ core=${CORE:-1}
 realtime=(chrt -f 5)
 if [ "${RT:-1}" = 0 ]; then realtime=(); fi
 source bench/pytorch_env.sh
+source bench/dataset_env.sh >&2
 bazel build //bench:train_throughput >&2
 ours=bazel-bin/bench/train_throughput
 echo "# $(date -u) RT=${RT:-1} load: $(cut -d' ' -f1-3 /proc/loadavg) $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //') family $(grep -m1 'cpu family' /proc/cpuinfo | sed 's/.*: //') model $(grep -m1 '^model' /proc/cpuinfo | sed 's/.*: //'); flags: $(grep -o -E 'amx[a-z_0-9]*|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')DDP settings: $(env | grep '^DDP_' | sort | tr '\n' ' ')"
@@ -41,14 +43,14 @@ for model in $models; do
       for precision in $precisions; do
         # shellcheck disable=SC2086 # layout is empty or one flag
         "${realtime[@]}" taskset -c "$core" "$ours" --model="$model" --precision="$precision" --steps="$steps" \
-          --warmup="$warmup" --threads=1 $layout
+          --warmup="$warmup" --threads=1 "${data_flags[@]}" $layout
       done
     done
     if [ -n "${VARIANT:-}${VARIANT_FLAGS:-}" ]; then
       echo "# variant: ${VARIANT:-} ${VARIANT_FLAGS:-}"
       # shellcheck disable=SC2086 # VARIANT and VARIANT_FLAGS are lists of words
       env ${VARIANT:-} "${realtime[@]}" taskset -c "$core" "$ours" --model="$model" --precision=bf16 \
-        --steps="$steps" --warmup="$warmup" --threads=1 ${VARIANT_FLAGS:-}
+        --steps="$steps" --warmup="$warmup" --threads=1 "${data_flags[@]}" ${VARIANT_FLAGS:-}
     fi
     layouts=("")
     if [ "$model" != mlp ]; then layouts+=(--channels_last); fi
@@ -56,7 +58,7 @@ for model in $models; do
       for precision in $precisions; do
         # shellcheck disable=SC2086 # layout is empty or one flag
         "${realtime[@]}" taskset -c "$core" "$TORCH_PY" bench/pytorch_reference.py --model="$model" \
-          --precision="$precision" --steps="$steps" --warmup="$warmup" --threads=1 $layout
+          --precision="$precision" --steps="$steps" --warmup="$warmup" --threads=1 "${data_flags[@]}" $layout
       done
     done
   done
