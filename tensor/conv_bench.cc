@@ -121,7 +121,7 @@ void Run() {
          }));
 }
 
-// The convolutions of ResNet-18 on 28x28 images (nn/resnet.h) at batch 64, forward and forward + backward
+// The convolutions of ResNet-18 on 28x28 images (nn/resnet.h) and on CIFAR's 32x32 ("c32" labels) at batch 64, forward and forward + backward
 // (input, weight), with each CPU kernel (Note [Conv2d kernel choice]) in float32 and under bf16 autocast,
 // the kernels interleaved round by round so that load on a shared machine hits them alike. Prints the
 // minimum over the rounds, the GFLOP/s of forward + backward (2 * MACs forward, twice that backward), and
@@ -131,19 +131,32 @@ void RunResNet() {
   struct Case {
     const char* label;
     int64_t c, out, hw, kernel, stride, uses;
+    int input_size;  // the image side the shape belongs to: 28 (Fashion-MNIST) or 32 (CIFAR, "c32" labels)
   };
   const Case cases[] = {
-      {"resnet conv1 1->64 3x3 28", 1, 64, 28, 3, 1, 1},
-      {"resnet l1 64->64 3x3 28", 64, 64, 28, 3, 1, 4},
-      {"resnet l2a 64->128 3x3 s2", 64, 128, 28, 3, 2, 1},
-      {"resnet l2 128->128 3x3 14", 128, 128, 14, 3, 1, 3},
-      {"resnet l2ds 64->128 1x1 s2", 64, 128, 28, 1, 2, 1},
-      {"resnet l3a 128->256 3x3 s2", 128, 256, 14, 3, 2, 1},
-      {"resnet l3 256->256 3x3 7", 256, 256, 7, 3, 1, 3},
-      {"resnet l3ds 128->256 1x1 s2", 128, 256, 14, 1, 2, 1},
-      {"resnet l4a 256->512 3x3 s2", 256, 512, 7, 3, 2, 1},
-      {"resnet l4 512->512 3x3 4", 512, 512, 4, 3, 1, 3},
-      {"resnet l4ds 256->512 1x1 s2", 256, 512, 7, 1, 2, 1},
+      {"resnet conv1 1->64 3x3 28", 1, 64, 28, 3, 1, 1, 28},
+      {"resnet l1 64->64 3x3 28", 64, 64, 28, 3, 1, 4, 28},
+      {"resnet l2a 64->128 3x3 s2", 64, 128, 28, 3, 2, 1, 28},
+      {"resnet l2 128->128 3x3 14", 128, 128, 14, 3, 1, 3, 28},
+      {"resnet l2ds 64->128 1x1 s2", 64, 128, 28, 1, 2, 1, 28},
+      {"resnet l3a 128->256 3x3 s2", 128, 256, 14, 3, 2, 1, 28},
+      {"resnet l3 256->256 3x3 7", 256, 256, 7, 3, 1, 3, 28},
+      {"resnet l3ds 128->256 1x1 s2", 128, 256, 14, 1, 2, 1, 28},
+      {"resnet l4a 256->512 3x3 s2", 256, 512, 7, 3, 2, 1, 28},
+      {"resnet l4 512->512 3x3 4", 512, 512, 4, 3, 1, 3, 28},
+      {"resnet l4ds 256->512 1x1 s2", 256, 512, 7, 1, 2, 1, 28},
+      // The same network on CIFAR's 3x32x32 images (--dataset=cifar10).
+      {"c32 resnet conv1 3->64 3x3 32", 3, 64, 32, 3, 1, 1, 32},
+      {"c32 resnet l1 64->64 3x3 32", 64, 64, 32, 3, 1, 4, 32},
+      {"c32 resnet l2a 64->128 3x3 s2", 64, 128, 32, 3, 2, 1, 32},
+      {"c32 resnet l2 128->128 3x3 16", 128, 128, 16, 3, 1, 3, 32},
+      {"c32 resnet l2ds 64->128 1x1 s2", 64, 128, 32, 1, 2, 1, 32},
+      {"c32 resnet l3a 128->256 3x3 s2", 128, 256, 16, 3, 2, 1, 32},
+      {"c32 resnet l3 256->256 3x3 8", 256, 256, 8, 3, 1, 3, 32},
+      {"c32 resnet l3ds 128->256 1x1 s2", 128, 256, 16, 1, 2, 1, 32},
+      {"c32 resnet l4a 256->512 3x3 s2", 256, 512, 8, 3, 2, 1, 32},
+      {"c32 resnet l4 512->512 3x3 4", 512, 512, 4, 3, 1, 3, 32},
+      {"c32 resnet l4ds 256->512 1x1 s2", 256, 512, 8, 1, 2, 1, 32},
   };
   struct Variant {
     const char* name;
@@ -180,10 +193,14 @@ void RunResNet() {
       {"bf16 NHWC fwd classes", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
        cpu::WeightGradientAlgorithm::kAuto, cpu::ForwardAlgorithm::kClasses}};
   constexpr int kVariants = 13, kRounds = 5;
-  double total_fwd[kVariants] = {}, total_all[kVariants] = {};
+  // Per input size (index 0: 28, 1: 32), so that the totals never mix the two networks.
+  double total_fwd[2][kVariants] = {}, total_all[2][kVariants] = {};
+  bool measured[2] = {false, false};
   Generator gen(1);
   for (const Case& k : cases) {
     if (std::strstr(k.label, g_filter) == nullptr) continue;
+    const int set = k.input_size == 28 ? 0 : 1;
+    measured[set] = true;
     Tensor x = Param({64, k.c, k.hw, k.hw}, gen);
     Tensor w = Param({k.out, k.c, k.kernel, k.kernel}, gen);
     const int64_t padding = k.kernel / 2, o = (k.hw + 2 * padding - k.kernel) / k.stride + 1;
@@ -231,16 +248,19 @@ void RunResNet() {
       const double f = *std::min_element(fwd[v].begin(), fwd[v].end());
       const double a = *std::min_element(all[v].begin(), all[v].end());
       const double wo = *std::min_element(weights_only[v].begin(), weights_only[v].end());
-      total_fwd[v] += k.uses * f;
-      total_all[v] += k.uses * a;
+      total_fwd[set][v] += k.uses * f;
+      total_all[set][v] += k.uses * a;
       std::printf(
           "%-28s %s fwd %8.3f ms, fwd+bwd %8.3f ms %6.1f GFLOP/s; bwd-weights %8.3f, bwd-data %8.3f ms\n",
           k.label, variants[v].name, f, a, 6.0 * macs / (a * 1e6), wo - f, a - wo);
     }
   }
-  for (int v = 0; v < kVariants; ++v) {
-    std::printf("resnet18 convs per step (x uses) %s fwd %8.1f ms, fwd+bwd %8.1f ms\n", variants[v].name,
-                total_fwd[v], total_all[v]);
+  for (int set = 0; set < 2; ++set) {
+    if (!measured[set]) continue;
+    for (int v = 0; v < kVariants; ++v) {
+      std::printf("resnet18 (%dx%d) convs per step (x uses) %s fwd %8.1f ms, fwd+bwd %8.1f ms\n", set == 0 ? 28 : 32,
+                  set == 0 ? 28 : 32, variants[v].name, total_fwd[set][v], total_all[set][v]);
+    }
   }
   cpu::SetConvKernel(cpu::ConvKernel::kAuto);
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
