@@ -1,7 +1,5 @@
 #include "data/cifar.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -52,17 +50,12 @@ const CifarLayout& Cifar100Layout() {
   return *layout;
 }
 
-bool IsFile(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
 // `dir` itself when it holds the split's first file, else the archive's folder inside it when that does;
 // else `dir`, so that the error names the file expected there.
 std::string DataFolder(const CifarLayout& layout, const std::string& dir, const std::string& first_file) {
-  if (IsFile(absl::StrCat(dir, "/", first_file))) return dir;
+  if (CheckReadableFile(absl::StrCat(dir, "/", first_file)).ok()) return dir;
   const std::string inner = absl::StrCat(dir, "/", layout.archive_dir);
-  if (IsFile(absl::StrCat(inner, "/", first_file))) return inner;
+  if (CheckReadableFile(absl::StrCat(inner, "/", first_file)).ok()) return inner;
   return dir;
 }
 

@@ -30,19 +30,22 @@ void MoveModel(Module& model, Device device) {
 #endif
 }
 
+// The catalog's entry for config.dataset, which ValidateConfig accepted.
+ImageDatasetInfo DatasetInfo(const TrainConfig& config) {
+  absl::StatusOr<ImageDatasetInfo> data = FindImageDataset(config.dataset);
+  DDP_CHECK(data.ok()) << data.status();
+  return *std::move(data);
+}
+
 }  // namespace
 
 ModelInput ModelInputFor(const TrainConfig& config) {
-  const absl::StatusOr<ImageDatasetInfo> data = FindImageDataset(config.dataset);
-  DDP_CHECK(data.ok()) << data.status();
-  return ModelInput{data->image_shape, data->num_classes};
+  const ImageDatasetInfo data = DatasetInfo(config);
+  return ModelInput{data.image_shape, data.num_classes};
 }
 
 std::string DataFolder(const TrainConfig& config) {
-  if (!config.data_dir.empty()) return config.data_dir;
-  const absl::StatusOr<ImageDatasetInfo> data = FindImageDataset(config.dataset);
-  DDP_CHECK(data.ok()) << data.status();
-  return data->default_dir;
+  return config.data_dir.empty() ? DatasetInfo(config).default_dir : config.data_dir;
 }
 
 absl::StatusOr<std::shared_ptr<ImageDataset>> LoadDataSplit(const TrainConfig& config, Split split) {
