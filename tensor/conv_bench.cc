@@ -5,7 +5,7 @@
 // its element-wise layers at layer1's size and its BatchNorm + ReLU at every stage's size ("resnet" in the
 // label). Prints milliseconds per iteration: the median and the minimum of 20 runs (the minimum is the
 // steadier number on a shared machine).
-//   bazel run //tensor:conv_bench -- [threads] [label substring]
+//   bazel run //tensor:conv_bench -- [threads] [label substring] [ResNet variant substring]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,7 +29,8 @@
 namespace ddp {
 namespace {
 
-const char* g_filter = "";  // run only the cases whose label contains this (argv[2])
+const char* g_filter = "";          // run only the cases whose label contains this (argv[2])
+const char* g_variant_filter = "";  // and of RunResNet's variants those whose name contains this (argv[3])
 
 void Report(const char* label, const std::function<void()>& fn);
 
@@ -171,6 +172,9 @@ void RunResNet() {
     cpu::WeightGradientAlgorithm weight_gradient = cpu::WeightGradientAlgorithm::kAuto;
     // Where the channels-last forward unfolds rows: the rule, or forced (Note [Forward by pixel class]).
     cpu::ForwardAlgorithm forward = cpu::ForwardAlgorithm::kAuto;
+    // Whether bf16 3x3 stride-1 convolutions run float32 Winograd on their widened operands: the rule, or
+    // forced (Note [bf16 convolutions on float32 Winograd]).
+    cpu::Bf16Winograd winograd = cpu::Bf16Winograd::kAuto;
   };
   // "auto" is the default rule (Note [Conv2d kernel choice]); "onednn" forces oneDNN's direct primitives
   // for every shape, "winograd" its Winograd ones wherever it has them (Note [Winograd convolutions]).
@@ -191,8 +195,12 @@ void RunResNet() {
       {"bf16 NHWC fwd rows", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
        cpu::WeightGradientAlgorithm::kAuto, cpu::ForwardAlgorithm::kRows},
       {"bf16 NHWC fwd classes", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
-       cpu::WeightGradientAlgorithm::kAuto, cpu::ForwardAlgorithm::kClasses}};
-  constexpr int kVariants = 13, kRounds = 5;
+       cpu::WeightGradientAlgorithm::kAuto, cpu::ForwardAlgorithm::kClasses},
+      {"bf16 NHWC fp32 wino", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
+       cpu::WeightGradientAlgorithm::kAuto, cpu::ForwardAlgorithm::kAuto, cpu::Bf16Winograd::kAlways},
+      {"bf16 NHWC bf16 kernels", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
+       cpu::WeightGradientAlgorithm::kAuto, cpu::ForwardAlgorithm::kAuto, cpu::Bf16Winograd::kNever}};
+  constexpr int kVariants = 15, kRounds = 5;
   // Per input size (index 0: 28, 1: 32), so that the totals never mix the two networks.
   double total_fwd[2][kVariants] = {}, total_all[2][kVariants] = {};
   bool measured[2] = {false, false};
@@ -218,7 +226,9 @@ void RunResNet() {
     std::vector<double> fwd[kVariants], all[kVariants], weights_only[kVariants];
     for (int round = -1; round < kRounds; ++round) {  // round -1 warms up (primitive creation, scratch)
       for (int v = 0; v < kVariants; ++v) {
+        if (std::strstr(variants[v].name, g_variant_filter) == nullptr) continue;
         cpu::SetConvKernel(variants[v].kernel);
+        cpu::SetBf16Winograd(variants[v].winograd);
         cpu::SetBf16GemmKernel(variants[v].bf16_gemm);
         cpu::SetWeightGradientAlgorithm(variants[v].weight_gradient);
         cpu::SetForwardAlgorithm(variants[v].forward);
@@ -245,6 +255,7 @@ void RunResNet() {
       }
     }
     for (int v = 0; v < kVariants; ++v) {
+      if (fwd[v].empty()) continue;  // filtered out
       const double f = *std::min_element(fwd[v].begin(), fwd[v].end());
       const double a = *std::min_element(all[v].begin(), all[v].end());
       const double wo = *std::min_element(weights_only[v].begin(), weights_only[v].end());
@@ -258,6 +269,7 @@ void RunResNet() {
   for (int set = 0; set < 2; ++set) {
     if (!measured[set]) continue;
     for (int v = 0; v < kVariants; ++v) {
+      if (std::strstr(variants[v].name, g_variant_filter) == nullptr) continue;
       std::printf("resnet18 (%dx%d) convs per step (x uses) %s fwd %8.1f ms, fwd+bwd %8.1f ms\n", set == 0 ? 28 : 32,
                   set == 0 ? 28 : 32, variants[v].name, total_fwd[set][v], total_all[set][v]);
     }
@@ -266,6 +278,7 @@ void RunResNet() {
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
   cpu::SetWeightGradientAlgorithm(cpu::WeightGradientAlgorithm::kAuto);
   cpu::SetForwardAlgorithm(cpu::ForwardAlgorithm::kAuto);
+  cpu::SetBf16Winograd(cpu::Bf16Winograd::kAuto);
 }
 
 // BatchNorm + ReLU (fused, as BasicBlock runs it) forward + backward at each ResNet-18 stage's
@@ -348,6 +361,7 @@ void RunResNetElementwise() {
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
   if (argc > 2) ddp::g_filter = argv[2];
+  if (argc > 3) ddp::g_variant_filter = argv[3];
   ddp::SetNumThreads(threads);
   std::printf("threads: %d\n", threads);
   ddp::Run();

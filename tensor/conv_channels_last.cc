@@ -150,7 +150,7 @@ void FoldRows(const float* rows, const ConvGeometry& g, int64_t first, int64_t c
 template <typename T>
 void Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, float* y) {
   if constexpr (std::is_same_v<T, BFloat16>) {
-    if (OnPrimitives(g) && !Bf16Primitives() &&
+    if (OnPrimitives(g) && Bf16ConvOnFloat32Primitives(g) &&
         OneDnnConvForward(Widened(x, g.n * g.h * g.w * g.c, 4), Widened(w, g.out * g.K(), 5), b,
                           ChannelsLast(g), y)) {
       return;
@@ -279,7 +279,7 @@ void Backward(const T* x, const T* w, const float* gy, const ConvGeometry& g, Co
     operand = rounded;
   }
   if constexpr (std::is_same_v<T, BFloat16>) {
-    if (OnPrimitives(g) && !Bf16Primitives() && g.n > 0) {
+    if (OnPrimitives(g) && Bf16ConvOnFloat32Primitives(g) && g.n > 0) {
       grads = WidenedPrimitiveBackward(x, w, operand, g, grads);
       if (grads.gw != nullptr) WeightGradient(x, operand, g, grads.gw);
       if (grads.gx != nullptr) InputGradient(w, operand, g, grads.gx);

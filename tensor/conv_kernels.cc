@@ -124,8 +124,8 @@ size_t FloatsFor(int64_t elements) {
 // widened to float32 (exact) and the float32 primitives multiply them. The convolutions follow the
 // matmul: on an AVX512_BF16 Xeon without AMX, oneDNN's bf16 convolution measured 1.3-1.6x slower than its
 // float32 one at ResNet-18's shapes (tensor/conv_bench.cc), as its bf16 matmul is slower than sgemm
-// there; on an AMD EPYC of family 26 both run faster in bf16.
-bool Bf16Primitives() { return ActiveBf16GemmKernel() == Bf16GemmKernel::kOneDnn; }
+// there; on an AMD EPYC of family 26 both run faster in bf16. Bf16ConvOnFloat32Primitives
+// (tensor/conv_onednn.h) says which a convolution takes.
 
 // A bf16 array widened to float32 in scratch `slot`.
 const float* Widened(const BFloat16* v, int64_t elements, int slot, std::optional<Scratch>& scratch) {
@@ -139,7 +139,7 @@ bool OneDnnForward(const float* x, const float* w, const float* b, const ConvGeo
 }
 
 bool OneDnnForward(const BFloat16* x, const BFloat16* w, const float* b, const ConvGeometry& g, float* y) {
-  if (Bf16Primitives()) return OneDnnConvForward(x, w, b, g, y);
+  if (!Bf16ConvOnFloat32Primitives(g)) return OneDnnConvForward(x, w, b, g, y);
   std::optional<Scratch> wx, ww;
   return OneDnnConvForward(Widened(x, g.n * g.c * g.h * g.w, 3, wx), Widened(w, g.out * g.K(), 4, ww), b, g,
                            y);
@@ -151,7 +151,8 @@ template <typename T>
 bool OneDnnForwardImages(const T* x, const T* w, const float* b, const ConvGeometry& g, float* direct,
                          const GroupOutputFn& consume) {
   if constexpr (std::is_same_v<T, BFloat16>) {
-    if (Bf16Primitives() && Bf16ForwardOnIm2Col()) return false;  // Note [bf16 forward on im2col]
+    // Note [bf16 forward on im2col]
+    if (!Bf16ConvOnFloat32Primitives(g) && Bf16ForwardOnIm2Col()) return false;
   }
   const int64_t image = g.out * g.P();
   Scratch full(1, direct == nullptr ? static_cast<size_t>(g.n * image) : 0);
@@ -376,7 +377,7 @@ ConvGrads OneDnnBackward(const T* x, const T* w, const ConvGeometry& g, const Gr
     return OneDnnBackwardPasses(x, w, gy, g, grads);
   } else {
     // Note [bf16 operands of oneDNN's convolutions]; the output gradient is rounded to bf16 as im2col's.
-    if (Bf16Primitives()) return Bf16PrimitiveBackward(x, w, gy, g, grads);
+    if (!Bf16ConvOnFloat32Primitives(g)) return Bf16PrimitiveBackward(x, w, gy, g, grads);
     Scratch low(2, FloatsFor<T>(g.n * image));
     const T* gop = GradientOperand<T>(gy, g.n * image, low);
     std::optional<Scratch> wide_gy, wide_x, wide_w;

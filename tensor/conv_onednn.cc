@@ -15,6 +15,7 @@
 
 #include "base/check.h"
 #include "tensor/bf16_convert.h"
+#include "tensor/cpu_gemm_bf16.h"
 #include "tensor/layout_transpose.h"
 #include "tensor/threads.h"
 
@@ -25,6 +26,21 @@ namespace {
 std::atomic<ConvKernel> requested_kernel{ConvKernel::kAuto};
 // SetBf16InputGradientAsForward's choice: -1 none (the environment's), 0 off, 1 on.
 std::atomic<int> requested_input_gradient_as_forward{-1};
+std::atomic<Bf16Winograd> requested_bf16_winograd{Bf16Winograd::kAuto};
+
+// The choice DDP_BF16_CONV_WINOGRAD makes (Note [bf16 convolutions on float32 Winograd]): kAuto where it
+// is unset, empty or "auto", kNever for "off", kAlways for "on".
+Bf16Winograd Bf16WinogradFromEnvironment() {
+  static const Bf16Winograd resolved = [] {
+    const char* env = std::getenv("DDP_BF16_CONV_WINOGRAD");
+    if (env == nullptr || *env == '\0' || std::strcmp(env, "auto") == 0) return Bf16Winograd::kAuto;
+    if (std::strcmp(env, "off") == 0) return Bf16Winograd::kNever;
+    DDP_CHECK(std::strcmp(env, "on") == 0)
+        << "DDP_BF16_CONV_WINOGRAD=\"" << env << "\": expected auto, off or on";
+    return Bf16Winograd::kAlways;
+  }();
+  return resolved;
+}
 
 // The kernel DDP_CONV_KERNEL forces, or kAuto (Note [Conv2d kernel choice]).
 ConvKernel FromEnvironment() {
@@ -54,6 +70,16 @@ bool EnvironmentPicksSecond(const char* name, const char* first, const char* sec
   DDP_CHECK(std::strcmp(env, second) == 0)
       << name << "=\"" << env << "\": expected " << first << " or " << second;
   return true;
+}
+
+// The shapes Note [bf16 convolutions on float32 Winograd] gives to float32 Winograd on a CPU whose bf16
+// instructions are AVX512_BF16 without AMX (false on any other CPU).
+bool Float32WinogradBeatsAvx512Bf16(const ConvGeometry& g) {
+  static const bool avx512_bf16 = std::strcmp(Bf16Instructions(), "avx512_bf16") == 0;
+  constexpr int64_t kTileSide = 4, kMinChannels = 256, kMinTiles = 256;
+  if (!avx512_bf16 || g.oh % kTileSide != 0 || g.ow % kTileSide != 0) return false;
+  const int64_t tiles = g.n * (g.oh / kTileSide) * (g.ow / kTileSide);
+  return g.c >= kMinChannels && g.out >= kMinChannels && tiles >= kMinTiles;
 }
 
 using dnnl::memory;
@@ -486,6 +512,17 @@ bool Bf16InputGradientAsForward(const ConvGeometry& g) {
   constexpr int64_t kMaxOutputPixels = 16;
   return on && ForcedKernel() == ConvKernel::kAuto && g.stride == 1 && g.kh == g.kw && g.padding < g.kh &&
          g.oh * g.ow <= kMaxOutputPixels;
+}
+
+void SetBf16Winograd(Bf16Winograd choice) { requested_bf16_winograd.store(choice); }
+
+bool Bf16ConvOnFloat32Primitives(const ConvGeometry& g) {
+  if (ActiveBf16GemmKernel() != Bf16GemmKernel::kOneDnn) return true;
+  if (ConvKernelFor(g) != ConvKernel::kWinograd) return false;
+  Bf16Winograd choice = requested_bf16_winograd.load();
+  if (choice == Bf16Winograd::kAuto) choice = Bf16WinogradFromEnvironment();
+  if (choice != Bf16Winograd::kAuto) return choice == Bf16Winograd::kAlways;
+  return Float32WinogradBeatsAvx512Bf16(g);
 }
 
 std::string OneDnnConvImplementation(const ConvGeometry& g) {
