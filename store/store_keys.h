@@ -37,6 +37,11 @@ inline std::string ElasticReplacementsKey() { return "elastic/replacements"; }
 // waiting to be admitted stops waiting (comm/elastic_membership.h).
 inline std::string ElasticClosedKey() { return "elastic/closed"; }
 
+// Within the namespace of a restart attempt: what every member of an elastic train/train job must share
+// (its settings and the data it loaded), written once by rank 0 at start-up and read by each replacement
+// before it registers (train/job_profile.h).
+inline std::string ElasticJobProfileKey() { return "elastic/profile"; }
+
 }  // namespace ddp
 
 #endif  // DDP_STORE_STORE_KEYS_H_

@@ -4,7 +4,7 @@
 // equal, bit for bit, those of runs that change the world size 3 -> 2 -> 3 at the same steps by
 // checkpoint-and-restart, and the sample log's effective steps are theirs, sample for sample (no sample
 // lost or repeated). Over Gloo and over shared memory (no segment left behind). A replacement nobody
-// admits fails naming what it waited for.
+// admits fails naming what it waited for; one with other data or settings is refused before it registers.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -24,6 +24,7 @@ namespace ddp {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int64_t kLostAfter = 12;   // rank 2 dies after this step
 constexpr int64_t kJoinAfter = 24;   // the replacement joins after this step
@@ -150,6 +151,53 @@ TEST(ElasticRejoinTest, AReplacementIsNoticedAtSomeStepBoundaryAndTheEpochLosesN
   EXPECT_EQ(entries_of_step.begin()->first, 1);
   for (const SampleLogEntry& e : effective) EXPECT_EQ(entries_of_step[e.step], e.world_size) << "step " << e.step;
   EXPECT_EQ(seen.size(), samples);
+}
+
+// The survivors' run with a replacement started by a wrapper that adds `replacement_flags` to the lost
+// worker's command line when ddprun starts it as a replacement (DDP_ELASTIC_JOIN=1): the cnn's 400 steps
+// (about 6 s here) leave the replacement time to start and be refused while they train.
+ProcessResult RunWithReplacementFlags(const std::string& replacement_flags) {
+  std::string train = Runfile("train/train");
+  for (const char* flag : {"--model=cnn", "--epochs=1", "--lr_schedule=constant", "--backend=shm",
+                           "--elastic", "--max_steps=400", "--fault_inject_step=5", "--fault_inject_rank=2",
+                           "--fault_inject_point=backward"}) {
+    absl::StrAppend(&train, " ", flag);
+  }
+  const std::string wrapper = absl::StrCat("if [ \"$DDP_ELASTIC_JOIN\" = 1 ]; then exec ", train, " ",
+                                           replacement_flags, "; else exec ", train, "; fi");
+  return RunJobWithJoinTimeout({Runfile("launch/ddprun"), "--master_port=0", "--elastic", "--max_restarts=1",
+                                "--nproc_per_node=3", "/bin/sh", "-c", wrapper});
+}
+
+// Note [Replacement fit check]: a replacement whose node holds other data (here the test set with one label
+// changed: the same sizes) or whose command line differs is refused before it registers, naming the
+// difference, and the survivors finish the run at 2 ranks instead of ending with the mismatch.
+TEST(ElasticRejoinTest, AReplacementWithOtherDataOrSettingsIsRefusedAndTheSurvivorsFinish) {
+  const std::string fashion = "/usr/share/datasets/fashion-mnist";
+  const std::string dir = TempPath(absl::StrCat("other_labels_", getpid()));
+  ASSERT_EQ(RunShell(absl::StrCat(
+                         "rm -rf ", dir, " && mkdir -p ", dir, " && cp ", fashion, "/*.gz ", dir, " && rm ",
+                         dir, "/t10k-labels-idx1-ubyte.gz && zcat ", fashion,
+                         "/t10k-labels-idx1-ubyte.gz | python3 -c 'import sys; b = bytearray(",
+                         "sys.stdin.buffer.read()); b[8] = (b[8] + 1) % 10; sys.stdout.buffer.write(b)' > ",
+                         dir, "/t10k-labels-idx1-ubyte"))
+                .exit_code,
+            0);
+  const ProcessResult data = RunWithReplacementFlags("--data_dir=" + dir);
+  EXPECT_EQ(data.exit_code, 0) << data.all();
+  EXPECT_THAT(data.all(), HasSubstr("ddprun: elastic: starting member 3 in rank 2's slot"));
+  EXPECT_THAT(data.all(), HasSubstr("this replacement cannot join the job: it loaded different data: the job "
+                                    "(rank 0): " +
+                                    fashion + " (60000 training, 10000 test images; data "));
+  EXPECT_THAT(data.all(),
+              HasSubstr("; this replacement: " + dir + " (60000 training, 10000 test images; data "));
+  EXPECT_THAT(data.all(), Not(HasSubstr("registered; waiting to be admitted")));
+  EXPECT_THAT(data.all(), Not(HasSubstr("joined generation")));
+
+  const ProcessResult settings = RunWithReplacementFlags("--lr=0.5");
+  EXPECT_EQ(settings.exit_code, 0) << settings.all();
+  EXPECT_THAT(settings.all(), HasSubstr("this replacement cannot join the job: its --lr is 0.5, the job's "));
+  EXPECT_THAT(settings.all(), Not(HasSubstr("joined generation")));
 }
 
 // A replacement that no running member admits (here: nobody runs; ddprun's environment makes the only

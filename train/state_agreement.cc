@@ -64,8 +64,8 @@ absl::Status CheckRanksHoldTheSame(ProcessGroup& group, absl::string_view what, 
   return absl::FailedPreconditionError(absl::StrCat(what, ": ", absl::StrJoin(parts, "; ")));
 }
 
-absl::Status CheckRanksLoadedTheSameData(ProcessGroup& group, const std::string& folder,
-                                         const ImageDataset* train, const ImageDataset& test) {
+LoadedData DescribeLoadedData(const std::string& folder, const ImageDataset* train,
+                              const ImageDataset& test) {
   uint64_t fingerprint = test.Fingerprint();
   std::string sizes = absl::StrCat(test.Size(), " test images");
   if (train != nullptr) {
@@ -73,8 +73,11 @@ absl::Status CheckRanksLoadedTheSameData(ProcessGroup& group, const std::string&
     sizes = absl::StrCat(train->Size(), " training, ", sizes);
   }
   const std::string key = FingerprintText(fingerprint);
-  return CheckRanksHoldTheSame(group, "the ranks loaded different data", key,
-                               absl::StrCat(folder, " (", sizes, "; data ", key, ")"));
+  return {key, absl::StrCat(folder, " (", sizes, "; data ", key, ")")};
+}
+
+absl::Status CheckRanksLoadedTheSameData(ProcessGroup& group, const LoadedData& loaded) {
+  return CheckRanksHoldTheSame(group, "the ranks loaded different data", loaded.key, loaded.detail);
 }
 
 }  // namespace ddp

@@ -41,15 +41,21 @@ std::string FingerprintText(uint64_t fingerprint);
 absl::Status CheckRanksHoldTheSame(ProcessGroup& group, absl::string_view what, const std::string& key,
                                    const std::string& detail);
 
-// CheckRanksHoldTheSame over the data every rank loaded from its `folder` (--data_dir may differ per rank:
-// each node reads its own copy): the training set (null: none, --eval_only) and the test set, by their
-// sizes and ImageDataset::Fingerprint. A node whose copy differs (older, cut short at a record boundary,
-// other files under the same names) would train its shard on other images or blend another test set into
-// the reported accuracy; instead every rank fails with, e.g.,
+// What one process loaded from its `folder` (--data_dir may differ per rank: each node reads its own
+// copy): the training set (null: none, --eval_only) and the test set, by their sizes and
+// ImageDataset::Fingerprint. `key` (hex) is equal exactly when those are; `detail` names the folder, the
+// sizes and the key, e.g. "/data (50000 training, 10000 test images; data 1f..)". Pure.
+struct LoadedData {
+  std::string key, detail;
+};
+LoadedData DescribeLoadedData(const std::string& folder, const ImageDataset* train, const ImageDataset& test);
+
+// CheckRanksHoldTheSame over what every rank loaded (DescribeLoadedData). A node whose copy differs (older,
+// cut short at a record boundary, other files under the same names) would train its shard on other images
+// or blend another test set into the reported accuracy; instead every rank fails with, e.g.,
 //   the ranks loaded different data: rank 0: /data (50000 training, 10000 test images; data 1f..);
 //   rank 1: /mnt/data (49990 training, 10000 test images; data 7a..)
-absl::Status CheckRanksLoadedTheSameData(ProcessGroup& group, const std::string& folder,
-                                         const ImageDataset* train, const ImageDataset& test);
+absl::Status CheckRanksLoadedTheSameData(ProcessGroup& group, const LoadedData& loaded);
 
 }  // namespace ddp
 

@@ -40,6 +40,7 @@
 #include "train/epoch_report.h"
 #include "train/fault_injection.h"
 #include "train/finite_checks.h"
+#include "train/job_profile.h"
 #include "train/output_guard.h"
 #include "train/progress.h"
 #include "train/sample_log.h"
@@ -498,6 +499,10 @@ absl::StatusOr<EvalResult> RunReplacement(const TrainConfig& config, const Launc
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, BuildModel(config, device));
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<ImageDataset> train_set, LoadDataSplit(config, Split::kTrain));
   std::shared_ptr<const Dataset> train = train_set;
+  const LoadedData loaded = DescribeLoadedData(DataFolder(config), train_set.get(), *test);
+  DDP_ASSIGN_OR_RETURN(const bool compared,
+                       CheckReplacementFitsJob(*dist->store, ProfileOf(config, loaded), kJobProfileWait));
+  if (!compared) std::fprintf(stderr, "%s\n", NoJobProfileNote().c_str());
   DDP_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, MakeOptimizer(config, model->Parameters()));
   TrainState state{config, *model, nullptr, *optimizer, /*rank=*/-1, /*world_size=*/0};
   state.train_images = train_set.get();
@@ -573,8 +578,13 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
   if (!config.eval_only) {
     DDP_ASSIGN_OR_RETURN(train, LoadDataSplit(config, Split::kTrain));
   }
-  if (group != nullptr)
-    DDP_RETURN_IF_ERROR(CheckRanksLoadedTheSameData(*group, DataFolder(config), train.get(), *test));
+  if (group != nullptr) {
+    const LoadedData loaded = DescribeLoadedData(DataFolder(config), train.get(), *test);
+    DDP_RETURN_IF_ERROR(CheckRanksLoadedTheSameData(*group, loaded));
+    if (config.elastic && launch.rank == 0 && dist->store != nullptr) {  // Note [Replacement fit check]
+      DDP_RETURN_IF_ERROR(PublishJobProfile(*dist->store, ProfileOf(config, loaded)));
+    }
+  }
   if (launch.rank == 0) std::fprintf(stderr, "%s\n", DescribeData(config, train.get(), *test).c_str());
   if (config.eval_only) return EvaluateOnly(config, *model, *test, group);
   return Train(config, launch, std::move(model), device, dist.get(), std::move(train), *test);
