@@ -255,6 +255,19 @@ if [[ -z ${CASES:-} || " $CASES " == *" small_dev_shm "* ]] && unshare -m true 2
   run_case small_dev_shm_auto 60 ok 'gloo|Gloo' -- unshare -m bash -c "mount -t tmpfs -o size=1m tmpfs /dev/shm && \
     $RUN --nproc_per_node=2 --master_port=0 $TRAIN ${QUICK[*]}"
 fi
+# An elastic job's replacement started on a node whose copy of the data differs (one test label changed): it
+# must be refused before it registers, naming both copies, and the survivors must finish (exit 0).
+if [[ -z ${CASES:-} || " $CASES " == *" replacement_other_data "* ]]; then
+  other=$WORK/other_labels
+  mkdir -p "$other" && cp /usr/share/datasets/fashion-mnist/*.gz "$other" && rm "$other/t10k-labels-idx1-ubyte.gz"
+  zcat /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz | python3 -c 'import sys; b = bytearray(
+sys.stdin.buffer.read()); b[8] = (b[8] + 1) % 10; sys.stdout.buffer.write(b)' >"$other/t10k-labels-idx1-ubyte"
+  elastic="$TRAIN --model=cnn --epochs=1 --lr_schedule=constant --backend=shm --elastic --max_steps=400 \
+--fault_inject_step=5 --fault_inject_rank=2 --fault_inject_point=backward"
+  run_case replacement_other_data 120 ok "cannot join the job: it loaded different data.*$other" -- \
+    "$RUN" --elastic --max_restarts=1 --nproc_per_node=3 --master_port=0 /bin/sh -c \
+    "if [ \"\$DDP_ELASTIC_JOIN\" = 1 ]; then exec $elastic --data_dir=$other; else exec $elastic; fi"
+fi
 # A container's memory limit: two resnet18 ranks (about 550 MB each) in a 600 MiB memory cgroup. The kernel's
 # OOM killer SIGKILLs one; ddprun must say so, naming the limit. ddprun then exits 137 as the worker did,
 # which run_case would take for a hang, so the wrapper turns exactly that code into 1.
