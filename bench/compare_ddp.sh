@@ -26,6 +26,10 @@
 #                                                 a resnet18 step takes ~2 s; 11 runs per round)
 #   DATASET=cifar10 MODELS=resnet18 bash bench/compare_ddp.sh   (CIFAR-10's shapes, as bench/compare_train.sh:
 #                                                 batches from DATA_DIR or a synthetic folder)
+#   PRECISION=bf16 THEIRS_FLAGS=--channels_last DATASET=cifar10 MODELS=resnet18 bash bench/compare_ddp.sh
+#                                                (every run of both sides under that --precision, autocast
+#                                                 on PyTorch's side; THEIRS_FLAGS: more flags for PyTorch's
+#                                                 runs, here its fastest layout for bf16 convolutions)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/pytorch_env.sh
@@ -34,6 +38,8 @@ bazel build //bench:train_throughput //launch:ddprun 2>&1 | grep -vE '^[0-9.]+: 
 MODELS=${MODELS:-"mlp cnn"}
 ROUNDS=${ROUNDS:-3}
 source bench/dataset_env.sh
+if [[ -n ${PRECISION:-} ]]; then data_flags+=(--precision="$PRECISION"); fi  # both sides take the flag
+read -r -a theirs_flags <<<"${THEIRS_FLAGS:-}"
 out=$(mktemp)
 # World-size-1 runs are pinned to core 0 on both sides; bench/pytorch_env.sh gives PyTorch one-thread
 # OpenMP, MKL and OpenBLAS pools everywhere (they otherwise start threads on the other core).
@@ -61,8 +67,8 @@ print(json.dumps({"impl": "ddpengine", "model": rows[0]["model"], "world_size": 
                   "step_cv": max(r["step_cv"] for r in rows)}))' "$a" "$b"
   rm -f "$a" "$b" "$a.steps" "$b.steps"
 }
-theirs() { "$TORCH_PY" bench/pytorch_reference.py --steps="$STEPS" --warmup="$WARMUP" --threads=1 "${data_flags[@]}" "$@"; }
-theirs1() { taskset -c 0 "$TORCH_PY" bench/pytorch_reference.py --steps="$STEPS" --warmup="$WARMUP" --threads=1 "${data_flags[@]}" "$@"; }
+theirs() { "$TORCH_PY" bench/pytorch_reference.py --steps="$STEPS" --warmup="$WARMUP" --threads=1 "${data_flags[@]}" "${theirs_flags[@]}" "$@"; }
+theirs1() { taskset -c 0 "$TORCH_PY" bench/pytorch_reference.py --steps="$STEPS" --warmup="$WARMUP" --threads=1 "${data_flags[@]}" "${theirs_flags[@]}" "$@"; }
 for model in $MODELS; do
   # About 4 s of timed steps per run, so that a 3% difference is above the noise (mlp steps are ~2 ms).
   WARMUP=20
