@@ -5,7 +5,8 @@
 // its element-wise layers at layer1's size and its BatchNorm + ReLU at every stage's size ("resnet" in the
 // label). Prints milliseconds per iteration: the median and the minimum of 20 runs (the minimum is the
 // steadier number on a shared machine).
-//   bazel run //tensor:conv_bench -- [threads] [label substring] [ResNet variant substring]
+//   bazel run //tensor:conv_bench -- [threads] [label substring] [ResNet variant substrings, comma-separated]
+//                                    [ResNet batch]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -30,9 +31,25 @@ namespace ddp {
 namespace {
 
 const char* g_filter = "";          // run only the cases whose label contains this (argv[2])
-const char* g_variant_filter = "";  // and of RunResNet's variants those whose name contains this (argv[3])
+// And of RunResNet's variants those whose name contains one of these comma-separated substrings (argv[3]).
+const char* g_variant_filter = "";
+int64_t g_resnet_batch = 64;  // RunResNet's batch (argv[4])
 
 void Report(const char* label, const std::function<void()>& fn);
+
+// Whether RunResNet runs the variant called `name` (g_variant_filter).
+bool VariantWanted(const char* name) {
+  const std::string filter = g_variant_filter;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = filter.find(',', start);
+    const std::string part =
+        filter.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (std::strstr(name, part.c_str()) != nullptr) return true;
+    if (comma == std::string::npos) return false;
+    start = comma + 1;
+  }
+}
 
 struct Timing {
   double median_ms, min_ms;
@@ -122,7 +139,8 @@ void Run() {
          }));
 }
 
-// The convolutions of ResNet-18 on 28x28 images (nn/resnet.h) and on CIFAR's 32x32 ("c32" labels) at batch 64, forward and forward + backward
+// The convolutions of ResNet-18 on 28x28 images (nn/resnet.h) and on CIFAR's 32x32 ("c32" labels) at batch 64
+// (or g_resnet_batch), forward and forward + backward
 // (input, weight), with each CPU kernel (Note [Conv2d kernel choice]) in float32 and under bf16 autocast,
 // the kernels interleaved round by round so that load on a shared machine hits them alike. Prints the
 // minimum over the rounds, the GFLOP/s of forward + backward (2 * MACs forward, twice that backward), and
@@ -209,16 +227,17 @@ void RunResNet() {
     if (std::strstr(k.label, g_filter) == nullptr) continue;
     const int set = k.input_size == 28 ? 0 : 1;
     measured[set] = true;
-    Tensor x = Param({64, k.c, k.hw, k.hw}, gen);
+    const int64_t n = g_resnet_batch;
+    Tensor x = Param({n, k.c, k.hw, k.hw}, gen);
     Tensor w = Param({k.out, k.c, k.kernel, k.kernel}, gen);
     const int64_t padding = k.kernel / 2, o = (k.hw + 2 * padding - k.kernel) / k.stride + 1;
-    const double macs = 64.0 * k.out * k.c * k.kernel * k.kernel * o * o;
+    const double macs = static_cast<double>(n) * k.out * k.c * k.kernel * k.kernel * o * o;
     const Tensor x_const = x.Detach();  // no input gradient: backward runs the weight pass alone
     const Tensor x_nhwc_const = ContiguousChannelsLast(x.Detach());
     const Tensor x_nhwc = Tensor::View(x_nhwc_const.storage(), x_nhwc_const.shape(), x_nhwc_const.strides(),
                                        0, DType::kFloat32);
     x_nhwc.set_requires_grad(true);
-    const Tensor gy = Ones({64, k.out, o, o}), gy_nhwc = ContiguousChannelsLast(gy);
+    const Tensor gy = Ones({n, k.out, o, o}), gy_nhwc = ContiguousChannelsLast(gy);
     auto forward = [&](bool bf16, const Tensor& input) {
       AutocastScope autocast(bf16);
       return Conv2d(input, w, Tensor(), k.stride, padding);
@@ -226,7 +245,7 @@ void RunResNet() {
     std::vector<double> fwd[kVariants], all[kVariants], weights_only[kVariants];
     for (int round = -1; round < kRounds; ++round) {  // round -1 warms up (primitive creation, scratch)
       for (int v = 0; v < kVariants; ++v) {
-        if (std::strstr(variants[v].name, g_variant_filter) == nullptr) continue;
+        if (!VariantWanted(variants[v].name)) continue;
         cpu::SetConvKernel(variants[v].kernel);
         cpu::SetBf16Winograd(variants[v].winograd);
         cpu::SetBf16GemmKernel(variants[v].bf16_gemm);
@@ -269,7 +288,7 @@ void RunResNet() {
   for (int set = 0; set < 2; ++set) {
     if (!measured[set]) continue;
     for (int v = 0; v < kVariants; ++v) {
-      if (std::strstr(variants[v].name, g_variant_filter) == nullptr) continue;
+      if (!VariantWanted(variants[v].name)) continue;
       std::printf("resnet18 (%dx%d) convs per step (x uses) %s fwd %8.1f ms, fwd+bwd %8.1f ms\n", set == 0 ? 28 : 32,
                   set == 0 ? 28 : 32, variants[v].name, total_fwd[set][v], total_all[set][v]);
     }
@@ -362,6 +381,7 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
   if (argc > 2) ddp::g_filter = argv[2];
   if (argc > 3) ddp::g_variant_filter = argv[3];
+  if (argc > 4) ddp::g_resnet_batch = std::max(1, std::atoi(argv[4]));
   ddp::SetNumThreads(threads);
   std::printf("threads: %d\n", threads);
   ddp::Run();

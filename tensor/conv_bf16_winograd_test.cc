@@ -43,9 +43,9 @@ bool SkipForEnvironment() {
 
 // Where oneDNN's bf16 GEMMs run on AVX512_BF16 without AMX, the rule takes ResNet-18's layer3 on 32x32
 // images (8x8 outputs, 256 channels, 256 tiles at batch 64) and nothing that leaves part of a 4x4 tile
-// unused, has fewer channels or fewer tiles, or that Winograd does not take; forced, it takes every
-// convolution Winograd takes or none. Where the bf16 GEMMs are float32's, every bf16 convolution runs the
-// float32 primitives; with AMX the rule takes nothing.
+// unused, has outputs below 8x8, fewer channels or fewer tiles, or that Winograd does not take; forced, it
+// takes every convolution Winograd takes or none. Where the bf16 GEMMs are float32's, every bf16 convolution
+// runs the float32 primitives; with AMX the rule takes nothing.
 TEST(ConvBf16WinogradTest, RuleTakesWholeTilesOfWideLayers) {
   if (SkipForEnvironment()) GTEST_SKIP() << "a DDP_ variable in the environment forces a kernel";
   DefaultKernels restore;
@@ -58,6 +58,7 @@ TEST(ConvBf16WinogradTest, RuleTakesWholeTilesOfWideLayers) {
     EXPECT_FALSE(cpu::Bf16ConvOnFloat32Primitives(Geometry(64, 256, 7, 256)));   // 7x7: tiles partly unused
     EXPECT_FALSE(cpu::Bf16ConvOnFloat32Primitives(Geometry(8, 256, 8, 256)));    // 32 tiles
     EXPECT_FALSE(cpu::Bf16ConvOnFloat32Primitives(Geometry(64, 512, 4, 512)));   // 64 tiles
+    EXPECT_FALSE(cpu::Bf16ConvOnFloat32Primitives(Geometry(256, 512, 4, 512)));  // 256 tiles, but 4x4
     EXPECT_FALSE(cpu::Bf16ConvOnFloat32Primitives(Geometry(64, 128, 16, 128)));  // 128 channels
     EXPECT_FALSE(cpu::Bf16ConvOnFloat32Primitives(Geometry(64, 128, 8, 256)));   // 128 input channels
     EXPECT_FALSE(cpu::Bf16ConvOnFloat32Primitives(Geometry(64, 256, 16, 256, 2)));  // stride 2: direct

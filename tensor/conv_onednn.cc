@@ -76,8 +76,9 @@ bool EnvironmentPicksSecond(const char* name, const char* first, const char* sec
 // instructions are AVX512_BF16 without AMX (false on any other CPU).
 bool Float32WinogradBeatsAvx512Bf16(const ConvGeometry& g) {
   static const bool avx512_bf16 = std::strcmp(Bf16Instructions(), "avx512_bf16") == 0;
-  constexpr int64_t kTileSide = 4, kMinChannels = 256, kMinTiles = 256;
+  constexpr int64_t kTileSide = 4, kMinSide = 8, kMinChannels = 256, kMinTiles = 256;
   if (!avx512_bf16 || g.oh % kTileSide != 0 || g.ow % kTileSide != 0) return false;
+  if (g.oh < kMinSide || g.ow < kMinSide) return false;
   const int64_t tiles = g.n * (g.oh / kTileSide) * (g.ow / kTileSide);
   return g.c >= kMinChannels && g.out >= kMinChannels && tiles >= kMinTiles;
 }

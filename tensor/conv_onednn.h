@@ -117,21 +117,24 @@ bool Bf16InputGradientAsForward(const ConvGeometry& g);
 // Where the CPU's bf16 arithmetic is AVX512_BF16 without AMX, vdpbf16ps does at most twice a float32 FMA's
 // work (Note [bf16 GEMM kernel choice]), while float32 Winograd F(4x4, 3x3) does a quarter of the direct
 // algorithm's multiplications at the price of its tile transforms. Which is faster depends on the shape.
-// On an AMD EPYC of family 26, one thread, batch 64, channels-last (tensor/conv_bench.cc, the "bf16 NHWC
-// fp32 wino" and "bf16 NHWC bf16 kernels" variants; BENCHMARKS.md "bf16 mixed precision"), float32
-// Winograd on the widened operands wins only at ResNet-18's layer3 on CIFAR's 32x32 images (256 -> 256
-// channels, 8x8 outputs: 23.0 against 27.6 ms forward + backward): its outputs fill whole 4x4 tiles, its
-// 256 channels make the tile GEMMs large next to the transforms, and its 256 tiles per batch share the
-// weights' transform. Where the outputs leave part of a tile unused (7x7, 14x14), the channels are fewer
-// (layer1, layer2: 64 and 128) or the tiles fewer (layer4, 4x4 outputs: 64 tiles), the bf16 kernels win
-// by 1-35%. Hence the rule: under bf16 on AVX512_BF16 without AMX, a convolution that Note [Winograd
-// convolutions] gives to Winograd in float32, with outputs a whole number of 4x4 tiles, at least 256 input
-// and output channels and at least 256 tiles in the batch, runs float32 Winograd on its bf16 operands
-// widened to float32 (exactly), the output gradient rounded to bf16 first as for the bf16 kernels. So the
-// operands are the bf16 kernels' and only the sums differ: Winograd's float32 rounding, about 1e-5 of the
-// output's magnitude (Note [Winograd convolutions]), far below bf16's. With AMX the bf16 kernels are
-// several times faster and the rule never applies. DDP_BF16_CONV_WINOGRAD=auto|off|on in the environment
-// (read once) or SetBf16Winograd chooses the rule, never, or every convolution Winograd takes in float32.
+// On an AMD EPYC of family 26, one thread, channels-last (tensor/conv_bench.cc, the "bf16 NHWC fp32 wino"
+// and "bf16 NHWC bf16 kernels" variants; BENCHMARKS.md "bf16 mixed precision"), float32 Winograd on the
+// widened operands wins only at ResNet-18's layer3 on CIFAR's 32x32 images (256 -> 256 channels, 8x8
+// outputs): 23.0 against 27.6 ms forward + backward at batch 64, 104.2 against 126.0 ms at batch 256. Its
+// outputs fill whole 4x4 tiles, its 256 channels make the tile GEMMs large next to the transforms, and its
+// 256 tiles per batch share the weights' transform. Where the outputs leave part of a tile unused (7x7,
+// 14x14) or the channels are fewer (layer1, layer2: 64 and 128), the bf16 kernels win by 1-35%; on 4x4
+// outputs (layer4) they win at any batch (23.1 against 35.7 ms at batch 64, 89.8 against 96.9 at 256, 256
+// tiles), as a third of those outputs' (pixel, tap) pairs read padding, which the direct kernels skip
+// (Note [Forward by pixel class], Note [Weight gradients tap by tap]) and Winograd computes. Hence the rule:
+// under bf16 on AVX512_BF16 without AMX, a convolution that Note [Winograd convolutions] gives to Winograd
+// in float32, with outputs of at least 8x8 that are a whole number of 4x4 tiles, at least 256 input and
+// output channels and at least 256 tiles in the batch, runs float32 Winograd on its bf16 operands widened
+// to float32 (exactly), the output gradient rounded to bf16 first as for the bf16 kernels. So the operands
+// are the bf16 kernels' and only the sums differ: Winograd's float32 rounding, about 1e-5 of the output's
+// magnitude (Note [Winograd convolutions]), far below bf16's. With AMX the bf16 kernels are several times
+// faster and the rule never applies. DDP_BF16_CONV_WINOGRAD=auto|off|on in the environment (read once) or
+// SetBf16Winograd chooses the rule, never, or every convolution Winograd takes in float32.
 enum class Bf16Winograd { kAuto, kNever, kAlways };
 
 // Overrides DDP_BF16_CONV_WINOGRAD for the convolutions that follow (kAuto: the environment's, else the
