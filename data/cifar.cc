@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "data/cifar_pickle.h"
 #include "io/file.h"
 
 namespace ddp {
@@ -22,6 +23,11 @@ struct CifarLayout {
   int64_t label_offset;     // which of them is the label trained on
   int64_t num_classes;
   std::vector<std::string> train_files, test_files;
+  // The Python version (data/cifar_pickle.h): where it comes from, its archive's folder, files and label key.
+  const char* python_url;
+  const char* python_dir;
+  std::vector<std::string> python_train_files, python_test_files;
+  const char* python_label_key;
 };
 
 const CifarLayout& Cifar10Layout() {
@@ -33,7 +39,12 @@ const CifarLayout& Cifar10Layout() {
       0,
       10,
       {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin"},
-      {"test_batch.bin"}};
+      {"test_batch.bin"},
+      "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
+      "cifar-10-batches-py",
+      {"data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5"},
+      {"test_batch"},
+      "labels"};
   return *layout;
 }
 
@@ -46,17 +57,22 @@ const CifarLayout& Cifar100Layout() {
                       1,
                       100,
                       {"train.bin"},
-                      {"test.bin"}};
+                      {"test.bin"},
+                      "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",
+                      "cifar-100-python",
+                      {"train"},
+                      {"test"},
+                      "fine_labels"};
   return *layout;
 }
 
-// `dir` itself when it holds the split's first file, else the archive's folder inside it when that does;
-// else `dir`, so that the error names the file expected there.
-std::string DataFolder(const CifarLayout& layout, const std::string& dir, const std::string& first_file) {
+// Where a split's files are: `dir` itself or the archive's folder inside it, whichever holds `first_file`;
+// empty when neither does.
+std::string FolderHolding(const std::string& dir, const char* archive_dir, const std::string& first_file) {
   if (CheckReadableFile(absl::StrCat(dir, "/", first_file)).ok()) return dir;
-  const std::string inner = absl::StrCat(dir, "/", layout.archive_dir);
+  const std::string inner = absl::StrCat(dir, "/", archive_dir);
   if (CheckReadableFile(absl::StrCat(inner, "/", first_file)).ok()) return inner;
-  return dir;
+  return "";
 }
 
 // Appends the records of one file to `pixels` and `labels`.
@@ -65,9 +81,10 @@ absl::Status ReadRecords(const CifarLayout& layout, const std::string& path, std
   absl::StatusOr<std::string> bytes = ReadFile(path);
   if (!bytes.ok()) {
     if (!absl::IsNotFound(bytes.status())) return bytes.status();
-    return absl::NotFoundError(absl::StrCat(path, ": no such file; ", layout.name,
-                                            " in its binary version comes from ", layout.archive_url,
-                                            " (extract it and pass the folder)"));
+    return absl::NotFoundError(
+        absl::StrCat(path, ": no such file; ", layout.name, " comes as its binary version (",
+                     layout.archive_url, ") or its Python version (", layout.python_url,
+                     ", the one torchvision downloads): extract either and pass the folder"));
   }
   const int64_t record = layout.label_bytes + kImageBytes;
   const int64_t size = static_cast<int64_t>(bytes->size());
@@ -93,14 +110,34 @@ absl::Status ReadRecords(const CifarLayout& layout, const std::string& path, std
   return absl::OkStatus();
 }
 
+// Appends the images and labels of one file of the Python version to `pixels` and `labels`.
+absl::Status ReadPickledBatch(const CifarLayout& layout, const std::string& path,
+                              std::vector<uint8_t>& pixels, std::vector<int64_t>& labels) {
+  DDP_ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path));
+  return AppendPickledCifarBatch(bytes, path, layout.python_label_key, layout.num_classes, pixels, labels);
+}
+
 absl::StatusOr<std::shared_ptr<ImageDataset>> LoadCifar(const CifarLayout& layout, const std::string& dir,
                                                         Split split, ImageNormalization norm) {
-  const std::vector<std::string>& files = split == Split::kTrain ? layout.train_files : layout.test_files;
-  const std::string folder = DataFolder(layout, dir, files.front());
+  const bool train = split == Split::kTrain;
+  const std::vector<std::string>& files = train ? layout.train_files : layout.test_files;
+  const std::vector<std::string>& python_files = train ? layout.python_train_files : layout.python_test_files;
   std::vector<uint8_t> pixels;
   std::vector<int64_t> labels;
-  for (const std::string& file : files) {
-    DDP_RETURN_IF_ERROR(ReadRecords(layout, absl::StrCat(folder, "/", file), pixels, labels));
+  // The binary version where its first file is, else the Python version where its first file is, else
+  // the binary version's files in `dir`, so that the error names what is missing there.
+  const std::string binary = FolderHolding(dir, layout.archive_dir, files.front());
+  const std::string python =
+      binary.empty() ? FolderHolding(dir, layout.python_dir, python_files.front()) : "";
+  if (!python.empty()) {
+    for (const std::string& file : python_files) {
+      DDP_RETURN_IF_ERROR(ReadPickledBatch(layout, absl::StrCat(python, "/", file), pixels, labels));
+    }
+  } else {
+    const std::string folder = binary.empty() ? dir : binary;
+    for (const std::string& file : files) {
+      DDP_RETURN_IF_ERROR(ReadRecords(layout, absl::StrCat(folder, "/", file), pixels, labels));
+    }
   }
   const int64_t n = static_cast<int64_t>(labels.size());
   Tensor targets = Tensor::Empty({n}, DType::kInt64);

@@ -24,6 +24,14 @@ std::vector<CifarRecord> SyntheticCifarRecords(int64_t n, int num_classes, uint6
 // `cifar100`. The test fails (gtest) when the file cannot be written.
 void WriteCifarFile(const std::string& path, const std::vector<CifarRecord>& records, bool cifar100 = false);
 
+// Writes `records` to `path` as one batch file of the Python version (data/cifar_pickle.h), byte for byte
+// as Python 2's cPickle.dump(batch, f, 2) writes the archives' files: a dict of "data" (numpy's
+// _reconstruct form of a uint8 [n, 3072] array, its raw bytes one BINSTRING), the labels ("labels", or
+// "fine_labels" and "coarse_labels" when `cifar100`), "batch_label" and "filenames", with the memo
+// entries cPickle makes. The test fails (gtest) when the file cannot be written.
+void WritePickledCifarFile(const std::string& path, const std::vector<CifarRecord>& records,
+                           bool cifar100 = false);
+
 // A CIFAR-10 folder at `dir` (made): the 5 training files share `train` records in order, test_batch.bin
 // holds `test` records, each drawn by SyntheticCifarRecords.
 void WriteSyntheticCifar10(const std::string& dir, int64_t train, int64_t test, uint64_t seed);

@@ -130,14 +130,14 @@ mkdir -p "$WORK/cifar_trunc" "$WORK/cifar_labels" "$WORK/cifar_python"
 cp "$WORK"/cifar/*.bin "$WORK/cifar_trunc/" && truncate -s 100000 "$WORK/cifar_trunc/data_batch_2.bin"
 cp "$WORK"/cifar/*.bin "$WORK/cifar_labels/" && head -c $((3073 * 20)) /dev/urandom >"$WORK/cifar_labels/test_batch.bin"
 for f in data_batch_1 data_batch_2 data_batch_3 data_batch_4 data_batch_5 test_batch batches.meta; do
-  head -c 1000 /dev/urandom >"$WORK/cifar_python/$f"  # the pickled Python version's names
+  head -c 1000 /dev/urandom >"$WORK/cifar_python/$f"  # the pickled Python version's names, garbage inside
 done
 CIFAR=(--dataset=cifar10 --model=mlp --epochs=1 --max_steps=3)
 run_case cifar_no_data_dir 20 fail 'dataset=cifar10 has no default folder: pass --data_dir' -- "$TRAIN" "${CIFAR[@]}"
 run_case cifar_fashion_dir 20 fail 'test_batch.bin: no such file' -- "$TRAIN" "${CIFAR[@]}" \
   --data_dir=/usr/share/datasets/fashion-mnist
-run_case cifar_python_version 20 fail 'test_batch.bin: no such file.*binary version' -- "$TRAIN" "${CIFAR[@]}" \
-  --data_dir="$WORK/cifar_python"
+run_case cifar_python_garbage 20 fail 'cifar_python/test_batch: not a (readable pickle|CIFAR batch)' -- \
+  "$TRAIN" "${CIFAR[@]}" --data_dir="$WORK/cifar_python"
 run_case cifar_truncated 20 fail 'data_batch_2.bin: 100000 bytes' -- "$TRAIN" "${CIFAR[@]}" --data_dir="$WORK/cifar_trunc"
 run_case cifar_bad_labels 20 fail 'test_batch.bin: label [0-9]+ of record' -- "$TRAIN" "${CIFAR[@]}" \
   --data_dir="$WORK/cifar_labels"

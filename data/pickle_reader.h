@@ -1,0 +1,66 @@
+// A reader for the data pickles of the data sets the trainer loads (CIFAR's Python versions,
+// data/cifar_pickle.h): Python's pickle format parsed into a tree of plain values, never executed.
+//
+// Note [Pickles read as data]
+// A pickle is a program for Python's pickle machine: GLOBAL names any importable callable and REDUCE calls
+// it, which is why Python's own documentation warns against loading untrusted pickles. This reader runs no
+// callable. It knows the opcodes that Python 2's cPickle and Python 3's pickle (protocols 0-5 in-band)
+// use for None, booleans, integers, byte and text strings, lists, tuples and dicts, and for the objects
+// (class instances, numpy arrays) that they build with GLOBAL + REDUCE + BUILD (the binary protocols 1-5,
+// out-of-band buffers excepted; protocol 0's text opcodes are not taken); such an object is kept as a
+// `kReduced` node holding the global's name, its arguments and its state, for the caller to interpret
+// (data/cifar_pickle.h knows numpy's forms of an ndarray). One call is understood rather than kept:
+// _codecs.encode(text, "latin1"), which is how Python 3 writes bytes at protocol 2, becomes those bytes. Any
+// other opcode, a reference to a memo entry that does not exist, a length running past the end, more than
+// PickleLimits allow, or a stack left unbalanced, is an InvalidArgument error naming the opcode and its
+// offset. Strings are views into the input where they need no conversion, so a 30 MB array is not copied.
+#ifndef DDP_DATA_PICKLE_READER_H_
+#define DDP_DATA_PICKLE_READER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace ddp {
+
+// One value of an unpickled tree. A value may be referred to more than once (the memo lets a pickle
+// reuse one, even inside itself); all of them are owned by their PickleTree.
+struct PickleValue {
+  enum class Kind { kNone, kBool, kInt, kBytes, kText, kList, kTuple, kDict, kGlobal, kReduced };
+  Kind kind = Kind::kNone;
+  int64_t integer = 0;     // kBool (0 or 1), kInt
+  absl::string_view text;  // kBytes, kText (UTF-8), kGlobal ("module name"): a view into the input or `owned`
+  std::string owned;       // storage for a converted `text`, when it is not a view
+  // kList, kTuple: the items; kDict: keys and values alternating, in insertion order; kReduced: the
+  // callable (a kGlobal), its arguments (a kTuple), and its state when BUILD gave one.
+  std::vector<const PickleValue*> items;
+};
+
+// Every value one pickle made, and the one it returned.
+struct PickleTree {
+  std::vector<std::unique_ptr<PickleValue>> values;
+  const PickleValue* root = nullptr;
+};
+
+// Bounds on what one pickle may make; beyond them the reader stops with an error.
+struct PickleLimits {
+  int64_t max_values = int64_t{1} << 20;  // values created (CIFAR-100's training file makes ~150,000)
+  int64_t max_depth = 64;                 // nested marks
+};
+
+// The tree `bytes` unpickles to. Errors as Note [Pickles read as data] says; `what` (e.g. the file's
+// path) prefixes every message. The returned views point into `bytes`, which must outlive them.
+absl::StatusOr<PickleTree> ReadPickle(absl::string_view bytes, const std::string& what,
+                                      const PickleLimits& limits = {});
+
+// The value under key `key` (a byte or text string) of dict `dict`, or null when it has none or is not a
+// dict.
+const PickleValue* PickleDictValue(const PickleValue& dict, absl::string_view key);
+
+}  // namespace ddp
+
+#endif  // DDP_DATA_PICKLE_READER_H_
