@@ -146,6 +146,31 @@ TEST(ImageDatasetCatalogTest, NamesShapesAndDefaultFolders) {
   EXPECT_EQ((*test)->Size(), 4);
 }
 
+// The root torchvision's datasets download into: <root>/FashionMNIST/raw and <root>/MNIST/raw hold the IDX
+// files (gzipped beside extracted ones), and passing the root loads them.
+TEST(ImageDatasetCatalogTest, TorchvisionsRootIsFound) {
+  const std::string fashion = kDefaultFashionMnistDir;
+  if (!std::ifstream(fashion + "/t10k-labels-idx1-ubyte.gz").good()) {
+    GTEST_SKIP() << "no Fashion-MNIST at " << fashion << " (tools/setup.sh installs it)";
+  }
+  const std::string root = TempPath("torchvision_root");
+  ASSERT_EQ(RunShell(absl::StrCat("rm -rf ", root, " && mkdir -p ", root, "/FashionMNIST/raw ", root,
+                                  "/MNIST/raw && cp ", fashion, "/t10k-* ", root, "/FashionMNIST/raw/ && cp ",
+                                  fashion, "/t10k-* ", root, "/MNIST/raw/"))
+                .exit_code,
+            0);
+  absl::StatusOr<std::shared_ptr<ImageDataset>> direct =
+      LoadImageDataset("fashion_mnist", fashion, Split::kTest);
+  for (const char* name : {"fashion_mnist", "mnist"}) {
+    absl::StatusOr<std::shared_ptr<ImageDataset>> from_root = LoadImageDataset(name, root, Split::kTest);
+    ASSERT_TRUE(from_root.ok()) << name << ": " << from_root.status();
+    EXPECT_EQ((*from_root)->Fingerprint(), (*direct)->Fingerprint()) << name;
+  }
+  // The training files are not there: the error names them in the root, where they were looked for first.
+  EXPECT_TRUE(
+      Has(LoadImageDataset("mnist", root, Split::kTrain).status(), root + "/train-images-idx3-ubyte"));
+}
+
 TEST(ImageDatasetCatalogTest, MnistIsTheIdxLoaderWithMnistsStatistics) {
   if (!std::ifstream(std::string(kDefaultFashionMnistDir) + "/t10k-labels-idx1-ubyte.gz").good()) {
     GTEST_SKIP() << "no Fashion-MNIST at " << kDefaultFashionMnistDir << " (tools/setup.sh installs it)";

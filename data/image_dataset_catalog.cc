@@ -1,5 +1,7 @@
 #include "data/image_dataset_catalog.h"
 
+#include <sys/stat.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/check.h"
@@ -16,10 +18,38 @@ const std::vector<ImageDatasetInfo>& Catalog() {
        kDefaultFashionMnistDir,
        "{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]"},
       {"mnist", {1, 28, 28}, 10, "", "{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]"},
-      {"cifar10", {3, 32, 32}, 10, "", "data_batch_{1..5}.bin, test_batch.bin (the binary version)"},
-      {"cifar100", {3, 32, 32}, 100, "", "train.bin, test.bin (the binary version)"},
+      {"cifar10",
+       {3, 32, 32},
+       10,
+       "",
+       "data_batch_{1..5}.bin, test_batch.bin (the binary version) or data_batch_{1..5}, test_batch (the "
+       "Python "
+       "version)"},
+      {"cifar100",
+       {3, 32, 32},
+       100,
+       "",
+       "train.bin, test.bin (the binary version) or train, test (the Python version)"},
   };
   return *catalog;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;  // not opened: a FIFO there would block the open
+}
+
+// Where `split`'s IDX files are: `folder` itself, or torchvision's layout inside it (`<folder>/MNIST/raw`,
+// `<folder>/FashionMNIST/raw`: `torchvision_name`), so that the root torchvision.datasets.MNIST(root,
+// download=True) filled can be passed as it is; `folder` when neither holds them (the error names the file
+// expected there).
+std::string IdxFolder(const std::string& folder, const char* torchvision_name, Split split) {
+  const std::string labels = absl::StrCat(split == Split::kTrain ? "train" : "t10k", "-labels-idx1-ubyte");
+  for (const std::string& candidate : {folder, absl::StrCat(folder, "/", torchvision_name, "/raw")}) {
+    const std::string stem = absl::StrCat(candidate, "/", labels);
+    if (Exists(stem) || Exists(stem + ".gz")) return candidate;
+  }
+  return folder;
 }
 
 }  // namespace
@@ -46,8 +76,11 @@ absl::StatusOr<std::shared_ptr<ImageDataset>> LoadImageDataset(const std::string
     return absl::InvalidArgumentError(absl::StrCat(
         "the ", name, " data set has no default folder: name the folder that holds ", info.files));
   }
-  if (name == "fashion_mnist") return LoadFashionMnist(folder, split);
-  if (name == "mnist") return LoadFashionMnist(folder, split, ImageNormalization{{0.1307f}, {0.3081f}});
+  if (name == "fashion_mnist") return LoadFashionMnist(IdxFolder(folder, "FashionMNIST", split), split);
+  if (name == "mnist") {
+    return LoadFashionMnist(IdxFolder(folder, "MNIST", split), split,
+                            ImageNormalization{{0.1307f}, {0.3081f}});
+  }
   if (name == "cifar10") return LoadCifar10(folder, split);
   return LoadCifar100(folder, split);
 }

@@ -32,7 +32,9 @@ absl::StatusOr<ImageDatasetInfo> FindImageDataset(const std::string& name);
 
 // Loads `split` of data set `name` from `dir` ("" for its default_dir; an error when it has none),
 // normalised with the training set's statistics (data/fashion_mnist.h, data/cifar.h; MNIST: mean 0.1307,
-// stddev 0.3081). Errors are the loaders', naming the file.
+// stddev 0.3081). `dir` may also be the root torchvision's datasets download into: MNIST/raw/ and
+// FashionMNIST/raw/ inside it hold the IDX files, cifar-10-batches-py/ and cifar-100-python/ CIFAR's Python
+// versions. Errors are the loaders', naming the file.
 absl::StatusOr<std::shared_ptr<ImageDataset>> LoadImageDataset(const std::string& name,
                                                                const std::string& dir, Split split);
 
