@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,21 @@ TEST(CifarPickleTest, MalformedBatchesAreRefusedByName) {
                   "b: \"fine_labels\" is not a list of 3 labels"));
   EXPECT_TRUE(
       Has(AppendPickledCifarBatch(*bytes, "b", "labels", 2, pixels, labels), "b: label 2 is not in 0..1"));
+  // Flipped bytes: an error naming the file, or a batch where they hit only pixels or a label's value;
+  // never a crash.
+  std::mt19937 random(3);
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string flipped = *bytes;
+    for (int f = 0; f < 3; ++f) flipped[random() % flipped.size()] = static_cast<char>(random() % 256);
+    pixels.clear();
+    labels.clear();
+    const absl::Status status = AppendPickledCifarBatch(flipped, "flip", "labels", 10, pixels, labels);
+    if (!status.ok()) {
+      EXPECT_TRUE(Has(status, "flip: ")) << status;
+    } else {
+      EXPECT_EQ(pixels.size(), size_t{3 * 3072});
+    }
+  }
   // The binary version's bytes under the Python version's name.
   std::string binary(3073, '\0');
   EXPECT_TRUE(
