@@ -46,13 +46,16 @@ TEST(DatasetsTrainTest, Cifar10WithoutAFolderSaysWhichFilesToPointAt) {
   EXPECT_EQ(RunShell(Train() + " --dataset=cifar10 --model=cnn --max_steps=1", &output), 2) << output;
   EXPECT_TRUE(Has(output,
                   "--dataset=cifar10 has no default folder: pass --data_dir=<the folder that holds "
-                  "data_batch_{1..5}.bin, test_batch.bin (the binary version)>"))
+                  "data_batch_{1..5}.bin, test_batch.bin (the binary version) or data_batch_{1..5}, test_batch "
+                  "(the Python version)>"))
       << output;
   const std::string empty = FreshDir("no_cifar");
   EXPECT_EQ(RunShell(Train() + " --dataset=cifar10 --model=cnn --max_steps=1 --data_dir=" + empty, &output),
             1);
-  EXPECT_TRUE(Has(output, empty + "/test_batch.bin: no such file; CIFAR-10 in its binary version comes from "
-                                  "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"))
+  EXPECT_TRUE(Has(output, empty + "/test_batch.bin: no such file; CIFAR-10 comes as its binary version "
+                                  "(https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz) or its Python version "
+                                  "(https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz, the one torchvision "
+                                  "downloads)"))
       << output;
 }
 
