@@ -12,26 +12,6 @@ namespace {
 constexpr size_t kMaxFieldBytes = size_t{1} << 26;
 constexpr size_t kShownValueChars = 200;
 
-std::string Encode(const std::vector<AgreedField>& fields) {
-  std::string out;
-  for (const AgreedField& f : fields) {
-    AppendBytes(&out, f.name);
-    AppendBytes(&out, f.value);
-  }
-  return out;
-}
-
-// The fields a peer sent; false when its bytes are not a well-formed encoding.
-bool Decode(const std::string& bytes, std::vector<AgreedField>* fields) {
-  ByteReader reader(bytes);
-  while (reader.remaining() > 0) {
-    AgreedField f;
-    if (!reader.ReadBytes(kMaxFieldBytes, &f.name) || !reader.ReadBytes(kMaxFieldBytes, &f.value)) return false;
-    fields->push_back(std::move(f));
-  }
-  return true;
-}
-
 std::string Shown(const std::string& value) {
   if (value.size() <= kShownValueChars) return value;
   return absl::StrCat(value.substr(0, kShownValueChars), "... (", value.size(), " characters)");
@@ -56,15 +36,35 @@ std::string ValuesByRank(const std::vector<std::string>& values) {
 
 }  // namespace
 
+std::string EncodeAgreedFields(const std::vector<AgreedField>& fields) {
+  std::string out;
+  for (const AgreedField& f : fields) {
+    AppendBytes(&out, f.name);
+    AppendBytes(&out, f.value);
+  }
+  return out;
+}
+
+bool DecodeAgreedFields(absl::string_view bytes, std::vector<AgreedField>* fields) {
+  ByteReader reader(bytes);
+  while (reader.remaining() > 0) {
+    AgreedField f;
+    if (!reader.ReadBytes(kMaxFieldBytes, &f.name) || !reader.ReadBytes(kMaxFieldBytes, &f.value))
+      return false;
+    fields->push_back(std::move(f));
+  }
+  return true;
+}
+
 absl::Status CheckRanksAgree(ProcessGroup& group, const std::vector<AgreedField>& fields, absl::string_view what) {
   std::vector<std::string> gathered;
-  const absl::Status exchange = group.AllGatherObject(Encode(fields), &gathered);
+  const absl::Status exchange = group.AllGatherObject(EncodeAgreedFields(fields), &gathered);
   if (!exchange.ok()) {
     return absl::Status(exchange.code(), absl::StrCat(what, ": exchanging settings failed: ", exchange.message()));
   }
   std::vector<std::vector<AgreedField>> all(gathered.size());
   for (size_t r = 0; r < gathered.size(); ++r) {
-    if (!Decode(gathered[r], &all[r])) {
+    if (!DecodeAgreedFields(gathered[r], &all[r])) {
       return absl::DataLossError(absl::StrCat(what, ": rank ", r, " sent malformed settings"));
     }
   }

@@ -21,6 +21,11 @@ struct AgreedField {
   std::string value;
 };
 
+// `fields` as bytes, each name and value length-prefixed (store/byte_codec.h), and back: DecodeAgreedFields
+// appends to `fields` and returns false when `bytes` is not a whole encoding. Pure.
+std::string EncodeAgreedFields(const std::vector<AgreedField>& fields);
+bool DecodeAgreedFields(absl::string_view bytes, std::vector<AgreedField>* fields);
+
 // Exchanges every rank's `fields` (one AllGatherObject, bounded by the group's timeout) and returns OK
 // when every rank passed the same names and values in the same order. Otherwise returns, on every rank,
 // the same FailedPrecondition error naming `what`, the first field that differs and its value on each

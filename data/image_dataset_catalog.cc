@@ -1,11 +1,10 @@
 #include "data/image_dataset_catalog.h"
 
-#include <sys/stat.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/check.h"
 #include "data/cifar.h"
+#include "io/file.h"
 
 namespace ddp {
 namespace {
@@ -34,11 +33,6 @@ const std::vector<ImageDatasetInfo>& Catalog() {
   return *catalog;
 }
 
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;  // not opened: a FIFO there would block the open
-}
-
 // Where `split`'s IDX files are: `folder` itself, or torchvision's layout inside it (`<folder>/MNIST/raw`,
 // `<folder>/FashionMNIST/raw`: `torchvision_name`), so that the root torchvision.datasets.MNIST(root,
 // download=True) filled can be passed as it is; `folder` when neither holds them (the error names the file
@@ -47,7 +41,7 @@ std::string IdxFolder(const std::string& folder, const char* torchvision_name, S
   const std::string labels = absl::StrCat(split == Split::kTrain ? "train" : "t10k", "-labels-idx1-ubyte");
   for (const std::string& candidate : {folder, absl::StrCat(folder, "/", torchvision_name, "/raw")}) {
     const std::string stem = absl::StrCat(candidate, "/", labels);
-    if (Exists(stem) || Exists(stem + ".gz")) return candidate;
+    if (CheckReadableFile(stem).ok() || CheckReadableFile(stem + ".gz").ok()) return candidate;
   }
   return folder;
 }

@@ -74,6 +74,16 @@ class Machine {
     stack_.pop_back();
     return v;
   }
+  // The top `n` values, in stack order (the topmost last).
+  absl::StatusOr<std::vector<Value>> PopLast(size_t n) {
+    std::vector<Value> items(n);
+    for (size_t i = n; i-- > 0;) {
+      absl::StatusOr<Value> v = Pop();
+      if (!v.ok()) return v.status();
+      items[i] = *v;
+    }
+    return items;
+  }
   // The values above the topmost mark, which is removed with them.
   absl::StatusOr<std::vector<Value>> PopToMark() {
     size_t mark = stack_.size();
@@ -206,23 +216,15 @@ absl::Status Machine::Step() {
     case 0x85:
     case 0x86:
     case 0x87: {  // TUPLE1..3
-      std::vector<Value> items(op_ - 0x84);
-      for (size_t i = items.size(); i-- > 0;) {
-        absl::StatusOr<Value> v = Pop();
-        if (!v.ok()) return v.status();
-        items[i] = *std::move(v);
-      }
-      return MakeTuple(std::move(items));
+      absl::StatusOr<std::vector<Value>> items = PopLast(op_ - 0x84);
+      if (!items.ok()) return items.status();
+      return MakeTuple(*std::move(items));
     }
     case 'a':
     case 's': {  // APPEND, SETITEM
-      std::vector<Value> items(op_ == 'a' ? 1 : 2);
-      for (size_t i = items.size(); i-- > 0;) {
-        absl::StatusOr<Value> v = Pop();
-        if (!v.ok()) return v.status();
-        items[i] = *std::move(v);
-      }
-      return AddTo(op_ == 'a' ? Kind::kList : Kind::kDict, std::move(items));
+      absl::StatusOr<std::vector<Value>> items = PopLast(op_ == 'a' ? 1 : 2);
+      if (!items.ok()) return items.status();
+      return AddTo(op_ == 'a' ? Kind::kList : Kind::kDict, *std::move(items));
     }
     case 'e':
     case 'u': {  // APPENDS, SETITEMS
@@ -293,26 +295,23 @@ absl::Status Machine::Step() {
       return Global(std::move(module), std::move(name));
     }
     case 0x93: {  // STACK_GLOBAL
-      absl::StatusOr<Value> name = Pop();
-      if (!name.ok()) return name.status();
-      absl::StatusOr<Value> module = Pop();
-      if (!module.ok()) return module.status();
-      if ((*name)->kind != Kind::kText || (*module)->kind != Kind::kText)
-        return Fail("a global named by non-text");
-      return Global(std::string((*module)->text), std::string((*name)->text));
+      absl::StatusOr<std::vector<Value>> parts = PopLast(2);  // module, name
+      if (!parts.ok()) return parts.status();
+      const Value module = (*parts)[0], name = (*parts)[1];
+      if (module->kind != Kind::kText || name->kind != Kind::kText) return Fail("a global named by non-text");
+      return Global(std::string(module->text), std::string(name->text));
     }
     case 'R': {  // REDUCE: kept, not called
-      absl::StatusOr<Value> args = Pop();
-      if (!args.ok()) return args.status();
-      absl::StatusOr<Value> callable = Pop();
-      if (!callable.ok()) return callable.status();
-      if ((*callable)->kind != Kind::kGlobal || (*args)->kind != Kind::kTuple) {
+      absl::StatusOr<std::vector<Value>> parts = PopLast(2);  // callable, args
+      if (!parts.ok()) return parts.status();
+      const Value callable = (*parts)[0], args = (*parts)[1];
+      if (callable->kind != Kind::kGlobal || args->kind != Kind::kTuple) {
         return Fail("REDUCE of something other than a global and a tuple");
       }
-      if ((*callable)->text == "_codecs encode") return PushLatin1Bytes(**args);
+      if (callable->text == "_codecs encode") return PushLatin1Bytes(*args);
       absl::StatusOr<Value> v = New(Kind::kReduced);
       if (!v.ok()) return v.status();
-      (*v)->items = {*callable, *args};
+      (*v)->items = {callable, args};
       return Push(std::move(v));
     }
     case 'b': {  // BUILD: the state is kept with the object

@@ -11,8 +11,7 @@ namespace ddp {
 namespace {
 
 constexpr uint32_t kFormat = 1;             // the encoding below; another value is refused
-constexpr size_t kMaxPartBytes = 1 << 20;   // a flag's name or value, a data key or description
-constexpr uint32_t kMaxSettings = 1 << 12;  // far above SettingsToAgree's count
+constexpr size_t kMaxPartBytes = 1 << 20;   // the encoded settings, a data key or description
 
 absl::Status Malformed(absl::string_view why) {
   return absl::DataLossError(
@@ -28,11 +27,7 @@ JobProfile ProfileOf(const TrainConfig& config, const LoadedData& data) {
 std::string EncodeJobProfile(const JobProfile& profile) {
   std::string out;
   AppendU32(&out, kFormat);
-  AppendU32(&out, static_cast<uint32_t>(profile.settings.size()));
-  for (const AgreedField& field : profile.settings) {
-    AppendBytes(&out, field.name);
-    AppendBytes(&out, field.value);
-  }
+  AppendBytes(&out, EncodeAgreedFields(profile.settings));
   AppendBytes(&out, profile.data.key);
   AppendBytes(&out, profile.data.detail);
   return out;
@@ -40,16 +35,13 @@ std::string EncodeJobProfile(const JobProfile& profile) {
 
 absl::StatusOr<JobProfile> DecodeJobProfile(const std::string& bytes) {
   ByteReader reader(bytes);
-  uint32_t format = 0, count = 0;
+  uint32_t format = 0;
   if (!reader.ReadU32(&format)) return Malformed("too short for its format number");
   if (format != kFormat) return Malformed(absl::StrCat("format ", format, ", expected ", kFormat));
-  if (!reader.ReadU32(&count) || count > kMaxSettings) return Malformed("no plausible count of settings");
+  std::string settings;
   JobProfile profile;
-  profile.settings.resize(count);
-  for (AgreedField& field : profile.settings) {
-    if (!reader.ReadBytes(kMaxPartBytes, &field.name) || !reader.ReadBytes(kMaxPartBytes, &field.value)) {
-      return Malformed("a setting is cut short");
-    }
+  if (!reader.ReadBytes(kMaxPartBytes, &settings) || !DecodeAgreedFields(settings, &profile.settings)) {
+    return Malformed("the settings are cut short");
   }
   if (!reader.ReadBytes(kMaxPartBytes, &profile.data.key) ||
       !reader.ReadBytes(kMaxPartBytes, &profile.data.detail)) {
