@@ -3,7 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
-#include "data/pickle_reader.h"
+#include "io/pickle_reader.h"
 
 namespace ddp {
 namespace {

@@ -1,6 +1,6 @@
 // One batch file of CIFAR-10's or CIFAR-100's Python version (the cifar-10-python.tar.gz and
 // cifar-100-python.tar.gz archives, which torchvision downloads): a pickled dict, read through
-// data/pickle_reader.h without running Python's pickle machine.
+// io/pickle_reader.h without running Python's pickle machine.
 //
 // What the page (https://www.cs.toronto.edu/~kriz/cifar.html) specifies, and the files hold: "data", a
 // numpy uint8 array [n, 3072] (each row 1024 red, 1024 green, 1024 blue bytes, each 32x32 row-major: the
@@ -9,7 +9,7 @@
 // numpy.core.multiarray._reconstruct(ndarray, (0,), b"b") with the state (version, shape, dtype, fortran
 // order, raw bytes), or from protocol 5 numpy.core.numeric._frombuffer(raw bytes, dtype, shape, order); the
 // dtype numpy.dtype("u1", ...); its raw bytes a byte string (Python 2's cPickle, as in the archives; Python
-// 3, whose bytes at protocol 2 data/pickle_reader.h decodes). Keys may be byte or text strings. Anything else
+// 3, whose bytes at protocol 2 io/pickle_reader.h decodes). Keys may be byte or text strings. Anything else
 // is refused, naming the file and what it held.
 #ifndef DDP_DATA_CIFAR_PICKLE_H_
 #define DDP_DATA_CIFAR_PICKLE_H_

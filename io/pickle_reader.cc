@@ -1,5 +1,5 @@
-// Contracts and Note [Pickles read as data]: data/pickle_reader.h.
-#include "data/pickle_reader.h"
+// Contracts and Note [Pickles read as data]: io/pickle_reader.h.
+#include "io/pickle_reader.h"
 
 #include <cstring>
 #include <unordered_map>
@@ -176,6 +176,28 @@ class Machine {
     return Push(std::move(v));
   }
 
+  absl::Status PushReduced(Value callable, Value args) {
+    absl::StatusOr<Value> v = New(Kind::kReduced);
+    if (!v.ok()) return v.status();
+    (*v)->items = {callable, args};
+    return Push(std::move(v));
+  }
+  // BUILD: the state goes with a freshly reduced object, or becomes the attributes of an OrderedDict.
+  absl::Status Build() {
+    absl::StatusOr<Value> state = Pop();
+    if (!state.ok()) return state.status();
+    const Value target = stack_.empty() ? nullptr : stack_.back();
+    if (target != nullptr && target->kind == Kind::kReduced && target->items.size() == 2) {
+      target->items.push_back(*state);
+      return absl::OkStatus();
+    }
+    if (target != nullptr && target->kind == Kind::kDict && target->attributes == nullptr) {
+      target->attributes = *state;
+      return absl::OkStatus();
+    }
+    return Fail("BUILD on something other than a freshly reduced object");
+  }
+
   absl::Status Step();
 
   absl::string_view in_;
@@ -294,14 +316,14 @@ absl::Status Machine::Step() {
       pos_ = name_end + 1;
       return Global(std::move(module), std::move(name));
     }
-    case 0x93: {  // STACK_GLOBAL
+    case 0x93: {                                              // STACK_GLOBAL
       absl::StatusOr<std::vector<Value>> parts = PopLast(2);  // module, name
       if (!parts.ok()) return parts.status();
       const Value module = (*parts)[0], name = (*parts)[1];
       if (module->kind != Kind::kText || name->kind != Kind::kText) return Fail("a global named by non-text");
       return Global(std::string(module->text), std::string(name->text));
     }
-    case 'R': {  // REDUCE: kept, not called
+    case 'R': {                                               // REDUCE: kept, not called
       absl::StatusOr<std::vector<Value>> parts = PopLast(2);  // callable, args
       if (!parts.ok()) return parts.status();
       const Value callable = (*parts)[0], args = (*parts)[1];
@@ -309,20 +331,36 @@ absl::Status Machine::Step() {
         return Fail("REDUCE of something other than a global and a tuple");
       }
       if (callable->text == "_codecs encode") return PushLatin1Bytes(*args);
-      absl::StatusOr<Value> v = New(Kind::kReduced);
+      if (callable->text == "collections OrderedDict" && args->items.empty()) return Push(New(Kind::kDict));
+      return PushReduced(callable, args);
+    }
+    case 0x81: {  // NEWOBJ: cls.__new__(cls, *args), kept like REDUCE
+      absl::StatusOr<std::vector<Value>> parts = PopLast(2);  // class, args
+      if (!parts.ok()) return parts.status();
+      if ((*parts)[0]->kind != Kind::kGlobal || (*parts)[1]->kind != Kind::kTuple) {
+        return Fail("NEWOBJ of something other than a global and a tuple");
+      }
+      return PushReduced((*parts)[0], (*parts)[1]);
+    }
+    case 'b':  // BUILD: the state is kept with the object
+      return Build();
+    case 'Q': {  // BINPERSID
+      absl::StatusOr<Value> id = Pop();
+      if (!id.ok()) return id.status();
+      absl::StatusOr<Value> v = New(Kind::kPersistentId);
       if (!v.ok()) return v.status();
-      (*v)->items = {callable, args};
+      (*v)->items = {*id};
       return Push(std::move(v));
     }
-    case 'b': {  // BUILD: the state is kept with the object
-      absl::StatusOr<Value> state = Pop();
-      if (!state.ok()) return state.status();
-      if (stack_.empty() || stack_.back() == nullptr || stack_.back()->kind != Kind::kReduced ||
-          stack_.back()->items.size() != 2) {
-        return Fail("BUILD on something other than a freshly reduced object");
-      }
-      stack_.back()->items.push_back(*state);
-      return absl::OkStatus();
+    case 'G': {  // BINFLOAT: 8 bytes, big-endian IEEE 754
+      absl::string_view raw;
+      if (!Take(8, &raw)) return Fail("a float runs past the end");
+      uint64_t bits = 0;
+      for (char c : raw) bits = (bits << 8) | static_cast<uint8_t>(c);
+      absl::StatusOr<Value> v = New(Kind::kFloat);
+      if (!v.ok()) return v.status();
+      std::memcpy(&(*v)->real, &bits, sizeof(bits));
+      return Push(std::move(v));
     }
     default:
       return Fail("an opcode this reader does not take");
