@@ -148,24 +148,23 @@ class Reader {
                                         name, &size, &compressed, &offset));
     at = header_end;
     if ((flags & 1) != 0) return Fail(absl::StrCat("member ", name, " is encrypted"));
-    if (method != 0) {
-      return Fail(absl::StrCat("member ", name, " is compressed (method ", method,
-                               "); torch.save stores members uncompressed: was the archive re-packed?"));
+    member.compression_method = static_cast<int>(method);
+    if (method == 0 && compressed != size) {
+      return Fail(absl::StrCat("member ", name, ": stored with two different sizes"));
     }
-    if (compressed != size) return Fail(absl::StrCat("member ", name, ": stored with two different sizes"));
     if (!Has(offset, kLocalHeaderSize) || offset >= data_end || U(offset, 4) != kLocalHeader) {
       return Fail(absl::StrCat("member ", name, ": no local header where the directory says"));
     }
     const uint64_t local_name = U(offset + 26, 2), local_extra = U(offset + 28, 2);
     const uint64_t data = offset + kLocalHeaderSize + local_name + local_extra;
-    if (data > data_end || size > data_end - data) {
+    if (data > data_end || compressed > data_end - data) {
       return Fail(absl::StrCat("member ", name, ": its data runs past the end of the members"));
     }
     if (image_.substr(offset + kLocalHeaderSize, local_name) != name) {
       return Fail(absl::StrCat("member ", name, ": its local header names another member"));
     }
-    member.data = image_.substr(data, size);
-    if (ZipCrc32(member.data) != crc)
+    member.data = image_.substr(data, compressed);
+    if (method == 0 && ZipCrc32(member.data) != crc)
       return Fail(absl::StrCat("member ", name, ": CRC-32 mismatch (damaged)"));
     return member;
   }

@@ -7,13 +7,15 @@
 // sizes and CRC-32s in data descriptors after each member (so its local header may carry zeros). The
 // reader therefore trusts only the central directory for names, sizes, offsets and CRC-32s, and checks
 // everything against the image: one archive on one disk; the end records inside the file and consistent
-// with each other; every member stored (method 0, not encrypted), its local header present with the same
-// name, its data inside the part of the file before the central directory, its CRC-32 matching; names
-// unique. ZIP64 extra fields replace the 32-bit sizes and offsets that hold 0xffffffff. A failure is an
-// InvalidArgument error naming the archive and, where there is one, the member. Members' data are views
-// into the image, never copies. The writer makes the same layout as torch.save (stored members aligned,
-// ZIP64 end records), with ZIP64 extra fields only where a size or offset needs them, no timestamps, and
-// no data descriptors, so the same members make the same bytes.
+// with each other; every member not encrypted, its local header present with the same name, its data
+// inside the part of the file before the central directory; names unique; a stored member's CRC-32
+// matching. A compressed member (other tools' archives, a TorchScript archive's code) is listed with its
+// method and compressed bytes, for the caller to refuse when it needs its contents. ZIP64 extra fields
+// replace the 32-bit sizes and offsets that hold 0xffffffff. A failure is an InvalidArgument error naming the
+// archive and, where there is one, the member. Members' data are views into the image, never copies. The
+// writer makes the same layout as torch.save (stored members aligned, ZIP64 end records), with ZIP64 extra
+// fields only where a size or offset needs them, no timestamps, and no data descriptors, so the same members
+// make the same bytes.
 #ifndef DDP_IO_ZIP_ARCHIVE_H_
 #define DDP_IO_ZIP_ARCHIVE_H_
 
@@ -29,7 +31,8 @@ namespace ddp {
 // One member: its name (a path inside the archive, "/"-separated) and its bytes.
 struct ZipMember {
   std::string name;
-  absl::string_view data;
+  absl::string_view data;      // when compression_method != 0, the compressed bytes, unchecked
+  int compression_method = 0;  // 0: stored
 };
 
 // The members of the archive `image`, in central-directory order, as Note [Stored ZIP archives] says.

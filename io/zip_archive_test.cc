@@ -113,8 +113,9 @@ TEST(ZipArchiveTest, PythonsZipfileAndOursReadEachOther) {
                 .exit_code,
             0);
   const std::string deflated_image = ReadBytes(deflated);
-  EXPECT_THAT(ReadZipArchive(deflated_image, "d.zip").status().message(),
-              HasSubstr("d.zip: not a readable ZIP archive: member a/x is compressed (method 8)"));
+  absl::StatusOr<std::vector<ZipMember>> compressed = ReadZipArchive(deflated_image, "d.zip");
+  ASSERT_TRUE(compressed.ok()) << compressed.status();
+  EXPECT_EQ((*compressed)[0].compression_method, 8);  // listed, left to the caller
 }
 
 TEST(ZipArchiveTest, CutsAndFlippedBytesEndInNamedErrors) {

@@ -41,7 +41,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Hugging Face's safetensors (PyPI; Debian has none) for /usr/bin/python3, the PyTorch side of
-# //tests:safetensors_interop_test, which puts this directory on PYTHONPATH. Skipped when importable.
+# //tests:weights_interop_test, which puts this directory on PYTHONPATH. Skipped when importable.
 PY_TARGET=/opt/ddpengine-py
 if ! PYTHONPATH="$PY_TARGET" /usr/bin/python3 -c "import safetensors.torch" 2>/dev/null; then
   echo "setup: installing safetensors (PyPI) into $PY_TARGET" >&2

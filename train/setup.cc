@@ -8,8 +8,8 @@
 #include "nn/adam.h"
 #include "nn/models.h"
 #include "nn/resnet.h"
-#include "nn/safetensors.h"
 #include "nn/sgd.h"
+#include "nn/weights_file.h"
 #include "reducer/comm_hook.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/cuda_ops.h"
@@ -85,11 +85,15 @@ std::string DescribeData(const TrainConfig& config, const ImageDataset* train, c
   return line;
 }
 
-absl::StatusOr<std::shared_ptr<Module>> BuildModel(const TrainConfig& config, Device device) {
+absl::StatusOr<std::shared_ptr<Module>> BuildModel(const TrainConfig& config, Device device,
+                                                   std::vector<std::string>* init_notes) {
   Generator init_generator(config.seed);
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model,
                        MakeModel(config.model, init_generator, ModelInputFor(config)));
-  if (!config.init_from.empty()) DDP_RETURN_IF_ERROR(LoadModuleFromSafetensors(*model, config.init_from));
+  if (!config.init_from.empty()) {
+    DDP_ASSIGN_OR_RETURN(std::vector<std::string> notes, LoadModuleWeights(*model, config.init_from));
+    if (init_notes != nullptr) *init_notes = std::move(notes);
+  }
   if (auto* resnet = dynamic_cast<nn::ResNet*>(model.get())) {
     resnet->set_channels_last(ChannelsLastActivations(config));
   }

@@ -41,9 +41,12 @@ absl::StatusOr<std::shared_ptr<ImageDataset>> LoadDataSplit(const TrainConfig& c
 std::string DescribeData(const TrainConfig& config, const ImageDataset* train, const ImageDataset& test);
 
 // The model of config.model for ModelInputFor(config), initialised from config.seed (or loaded from
-// config.init_from), with its parameters and buffers on `device`. Errors: an unknown model, an unreadable
-// or mismatched init file.
-absl::StatusOr<std::shared_ptr<Module>> BuildModel(const TrainConfig& config, Device device);
+// config.init_from, a safetensors or torch.save file: nn/weights_file.h), with its parameters and buffers
+// on `device`. When `init_notes` is given it receives what loading config.init_from did on the way (the
+// key a checkpoint's state_dict was taken from, a "module." prefix removed, dtypes converted), one
+// sentence each. Errors: an unknown model, an unreadable or mismatched init file.
+absl::StatusOr<std::shared_ptr<Module>> BuildModel(const TrainConfig& config, Device device,
+                                                   std::vector<std::string>* init_notes = nullptr);
 
 // config.optimizer (sgd, adam or adamw) over `params` with config's lr, momentum and weight decay.
 absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TrainConfig& config, const std::vector<Tensor>& params);

@@ -25,7 +25,7 @@
 #include "ddp/zero_reduce_scatter_hook.h"
 #include "ddp/zero_redundancy_optimizer.h"
 #include "dp/data_parallel.h"
-#include "nn/safetensors.h"
+#include "nn/weights_file.h"
 #include "reducer/iteration_stats.h"
 #include "store/store_keys.h"
 #include "tensor/autograd.h"
@@ -208,7 +208,7 @@ absl::Status Finish(const TrainConfig& config, const TrainState& state, Distribu
     // barrier that rank 0 will never reach).
     DDP_RETURN_IF_ERROR(RunOnRankZero(group, [&]() -> absl::Status {
       DDP_RETURN_IF_ERROR(RequireFiniteWeights(model, absl::StrCat("not saving --save=", config.save)));
-      return SaveModuleToSafetensors(model, config.save);
+      return SaveModuleWeights(model, config.save);
     }));
   }
   if (ddp != nullptr) {
@@ -471,7 +471,12 @@ absl::StatusOr<EvalResult> RunTraining(const TrainConfig& config) {
 
   DDP_ASSIGN_OR_RETURN(auto test, LoadDataSplit(config, Split::kTest));
   DDP_ASSIGN_OR_RETURN(const Device device, TrainingDevice(config, launch));
-  DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, BuildModel(config, device));
+  std::vector<std::string> init_notes;
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model, BuildModel(config, device, &init_notes));
+  if (launch.rank == 0 && !init_notes.empty()) {
+    std::fprintf(stderr, "--init_from=%s: %s\n", config.init_from.c_str(),
+                 absl::StrJoin(init_notes, "; ").c_str());
+  }
   std::shared_ptr<ImageDataset> train;
   if (!config.eval_only) {
     DDP_ASSIGN_OR_RETURN(train, LoadDataSplit(config, Split::kTrain));

@@ -1,9 +1,10 @@
-"""The PyTorch side of //tests:safetensors_interop_test (run with /usr/bin/python3, torch 1.13, and
-Hugging Face's safetensors on PYTHONPATH; tools/setup.sh installs it into /opt/ddpengine-py).
+"""The PyTorch side of //tests:weights_interop_test. A PATH ending in .pt is a torch.save file (any
+PyTorch from 1.13); any other a safetensors file (Hugging Face's safetensors on PYTHONPATH: tools/setup.sh
+installs it for /usr/bin/python3 into /opt/ddpengine-py).
 
-    safetensors_interop.py save MODEL PATH --steps=N   # seed 0, train N SGD steps, save_file(state_dict)
-    safetensors_interop.py eval MODEL PATH [--expect_batches=N]
-        # load_file + load_state_dict(strict=True); prints "torch test_acc A"; with --expect_batches,
+    weights_interop.py save MODEL PATH --steps=N   # seed 0, train N SGD steps, save the state_dict
+    weights_interop.py eval MODEL PATH [--expect_batches=N]
+        # load + load_state_dict(strict=True); prints "torch test_acc A"; with --expect_batches,
         # checks every BatchNorm's num_batches_tracked is N and its running statistics were trained
 
 The data are the Fashion-MNIST IDX files, normalised as data/fashion_mnist.cc does.
@@ -16,7 +17,6 @@ import sys
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import reference_models  # noqa: E402
@@ -58,13 +58,21 @@ def save(args):
         loss = F.cross_entropy(model(x[lo:lo + 64]), y[lo:lo + 64])
         loss.backward()
         opt.step()
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, args.path)
+    if args.path.endswith(".pt"):
+        torch.save(model.state_dict(), args.path)
+    else:
+        from safetensors.torch import save_file
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, args.path)
     print("torch saved %s after %d steps" % (args.path, args.steps))
 
 
 def evaluate(args):
     model = reference_models.make_model(args.model)
-    state = load_file(args.path)
+    if args.path.endswith(".pt"):
+        state = torch.load(args.path, weights_only=True)  # only tensors and containers, no code
+    else:
+        from safetensors.torch import load_file
+        state = load_file(args.path)
     model.load_state_dict(state, strict=True)  # every parameter and buffer, nothing extra
     if args.expect_batches is not None:
         for name, module in model.named_modules():

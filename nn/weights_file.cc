@@ -1,0 +1,70 @@
+// Contracts: nn/weights_file.h.
+#include "nn/weights_file.h"
+
+#include <map>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "io/file.h"
+#include "nn/safetensors.h"
+#include "nn/torch_save.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace {
+
+bool IsHalfPrecision(DType dtype) { return dtype == DType::kFloat16 || dtype == DType::kBFloat16; }
+
+// Widens the float16 / bfloat16 tensors that the module holds as float32 of the same shape; a note says
+// how many.
+void WidenToModuleDTypes(const Module& module, NamedTensors& tensors, std::vector<std::string>& notes) {
+  std::map<std::string, Tensor> own;
+  for (auto& [name, tensor] : module.StateDict()) own.emplace(name, tensor);
+  int widened = 0;
+  for (auto& [name, tensor] : tensors) {
+    const auto it = own.find(name);
+    if (it == own.end() || !IsHalfPrecision(tensor.dtype()) || it->second.dtype() != DType::kFloat32 ||
+        it->second.shape() != tensor.shape()) {
+      continue;
+    }
+    tensor = ToDType(tensor, DType::kFloat32);
+    ++widened;
+  }
+  if (widened > 0)
+    notes.push_back(absl::StrCat("widened ", widened, " float16/bfloat16 tensor(s) to float32"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> LoadModuleWeights(Module& module, const std::string& path,
+                                                           bool strict) {
+  DDP_ASSIGN_OR_RETURN(std::string image, ReadFile(path));
+  NamedTensors tensors;
+  std::vector<std::string> notes;
+  if (LooksLikeTorchSave(image)) {
+    DDP_ASSIGN_OR_RETURN(TorchStateDict state, ParseTorchStateDict(image, path));
+    tensors = std::move(state.tensors);
+    notes = std::move(state.notes);
+  } else {
+    DDP_ASSIGN_OR_RETURN(SafetensorsContents contents, ParseSafetensors(image, path));
+    tensors = std::move(contents.tensors);
+  }
+  WidenToModuleDTypes(module, tensors, notes);
+  absl::Status status = module.LoadStateDict(tensors, strict);
+  if (!status.ok())
+    return absl::Status(status.code(), absl::StrCat("loading ", path, ": ", status.message()));
+  return notes;
+}
+
+bool IsTorchSavePath(const std::string& path) {
+  return absl::EndsWith(path, ".pt") || absl::EndsWith(path, ".pth");
+}
+
+absl::Status SaveModuleWeights(const Module& module, const std::string& path) {
+  if (IsTorchSavePath(path)) return SaveTorchStateDict(path, module.StateDict());
+  return SaveModuleToSafetensors(module, path);
+}
+
+}  // namespace ddp
