@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -95,10 +96,13 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
     ::close(fd);
     return kind;
   }
-  std::string out;
-  char buffer[1 << 16];
+  // Read straight into the string, sized by fstat (one copy, no regrowth); a file that grows meanwhile is
+  // read to its end all the same.
+  std::string out(static_cast<size_t>(std::max<off_t>(st.st_size, 0)), '\0');
+  size_t filled = 0;
   for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (filled == out.size()) out.resize(std::max(out.size() + out.size() / 2, filled + (size_t{1} << 16)));
+    const ssize_t n = ::read(fd, &out[filled], out.size() - filled);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       const int error = errno;
@@ -106,9 +110,10 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
       return FileError("read", path, error);
     }
     if (n == 0) break;
-    out.append(buffer, static_cast<size_t>(n));
+    filled += static_cast<size_t>(n);
   }
   ::close(fd);
+  out.resize(filled);
   return out;
 }
 

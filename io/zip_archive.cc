@@ -3,14 +3,13 @@
 // end of central directory), 4.5.3 (ZIP64 extra field).
 #include "io/zip_archive.h"
 
-#include <zlib.h>
-
 #include <cstdint>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "base/crc32.h"
 
 namespace ddp {
 namespace {
@@ -175,10 +174,7 @@ class Reader {
 
 }  // namespace
 
-uint32_t ZipCrc32(absl::string_view bytes) {
-  return static_cast<uint32_t>(
-      crc32_z(crc32_z(0, nullptr, 0), reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()));
-}
+uint32_t ZipCrc32(absl::string_view bytes) { return Crc32(bytes.data(), bytes.size()); }
 
 absl::StatusOr<std::vector<ZipMember>> ReadZipArchive(absl::string_view image, const std::string& what) {
   return Reader(image, what).Read();

@@ -1,13 +1,15 @@
 """The PyTorch side of //nn:resnet_interchange_test: torchvision's resnet18 and our resnet18 exchanging
-weights through safetensors files, both directions, with strict names (nn/resnet.h).
+weights through safetensors and torch.save files, both directions, with strict names (nn/resnet.h).
 
     resnet_interchange.py DIR --expect_batches=N
-      1. ours -> torchvision: load_file(DIR/ours_weights.safetensors) + load_state_dict(strict=True);
-         every num_batches_tracked is N; the eval-mode logits on DIR/ours_io.safetensors' input equal the
+      1. ours -> torchvision: load_file(DIR/ours_weights.safetensors), then
+         torch.load(DIR/ours_weights.pt, weights_only=True), each + load_state_dict(strict=True); every
+         num_batches_tracked is N; the eval-mode logits on DIR/ours_io.safetensors' input equal the
          logits stored there.
       2. torchvision -> ours: a fresh torchvision model's weights (BatchNorm statistics and
-         num_batches_tracked set to non-initial values) -> DIR/torch_weights.safetensors; a fixed input
-         and its eval-mode logits -> DIR/torch_io.safetensors, for our side to check.
+         num_batches_tracked set to non-initial values) -> DIR/torch_weights.safetensors and (torch.save)
+         DIR/torch_weights.pt; a fixed input and its eval-mode logits -> DIR/torch_io.safetensors, for
+         our side to check.
 
 Runs under any PyTorch with torchvision (2.x from PyPI, or Debian's python3-torch 1.13 with
 python3-torchvision 0.14) and Hugging Face's safetensors. Exit status 0 on success, 1 on a failure (it
@@ -81,23 +83,26 @@ def torch_save(args):
         logits = model(x)
     save_file({k: v.contiguous() for k, v in model.state_dict().items()},
               os.path.join(args.dir, "torch_weights.safetensors"))
+    torch.save(model.state_dict(), os.path.join(args.dir, "torch_weights.pt"))
     save_file({"input": x, "logits": logits}, os.path.join(args.dir, "torch_io.safetensors"))
     print("torchvision saved %d tensors" % len(model.state_dict()))
 
 
 def torch_check(args):
-    model = torchvision_resnet18()
-    state = load_file(os.path.join(args.dir, "ours_weights.safetensors"))
-    model.load_state_dict(state, strict=True)  # every parameter and buffer, nothing extra
-    for name, bn in ((n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)):
-        if int(bn.num_batches_tracked) != args.expect_batches:
-            sys.exit("FAIL: %s.num_batches_tracked is %d, expected %d" % (name, int(bn.num_batches_tracked),
-                                                                         args.expect_batches))
-    io = load_file(os.path.join(args.dir, "ours_io.safetensors"))
-    model.eval()
-    with torch.no_grad():
-        logits = model(io["input"])
-    compare("ours --save -> torchvision load_state_dict(strict=True), eval logits", logits, io["logits"])
+    for file in ("ours_weights.safetensors", "ours_weights.pt"):
+        path = os.path.join(args.dir, file)
+        model = torchvision_resnet18()
+        state = torch.load(path, weights_only=True) if file.endswith(".pt") else load_file(path)
+        model.load_state_dict(state, strict=True)  # every parameter and buffer, nothing extra
+        for name, bn in ((n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)):
+            if int(bn.num_batches_tracked) != args.expect_batches:
+                sys.exit("FAIL: %s: %s.num_batches_tracked is %d, expected %d" % (
+                    file, name, int(bn.num_batches_tracked), args.expect_batches))
+        io = load_file(os.path.join(args.dir, "ours_io.safetensors"))
+        model.eval()
+        with torch.no_grad():
+            logits = model(io["input"])
+        compare("ours %s -> torchvision load_state_dict(strict=True), eval logits" % file, logits, io["logits"])
 
 
 def main():

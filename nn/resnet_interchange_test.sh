@@ -1,12 +1,14 @@
 #!/bin/bash
 # resnet18 weights move both ways between this engine and torchvision's resnet18(num_classes=10) (conv1 ->
-# Conv2d(1, 64, 3, 1, 1, bias=False), maxpool -> Identity), through safetensors files, with strict names:
-#  1. ours -> torchvision: a resnet18 trained 3 SGD steps here and saved with SaveModuleToSafetensors
-#     loads into torchvision with load_state_dict(strict=True), every num_batches_tracked is 3, and
-#     torchvision gives our eval-mode logits on a fixed input.
+# Conv2d(1, 64, 3, 1, 1, bias=False), maxpool -> Identity), through safetensors and torch.save files, with
+# strict names:
+#  1. ours -> torchvision: a resnet18 trained 3 SGD steps here and saved with SaveModuleWeights (.safetensors
+#     and .pt) loads into torchvision with load_state_dict(strict=True) (load_file; torch.load with
+#     weights_only=True), every num_batches_tracked is 3, and torchvision gives our eval-mode logits on a
+#     fixed input.
 #  2. torchvision -> ours: torchvision's state_dict (BatchNorm statistics and num_batches_tracked set to
-#     non-initial values) saved with safetensors.torch.save_file loads into MakeModel("resnet18") with
-#     strict names, and ours gives torchvision's eval-mode logits.
+#     non-initial values) saved with safetensors.torch.save_file and with torch.save loads into
+#     MakeModel("resnet18") with strict names, and ours gives torchvision's eval-mode logits.
 # Logits agree within 1e-4 * max(1, max |logit|) and in their predicted classes.
 #
 # The PyTorch side (nn/resnet_interchange.py) runs on the first Python that imports torch, torchvision and

@@ -1,14 +1,15 @@
 // Our side of //nn:resnet_interchange_test (nn/resnet_interchange_test.sh): resnet18 weights to and from
-// torchvision through safetensors files, with strict names.
+// torchvision through safetensors and torch.save files, with strict names.
 //
 //   resnet_interchange_tool check_torch DIR
-//       Loads DIR/torch_weights.safetensors (torchvision's state_dict) into MakeModel("resnet18") with
-//       strict names and checks its eval-mode logits on DIR/torch_io.safetensors' input against the
-//       logits torchvision computed (max |ours - torch| <= 1e-4 * max(1, max |torch|), same classes).
+//       Loads DIR/torch_weights.safetensors and DIR/torch_weights.pt (torchvision's state_dict) each into
+//       MakeModel("resnet18") with strict names and checks its eval-mode logits on DIR/torch_io.safetensors'
+//       input against the logits torchvision computed (max |ours - torch| <= 1e-4 * max(1, max |torch|), same
+//       classes).
 //   resnet_interchange_tool save_ours DIR STEPS
 //       Trains a fresh resnet18 for STEPS SGD steps on random batches (so weights, running statistics and
 //       num_batches_tracked = STEPS all differ from their initial values), saves its state dict to
-//       DIR/ours_weights.safetensors and a fixed input with its eval-mode logits to
+//       DIR/ours_weights.safetensors and DIR/ours_weights.pt and a fixed input with its eval-mode logits to
 //       DIR/ours_io.safetensors.
 // Exit status 0 on success; a failure prints what went wrong and exits 1.
 #include <cmath>
@@ -23,6 +24,7 @@
 #include "nn/models.h"
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
+#include "nn/weights_file.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 
@@ -63,16 +65,22 @@ absl::Status Compare(const std::string& what, const Tensor& actual, const Tensor
 }
 
 absl::Status CheckTorch(const std::string& dir) {
-  Generator generator(0);
-  absl::StatusOr<std::shared_ptr<Module>> model = MakeModel("resnet18", generator);
-  if (!model.ok()) return model.status();
-  absl::Status loaded = LoadModuleFromSafetensors(**model, dir + "/torch_weights.safetensors", /*strict=*/true);
-  if (!loaded.ok()) return loaded;
   absl::StatusOr<std::map<std::string, Tensor>> io = ReadByName(dir + "/torch_io.safetensors");
   if (!io.ok()) return io.status();
-  (*model)->Eval();
-  return Compare("torchvision save_file -> ours LoadModuleFromSafetensors(strict), eval logits",
-                 (*model)->Forward(io->at("input")), io->at("logits"));
+  for (const char* file : {"torch_weights.safetensors", "torch_weights.pt"}) {
+    Generator generator(0);
+    absl::StatusOr<std::shared_ptr<Module>> model = MakeModel("resnet18", generator);
+    if (!model.ok()) return model.status();
+    absl::StatusOr<std::vector<std::string>> loaded =
+        LoadModuleWeights(**model, dir + "/" + file, /*strict=*/true);
+    if (!loaded.ok()) return loaded.status();
+    (*model)->Eval();
+    absl::Status same =
+        Compare(absl::StrCat("torchvision ", file, " -> ours LoadModuleWeights(strict), eval logits"),
+                (*model)->Forward(io->at("input")), io->at("logits"));
+    if (!same.ok()) return same;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SaveOurs(const std::string& dir, int steps) {
@@ -94,7 +102,8 @@ absl::Status SaveOurs(const std::string& dir, int steps) {
   (*model)->Eval();
   const Tensor input = Uniform({4, 1, 28, 28}, 0.0f, 1.0f, generator);
   const Tensor logits = (*model)->Forward(input);
-  absl::Status saved = SaveModuleToSafetensors(**model, dir + "/ours_weights.safetensors");
+  absl::Status saved = SaveModuleWeights(**model, dir + "/ours_weights.safetensors");
+  if (saved.ok()) saved = SaveModuleWeights(**model, dir + "/ours_weights.pt");
   if (!saved.ok()) return saved;
   saved = SaveSafetensors(dir + "/ours_io.safetensors", {{"input", input}, {"logits", logits}});
   if (saved.ok()) std::printf("ours saved %zu tensors after %d steps\n", (*model)->StateDict().size(), steps);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 #include <utility>
 
@@ -17,6 +18,7 @@
 #include "io/zip_archive.h"
 #include "nn/torch_save_pickle.h"
 #include "tensor/ops.h"
+#include "tensor/storage.h"
 
 namespace ddp {
 namespace {
@@ -100,11 +102,30 @@ std::string Describe(const PickleValue& v) {
   return "a value";
 }
 
+// True when `stride` lays a tensor of `size` out contiguously in row-major order (dims of extent 1 may
+// have any stride).
+bool IsRowMajor(const Shape& size, const Shape& stride) {
+  int64_t expected = 1;
+  for (size_t d = size.size(); d-- > 0;) {
+    if (size[d] != 1 && stride[d] != expected) return false;
+    expected *= size[d];
+  }
+  return true;
+}
+
+// The strides of a contiguous row-major tensor of `size`.
+Shape RowMajorStrides(const Shape& size) {
+  Shape stride(size.size(), 1);
+  for (size_t d = size.size(); d-- > 1;) stride[d - 1] = stride[d] * size[d];
+  return stride;
+}
+
 // The archive's pickle and storages, and the notes and counts gathered while reading it.
 class ArchiveReader {
  public:
-  ArchiveReader(const std::string& source, std::vector<ZipMember> members, std::string prefix)
-      : source_(source), members_(std::move(members)), prefix_(std::move(prefix)) {}
+  ArchiveReader(const std::string& source, std::shared_ptr<std::string> image, std::vector<ZipMember> members,
+                std::string prefix)
+      : source_(source), image_(std::move(image)), members_(std::move(members)), prefix_(std::move(prefix)) {}
 
   absl::StatusOr<TorchStateDict> Read(const PickleValue& root) {
     DDP_ASSIGN_OR_RETURN(const PickleValue* state_dict, FindStateDict(root));
@@ -206,11 +227,21 @@ class ArchiveReader {
                         absl::StrCat("its storage type ", id.items[1]->text, " is not one the engine holds ",
                                      "(float32, float16, bfloat16, float64, integers, bool)"));
     }
-    DDP_ASSIGN_OR_RETURN(absl::string_view storage, Storage(id, *type, name));
-    DDP_ASSIGN_OR_RETURN(std::string elements,
-                         Gather(storage, type->element_size, args.items[1]->integer, size, stride, name));
-    if (Converted(*type)) ++converted_[type->name];
-    return ToEngineTensor(elements, *type, size);
+    DDP_ASSIGN_OR_RETURN(const ZipMember* storage, Storage(id, *type, name));
+    const int64_t offset = args.items[1]->integer;
+    DDP_RETURN_IF_ERROR(CheckView(storage->data.size() / type->element_size, offset, size, stride, name));
+    if (Converted(*type)) {
+      ++converted_[type->name];
+      return ConvertedTensor(Gather(storage->data, type->element_size, offset, size, stride), *type, size);
+    }
+    const char* first = storage->data.data() + static_cast<uint64_t>(offset) * type->element_size;
+    if (IsRowMajor(size, stride) && reinterpret_cast<uintptr_t>(first) % type->element_size == 0) {
+      return Tensor::View(SharedStorage(*storage), size, RowMajorStrides(size), offset, type->dtype);
+    }
+    Tensor t = Tensor::Empty(size, type->dtype);
+    const std::string elements = Gather(storage->data, type->element_size, offset, size, stride);
+    if (!elements.empty()) std::memcpy(t.raw_data(), elements.data(), elements.size());
+    return t;
   }
 
   absl::StatusOr<Shape> Ints(const PickleValue& tuple, const std::string& name,
@@ -226,9 +257,9 @@ class ArchiveReader {
     return out;
   }
 
-  // The bytes of the storage `id` names, checked to hold its numel elements.
-  absl::StatusOr<absl::string_view> Storage(const PickleValue& id, const StorageType& type,
-                                            const std::string& name) const {
+  // The member holding the storage `id` names, checked to hold its numel elements.
+  absl::StatusOr<const ZipMember*> Storage(const PickleValue& id, const StorageType& type,
+                                           const std::string& name) const {
     const std::string member = absl::StrCat(prefix_, "data/", id.items[2]->text);
     const ZipMember* found = FindZipMember(members_, member);
     if (found == nullptr)
@@ -241,19 +272,30 @@ class ArchiveReader {
           name, absl::StrCat("its storage ", member, " holds ", found->data.size(), " bytes, not ", numel,
                              " elements of ", type.element_size, " bytes"));
     }
-    return found->data;
+    return found;
   }
 
-  // The elements the view (offset, size, stride) selects, in row-major order, as contiguous bytes.
-  absl::StatusOr<std::string> Gather(absl::string_view storage, size_t element_size, int64_t offset,
-                                     const Shape& size, const Shape& stride, const std::string& name) const {
-    const uint64_t storage_numel = storage.size() / element_size;
-    uint64_t numel = 1;
-    for (int64_t extent : size) numel = extent == 0 ? 0 : numel;
+  // The engine's storage over `member`'s bytes in the image, one per member (tensors that share a
+  // storage in the file share it here too); it keeps the image alive.
+  ddp::Storage SharedStorage(const ZipMember& member) {
+    ddp::Storage& shared = storages_[member.name];
+    if (shared == nullptr) {
+      std::shared_ptr<std::string> image = image_;
+      shared = std::make_shared<StorageImpl>(const_cast<char*>(member.data.data()), member.data.size(),
+                                             Device::CPU(), [image](void*) {});
+    }
+    return shared;
+  }
+
+  // OK when the view (offset, size, stride) selects only elements of a storage of `storage_numel`.
+  absl::Status CheckView(uint64_t storage_numel, int64_t offset, const Shape& size, const Shape& stride,
+                         const std::string& name) const {
     if (offset < 0 || static_cast<uint64_t>(offset) > storage_numel) {
       return FailTensor(name,
                         absl::StrCat("its offset ", offset, " lies outside its storage of ", storage_numel));
     }
+    uint64_t numel = 1;
+    for (int64_t extent : size) numel = extent == 0 ? 0 : numel;
     uint64_t last = static_cast<uint64_t>(offset);  // the last element the view reaches
     for (size_t d = 0; d < size.size() && numel > 0; ++d) {
       const auto extent = static_cast<uint64_t>(size[d]), step = static_cast<uint64_t>(stride[d]);
@@ -269,11 +311,19 @@ class ArchiveReader {
       return FailTensor(name,
                         absl::StrCat("its view reaches element ", last, " of a storage of ", storage_numel));
     }
-    std::string out(numel * element_size, '\0');
+    return absl::OkStatus();
+  }
+
+  // The elements a checked view selects, in row-major order, as contiguous bytes.
+  static std::string Gather(absl::string_view storage, size_t element_size, int64_t offset, const Shape& size,
+                            const Shape& stride) {
+    int64_t numel = 1;
+    for (int64_t extent : size) numel *= extent;
+    std::string out(static_cast<size_t>(numel) * element_size, '\0');
     if (numel == 0) return out;
     std::vector<int64_t> index(size.size(), 0);
     uint64_t source = static_cast<uint64_t>(offset);
-    for (uint64_t i = 0; i < numel; ++i) {
+    for (int64_t i = 0; i < numel; ++i) {
       std::memcpy(&out[i * element_size], storage.data() + source * element_size, element_size);
       for (size_t d = size.size(); d-- > 0;) {  // the next row-major index
         source += static_cast<uint64_t>(stride[d]);
@@ -285,14 +335,11 @@ class ArchiveReader {
     return out;
   }
 
-  static Tensor ToEngineTensor(const std::string& elements, const StorageType& type, const Shape& size) {
+  // A float64 storage's elements rounded to float32, or an integer or bool storage's widened to int64.
+  static Tensor ConvertedTensor(const std::string& elements, const StorageType& type, const Shape& size) {
     Tensor t = Tensor::Empty(size, type.dtype);
     const int64_t n = t.numel();
-    if (!Converted(type)) {
-      if (n > 0) std::memcpy(t.raw_data(), elements.data(), elements.size());
-      return t;
-    }
-    if (type.dtype == DType::kFloat32) {  // float64, rounded
+    if (type.dtype == DType::kFloat32) {
       float* out = static_cast<float*>(t.raw_data());
       for (int64_t i = 0; i < n; ++i) {
         double d;
@@ -313,7 +360,9 @@ class ArchiveReader {
   }
 
   const std::string& source_;
+  std::shared_ptr<std::string> image_;  // what members_ view
   std::vector<ZipMember> members_;
+  std::map<std::string, ddp::Storage> storages_;  // by member name
   std::string prefix_;  // "<archive name>/"
   std::string taken_from_;
   std::map<std::string, int> converted_;
@@ -345,7 +394,9 @@ bool LooksLikeTorchSave(absl::string_view image) {
          absl::StartsWith(image, absl::string_view(kLegacyMagic, sizeof(kLegacyMagic) - 1));
 }
 
-absl::StatusOr<TorchStateDict> ParseTorchStateDict(absl::string_view image, const std::string& source) {
+absl::StatusOr<TorchStateDict> ParseTorchStateDict(std::string bytes, const std::string& source) {
+  auto shared = std::make_shared<std::string>(std::move(bytes));
+  const absl::string_view image = *shared;
   if (absl::StartsWith(image, absl::string_view(kLegacyMagic, sizeof(kLegacyMagic) - 1))) {
     return absl::InvalidArgumentError(absl::StrCat(
         source,
@@ -366,12 +417,12 @@ absl::StatusOr<TorchStateDict> ParseTorchStateDict(absl::string_view image, cons
                                                    "): was the archive re-packed?"));
   }
   DDP_ASSIGN_OR_RETURN(PickleTree tree, ReadPickle(pickle->data, absl::StrCat(source, ": ", pickle->name)));
-  return ArchiveReader(source, std::move(members), prefix).Read(*tree.root);
+  return ArchiveReader(source, std::move(shared), std::move(members), prefix).Read(*tree.root);
 }
 
 absl::StatusOr<TorchStateDict> ReadTorchStateDict(const std::string& path) {
   DDP_ASSIGN_OR_RETURN(std::string image, ReadFile(path));
-  return ParseTorchStateDict(image, path);
+  return ParseTorchStateDict(std::move(image), path);
 }
 
 absl::StatusOr<std::string> SerializeTorchStateDict(const NamedTensors& tensors) {

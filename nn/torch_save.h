@@ -51,8 +51,10 @@ struct TorchStateDict {
 bool LooksLikeTorchSave(absl::string_view image);
 
 // The state_dict in the torch.save file image `image`, as Note [torch.save files read as data] says;
-// `source` (a path) starts every error message.
-absl::StatusOr<TorchStateDict> ParseTorchStateDict(absl::string_view image, const std::string& source);
+// `source` (a path) starts every error message. A tensor stored contiguously in its dtype is a view of
+// the image's bytes, not a copy (the image lives as long as such a tensor; tensors that share a storage
+// in the file share it here); the others are copies.
+absl::StatusOr<TorchStateDict> ParseTorchStateDict(std::string image, const std::string& source);
 
 // Reads and parses the file at `path` (io/file.h's errors for a missing or unreadable file).
 absl::StatusOr<TorchStateDict> ReadTorchStateDict(const std::string& path);

@@ -44,7 +44,7 @@ absl::StatusOr<std::vector<std::string>> LoadModuleWeights(Module& module, const
   NamedTensors tensors;
   std::vector<std::string> notes;
   if (LooksLikeTorchSave(image)) {
-    DDP_ASSIGN_OR_RETURN(TorchStateDict state, ParseTorchStateDict(image, path));
+    DDP_ASSIGN_OR_RETURN(TorchStateDict state, ParseTorchStateDict(std::move(image), path));
     tensors = std::move(state.tensors);
     notes = std::move(state.notes);
   } else {

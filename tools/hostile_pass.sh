@@ -123,6 +123,15 @@ head -c 3000 "$WORK/mlp.safetensors" >"$WORK/trunc.safetensors"
 run_case init_from_truncated 20 fail 'trunc.safetensors' -- "$TRAIN" "${QUICK[@]}" --init_from="$WORK/trunc.safetensors"
 run_case init_from_other_model 30 fail 'fc|conv|shape|missing|unexpected' -- "$TRAIN" --model=cnn --epochs=1 \
   --max_steps=2 --init_from="$WORK/mlp.safetensors"
+"$TRAIN" "${QUICK[@]}" --save="$WORK/mlp.pt" >/dev/null 2>&1
+head -c 100000 "$WORK/mlp.pt" >"$WORK/trunc.pt"
+run_case init_from_torch_truncated 20 fail 'trunc.pt: not a readable ZIP archive' -- "$TRAIN" "${QUICK[@]}" \
+  --init_from="$WORK/trunc.pt"
+cp "$WORK/mlp.pt" "$WORK/flipped.pt" && printf '\x55' | dd of="$WORK/flipped.pt" bs=1 seek=300000 conv=notrunc 2>/dev/null
+run_case init_from_torch_flipped 20 fail 'flipped.pt: .*CRC-32 mismatch' -- "$TRAIN" "${QUICK[@]}" \
+  --init_from="$WORK/flipped.pt"
+run_case init_from_torch_other_model 30 fail 'mlp.pt: .*(missing|unexpected)' -- "$TRAIN" --model=cnn --epochs=1 \
+  --max_steps=2 --init_from="$WORK/mlp.pt"
 
 echo "== CIFAR folders"
 python3 tools/synthetic_cifar10.py "$WORK/cifar" 500 100 >/dev/null
