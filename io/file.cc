@@ -1,6 +1,7 @@
 #include "io/file.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -84,7 +85,15 @@ absl::Status CheckReadableFile(const std::string& path) {
   return NotRegularFileError(path, st.st_mode);
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
+namespace {
+
+// An open descriptor of the regular file at `path` and its size (CheckReadableFile's errors, checked on
+// the opened file). The caller closes it.
+struct OpenedFile {
+  int fd;
+  size_t size;
+};
+absl::StatusOr<OpenedFile> OpenRegularFile(const std::string& path) {
   // O_NONBLOCK: opening a FIFO that no program writes returns at once, and fstat then refuses it. Reads
   // of a regular file ignore the flag.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -96,9 +105,18 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
     ::close(fd);
     return kind;
   }
+  return OpenedFile{fd, static_cast<size_t>(std::max<off_t>(st.st_size, 0))};
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  absl::StatusOr<OpenedFile> file = OpenRegularFile(path);
+  if (!file.ok()) return file.status();
+  const int fd = file->fd;
   // Read straight into the string, sized by fstat (one copy, no regrowth); a file that grows meanwhile is
   // read to its end all the same.
-  std::string out(static_cast<size_t>(std::max<off_t>(st.st_size, 0)), '\0');
+  std::string out(file->size, '\0');
   size_t filled = 0;
   for (;;) {
     if (filled == out.size()) out.resize(std::max(out.size() + out.size() / 2, filled + (size_t{1} << 16)));
@@ -115,6 +133,28 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   ::close(fd);
   out.resize(filled);
   return out;
+}
+
+MappedFile::~MappedFile() {
+  if (address_ != nullptr) ::munmap(address_, size_);
+}
+
+absl::StatusOr<std::shared_ptr<const MappedFile>> MapFile(const std::string& path) {
+  absl::StatusOr<OpenedFile> file = OpenRegularFile(path);
+  if (!file.ok()) return file.status();
+  const int fd = file->fd;
+  const size_t size = file->size;
+  void* address = nullptr;
+  if (size > 0) {
+    address = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (address == MAP_FAILED) {
+      const int error = errno;
+      ::close(fd);
+      return FileError("map", path, error);
+    }
+  }
+  ::close(fd);
+  return std::make_shared<const MappedFile>(address, size);
 }
 
 absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes) {

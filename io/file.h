@@ -17,6 +17,7 @@
 #define DDP_IO_FILE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -39,6 +40,29 @@ absl::Status CheckReadableFile(const std::string& path);
 // Reads the whole file at `path`. Errors: CheckReadableFile's (checked on the opened file, which a FIFO
 // without a writer does not block), or a failed read's.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+// A regular file's bytes mapped into memory (private and copy-on-write: writes through them never reach
+// the file), for inputs read whole once where a copy costs more than the rest of the reading (a model's
+// weights). The mapping lives as long as the object. Whoever maps a file reads it while mapped and keeps
+// copies, not views, of what it needs afterwards: a file truncated by another program while mapped makes
+// reads past its new end fault (SIGBUS), as with any mmap.
+class MappedFile {
+ public:
+  MappedFile(void* address, size_t size) : address_(address), size_(size) {}
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  absl::string_view bytes() const { return absl::string_view(static_cast<const char*>(address_), size_); }
+
+ private:
+  void* address_;  // null for an empty file
+  size_t size_;
+};
+
+// Maps the whole file at `path`. Its pages are shared with the page cache until written (no copy; a
+// written page becomes private). Errors: ReadFile's, or a failed mmap's.
+absl::StatusOr<std::shared_ptr<const MappedFile>> MapFile(const std::string& path);
 
 // Writes `bytes` to `path` (created, or truncated when it exists) and fsyncs it. Not atomic: a failure
 // can leave `path` partly written, so use it only for files that become visible through a later

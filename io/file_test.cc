@@ -139,6 +139,26 @@ TEST(FileTest, ReadFileRefusesWhatIsNotARegularFile) {
   EXPECT_EQ(Contents(dir + "/to_data"), "abc");
 }
 
+TEST(FileTest, ReadFileAndMapFileGiveTheWholeFile) {
+  const std::string dir = FreshDir("read_whole");
+  std::string big(3 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131 + (i >> 12));
+  ASSERT_TRUE(WriteFileAtomically(dir + "/big", big).ok());
+  ASSERT_TRUE(WriteFileAtomically(dir + "/empty", "").ok());
+  EXPECT_EQ(*ReadFile(dir + "/big"), big);
+  EXPECT_EQ(*ReadFile(dir + "/empty"), "");
+  absl::StatusOr<std::shared_ptr<const MappedFile>> mapped = MapFile(dir + "/big");
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  EXPECT_EQ((*mapped)->bytes(), big);
+  const_cast<char*>((*mapped)->bytes().data())[5] ^= 1;  // private: the file keeps its byte
+  EXPECT_EQ(*ReadFile(dir + "/big"), big);
+  EXPECT_EQ((*MapFile(dir + "/empty"))->bytes(), "");
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0644), 0);
+  EXPECT_EQ(MapFile(dir + "/fifo").status().message(),
+            "cannot read " + dir + "/fifo: it is a FIFO, not a regular file");
+  EXPECT_TRUE(absl::IsNotFound(MapFile(dir + "/missing").status()));
+}
+
 // What is not a regular file (a FIFO, a socket, a directory, and through a link) is refused by name and
 // left as it was: renaming over it would replace it with a regular file.
 TEST(FileTest, WriteAtomicallyRefusesWhatIsNotARegularFile) {

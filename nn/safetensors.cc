@@ -143,7 +143,8 @@ absl::StatusOr<std::string> SerializeSafetensors(const NamedTensors& tensors,
   return out;
 }
 
-absl::StatusOr<SafetensorsContents> ParseSafetensors(const std::string& bytes, const std::string& source) {
+absl::StatusOr<SafetensorsContents> ParseSafetensors(absl::string_view bytes, const std::string& source,
+                                                     std::shared_ptr<const void> owner) {
   if (bytes.size() < 8) {
     return Corrupt(source, absl::StrCat("too small (", bytes.size(), " bytes) to hold a header length"));
   }
@@ -153,7 +154,7 @@ absl::StatusOr<SafetensorsContents> ParseSafetensors(const std::string& bytes, c
     return Corrupt(source, absl::StrCat("header length ", header_size, " exceeds the file (", bytes.size(),
                                         " bytes)"));
   }
-  const std::string header_text = bytes.substr(8, header_size);
+  const std::string header_text(bytes.substr(8, header_size));
   const nlohmann::json header = nlohmann::json::parse(header_text, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded()) return Corrupt(source, "the header is not valid JSON");
   if (!header.is_object()) return Corrupt(source, "the header is not a JSON object");
@@ -186,9 +187,21 @@ absl::StatusOr<SafetensorsContents> ParseSafetensors(const std::string& bytes, c
     return Corrupt(source, absl::StrCat(data_size - expected, " bytes after the last tensor"));
   }
   const char* data = bytes.data() + 8 + header_size;
+  Storage shared;  // the data section, when `owner` keeps it alive
+  if (owner != nullptr && data_size > 0) {
+    shared =
+        std::make_shared<StorageImpl>(const_cast<char*>(data), data_size, Device::CPU(), [owner](void*) {});
+  }
   for (const Entry& e : entries) {
-    Tensor t = Tensor::Empty(e.shape, e.dtype);
-    if (e.end > e.begin) std::memcpy(t.raw_data(), data + e.begin, e.end - e.begin);
+    const size_t element = ElementSize(e.dtype);
+    Tensor t;
+    if (shared != nullptr && reinterpret_cast<uintptr_t>(data + e.begin) % element == 0) {
+      t = Tensor::View(shared, e.shape, ContiguousStrides(e.shape), static_cast<int64_t>(e.begin / element),
+                       e.dtype);
+    } else {
+      t = Tensor::Empty(e.shape, e.dtype);
+      if (e.end > e.begin) std::memcpy(t.raw_data(), data + e.begin, e.end - e.begin);
+    }
     t.set_name(e.name);
     contents.tensors.emplace_back(e.name, t);
   }

@@ -12,12 +12,14 @@
 #define DDP_NN_SAFETENSORS_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "nn/module.h"
 #include "tensor/tensor.h"
 
@@ -40,7 +42,10 @@ absl::StatusOr<std::string> SerializeSafetensors(const NamedTensors& tensors,
 // Rejects: fewer than 8 bytes; a header length beyond the data; a header that is not a JSON object;
 // entries without a valid dtype, shape or data_offsets; offsets out of range, overlapping, leaving holes
 // or not matching shape x dtype size; bytes after the last tensor; non-string metadata.
-absl::StatusOr<SafetensorsContents> ParseSafetensors(const std::string& bytes, const std::string& source);
+// With `owner` (what keeps `bytes` alive, e.g. a MappedFile: io/file.h) the tensors are views of `bytes`
+// that share `owner`, not copies.
+absl::StatusOr<SafetensorsContents> ParseSafetensors(absl::string_view bytes, const std::string& source,
+                                                     std::shared_ptr<const void> owner = nullptr);
 
 // Writes a file atomically (WriteFileAtomically, io/file.h): to "<path>.tmp", fsync, rename over
 // `path`, fsync of the directory. On error `path` is untouched (the temporary is removed); I/O errors

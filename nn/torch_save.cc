@@ -113,17 +113,10 @@ bool IsRowMajor(const Shape& size, const Shape& stride) {
   return true;
 }
 
-// The strides of a contiguous row-major tensor of `size`.
-Shape RowMajorStrides(const Shape& size) {
-  Shape stride(size.size(), 1);
-  for (size_t d = size.size(); d-- > 1;) stride[d - 1] = stride[d] * size[d];
-  return stride;
-}
-
 // The archive's pickle and storages, and the notes and counts gathered while reading it.
 class ArchiveReader {
  public:
-  ArchiveReader(const std::string& source, std::shared_ptr<std::string> image, std::vector<ZipMember> members,
+  ArchiveReader(const std::string& source, std::shared_ptr<const void> image, std::vector<ZipMember> members,
                 std::string prefix)
       : source_(source), image_(std::move(image)), members_(std::move(members)), prefix_(std::move(prefix)) {}
 
@@ -236,7 +229,7 @@ class ArchiveReader {
     }
     const char* first = storage->data.data() + static_cast<uint64_t>(offset) * type->element_size;
     if (IsRowMajor(size, stride) && reinterpret_cast<uintptr_t>(first) % type->element_size == 0) {
-      return Tensor::View(SharedStorage(*storage), size, RowMajorStrides(size), offset, type->dtype);
+      return Tensor::View(SharedStorage(*storage), size, ContiguousStrides(size), offset, type->dtype);
     }
     Tensor t = Tensor::Empty(size, type->dtype);
     const std::string elements = Gather(storage->data, type->element_size, offset, size, stride);
@@ -280,7 +273,7 @@ class ArchiveReader {
   ddp::Storage SharedStorage(const ZipMember& member) {
     ddp::Storage& shared = storages_[member.name];
     if (shared == nullptr) {
-      std::shared_ptr<std::string> image = image_;
+      std::shared_ptr<const void> image = image_;
       shared = std::make_shared<StorageImpl>(const_cast<char*>(member.data.data()), member.data.size(),
                                              Device::CPU(), [image](void*) {});
     }
@@ -360,7 +353,7 @@ class ArchiveReader {
   }
 
   const std::string& source_;
-  std::shared_ptr<std::string> image_;  // what members_ view
+  std::shared_ptr<const void> image_;  // owns what members_ view
   std::vector<ZipMember> members_;
   std::map<std::string, ddp::Storage> storages_;  // by member name
   std::string prefix_;  // "<archive name>/"
@@ -394,9 +387,13 @@ bool LooksLikeTorchSave(absl::string_view image) {
          absl::StartsWith(image, absl::string_view(kLegacyMagic, sizeof(kLegacyMagic) - 1));
 }
 
-absl::StatusOr<TorchStateDict> ParseTorchStateDict(std::string bytes, const std::string& source) {
-  auto shared = std::make_shared<std::string>(std::move(bytes));
-  const absl::string_view image = *shared;
+absl::StatusOr<TorchStateDict> ParseTorchStateDict(std::string image, const std::string& source) {
+  auto owner = std::make_shared<std::string>(std::move(image));  // its views may be written to
+  return ParseTorchStateDict(owner, *owner, source);
+}
+
+absl::StatusOr<TorchStateDict> ParseTorchStateDict(std::shared_ptr<const void> owner, absl::string_view image,
+                                                   const std::string& source) {
   if (absl::StartsWith(image, absl::string_view(kLegacyMagic, sizeof(kLegacyMagic) - 1))) {
     return absl::InvalidArgumentError(absl::StrCat(
         source,
@@ -417,7 +414,7 @@ absl::StatusOr<TorchStateDict> ParseTorchStateDict(std::string bytes, const std:
                                                    "): was the archive re-packed?"));
   }
   DDP_ASSIGN_OR_RETURN(PickleTree tree, ReadPickle(pickle->data, absl::StrCat(source, ": ", pickle->name)));
-  return ArchiveReader(source, std::move(shared), std::move(members), prefix).Read(*tree.root);
+  return ArchiveReader(source, std::move(owner), std::move(members), prefix).Read(*tree.root);
 }
 
 absl::StatusOr<TorchStateDict> ReadTorchStateDict(const std::string& path) {

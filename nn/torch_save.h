@@ -29,6 +29,7 @@
 #ifndef DDP_NN_TORCH_SAVE_H_
 #define DDP_NN_TORCH_SAVE_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,9 @@ bool LooksLikeTorchSave(absl::string_view image);
 // the image's bytes, not a copy (the image lives as long as such a tensor; tensors that share a storage
 // in the file share it here); the others are copies.
 absl::StatusOr<TorchStateDict> ParseTorchStateDict(std::string image, const std::string& source);
+// The same for an image that `owner` keeps alive (a MappedFile, io/file.h): the views share `owner`.
+absl::StatusOr<TorchStateDict> ParseTorchStateDict(std::shared_ptr<const void> owner, absl::string_view image,
+                                                   const std::string& source);
 
 // Reads and parses the file at `path` (io/file.h's errors for a missing or unreadable file).
 absl::StatusOr<TorchStateDict> ReadTorchStateDict(const std::string& path);

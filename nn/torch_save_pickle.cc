@@ -79,9 +79,7 @@ void PickleTensor(PickleWriter& w, const Tensor& t, size_t index) {
   w.Op(kBinPersId);
   w.Int(0);  // storage offset
   IntTuple(w, t.shape());
-  Shape stride(t.shape().size(), 1);
-  for (size_t d = stride.size(); d-- > 1;) stride[d - 1] = stride[d] * t.shape()[d];
-  IntTuple(w, stride);
+  IntTuple(w, ContiguousStrides(t.shape()));
   w.Op(kNewFalse);      // requires_grad
   EmptyOrderedDict(w);  // backward hooks
   w.Op(kTuple);

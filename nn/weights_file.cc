@@ -40,15 +40,16 @@ void WidenToModuleDTypes(const Module& module, NamedTensors& tensors, std::vecto
 
 absl::StatusOr<std::vector<std::string>> LoadModuleWeights(Module& module, const std::string& path,
                                                            bool strict) {
-  DDP_ASSIGN_OR_RETURN(std::string image, ReadFile(path));
+  // Mapped, not read: the tensors are copied into the module before the mapping goes (MappedFile).
+  DDP_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MapFile(path));
   NamedTensors tensors;
   std::vector<std::string> notes;
-  if (LooksLikeTorchSave(image)) {
-    DDP_ASSIGN_OR_RETURN(TorchStateDict state, ParseTorchStateDict(std::move(image), path));
+  if (LooksLikeTorchSave(file->bytes())) {
+    DDP_ASSIGN_OR_RETURN(TorchStateDict state, ParseTorchStateDict(file, file->bytes(), path));
     tensors = std::move(state.tensors);
     notes = std::move(state.notes);
   } else {
-    DDP_ASSIGN_OR_RETURN(SafetensorsContents contents, ParseSafetensors(image, path));
+    DDP_ASSIGN_OR_RETURN(SafetensorsContents contents, ParseSafetensors(file->bytes(), path, file));
     tensors = std::move(contents.tensors);
   }
   WidenToModuleDTypes(module, tensors, notes);
