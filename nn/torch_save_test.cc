@@ -53,7 +53,7 @@ std::vector<double> Values(const Tensor& t) {
 }
 
 TEST(TorchSaveTest, ReadsViewsDtypesAndParametersAsPyTorchWroteThem) {
-  for (const char* version : {"1.13", "2.15"}) {
+  for (const char* version : {"1.13", "2.15", "2.15_protocol5"}) {
     SCOPED_TRACE(version);
     absl::StatusOr<TorchStateDict> read =
         ReadTorchStateDict(Fixture(absl::StrCat("torch_save_views_", version, ".pt")));

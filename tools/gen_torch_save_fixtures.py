@@ -8,6 +8,7 @@ Files (in tests/fixtures, or --out):
   torch_save_views_<major.minor>.pt   a state_dict whose tensors are views, dtypes and parameters with
                                       values the C++ test knows (see views_state_dict below)
   with PyTorch 2.x only:
+  torch_save_views_<major.minor>_protocol5.pt   the same state_dict at pickle protocol 5 (framed, memoized)
   torch_save_cnn_bn.pt                reference_models' cnn_bn for 1x4x4 images, seeded, after three
                                       training steps (so its BatchNorm statistics are not the defaults)
   torch_save_cnn_bn_io.pt             {"input": 5 images, "logits": its eval-mode output on them}
@@ -94,6 +95,8 @@ def main():
     version = ".".join(torch.__version__.split(".")[:2])
     torch.save(views_state_dict(), os.path.join(args.out, "torch_save_views_%s.pt" % version))
     if int(version.split(".")[0]) >= 2:
+        torch.save(views_state_dict(), os.path.join(args.out, "torch_save_views_%s_protocol5.pt" % version),
+                   pickle_protocol=5)
         cnn_bn_files(args.out)
         refused_and_checkpoint_files(args.out)
 
