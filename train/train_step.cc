@@ -17,6 +17,8 @@
 #include "ddp/zero_redundancy_optimizer.h"
 #include "nn/clip_grad.h"
 #include "nn/safetensors.h"
+#include "nn/torch_save.h"
+#include "nn/weights_file.h"
 #include "tensor/autocast.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
@@ -32,12 +34,14 @@
 namespace ddp {
 namespace {
 
-// --dump_grads: writes the gradients `model` holds (after DDP's all-reduce: averaged) to `path`.
+// --dump_grads: writes the gradients `model` holds (after DDP's all-reduce: averaged) to `path`, in
+// torch.save's format when the path ends in .pt or .pth, else as safetensors.
 absl::Status DumpGradients(const Module& model, const std::string& path) {
   NamedTensors grads;
   for (const auto& [name, param] : model.NamedParameters()) {
     if (param.grad().defined()) grads.emplace_back(name, param.grad());
   }
+  if (IsTorchSavePath(path)) return SaveTorchStateDict(path, grads);
   return SaveSafetensors(path, grads, {{"content", "gradients of the first backward pass"}});
 }
 
