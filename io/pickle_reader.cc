@@ -20,6 +20,9 @@ class Machine {
   Machine(absl::string_view bytes, const std::string& what, const PickleLimits& limits)
       : in_(bytes), what_(what), limits_(limits) {}
 
+  // The offset of the next opcode (after Run: just past STOP).
+  size_t position() const { return pos_; }
+
   absl::StatusOr<PickleTree> Run() {
     while (pos_ < in_.size()) {
       op_at_ = pos_;
@@ -370,9 +373,11 @@ absl::Status Machine::Step() {
 }  // namespace
 
 absl::StatusOr<PickleTree> ReadPickle(absl::string_view bytes, const std::string& what,
-                                      const PickleLimits& limits) {
+                                      const PickleLimits& limits, size_t* end) {
   Machine machine(bytes, what, limits);
-  return machine.Run();
+  absl::StatusOr<PickleTree> tree = machine.Run();
+  if (end != nullptr) *end = machine.position();
+  return tree;
 }
 
 const PickleValue* PickleDictValue(const PickleValue& dict, absl::string_view key) {

@@ -75,9 +75,11 @@ struct PickleLimits {
 };
 
 // The tree `bytes` unpickles to. Errors as Note [Pickles read as data] says; `what` (e.g. the file's
-// path) prefixes every message. The returned views point into `bytes`, which must outlive them.
+// path) prefixes every message. The returned views point into `bytes`, which must outlive them. Reading
+// ends at the first STOP; when `end` is given it receives the offset just past it (where a stream of
+// pickles, as torch.save's legacy format writes, continues).
 absl::StatusOr<PickleTree> ReadPickle(absl::string_view bytes, const std::string& what,
-                                      const PickleLimits& limits = {});
+                                      const PickleLimits& limits = {}, size_t* end = nullptr);
 
 // The value under key `key` (a byte or text string) of dict `dict`, or null when it has none or is not a
 // dict.

@@ -16,6 +16,7 @@
 #include "io/file.h"
 #include "io/pickle_reader.h"
 #include "io/zip_archive.h"
+#include "nn/torch_save_legacy.h"
 #include "nn/torch_save_pickle.h"
 #include "tensor/ops.h"
 #include "tensor/storage.h"
@@ -24,9 +25,6 @@ namespace ddp {
 namespace {
 
 using Kind = PickleValue::Kind;
-
-// The pickled magic number that starts a file in torch.save's legacy format (PyTorch before 1.6).
-constexpr char kLegacyMagic[] = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
 
 // What a torch.<Type>Storage holds, and the dtype the engine keeps it as.
 struct StorageType {
@@ -50,6 +48,11 @@ const StorageType* FindStorageType(absl::string_view global) {
     if (global == t.name) return &t;
   }
   return nullptr;
+}
+
+size_t StorageElementSize(absl::string_view global) {
+  const StorageType* type = FindStorageType(global);
+  return type == nullptr ? 0 : type->element_size;
 }
 
 bool Converted(const StorageType& t) {
@@ -116,9 +119,9 @@ bool IsRowMajor(const Shape& size, const Shape& stride) {
 // The archive's pickle and storages, and the notes and counts gathered while reading it.
 class ArchiveReader {
  public:
-  ArchiveReader(const std::string& source, std::shared_ptr<const void> image, std::vector<ZipMember> members,
-                std::string prefix)
-      : source_(source), image_(std::move(image)), members_(std::move(members)), prefix_(std::move(prefix)) {}
+  ArchiveReader(const std::string& source, std::shared_ptr<const void> image,
+                std::map<std::string, SavedStorage> storages)
+      : source_(source), image_(std::move(image)), saved_(std::move(storages)) {}
 
   absl::StatusOr<TorchStateDict> Read(const PickleValue& root) {
     DDP_ASSIGN_OR_RETURN(const PickleValue* state_dict, FindStateDict(root));
@@ -209,9 +212,13 @@ class ArchiveReader {
     DDP_ASSIGN_OR_RETURN(Shape stride, Ints(*args.items[3], name, "stride"));
     if (size.size() != stride.size()) return FailTensor(name, "its size and stride differ in length");
     const PickleValue& id = *args.items[0]->items[0];
-    if (id.kind != Kind::kTuple || id.items.size() != 5 || id.items[0]->text != "storage" ||
-        id.items[1]->kind != Kind::kGlobal || id.items[2]->kind != Kind::kText ||
-        id.items[4]->kind != Kind::kInt) {
+    // ("storage", type, key, location, numel), with view_metadata (None since PyTorch 0.4) in the legacy
+    // format.
+    const bool has_view = id.kind == Kind::kTuple && id.items.size() == 6 && id.items[5]->kind != Kind::kNone;
+    if (has_view) return FailTensor(name, "its storage is a view of another (PyTorch before 0.4): not read");
+    if (id.kind != Kind::kTuple || (id.items.size() != 5 && id.items.size() != 6) ||
+        id.items[0]->text != "storage" || id.items[1]->kind != Kind::kGlobal ||
+        id.items[2]->kind != Kind::kText || id.items[4]->kind != Kind::kInt) {
       return FailTensor(name, "its storage is not (\"storage\", type, key, location, numel)");
     }
     const StorageType* type = FindStorageType(id.items[1]->text);
@@ -220,7 +227,7 @@ class ArchiveReader {
                         absl::StrCat("its storage type ", id.items[1]->text, " is not one the engine holds ",
                                      "(float32, float16, bfloat16, float64, integers, bool)"));
     }
-    DDP_ASSIGN_OR_RETURN(const ZipMember* storage, Storage(id, *type, name));
+    DDP_ASSIGN_OR_RETURN(const SavedStorage* storage, Storage(id, *type, name));
     const int64_t offset = args.items[1]->integer;
     DDP_RETURN_IF_ERROR(CheckView(storage->data.size() / type->element_size, offset, size, stride, name));
     if (Converted(*type)) {
@@ -250,31 +257,32 @@ class ArchiveReader {
     return out;
   }
 
-  // The member holding the storage `id` names, checked to hold its numel elements.
-  absl::StatusOr<const ZipMember*> Storage(const PickleValue& id, const StorageType& type,
-                                           const std::string& name) const {
-    const std::string member = absl::StrCat(prefix_, "data/", id.items[2]->text);
-    const ZipMember* found = FindZipMember(members_, member);
-    if (found == nullptr)
-      return FailTensor(name, absl::StrCat("its storage ", member, " is not in the archive"));
-    if (found->compression_method != 0)
-      return FailTensor(name, absl::StrCat("its storage ", member, " is compressed"));
-    const int64_t numel = id.items[4]->integer;
-    if (numel < 0 || static_cast<uint64_t>(numel) * type.element_size != found->data.size()) {
-      return FailTensor(
-          name, absl::StrCat("its storage ", member, " holds ", found->data.size(), " bytes, not ", numel,
-                             " elements of ", type.element_size, " bytes"));
+  // The saved storage `id` names, checked to hold its numel elements.
+  absl::StatusOr<const SavedStorage*> Storage(const PickleValue& id, const StorageType& type,
+                                              const std::string& name) const {
+    const auto found = saved_.find(std::string(id.items[2]->text));
+    if (found == saved_.end()) {
+      return FailTensor(name, absl::StrCat("its storage ", id.items[2]->text, " is not in the file"));
     }
-    return found;
+    const SavedStorage& storage = found->second;
+    if (storage.compressed)
+      return FailTensor(name, absl::StrCat("its storage ", storage.name, " is compressed"));
+    const int64_t numel = id.items[4]->integer;
+    if (numel < 0 || static_cast<uint64_t>(numel) * type.element_size != storage.data.size()) {
+      return FailTensor(
+          name, absl::StrCat("its storage ", storage.name, " holds ", storage.data.size(), " bytes, not ",
+                             numel, " elements of ", type.element_size, " bytes"));
+    }
+    return &storage;
   }
 
-  // The engine's storage over `member`'s bytes in the image, one per member (tensors that share a
-  // storage in the file share it here too); it keeps the image alive.
-  ddp::Storage SharedStorage(const ZipMember& member) {
-    ddp::Storage& shared = storages_[member.name];
+  // The engine's storage over a saved storage's bytes in the image, one per saved storage (tensors that
+  // share a storage in the file share it here too); it keeps the image alive.
+  ddp::Storage SharedStorage(const SavedStorage& saved) {
+    ddp::Storage& shared = storages_[saved.name];
     if (shared == nullptr) {
       std::shared_ptr<const void> image = image_;
-      shared = std::make_shared<StorageImpl>(const_cast<char*>(member.data.data()), member.data.size(),
+      shared = std::make_shared<StorageImpl>(const_cast<char*>(saved.data.data()), saved.data.size(),
                                              Device::CPU(), [image](void*) {});
     }
     return shared;
@@ -353,10 +361,9 @@ class ArchiveReader {
   }
 
   const std::string& source_;
-  std::shared_ptr<const void> image_;  // owns what members_ view
-  std::vector<ZipMember> members_;
+  std::shared_ptr<const void> image_;             // owns what saved_ views
+  std::map<std::string, SavedStorage> saved_;     // by key
   std::map<std::string, ddp::Storage> storages_;  // by member name
-  std::string prefix_;  // "<archive name>/"
   std::string taken_from_;
   std::map<std::string, int> converted_;
   TorchStateDict result_;
@@ -384,7 +391,7 @@ absl::StatusOr<std::string> RecordPrefix(const std::vector<ZipMember>& members, 
 
 bool LooksLikeTorchSave(absl::string_view image) {
   return absl::StartsWith(image, absl::string_view("PK\003\004", 4)) ||
-         absl::StartsWith(image, absl::string_view(kLegacyMagic, sizeof(kLegacyMagic) - 1));
+         absl::StartsWith(image, kTorchLegacyMagic);
 }
 
 absl::StatusOr<TorchStateDict> ParseTorchStateDict(std::string image, const std::string& source) {
@@ -394,11 +401,9 @@ absl::StatusOr<TorchStateDict> ParseTorchStateDict(std::string image, const std:
 
 absl::StatusOr<TorchStateDict> ParseTorchStateDict(std::shared_ptr<const void> owner, absl::string_view image,
                                                    const std::string& source) {
-  if (absl::StartsWith(image, absl::string_view(kLegacyMagic, sizeof(kLegacyMagic) - 1))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source,
-        ": saved in torch.save's legacy format (PyTorch before 1.6, or _use_new_zipfile_serialization="
-        "False), which is not read here: load it in PyTorch and save it again with torch.save"));
+  if (absl::StartsWith(image, kTorchLegacyMagic)) {
+    DDP_ASSIGN_OR_RETURN(LegacyTorchSave legacy, ReadLegacyTorchSave(image, source, &StorageElementSize));
+    return ArchiveReader(source, std::move(owner), std::move(legacy.storages)).Read(*legacy.object.root);
   }
   DDP_ASSIGN_OR_RETURN(std::vector<ZipMember> members, ReadZipArchive(image, source));
   DDP_ASSIGN_OR_RETURN(std::string prefix, RecordPrefix(members, source));
@@ -414,7 +419,13 @@ absl::StatusOr<TorchStateDict> ParseTorchStateDict(std::shared_ptr<const void> o
                                                    "): was the archive re-packed?"));
   }
   DDP_ASSIGN_OR_RETURN(PickleTree tree, ReadPickle(pickle->data, absl::StrCat(source, ": ", pickle->name)));
-  return ArchiveReader(source, std::move(owner), std::move(members), prefix).Read(*tree.root);
+  std::map<std::string, SavedStorage> storages;  // the members <prefix>data/<key>, by key
+  for (const ZipMember& m : members) {
+    if (absl::StartsWith(m.name, prefix + "data/")) {
+      storages[m.name.substr(prefix.size() + 5)] = SavedStorage{m.name, m.data, m.compression_method != 0};
+    }
+  }
+  return ArchiveReader(source, std::move(owner), std::move(storages)).Read(*tree.root);
 }
 
 absl::StatusOr<TorchStateDict> ReadTorchStateDict(const std::string& path) {

@@ -12,8 +12,10 @@
 //   - what it holds: a state_dict (a dict, usually an OrderedDict, of names to tensors); or a dict with
 //     exactly one state_dict among its values, as training checkpoints hold {"epoch": 3, "model": {...},
 //     "optimizer": {...}}: that one is taken and a note says under which key. Anything else (a whole
-//     module saved with torch.save(model), a checkpoint with two state_dicts, a TorchScript archive, the
-//     legacy format of PyTorch before 1.6) is refused with what it holds and what to save instead.
+//     module saved with torch.save(model), a checkpoint with two state_dicts, a TorchScript archive) is
+//     refused with what it holds and what to save instead.
+//   - the legacy format of PyTorch before 1.6 (nn/torch_save_legacy.h) as well: the same pickle, its
+//     storages in the stream after it instead of archive members (and without checksums).
 //   - names: when every name starts with "module." (a state_dict of a DDP- or DataParallel-wrapped
 //     module) or "_orig_mod." (of torch.compile's wrapper), the prefix is removed, with a note.
 //   - dtypes: float32, float16, bfloat16 and int64 as they are; float64 becomes float32 (rounded) and the
@@ -22,7 +24,7 @@
 //   - views: a tensor's offset, size and stride select its elements from its storage (views of one
 //     storage, transposes), gathered into a contiguous tensor; a storage shared by several tensors is
 //     read once per tensor.
-// Everything is checked against the archive: the storage's member exists and holds numel elements of its
+// Everything is checked against the file: the storage exists and holds numel elements of its
 // type, every element the view selects lies inside it, sizes and strides are non-negative and their
 // product does not overflow, byteorder (when recorded) is "little". Errors are InvalidArgument naming
 // the file and, where there is one, the tensor.

@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """Writes the torch.save files that //nn:torch_save_test reads (nn/torch_save.h).
 
-    /usr/bin/python3 tools/gen_torch_save_fixtures.py             # PyTorch 1.13: torch_save_views_1.13.pt
+    /usr/bin/python3 tools/gen_torch_save_fixtures.py             # PyTorch 1.13: torch_save_views_1.13*.pt
     /opt/torch2/bin/python tools/gen_torch_save_fixtures.py       # PyTorch 2.x: every other file
 
 Files (in tests/fixtures, or --out):
   torch_save_views_<major.minor>.pt   a state_dict whose tensors are views, dtypes and parameters with
                                       values the C++ test knows (see views_state_dict below)
+  torch_save_views_<major.minor>_legacy.pt   the same in the legacy format (_use_new_zipfile_serialization=False)
   with PyTorch 2.x only:
   torch_save_views_<major.minor>_protocol5.pt   the same state_dict at pickle protocol 5 (framed, memoized)
   torch_save_cnn_bn.pt                reference_models' cnn_bn for 1x4x4 images, seeded, after three
@@ -16,7 +17,6 @@ Files (in tests/fixtures, or --out):
                                       names), an optimizer state_dict, argparse arguments, a float
   torch_save_two_models.pt            {"model": state_dict, "ema": state_dict}
   torch_save_module.pt                torch.save(nn.Linear(2, 2)): a whole module
-  torch_save_legacy.pt                the legacy format (_use_new_zipfile_serialization=False)
   torch_save_script.pt                torch.jit.save of a scripted nn.Linear(2, 2)
 """
 
@@ -84,7 +84,6 @@ def refused_and_checkpoint_files(out):
                os.path.join(out, "torch_save_checkpoint.pt"))
     torch.save({"model": net.state_dict(), "ema": net.state_dict()}, os.path.join(out, "torch_save_two_models.pt"))
     torch.save(nn.Linear(2, 2), os.path.join(out, "torch_save_module.pt"))
-    torch.save({"a": torch.ones(2)}, os.path.join(out, "torch_save_legacy.pt"), _use_new_zipfile_serialization=False)
     torch.jit.save(torch.jit.script(nn.Linear(2, 2)), os.path.join(out, "torch_save_script.pt"))
 
 
@@ -94,6 +93,8 @@ def main():
     args = parser.parse_args()
     version = ".".join(torch.__version__.split(".")[:2])
     torch.save(views_state_dict(), os.path.join(args.out, "torch_save_views_%s.pt" % version))
+    torch.save(views_state_dict(), os.path.join(args.out, "torch_save_views_%s_legacy.pt" % version),
+               _use_new_zipfile_serialization=False)
     if int(version.split(".")[0]) >= 2:
         torch.save(views_state_dict(), os.path.join(args.out, "torch_save_views_%s_protocol5.pt" % version),
                    pickle_protocol=5)
