@@ -130,6 +130,9 @@ run_case init_from_torch_truncated 20 fail 'trunc.pt: not a readable ZIP archive
 cp "$WORK/mlp.pt" "$WORK/flipped.pt" && printf '\x55' | dd of="$WORK/flipped.pt" bs=1 seek=300000 conv=notrunc 2>/dev/null
 run_case init_from_torch_flipped 20 fail 'flipped.pt: .*CRC-32 mismatch' -- "$TRAIN" "${QUICK[@]}" \
   --init_from="$WORK/flipped.pt"
+head -c 1500 tests/fixtures/torch_save_views_2.15_legacy.pt >"$WORK/legacy_cut.pt"
+run_case init_from_torch_legacy_cut 20 fail 'legacy_cut.pt: .*(legacy format|readable pickle)' -- "$TRAIN" \
+  "${QUICK[@]}" --init_from="$WORK/legacy_cut.pt"
 run_case init_from_torch_other_model 30 fail 'mlp.pt: .*(missing|unexpected)' -- "$TRAIN" --model=cnn --epochs=1 \
   --max_steps=2 --init_from="$WORK/mlp.pt"
 
