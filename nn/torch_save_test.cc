@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -20,6 +21,7 @@
 #include "io/file.h"
 #include "io/zip_archive.h"
 #include "nn/models.h"
+#include "nn/safetensors.h"
 #include "nn/weights_file.h"
 #include "tensor/ops.h"
 #include "testing/process.h"
@@ -216,6 +218,38 @@ TEST(TorchSaveTest, TakesTheOneStateDictOfACheckpointWithoutItsWrapperPrefix) {
                                  "1.running_var", "1.num_batches_tracked"));
   EXPECT_THAT(read->notes, ElementsAre("took the state_dict under the key \"model\"",
                                        "removed the prefix \"module.\" from every name"));
+}
+
+// A state_dict whose names all carry a prefix the model's lack (a Lightning checkpoint's "model.") loads
+// with the prefix removed, in either format; a prefix that would not make every name the model's is kept,
+// and the load fails naming the keys.
+TEST(TorchSaveTest, APrefixEveryNameHasAndTheModelLacksIsRemoved) {
+  Generator generator(4);
+  absl::StatusOr<std::shared_ptr<Module>> source = MakeModel("cnn_bn", generator, ModelInput{{1, 4, 4}, 10});
+  absl::StatusOr<std::shared_ptr<Module>> target = MakeModel("cnn_bn", generator, ModelInput{{1, 4, 4}, 10});
+  ASSERT_TRUE(source.ok() && target.ok());
+  NamedTensors prefixed, partly;
+  for (const auto& [name, tensor] : (*source)->StateDict()) {
+    prefixed.emplace_back("model." + name, tensor);
+    partly.emplace_back(partly.empty() ? "model." + name : "other." + name, tensor);
+  }
+  for (const char* file : {"prefixed.pt", "prefixed.safetensors"}) {
+    const std::string path = TempPath(file);
+    ASSERT_TRUE(
+        (absl::EndsWith(path, ".pt") ? SaveTorchStateDict(path, prefixed) : SaveSafetensors(path, prefixed))
+            .ok());
+    absl::StatusOr<std::vector<std::string>> notes = LoadModuleWeights(**target, path);
+    ASSERT_TRUE(notes.ok()) << notes.status();
+    EXPECT_THAT(*notes,
+                ElementsAre("removed the prefix \"model.\" that every name has and the model's lack"));
+    for (const auto& [name, tensor] : (*target)->StateDict()) {
+      EXPECT_EQ(Values(tensor), Values(Find((*source)->StateDict(), name))) << file << " " << name;
+    }
+  }
+  const std::string path = TempPath("partly.pt");
+  ASSERT_TRUE(SaveTorchStateDict(path, partly).ok());
+  EXPECT_THAT(LoadModuleWeights(**target, path).status().message(),
+              HasSubstr("unexpected key(s): \"model.conv1.weight\""));
 }
 
 TEST(TorchSaveTest, NamesWhatItHoldsWhenItIsNotOneStateDict) {

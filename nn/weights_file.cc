@@ -36,6 +36,28 @@ void WidenToModuleDTypes(const Module& module, NamedTensors& tensors, std::vecto
     notes.push_back(absl::StrCat("widened ", widened, " float16/bfloat16 tensor(s) to float32"));
 }
 
+// When none of the file's names is one of the module's, but every one of them starts with the same
+// "<prefix>." and without it each is (a model saved as an attribute of a wrapper: Lightning's "model.",
+// a "backbone."), removes the prefix; a note says which.
+void StripPrefixTheModuleLacks(const Module& module, NamedTensors& tensors, std::vector<std::string>& notes) {
+  if (tensors.empty()) return;
+  std::map<std::string, Tensor> own;
+  for (auto& [name, tensor] : module.StateDict()) own.emplace(name, tensor);
+  const std::string& first = tensors[0].first;
+  const size_t dot = first.find('.');
+  if (dot == std::string::npos) return;
+  const std::string prefix = first.substr(0, dot + 1);
+  for (const auto& [name, tensor] : tensors) {
+    if (own.count(name) != 0 || !absl::StartsWith(name, prefix) ||
+        own.count(name.substr(prefix.size())) == 0) {
+      return;
+    }
+  }
+  for (auto& [name, tensor] : tensors) name.erase(0, prefix.size());
+  notes.push_back(
+      absl::StrCat("removed the prefix \"", prefix, "\" that every name has and the model's lack"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> LoadModuleWeights(Module& module, const std::string& path,
@@ -52,6 +74,7 @@ absl::StatusOr<std::vector<std::string>> LoadModuleWeights(Module& module, const
     DDP_ASSIGN_OR_RETURN(SafetensorsContents contents, ParseSafetensors(file->bytes(), path, file));
     tensors = std::move(contents.tensors);
   }
+  StripPrefixTheModuleLacks(module, tensors, notes);
   WidenToModuleDTypes(module, tensors, notes);
   absl::Status status = module.LoadStateDict(tensors, strict);
   if (!status.ok())

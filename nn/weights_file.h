@@ -13,8 +13,10 @@
 namespace ddp {
 
 // Loads the weights at `path` into module.LoadStateDict(strict), the format told by the file's first
-// bytes (torch.save's ZIP archive, else safetensors). As PyTorch's load_state_dict copies, a float16 or
-// bfloat16 tensor loads into a float32 one (widened exactly). Returns the notes of what was done on the
+// bytes (torch.save's ZIP archive or legacy stream, else safetensors). As PyTorch's load_state_dict
+// copies, a float16 or bfloat16 tensor loads into a float32 one (widened exactly). When none of the file's
+// names is the module's but all are after removing one prefix they share ("model." of a Lightning
+// checkpoint's state_dict, any "<name>."), it is removed. Returns the notes of what was done on the
 // way (the torch.save reader's, and the widening), one sentence each, for the caller to print. Errors
 // name the file and each missing, unexpected or mismatching tensor; the module is untouched on error.
 absl::StatusOr<std::vector<std::string>> LoadModuleWeights(Module& module, const std::string& path,
