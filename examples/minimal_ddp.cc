@@ -4,7 +4,7 @@
 //   model = DDP(Net())                              ->  DistributedDataParallel::Create(model, group)
 //   sampler = DistributedSampler(train)             ->  every world_size-th sample from rank
 //   for x, y in loader: loss = F.cross_entropy(model(x), y); loss.backward(); opt.step()
-//   if rank == 0: torch.save(model.state_dict()); dist.barrier()
+//   if rank == 0: torch.save(model.state_dict(), "/tmp/minimal_ddp.pt"); dist.barrier()
 //   accuracy: all_reduce(correct), all_reduce(count)
 //
 // Run: bazel-bin/launch/ddprun --nproc_per_node=2 bazel-bin/examples/minimal_ddp
@@ -20,7 +20,7 @@
 #include "ddp/distributed_data_parallel.h"
 #include "launch/spawn.h"
 #include "nn/models.h"
-#include "nn/safetensors.h"
+#include "nn/weights_file.h"
 #include "nn/sgd.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
@@ -84,7 +84,7 @@ void Train() {
   }
 
   // 4. Rank 0 saves a checkpoint; the others wait until it is written.
-  if (rank == 0) OrDie(SaveModuleToSafetensors(*model, "/tmp/minimal_ddp.safetensors"));
+  if (rank == 0) OrDie(SaveModuleWeights(*model, "/tmp/minimal_ddp.pt"));  // torch.save's format
   OrDie(group.Barrier()->Wait(group.timeout()));
   Evaluate(*model, group);
 }
