@@ -252,6 +252,30 @@ TEST(TorchSaveTest, APrefixEveryNameHasAndTheModelLacksIsRemoved) {
               HasSubstr("unexpected key(s): \"model.conv1.weight\""));
 }
 
+// Fine-tuning with a new head: weights of a 100-class model load into a 10-class one with fc2. kept
+// initial; without it the head's shapes are named, and a prefix that names nothing is refused.
+TEST(TorchSaveTest, TensorsUnderAKeptPrefixKeepTheirInitialValues) {
+  Generator generator(6);
+  absl::StatusOr<std::shared_ptr<Module>> source = MakeModel("cnn_bn", generator, ModelInput{{1, 4, 4}, 100});
+  absl::StatusOr<std::shared_ptr<Module>> target = MakeModel("cnn_bn", generator, ModelInput{{1, 4, 4}, 10});
+  ASSERT_TRUE(source.ok() && target.ok());
+  const std::string path = TempPath("hundred_classes.pt");
+  ASSERT_TRUE(SaveModuleWeights(**source, path).ok());
+  EXPECT_THAT(LoadModuleWeights(**target, path).status().message(),
+              HasSubstr("\"fc2.weight\": checkpoint has"));
+  const std::vector<double> initial_head = Values(Find((*target)->StateDict(), "fc2.weight"));
+  absl::StatusOr<std::vector<std::string>> notes = LoadModuleWeights(**target, path, true, {"fc2."});
+  ASSERT_TRUE(notes.ok()) << notes.status();
+  EXPECT_THAT(*notes, ElementsAre("kept the initial values of 2 tensor(s) under fc2."));
+  EXPECT_EQ(Values(Find((*target)->StateDict(), "fc2.weight")), initial_head);
+  EXPECT_EQ(Values(Find((*target)->StateDict(), "conv1.weight")),
+            Values(Find((*source)->StateDict(), "conv1.weight")));
+  EXPECT_EQ(Values(Find((*target)->StateDict(), "bn2.running_var")),
+            Values(Find((*source)->StateDict(), "bn2.running_var")));
+  EXPECT_THAT(LoadModuleWeights(**target, path, true, {"fc3."}).status().message(),
+              HasSubstr("the prefix \"fc3.\" to keep initial names none of the model's tensors"));
+}
+
 TEST(TorchSaveTest, NamesWhatItHoldsWhenItIsNotOneStateDict) {
   const std::string two = Fixture("torch_save_two_models.pt");
   EXPECT_THAT(

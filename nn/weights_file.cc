@@ -1,11 +1,13 @@
 // Contracts: nn/weights_file.h.
 #include "nn/weights_file.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/check.h"
 #include "io/file.h"
 #include "nn/safetensors.h"
@@ -58,10 +60,51 @@ void StripPrefixTheModuleLacks(const Module& module, NamedTensors& tensors, std:
       absl::StrCat("removed the prefix \"", prefix, "\" that every name has and the model's lack"));
 }
 
+bool StartsWithAny(const std::string& name, const std::vector<std::string>& prefixes) {
+  for (const std::string& p : prefixes) {
+    if (absl::StartsWith(name, p)) return true;
+  }
+  return false;
+}
+
+// Replaces the file's tensors under the `prefixes` by the module's own (which LoadStateDict then leaves as
+// they are); a note says how many stayed.
+absl::Status KeepInitial(const Module& module, const std::vector<std::string>& prefixes,
+                         NamedTensors& tensors, std::vector<std::string>& notes) {
+  if (prefixes.empty()) return absl::OkStatus();
+  const NamedTensors own = module.StateDict();
+  for (const std::string& p : prefixes) {
+    if (std::none_of(own.begin(), own.end(),
+                     [&](const auto& entry) { return absl::StartsWith(entry.first, p); })) {
+      std::vector<std::string> tops;  // the model's top-level prefixes, in order
+      for (const auto& entry : own) {
+        const std::string top = entry.first.substr(0, entry.first.find('.') + 1);
+        if (std::find(tops.begin(), tops.end(), top) == tops.end()) tops.push_back(top);
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("the prefix \"", p, "\" to keep initial names none of the ",
+                       "model's tensors (its top-level names: ", absl::StrJoin(tops, ", "), ")"));
+    }
+  }
+  tensors.erase(std::remove_if(tensors.begin(), tensors.end(),
+                               [&](const auto& entry) { return StartsWithAny(entry.first, prefixes); }),
+                tensors.end());
+  int kept = 0;
+  for (const auto& [name, tensor] : own) {
+    if (!StartsWithAny(name, prefixes)) continue;
+    tensors.emplace_back(name, tensor);
+    ++kept;
+  }
+  notes.push_back(
+      absl::StrCat("kept the initial values of ", kept, " tensor(s) under ", absl::StrJoin(prefixes, ", ")));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> LoadModuleWeights(Module& module, const std::string& path,
-                                                           bool strict) {
+                                                           bool strict,
+                                                           const std::vector<std::string>& keep_initial) {
   // Mapped, not read: the tensors are copied into the module before the mapping goes (MappedFile).
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MapFile(path));
   NamedTensors tensors;
@@ -75,6 +118,9 @@ absl::StatusOr<std::vector<std::string>> LoadModuleWeights(Module& module, const
     tensors = std::move(contents.tensors);
   }
   StripPrefixTheModuleLacks(module, tensors, notes);
+  if (absl::Status kept = KeepInitial(module, keep_initial, tensors, notes); !kept.ok()) {
+    return absl::Status(kept.code(), absl::StrCat("loading ", path, ": ", kept.message()));
+  }
   WidenToModuleDTypes(module, tensors, notes);
   absl::Status status = module.LoadStateDict(tensors, strict);
   if (!status.ok())

@@ -19,8 +19,12 @@ namespace ddp {
 // checkpoint's state_dict, any "<name>."), it is removed. Returns the notes of what was done on the
 // way (the torch.save reader's, and the widening), one sentence each, for the caller to print. Errors
 // name the file and each missing, unexpected or mismatching tensor; the module is untouched on error.
+// With `keep_initial` (name prefixes such as "fc."), the module's tensors whose names start with one keep
+// their values and the file's are not loaded (fine-tuning with a new head, where the file's has another
+// shape); a prefix that names none of the module's tensors is an InvalidArgument error naming it.
 absl::StatusOr<std::vector<std::string>> LoadModuleWeights(Module& module, const std::string& path,
-                                                           bool strict = true);
+                                                           bool strict = true,
+                                                           const std::vector<std::string>& keep_initial = {});
 
 // True when `path` ends in ".pt" or ".pth", the extensions PyTorch users give torch.save files.
 bool IsTorchSavePath(const std::string& path);

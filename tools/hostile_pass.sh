@@ -133,6 +133,8 @@ run_case init_from_torch_flipped 20 fail 'flipped.pt: .*CRC-32 mismatch' -- "$TR
 head -c 1500 tests/fixtures/torch_save_views_2.15_legacy.pt >"$WORK/legacy_cut.pt"
 run_case init_from_torch_legacy_cut 20 fail 'legacy_cut.pt: .*(legacy format|readable pickle)' -- "$TRAIN" \
   "${QUICK[@]}" --init_from="$WORK/legacy_cut.pt"
+run_case init_from_exclude_nothing 20 fail 'prefix "head." to keep initial names none of the model.s tensors' -- \
+  "$TRAIN" "${QUICK[@]}" --init_from="$WORK/mlp.pt" --init_from_exclude=head.
 run_case init_from_torch_other_model 30 fail 'mlp.pt: .*(missing|unexpected)' -- "$TRAIN" --model=cnn --epochs=1 \
   --max_steps=2 --init_from="$WORK/mlp.pt"
 

@@ -5,7 +5,8 @@
 // reads it before loading anything and, on every rank:
 //   - refuses a checkpoint of another --dataset: its weights would go on training on images they were not
 //     trained on, silently where the two data sets share a shape (MNIST and Fashion-MNIST do); fine-tuning
-//     on another data set starts from --init_from, which takes any weights of the right shapes;
+//     on another data set starts from --init_from, which takes any weights of the right shapes (with
+//     --init_from_exclude=fc. a head of another class count keeps its initial values);
 //   - lets other crops and flips continue (a deliberate change of recipe), and rank 0 says the run is then
 //     not bit for bit the one the checkpoint's run would have been.
 // A checkpoint without the record (written before it existed, or by another program) resumes as before.

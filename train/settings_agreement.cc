@@ -93,7 +93,7 @@ std::vector<AgreedField> SettingsToAgree(const TrainConfig& c) {
       {"--init_from", Given(c.init_from)},           {"--save", Given(c.save)},
       {"--dump_grads", Given(c.dump_grads)},         {"--metrics_out", Given(c.metrics_out)},
       {"--trace_out", Given(c.trace_out)},           {"--log_samples", Given(c.log_samples)},
-      {"--checkpoint_dir", Given(c.checkpoint_dir)},
+      {"--checkpoint_dir", Given(c.checkpoint_dir)}, {"--init_from_exclude", c.init_from_exclude},
   };
   fields.insert(fields.end(), given.begin(), given.end());
   return fields;

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "base/check.h"
 #include "ddp/sync_batch_norm.h"
 #include "nn/adam.h"
@@ -91,7 +92,10 @@ absl::StatusOr<std::shared_ptr<Module>> BuildModel(const TrainConfig& config, De
   DDP_ASSIGN_OR_RETURN(std::shared_ptr<Module> model,
                        MakeModel(config.model, init_generator, ModelInputFor(config)));
   if (!config.init_from.empty()) {
-    DDP_ASSIGN_OR_RETURN(std::vector<std::string> notes, LoadModuleWeights(*model, config.init_from));
+    const std::vector<std::string> excluded =
+        absl::StrSplit(config.init_from_exclude, ',', absl::SkipWhitespace());
+    DDP_ASSIGN_OR_RETURN(std::vector<std::string> notes,
+                         LoadModuleWeights(*model, config.init_from, /*strict=*/true, excluded));
     if (init_notes != nullptr) *init_notes = std::move(notes);
   }
   if (auto* resnet = dynamic_cast<nn::ResNet*>(model.get())) {

@@ -53,6 +53,11 @@ absl::Status CheckCombinations(const TrainConfig& config) {
     return bad("--resume and --checkpoint_every need --checkpoint_dir");
   }
   if (config.eval_only && config.init_from.empty()) return bad("--eval_only needs --init_from=WEIGHTS");
+  if (!config.init_from_exclude.empty() && (config.init_from.empty() || config.eval_only)) {
+    return bad(
+        "--init_from_exclude leaves some of --init_from's tensors out: it needs --init_from, and not "
+        "--eval_only (which would evaluate initial weights)");
+  }
   if (double cap = 0; !AutoBucketCapsRequested(config) &&
                       (!absl::SimpleAtod(config.bucket_cap_mb, &cap) || !(cap >= 0) || std::isinf(cap))) {
     return absl::InvalidArgumentError(absl::StrCat("--bucket_cap_mb must be a number >= 0 (MiB) or auto, got \"",

@@ -103,6 +103,11 @@ TEST(TrainerTest, BadConfigurationsNameTheFlag) {
   config = TrainConfig();
   config.eval_only = true;
   EXPECT_NE(ValidateConfig(config).message().find("--eval_only needs --init_from"), std::string::npos);
+  config = TrainConfig();
+  config.init_from_exclude = "fc.";
+  EXPECT_NE(
+      ValidateConfig(config).message().find("--init_from_exclude leaves some of --init_from's tensors out"),
+      std::string::npos);
   std::string output;
   EXPECT_EQ(RunShell(Runfile("train/train") + " --epochs=0", &output), 2);
   EXPECT_NE(output.find("--epochs must be >= 1"), std::string::npos) << output;
