@@ -147,6 +147,8 @@ TEST(FileTest, ReadFileAndMapFileGiveTheWholeFile) {
   ASSERT_TRUE(WriteFileAtomically(dir + "/empty", "").ok());
   EXPECT_EQ(*ReadFile(dir + "/big"), big);
   EXPECT_EQ(*ReadFile(dir + "/empty"), "");
+  // A file whose size fstat does not know (procfs says 0) is read to its end all the same.
+  EXPECT_NE(ReadFile("/proc/self/status")->find("VmRSS"), std::string::npos);
   absl::StatusOr<std::shared_ptr<const MappedFile>> mapped = MapFile(dir + "/big");
   ASSERT_TRUE(mapped.ok()) << mapped.status();
   EXPECT_EQ((*mapped)->bytes(), big);
