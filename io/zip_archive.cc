@@ -163,7 +163,7 @@ class Reader {
       return Fail(absl::StrCat("member ", name, ": its local header names another member"));
     }
     member.data = image_.substr(data, compressed);
-    if (method == 0 && ZipCrc32(member.data) != crc)
+    if (method == 0 && Crc32(member.data.data(), member.data.size()) != crc)
       return Fail(absl::StrCat("member ", name, ": CRC-32 mismatch (damaged)"));
     return member;
   }
@@ -173,8 +173,6 @@ class Reader {
 };
 
 }  // namespace
-
-uint32_t ZipCrc32(absl::string_view bytes) { return Crc32(bytes.data(), bytes.size()); }
 
 absl::StatusOr<std::vector<ZipMember>> ReadZipArchive(absl::string_view image, const std::string& what) {
   return Reader(image, what).Read();
@@ -218,7 +216,7 @@ std::string WriteZipArchive(const std::vector<ZipMember>& members, const ZipWrit
   std::string out, directory;
   for (const ZipMember& m : members) {
     const uint64_t offset = out.size(), size = m.data.size();
-    const uint32_t crc = ZipCrc32(m.data);
+    const uint32_t crc = Crc32(m.data.data(), m.data.size());
     const bool zip64 = options.force_zip64 || size >= k32BitMarker || offset >= k32BitMarker;
     const uint16_t version = zip64 ? kVersionZip64 : kVersionStored;
     std::string local_extra = zip64 ? Zip64Extra({size, size}) : "";

@@ -52,9 +52,6 @@ struct ZipWriteOptions {
 // `options.alignment` a power of two no larger than 4096.
 std::string WriteZipArchive(const std::vector<ZipMember>& members, const ZipWriteOptions& options = {});
 
-// The CRC-32 (ZIP's, zlib's) of `bytes`.
-uint32_t ZipCrc32(absl::string_view bytes);
-
 }  // namespace ddp
 
 #endif  // DDP_IO_ZIP_ARCHIVE_H_

@@ -26,20 +26,26 @@ namespace {
 
 using Kind = PickleValue::Kind;
 
-// What a torch.<Type>Storage holds, and the dtype the engine keeps it as.
+// What a torch.<Type>Storage holds, the dtype the engine keeps it as, and how its elements become that.
+enum class Conversion { kNone, kRoundToFloat32, kSignExtend, kZeroExtend };
 struct StorageType {
   const char* name;
   size_t element_size;
   DType dtype;
-  bool is_signed_integer, is_unsigned_integer;  // converted to int64 (sign- or zero-extended)
+  Conversion conversion;
 };
 
 constexpr StorageType kStorageTypes[] = {
-    {"FloatStorage", 4, DType::kFloat32, false, false},     {"HalfStorage", 2, DType::kFloat16, false, false},
-    {"BFloat16Storage", 2, DType::kBFloat16, false, false}, {"LongStorage", 8, DType::kInt64, false, false},
-    {"DoubleStorage", 8, DType::kFloat32, false, false},    {"IntStorage", 4, DType::kInt64, true, false},
-    {"ShortStorage", 2, DType::kInt64, true, false},        {"CharStorage", 1, DType::kInt64, true, false},
-    {"ByteStorage", 1, DType::kInt64, false, true},         {"BoolStorage", 1, DType::kInt64, false, true},
+    {"FloatStorage", 4, DType::kFloat32, Conversion::kNone},
+    {"HalfStorage", 2, DType::kFloat16, Conversion::kNone},
+    {"BFloat16Storage", 2, DType::kBFloat16, Conversion::kNone},
+    {"LongStorage", 8, DType::kInt64, Conversion::kNone},
+    {"DoubleStorage", 8, DType::kFloat32, Conversion::kRoundToFloat32},
+    {"IntStorage", 4, DType::kInt64, Conversion::kSignExtend},
+    {"ShortStorage", 2, DType::kInt64, Conversion::kSignExtend},
+    {"CharStorage", 1, DType::kInt64, Conversion::kSignExtend},
+    {"ByteStorage", 1, DType::kInt64, Conversion::kZeroExtend},
+    {"BoolStorage", 1, DType::kInt64, Conversion::kZeroExtend},
 };
 
 const StorageType* FindStorageType(absl::string_view global) {
@@ -53,10 +59,6 @@ const StorageType* FindStorageType(absl::string_view global) {
 size_t StorageElementSize(absl::string_view global) {
   const StorageType* type = FindStorageType(global);
   return type == nullptr ? 0 : type->element_size;
-}
-
-bool Converted(const StorageType& t) {
-  return t.is_signed_integer || t.is_unsigned_integer || absl::string_view(t.name) == "DoubleStorage";
 }
 
 bool IsTensor(const PickleValue& v) {
@@ -103,17 +105,6 @@ std::string Describe(const PickleValue& v) {
       return "a persistent id";
   }
   return "a value";
-}
-
-// True when `stride` lays a tensor of `size` out contiguously in row-major order (dims of extent 1 may
-// have any stride).
-bool IsRowMajor(const Shape& size, const Shape& stride) {
-  int64_t expected = 1;
-  for (size_t d = size.size(); d-- > 0;) {
-    if (size[d] != 1 && stride[d] != expected) return false;
-    expected *= size[d];
-  }
-  return true;
 }
 
 // The archive's pickle and storages, and the notes and counts gathered while reading it.
@@ -230,12 +221,12 @@ class ArchiveReader {
     DDP_ASSIGN_OR_RETURN(const SavedStorage* storage, Storage(id, *type, name));
     const int64_t offset = args.items[1]->integer;
     DDP_RETURN_IF_ERROR(CheckView(storage->data.size() / type->element_size, offset, size, stride, name));
-    if (Converted(*type)) {
+    if (type->conversion != Conversion::kNone) {
       ++converted_[type->name];
       return ConvertedTensor(Gather(storage->data, type->element_size, offset, size, stride), *type, size);
     }
     const char* first = storage->data.data() + static_cast<uint64_t>(offset) * type->element_size;
-    if (IsRowMajor(size, stride) && reinterpret_cast<uintptr_t>(first) % type->element_size == 0) {
+    if (StridesAreContiguous(size, stride) && reinterpret_cast<uintptr_t>(first) % type->element_size == 0) {
       return Tensor::View(SharedStorage(*storage), size, ContiguousStrides(size), offset, type->dtype);
     }
     Tensor t = Tensor::Empty(size, type->dtype);
@@ -340,7 +331,7 @@ class ArchiveReader {
   static Tensor ConvertedTensor(const std::string& elements, const StorageType& type, const Shape& size) {
     Tensor t = Tensor::Empty(size, type.dtype);
     const int64_t n = t.numel();
-    if (type.dtype == DType::kFloat32) {
+    if (type.conversion == Conversion::kRoundToFloat32) {
       float* out = static_cast<float*>(t.raw_data());
       for (int64_t i = 0; i < n; ++i) {
         double d;
@@ -354,7 +345,9 @@ class ArchiveReader {
       uint64_t bits = 0;
       std::memcpy(&bits, &elements[i * type.element_size], type.element_size);
       const int width = static_cast<int>(8 * type.element_size);
-      if (type.is_signed_integer && width < 64 && (bits >> (width - 1)) != 0) bits |= ~uint64_t{0} << width;
+      if (type.conversion == Conversion::kSignExtend && width < 64 && (bits >> (width - 1)) != 0) {
+        bits |= ~uint64_t{0} << width;
+      }
       out[i] = static_cast<int64_t>(bits);
     }
     return t;
@@ -435,19 +428,20 @@ absl::StatusOr<TorchStateDict> ReadTorchStateDict(const std::string& path) {
 
 absl::StatusOr<std::string> SerializeTorchStateDict(const NamedTensors& tensors) {
   std::set<std::string> names;
-  std::vector<std::string> storages;
+  std::vector<Tensor> hosts;  // what the storage members view: copied once, into the archive
   for (const auto& [name, tensor] : tensors) {
     if (name.empty()) return absl::InvalidArgumentError("a tensor without a name cannot be saved");
     if (!names.insert(name).second) {
       return absl::InvalidArgumentError(absl::StrCat("the name \"", name, "\" appears twice"));
     }
-    const Tensor host = HostContiguous(tensor);
-    storages.emplace_back(static_cast<const char*>(host.raw_data()), host.nbytes());
+    hosts.push_back(HostContiguous(tensor));
   }
   const std::string pickle = TorchStateDictPickle(tensors);
   std::vector<ZipMember> members = {{"archive/data.pkl", pickle}, {"archive/byteorder", "little"}};
-  for (size_t i = 0; i < storages.size(); ++i)
-    members.push_back({absl::StrCat("archive/data/", i), storages[i]});
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    members.push_back({absl::StrCat("archive/data/", i),
+                       absl::string_view(static_cast<const char*>(hosts[i].raw_data()), hosts[i].nbytes())});
+  }
   members.push_back({"archive/version", "3\n"});
   return WriteZipArchive(members);
 }

@@ -19,11 +19,19 @@ namespace {
 
 bool IsHalfPrecision(DType dtype) { return dtype == DType::kFloat16 || dtype == DType::kBFloat16; }
 
+// The module's own tensors, in its order and by name, taken once per load.
+struct OwnTensors {
+  explicit OwnTensors(const Module& module) : ordered(module.StateDict()) {
+    for (const auto& [name, tensor] : ordered) by_name.emplace(name, tensor);
+  }
+  NamedTensors ordered;
+  std::map<std::string, Tensor> by_name;
+};
+
 // Widens the float16 / bfloat16 tensors that the module holds as float32 of the same shape; a note says
 // how many.
-void WidenToModuleDTypes(const Module& module, NamedTensors& tensors, std::vector<std::string>& notes) {
-  std::map<std::string, Tensor> own;
-  for (auto& [name, tensor] : module.StateDict()) own.emplace(name, tensor);
+void WidenToModuleDTypes(const OwnTensors& module, NamedTensors& tensors, std::vector<std::string>& notes) {
+  const std::map<std::string, Tensor>& own = module.by_name;
   int widened = 0;
   for (auto& [name, tensor] : tensors) {
     const auto it = own.find(name);
@@ -41,10 +49,10 @@ void WidenToModuleDTypes(const Module& module, NamedTensors& tensors, std::vecto
 // When none of the file's names is one of the module's, but every one of them starts with the same
 // "<prefix>." and without it each is (a model saved as an attribute of a wrapper: Lightning's "model.",
 // a "backbone."), removes the prefix; a note says which.
-void StripPrefixTheModuleLacks(const Module& module, NamedTensors& tensors, std::vector<std::string>& notes) {
+void StripPrefixTheModuleLacks(const OwnTensors& module, NamedTensors& tensors,
+                               std::vector<std::string>& notes) {
   if (tensors.empty()) return;
-  std::map<std::string, Tensor> own;
-  for (auto& [name, tensor] : module.StateDict()) own.emplace(name, tensor);
+  const std::map<std::string, Tensor>& own = module.by_name;
   const std::string& first = tensors[0].first;
   const size_t dot = first.find('.');
   if (dot == std::string::npos) return;
@@ -69,10 +77,10 @@ bool StartsWithAny(const std::string& name, const std::vector<std::string>& pref
 
 // Replaces the file's tensors under the `prefixes` by the module's own (which LoadStateDict then leaves as
 // they are); a note says how many stayed.
-absl::Status KeepInitial(const Module& module, const std::vector<std::string>& prefixes,
+absl::Status KeepInitial(const OwnTensors& module, const std::vector<std::string>& prefixes,
                          NamedTensors& tensors, std::vector<std::string>& notes) {
   if (prefixes.empty()) return absl::OkStatus();
-  const NamedTensors own = module.StateDict();
+  const NamedTensors& own = module.ordered;
   for (const std::string& p : prefixes) {
     if (std::none_of(own.begin(), own.end(),
                      [&](const auto& entry) { return absl::StartsWith(entry.first, p); })) {
@@ -117,11 +125,12 @@ absl::StatusOr<std::vector<std::string>> LoadModuleWeights(Module& module, const
     DDP_ASSIGN_OR_RETURN(SafetensorsContents contents, ParseSafetensors(file->bytes(), path, file));
     tensors = std::move(contents.tensors);
   }
-  StripPrefixTheModuleLacks(module, tensors, notes);
-  if (absl::Status kept = KeepInitial(module, keep_initial, tensors, notes); !kept.ok()) {
+  const OwnTensors own(module);
+  StripPrefixTheModuleLacks(own, tensors, notes);
+  if (absl::Status kept = KeepInitial(own, keep_initial, tensors, notes); !kept.ok()) {
     return absl::Status(kept.code(), absl::StrCat("loading ", path, ": ", kept.message()));
   }
-  WidenToModuleDTypes(module, tensors, notes);
+  WidenToModuleDTypes(own, tensors, notes);
   absl::Status status = module.LoadStateDict(tensors, strict);
   if (!status.ok())
     return absl::Status(status.code(), absl::StrCat("loading ", path, ": ", status.message()));

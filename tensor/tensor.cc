@@ -67,15 +67,16 @@ int64_t Tensor::size(int64_t d) const {
   return shape()[d];
 }
 
-bool Tensor::is_contiguous() const {
-  const Shape& s = shape();
+bool StridesAreContiguous(const Shape& shape, const std::vector<int64_t>& strides) {
   int64_t expected = 1;
-  for (int64_t i = static_cast<int64_t>(s.size()) - 1; i >= 0; --i) {
-    if (s[i] != 1 && strides()[i] != expected) return false;
-    expected *= s[i];
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
+    if (shape[i] != 1 && strides[i] != expected) return false;
+    expected *= shape[i];
   }
   return true;
 }
+
+bool Tensor::is_contiguous() const { return StridesAreContiguous(shape(), strides()); }
 
 double Tensor::item() const {
   DDP_CHECK(numel() == 1) << "item() of a tensor with " << numel() << " elements";

@@ -27,6 +27,9 @@ class AccumulateGrad;
 int64_t NumElements(const Shape& shape);
 // Row-major (contiguous) strides of a shape.
 std::vector<int64_t> ContiguousStrides(const Shape& shape);
+// True when `strides` lay out `shape` contiguously in row-major order (a dimension of extent 1 may have
+// any stride).
+bool StridesAreContiguous(const Shape& shape, const std::vector<int64_t>& strides);
 // "[2, 3]".
 std::string ShapeToString(const Shape& shape);
 
