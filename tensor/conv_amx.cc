@@ -1,5 +1,5 @@
-// The channels-last bf16 forward on AMX tiles (contracts: tensor/conv_amx.h; Note [Channels-last forward on
-// AMX tiles] there).
+// The channels-last bf16 forward and input gradient on AMX tiles (contracts: tensor/conv_amx.h; Note
+// [Channels-last forward on AMX tiles] and Note [Channels-last input gradients on AMX tiles] there).
 #include "tensor/conv_amx.h"
 
 #include <cpuid.h>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "tensor/layout_transpose.h"
 
 namespace ddp {
 namespace cpu {
@@ -22,6 +23,9 @@ constexpr int64_t kTile = 16;        // output pixels (tile rows) and output cha
 constexpr int64_t kTileK = 32;       // products per TDPBF16PS: a tile row of 32 bf16 (64 bytes)
 constexpr int64_t kOutPerPass = 64;  // four accumulator tiles side by side
 constexpr int64_t kMaxK = 1152;      // the K up to which oneDNN's matmul sums in this order
+// The input maps (pixels) up to which the input gradient's kernel is faster than oneDNN's primitive (Note
+// [Channels-last input gradients on AMX tiles]).
+constexpr int64_t kMaxInputGradientPixels = 16;
 
 // The tile configuration LDTILECFG reads (palette 1).
 struct TileConfig {
@@ -60,15 +64,16 @@ bool TileDataGranted() {
   return granted;
 }
 
-// `elements` bf16 in `buffer` (grown as needed, kept across calls), starting on a 64-byte boundary: a tile
-// row of 64 bytes then lies in one cache line (unaligned, every tile load touches twice the lines, which
-// measured 2-3x slower).
-BFloat16* AlignedScratch(std::vector<BFloat16>& buffer, int64_t elements) {
-  constexpr size_t kLine = 64, kSlack = kLine / sizeof(BFloat16);
+// `elements` values in `buffer` (grown as needed, kept across calls), starting on a 64-byte boundary: a
+// tile row of 64 bytes then lies in one cache line (unaligned, every tile load touches twice the lines,
+// which measured 2-3x slower).
+template <typename T>
+T* AlignedScratch(std::vector<T>& buffer, int64_t elements) {
+  constexpr size_t kLine = 64, kSlack = kLine / sizeof(T);
   if (buffer.size() < static_cast<size_t>(elements) + kSlack)
     buffer.resize(static_cast<size_t>(elements) + kSlack);
   const uintptr_t address = reinterpret_cast<uintptr_t>(buffer.data());
-  return buffer.data() + ((kLine - address % kLine) % kLine) / sizeof(BFloat16);
+  return buffer.data() + ((kLine - address % kLine) % kLine) / sizeof(T);
 }
 
 // w [out, c, 3, 3] as the B operand: for each block of 16 output channels, K = (tap, channel) in pairs,
@@ -144,6 +149,116 @@ __attribute__((target("amx-tile,amx-bf16"))) void ImageForward(const BFloat16* p
   _tile_release();
 }
 
+// w [out, c, 3, 3] as the B operands of the input gradient: for each block of 16 input channels and each
+// tap, K = the output channels in pairs, each pair's two values side by side for each of the 16 channels
+// ([c / 16][9][out / 2][16][2]). The weights are first put taps-first ([out, 9, c], register-tile
+// transposes) so that a pair's two rows interleave element by element into whole 64-byte rows.
+void PackWeightsForInputGradient(const BFloat16* w, const ConvGeometry& g, BFloat16* packed) {
+  thread_local std::vector<BFloat16> taps_first_buffer;
+  BFloat16* taps_first = AlignedScratch(taps_first_buffer, g.out * g.K());
+  Transpose16(w, g.out, g.c, 9, taps_first);
+  const int64_t pairs = g.out / 2, blocks = g.c / kTile;
+  uint32_t* words = reinterpret_cast<uint32_t*>(packed);  // one (even, odd) output-channel pair each
+  for (int64_t r = 0; r < pairs; ++r) {
+    for (int64_t t = 0; t < 9; ++t) {
+      const BFloat16* even = taps_first + (2 * r * 9 + t) * g.c;
+      const BFloat16* odd = even + 9 * g.c;
+      for (int64_t cb = 0; cb < blocks; ++cb) {
+        uint32_t* dst = words + ((cb * 9 + t) * pairs + r) * kTile;
+        for (int64_t j = 0; j < kTile; ++j) {
+          dst[j] = static_cast<uint32_t>(even[cb * kTile + j].bits) |
+                   static_cast<uint32_t>(odd[cb * kTile + j].bits) << 16;
+        }
+      }
+    }
+  }
+}
+
+// gy [n, oh, ow, out] into `padded` [n][(oh + 2) * (ow + 2)][out], each image with a border of zeros.
+void PadOutputGradient(const BFloat16* gy, const ConvGeometry& g, BFloat16* padded) {
+  const int64_t wp = g.ow + 2, image = (g.oh + 2) * wp * g.out;
+  for (int64_t i = 0; i < g.n; ++i) {
+    BFloat16* dst = padded + i * image;
+    std::memset(static_cast<void*>(dst), 0, sizeof(BFloat16) * image);
+    for (int64_t oy = 0; oy < g.oh; ++oy) {
+      std::memcpy(static_cast<void*>(dst + ((oy + 1) * wp + 1) * g.out), gy + (i * g.oh + oy) * g.ow * g.out,
+                  sizeof(BFloat16) * g.ow * g.out);
+    }
+  }
+}
+
+// The configuration of the input gradient's tiles: 0-1 accumulate the first pixel tile (`rows0` rows) and
+// 2-3 the second (`rows1`), each for 16 input channels; 4 and 5 hold their A operands (pixels x 32 output
+// channels), 6 and 7 the B operands (16 output-channel pairs x 16 input channels).
+TileConfig InputGradientConfig(int64_t rows0, int64_t rows1) {
+  TileConfig config;
+  const int64_t rows[8] = {rows0, rows0, rows1, rows1, rows0, rows1, kTile, kTile};
+  for (int t = 0; t < 8; ++t) {
+    config.rows[t] = static_cast<uint8_t>(rows[t]);
+    config.bytes_per_row[t] = 64;
+  }
+  return config;
+}
+
+// Up to 16 rows of a finished accumulator block (16 positions q0... x 32 channels, float32, row stride
+// 32) into gx [h, w, c] at channel c0, the positions in the padded width's border columns dropped.
+void StoreInputGradientRows(const float* block, int64_t q0, int64_t rows, int64_t c0, const ConvGeometry& g,
+                            float* gx) {
+  const int64_t wp = g.w + 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t iy = (q0 + r) / wp, ix = (q0 + r) % wp;
+    if (ix < g.w)
+      std::memcpy(gx + (iy * g.w + ix) * g.c + c0, block + r * 2 * kTile, 2 * kTile * sizeof(float));
+  }
+}
+
+// One image's input gradient for input channels [c0, c0 + 32): gx [h, w, c] (its rows c0...c0 + 31) from
+// its padded output gradient and the packed weights (Note [Channels-last input gradients on AMX tiles]).
+// The image's positions go in tiles of 16 along the padded width, whose two border columns are computed
+// and dropped, two tiles at a time (the last alone twice when their count is odd), each against two tiles
+// of 16 input channels, so that every operand tile loaded serves two products. Each accumulator starts
+// from zero and sums over the output channels 32 at a time, and for each 32 over the taps from the last to
+// the first.
+__attribute__((target("amx-tile,amx-bf16"))) void ImageInputGradient(const BFloat16* padded,
+                                                                     const BFloat16* packed, int64_t c0,
+                                                                     const ConvGeometry& g, float* gx) {
+  const int64_t wp = g.w + 2, positions = (g.h - 1) * wp + g.w, a_stride = g.out * 2;
+  const int64_t block = 9 * g.out * kTile;  // packed elements per 16 input channels
+  const BFloat16* b0 = packed + (c0 / kTile) * block;
+  alignas(64) float first[kTile * 2 * kTile], second[kTile * 2 * kTile];
+  for (int64_t q0 = 0; q0 < positions; q0 += 2 * kTile) {
+    const int64_t q1 = q0 + kTile < positions ? q0 + kTile : q0;
+    const int64_t rows0 = std::min(kTile, positions - q0), rows1 = std::min(kTile, positions - q1);
+    const TileConfig config = InputGradientConfig(rows0, rows1);
+    _tile_loadconfig(&config);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t o0 = 0; o0 < g.out; o0 += kTileK) {
+      for (int64_t t = 8; t >= 0; --t) {
+        const int64_t shift = ((2 - t / 3) * wp + (2 - t % 3)) * g.out + o0;
+        _tile_loadd(4, padded + q0 * g.out + shift, a_stride);
+        _tile_loadd(5, padded + q1 * g.out + shift, a_stride);
+        const BFloat16* b = b0 + (t * g.out + o0) * kTile;
+        _tile_loadd(6, b, 64);
+        _tile_loadd(7, b + block, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+    }
+    _tile_stored(0, first, 2 * kTile * 4);
+    _tile_stored(1, first + kTile, 2 * kTile * 4);
+    _tile_stored(2, second, 2 * kTile * 4);
+    _tile_stored(3, second + kTile, 2 * kTile * 4);
+    StoreInputGradientRows(first, q0, rows0, c0, g, gx);
+    if (q1 != q0) StoreInputGradientRows(second, q1, rows1, c0, g, gx);
+  }
+  _tile_release();
+}
+
 }  // namespace
 
 bool AmxForwardApplies(const ConvGeometry& g) {
@@ -167,6 +282,35 @@ void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeom
     for (int64_t i = 0; i < g.n; ++i) {
       PadImage(x + i * image, g, padded);
       ImageForward(padded, packed, g, y + i * g.P() * g.out);
+    }
+  }
+}
+
+bool AmxInputGradientComputes(const ConvGeometry& g) {
+  return g.channels_last && g.kh == 3 && g.kw == 3 && g.padding == 1 && g.stride == 1 &&
+         g.c % (2 * kTile) == 0 && g.out % kTileK == 0 && TileDataGranted();
+}
+
+bool AmxInputGradientApplies(const ConvGeometry& g) {
+  return g.h * g.w <= kMaxInputGradientPixels && AmxInputGradientComputes(g);
+}
+
+void AmxInputGradientChannelsLast(const BFloat16* w, const BFloat16* gy, const ConvGeometry& g, float* gx) {
+  DDP_CHECK(AmxInputGradientComputes(g))
+      << "AmxInputGradientChannelsLast: no AMX kernel for this convolution (c " << g.c << ", out " << g.out
+      << ", " << g.h << "x" << g.w << ", " << g.kh << "x" << g.kw << ", stride " << g.stride << ", padding "
+      << g.padding << ")";
+  thread_local std::vector<BFloat16> packed_weights, padded_gradient;  // the calling thread's, shared
+  BFloat16* packed = AlignedScratch(packed_weights, g.out * g.K());
+  PackWeightsForInputGradient(w, g, packed);
+  const int64_t padded_image = (g.oh + 2) * (g.ow + 2) * g.out;
+  BFloat16* padded = AlignedScratch(padded_gradient, g.n * padded_image);
+  PadOutputGradient(gy, g, padded);
+  const int64_t passes = g.c / (2 * kTile), image = g.h * g.w * g.c;
+#pragma omp parallel for collapse(2) schedule(static) if (g.n * passes > 1)
+  for (int64_t pass = 0; pass < passes; ++pass) {
+    for (int64_t i = 0; i < g.n; ++i) {
+      ImageInputGradient(padded + i * padded_image, packed, pass * 2 * kTile, g, gx + i * image);
     }
   }
 }

@@ -1,5 +1,5 @@
-// A bf16 convolution forward of our own on AMX tiles, for channels-last activations (Note [Channels-last
-// convolutions] in tensor/conv_channels_last.h). Internal to the tensor floor.
+// A bf16 convolution forward and input gradient of our own on AMX tiles, for channels-last activations (Note
+// [Channels-last convolutions] in tensor/conv_channels_last.h). Internal to the tensor floor.
 //
 // Note [Channels-last forward on AMX tiles]
 // The channels-last forward multiplies unfolded rows [pixels, kh*kw*c] by the weights (Note [Channels-last
@@ -15,6 +15,26 @@
 // unfolded path's bits, without the unfolded rows (903 KB per image at ResNet-18's layer1). (Were oneDNN
 // kept off AMX on an AMX CPU, by ONEDNN_MAX_CPU_ISA, the unfolded path would sum in its AVX-512 order and
 // the two would differ by the order of float32 sums.)
+//
+// Note [Channels-last input gradients on AMX tiles]
+// oneDNN 2.6's AMX backward-data primitive (jit:avx512_core_amx_bf16) is slow where the maps are small:
+// at ResNet-18's layer4 (512 channels, 4x4, batch 64) on an AMX Xeon (family 6 model 167), one thread, it
+// takes ~14.5 ms a use, 330 GFLOP/s, where the forward's matmul of the same size runs at several times that
+// (its tiles run along one output row of 4 pixels). It sums each input-gradient element from zero over the
+// output channels 32 at a time (one TDPBF16PS each) and, for each 32, over the nine taps from the last
+// (ky = 2, kx = 2) to the first: at ResNet-18's four 3x3 stride-1 shapes no element of its output differs
+// from an AMX kernel that keeps that order (bench/amx_probe/bwd_data_order.cc, run by
+// bench/amx_probe/run.sh). This kernel keeps it, for a 3x3 stride-1 convolution with padding 1: for an
+// input pixel (iy, ix) the tap (ky, kx) reads the output gradient at (iy + 1 - ky, ix + 1 - kx), so in the
+// output gradient padded by one pixel on each side, (ow + 2) wide, 16 consecutive positions q = iy * (ow +
+// 2) + ix read rows a fixed offset away for every tap: one tile load, stride `out`. The two border columns
+// ride along in the tiles and are dropped; a 4x4 map fills 22 tile rows for its 16 pixels instead of the
+// primitive's 4 per row. Each 16x16 accumulator (16 positions x 16 input channels) starts from zero and is
+// stored once; two position tiles against two channel tiles, so that every operand tile loaded serves two
+// products. At layer4 (tensor/conv_bench.cc, "auto bf16 NHWC") the input gradient takes 7.5-8.8 ms against
+// the primitive's 15.3-16.8; at 7x7 maps the two are as fast, and on larger maps the primitive is the faster,
+// so the engine takes this kernel for maps of at most 16 pixels (AmxInputGradientApplies). It computes the
+// primitive's bits (//tensor:conv_amx_test; resnet18's bf16 weights after 10 steps byte-identical).
 #ifndef DDP_TENSOR_CONV_AMX_H_
 #define DDP_TENSOR_CONV_AMX_H_
 
@@ -34,6 +54,22 @@ bool AmxForwardApplies(const ConvGeometry& g);
 // each output summed over (ky, kx, c) in order. REQUIRES: AmxForwardApplies(g) (checked). Images run on
 // the kernel threads.
 void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeometry& g, float* y);
+
+// True when AmxInputGradientChannelsLast can compute this convolution's input gradient: this CPU has AMX
+// and the kernel grants its tile data (asked once), and g is a channels-last 3x3 convolution with padding 1
+// and stride 1, c and out multiples of 32. Thread-safe.
+bool AmxInputGradientComputes(const ConvGeometry& g);
+
+// True when the engine's channels-last bf16 convolutions take AmxInputGradientChannelsLast for g's input
+// gradient: it computes g's, on maps of at most 16 pixels, where it is the faster (Note [Channels-last
+// input gradients on AMX tiles]). Thread-safe.
+bool AmxInputGradientApplies(const ConvGeometry& g);
+
+// gx [n, h, w, c] (NHWC, float32, overwritten) = the input gradient of the convolution of w [out, c, 3, 3]
+// (bf16) for the output gradient gy [n, oh, ow, out] (NHWC, bf16), each element summed as oneDNN's
+// backward-data primitive sums it. REQUIRES: AmxInputGradientComputes(g) (checked). Images and channel blocks
+// run on the kernel threads.
+void AmxInputGradientChannelsLast(const BFloat16* w, const BFloat16* gy, const ConvGeometry& g, float* gx);
 
 }  // namespace cpu
 }  // namespace ddp

@@ -1,0 +1,182 @@
+// In which order oneDNN 2.6's AMX backward-data convolution sums a bf16 input gradient's products, at
+// ResNet-18's 3x3 stride-1 shapes on 28x28 images (padding 1, batch 64, NHWC as the engine's channels-last
+// activations give it): the primitive's float32 output is compared bit for bit with an AMX reference that
+// accumulates each 16x16 output tile (16 input pixels of one image x 16 input channels) from zero with one
+// TDPBF16PS per (tap, 32 output channels), in each of several orders. An order with no differing output is
+// one a kernel of our own could keep and give the primitive's bits.
+//
+//   bwd_data_order     (built and run by bench/amx_probe/run.sh)
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+constexpr long kArchRequestPermission = 0x1023;  // arch_prctl ARCH_REQ_XCOMP_PERM
+constexpr long kTileData = 18;                   // XFEATURE_XTILEDATA
+constexpr long kTaps = 9;
+
+// A 3x3, stride-1, padding-1 convolution: batch n, c input and out output channels, h x w maps.
+struct Shape {
+  const char* name;
+  long n, c, out, h, w;
+};
+constexpr Shape kShapes[] = {{"layer1", 64, 64, 64, 28, 28},
+                             {"layer2", 64, 128, 128, 14, 14},
+                             {"layer3", 64, 256, 256, 7, 7},
+                             {"layer4", 64, 512, 512, 4, 4},
+                             {"layer4, 3 images", 3, 512, 512, 4, 4}};
+
+struct TileConfig {
+  uint8_t palette_id, start_row, reserved[14];
+  uint16_t bytes_per_row[16];
+  uint8_t rows[16];
+};
+
+uint16_t ToBf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+// One step of the reduction: tap t (ky * 3 + kx of the forward kernel) and output channels [o0, o0 + 32).
+using Step = std::pair<int, int>;
+
+// gx [n, h, w, c] (float32) from gy [n, h, w, out] and w [out, c, 3, 3] (bf16), every 16x16 tile of an
+// image's gx (16 pixels in row-major order x 16 channels) summed over `order` from zero. Taps that read
+// outside the image multiply zero rows.
+__attribute__((target("amx-tile,amx-bf16"))) void ReferenceInputGradient(const Shape& s,
+                                                                         const std::vector<uint16_t>& gy,
+                                                                         const std::vector<uint16_t>& w,
+                                                                         const std::vector<Step>& order,
+                                                                         std::vector<float>& gx) {
+  TileConfig config = {};
+  config.palette_id = 1;
+  for (int t = 0; t < 3; ++t) {
+    config.rows[t] = 16;
+    config.bytes_per_row[t] = 64;
+  }
+  _tile_loadconfig(&config);
+  // b[t][c / 16][o / 2][16 c][2]: w[o, c, t] pair-interleaved for TDPBF16PS.
+  std::vector<uint16_t> b(kTaps * s.c * s.out);
+  for (long t = 0; t < kTaps; ++t) {
+    for (long o = 0; o < s.out; ++o) {
+      for (long c = 0; c < s.c; ++c) {
+        const long block = (t * (s.c / 16) + c / 16) * s.out * 16;
+        b[block + (o / 2) * 32 + (c % 16) * 2 + o % 2] = w[(o * s.c + c) * kTaps + t];
+      }
+    }
+  }
+  const long pixels = s.h * s.w, padded = (pixels + 15) / 16 * 16;
+  std::vector<uint16_t> a(kTaps * padded * s.out);  // per tap: the gy rows each pixel reads, or zeros
+  std::vector<float> tile(16 * 16);
+  for (long i = 0; i < s.n; ++i) {
+    std::fill(a.begin(), a.end(), 0);
+    for (long t = 0; t < kTaps; ++t) {
+      const long ky = t / 3, kx = t % 3;
+      for (long p = 0; p < pixels; ++p) {
+        const long oy = p / s.w + 1 - ky, ox = p % s.w + 1 - kx;  // the output pixel that reads input p
+        if (oy < 0 || oy >= s.h || ox < 0 || ox >= s.w) continue;
+        std::memcpy(&a[(t * padded + p) * s.out], &gy[((i * s.h + oy) * s.w + ox) * s.out], s.out * 2);
+      }
+    }
+    for (long p0 = 0; p0 < pixels; p0 += 16) {
+      for (long c0 = 0; c0 < s.c; c0 += 16) {
+        _tile_zero(0);
+        for (const Step& step : order) {
+          _tile_loadd(1, &a[(step.first * padded + p0) * s.out + step.second], s.out * 2);
+          _tile_loadd(2, &b[(step.first * (s.c / 16) + c0 / 16) * s.out * 16 + (step.second / 2) * 32], 64);
+          _tile_dpbf16ps(0, 1, 2);
+        }
+        _tile_stored(0, tile.data(), 64);
+        for (long p = p0; p < std::min(pixels, p0 + 16); ++p)
+          std::memcpy(&gx[(i * pixels + p) * s.c + c0], &tile[(p - p0) * 16], 64);
+      }
+    }
+  }
+  _tile_release();
+}
+
+// Orders over (tap, 32 output channels): output channels in blocks of `block` outside the taps (32: each
+// chunk of 32 through all taps before the next), the taps in the forward's order or reversed.
+std::vector<Step> Order(long out, long block, bool reversed) {
+  std::vector<Step> order;
+  for (long b0 = 0; b0 < out; b0 += block) {
+    for (int t = 0; t < kTaps; ++t) {
+      for (long o0 = b0; o0 < b0 + block; o0 += 32)
+        order.push_back({reversed ? 8 - t : t, static_cast<int>(o0)});
+    }
+  }
+  return order;
+}
+
+// oneDNN's backward-data primitive on s, NHWC activations as the engine gives them; returns its name.
+std::string OneDnnInputGradient(const Shape& s, const std::vector<uint16_t>& gy,
+                                const std::vector<uint16_t>& w, std::vector<float>& gx) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  const dnnl::memory::dims src{s.n, s.c, s.h, s.w}, wei{s.out, s.c, 3, 3}, dst{s.n, s.out, s.h, s.w};
+  const dnnl::memory::dims strides{1, 1}, padding{1, 1};
+  const dnnl::memory::desc src_md(src, dt::bf16, tag::acdb), wei_md(wei, dt::bf16, tag::any),
+      dst_md(dst, dt::f32, tag::acdb);
+  const dnnl::convolution_forward::primitive_desc fwd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                      src_md, wei_md, dst_md, strides, padding, padding),
+      engine);
+  const dnnl::memory::desc gx_md(src, dt::f32, tag::acdb), gy_md(dst, dt::bf16, tag::acdb);
+  const dnnl::convolution_backward_data::primitive_desc bwd(
+      dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, gx_md, wei_md, gy_md,
+                                            strides, padding, padding),
+      engine, fwd);
+  dnnl::memory w_user({wei, dt::bf16, tag::oihw}, engine, const_cast<uint16_t*>(w.data()));
+  dnnl::memory w_mem(bwd.weights_desc(), engine);
+  dnnl::reorder(w_user, w_mem).execute(stream, w_user, w_mem);
+  dnnl::memory gy_mem(gy_md, engine, const_cast<uint16_t*>(gy.data())), gx_mem(gx_md, engine, gx.data());
+  dnnl::convolution_backward_data(bwd).execute(
+      stream, {{DNNL_ARG_DIFF_DST, gy_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DIFF_SRC, gx_mem}});
+  stream.wait();
+  return bwd.impl_info_str();
+}
+
+}  // namespace
+
+int main() {
+  if (syscall(SYS_arch_prctl, kArchRequestPermission, kTileData) != 0) {
+    std::printf("bwd_data_order: the kernel does not grant AMX tile data (arch_prctl); nothing to compare\n");
+    return 0;
+  }
+  for (const Shape& s : kShapes) {
+    std::mt19937 gen(5);
+    std::normal_distribution<float> normal;
+    std::vector<uint16_t> gy(s.n * s.h * s.w * s.out), w(s.out * s.c * kTaps);
+    for (uint16_t& v : gy) v = ToBf16(normal(gen));
+    for (uint16_t& v : w) v = ToBf16(0.05f * normal(gen));
+    std::vector<float> theirs(s.n * s.h * s.w * s.c), ours(theirs.size());
+    const std::string impl = OneDnnInputGradient(s, gy, w, theirs);
+    for (long block : {32L, 64L, s.out}) {
+      for (bool reversed : {false, true}) {
+        ReferenceInputGradient(s, gy, w, Order(s.out, block, reversed), ours);
+        long differ = 0;
+        for (size_t i = 0; i < ours.size(); ++i) differ += std::memcmp(&ours[i], &theirs[i], 4) != 0;
+        std::printf(
+            "%-17s %d->%d %ldx%ld oneDNN %s; channels in blocks of %3ld outside the taps, taps %s: "
+            "%ld of %zu outputs differ\n",
+            s.name, static_cast<int>(s.out), static_cast<int>(s.c), s.h, s.w, impl.c_str(), block,
+            reversed ? "reversed" : "in order", differ, ours.size());
+      }
+    }
+  }
+  return 0;
+}
