@@ -26,6 +26,7 @@ constexpr int64_t kMaxK = 1152;      // the K up to which oneDNN's matmul sums i
 // The input maps (pixels) up to which the input gradient's kernel is faster than oneDNN's primitive (Note
 // [Channels-last input gradients on AMX tiles]).
 constexpr int64_t kMaxInputGradientPixels = 16;
+constexpr int64_t kMaxStride2InputGradientPixels = 64;
 
 // The tile configuration LDTILECFG reads (palette 1).
 struct TileConfig {
@@ -200,35 +201,75 @@ TileConfig InputGradientConfig(int64_t rows0, int64_t rows1) {
   return config;
 }
 
+// One class of input pixels for the input gradient: (iy, ix) = (a * stride + py, b * stride + px) for a <
+// rows, b < cols, at position q = a * (ow + 2) + b of the padded output gradient's grid; the taps through
+// which they reach an output pixel, from the last to the first, and for each the distance from a position
+// to the padded output-gradient row it reads (Note [Channels-last input gradients on AMX tiles]).
+struct InputPixelClass {
+  int64_t py = 0, px = 0, rows = 0, cols = 0;
+  int taps = 0;
+  int tap[9] = {};
+  int64_t offset[9] = {};
+};
+
+// The classes of g's input pixels: one for stride 1 (every tap reaches an output pixel), four for stride 2
+// (by the parity of iy and ix; a class reaches outputs through the taps whose ky and kx match its parities).
+std::vector<InputPixelClass> InputPixelClasses(const ConvGeometry& g) {
+  std::vector<InputPixelClass> classes;
+  const int64_t wp = g.ow + 2;
+  for (int64_t py = 0; py < g.stride; ++py) {
+    for (int64_t px = 0; px < g.stride; ++px) {
+      InputPixelClass k;
+      k.py = py;
+      k.px = px;
+      k.rows = (g.h - py + g.stride - 1) / g.stride;
+      k.cols = (g.w - px + g.stride - 1) / g.stride;
+      for (int t = 8; t >= 0; --t) {
+        const int64_t sy = py + 1 - t / 3, sx = px + 1 - t % 3;  // stride x (output pixel - a, - b)
+        if (sy % g.stride != 0 || sx % g.stride != 0) continue;
+        k.tap[k.taps] = t;
+        k.offset[k.taps] = (sy / g.stride + 1) * wp + (sx / g.stride + 1);
+        ++k.taps;
+      }
+      if (k.rows > 0 && k.cols > 0) classes.push_back(k);
+    }
+  }
+  return classes;
+}
+
 // Up to 16 rows of a finished accumulator block (16 positions q0... x 32 channels, float32, row stride
-// 32) into gx [h, w, c] at channel c0, the positions in the padded width's border columns dropped.
-void StoreInputGradientRows(const float* block, int64_t q0, int64_t rows, int64_t c0, const ConvGeometry& g,
-                            float* gx) {
-  const int64_t wp = g.w + 2;
+// 32) into gx [h, w, c] at channel c0, the positions in the grid's columns past the class's dropped.
+void StoreInputGradientRows(const float* block, int64_t q0, int64_t rows, int64_t c0,
+                            const InputPixelClass& k, const ConvGeometry& g, float* gx) {
+  const int64_t wp = g.ow + 2;
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t iy = (q0 + r) / wp, ix = (q0 + r) % wp;
-    if (ix < g.w)
-      std::memcpy(gx + (iy * g.w + ix) * g.c + c0, block + r * 2 * kTile, 2 * kTile * sizeof(float));
+    const int64_t a = (q0 + r) / wp, b = (q0 + r) % wp;
+    if (b >= k.cols) continue;
+    const int64_t iy = a * g.stride + k.py, ix = b * g.stride + k.px;
+    std::memcpy(gx + (iy * g.w + ix) * g.c + c0, block + r * 2 * kTile, 2 * kTile * sizeof(float));
   }
 }
 
-// One image's input gradient for input channels [c0, c0 + 32): gx [h, w, c] (its rows c0...c0 + 31) from
-// its padded output gradient and the packed weights (Note [Channels-last input gradients on AMX tiles]).
-// The image's positions go in tiles of 16 along the padded width, whose two border columns are computed
-// and dropped, two tiles at a time (the last alone twice when their count is odd), each against two tiles
-// of 16 input channels, so that every operand tile loaded serves two products. Each accumulator starts
-// from zero and sums over the output channels 32 at a time, and for each 32 over the taps from the last to
-// the first.
+// One image's input gradient at the pixels of class k for input channels [c0, c0 + 32): gx [h, w, c] (those
+// pixels' values c0...c0 + 31) from its padded output gradient and the packed weights (Note [Channels-last
+// input gradients on AMX tiles]). The class's positions go in tiles of 16 along the grid, whose columns past
+// the class's are computed and dropped, two tiles at a time (the last alone when their count is odd), each
+// against two tiles of 16 input channels, so that every operand tile loaded serves two products. Each
+// accumulator starts from zero and sums over the output channels 32 at a time, and for each 32 over the
+// class's taps from the last to the first.
 __attribute__((target("amx-tile,amx-bf16"))) void ImageInputGradient(const BFloat16* padded,
                                                                      const BFloat16* packed, int64_t c0,
+                                                                     const InputPixelClass& k,
                                                                      const ConvGeometry& g, float* gx) {
-  const int64_t wp = g.w + 2, positions = (g.h - 1) * wp + g.w, a_stride = g.out * 2;
+  const int64_t wp = g.ow + 2, positions = (k.rows - 1) * wp + k.cols, a_stride = g.out * 2;
   const int64_t block = 9 * g.out * kTile;  // packed elements per 16 input channels
   const BFloat16* b0 = packed + (c0 / kTile) * block;
   alignas(64) float first[kTile * 2 * kTile], second[kTile * 2 * kTile];
   for (int64_t q0 = 0; q0 < positions; q0 += 2 * kTile) {
-    const int64_t q1 = q0 + kTile < positions ? q0 + kTile : q0;
-    const int64_t rows0 = std::min(kTile, positions - q0), rows1 = std::min(kTile, positions - q1);
+    const int64_t q1 = q0 + kTile;
+    const bool paired = q1 < positions;
+    const int64_t rows0 = std::min(kTile, positions - q0),
+                  rows1 = paired ? std::min(kTile, positions - q1) : 1;
     const TileConfig config = InputGradientConfig(rows0, rows1);
     _tile_loadconfig(&config);
     _tile_zero(0);
@@ -236,25 +277,27 @@ __attribute__((target("amx-tile,amx-bf16"))) void ImageInputGradient(const BFloa
     _tile_zero(2);
     _tile_zero(3);
     for (int64_t o0 = 0; o0 < g.out; o0 += kTileK) {
-      for (int64_t t = 8; t >= 0; --t) {
-        const int64_t shift = ((2 - t / 3) * wp + (2 - t % 3)) * g.out + o0;
-        _tile_loadd(4, padded + q0 * g.out + shift, a_stride);
-        _tile_loadd(5, padded + q1 * g.out + shift, a_stride);
-        const BFloat16* b = b0 + (t * g.out + o0) * kTile;
+      for (int j = 0; j < k.taps; ++j) {
+        const BFloat16* a = padded + (q0 + k.offset[j]) * g.out + o0;
+        const BFloat16* b = b0 + (k.tap[j] * g.out + o0) * kTile;
+        _tile_loadd(4, a, a_stride);
         _tile_loadd(6, b, 64);
         _tile_loadd(7, b + block, 64);
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
+        if (!paired) continue;
+        _tile_loadd(5, a + kTile * g.out, a_stride);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
       }
     }
     _tile_stored(0, first, 2 * kTile * 4);
     _tile_stored(1, first + kTile, 2 * kTile * 4);
+    StoreInputGradientRows(first, q0, rows0, c0, k, g, gx);
+    if (!paired) continue;
     _tile_stored(2, second, 2 * kTile * 4);
     _tile_stored(3, second + kTile, 2 * kTile * 4);
-    StoreInputGradientRows(first, q0, rows0, c0, g, gx);
-    if (q1 != q0) StoreInputGradientRows(second, q1, rows1, c0, g, gx);
+    StoreInputGradientRows(second, q1, rows1, c0, k, g, gx);
   }
   _tile_release();
 }
@@ -287,12 +330,13 @@ void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeom
 }
 
 bool AmxInputGradientComputes(const ConvGeometry& g) {
-  return g.channels_last && g.kh == 3 && g.kw == 3 && g.padding == 1 && g.stride == 1 &&
+  return g.channels_last && g.kh == 3 && g.kw == 3 && g.padding == 1 && (g.stride == 1 || g.stride == 2) &&
          g.c % (2 * kTile) == 0 && g.out % kTileK == 0 && TileDataGranted();
 }
 
 bool AmxInputGradientApplies(const ConvGeometry& g) {
-  return g.h * g.w <= kMaxInputGradientPixels && AmxInputGradientComputes(g);
+  const int64_t limit = g.stride == 1 ? kMaxInputGradientPixels : kMaxStride2InputGradientPixels;
+  return g.h * g.w <= limit && AmxInputGradientComputes(g);
 }
 
 void AmxInputGradientChannelsLast(const BFloat16* w, const BFloat16* gy, const ConvGeometry& g, float* gx) {
@@ -306,11 +350,14 @@ void AmxInputGradientChannelsLast(const BFloat16* w, const BFloat16* gy, const C
   const int64_t padded_image = (g.oh + 2) * (g.ow + 2) * g.out;
   BFloat16* padded = AlignedScratch(padded_gradient, g.n * padded_image);
   PadOutputGradient(gy, g, padded);
+  const std::vector<InputPixelClass> classes = InputPixelClasses(g);
   const int64_t passes = g.c / (2 * kTile), image = g.h * g.w * g.c;
 #pragma omp parallel for collapse(2) schedule(static) if (g.n * passes > 1)
   for (int64_t pass = 0; pass < passes; ++pass) {
     for (int64_t i = 0; i < g.n; ++i) {
-      ImageInputGradient(padded + i * padded_image, packed, pass * 2 * kTile, g, gx + i * image);
+      for (const InputPixelClass& k : classes) {
+        ImageInputGradient(padded + i * padded_image, packed, pass * 2 * kTile, k, g, gx + i * image);
+      }
     }
   }
 }

@@ -21,20 +21,27 @@
 // at ResNet-18's layer4 (512 channels, 4x4, batch 64) on an AMX Xeon (family 6 model 167), one thread, it
 // takes ~14.5 ms a use, 330 GFLOP/s, where the forward's matmul of the same size runs at several times that
 // (its tiles run along one output row of 4 pixels). It sums each input-gradient element from zero over the
-// output channels 32 at a time (one TDPBF16PS each) and, for each 32, over the nine taps from the last
-// (ky = 2, kx = 2) to the first: at ResNet-18's four 3x3 stride-1 shapes no element of its output differs
-// from an AMX kernel that keeps that order (bench/amx_probe/bwd_data_order.cc, run by
-// bench/amx_probe/run.sh). This kernel keeps it, for a 3x3 stride-1 convolution with padding 1: for an
-// input pixel (iy, ix) the tap (ky, kx) reads the output gradient at (iy + 1 - ky, ix + 1 - kx), so in the
-// output gradient padded by one pixel on each side, (ow + 2) wide, 16 consecutive positions q = iy * (ow +
-// 2) + ix read rows a fixed offset away for every tap: one tile load, stride `out`. The two border columns
-// ride along in the tiles and are dropped; a 4x4 map fills 22 tile rows for its 16 pixels instead of the
-// primitive's 4 per row. Each 16x16 accumulator (16 positions x 16 input channels) starts from zero and is
-// stored once; two position tiles against two channel tiles, so that every operand tile loaded serves two
-// products. At layer4 (tensor/conv_bench.cc, "auto bf16 NHWC") the input gradient takes 7.5-8.8 ms against
-// the primitive's 15.3-16.8; at 7x7 maps the two are as fast, and on larger maps the primitive is the faster,
-// so the engine takes this kernel for maps of at most 16 pixels (AmxInputGradientApplies). It computes the
-// primitive's bits (//tensor:conv_amx_test; resnet18's bf16 weights after 10 steps byte-identical).
+// output channels 32 at a time (one TDPBF16PS each) and, for each 32, over the taps from the last (ky = 2,
+// kx = 2) to the first: at ResNet-18's four 3x3 stride-1 shapes and its three stride-2 ones no element of
+// its output differs from an AMX kernel that keeps that order (bench/amx_probe/bwd_data_order.cc, run by
+// bench/amx_probe/run.sh). This kernel keeps it, for 3x3 convolutions with padding 1 and stride 1 or 2.
+// An input pixel (iy, ix) reaches, through tap (ky, kx), the output pixel (iy + 1 - ky, ix + 1 - kx) /
+// stride where that divides. At stride 1 every tap reaches one, so in the output gradient padded by one
+// pixel on each side, (ow + 2) wide, 16 consecutive positions q = iy * (ow + 2) + ix read rows a fixed
+// offset away for every tap: one tile load, stride `out`. At stride 2 the input pixels fall into four
+// classes by the parity of iy and ix; a class reaches outputs through the taps whose ky and kx have the
+// matching parity (1, 2, 2 or 4 of them) and the others only meet zeros, so they are skipped (a zero
+// product changes no non-zero sum), and within a class (iy, ix) = (2a + py, 2b + px) read rows a fixed
+// offset from q = a * (ow + 2) + b. The grid's columns past a class's pixels ride along in the tiles and
+// are dropped: a 4x4 map fills 22 tile rows for its 16 pixels instead of the primitive's 4 per row. Each
+// 16x16 accumulator (16 positions x 16 input channels) starts from zero and is stored once; two position
+// tiles against two channel tiles, so that every operand tile loaded serves two products. Per use
+// (tensor/conv_bench.cc, "auto bf16 NHWC"), layer4's input gradient takes 7.5-8.8 ms against the
+// primitive's 15.3-16.8 and the stride-2 one into layer4 (7x7 input) 5.1-5.6 against 10.3-11.0; on 7x7
+// stride-1 maps and 14x14 stride-2 inputs the two are about as fast, and on larger maps the primitive is
+// the faster, so the engine takes this kernel for stride-1 maps of at most 16 pixels and stride-2 inputs of
+// at most 64 (AmxInputGradientApplies). It computes the primitive's bits (//tensor:conv_amx_test;
+// resnet18's bf16 weights after 10 steps byte-identical).
 #ifndef DDP_TENSOR_CONV_AMX_H_
 #define DDP_TENSOR_CONV_AMX_H_
 
@@ -57,12 +64,12 @@ void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeom
 
 // True when AmxInputGradientChannelsLast can compute this convolution's input gradient: this CPU has AMX
 // and the kernel grants its tile data (asked once), and g is a channels-last 3x3 convolution with padding 1
-// and stride 1, c and out multiples of 32. Thread-safe.
+// and stride 1 or 2, c and out multiples of 32. Thread-safe.
 bool AmxInputGradientComputes(const ConvGeometry& g);
 
 // True when the engine's channels-last bf16 convolutions take AmxInputGradientChannelsLast for g's input
-// gradient: it computes g's, on maps of at most 16 pixels, where it is the faster (Note [Channels-last
-// input gradients on AMX tiles]). Thread-safe.
+// gradient: it computes g's, on stride-1 maps of at most 16 pixels or stride-2 inputs of at most 64, where
+// it is the faster (Note [Channels-last input gradients on AMX tiles]). Thread-safe.
 bool AmxInputGradientApplies(const ConvGeometry& g);
 
 // gx [n, h, w, c] (NHWC, float32, overwritten) = the input gradient of the convolution of w [out, c, 3, 3]

@@ -1,8 +1,8 @@
 // The channels-last bf16 forward on AMX tiles against the unfolded path it replaces (rows [pixels, 9c]
 // times the weights in oneDNN's bf16 matmul), bit for bit, at ResNet-18's layer1 and layer2 shapes, a
 // stride-2 one, output rows wider than one tile and batches of several images; the input gradient on AMX
-// tiles against oneDNN's backward-data primitive, bit for bit, at ResNet-18's four 3x3 stride-1 shapes and
-// maps of other sizes; and which convolutions they take. Skips, saying so, on a CPU without AMX.
+// tiles against oneDNN's backward-data primitive, bit for bit, at ResNet-18's 3x3 shapes (stride 1 and 2)
+// and maps of other sizes; and which convolutions they take. Skips, saying so, on a CPU without AMX.
 #include "tensor/conv_amx.h"
 
 #include <gtest/gtest.h>
@@ -120,17 +120,22 @@ TEST(ConvAmxTest, InputGradientMatchesTheBackwardDataPrimitiveBitForBit) {
   }
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kOneDnn);
   struct Case {
-    int64_t n, c, h, w, out;
+    int64_t n, c, h, w, out, stride;
   };
   // ResNet-18's layer4, layer3, layer2 and layer1 (fewer images; the engine takes the kernel for the first
-  // alone), maps of one pixel, of one row (one position tile, paired with itself), and wider than a tile (an
-  // odd count of tiles), and channel counts that are not powers of two.
-  const Case cases[] = {{5, 512, 4, 4, 512}, {3, 256, 7, 7, 256}, {2, 128, 14, 14, 128}, {2, 64, 28, 28, 64},
-                        {3, 64, 1, 1, 96},   {2, 128, 1, 9, 64},  {2, 192, 5, 20, 160}};
+  // alone), maps of one pixel, of one row (one position tile, alone), and wider than a tile (an odd count of
+  // tiles), channel counts that are not powers of two; and the stride-2 convolutions into layer4, layer3
+  // and layer2, and maps of odd and even sizes and of one pixel at stride 2 (parity classes of one row or
+  // none).
+  const Case cases[] = {{5, 512, 4, 4, 512, 1},  {3, 256, 7, 7, 256, 1}, {2, 128, 14, 14, 128, 1},
+                        {2, 64, 28, 28, 64, 1},  {3, 64, 1, 1, 96, 1},   {2, 128, 1, 9, 64, 1},
+                        {2, 192, 5, 20, 160, 1}, {3, 256, 7, 7, 512, 2}, {2, 128, 14, 14, 256, 2},
+                        {2, 64, 28, 28, 128, 2}, {2, 64, 8, 5, 96, 2},   {2, 32, 1, 1, 64, 2},
+                        {2, 64, 2, 3, 32, 2}};
   for (const Case& k : cases) {
-    const cpu::ConvGeometry g = Geometry(k.n, k.c, k.h, k.w, k.out, 1);
-    SCOPED_TRACE(::testing::Message()
-                 << "n " << k.n << " c " << k.c << " " << k.h << "x" << k.w << " out " << k.out);
+    const cpu::ConvGeometry g = Geometry(k.n, k.c, k.h, k.w, k.out, k.stride);
+    SCOPED_TRACE(::testing::Message() << "n " << k.n << " c " << k.c << " " << k.h << "x" << k.w << " out "
+                                      << k.out << " stride " << k.stride);
     ASSERT_TRUE(cpu::AmxInputGradientComputes(g));
     const std::vector<BFloat16> gy = RandomBf16(g.n * g.P() * g.out, 1.0f, 21);
     const std::vector<BFloat16> w = RandomBf16(g.out * g.K(), 0.05f, 22);
@@ -147,12 +152,15 @@ TEST(ConvAmxTest, InputGradientMatchesTheBackwardDataPrimitiveBitForBit) {
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
 }
 
-TEST(ConvAmxTest, InputGradientTakesOnlyStrideOneThreeByThreeOnSmallMaps) {
+TEST(ConvAmxTest, InputGradientTakesOnlyThreeByThreeOnSmallMaps) {
   if (!cpu::AmxInputGradientComputes(Geometry(1, 64, 4, 4, 64, 1))) GTEST_SKIP() << "no AMX on this CPU";
   EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 512, 4, 4, 512, 1)));   // ResNet-18's layer4
   EXPECT_FALSE(cpu::AmxInputGradientApplies(Geometry(64, 256, 7, 7, 256, 1)));  // layer3: the primitive
   EXPECT_TRUE(cpu::AmxInputGradientComputes(Geometry(64, 256, 7, 7, 256, 1)));
-  EXPECT_FALSE(cpu::AmxInputGradientComputes(Geometry(1, 64, 8, 8, 128, 2)));  // stride 2
+  EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 256, 7, 7, 512, 2)));     // into layer4
+  EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 256, 8, 8, 512, 2)));     // the same on 32x32 images
+  EXPECT_FALSE(cpu::AmxInputGradientApplies(Geometry(64, 128, 14, 14, 256, 2)));  // into layer3
+  EXPECT_FALSE(cpu::AmxInputGradientComputes(Geometry(1, 64, 9, 9, 128, 3)));     // stride 3
   EXPECT_FALSE(cpu::AmxInputGradientComputes(Geometry(1, 16, 4, 4, 64, 1)));  // channels not a multiple of 32
   EXPECT_FALSE(cpu::AmxInputGradientComputes(Geometry(1, 64, 4, 4, 48, 1)));  // outputs not a multiple of 32
   cpu::ConvGeometry nchw = Geometry(1, 64, 4, 4, 64, 1);

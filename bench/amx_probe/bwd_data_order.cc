@@ -1,9 +1,9 @@
 // In which order oneDNN 2.6's AMX backward-data convolution sums a bf16 input gradient's products, at
-// ResNet-18's 3x3 stride-1 shapes on 28x28 images (padding 1, batch 64, NHWC as the engine's channels-last
-// activations give it): the primitive's float32 output is compared bit for bit with an AMX reference that
-// accumulates each 16x16 output tile (16 input pixels of one image x 16 input channels) from zero with one
-// TDPBF16PS per (tap, 32 output channels), in each of several orders. An order with no differing output is
-// one a kernel of our own could keep and give the primitive's bits.
+// ResNet-18's 3x3 shapes on 28x28 images (padding 1, stride 1 and the stride-2 ones, batch 64, NHWC as the
+// engine's channels-last activations give it): the primitive's float32 output is compared bit for bit with an
+// AMX reference that accumulates each 16x16 output tile (16 input pixels of one image x 16 input channels)
+// from zero with one TDPBF16PS per (tap, 32 output channels), in each of several orders. An order with no
+// differing output is one a kernel of our own could keep and give the primitive's bits.
 //
 //   bwd_data_order     (built and run by bench/amx_probe/run.sh)
 #include <immintrin.h>
@@ -26,16 +26,17 @@ constexpr long kArchRequestPermission = 0x1023;  // arch_prctl ARCH_REQ_XCOMP_PE
 constexpr long kTileData = 18;                   // XFEATURE_XTILEDATA
 constexpr long kTaps = 9;
 
-// A 3x3, stride-1, padding-1 convolution: batch n, c input and out output channels, h x w maps.
+// A 3x3, padding-1 convolution: batch n, c input and out output channels, h x w input maps, stride.
 struct Shape {
   const char* name;
-  long n, c, out, h, w;
+  long n, c, out, h, w, stride;
+  long oh() const { return (h - 1) / stride + 1; }
+  long ow() const { return (w - 1) / stride + 1; }
 };
-constexpr Shape kShapes[] = {{"layer1", 64, 64, 64, 28, 28},
-                             {"layer2", 64, 128, 128, 14, 14},
-                             {"layer3", 64, 256, 256, 7, 7},
-                             {"layer4", 64, 512, 512, 4, 4},
-                             {"layer4, 3 images", 3, 512, 512, 4, 4}};
+constexpr Shape kShapes[] = {{"layer1", 64, 64, 64, 28, 28, 1},          {"layer2", 64, 128, 128, 14, 14, 1},
+                             {"layer3", 64, 256, 256, 7, 7, 1},          {"layer4", 64, 512, 512, 4, 4, 1},
+                             {"layer4, 3 images", 3, 512, 512, 4, 4, 1}, {"layer2.0", 64, 64, 128, 28, 28, 2},
+                             {"layer3.0", 64, 128, 256, 14, 14, 2},      {"layer4.0", 64, 256, 512, 7, 7, 2}};
 
 struct TileConfig {
   uint8_t palette_id, start_row, reserved[14];
@@ -52,9 +53,9 @@ uint16_t ToBf16(float f) {
 // One step of the reduction: tap t (ky * 3 + kx of the forward kernel) and output channels [o0, o0 + 32).
 using Step = std::pair<int, int>;
 
-// gx [n, h, w, c] (float32) from gy [n, h, w, out] and w [out, c, 3, 3] (bf16), every 16x16 tile of an
-// image's gx (16 pixels in row-major order x 16 channels) summed over `order` from zero. Taps that read
-// outside the image multiply zero rows.
+// gx [n, h, w, c] (float32) from gy [n, oh, ow, out] and w [out, c, 3, 3] (bf16), every 16x16 tile of an
+// image's gx (16 pixels in row-major order x 16 channels) summed over `order` from zero. Taps that reach no
+// output pixel (outside the output, or between a stride's pixels) multiply zero rows.
 __attribute__((target("amx-tile,amx-bf16"))) void ReferenceInputGradient(const Shape& s,
                                                                          const std::vector<uint16_t>& gy,
                                                                          const std::vector<uint16_t>& w,
@@ -85,9 +86,11 @@ __attribute__((target("amx-tile,amx-bf16"))) void ReferenceInputGradient(const S
     for (long t = 0; t < kTaps; ++t) {
       const long ky = t / 3, kx = t % 3;
       for (long p = 0; p < pixels; ++p) {
-        const long oy = p / s.w + 1 - ky, ox = p % s.w + 1 - kx;  // the output pixel that reads input p
-        if (oy < 0 || oy >= s.h || ox < 0 || ox >= s.w) continue;
-        std::memcpy(&a[(t * padded + p) * s.out], &gy[((i * s.h + oy) * s.w + ox) * s.out], s.out * 2);
+        const long sy = p / s.w + 1 - ky, sx = p % s.w + 1 - kx;  // stride x the output pixel reading p
+        if (sy < 0 || sx < 0 || sy % s.stride != 0 || sx % s.stride != 0) continue;
+        const long oy = sy / s.stride, ox = sx / s.stride;
+        if (oy >= s.oh() || ox >= s.ow()) continue;
+        std::memcpy(&a[(t * padded + p) * s.out], &gy[((i * s.oh() + oy) * s.ow() + ox) * s.out], s.out * 2);
       }
     }
     for (long p0 = 0; p0 < pixels; p0 += 16) {
@@ -127,8 +130,8 @@ std::string OneDnnInputGradient(const Shape& s, const std::vector<uint16_t>& gy,
   using tag = dnnl::memory::format_tag;
   const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
-  const dnnl::memory::dims src{s.n, s.c, s.h, s.w}, wei{s.out, s.c, 3, 3}, dst{s.n, s.out, s.h, s.w};
-  const dnnl::memory::dims strides{1, 1}, padding{1, 1};
+  const dnnl::memory::dims src{s.n, s.c, s.h, s.w}, wei{s.out, s.c, 3, 3}, dst{s.n, s.out, s.oh(), s.ow()};
+  const dnnl::memory::dims strides{s.stride, s.stride}, padding{1, 1};
   const dnnl::memory::desc src_md(src, dt::bf16, tag::acdb), wei_md(wei, dt::bf16, tag::any),
       dst_md(dst, dt::f32, tag::acdb);
   const dnnl::convolution_forward::primitive_desc fwd(
@@ -160,7 +163,7 @@ int main() {
   for (const Shape& s : kShapes) {
     std::mt19937 gen(5);
     std::normal_distribution<float> normal;
-    std::vector<uint16_t> gy(s.n * s.h * s.w * s.out), w(s.out * s.c * kTaps);
+    std::vector<uint16_t> gy(s.n * s.oh() * s.ow() * s.out), w(s.out * s.c * kTaps);
     for (uint16_t& v : gy) v = ToBf16(normal(gen));
     for (uint16_t& v : w) v = ToBf16(0.05f * normal(gen));
     std::vector<float> theirs(s.n * s.h * s.w * s.c), ours(theirs.size());
