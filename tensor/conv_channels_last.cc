@@ -50,6 +50,17 @@ ConvGeometry ChannelsLast(ConvGeometry g) {
 
 bool Bf16Primitives() { return ActiveBf16GemmKernel() == Bf16GemmKernel::kOneDnn; }
 
+// True when T's GEMMs run on AMX tiles: bf16 through oneDNN's matmul on a CPU where oneDNN has AMX (Note
+// [Padding skips off AMX] in tensor/conv_weight_gradient_by_tap.h).
+template <typename T>
+bool GemmsOnAmx() {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    return Bf16Primitives() && std::strcmp(Bf16Instructions(), "amx") == 0;
+  } else {
+    return false;
+  }
+}
+
 // True when oneDNN's primitives take the pass (Note [Conv2d kernel choice]): for bf16 operands its bf16
 // primitives where its GEMMs are oneDNN's, else its float32 ones on the operands widened (Note [bf16
 // operands of oneDNN's convolutions]), as for NCHW activations.
@@ -171,7 +182,7 @@ void Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, floa
   const int64_t K = g.K(), P = g.P(), group = ImagesPerRowGroup(g, sizeof(T));
   T* weights = ScratchArray<T>(0, g.out * K);
   WeightsTapsFirst(w, g, weights);
-  if (!IsPointwise(g) && ForwardByPixelClassApplies(g)) {  // Note [Forward by pixel class]
+  if (!IsPointwise(g) && ForwardByPixelClassApplies(g, GemmsOnAmx<T>())) {  // Note [Forward by pixel class]
     ForwardByPixelClass(x, weights, b, g, y);
     return;
   }
@@ -211,7 +222,8 @@ template <typename T>
 void WeightGradient(const T* x, const T* gy, const ConvGeometry& g, float* gw) {
   const int64_t K = g.K(), P = g.P(), group = ImagesPerRowGroup(g, sizeof(T));
   float* taps_first = ScratchArray<float>(3, g.out * K);
-  if (!IsPointwise(g) && WeightGradientByTapApplies(g)) {  // Note [Weight gradients tap by tap]
+  if (!IsPointwise(g) &&
+      WeightGradientByTapApplies(g, GemmsOnAmx<T>())) {  // Note [Weight gradients tap by tap]
     WeightGradientByTap(x, gy, g, taps_first);
     WeightsChannelsFirst(taps_first, g, gw);
     return;

@@ -14,7 +14,8 @@
 // reordered to [out, kh, kw, c]; the forward GEMM writes the NHWC output rows in place. On small images,
 // where many taps read padding, the forward runs by pixel class (Note [Forward by pixel class],
 // tensor/conv_forward_by_pixel_class.h) and the weight gradient tap by tap (Note [Weight gradients tap by
-// tap], tensor/conv_weight_gradient_by_tap.h), both skipping those taps. The backward primitives compute what
+// tap], tensor/conv_weight_gradient_by_tap.h), both skipping those taps, unless the GEMMs run on AMX tiles
+// (Note [Padding skips off AMX]). The backward primitives compute what
 // they compute for NCHW activations; the GEMMs sum the same products in another order (over (kh, kw, c)
 // rather than (c, kh, kw)), and the bias gradient sums image by image. A convolution that Note [bf16 input
 // gradients as a forward convolution] turns on for takes the primitive. Where the unfolded bf16 forward would

@@ -135,7 +135,7 @@ void ByPixelClass(const T* x, const T* taps_first, const float* b, const ConvGeo
 
 void SetForwardAlgorithm(ForwardAlgorithm algorithm) { g_algorithm.store(algorithm); }
 
-bool ForwardByPixelClassApplies(const ConvGeometry& g) {
+bool ForwardByPixelClassApplies(const ConvGeometry& g, bool gemms_on_amx) {
   switch (g_algorithm.load()) {
     case ForwardAlgorithm::kRows:
       return false;
@@ -144,7 +144,7 @@ bool ForwardByPixelClassApplies(const ConvGeometry& g) {
     case ForwardAlgorithm::kAuto:
       break;
   }
-  return PaddedTapFraction(g) >= kMinPaddedTapFraction;
+  return !gemms_on_amx && PaddedTapFraction(g) >= kMinPaddedTapFraction;
 }
 
 void ForwardByPixelClass(const float* x, const float* taps_first, const float* b, const ConvGeometry& g,

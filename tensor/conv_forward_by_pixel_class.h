@@ -18,7 +18,8 @@
 // model 2, AVX512_BF16), one thread, batch 64, the bf16 forward of layer4's 3x3 convolutions and of the
 // stride-2 one into it takes ~20% less time, layer3's ~9%, while with 9% of the pairs in the padding
 // (14x14 outputs, the stride-2 convolutions into layer2 and layer3) the unfolded rows are as fast or
-// faster (tensor/conv_bench.cc "fwd classes" against "fwd rows").
+// faster (tensor/conv_bench.cc "fwd classes" against "fwd rows"). Where the GEMMs run on AMX tiles the rule
+// keeps the unfolded rows (Note [Padding skips off AMX] in tensor/conv_weight_gradient_by_tap.h).
 #ifndef DDP_TENSOR_CONV_FORWARD_BY_PIXEL_CLASS_H_
 #define DDP_TENSOR_CONV_FORWARD_BY_PIXEL_CLASS_H_
 
@@ -35,8 +36,10 @@ enum class ForwardAlgorithm { kAuto, kRows, kClasses };
 // Forces the algorithm for the convolutions that follow. Call while no convolution runs.
 void SetForwardAlgorithm(ForwardAlgorithm algorithm);
 
-// True when the channels-last forward of geometry g runs by pixel class.
-bool ForwardByPixelClassApplies(const ConvGeometry& g);
+// True when the channels-last forward of geometry g runs by pixel class: the forced algorithm, or the rule
+// of Note [Forward by pixel class], which keeps the unfolded rows where the GEMMs run on AMX tiles
+// (`gemms_on_amx`: bf16 on an AMX CPU; Note [Padding skips off AMX] in tensor/conv_weight_gradient_by_tap.h).
+bool ForwardByPixelClassApplies(const ConvGeometry& g, bool gemms_on_amx);
 
 // y [n, oh, ow, out] (overwritten) = conv(x [n, h, w, c], w) + b (null: no bias), with the weights given
 // as taps_first [out, kh * kw * c] (column (ky * kw + kx) * c + ch holds channel ch of tap (ky, kx)). The

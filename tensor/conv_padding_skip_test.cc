@@ -124,13 +124,14 @@ TEST(ConvWeightGradientByTapTest, RuleAndOverrides) {
   const ConvGeometry layer4 = Geometry(64, 512, 4, 4, 512, 3, 3, 1, 1);    // 31% padding
   const ConvGeometry layer3 = Geometry(64, 256, 7, 7, 256, 3, 3, 1, 1);    // 18%
   const ConvGeometry layer2 = Geometry(64, 128, 14, 14, 128, 3, 3, 1, 1);  // 9%
-  EXPECT_TRUE(WeightGradientByTapApplies(layer4));
-  EXPECT_TRUE(WeightGradientByTapApplies(layer3));
-  EXPECT_FALSE(WeightGradientByTapApplies(layer2));
+  EXPECT_TRUE(WeightGradientByTapApplies(layer4, false));
+  EXPECT_FALSE(WeightGradientByTapApplies(layer4, true));  // GEMMs on AMX tiles keep the unfolded rows
+  EXPECT_TRUE(WeightGradientByTapApplies(layer3, false));
+  EXPECT_FALSE(WeightGradientByTapApplies(layer2, false));
   SetWeightGradientAlgorithm(WeightGradientAlgorithm::kRows);
-  EXPECT_FALSE(WeightGradientByTapApplies(layer4));
+  EXPECT_FALSE(WeightGradientByTapApplies(layer4, false));
   SetWeightGradientAlgorithm(WeightGradientAlgorithm::kTaps);
-  EXPECT_TRUE(WeightGradientByTapApplies(layer2));
+  EXPECT_TRUE(WeightGradientByTapApplies(layer2, false));
   SetWeightGradientAlgorithm(WeightGradientAlgorithm::kAuto);
 }
 
@@ -218,12 +219,14 @@ TEST(ConvForwardByPixelClassTest, MatchesTheDefinition) {
 TEST(ConvForwardByPixelClassTest, RuleAndOverrides) {
   const ConvGeometry layer4 = Geometry(64, 512, 4, 4, 512, 3, 3, 1, 1);
   const ConvGeometry layer2 = Geometry(64, 128, 14, 14, 128, 3, 3, 1, 1);
-  EXPECT_TRUE(ForwardByPixelClassApplies(layer4));
-  EXPECT_FALSE(ForwardByPixelClassApplies(layer2));
+  EXPECT_TRUE(ForwardByPixelClassApplies(layer4, false));
+  EXPECT_FALSE(ForwardByPixelClassApplies(layer4, true));  // GEMMs on AMX tiles keep the unfolded rows
+  EXPECT_FALSE(ForwardByPixelClassApplies(layer2, false));
   SetForwardAlgorithm(ForwardAlgorithm::kRows);
-  EXPECT_FALSE(ForwardByPixelClassApplies(layer4));
+  EXPECT_FALSE(ForwardByPixelClassApplies(layer4, false));
   SetForwardAlgorithm(ForwardAlgorithm::kClasses);
-  EXPECT_TRUE(ForwardByPixelClassApplies(layer2));
+  EXPECT_TRUE(ForwardByPixelClassApplies(layer2, false));
+  EXPECT_TRUE(ForwardByPixelClassApplies(layer4, true));
   SetForwardAlgorithm(ForwardAlgorithm::kAuto);
 }
 

@@ -102,7 +102,7 @@ double PaddedTapFraction(const ConvGeometry& g) {
   return 1.0 - static_cast<double>(inside) / static_cast<double>(pairs);
 }
 
-bool WeightGradientByTapApplies(const ConvGeometry& g) {
+bool WeightGradientByTapApplies(const ConvGeometry& g, bool gemms_on_amx) {
   switch (g_algorithm.load()) {
     case WeightGradientAlgorithm::kRows:
       return false;
@@ -111,7 +111,7 @@ bool WeightGradientByTapApplies(const ConvGeometry& g) {
     case WeightGradientAlgorithm::kAuto:
       break;
   }
-  return PaddedTapFraction(g) >= kMinPaddedTapFraction;
+  return !gemms_on_amx && PaddedTapFraction(g) >= kMinPaddedTapFraction;
 }
 
 void WeightGradientByTap(const float* x, const float* gy, const ConvGeometry& g, float* taps_first) {

@@ -17,6 +17,18 @@
 // (tensor/conv_bench.cc). Hence the rule: tap by tap where at least kMinPaddedTapFraction of the (pixel,
 // tap) pairs read padding. The sums are the same products in another order (each tap's pixels in image
 // order, the batch in one sum).
+//
+// Note [Padding skips off AMX]
+// Where the bf16 GEMMs run on AMX tiles (oneDNN's matmul on an AMX CPU), the two padding skips (this Note's
+// and Note [Forward by pixel class]) stay off under the default rule and ResNet-18's layer3 and layer4
+// keep the unfolded rows. Their GEMMs are small (64-320 rows per pixel class; one tap's pixels), and
+// oneDNN 2.6's matmul sends such shapes to its AVX512_BF16 kernel (gemm:jit) instead of the tiles, so on the
+// AMX Xeon (family 6 model 167) they save little: ResNet-18's convolutions of one step take 346-349 ms with
+// them and 350 ms with the unfolded rows on the tiles (tensor/conv_bench.cc, its per-step totals). And
+// resnet18's one-epoch bf16 recipe trained with them to 0.8846, 0.9059 and 0.8724 on seeds 0-2 against
+// 0.9107, 0.9040 and 0.9010 with the unfolded rows (float32: 0.9050, 0.9068, 0.8967; BENCHMARKS.md "Mixed
+// precision: accuracy"). Both sum the same products in another order; the unfolded rows are the order the
+// AMX runs were validated with.
 #ifndef DDP_TENSOR_CONV_WEIGHT_GRADIENT_BY_TAP_H_
 #define DDP_TENSOR_CONV_WEIGHT_GRADIENT_BY_TAP_H_
 
@@ -42,9 +54,10 @@ void SetWeightGradientAlgorithm(WeightGradientAlgorithm algorithm);
 // without padding whose taps stay inside).
 double PaddedTapFraction(const ConvGeometry& g);
 
-// True when the channels-last weight gradient of geometry g runs tap by tap (the forced algorithm, or
-// the rule of Note [Weight gradients tap by tap]).
-bool WeightGradientByTapApplies(const ConvGeometry& g);
+// True when the channels-last weight gradient of geometry g runs tap by tap: the forced algorithm, or the
+// rule of Note [Weight gradients tap by tap], which keeps the unfolded rows where the GEMMs run on AMX
+// tiles (`gemms_on_amx`: bf16 on an AMX CPU; Note [Padding skips off AMX]).
+bool WeightGradientByTapApplies(const ConvGeometry& g, bool gemms_on_amx);
 
 // taps_first [g.out, kh * kw * c] (overwritten) = the weight gradient of conv(x, .) for the output
 // gradient gy, with x [n, h, w, c] and gy [n, oh, ow, out] channels-last; column (ky * kw + kx) * c + ch
