@@ -7,8 +7,6 @@
 //
 //   bwd_data_order     (built and run by bench/amx_probe/run.sh)
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -20,10 +18,13 @@
 #include <utility>
 #include <vector>
 
+#include "amx_tiles.h"
+
 namespace {
 
-constexpr long kArchRequestPermission = 0x1023;  // arch_prctl ARCH_REQ_XCOMP_PERM
-constexpr long kTileData = 18;                   // XFEATURE_XTILEDATA
+using amx_probe::TileConfig;
+using amx_probe::ToBf16;
+
 constexpr long kTaps = 9;
 
 // A 3x3, padding-1 convolution: batch n, c input and out output channels, h x w input maps, stride.
@@ -38,18 +39,6 @@ constexpr Shape kShapes[] = {{"layer1", 64, 64, 64, 28, 28, 1},          {"layer
                              {"layer4, 3 images", 3, 512, 512, 4, 4, 1}, {"layer2.0", 64, 64, 128, 28, 28, 2},
                              {"layer3.0", 64, 128, 256, 14, 14, 2},      {"layer4.0", 64, 256, 512, 7, 7, 2}};
 
-struct TileConfig {
-  uint8_t palette_id, start_row, reserved[14];
-  uint16_t bytes_per_row[16];
-  uint8_t rows[16];
-};
-
-uint16_t ToBf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
 // One step of the reduction: tap t (ky * 3 + kx of the forward kernel) and output channels [o0, o0 + 32).
 using Step = std::pair<int, int>;
 
@@ -61,12 +50,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void ReferenceInputGradient(const S
                                                                          const std::vector<uint16_t>& w,
                                                                          const std::vector<Step>& order,
                                                                          std::vector<float>& gx) {
-  TileConfig config = {};
-  config.palette_id = 1;
-  for (int t = 0; t < 3; ++t) {
-    config.rows[t] = 16;
-    config.bytes_per_row[t] = 64;
-  }
+  const TileConfig config = amx_probe::SixteenRowTiles(3);
   _tile_loadconfig(&config);
   // b[t][c / 16][o / 2][16 c][2]: w[o, c, t] pair-interleaved for TDPBF16PS.
   std::vector<uint16_t> b(kTaps * s.c * s.out);
@@ -156,7 +140,7 @@ std::string OneDnnInputGradient(const Shape& s, const std::vector<uint16_t>& gy,
 }  // namespace
 
 int main() {
-  if (syscall(SYS_arch_prctl, kArchRequestPermission, kTileData) != 0) {
+  if (!amx_probe::RequestTileData()) {
     std::printf("bwd_data_order: the kernel does not grant AMX tile data (arch_prctl); nothing to compare\n");
     return 0;
   }

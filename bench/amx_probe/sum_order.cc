@@ -7,8 +7,6 @@
 //
 //   sum_order          (built and run by bench/amx_probe/run.sh)
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -18,33 +16,18 @@
 #include <random>
 #include <vector>
 
+#include "amx_tiles.h"
+
 namespace {
 
-constexpr long kArchRequestPermission = 0x1023;  // arch_prctl ARCH_REQ_XCOMP_PERM
-constexpr long kTileData = 18;                   // XFEATURE_XTILEDATA
-
-struct TileConfig {
-  uint8_t palette_id, start_row, reserved[14];
-  uint16_t bytes_per_row[16];
-  uint8_t rows[16];
-};
-
-uint16_t ToBf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
+using amx_probe::TileConfig;
+using amx_probe::ToBf16;
 
 // C[m, n] = A[m, K] B[K, n] (row-major; bf16 operands, float32 C) with every 16x16 tile of C accumulated
 // over K in order. REQUIRES: m and n multiples of 16, K a multiple of 32.
 __attribute__((target("amx-tile,amx-bf16"))) void SequentialKAmxTiles(const uint16_t* a, const uint16_t* b,
                                                                       long m, long n, long k, float* c) {
-  TileConfig config = {};
-  config.palette_id = 1;
-  for (int t = 0; t < 3; ++t) {
-    config.rows[t] = 16;
-    config.bytes_per_row[t] = 64;
-  }
+  const TileConfig config = amx_probe::SixteenRowTiles(3);
   _tile_loadconfig(&config);
   std::vector<uint16_t> panel(static_cast<size_t>(k) * 16);  // 16 columns of B, pairs of K interleaved
   for (long n0 = 0; n0 < n; n0 += 16) {
@@ -101,7 +84,7 @@ constexpr Shape kShapes[] = {{"NCHW forward layer1", 64, 784, 576, false},
 }  // namespace
 
 int main() {
-  if (syscall(SYS_arch_prctl, kArchRequestPermission, kTileData) != 0) {
+  if (!amx_probe::RequestTileData()) {
     std::printf("sum_order: the kernel does not grant AMX tile data (arch_prctl); nothing to compare\n");
     return 0;
   }
