@@ -93,17 +93,19 @@ void PackWeights(const BFloat16* w, const ConvGeometry& g, BFloat16* packed) {
   }
 }
 
-// Image `x` (NHWC) into `padded` [(h + 2), (w + 2), c] with a border of zeros: the top and bottom rows and
-// each row's first and last pixel are zeroed, the rest is copied once.
-void PadImage(const BFloat16* x, const ConvGeometry& g, BFloat16* padded) {
-  const int64_t wp = g.w + 2, row = wp * g.c;
+// One image [rows, cols, channels] (channels-last) into `padded` [(rows + 2), (cols + 2), channels] with a
+// border of zeros: the top and bottom rows and each row's first and last pixel are zeroed, the rest is
+// copied once.
+void PadImage(const BFloat16* image, int64_t rows, int64_t cols, int64_t channels, BFloat16* padded) {
+  const int64_t row = (cols + 2) * channels;
   std::memset(static_cast<void*>(padded), 0, sizeof(BFloat16) * row);
-  std::memset(static_cast<void*>(padded + (g.h + 1) * row), 0, sizeof(BFloat16) * row);
-  for (int64_t iy = 0; iy < g.h; ++iy) {
-    BFloat16* dst = padded + (iy + 1) * row;
-    std::memset(static_cast<void*>(dst), 0, sizeof(BFloat16) * g.c);
-    std::memcpy(static_cast<void*>(dst + g.c), x + iy * g.w * g.c, sizeof(BFloat16) * g.w * g.c);
-    std::memset(static_cast<void*>(dst + (g.w + 1) * g.c), 0, sizeof(BFloat16) * g.c);
+  std::memset(static_cast<void*>(padded + (rows + 1) * row), 0, sizeof(BFloat16) * row);
+  for (int64_t y = 0; y < rows; ++y) {
+    BFloat16* dst = padded + (y + 1) * row;
+    std::memset(static_cast<void*>(dst), 0, sizeof(BFloat16) * channels);
+    std::memcpy(static_cast<void*>(dst + channels), image + y * cols * channels,
+                sizeof(BFloat16) * cols * channels);
+    std::memset(static_cast<void*>(dst + (cols + 1) * channels), 0, sizeof(BFloat16) * channels);
   }
 }
 
@@ -171,19 +173,6 @@ void PackWeightsForInputGradient(const BFloat16* w, const ConvGeometry& g, BFloa
                    static_cast<uint32_t>(odd[cb * kTile + j].bits) << 16;
         }
       }
-    }
-  }
-}
-
-// gy [n, oh, ow, out] into `padded` [n][(oh + 2) * (ow + 2)][out], each image with a border of zeros.
-void PadOutputGradient(const BFloat16* gy, const ConvGeometry& g, BFloat16* padded) {
-  const int64_t wp = g.ow + 2, image = (g.oh + 2) * wp * g.out;
-  for (int64_t i = 0; i < g.n; ++i) {
-    BFloat16* dst = padded + i * image;
-    std::memset(static_cast<void*>(dst), 0, sizeof(BFloat16) * image);
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-      std::memcpy(static_cast<void*>(dst + ((oy + 1) * wp + 1) * g.out), gy + (i * g.oh + oy) * g.ow * g.out,
-                  sizeof(BFloat16) * g.ow * g.out);
     }
   }
 }
@@ -323,7 +312,7 @@ void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeom
     BFloat16* padded = AlignedScratch(padded_buffer, padded_image);
 #pragma omp for
     for (int64_t i = 0; i < g.n; ++i) {
-      PadImage(x + i * image, g, padded);
+      PadImage(x + i * image, g.h, g.w, g.c, padded);
       ImageForward(padded, packed, g, y + i * g.P() * g.out);
     }
   }
@@ -349,7 +338,8 @@ void AmxInputGradientChannelsLast(const BFloat16* w, const BFloat16* gy, const C
   PackWeightsForInputGradient(w, g, packed);
   const int64_t padded_image = (g.oh + 2) * (g.ow + 2) * g.out;
   BFloat16* padded = AlignedScratch(padded_gradient, g.n * padded_image);
-  PadOutputGradient(gy, g, padded);
+  for (int64_t i = 0; i < g.n; ++i)
+    PadImage(gy + i * g.P() * g.out, g.oh, g.ow, g.out, padded + i * padded_image);
   const std::vector<InputPixelClass> classes = InputPixelClasses(g);
   const int64_t passes = g.c / (2 * kTile), image = g.h * g.w * g.c;
 #pragma omp parallel for collapse(2) schedule(static) if (g.n * passes > 1)

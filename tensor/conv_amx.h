@@ -12,9 +12,10 @@
 // 32 products per TDPBF16PS, and is stored once. That is the order oneDNN 2.6's AMX matmul sums in at
 // K <= 1152 (bench/amx_probe/run.sh: no output differs at layer1's and layer2's GEMMs; at layer3's and
 // layer4's K it sums in another order), so where this kernel runs (AmxForwardApplies) it gives the
-// unfolded path's bits, without the unfolded rows (903 KB per image at ResNet-18's layer1). (Were oneDNN
-// kept off AMX on an AMX CPU, by ONEDNN_MAX_CPU_ISA, the unfolded path would sum in its AVX-512 order and
-// the two would differ by the order of float32 sums.)
+// unfolded path's bits, without the unfolded rows (903 KB per image at ResNet-18's layer1). Where oneDNN
+// is kept off AMX on an AMX CPU (ONEDNN_MAX_CPU_ISA), its matmul sums in its AVX-512 order, so the engine
+// then keeps the unfolded path (it takes this kernel only where Bf16GemmsOnAmx(), tensor/cpu_gemm_bf16.h;
+// the input gradient below likewise).
 //
 // Note [Channels-last input gradients on AMX tiles]
 // oneDNN 2.6's AMX backward-data primitive (jit:avx512_core_amx_bf16) is slow where the maps are small:

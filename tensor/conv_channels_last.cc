@@ -50,15 +50,11 @@ ConvGeometry ChannelsLast(ConvGeometry g) {
 
 bool Bf16Primitives() { return ActiveBf16GemmKernel() == Bf16GemmKernel::kOneDnn; }
 
-// True when T's GEMMs run on AMX tiles: bf16 through oneDNN's matmul on a CPU where oneDNN has AMX (Note
-// [Padding skips off AMX] in tensor/conv_weight_gradient_by_tap.h).
+// True when T's GEMMs run on AMX tiles (bf16 on oneDNN's AMX matmul; Note [Padding skips off AMX] in
+// tensor/conv_weight_gradient_by_tap.h).
 template <typename T>
 bool GemmsOnAmx() {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    return Bf16Primitives() && std::strcmp(Bf16Instructions(), "amx") == 0;
-  } else {
-    return false;
-  }
+  return std::is_same_v<T, BFloat16> && Bf16GemmsOnAmx();
 }
 
 // True when oneDNN's primitives take the pass (Note [Conv2d kernel choice]): for bf16 operands its bf16
@@ -172,7 +168,7 @@ void Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, floa
     }
     // Where the unfolded rows would go to oneDNN's AMX matmul, the same sums straight from the input
     // (Note [Channels-last forward on AMX tiles]).
-    if (b == nullptr && Bf16Primitives() && AmxForwardApplies(ChannelsLast(g))) {
+    if (b == nullptr && Bf16GemmsOnAmx() && AmxForwardApplies(ChannelsLast(g))) {
       AmxForwardChannelsLast(x, w, ChannelsLast(g), y);
       return;
     }
@@ -301,7 +297,7 @@ void Backward(const T* x, const T* w, const float* gy, const ConvGeometry& g, Co
   if constexpr (std::is_same_v<T, BFloat16>) {
     // The primitive's input gradient, the same sums, on AMX tiles of our own where that is the faster (Note
     // [Channels-last input gradients on AMX tiles]).
-    if (grads.gx != nullptr && g.n > 0 && OnPrimitives(g) && Bf16Primitives() &&
+    if (grads.gx != nullptr && g.n > 0 && OnPrimitives(g) && Bf16GemmsOnAmx() &&
         AmxInputGradientApplies(ChannelsLast(g))) {
       AmxInputGradientChannelsLast(w, operand, ChannelsLast(g), grads.gx);
       grads.gx = nullptr;

@@ -219,6 +219,8 @@ bool OneDnnBf16MatmulAvailable() {
   return available;
 }
 
+bool Bf16GemmsOnAmx() { return ActiveBf16GemmKernel() == Bf16GemmKernel::kOneDnn && OneDnnHasAmx(); }
+
 const char* Bf16Instructions() {
   if (OneDnnHasAmx()) return "amx";
   return OneDnnHasAvx512Bf16() ? "avx512_bf16" : "none";

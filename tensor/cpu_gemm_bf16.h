@@ -70,6 +70,10 @@ Bf16GemmKernel Bf16GemmKernelFromEnvironment();
 // The kernel the bf16 GEMMs use now (never kAuto).
 Bf16GemmKernel ActiveBf16GemmKernel();
 
+// True when the bf16 GEMMs run on AMX tiles: the active kernel is oneDNN's and oneDNN uses AMX on this CPU
+// (not kept off it by ONEDNN_MAX_CPU_ISA). oneDNN's bf16 convolution primitives then run on AMX as well.
+bool Bf16GemmsOnAmx();
+
 // One line naming the active kernel, why it was chosen and what it costs on this CPU; printed once to
 // stderr by the first bf16 GEMM of the process.
 std::string Bf16GemmKernelDescription();
