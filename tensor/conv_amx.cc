@@ -2,10 +2,7 @@
 // [Channels-last forward on AMX tiles] and Note [Channels-last input gradients on AMX tiles] there).
 #include "tensor/conv_amx.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -13,6 +10,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "tensor/amx_tiles.h"
 #include "tensor/layout_transpose.h"
 
 namespace ddp {
@@ -28,18 +26,9 @@ constexpr int64_t kMaxK = 1152;      // the K up to which oneDNN's matmul sums i
 constexpr int64_t kMaxInputGradientPixels = 16;
 constexpr int64_t kMaxStride2InputGradientPixels = 64;
 
-// The tile configuration LDTILECFG reads (palette 1).
-struct TileConfig {
-  uint8_t palette_id = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t bytes_per_row[16] = {};
-  uint8_t rows[16] = {};
-};
-
 // Tiles 0-3 accumulate, 4 holds A (pixels x 32 K), 5 holds B (16 K pairs x 16 output channels).
-TileConfig ConfigFor(int64_t pixels) {
-  TileConfig config;
+AmxTileConfig ConfigFor(int64_t pixels) {
+  AmxTileConfig config;
   for (int t = 0; t < 5; ++t) {
     config.rows[t] = static_cast<uint8_t>(pixels);
     config.bytes_per_row[t] = 64;
@@ -47,34 +36,6 @@ TileConfig ConfigFor(int64_t pixels) {
   config.rows[5] = kTile;
   config.bytes_per_row[5] = 64;
   return config;
-}
-
-bool CpuHasAmxBf16() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
-  const unsigned amx_bf16 = 1u << 22, amx_tile = 1u << 24;
-  return (edx & amx_bf16) != 0 && (edx & amx_tile) != 0;
-}
-
-// Asks Linux for the AMX tile state (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), once per process.
-bool TileDataGranted() {
-  static const bool granted = [] {
-    constexpr long kArchRequestPermission = 0x1023, kTileData = 18;
-    return CpuHasAmxBf16() && syscall(SYS_arch_prctl, kArchRequestPermission, kTileData) == 0;
-  }();
-  return granted;
-}
-
-// `elements` values in `buffer` (grown as needed, kept across calls), starting on a 64-byte boundary: a
-// tile row of 64 bytes then lies in one cache line (unaligned, every tile load touches twice the lines,
-// which measured 2-3x slower).
-template <typename T>
-T* AlignedScratch(std::vector<T>& buffer, int64_t elements) {
-  constexpr size_t kLine = 64, kSlack = kLine / sizeof(T);
-  if (buffer.size() < static_cast<size_t>(elements) + kSlack)
-    buffer.resize(static_cast<size_t>(elements) + kSlack);
-  const uintptr_t address = reinterpret_cast<uintptr_t>(buffer.data());
-  return buffer.data() + ((kLine - address % kLine) % kLine) / sizeof(T);
 }
 
 // w [out, c, 3, 3] as the B operand: for each block of 16 output channels, K = (tap, channel) in pairs,
@@ -117,7 +78,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void ImageForward(const BFloat16* p
   const int64_t K = g.K(), wp = g.w + 2, a_stride = g.stride * g.c * 2, c_stride = g.out * 4;
   const int64_t block_stride = K * kTile;  // packed elements per 16 output channels
   for (int64_t ox0 = 0; ox0 < g.ow; ox0 += kTile) {
-    const TileConfig config = ConfigFor(std::min(kTile, g.ow - ox0));
+    const AmxTileConfig config = ConfigFor(std::min(kTile, g.ow - ox0));
     _tile_loadconfig(&config);
     for (int64_t oy = 0; oy < g.oh; ++oy) {
       for (int64_t o0 = 0; o0 < g.out; o0 += kOutPerPass) {
@@ -180,8 +141,8 @@ void PackWeightsForInputGradient(const BFloat16* w, const ConvGeometry& g, BFloa
 // The configuration of the input gradient's tiles: 0-1 accumulate the first pixel tile (`rows0` rows) and
 // 2-3 the second (`rows1`), each for 16 input channels; 4 and 5 hold their A operands (pixels x 32 output
 // channels), 6 and 7 the B operands (16 output-channel pairs x 16 input channels).
-TileConfig InputGradientConfig(int64_t rows0, int64_t rows1) {
-  TileConfig config;
+AmxTileConfig InputGradientConfig(int64_t rows0, int64_t rows1) {
+  AmxTileConfig config;
   const int64_t rows[8] = {rows0, rows0, rows1, rows1, rows0, rows1, kTile, kTile};
   for (int t = 0; t < 8; ++t) {
     config.rows[t] = static_cast<uint8_t>(rows[t]);
@@ -259,7 +220,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void ImageInputGradient(const BFloa
     const bool paired = q1 < positions;
     const int64_t rows0 = std::min(kTile, positions - q0),
                   rows1 = paired ? std::min(kTile, positions - q1) : 1;
-    const TileConfig config = InputGradientConfig(rows0, rows1);
+    const AmxTileConfig config = InputGradientConfig(rows0, rows1);
     _tile_loadconfig(&config);
     _tile_zero(0);
     _tile_zero(1);
@@ -295,7 +256,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void ImageInputGradient(const BFloa
 
 bool AmxForwardApplies(const ConvGeometry& g) {
   return g.channels_last && g.kh == 3 && g.kw == 3 && g.padding == 1 && (g.stride == 1 || g.stride == 2) &&
-         g.c % kTileK == 0 && g.out % kOutPerPass == 0 && g.K() <= kMaxK && TileDataGranted();
+         g.c % kTileK == 0 && g.out % kOutPerPass == 0 && g.K() <= kMaxK && AmxTileDataGranted();
 }
 
 void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeometry& g, float* y) {
@@ -320,7 +281,7 @@ void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeom
 
 bool AmxInputGradientComputes(const ConvGeometry& g) {
   return g.channels_last && g.kh == 3 && g.kw == 3 && g.padding == 1 && (g.stride == 1 || g.stride == 2) &&
-         g.c % (2 * kTile) == 0 && g.out % kTileK == 0 && TileDataGranted();
+         g.c % (2 * kTile) == 0 && g.out % kTileK == 0 && AmxTileDataGranted();
 }
 
 bool AmxInputGradientApplies(const ConvGeometry& g) {

@@ -2,18 +2,21 @@
 // times the weights in oneDNN's bf16 matmul), bit for bit, at ResNet-18's layer1 and layer2 shapes, a
 // stride-2 one, output rows wider than one tile and batches of several images; the input gradient on AMX
 // tiles against oneDNN's backward-data primitive, bit for bit, at ResNet-18's 3x3 shapes (stride 1 and 2)
-// and maps of other sizes; and which convolutions they take. Skips, saying so, on a CPU without AMX or
-// where oneDNN is kept off it.
+// and maps of other sizes; the weight gradient on AMX tiles against the unfolded rows' oneDNN matmuls, bit
+// for bit, at ResNet-18's shapes and groups of other sizes; and which convolutions they take. Skips, saying
+// so, on a CPU without AMX or where oneDNN is kept off it.
 #include "tensor/conv_amx.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "tensor/bf16_convert.h"
+#include "tensor/conv_amx_weight_gradient.h"
 #include "tensor/conv_onednn.h"
 #include "tensor/cpu_gemm_bf16.h"
 #include "tensor/threads.h"
@@ -55,8 +58,29 @@ std::vector<BFloat16> RandomBf16(size_t count, float scale, uint32_t seed) {
   return out;
 }
 
-// The unfolded path: rows [pixels, (ky, kx, c)] of each image (zeros in the padding) times the weights
-// reordered to [out, (ky, kx, c)], in oneDNN's bf16 matmul, `images` images per GEMM.
+// The unfolded rows [count * pixels, (ky, kx, c)] of images [first, first + count), zeros in the padding.
+std::vector<BFloat16> UnfoldedRows(const std::vector<BFloat16>& x, const cpu::ConvGeometry& g, int64_t first,
+                                   int64_t count) {
+  const int64_t K = g.K(), P = g.P(), taps = g.kh * g.kw;
+  std::vector<BFloat16> rows(count * P * K);
+  for (int64_t i = 0; i < count; ++i) {
+    for (int64_t p = 0; p < P; ++p) {
+      for (int64_t t = 0; t < taps; ++t) {
+        const int64_t iy = p / g.ow * g.stride + t / g.kw - g.padding;
+        const int64_t ix = p % g.ow * g.stride + t % g.kw - g.padding;
+        BFloat16* dst = rows.data() + (i * P + p) * K + t * g.c;
+        const bool inside = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
+        for (int64_t ch = 0; ch < g.c; ++ch) {
+          dst[ch] = inside ? x[(((first + i) * g.h + iy) * g.w + ix) * g.c + ch] : BFloat16{};
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+// The unfolded path: each group's rows times the weights reordered to [out, (ky, kx, c)], in oneDNN's bf16
+// matmul, `images` images per GEMM.
 std::vector<float> UnfoldedForward(const std::vector<BFloat16>& x, const std::vector<BFloat16>& w,
                                    const cpu::ConvGeometry& g, int64_t images) {
   const int64_t K = g.K(), P = g.P();
@@ -69,19 +93,7 @@ std::vector<float> UnfoldedForward(const std::vector<BFloat16>& x, const std::ve
   std::vector<float> y(g.n * P * g.out);
   for (int64_t first = 0; first < g.n; first += images) {
     const int64_t count = std::min(images, g.n - first);
-    std::vector<BFloat16> rows(count * P * K);
-    for (int64_t i = 0; i < count; ++i) {
-      for (int64_t p = 0; p < P; ++p) {
-        for (int64_t t = 0; t < 9; ++t) {
-          const int64_t iy = p / g.ow * g.stride + t / 3 - 1, ix = p % g.ow * g.stride + t % 3 - 1;
-          BFloat16* dst = rows.data() + (i * P + p) * K + t * g.c;
-          const bool inside = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
-          for (int64_t ch = 0; ch < g.c; ++ch) {
-            dst[ch] = inside ? x[(((first + i) * g.h + iy) * g.w + ix) * g.c + ch] : BFloat16{};
-          }
-        }
-      }
-    }
+    const std::vector<BFloat16> rows = UnfoldedRows(x, g, first, count);
     cpu::Gemm(false, true, count * P, g.out, K, 1.0f, rows.data(), K, taps_first.data(), K, 0.0f,
               y.data() + first * P * g.out, g.out);
   }
@@ -116,6 +128,86 @@ TEST(ConvAmxTest, MatchesTheUnfoldedPathBitForBit) {
     }
     SetNumThreads(1);
   }
+  cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
+}
+
+// The unfolded weight gradient: per group of `images` images gw[out, (ky, kx, c)] (+)= gy_rows^T x rows in
+// oneDNN's bf16 matmul (the first group writing, the others adding), then reordered to [out, c, ky, kx].
+std::vector<float> UnfoldedWeightGradient(const std::vector<BFloat16>& x, const std::vector<BFloat16>& gy,
+                                          const cpu::ConvGeometry& g, int64_t images) {
+  const int64_t K = g.K(), P = g.P(), taps = g.kh * g.kw;
+  std::vector<float> taps_first(g.out * K), gw(g.out * K);
+  for (int64_t first = 0; first < g.n; first += images) {
+    const int64_t count = std::min(images, g.n - first);
+    const std::vector<BFloat16> rows = UnfoldedRows(x, g, first, count);
+    cpu::Gemm(true, false, g.out, K, count * P, 1.0f, gy.data() + first * P * g.out, g.out, rows.data(), K,
+              first == 0 ? 0.0f : 1.0f, taps_first.data(), K);
+  }
+  for (int64_t o = 0; o < g.out; ++o) {
+    for (int64_t t = 0; t < taps; ++t) {
+      for (int64_t ch = 0; ch < g.c; ++ch)
+        gw[(o * g.c + ch) * taps + t] = taps_first[(o * taps + t) * g.c + ch];
+    }
+  }
+  return gw;
+}
+
+TEST(ConvAmxTest, WeightGradientMatchesTheUnfoldedRowsBitForBit) {
+  if (!cpu::AmxForwardApplies(Geometry(1, 64, 4, 4, 64, 1))) {
+    GTEST_SKIP() << "no AMX on this CPU (or the kernel refuses its tiles)";
+  }
+  if (!OneDnnOnAmx()) GTEST_SKIP() << kOneDnnOffAmx;
+  cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kOneDnn);
+  struct Case {
+    int64_t n, c, h, w, out, stride, images_per_group;
+    bool pointwise;
+  };
+  // ResNet-18's layer4 (groups of 14 images, 224 pixels, and a last smaller one), layer3 (9 images: groups
+  // of 441 pixels, an odd count, and 98), the stride-2 convolution into layer4 (448), layer3 on 32x32 images
+  // (448), a 1x1 stride-2 convolution (groups of 80 pixels, padded to 96), one group of 48 pixels, groups of
+  // 75 and 105 pixels (odd: the last pair half zeros) with channel counts that are not powers of two. (oneDNN
+  // runs smaller GEMMs on an AVX-512 kernel; the engine then keeps the rows.)
+  const Case cases[] = {{30, 512, 4, 4, 512, 1, 14, false}, {20, 256, 7, 7, 256, 1, 9, false},
+                        {30, 256, 7, 7, 512, 2, 28, false}, {15, 256, 8, 8, 256, 1, 7, false},
+                        {20, 256, 8, 8, 512, 2, 5, true},   {3, 512, 4, 4, 512, 1, 3, false},
+                        {5, 96, 9, 5, 160, 2, 5, false},    {3, 224, 5, 7, 320, 1, 3, false}};
+  for (const Case& k : cases) {
+    cpu::ConvGeometry g = Geometry(k.n, k.c, k.h, k.w, k.out, k.stride);
+    if (k.pointwise) g = Pointwise(g);
+    SCOPED_TRACE(::testing::Message() << "n " << k.n << " c " << k.c << " " << k.h << "x" << k.w << " out "
+                                      << k.out << " stride " << k.stride << " " << g.kh << "x" << g.kw << ", "
+                                      << k.images_per_group << " images per group");
+    ASSERT_TRUE(cpu::AmxWeightGradientApplies(g, k.images_per_group));
+    const std::vector<BFloat16> x = RandomBf16(g.n * g.h * g.w * g.c, 1.0f, 31);
+    const std::vector<BFloat16> gy = RandomBf16(g.n * g.P() * g.out, 0.01f, 32);
+    const std::vector<float> expected = UnfoldedWeightGradient(x, gy, g, k.images_per_group);
+    std::vector<float> gw(expected.size(), -1.0f);
+    for (int threads : {1, 2}) {
+      SetNumThreads(threads);
+      cpu::AmxWeightGradientChannelsLast(x.data(), gy.data(), g, k.images_per_group, gw.data());
+      ASSERT_EQ(std::memcmp(gw.data(), expected.data(), gw.size() * sizeof(float)), 0)
+          << threads << " threads";
+    }
+    SetNumThreads(1);
+  }
+  cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
+}
+
+TEST(ConvAmxTest, WeightGradientTakesGroupsItSumsInOneDnnsOrder) {
+  if (!cpu::AmxForwardApplies(Geometry(1, 64, 4, 4, 64, 1))) GTEST_SKIP() << "no AMX on this CPU";
+  if (!OneDnnOnAmx()) GTEST_SKIP() << kOneDnnOffAmx;
+  cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kOneDnn);
+  EXPECT_TRUE(cpu::AmxWeightGradientApplies(Geometry(64, 512, 4, 4, 512, 1), 14));     // layer4: 224 pixels
+  EXPECT_TRUE(cpu::AmxWeightGradientApplies(Geometry(64, 256, 8, 8, 256, 1), 7));      // 448 pixels
+  EXPECT_FALSE(cpu::AmxWeightGradientApplies(Geometry(64, 128, 14, 14, 256, 2), 18));  // 882: another order
+  EXPECT_FALSE(
+      cpu::AmxWeightGradientApplies(Geometry(64, 48, 4, 4, 64, 1), 1));  // channels not a multiple of 32
+  EXPECT_FALSE(
+      cpu::AmxWeightGradientApplies(Geometry(64, 64, 4, 4, 48, 1), 1));  // outputs not a multiple of 32
+  EXPECT_FALSE(cpu::AmxWeightGradientApplies(Geometry(0, 64, 4, 4, 64, 1), 1));  // no images
+  EXPECT_FALSE(cpu::AmxWeightGradientApplies(Nchw(Geometry(1, 64, 4, 4, 64, 1)), 1));
+  cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kFloat32);  // the GEMMs off oneDNN: no order to keep
+  EXPECT_FALSE(cpu::AmxWeightGradientApplies(Geometry(64, 512, 4, 4, 512, 1), 14));
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
 }
 

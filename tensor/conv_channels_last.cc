@@ -9,6 +9,7 @@
 
 #include "tensor/bf16_convert.h"
 #include "tensor/conv_amx.h"
+#include "tensor/conv_amx_weight_gradient.h"
 #include "tensor/conv_forward_by_pixel_class.h"
 #include "tensor/conv_onednn.h"
 #include "tensor/conv_weight_gradient_by_tap.h"
@@ -223,6 +224,15 @@ void WeightGradient(const T* x, const T* gy, const ConvGeometry& g, float* gw) {
     WeightGradientByTap(x, gy, g, taps_first);
     WeightsChannelsFirst(taps_first, g, gw);
     return;
+  }
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    // The same sums without the rows on AMX tiles (Note [Channels-last weight gradients on AMX tiles]);
+    // a forced algorithm (kRows: the rows themselves) takes precedence.
+    if (ForcedWeightGradientAlgorithm() == WeightGradientAlgorithm::kAuto && Bf16GemmsOnAmx() &&
+        AmxWeightGradientApplies(ChannelsLast(g), group)) {
+      AmxWeightGradientChannelsLast(x, gy, ChannelsLast(g), group, gw);
+      return;
+    }
   }
   T* rows = IsPointwise(g) ? nullptr : ScratchArray<T>(1, group * P * K);
   if (g.n == 0) std::fill(taps_first, taps_first + g.out * K, 0.0f);

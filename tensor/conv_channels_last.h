@@ -21,7 +21,9 @@
 // gradients as a forward convolution] turns on for takes the primitive. Where the unfolded bf16 forward would
 // run on oneDNN's AMX matmul and the convolution is one that AmxForwardApplies takes (ResNet-18's layer1 and
 // layer2 3x3 convolutions), the same sums run on AMX tiles straight from the input instead, bit for bit (Note
-// [Channels-last forward on AMX tiles], tensor/conv_amx.h).
+// [Channels-last forward on AMX tiles], tensor/conv_amx.h); a weight gradient on unfolded rows that oneDNN's
+// AMX matmul would sum likewise runs on AMX tiles straight from the input (Note [Channels-last weight
+// gradients on AMX tiles], tensor/conv_amx_weight_gradient.h).
 #ifndef DDP_TENSOR_CONV_CHANNELS_LAST_H_
 #define DDP_TENSOR_CONV_CHANNELS_LAST_H_
 

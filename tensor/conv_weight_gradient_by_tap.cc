@@ -90,6 +90,8 @@ void ByTap(const T* x, const T* gy, const ConvGeometry& g, float* taps_first) {
 
 void SetWeightGradientAlgorithm(WeightGradientAlgorithm algorithm) { g_algorithm.store(algorithm); }
 
+WeightGradientAlgorithm ForcedWeightGradientAlgorithm() { return g_algorithm.load(); }
+
 double PaddedTapFraction(const ConvGeometry& g) {
   const int64_t pairs = g.P() * g.kh * g.kw;
   if (pairs == 0) return 0.0;

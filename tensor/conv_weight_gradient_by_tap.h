@@ -50,6 +50,9 @@ enum class WeightGradientAlgorithm { kAuto, kRows, kTaps };
 // Forces the algorithm for the convolutions that follow. Call while no convolution runs.
 void SetWeightGradientAlgorithm(WeightGradientAlgorithm algorithm);
 
+// The algorithm SetWeightGradientAlgorithm forced (kAuto: none). Thread-safe.
+WeightGradientAlgorithm ForcedWeightGradientAlgorithm();
+
 // The fraction of g's (output pixel, tap) pairs whose input pixel falls in the padding (0 for a convolution
 // without padding whose taps stay inside).
 double PaddedTapFraction(const ConvGeometry& g);

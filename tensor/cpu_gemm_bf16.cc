@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -52,7 +53,8 @@ const dnnl::engine& CpuEngine() {
   return engine;
 }
 
-MatmulPlan MakePlan(const GemmKey& key) {
+// The matmul primitive descriptor of one GemmKey (the team size is the calling thread's, as the key says).
+dnnl::matmul::primitive_desc MakePrimitiveDesc(const GemmKey& key) {
   const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, accumulate, threads] = key;
   using dt = dnnl::memory::data_type;
   const dnnl::memory::desc a_md({m, k}, dt::bf16, trans_a ? dnnl::memory::dims{1, lda} : dnnl::memory::dims{lda, 1});
@@ -64,9 +66,14 @@ MatmulPlan MakePlan(const GemmKey& key) {
     ops.append_sum(1.0f);
     attr.set_post_ops(ops);
   }
-  const auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, CpuEngine());
-  return MatmulPlan{dnnl::matmul(pd), dnnl::memory(a_md, CpuEngine(), nullptr),
-                    dnnl::memory(b_md, CpuEngine(), nullptr), dnnl::memory(c_md, CpuEngine(), nullptr)};
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, CpuEngine());
+}
+
+MatmulPlan MakePlan(const GemmKey& key) {
+  const dnnl::matmul::primitive_desc pd = MakePrimitiveDesc(key);
+  return MatmulPlan{dnnl::matmul(pd), dnnl::memory(pd.src_desc(), CpuEngine(), nullptr),
+                    dnnl::memory(pd.weights_desc(), CpuEngine(), nullptr),
+                    dnnl::memory(pd.dst_desc(), CpuEngine(), nullptr)};
 }
 
 void OneDnnGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const BFloat16* a, int64_t lda,
@@ -220,6 +227,19 @@ bool OneDnnBf16MatmulAvailable() {
 }
 
 bool Bf16GemmsOnAmx() { return ActiveBf16GemmKernel() == Bf16GemmKernel::kOneDnn && OneDnnHasAmx(); }
+
+bool GemmOnAmxBrgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                     int64_t ldc, bool accumulate) {
+  if (!Bf16GemmsOnAmx()) return false;
+  thread_local std::map<GemmKey, bool> on_brgemm;  // per thread, as the plans
+  const GemmKey key{trans_a, trans_b, m, n, k, lda, ldb, ldc, accumulate, GetNumThreads()};
+  auto it = on_brgemm.find(key);
+  if (it == on_brgemm.end()) {
+    const std::string implementation = MakePrimitiveDesc(key).impl_info_str();
+    it = on_brgemm.emplace(key, implementation.rfind("brg:avx512_core_amx", 0) == 0).first;
+  }
+  return it->second;
+}
 
 const char* Bf16Instructions() {
   if (OneDnnHasAmx()) return "amx";

@@ -74,6 +74,13 @@ Bf16GemmKernel ActiveBf16GemmKernel();
 // (not kept off it by ONEDNN_MAX_CPU_ISA). oneDNN's bf16 convolution primitives then run on AMX as well.
 bool Bf16GemmsOnAmx();
 
+// True when Gemm(trans_a, trans_b, m, n, k, 1, ., lda, ., ldb, beta, ., ldc) with beta 1 where `accumulate`
+// (else 0) runs on oneDNN's AMX brgemm matmul: the active kernel is oneDNN's on AMX and oneDNN picks its
+// "brg:avx512_core_amx" implementation for that shape (for small shapes it may pick an AVX-512 one, which
+// sums in another order). Asks oneDNN once per shape and kernel thread count. Thread-safe.
+bool GemmOnAmxBrgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                     int64_t ldc, bool accumulate);
+
 // One line naming the active kernel, why it was chosen and what it costs on this CPU; printed once to
 // stderr by the first bf16 GEMM of the process.
 std::string Bf16GemmKernelDescription();

@@ -1,0 +1,42 @@
+// What the engine's AMX kernels share (tensor/conv_amx.cc, tensor/conv_amx_weight_gradient.cc): the tile
+// configuration LDTILECFG reads, the permission to use tile data, and 64-byte aligned scratch. Internal to
+// the tensor floor.
+#ifndef DDP_TENSOR_AMX_TILES_H_
+#define DDP_TENSOR_AMX_TILES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace ddp {
+namespace cpu {
+
+// The tile configuration LDTILECFG reads (palette 1); tiles whose rows stay 0 are unused.
+struct AmxTileConfig {
+  uint8_t palette_id = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// True when this CPU has AMX-BF16 and Linux grants the process the AMX tile state (ARCH_REQ_XCOMP_PERM,
+// asked once per process). Thread-safe.
+bool AmxTileDataGranted();
+
+// `elements` values in `buffer` (grown as needed, kept across calls), starting on a 64-byte boundary: a
+// tile row of 64 bytes then lies in one cache line (unaligned, every tile load touches twice the lines,
+// which measured 2-3x slower).
+template <typename T>
+T* AlignedScratch(std::vector<T>& buffer, int64_t elements) {
+  constexpr size_t kLine = 64, kSlack = kLine / sizeof(T);
+  if (buffer.size() < static_cast<size_t>(elements) + kSlack)
+    buffer.resize(static_cast<size_t>(elements) + kSlack);
+  const uintptr_t address = reinterpret_cast<uintptr_t>(buffer.data());
+  return buffer.data() + ((kLine - address % kLine) % kLine) / sizeof(T);
+}
+
+}  // namespace cpu
+}  // namespace ddp
+
+#endif  // DDP_TENSOR_AMX_TILES_H_

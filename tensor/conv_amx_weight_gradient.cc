@@ -1,0 +1,242 @@
+// The channels-last bf16 weight gradient on AMX tiles (contracts: tensor/conv_amx_weight_gradient.h; Note
+// [Channels-last weight gradients on AMX tiles] there).
+#include "tensor/conv_amx_weight_gradient.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "base/check.h"
+#include "tensor/amx_tiles.h"
+#include "tensor/cpu_gemm_bf16.h"
+#include "tensor/layout_transpose.h"
+
+namespace ddp {
+namespace cpu {
+namespace {
+
+constexpr int64_t kTile = 16;             // rows and columns of an accumulator tile
+constexpr int64_t kTileK = 32;            // products per TDPBF16PS: a tile row of 32 bf16 (64 bytes)
+constexpr int64_t kBlock = 2 * kTile;     // output and input channels per 2x2 block of tiles
+constexpr int64_t kMaxGroupPixels = 448;  // the largest group bench/amx_probe/wgrad_order.cc finds in order
+
+// One group of images as the GEMMs see it: its pixels [first, first + pixels) of the batch (images in
+// order, each image's oh * ow pixels row by row), padded with zeros to `padded` (a multiple of 32), and
+// where its transposed output gradient starts.
+struct PixelGroup {
+  int64_t first = 0, pixels = 0, padded = 0, gradient_offset = 0;
+};
+
+std::vector<PixelGroup> PixelGroups(const ConvGeometry& g, int64_t images_per_group) {
+  std::vector<PixelGroup> groups;
+  int64_t offset = 0;
+  for (int64_t image = 0; image < g.n; image += images_per_group) {
+    PixelGroup group;
+    group.first = image * g.P();
+    group.pixels = std::min(images_per_group, g.n - image) * g.P();
+    group.padded = (group.pixels + kTileK - 1) / kTileK * kTileK;
+    group.gradient_offset = offset;
+    offset += g.out * group.padded;
+    groups.push_back(group);
+  }
+  return groups;
+}
+
+// For every tap t = ky * kw + kx and every output pixel p of the batch: the index in x of the input pixel
+// the tap reads, or -1 in the padding ([taps][n * oh * ow]).
+std::vector<int32_t> SourcePixels(const ConvGeometry& g) {
+  const int64_t pixels = g.n * g.P();
+  std::vector<int32_t> source(g.kh * g.kw * pixels);
+  for (int64_t p = 0; p < pixels; ++p) {
+    const int64_t image = p / g.P(), oy = p % g.P() / g.ow, ox = p % g.ow;
+    for (int64_t ky = 0; ky < g.kh; ++ky) {
+      for (int64_t kx = 0; kx < g.kw; ++kx) {
+        const int64_t iy = oy * g.stride - g.padding + ky, ix = ox * g.stride - g.padding + kx;
+        const bool inside = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
+        source[(ky * g.kw + kx) * pixels + p] =
+            inside ? static_cast<int32_t>((image * g.h + iy) * g.w + ix) : -1;
+      }
+    }
+  }
+  return source;
+}
+
+// gy [n * oh * ow, out] as the A operands: each group's [out, padded] (its pixels along a row, zeros past
+// them), groups one after another.
+void TransposeGradient(const BFloat16* gy, const ConvGeometry& g, const std::vector<PixelGroup>& groups,
+                       BFloat16* transposed) {
+  thread_local std::vector<BFloat16> tail_buffer;
+  for (const PixelGroup& group : groups) {
+    const BFloat16* rows = gy + group.first * g.out;
+    if (group.pixels < group.padded) {
+      BFloat16* padded = AlignedScratch(tail_buffer, group.padded * g.out);
+      std::memcpy(static_cast<void*>(padded), rows, sizeof(BFloat16) * group.pixels * g.out);
+      std::memset(static_cast<void*>(padded + group.pixels * g.out), 0,
+                  sizeof(BFloat16) * (group.padded - group.pixels) * g.out);
+      rows = padded;
+    }
+    Transpose16(rows, 1, group.padded, g.out, transposed + group.gradient_offset);
+  }
+}
+
+// One group's B operand for one tap and input channels [c0, c0 + 32): for each pair of the group's pixels,
+// the 32 channels of the two input pixels the tap reads, interleaved element by element (TDPBF16PS's
+// layout; [padded / 2][32][2]), zeros where a pixel reads padding or lies past the group.
+__attribute__((target("avx512f,avx512bw"))) void PackPixelPairs(const BFloat16* x, const int32_t* source,
+                                                                const PixelGroup& group, int64_t c,
+                                                                int64_t c0, BFloat16* panel) {
+  const __m512i low = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7,
+                                       38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+  const __m512i high = _mm512_add_epi16(low, _mm512_set1_epi16(16));
+  for (int64_t pair = 0; pair < group.padded / 2; ++pair) {
+    const int64_t p = 2 * pair;
+    const int32_t first = p < group.pixels ? source[group.first + p] : -1;
+    const int32_t second = p + 1 < group.pixels ? source[group.first + p + 1] : -1;
+    const __m512i even = first < 0 ? _mm512_setzero_si512() : _mm512_loadu_si512(x + first * c + c0);
+    const __m512i odd = second < 0 ? _mm512_setzero_si512() : _mm512_loadu_si512(x + second * c + c0);
+    _mm512_store_si512(panel + pair * 2 * kBlock, _mm512_permutex2var_epi16(even, low, odd));
+    _mm512_store_si512(panel + pair * 2 * kBlock + kBlock, _mm512_permutex2var_epi16(even, high, odd));
+  }
+}
+
+// Tiles 0-3 accumulate a 2x2 block (16 output channels x 16 input channels each), 4-5 hold A (16 output
+// channels x 32 pixels), 6-7 B (16 pixel pairs x 16 input channels).
+AmxTileConfig WeightGradientConfig() {
+  AmxTileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.rows[t] = kTile;
+    config.bytes_per_row[t] = 64;
+  }
+  return config;
+}
+
+// sum [32][32] += block [32][32] (float32, row stride 32), element by element.
+__attribute__((target("avx512f"))) void AddBlock(const float* block, float* sum) {
+  for (int64_t i = 0; i < kBlock * kBlock; i += kTile) {
+    _mm512_store_ps(sum + i, _mm512_add_ps(_mm512_load_ps(sum + i), _mm512_load_ps(block + i)));
+  }
+}
+
+// staging [out][taps][32] (one slice's weight gradient, tap by tap) into gw [out, c, taps] at channels
+// [c0, c0 + 32): each output channel's [taps][32] transposed into the [32][taps] run of gw it fills, 16
+// elements per gather.
+__attribute__((target("avx512f"))) void StagingToWeights(const float* staging, const ConvGeometry& g,
+                                                         int64_t c0, float* gw) {
+  const int64_t taps = g.kh * g.kw, run = kBlock * taps;
+  std::vector<int32_t> index(run);
+  for (int64_t q = 0; q < run; ++q) index[q] = static_cast<int32_t>(q % taps * kBlock + q / taps);
+  const int64_t whole = run / kTile * kTile;
+  for (int64_t o = 0; o < g.out; ++o) {
+    const float* src = staging + o * run;
+    float* dst = gw + (o * g.c + c0) * taps;
+    for (int64_t q = 0; q < whole; q += kTile) {
+      _mm512_storeu_ps(dst + q, _mm512_i32gather_ps(_mm512_loadu_si512(index.data() + q), src, 4));
+    }
+    for (int64_t q = whole; q < run; ++q) dst[q] = src[index[q]];
+  }
+}
+
+// One tap's weight gradient for input channels [c0, c0 + 32) and all output channels, into `staging`
+// (row o at staging + o * ld): for each 32 output channels, group by group, a 2x2 block of tiles summed
+// from zero over the group's pixels, 32 at a time, kept (the first group) or added to the sum of the
+// groups before (Note [Channels-last weight gradients on AMX tiles]). `panel` holds every group's B
+// operand for this tap and these channels.
+__attribute__((target("amx-tile,amx-bf16"))) void TapSlice(const BFloat16* transposed,
+                                                           const std::vector<PixelGroup>& groups,
+                                                           const ConvGeometry& g, const BFloat16* panel,
+                                                           int64_t ld, float* staging) {
+  alignas(64) float sum[kBlock * kBlock], block[kBlock * kBlock];
+  const AmxTileConfig config = WeightGradientConfig();
+  _tile_loadconfig(&config);
+  for (int64_t o0 = 0; o0 < g.out; o0 += kBlock) {
+    const BFloat16* b = panel;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const PixelGroup& group = groups[gi];
+      const int64_t a_stride = group.padded * 2;
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      const BFloat16* a = transposed + group.gradient_offset + o0 * group.padded;
+      for (int64_t k0 = 0; k0 < group.padded; k0 += kTileK, b += kTileK * kBlock) {
+        _tile_loadd(4, a + k0, a_stride);
+        _tile_loadd(5, a + kTile * group.padded + k0, a_stride);
+        _tile_loadd(6, b, 2 * kBlock * 2);
+        _tile_loadd(7, b + kTile * 2, 2 * kBlock * 2);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+      float* out = gi == 0 ? sum : block;
+      _tile_stored(0, out, kBlock * 4);
+      _tile_stored(1, out + kTile, kBlock * 4);
+      _tile_stored(2, out + kTile * kBlock, kBlock * 4);
+      _tile_stored(3, out + kTile * kBlock + kTile, kBlock * 4);
+      if (gi > 0) AddBlock(block, sum);
+    }
+    for (int64_t r = 0; r < kBlock; ++r) std::memcpy(staging + (o0 + r) * ld, sum + r * kBlock, kBlock * 4);
+  }
+  _tile_release();
+}
+
+// True when oneDNN's matmul runs every GEMM the unfolded rows would give it (the first group's, writing;
+// a full group's and the last group's, adding) on its AMX brgemm.
+bool GroupGemmsOnAmxBrgemm(const ConvGeometry& g, int64_t images_per_group) {
+  const int64_t K = g.K(), P = g.P(), full = std::min(images_per_group, g.n);
+  const int64_t last = g.n - (g.n - 1) / images_per_group * images_per_group;
+  const auto on_brgemm = [&](int64_t images, bool adding) {
+    return GemmOnAmxBrgemm(true, false, g.out, K, images * P, g.out, K, K, adding);
+  };
+  return on_brgemm(full, false) &&
+         (g.n <= images_per_group || (on_brgemm(full, true) && on_brgemm(last, true)));
+}
+
+}  // namespace
+
+bool AmxWeightGradientApplies(const ConvGeometry& g, int64_t images_per_group) {
+  return g.channels_last && g.n > 0 && g.c % kBlock == 0 && g.out % kBlock == 0 && images_per_group > 0 &&
+         images_per_group * g.P() <= kMaxGroupPixels && AmxTileDataGranted() &&
+         GroupGemmsOnAmxBrgemm(g, images_per_group);
+}
+
+void AmxWeightGradientChannelsLast(const BFloat16* x, const BFloat16* gy, const ConvGeometry& g,
+                                   int64_t images_per_group, float* gw) {
+  DDP_CHECK(AmxWeightGradientApplies(g, images_per_group))
+      << "AmxWeightGradientChannelsLast: no AMX kernel for this weight gradient (c " << g.c << ", out "
+      << g.out << ", " << images_per_group << " images of " << g.oh << "x" << g.ow << " per group)";
+  const std::vector<PixelGroup> groups = PixelGroups(g, images_per_group);
+  const std::vector<int32_t> source = SourcePixels(g);
+  thread_local std::vector<BFloat16> transposed_buffer;  // the calling thread's, read by every kernel thread
+  BFloat16* transposed =
+      AlignedScratch(transposed_buffer, groups.back().gradient_offset + g.out * groups.back().padded);
+  TransposeGradient(gy, g, groups, transposed);
+  const int64_t taps = g.kh * g.kw, slices = g.c / kBlock, pixels = g.n * g.P();
+  int64_t padded_pixels = 0;
+  for (const PixelGroup& group : groups) padded_pixels += group.padded;
+#pragma omp parallel if (slices > 1)
+  {
+    thread_local std::vector<BFloat16> panel_buffer;  // each kernel thread's own
+    thread_local std::vector<float> staging_buffer;
+    BFloat16* panel = AlignedScratch(panel_buffer, padded_pixels * kBlock);
+    float* staging = AlignedScratch(staging_buffer, g.out * taps * kBlock);  // [out][taps][32]
+#pragma omp for schedule(static)
+    for (int64_t s = 0; s < slices; ++s) {
+      for (int64_t t = 0; t < taps; ++t) {
+        BFloat16* group_panel = panel;
+        for (const PixelGroup& group : groups) {
+          PackPixelPairs(x, source.data() + t * pixels, group, g.c, s * kBlock, group_panel);
+          group_panel += group.padded * kBlock;
+        }
+        TapSlice(transposed, groups, g, panel, taps * kBlock, staging + t * kBlock);
+      }
+      StagingToWeights(staging, g, s * kBlock, gw);
+    }
+  }
+}
+
+}  // namespace cpu
+}  // namespace ddp
