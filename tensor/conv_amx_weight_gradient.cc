@@ -22,6 +22,7 @@ constexpr int64_t kTile = 16;             // rows and columns of an accumulator 
 constexpr int64_t kTileK = 32;            // products per TDPBF16PS: a tile row of 32 bf16 (64 bytes)
 constexpr int64_t kBlock = 2 * kTile;     // output and input channels per 2x2 block of tiles
 constexpr int64_t kMaxGroupPixels = 448;  // the largest group bench/amx_probe/wgrad_order.cc finds in order
+constexpr int64_t kChunkBytes = int64_t{1} << 20;  // A operands per chunk of groups, within L2
 
 // One group of images as the GEMMs see it: its pixels [first, first + pixels) of the batch (images in
 // order, each image's oh * ow pixels row by row), padded with zeros to `padded` (a multiple of 32), and
@@ -43,6 +44,28 @@ std::vector<PixelGroup> PixelGroups(const ConvGeometry& g, int64_t images_per_gr
     groups.push_back(group);
   }
   return groups;
+}
+
+// Groups [begin, end) of `groups`: consecutive groups whose transposed output gradient (the A operands)
+// stays within kChunkBytes, so that it stays in L2 while every slice and tap runs over it.
+struct GroupChunk {
+  const std::vector<PixelGroup>* groups = nullptr;
+  size_t begin = 0, end = 0;
+  int64_t padded_pixels = 0;  // the chunk's groups' padded pixels together
+};
+
+// The chunks of `groups`, in order, each of at least one group.
+std::vector<GroupChunk> GroupChunks(const std::vector<PixelGroup>& groups, int64_t out) {
+  std::vector<GroupChunk> chunks;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const int64_t padded = groups[gi].padded;
+    if (chunks.empty() || (chunks.back().padded_pixels + padded) * out * 2 > kChunkBytes) {
+      chunks.push_back(GroupChunk{&groups, gi, gi, 0});
+    }
+    chunks.back().end = gi + 1;
+    chunks.back().padded_pixels += padded;
+  }
+  return chunks;
 }
 
 // For every tap t = ky * kw + kx and every output pixel p of the batch: the index in x of the input pixel
@@ -139,22 +162,27 @@ __attribute__((target("avx512f"))) void StagingToWeights(const float* staging, c
   }
 }
 
-// One tap's weight gradient for input channels [c0, c0 + 32) and all output channels, into `staging`
-// (row o at staging + o * ld): for each 32 output channels, group by group, a 2x2 block of tiles summed
-// from zero over the group's pixels, 32 at a time, kept (the first group) or added to the sum of the
-// groups before (Note [Channels-last weight gradients on AMX tiles]). `panel` holds every group's B
-// operand for this tap and these channels.
+// One tap's weight gradient for input channels [c0, c0 + 32) and all output channels over groups [begin,
+// end), in `staging` (row o at staging + o * ld, 32 values): for each 32 output channels, group by group, a
+// 2x2 block of tiles summed from zero over the group's pixels, 32 at a time, kept (the first group of all)
+// or added to the sum of the groups before, which a chunk after the first reads from `staging` (Note
+// [Channels-last weight gradients on AMX tiles]). `panel` holds the groups' B operands for this tap and
+// these channels, one after another.
 __attribute__((target("amx-tile,amx-bf16"))) void TapSlice(const BFloat16* transposed,
-                                                           const std::vector<PixelGroup>& groups,
-                                                           const ConvGeometry& g, const BFloat16* panel,
-                                                           int64_t ld, float* staging) {
+                                                           const GroupChunk& chunk, const ConvGeometry& g,
+                                                           const BFloat16* panel, int64_t ld,
+                                                           float* staging) {
   alignas(64) float sum[kBlock * kBlock], block[kBlock * kBlock];
   const AmxTileConfig config = WeightGradientConfig();
   _tile_loadconfig(&config);
   for (int64_t o0 = 0; o0 < g.out; o0 += kBlock) {
+    float* rows = staging + o0 * ld;
+    if (chunk.begin > 0) {
+      for (int64_t r = 0; r < kBlock; ++r) std::memcpy(sum + r * kBlock, rows + r * ld, kBlock * 4);
+    }
     const BFloat16* b = panel;
-    for (size_t gi = 0; gi < groups.size(); ++gi) {
-      const PixelGroup& group = groups[gi];
+    for (size_t gi = chunk.begin; gi < chunk.end; ++gi) {
+      const PixelGroup& group = (*chunk.groups)[gi];
       const int64_t a_stride = group.padded * 2;
       _tile_zero(0);
       _tile_zero(1);
@@ -178,7 +206,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void TapSlice(const BFloat16* trans
       _tile_stored(3, out + kTile * kBlock + kTile, kBlock * 4);
       if (gi > 0) AddBlock(block, sum);
     }
-    for (int64_t r = 0; r < kBlock; ++r) std::memcpy(staging + (o0 + r) * ld, sum + r * kBlock, kBlock * 4);
+    for (int64_t r = 0; r < kBlock; ++r) std::memcpy(rows + r * ld, sum + r * kBlock, kBlock * 4);
   }
   _tile_release();
 }
@@ -214,26 +242,29 @@ void AmxWeightGradientChannelsLast(const BFloat16* x, const BFloat16* gy, const 
   BFloat16* transposed =
       AlignedScratch(transposed_buffer, groups.back().gradient_offset + g.out * groups.back().padded);
   TransposeGradient(gy, g, groups, transposed);
-  const int64_t taps = g.kh * g.kw, slices = g.c / kBlock, pixels = g.n * g.P();
-  int64_t padded_pixels = 0;
-  for (const PixelGroup& group : groups) padded_pixels += group.padded;
+  const int64_t taps = g.kh * g.kw, slices = g.c / kBlock, pixels = g.n * g.P(), ld = taps * kBlock;
+  const std::vector<GroupChunk> chunks = GroupChunks(groups, g.out);
+  thread_local std::vector<float> staging_buffer;  // [slices][out][taps][32], shared like `transposed`
+  float* staging = AlignedScratch(staging_buffer, slices * g.out * ld);
+  for (const GroupChunk& chunk : chunks) {
+    const bool last = &chunk == &chunks.back();
 #pragma omp parallel if (slices > 1)
-  {
-    thread_local std::vector<BFloat16> panel_buffer;  // each kernel thread's own
-    thread_local std::vector<float> staging_buffer;
-    BFloat16* panel = AlignedScratch(panel_buffer, padded_pixels * kBlock);
-    float* staging = AlignedScratch(staging_buffer, g.out * taps * kBlock);  // [out][taps][32]
+    {
+      thread_local std::vector<BFloat16> panel_buffer;  // each kernel thread's own
+      BFloat16* panel = AlignedScratch(panel_buffer, chunk.padded_pixels * kBlock);
 #pragma omp for schedule(static)
-    for (int64_t s = 0; s < slices; ++s) {
-      for (int64_t t = 0; t < taps; ++t) {
-        BFloat16* group_panel = panel;
-        for (const PixelGroup& group : groups) {
-          PackPixelPairs(x, source.data() + t * pixels, group, g.c, s * kBlock, group_panel);
-          group_panel += group.padded * kBlock;
+      for (int64_t s = 0; s < slices; ++s) {
+        float* slice = staging + s * g.out * ld;
+        for (int64_t t = 0; t < taps; ++t) {
+          BFloat16* group_panel = panel;
+          for (size_t gi = chunk.begin; gi < chunk.end; ++gi) {
+            PackPixelPairs(x, source.data() + t * pixels, groups[gi], g.c, s * kBlock, group_panel);
+            group_panel += groups[gi].padded * kBlock;
+          }
+          TapSlice(transposed, chunk, g, panel, ld, slice + t * kBlock);
         }
-        TapSlice(transposed, groups, g, panel, taps * kBlock, staging + t * kBlock);
+        if (last) StagingToWeights(slice, g, s * kBlock, gw);
       }
-      StagingToWeights(staging, g, s * kBlock, gw);
     }
   }
 }

@@ -18,9 +18,12 @@
 // channels interleaved, zeros in the padding and past a group's pixels), and for each 32 output channels
 // sums each group's pixels in a 2x2 block of tiles (A: the output gradient transposed once per call, group
 // by group) and adds the block to the groups before it in L1; the 32 channels' gradients of all taps are
-// then written once, straight into gw's [out, c, kh, kw] order. It takes only what the rows would have run
-// on oneDNN's AMX brgemm (GemmOnAmxBrgemm, tensor/cpu_gemm_bf16.h: for small GEMMs oneDNN picks an AVX-512
-// kernel, another order) with groups of at most 448 pixels, the largest the probe shows in this order.
+// then written once, straight into gw's [out, c, kh, kw] order. Where the transposed output gradient
+// exceeds 1 MB (layer3: 1.6 MB at 28x28, 2.3 MB at 32x32) the groups go in chunks that stay in L2, each
+// chunk's sums carried to the next in a [c / 32][out][taps][32] staging array. It takes only what the rows
+// would have run on oneDNN's AMX brgemm (GemmOnAmxBrgemm, tensor/cpu_gemm_bf16.h: for small GEMMs oneDNN
+// picks an AVX-512 kernel, another order) with groups of at most 448 pixels, the largest the probe shows in
+// this order.
 #ifndef DDP_TENSOR_CONV_AMX_WEIGHT_GRADIENT_H_
 #define DDP_TENSOR_CONV_AMX_WEIGHT_GRADIENT_H_
 
