@@ -119,6 +119,16 @@ Tensor AttachedAutocastCopy(const Tensor& x) {
   return Tensor(impl->autocast_copy);
 }
 
+Tensor AttachedGradientCopy(const Tensor& gy) {
+  if (!IsChannelsLast(gy)) return Tensor();
+  const Tensor copy = AttachedAutocastCopy(gy);
+  if (copy.defined() && IsChannelsLast(copy)) {
+    ++State().counters.gradient_copies;
+    return copy;
+  }
+  return Tensor();
+}
+
 Tensor AutocastCast(const Tensor& x) {
   AutocastState& state = State();
   DDP_CHECK(state.enabled) << "AutocastCast outside an enabled AutocastScope";

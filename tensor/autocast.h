@@ -140,6 +140,16 @@ Tensor AutocastCastChannelsLast(const Tensor& x);
 // through a data pointer goes unseen, as with PyTorch's version counter. The copy lives as long as the
 // output; a view of the output has none.
 
+// Note [bf16 copies of BatchNorm's input gradient]
+// The same for gradients. A channels-last bf16 convolution's backward multiplies its output gradient
+// rounded to bf16, and in ResNet that gradient is BatchNorm's input gradient (a convolution's output feeds
+// only its BatchNorm). So BatchNorm and BatchNormAddRelu over channels-last activations in a bf16 autocast
+// scope write their input gradient's bf16 copy in the pass that computes it (Note [BatchNorm over
+// channels in lanes]) and attach it (AttachAutocastCopy); the convolution's backward takes it
+// (AttachedAutocastCopy) instead of a rounding pass over the float32 gradient. Same bits; where the
+// gradient reaching the convolution is another tensor (a sum of several, or modified in place), it has no
+// valid copy and is rounded as before.
+
 // True when an op producing `output` should attach its bf16 copy (Note [Autocast copies from the
 // producer]): bf16 autocast is enabled on this thread and output is a float32 CPU tensor.
 bool AutocastWantsCopyOf(const Tensor& output);
@@ -153,17 +163,23 @@ void AttachAutocastCopy(const Tensor& output, const Tensor& copy);
 // it was made at; else undefined.
 Tensor AttachedAutocastCopy(const Tensor& x);
 
+// The bf16 copy of output gradient `gy` that BatchNorm attached (Note [bf16 copies of BatchNorm's input
+// gradient]) when gy is channels-last and the copy still valid, counted in `gradient_copies`; else undefined.
+Tensor AttachedGradientCopy(const Tensor& gy);
+
 // The contiguous copy of float32 tensor `x` (any layout, either device) in `dtype` (kBFloat16 or
 // kFloat16), rounded by the functors of tensor/low_precision_round.h; never cached; not differentiable.
 Tensor ToLowPrecisionContiguous(const Tensor& x, DType dtype);
 
 // Counters of this thread's cast cache since the thread started: a hit reuses a cached copy, a miss
 // makes (and caches) one; `attached` counts copies taken from their producer (Note [Autocast copies from
-// the producer]). For tests and diagnostics.
+// the producer]), `gradient_copies` the output gradients' copies taken (AttachedGradientCopy). For tests
+// and diagnostics.
 struct AutocastCacheCounters {
   int64_t hits = 0;
   int64_t misses = 0;
   int64_t attached = 0;
+  int64_t gradient_copies = 0;
 };
 AutocastCacheCounters GetAutocastCacheCounters();
 

@@ -24,6 +24,7 @@
 #include "tensor/batch_norm_block_size.h"
 #include "tensor/batch_norm_channels_last.h"
 #include "tensor/batch_norm_rows.h"
+#include "tensor/bf16_convert.h"
 
 namespace ddp {
 namespace {
@@ -121,8 +122,12 @@ BlockedForward BlockedTrainingForward(const Tensor& x, float eps, const Tensor& 
 
 void BlockedTrainingBackward(const Tensor& gy, const ReluMaskBits* relu_mask, const Tensor& x,
                              const BatchNormStats& stats, const Tensor& weight, const Tensor& masked,
-                             const Tensor& sums, const Tensor& gx) {
+                             const Tensor& sums, const Tensor& gx, const Tensor& gx_copy) {
   DDP_CHECK(x.device().is_cpu()) << "BlockedTrainingBackward runs on the CPU only";
+  DDP_CHECK(!gx_copy.defined() ||
+            (gx_copy.dtype() == DType::kBFloat16 && gx_copy.is_contiguous() && gx_copy.shape() == x.shape()))
+      << "BlockedTrainingBackward: the input gradient's bf16 copy must be a contiguous bfloat16 tensor of "
+      << ShapeToString(x.shape());
   const BatchNormShape s = BatchNormShapeOf(x);
   DDP_CHECK(relu_mask == nullptr ||
             (relu_mask->row_bytes == (s.inner + 7) / 8 &&
@@ -138,9 +143,10 @@ void BlockedTrainingBackward(const Tensor& gy, const ReluMaskBits* relu_mask, co
   float* pgx = gx.data<float>();
   if (s.inner == 1) {
     // Note [BatchNorm over channels in lanes].
-    batch_norm_channels_last::TrainingBackward(s.n, s.c, weight,
-                                               {pg, relu_mask != nullptr ? relu_mask->bits.data() : nullptr,
-                                                px, pmean, pinvstd, pmasked, sum_g, sum_gx, pgx});
+    batch_norm_channels_last::TrainingBackward(
+        s.n, s.c, weight,
+        {pg, relu_mask != nullptr ? relu_mask->bits.data() : nullptr, px, pmean, pinvstd, pmasked, sum_g,
+         sum_gx, pgx, gx_copy.defined() ? gx_copy.data<BFloat16>() : nullptr});
     return;
   }
   const BatchNormBlockChoice block(/*backward=*/true, s);
@@ -179,6 +185,7 @@ void BlockedTrainingBackward(const Tensor& gy, const ReluMaskBits* relu_mask, co
                                     coefficients[ch - c0], pmean[ch], pgx + base);
     });
   });
+  if (gx_copy.defined()) cpu::FloatToBFloat16Array(pgx, gx_copy.data<BFloat16>(), x.numel());
 }
 
 }  // namespace ddp

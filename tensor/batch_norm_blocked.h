@@ -33,10 +33,11 @@ BlockedForward BlockedTrainingForward(const Tensor& x, float eps, const Tensor& 
 // true); with it, ReluMaskedBackwardSumsInto(gy, *relu_mask, x, stats.mean, masked, sums) then the input
 // gradient of the masked gradient, which is stored in `masked` when that is defined (contiguous, x's
 // shape) and otherwise computed again where the input gradient needs it. `sums` (contiguous float32 [2c])
-// and `gx` (contiguous, x's shape) are written.
+// and `gx` (contiguous, x's shape) are written, and with `gx_copy` (contiguous bf16, x's shape) gx rounded
+// to bf16 too (FloatToBFloat16Array's bits; for [rows, c] in the pass that writes gx).
 void BlockedTrainingBackward(const Tensor& gy, const ReluMaskBits* relu_mask, const Tensor& x,
                              const BatchNormStats& stats, const Tensor& weight, const Tensor& masked,
-                             const Tensor& sums, const Tensor& gx);
+                             const Tensor& sums, const Tensor& gx, const Tensor& gx_copy = Tensor());
 
 }  // namespace ddp
 

@@ -149,14 +149,15 @@ void BackwardBlock(int64_t rows, int64_t channels, int64_t c0, int64_t c1, const
       const float* g = a.masked != nullptr ? a.masked + base : a.gy + base;
       for (int64_t j = 0; j < width; ++j)
         gx[j] = rows_::InputGradValue(g[j], x[j], k[j], slope[j], offset[j], mean_f[j]);
-      continue;
+    } else {
+      const float* gy = a.gy + base;
+      const uint8_t* m = a.mask + base;
+      for (int64_t j = 0; j < width; ++j) {
+        gx[j] = rows_::InputGradValue(rows_::ReluMask(gy[j], LaneOf(m[j])), x[j], k[j], slope[j], offset[j],
+                                      mean_f[j]);
+      }
     }
-    const float* gy = a.gy + base;
-    const uint8_t* m = a.mask + base;
-    for (int64_t j = 0; j < width; ++j) {
-      gx[j] = rows_::InputGradValue(rows_::ReluMask(gy[j], LaneOf(m[j])), x[j], k[j], slope[j], offset[j],
-                                    mean_f[j]);
-    }
+    if (a.gx_copy != nullptr) cpu::FloatToBFloat16Run(gx, a.gx_copy + base, width);
   }
 }
 

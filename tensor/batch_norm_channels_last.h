@@ -50,6 +50,8 @@ struct BackwardArrays {
   float* sum_g;   // [channels], written: Σ g
   float* sum_gx;  // [channels], written: Σ g (x - mean)
   float* gx;      // written: the input gradient
+  BFloat16* gx_copy = nullptr;  // null: none; else gx rounded to bf16 (FloatToBFloat16Run's bits) in the
+                                // pass that writes gx (Note [bf16 copies of BatchNorm's input gradient])
 };
 
 // The training backward of TrainingForward over g = gy (masked where `mask` is given): the sums, then the

@@ -1,7 +1,8 @@
 // Channels-last activations (Note [Channels-last activations], tensor/memory_format.h): the layout helpers,
 // and Conv2d, BatchNorm and BatchNormAddRelu on channels-last inputs against the same ops on the same
 // values laid out NCHW, forward and backward, in float32 and under bf16 autocast, for every convolution
-// kernel; the outputs and input gradients stay channels-last, and gradients summing over two uses keep it.
+// kernel; the outputs and input gradients stay channels-last, and gradients summing over two uses keep it;
+// under bf16 autocast a convolution takes the bf16 copy of its output gradient that BatchNorm attached.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -288,6 +289,35 @@ TEST(ChannelsLastBatchNormTest, AddReluMatchesNchwAndAttachesAChannelsLastCopy) 
     ExpectClose(x_cl.grad(), x.grad(), 1e-5f, "input gradient");
     ExpectClose(residual_cl.grad(), residual.grad(), 0.0f, "residual gradient");
   }
+}
+
+// Note [bf16 copies of BatchNorm's input gradient]: under bf16 autocast a channels-last convolution's
+// backward takes the bf16 copy of its output gradient that BatchNormAddRelu's backward attached, and its
+// gradients are bit for bit those of the same graph with an exact x1 in between (whose gradient carries no
+// copy, so the convolution rounds it itself).
+TEST(ChannelsLastBatchNormTest, ConvolutionTakesTheInputGradientsBf16Copy) {
+  const Tensor x = RandomLeaf({4, 32, 6, 6}, 61), w = RandomLeaf({32, 32, 3, 3}, 62, -0.2f, 0.2f);
+  const Tensor weight = RandomLeaf({32}, 63, 0.5f, 1.5f), bias = RandomLeaf({32}, 64);
+  const Tensor gz = RandomLeaf({4, 32, 6, 6}, 65).Detach();
+  std::vector<std::vector<float>> grads[2];
+  for (int with_copy = 0; with_copy < 2; ++with_copy) {
+    SCOPED_TRACE(with_copy ? "the gradient's copy" : "rounded by the convolution");
+    const Tensor x_cl = ChannelsLastLeaf(x), w_leaf = Clone(w.Detach());
+    w_leaf.set_requires_grad(true);
+    Tensor z;
+    {
+      AutocastScope autocast;
+      Tensor y = Conv2d(x_cl, w_leaf, Tensor(), 1, 1);
+      if (!with_copy) y = MulScalar(y, 1.0f);
+      z = BatchNormAddRelu(y, Tensor(), weight, bias, Zeros({32}), Ones({32}), true, 0.1f, 1e-5f);
+    }
+    const int64_t taken = GetAutocastCacheCounters().gradient_copies;
+    z.Backward(ChannelsLastCopy(gz));
+    EXPECT_EQ(GetAutocastCacheCounters().gradient_copies, taken + with_copy);
+    grads[with_copy] = {x_cl.grad().ToVector<float>(), w_leaf.grad().ToVector<float>()};
+  }
+  EXPECT_EQ(grads[1][0], grads[0][0]) << "input gradient";
+  EXPECT_EQ(grads[1][1], grads[0][1]) << "weight gradient";
 }
 
 }  // namespace

@@ -283,13 +283,17 @@ ConvGrads WidenedPrimitiveBackward(const BFloat16* x, const BFloat16* w, const B
   return grads;
 }
 
+// gy_low: gy rounded to bf16 where the caller has it (T = BFloat16; null: rounded here).
 template <typename T>
-void Backward(const T* x, const T* w, const float* gy, const ConvGeometry& g, ConvGrads grads) {
+void Backward(const T* x, const T* w, const float* gy, const T* gy_low, const ConvGeometry& g,
+              ConvGrads grads) {
   if (grads.gb != nullptr) BiasGradient(gy, g, grads.gb);
   if (grads.gx == nullptr && grads.gw == nullptr) return;
   const T* operand = nullptr;  // gy as the products take it
   if constexpr (std::is_same_v<T, float>) {
     operand = gy;
+  } else if (gy_low != nullptr) {
+    operand = gy_low;
   } else {
     const int64_t elements = g.n * g.P() * g.out;
     T* rounded = ScratchArray<T>(2, elements);
@@ -340,11 +344,11 @@ void ConvForwardChannelsLast(const BFloat16* x, const BFloat16* w, const float* 
 }
 void ConvBackwardChannelsLast(const float* x, const float* w, const float* gy, const ConvGeometry& g,
                               ConvGrads grads) {
-  Backward(x, w, gy, g, grads);
+  Backward<float>(x, w, gy, nullptr, g, grads);
 }
-void ConvBackwardChannelsLast(const BFloat16* x, const BFloat16* w, const float* gy, const ConvGeometry& g,
-                              ConvGrads grads) {
-  Backward(x, w, gy, g, grads);
+void ConvBackwardChannelsLast(const BFloat16* x, const BFloat16* w, const float* gy, const BFloat16* gy_low,
+                              const ConvGeometry& g, ConvGrads grads) {
+  Backward(x, w, gy, gy_low, g, grads);
 }
 
 }  // namespace cpu

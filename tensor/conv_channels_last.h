@@ -39,12 +39,12 @@ void ConvForwardChannelsLast(const BFloat16* x, const BFloat16* w, const float* 
                              float* y);
 
 // The wanted gradients of `grads` (gx NHWC; null: not wanted; each overwritten) from the float32 NHWC
-// output gradient gy. The bf16 overload multiplies gy rounded to bf16 (as ConvBackward does); the bias
-// gradient sums gy as it is.
+// output gradient gy. The bf16 overload multiplies gy rounded to bf16 (as ConvBackward does), which
+// `gy_low` holds where the caller has it (NHWC; null: rounded here); the bias gradient sums gy as it is.
 void ConvBackwardChannelsLast(const float* x, const float* w, const float* gy, const ConvGeometry& g,
                               ConvGrads grads);
-void ConvBackwardChannelsLast(const BFloat16* x, const BFloat16* w, const float* gy, const ConvGeometry& g,
-                              ConvGrads grads);
+void ConvBackwardChannelsLast(const BFloat16* x, const BFloat16* w, const float* gy, const BFloat16* gy_low,
+                              const ConvGeometry& g, ConvGrads grads);
 
 }  // namespace cpu
 }  // namespace ddp

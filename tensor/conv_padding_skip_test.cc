@@ -150,7 +150,7 @@ TEST(ConvWeightGradientByTapTest, ChannelsLastBackwardAgreesWithTheUnfoldedRows)
                          std::vector<float>& gw16) {
       SetWeightGradientAlgorithm(algorithm);
       ConvBackwardChannelsLast(x.data(), w.data(), gy.data(), g, ConvGrads{nullptr, gw.data(), nullptr});
-      ConvBackwardChannelsLast(x16.data(), w16.data(), gy.data(), g,
+      ConvBackwardChannelsLast(x16.data(), w16.data(), gy.data(), nullptr, g,
                                ConvGrads{nullptr, gw16.data(), nullptr});
     };
     run(WeightGradientAlgorithm::kRows, by_rows, by_rows16);

@@ -61,7 +61,8 @@ struct BatchNormGrads {
 BatchNormGrads BatchNormBackward(const Tensor& gy, const Tensor& x, const Tensor& weight,
                                  const BatchNormStats& stats, bool training, bool need_x, bool need_w,
                                  bool need_b, const ChannelSumFn& sum_over_group,
-                                 const ReluMaskBits* relu_mask = nullptr, bool need_masked = false) {
+                                 const ReluMaskBits* relu_mask = nullptr, bool need_masked = false,
+                                 bool gradient_copy = false) {
   const int64_t c = stats.mean.numel();
   Tensor gyc = Contiguous(gy);
   Tensor sums = Tensor::Empty({2 * c}, DType::kFloat32, gy.device());  // {s, t}
@@ -71,7 +72,10 @@ BatchNormGrads BatchNormBackward(const Tensor& gy, const Tensor& x, const Tensor
   if (blocked) {
     grads.masked = need_masked ? Tensor::Empty(x.shape(), DType::kFloat32) : Tensor();
     grads.gx = Tensor::Empty(x.shape(), DType::kFloat32);
-    BlockedTrainingBackward(gyc, relu_mask, x, stats, weight, grads.masked, sums, grads.gx);
+    // Note [bf16 copies of BatchNorm's input gradient].
+    const Tensor copy = gradient_copy ? Tensor::Empty(x.shape(), DType::kBFloat16) : Tensor();
+    BlockedTrainingBackward(gyc, relu_mask, x, stats, weight, grads.masked, sums, grads.gx, copy);
+    if (copy.defined()) AttachAutocastCopy(grads.gx, copy);
   } else if (relu_mask != nullptr) {
     Tensor masked = Tensor::Empty(x.shape(), DType::kFloat32, x.device());
     ReluMaskedBackwardSumsInto(gyc, *relu_mask, x, stats.mean, masked, sums);
@@ -134,20 +138,21 @@ void UpdateRunningStats(const Tensor& running_mean, const Tensor& running_var, c
 namespace {
 
 // Records BatchNorm's backward on `out`, the normalised xc (x contiguous and detached) with `stats`
-// (BatchNormNormalize's contract).
+// (BatchNormNormalize's contract); `gradient_copy` as BatchNormBackward takes it.
 Tensor RecordBatchNorm(const Tensor& out, const Tensor& x, const Tensor& xc, const Tensor& weight,
                        const Tensor& bias, const BatchNormStats& stats, bool training,
-                       const ChannelSumFn& sum_over_group) {
+                       const ChannelSumFn& sum_over_group, bool gradient_copy = false) {
   const bool need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad();
   const bool need_b = bias.defined() && bias.requires_grad();
   Tensor wd = weight.defined() ? weight.Detach() : Tensor();
   const char* name = sum_over_group ? "SyncBatchNormBackward" : "BatchNormBackward";
-  return RecordOp(out, name, {&x, &weight, &bias},
-                  [xc, wd, stats, training, need_x, need_w, need_b, sum_over_group](const Tensor& gy) {
-                    BatchNormGrads r = BatchNormBackward(gy, xc, wd, stats, training, need_x, need_w, need_b,
-                                                         sum_over_group);
-                    return std::vector<Tensor>{r.gx, r.gw, r.gb};
-                  });
+  return RecordOp(
+      out, name, {&x, &weight, &bias},
+      [xc, wd, stats, training, need_x, need_w, need_b, sum_over_group, gradient_copy](const Tensor& gy) {
+        BatchNormGrads r = BatchNormBackward(gy, xc, wd, stats, training, need_x, need_w, need_b,
+                                             sum_over_group, nullptr, false, gradient_copy);
+        return std::vector<Tensor>{r.gx, r.gw, r.gb};
+      });
 }
 
 }  // namespace
@@ -159,15 +164,13 @@ Tensor BatchNormNormalize(const Tensor& x, const Tensor& weight, const Tensor& b
                          training, sum_over_group);
 }
 
-Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                 const Tensor& running_var, bool training, float momentum, float eps) {
-  RequireFloatOnOneDevice("BatchNorm", {&x, &weight, &bias, &running_mean, &running_var});
-  CheckBatchNormShapes("BatchNorm", x, weight, bias, running_mean, running_var);
-  if (x.device().is_cpu() && HasChannelsLastStrides(x)) {
-    // Note [Channels-last activations]: normalised as its [n*h*w, c] rows, and returned channels-last.
-    return ChannelsLastFromRows(
-        BatchNorm(RowsOf(x), weight, bias, running_mean, running_var, training, momentum, eps), x.shape());
-  }
+namespace {
+
+// BatchNorm of x in its dense layout (NCHW, or the [n*h*w, c] rows of a channels-last activation);
+// `gradient_copy` as BatchNormBackward takes it.
+Tensor DenseBatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                      const Tensor& running_var, bool training, float momentum, float eps,
+                      bool gradient_copy) {
   const Tensor xc = Contiguous(x);  // one copy, if any, shared by the statistics and the output
   if (!training) {
     return BatchNormNormalize(xc, weight, bias, BatchNormRunningStats(running_mean, running_var, eps), false);
@@ -177,11 +180,28 @@ Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
     const Tensor xd = xc.Detach();
     BlockedForward forward = BlockedTrainingForward(xd, eps, weight, bias, /*relu=*/false);
     UpdateRunningStats(running_mean, running_var, forward.stats, momentum);
-    return RecordBatchNorm(forward.y, xc, xd, weight, bias, forward.stats, true, nullptr);
+    return RecordBatchNorm(forward.y, xc, xd, weight, bias, forward.stats, true, nullptr, gradient_copy);
   }
   const BatchNormStats stats = BatchNormBatchStats(xc, eps);
   UpdateRunningStats(running_mean, running_var, stats, momentum);
   return BatchNormNormalize(xc, weight, bias, stats, true);
+}
+
+}  // namespace
+
+Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                 const Tensor& running_var, bool training, float momentum, float eps) {
+  RequireFloatOnOneDevice("BatchNorm", {&x, &weight, &bias, &running_mean, &running_var});
+  CheckBatchNormShapes("BatchNorm", x, weight, bias, running_mean, running_var);
+  if (x.device().is_cpu() && HasChannelsLastStrides(x)) {
+    // Note [Channels-last activations]: normalised as its [n*h*w, c] rows, and returned channels-last;
+    // under bf16 autocast its input gradient with its bf16 copy (Note [bf16 copies of BatchNorm's input
+    // gradient]).
+    return ChannelsLastFromRows(DenseBatchNorm(RowsOf(x), weight, bias, running_mean, running_var, training,
+                                               momentum, eps, AutocastWantsCopyOf(x)),
+                                x.shape());
+  }
+  return DenseBatchNorm(x, weight, bias, running_mean, running_var, training, momentum, eps, false);
 }
 
 // Note [BatchNorm, Add and ReLU in one op]
@@ -197,26 +217,13 @@ Tensor BatchNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
 // the input gradient). The op keeps the output's ReLU mask for
 // backward, one bit an element, not the output (Note [ReLU mask bits], tensor/batch_norm_rows.h).
 // The fused kernel is the CPU's; on a GPU the op runs the three ops.
-Tensor BatchNormAddRelu(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
-                        const Tensor& running_mean, const Tensor& running_var, bool training, float momentum,
-                        float eps) {
-  RequireFloatOnOneDevice("BatchNormAddRelu", {&x, &residual, &weight, &bias, &running_mean, &running_var});
-  CheckBatchNormShapes("BatchNormAddRelu", x, weight, bias, running_mean, running_var);
-  DDP_CHECK(!residual.defined() || residual.shape() == x.shape())
-      << "BatchNormAddRelu: residual " << ShapeToString(residual.shape()) << " does not match input "
-      << ShapeToString(x.shape());
-  if (!x.device().is_cpu()) {
-    const Tensor normalized = BatchNorm(x, weight, bias, running_mean, running_var, training, momentum, eps);
-    return Relu(residual.defined() ? Add(normalized, residual) : normalized);
-  }
-  if (HasChannelsLastStrides(x)) {
-    // Note [Channels-last activations]: normalised as its [n*h*w, c] rows (the residual's rows added),
-    // and returned channels-last with its bf16 copy.
-    const Tensor rows_residual = residual.defined() ? RowsOf(ContiguousChannelsLast(residual)) : Tensor();
-    return ChannelsLastFromRows(BatchNormAddRelu(RowsOf(x), rows_residual, weight, bias, running_mean,
-                                                 running_var, training, momentum, eps),
-                                x.shape());
-  }
+namespace {
+
+// BatchNormAddRelu on the CPU of x in its dense layout (NCHW, or the [n*h*w, c] rows of a channels-last
+// activation); `gradient_copy` as BatchNormBackward takes it.
+Tensor DenseBatchNormAddRelu(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                             const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
+                             bool training, float momentum, float eps, bool gradient_copy) {
   const Tensor xc = Contiguous(x.Detach());
   const Tensor rc = residual.defined() ? Contiguous(residual.Detach()) : Tensor();
   // Note [Autocast copies from the producer]: the bf16 copy the next convolution takes, in the same pass.
@@ -240,12 +247,41 @@ Tensor BatchNormAddRelu(const Tensor& x, const Tensor& residual, const Tensor& w
              need_b = bias.defined() && bias.requires_grad();
   Tensor wd = weight.defined() ? weight.Detach() : Tensor();
   if (copy.defined()) AttachAutocastCopy(out, copy);
-  return RecordOp(out, "BatchNormAddReluBackward", {&x, &residual, &weight, &bias},
-                  [xc, wd, relu_mask, stats, training, need_x, need_r, need_w, need_b](const Tensor& gy) {
-                    BatchNormGrads r = BatchNormBackward(gy, xc, wd, stats, training, need_x, need_w, need_b,
-                                                         nullptr, relu_mask.get(), need_r);
-                    return std::vector<Tensor>{r.gx, need_r ? r.masked : Tensor(), r.gw, r.gb};
-                  });
+  return RecordOp(
+      out, "BatchNormAddReluBackward", {&x, &residual, &weight, &bias},
+      [xc, wd, relu_mask, stats, training, need_x, need_r, need_w, need_b, gradient_copy](const Tensor& gy) {
+        BatchNormGrads r = BatchNormBackward(gy, xc, wd, stats, training, need_x, need_w, need_b, nullptr,
+                                             relu_mask.get(), need_r, gradient_copy);
+        return std::vector<Tensor>{r.gx, need_r ? r.masked : Tensor(), r.gw, r.gb};
+      });
+}
+
+}  // namespace
+
+Tensor BatchNormAddRelu(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                        const Tensor& running_mean, const Tensor& running_var, bool training, float momentum,
+                        float eps) {
+  RequireFloatOnOneDevice("BatchNormAddRelu", {&x, &residual, &weight, &bias, &running_mean, &running_var});
+  CheckBatchNormShapes("BatchNormAddRelu", x, weight, bias, running_mean, running_var);
+  DDP_CHECK(!residual.defined() || residual.shape() == x.shape())
+      << "BatchNormAddRelu: residual " << ShapeToString(residual.shape()) << " does not match input "
+      << ShapeToString(x.shape());
+  if (!x.device().is_cpu()) {
+    const Tensor normalized = BatchNorm(x, weight, bias, running_mean, running_var, training, momentum, eps);
+    return Relu(residual.defined() ? Add(normalized, residual) : normalized);
+  }
+  if (HasChannelsLastStrides(x)) {
+    // Note [Channels-last activations]: normalised as its [n*h*w, c] rows (the residual's rows added),
+    // and returned channels-last with its bf16 copy; under bf16 autocast its input gradient with its bf16
+    // copy too (Note [bf16 copies of BatchNorm's input gradient]).
+    const Tensor rows_residual = residual.defined() ? RowsOf(ContiguousChannelsLast(residual)) : Tensor();
+    return ChannelsLastFromRows(
+        DenseBatchNormAddRelu(RowsOf(x), rows_residual, weight, bias, running_mean, running_var, training,
+                              momentum, eps, AutocastWantsCopyOf(x)),
+        x.shape());
+  }
+  return DenseBatchNormAddRelu(x, residual, weight, bias, running_mean, running_var, training, momentum, eps,
+                               false);
 }
 
 }  // namespace ddp

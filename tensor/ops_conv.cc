@@ -94,7 +94,10 @@ Tensor Conv2dChannelsLast(const Tensor& x, const Tensor& w, const Tensor& b, con
     if (need_x) grads.gx = EmptyChannelsLast(xo.shape(), DType::kFloat32);
     const Tensor gyc = ChannelsLastCopy(gy.Detach());
     if (xo.dtype() == DType::kBFloat16) {
-      cpu::ConvBackwardChannelsLast(xo.data<BFloat16>(), wo.data<BFloat16>(), gyc.data<float>(), g,
+      // Note [bf16 copies of BatchNorm's input gradient]: gy's bf16 copy where its producer attached one.
+      const Tensor gy_copy = AttachedGradientCopy(gy);
+      cpu::ConvBackwardChannelsLast(xo.data<BFloat16>(), wo.data<BFloat16>(), gyc.data<float>(),
+                                    gy_copy.defined() ? gy_copy.data<BFloat16>() : nullptr, g,
                                     grads.Pointers());
     } else {
       cpu::ConvBackwardChannelsLast(xo.data<float>(), wo.data<float>(), gyc.data<float>(), g,
