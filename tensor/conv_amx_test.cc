@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -46,6 +47,19 @@ cpu::ConvGeometry Pointwise(cpu::ConvGeometry g) {
   g.kh = g.kw = 1;
   g.padding = 0;
   return g;
+}
+
+// Runs `compute` (which writes `out`) at 1 and 2 kernel threads and expects `out` to hold `expected`'s bits
+// after each.
+void ExpectSameBitsAtOneAndTwoThreads(const std::function<void()>& compute, const std::vector<float>& out,
+                                      const std::vector<float>& expected) {
+  for (int threads : {1, 2}) {
+    SetNumThreads(threads);
+    compute();
+    EXPECT_EQ(std::memcmp(out.data(), expected.data(), out.size() * sizeof(float)), 0)
+        << threads << " threads";
+  }
+  SetNumThreads(1);
 }
 
 std::vector<BFloat16> RandomBf16(size_t count, float scale, uint32_t seed) {
@@ -182,13 +196,9 @@ TEST(ConvAmxTest, WeightGradientMatchesTheUnfoldedRowsBitForBit) {
     const std::vector<BFloat16> gy = RandomBf16(g.n * g.P() * g.out, 0.01f, 32);
     const std::vector<float> expected = UnfoldedWeightGradient(x, gy, g, k.images_per_group);
     std::vector<float> gw(expected.size(), -1.0f);
-    for (int threads : {1, 2}) {
-      SetNumThreads(threads);
-      cpu::AmxWeightGradientChannelsLast(x.data(), gy.data(), g, k.images_per_group, gw.data());
-      ASSERT_EQ(std::memcmp(gw.data(), expected.data(), gw.size() * sizeof(float)), 0)
-          << threads << " threads";
-    }
-    SetNumThreads(1);
+    ExpectSameBitsAtOneAndTwoThreads(
+        [&] { cpu::AmxWeightGradientChannelsLast(x.data(), gy.data(), g, k.images_per_group, gw.data()); },
+        gw, expected);
   }
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
 }
@@ -249,13 +259,8 @@ TEST(ConvAmxTest, InputGradientMatchesTheBackwardDataPrimitiveBitForBit) {
     const std::vector<BFloat16> w = RandomBf16(g.out * g.K(), 0.05f, 22);
     std::vector<float> expected(g.n * g.h * g.w * g.c), gx(expected.size(), -1.0f);
     ASSERT_TRUE(cpu::OneDnnConvBackwardData(w.data(), gy.data(), g, expected.data()));
-    for (int threads : {1, 2}) {
-      SetNumThreads(threads);
-      cpu::AmxInputGradientChannelsLast(w.data(), gy.data(), g, gx.data());
-      ASSERT_EQ(std::memcmp(gx.data(), expected.data(), gx.size() * sizeof(float)), 0)
-          << threads << " threads";
-    }
-    SetNumThreads(1);
+    ExpectSameBitsAtOneAndTwoThreads(
+        [&] { cpu::AmxInputGradientChannelsLast(w.data(), gy.data(), g, gx.data()); }, gx, expected);
   }
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
 }
