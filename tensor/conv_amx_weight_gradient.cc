@@ -11,6 +11,7 @@
 
 #include "base/check.h"
 #include "tensor/amx_tiles.h"
+#include "tensor/conv_taps.h"
 #include "tensor/cpu_gemm_bf16.h"
 #include "tensor/layout_transpose.h"
 
@@ -69,22 +70,16 @@ std::vector<GroupChunk> GroupChunks(const std::vector<PixelGroup>& groups, int64
 }
 
 // For every tap t = ky * kw + kx and every output pixel p of the batch: the index in x of the input pixel
-// the tap reads, or -1 in the padding ([taps][n * oh * ow]).
-std::vector<int32_t> SourcePixels(const ConvGeometry& g) {
+// the tap reads, or -1 in the padding ([taps][n * oh * ow]), in the calling thread's buffer.
+const int32_t* SourcePixels(const ConvGeometry& g) {
+  thread_local std::vector<int32_t> source;
   const int64_t pixels = g.n * g.P();
-  std::vector<int32_t> source(g.kh * g.kw * pixels);
-  for (int64_t p = 0; p < pixels; ++p) {
-    const int64_t image = p / g.P(), oy = p % g.P() / g.ow, ox = p % g.ow;
-    for (int64_t ky = 0; ky < g.kh; ++ky) {
-      for (int64_t kx = 0; kx < g.kw; ++kx) {
-        const int64_t iy = oy * g.stride - g.padding + ky, ix = ox * g.stride - g.padding + kx;
-        const bool inside = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
-        source[(ky * g.kw + kx) * pixels + p] =
-            inside ? static_cast<int32_t>((image * g.h + iy) * g.w + ix) : -1;
-      }
-    }
-  }
-  return source;
+  source.resize(static_cast<size_t>(g.kh * g.kw * pixels));
+  int32_t* out = source.data();  // the calling thread's buffer, which ForEachTap's threads fill
+  ForEachTap(g, 0, g.n, [out, pixels](int64_t row, int64_t tap, int64_t pixel) {
+    out[tap * pixels + row] = static_cast<int32_t>(pixel);
+  });
+  return out;
 }
 
 // gy [n * oh * ow, out] as the A operands: each group's [out, padded] (its pixels along a row, zeros past
@@ -143,14 +138,21 @@ __attribute__((target("avx512f"))) void AddBlock(const float* block, float* sum)
   }
 }
 
+// For each element q of an output channel's [32][taps] run of gw: where it lies in that channel's
+// [taps][32] staging (StagingToWeights' gather indices).
+std::vector<int32_t> StagingIndex(int64_t taps) {
+  std::vector<int32_t> index(kBlock * taps);
+  for (int64_t q = 0; q < kBlock * taps; ++q) index[q] = static_cast<int32_t>(q % taps * kBlock + q / taps);
+  return index;
+}
+
 // staging [out][taps][32] (one slice's weight gradient, tap by tap) into gw [out, c, taps] at channels
 // [c0, c0 + 32): each output channel's [taps][32] transposed into the [32][taps] run of gw it fills, 16
-// elements per gather.
-__attribute__((target("avx512f"))) void StagingToWeights(const float* staging, const ConvGeometry& g,
-                                                         int64_t c0, float* gw) {
+// elements per gather (`index`: StagingIndex(taps)).
+__attribute__((target("avx512f"))) void StagingToWeights(const float* staging,
+                                                         const std::vector<int32_t>& index,
+                                                         const ConvGeometry& g, int64_t c0, float* gw) {
   const int64_t taps = g.kh * g.kw, run = kBlock * taps;
-  std::vector<int32_t> index(run);
-  for (int64_t q = 0; q < run; ++q) index[q] = static_cast<int32_t>(q % taps * kBlock + q / taps);
   const int64_t whole = run / kTile * kTile;
   for (int64_t o = 0; o < g.out; ++o) {
     const float* src = staging + o * run;
@@ -237,13 +239,14 @@ void AmxWeightGradientChannelsLast(const BFloat16* x, const BFloat16* gy, const 
       << "AmxWeightGradientChannelsLast: no AMX kernel for this weight gradient (c " << g.c << ", out "
       << g.out << ", " << images_per_group << " images of " << g.oh << "x" << g.ow << " per group)";
   const std::vector<PixelGroup> groups = PixelGroups(g, images_per_group);
-  const std::vector<int32_t> source = SourcePixels(g);
+  const int32_t* source = SourcePixels(g);
   thread_local std::vector<BFloat16> transposed_buffer;  // the calling thread's, read by every kernel thread
   BFloat16* transposed =
       AlignedScratch(transposed_buffer, groups.back().gradient_offset + g.out * groups.back().padded);
   TransposeGradient(gy, g, groups, transposed);
   const int64_t taps = g.kh * g.kw, slices = g.c / kBlock, pixels = g.n * g.P(), ld = taps * kBlock;
   const std::vector<GroupChunk> chunks = GroupChunks(groups, g.out);
+  const std::vector<int32_t> index = StagingIndex(taps);
   thread_local std::vector<float> staging_buffer;  // [slices][out][taps][32], shared like `transposed`
   float* staging = AlignedScratch(staging_buffer, slices * g.out * ld);
   for (const GroupChunk& chunk : chunks) {
@@ -258,12 +261,12 @@ void AmxWeightGradientChannelsLast(const BFloat16* x, const BFloat16* gy, const 
         for (int64_t t = 0; t < taps; ++t) {
           BFloat16* group_panel = panel;
           for (size_t gi = chunk.begin; gi < chunk.end; ++gi) {
-            PackPixelPairs(x, source.data() + t * pixels, groups[gi], g.c, s * kBlock, group_panel);
+            PackPixelPairs(x, source + t * pixels, groups[gi], g.c, s * kBlock, group_panel);
             group_panel += groups[gi].padded * kBlock;
           }
           TapSlice(transposed, chunk, g, panel, ld, slice + t * kBlock);
         }
-        if (last) StagingToWeights(slice, g, s * kBlock, gw);
+        if (last) StagingToWeights(slice, index, g, s * kBlock, gw);
       }
     }
   }

@@ -12,6 +12,7 @@
 #include "tensor/conv_amx_weight_gradient.h"
 #include "tensor/conv_forward_by_pixel_class.h"
 #include "tensor/conv_onednn.h"
+#include "tensor/conv_taps.h"
 #include "tensor/conv_weight_gradient_by_tap.h"
 #include "tensor/cpu_gemm.h"
 #include "tensor/cpu_gemm_bf16.h"
@@ -82,29 +83,6 @@ void WeightsTapsFirst(const BFloat16* w, const ConvGeometry& g, BFloat16* out) {
 // The inverse of WeightsTapsFirst, for the float32 weight gradient.
 void WeightsChannelsFirst(const float* taps_first, const ConvGeometry& g, float* w) {
   Transpose32(taps_first, g.out, g.kh * g.kw, g.c, w);
-}
-
-// Calls f(row, tap, pixel) for every output pixel `row` of images [first, first + count) (rows counted from
-// the group's first) and tap t = ky * kw + kx, with `pixel` the input pixel's index in x (n * h * w pixels)
-// or -1 where the tap falls in the padding. Images in parallel.
-template <typename F>
-void ForEachTap(const ConvGeometry& g, int64_t first, int64_t count, F f) {
-#pragma omp parallel for if (count > 1 && count * g.P() * g.K() > (int64_t{1} << 16))
-  for (int64_t i = 0; i < count; ++i) {
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-      for (int64_t ox = 0; ox < g.ow; ++ox) {
-        const int64_t row = (i * g.oh + oy) * g.ow + ox;
-        for (int64_t ky = 0; ky < g.kh; ++ky) {
-          const int64_t iy = oy * g.stride - g.padding + ky;
-          for (int64_t kx = 0; kx < g.kw; ++kx) {
-            const int64_t ix = ox * g.stride - g.padding + kx;
-            const bool inside = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
-            f(row, ky * g.kw + kx, inside ? ((first + i) * g.h + iy) * g.w + ix : int64_t{-1});
-          }
-        }
-      }
-    }
-  }
 }
 
 // rows [count * P, kh * kw * c] of images [first, first + count): row (i, oy, ox) holds, tap by tap, the c

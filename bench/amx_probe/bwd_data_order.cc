@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "amx_tiles.h"
+#include "conv_probe.h"
 
 namespace {
 
@@ -27,13 +28,7 @@ using amx_probe::ToBf16;
 
 constexpr long kTaps = 9;
 
-// A 3x3, padding-1 convolution: batch n, c input and out output channels, h x w input maps, stride.
-struct Shape {
-  const char* name;
-  long n, c, out, h, w, stride;
-  long oh() const { return (h - 1) / stride + 1; }
-  long ow() const { return (w - 1) / stride + 1; }
-};
+using Shape = amx_probe::ConvShape;
 constexpr Shape kShapes[] = {{"layer1", 64, 64, 64, 28, 28, 1},          {"layer2", 64, 128, 128, 14, 14, 1},
                              {"layer3", 64, 256, 256, 7, 7, 1},          {"layer4", 64, 512, 512, 4, 4, 1},
                              {"layer4, 3 images", 3, 512, 512, 4, 4, 1}, {"layer2.0", 64, 64, 128, 28, 28, 2},
@@ -114,14 +109,10 @@ std::string OneDnnInputGradient(const Shape& s, const std::vector<uint16_t>& gy,
   using tag = dnnl::memory::format_tag;
   const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
-  const dnnl::memory::dims src{s.n, s.c, s.h, s.w}, wei{s.out, s.c, 3, 3}, dst{s.n, s.out, s.oh(), s.ow()};
-  const dnnl::memory::dims strides{s.stride, s.stride}, padding{1, 1};
-  const dnnl::memory::desc src_md(src, dt::bf16, tag::acdb), wei_md(wei, dt::bf16, tag::any),
-      dst_md(dst, dt::f32, tag::acdb);
-  const dnnl::convolution_forward::primitive_desc fwd(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                      src_md, wei_md, dst_md, strides, padding, padding),
-      engine);
+  const dnnl::memory::dims src = s.src(), wei = s.weights(), dst = s.dst(), strides = s.strides(),
+                           padding = s.padding();
+  const dnnl::memory::desc wei_md(wei, dt::bf16, tag::any);
+  const dnnl::convolution_forward::primitive_desc fwd = amx_probe::ForwardHint(s, engine);
   const dnnl::memory::desc gx_md(src, dt::f32, tag::acdb), gy_md(dst, dt::bf16, tag::acdb);
   const dnnl::convolution_backward_data::primitive_desc bwd(
       dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, gx_md, wei_md, gy_md,
