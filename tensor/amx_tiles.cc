@@ -1,9 +1,11 @@
-// AMX tile permission (contracts: tensor/amx_tiles.h).
+// AMX tile permission and padded images (contracts: tensor/amx_tiles.h).
 #include "tensor/amx_tiles.h"
 
 #include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cstring>
 
 namespace ddp {
 namespace cpu {
@@ -24,6 +26,19 @@ bool AmxTileDataGranted() {
     return CpuHasAmxBf16() && syscall(SYS_arch_prctl, kArchRequestPermission, kTileData) == 0;
   }();
   return granted;
+}
+
+void PadImage(const BFloat16* image, int64_t rows, int64_t cols, int64_t channels, BFloat16* padded) {
+  const int64_t row = (cols + 2) * channels;
+  std::memset(static_cast<void*>(padded), 0, sizeof(BFloat16) * row);
+  std::memset(static_cast<void*>(padded + (rows + 1) * row), 0, sizeof(BFloat16) * row);
+  for (int64_t y = 0; y < rows; ++y) {
+    BFloat16* dst = padded + (y + 1) * row;
+    std::memset(static_cast<void*>(dst), 0, sizeof(BFloat16) * channels);
+    std::memcpy(static_cast<void*>(dst + channels), image + y * cols * channels,
+                sizeof(BFloat16) * cols * channels);
+    std::memset(static_cast<void*>(dst + (cols + 1) * channels), 0, sizeof(BFloat16) * channels);
+  }
 }
 
 }  // namespace cpu

@@ -1,12 +1,15 @@
-// What the engine's AMX kernels share (tensor/conv_amx.cc, tensor/conv_amx_weight_gradient.cc): the tile
-// configuration LDTILECFG reads, the permission to use tile data, and 64-byte aligned scratch. Internal to
-// the tensor floor.
+// What the engine's AMX kernels share (tensor/conv_amx.cc, tensor/conv_amx_weight_gradient.cc,
+// tensor/conv_amx_grid_forward.cc, tensor/amx_matmul_order.cc): the tile configuration LDTILECFG reads,
+// the permission to use tile data, 64-byte aligned scratch and zero-padded images. Internal to the tensor
+// floor.
 #ifndef DDP_TENSOR_AMX_TILES_H_
 #define DDP_TENSOR_AMX_TILES_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "tensor/dtype.h"
 
 namespace ddp {
 namespace cpu {
@@ -35,6 +38,11 @@ T* AlignedScratch(std::vector<T>& buffer, int64_t elements) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(buffer.data());
   return buffer.data() + ((kLine - address % kLine) % kLine) / sizeof(T);
 }
+
+// One image [rows, cols, channels] (channels-last) into `padded` [(rows + 2), (cols + 2), channels] with a
+// border of zeros: the top and bottom rows and each row's first and last pixel are zeroed, the rest is
+// copied once.
+void PadImage(const BFloat16* image, int64_t rows, int64_t cols, int64_t channels, BFloat16* padded);
 
 }  // namespace cpu
 }  // namespace ddp

@@ -54,22 +54,6 @@ void PackWeights(const BFloat16* w, const ConvGeometry& g, BFloat16* packed) {
   }
 }
 
-// One image [rows, cols, channels] (channels-last) into `padded` [(rows + 2), (cols + 2), channels] with a
-// border of zeros: the top and bottom rows and each row's first and last pixel are zeroed, the rest is
-// copied once.
-void PadImage(const BFloat16* image, int64_t rows, int64_t cols, int64_t channels, BFloat16* padded) {
-  const int64_t row = (cols + 2) * channels;
-  std::memset(static_cast<void*>(padded), 0, sizeof(BFloat16) * row);
-  std::memset(static_cast<void*>(padded + (rows + 1) * row), 0, sizeof(BFloat16) * row);
-  for (int64_t y = 0; y < rows; ++y) {
-    BFloat16* dst = padded + (y + 1) * row;
-    std::memset(static_cast<void*>(dst), 0, sizeof(BFloat16) * channels);
-    std::memcpy(static_cast<void*>(dst + channels), image + y * cols * channels,
-                sizeof(BFloat16) * cols * channels);
-    std::memset(static_cast<void*>(dst + (cols + 1) * channels), 0, sizeof(BFloat16) * channels);
-  }
-}
-
 // One image: y [oh * ow, out] from its padded input and the packed weights (Note [Channels-last forward on
 // AMX tiles]). Each output row's pixels go in tiles of up to 16; each tile of 64 output channels
 // accumulates over the 9 taps, and within a tap over the channels 32 at a time.

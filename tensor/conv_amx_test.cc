@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tensor/bf16_convert.h"
+#include "tensor/conv_amx_grid_forward.h"
 #include "tensor/conv_amx_weight_gradient.h"
 #include "tensor/conv_onednn.h"
 #include "tensor/cpu_gemm_bf16.h"
@@ -93,17 +94,23 @@ std::vector<BFloat16> UnfoldedRows(const std::vector<BFloat16>& x, const cpu::Co
   return rows;
 }
 
-// The unfolded path: each group's rows times the weights reordered to [out, (ky, kx, c)], in oneDNN's bf16
-// matmul, `images` images per GEMM.
-std::vector<float> UnfoldedForward(const std::vector<BFloat16>& x, const std::vector<BFloat16>& w,
-                                   const cpu::ConvGeometry& g, int64_t images) {
-  const int64_t K = g.K(), P = g.P();
+// The weights [out, c, 3, 3] reordered to [out, (ky, kx, c)], as the unfolded path multiplies them.
+std::vector<BFloat16> TapsFirst(const std::vector<BFloat16>& w, const cpu::ConvGeometry& g) {
   std::vector<BFloat16> taps_first(w.size());
   for (int64_t o = 0; o < g.out; ++o) {
     for (int64_t ch = 0; ch < g.c; ++ch) {
       for (int64_t t = 0; t < 9; ++t) taps_first[(o * 9 + t) * g.c + ch] = w[(o * g.c + ch) * 9 + t];
     }
   }
+  return taps_first;
+}
+
+// The unfolded path: each group's rows times the weights reordered to [out, (ky, kx, c)], in oneDNN's bf16
+// matmul, `images` images per GEMM.
+std::vector<float> UnfoldedForward(const std::vector<BFloat16>& x, const std::vector<BFloat16>& w,
+                                   const cpu::ConvGeometry& g, int64_t images) {
+  const int64_t K = g.K(), P = g.P();
+  const std::vector<BFloat16> taps_first = TapsFirst(w, g);
   std::vector<float> y(g.n * P * g.out);
   for (int64_t first = 0; first < g.n; first += images) {
     const int64_t count = std::min(images, g.n - first);
@@ -142,6 +149,69 @@ TEST(ConvAmxTest, MatchesTheUnfoldedPathBitForBit) {
     }
     SetNumThreads(1);
   }
+  cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
+}
+
+TEST(ConvAmxTest, GridForwardMatchesTheUnfoldedPathBitForBit) {
+  if (!cpu::AmxGridForwardComputes(Geometry(1, 64, 4, 4, 64, 1))) {
+    GTEST_SKIP() << "no AMX on this CPU (or the kernel refuses its tiles)";
+  }
+  if (!OneDnnOnAmx()) GTEST_SKIP() << kOneDnnOffAmx;
+  cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kOneDnn);
+  struct Case {
+    int64_t n, c, h, w, out, images_per_gemm;
+  };
+  // ResNet-18's layer3 (groups of 9 images, 441 pixels, and a last of 2) and layer4 (14 images, 224 pixels,
+  // and a last of 2) at 28x28 images, layer3 at 32x32 (7 images, 448 pixels), one group of 3 images, a
+  // map of one row and one of one pixel (GEMMs of 4 rows: an AVX-512 kernel, nothing computed), channel
+  // counts that are not powers of two (K = 1440, 32 and 96 output channels), K <= 1152 (one chunk).
+  const Case cases[] = {{20, 256, 7, 7, 256, 9}, {30, 512, 4, 4, 512, 14}, {15, 256, 8, 8, 256, 7},
+                        {3, 512, 4, 4, 512, 3},  {5, 160, 1, 9, 96, 2},    {4, 288, 1, 1, 32, 4},
+                        {5, 160, 5, 3, 96, 2},   {3, 96, 6, 5, 64, 3}};
+  for (const Case& k : cases) {
+    const cpu::ConvGeometry g = Geometry(k.n, k.c, k.h, k.w, k.out, 1);
+    SCOPED_TRACE(::testing::Message() << "n " << k.n << " c " << k.c << " " << k.h << "x" << k.w << " out "
+                                      << k.out << ", " << k.images_per_gemm << " images per GEMM");
+    ASSERT_TRUE(cpu::AmxGridForwardComputes(g));
+    const std::vector<BFloat16> x = RandomBf16(g.n * g.h * g.w * g.c, 1.0f, 41);
+    const std::vector<BFloat16> w = RandomBf16(g.out * g.K(), 0.05f, 42);
+    const std::vector<BFloat16> taps_first = TapsFirst(w, g);
+    const std::vector<float> expected = UnfoldedForward(x, w, g, k.images_per_gemm);
+    for (int threads : {1, 2}) {
+      SetNumThreads(threads);
+      std::vector<float> y(expected.size(), -1.0f);
+      const int64_t computed =
+          cpu::AmxGridForwardChannelsLast(x.data(), taps_first.data(), g, k.images_per_gemm, y.data());
+      const int64_t full = g.n / k.images_per_gemm * k.images_per_gemm, m = k.images_per_gemm * g.P();
+      // Where oneDNN runs the GEMM on an AVX-512 kernel instead (small ones), there is no order to keep.
+      EXPECT_EQ(computed > 0, cpu::GemmOnAmxBrgemm(false, true, m, g.out, g.K(), g.K(), g.K(), g.out, false))
+          << computed << " images, " << threads << " threads";
+      EXPECT_TRUE(computed == 0 || computed == full || computed == g.n) << computed << " images";
+      const size_t floats = computed * g.P() * g.out;
+      EXPECT_EQ(std::memcmp(y.data(), expected.data(), floats * sizeof(float)), 0) << threads << " threads";
+      EXPECT_TRUE(std::all_of(y.begin() + floats, y.end(), [](float v) { return v == -1.0f; }))
+          << "wrote past the images it computed, " << threads << " threads";
+    }
+    SetNumThreads(1);
+  }
+  cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
+}
+
+TEST(ConvAmxTest, GridForwardTakesStrideOneThreeByThreeOnAmxGemms) {
+  if (!cpu::AmxGridForwardComputes(Geometry(1, 64, 4, 4, 64, 1))) GTEST_SKIP() << "no AMX on this CPU";
+  EXPECT_FALSE(cpu::AmxGridForwardComputes(Geometry(1, 256, 7, 7, 512, 2)));  // stride 2
+  EXPECT_FALSE(cpu::AmxGridForwardComputes(Geometry(1, 48, 4, 4, 64, 1)));    // channels not a multiple of 32
+  EXPECT_FALSE(cpu::AmxGridForwardComputes(Geometry(1, 64, 4, 4, 48, 1)));    // outputs not a multiple of 32
+  EXPECT_FALSE(cpu::AmxGridForwardComputes(Nchw(Geometry(1, 64, 4, 4, 64, 1))));
+  EXPECT_FALSE(cpu::AmxGridForwardComputes(Pointwise(Geometry(1, 64, 4, 4, 64, 1))));
+  // Where the GEMMs are float32's there is no AMX order to keep: it computes nothing and says so.
+  cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kFloat32);
+  const cpu::ConvGeometry g = Geometry(2, 256, 7, 7, 256, 1);
+  const std::vector<BFloat16> x = RandomBf16(g.n * g.h * g.w * g.c, 1.0f, 43),
+                              w = RandomBf16(g.out * g.K(), 1.0f, 44);
+  std::vector<float> y(g.n * g.P() * g.out, -1.0f);
+  EXPECT_EQ(cpu::AmxGridForwardChannelsLast(x.data(), w.data(), g, 2, y.data()), 0);
+  EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](float v) { return v == -1.0f; }));
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
 }
 

@@ -9,6 +9,7 @@
 
 #include "tensor/bf16_convert.h"
 #include "tensor/conv_amx.h"
+#include "tensor/conv_amx_grid_forward.h"
 #include "tensor/conv_amx_weight_gradient.h"
 #include "tensor/conv_forward_by_pixel_class.h"
 #include "tensor/conv_onednn.h"
@@ -161,8 +162,18 @@ void Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, floa
     ForwardByPixelClass(x, weights, b, g, y);
     return;
   }
+  int64_t computed = 0;  // leading images already computed, a whole number of groups
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    // On small maps, the groups' sums straight from the input in the GEMMs' own order (Note [Channels-last
+    // forward on AMX tiles along the padded grid]); a forced algorithm keeps the rows or the classes.
+    if (b == nullptr && ForcedForwardAlgorithm() == ForwardAlgorithm::kAuto && Bf16GemmsOnAmx() &&
+        AmxGridForwardComputes(ChannelsLast(g))) {
+      computed = AmxGridForwardChannelsLast(x, weights, ChannelsLast(g), group, y);
+      if (computed == g.n) return;
+    }
+  }
   T* rows = IsPointwise(g) ? nullptr : ScratchArray<T>(1, group * P * K);
-  for (int64_t first = 0; first < g.n; first += group) {
+  for (int64_t first = computed; first < g.n; first += group) {
     const int64_t count = std::min(group, g.n - first), m = count * P;
     float* out = y + first * P * g.out;
     if (b != nullptr) {

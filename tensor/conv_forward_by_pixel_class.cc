@@ -135,6 +135,8 @@ void ByPixelClass(const T* x, const T* taps_first, const float* b, const ConvGeo
 
 void SetForwardAlgorithm(ForwardAlgorithm algorithm) { g_algorithm.store(algorithm); }
 
+ForwardAlgorithm ForcedForwardAlgorithm() { return g_algorithm.load(); }
+
 bool ForwardByPixelClassApplies(const ConvGeometry& g, bool gemms_on_amx) {
   switch (g_algorithm.load()) {
     case ForwardAlgorithm::kRows:

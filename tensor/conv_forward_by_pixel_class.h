@@ -36,6 +36,9 @@ enum class ForwardAlgorithm { kAuto, kRows, kClasses };
 // Forces the algorithm for the convolutions that follow. Call while no convolution runs.
 void SetForwardAlgorithm(ForwardAlgorithm algorithm);
 
+// The algorithm SetForwardAlgorithm forced (kAuto: none). Thread-safe.
+ForwardAlgorithm ForcedForwardAlgorithm();
+
 // True when the channels-last forward of geometry g runs by pixel class: the forced algorithm, or the rule
 // of Note [Forward by pixel class], which keeps the unfolded rows where the GEMMs run on AMX tiles
 // (`gemms_on_amx`: bf16 on an AMX CPU; Note [Padding skips off AMX] in tensor/conv_weight_gradient_by_tap.h).

@@ -1,0 +1,54 @@
+// A bf16 convolution forward of our own on AMX tiles for channels-last activations on small maps, where
+// the forward's K is past the one-chunk order of tensor/conv_amx.h. Internal to the tensor floor.
+//
+// Note [Channels-last forward on AMX tiles along the padded grid]
+// ResNet-18's layer3 and layer4 convolutions (3x3, stride 1, 256 and 512 channels, 7x7 and 4x4 maps at
+// 28x28 images) run their bf16 forward on unfolded rows [pixels, 9c] (2.3 and 4.6 KB of bf16 per pixel,
+// nine times the input) times the weights in oneDNN's AMX matmul, group by group (ImagesPerRowGroup, rows
+// within 2 MB), with the weights reordered to [out, (ky, kx, c)] and repacked by oneDNN for every group:
+// 8.4 and 12.3 ms a use on an AMX Xeon (family 6 model 167), one thread. The matmul sums K in chunks
+// that depend on the GEMM's shape (Note [The K chunks of oneDNN's AMX matmul]), so the one-chunk kernel of
+// Note [Channels-last forward on AMX tiles] does not give its bits there, and its tiles, one output row
+// of 7 or 4 pixels, would run mostly empty. This kernel reads the input as the input-gradient kernel reads
+// its gradient: each image padded by one pixel on each side, (w + 2) wide, a grid position
+// q = oy * (w + 2) + ox reads, through tap (ky, kx), the padded pixel a fixed ky * (w + 2) + kx positions
+// further, so 16 consecutive positions are one tile load (stride c) for every tap, across output rows;
+// positions past an output row (the grid's last two columns) are computed and dropped (22 tile rows for a
+// 4x4 map's 16 pixels, 61 for 7x7's 49). Two images' tiles against two tiles of 16 output channels, so
+// every operand tile loaded serves two products; 128 output channels at a time, so their packed weights
+// stay in L2 while every image passes. Each output tile sums K = (ky, kx, c) in 32-wide blocks, in the
+// chunks the unfolded path's GEMM for that image's group sums in, found by AmxMatmulChunkBlocks: the
+// first chunk from zero, each later one from zero and then added. So for every image in a group whose GEMM
+// runs on oneDNN's AMX brgemm in a chunked order, y holds the unfolded path's bits (//tensor:conv_amx_test),
+// without the rows and without oneDNN's repacking. Groups whose GEMM sums otherwise are left to the caller.
+#ifndef DDP_TENSOR_CONV_AMX_GRID_FORWARD_H_
+#define DDP_TENSOR_CONV_AMX_GRID_FORWARD_H_
+
+#include <cstdint>
+
+#include "tensor/conv_kernels.h"
+#include "tensor/dtype.h"
+
+namespace ddp {
+namespace cpu {
+
+// True when AmxGridForwardChannelsLast can compute g's forward: this CPU has AMX and the kernel grants its
+// tile data (asked once), g is a channels-last 3x3 convolution with padding 1 and stride 1, and c and out
+// are multiples of 32. Thread-safe.
+bool AmxGridForwardComputes(const ConvGeometry& g);
+
+// y [n, oh, ow, out] (NHWC, float32) for the leading images of x [n, h, w, c] (NHWC, bf16) whose
+// unfolded-path GEMM — images_per_gemm images per GEMM, the last GEMM taking the rest, each
+// Gemm(false, true, images * oh * ow, out, 9c, ..., taps_first, ...) — sums in an order
+// AmxMatmulChunkBlocks finds, with that GEMM's bits (Note [Channels-last forward on AMX tiles along the
+// padded grid]); taps_first: the weights [out, (ky, kx, c)] (bf16). Returns how many leading images it
+// computed (0, the full GEMMs' images, or n); the caller computes the rest. REQUIRES:
+// AmxGridForwardComputes(g), images_per_gemm >= 1 (checked). Images run on the kernel threads; call
+// outside parallel regions.
+int64_t AmxGridForwardChannelsLast(const BFloat16* x, const BFloat16* taps_first, const ConvGeometry& g,
+                                   int64_t images_per_gemm, float* y);
+
+}  // namespace cpu
+}  // namespace ddp
+
+#endif  // DDP_TENSOR_CONV_AMX_GRID_FORWARD_H_
