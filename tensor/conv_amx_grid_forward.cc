@@ -33,6 +33,21 @@ void PackTapsFirst(const BFloat16* taps_first, int64_t out, int64_t K, BFloat16*
               reinterpret_cast<float*>(packed));
 }
 
+// One image [h, w, c] (channels-last) into `padded`: (h + 2) rows of (w + 1) pixels, a zero pixel first in
+// each row and the image's row after it, the first and last rows zeros, and one more zero pixel at the end.
+// A row's zero pixel is also the padding right of the row before: the pixel right of (yy, w) is (yy + 1, 0)
+// in this layout.
+void PadSharingColumns(const BFloat16* image, int64_t h, int64_t w, int64_t c, BFloat16* padded) {
+  const int64_t row = (w + 1) * c;
+  std::memset(static_cast<void*>(padded), 0, sizeof(BFloat16) * row);
+  for (int64_t y = 0; y < h; ++y) {
+    BFloat16* dst = padded + (y + 1) * row;
+    std::memset(static_cast<void*>(dst), 0, sizeof(BFloat16) * c);
+    std::memcpy(static_cast<void*>(dst + c), image + y * w * c, sizeof(BFloat16) * w * c);
+  }
+  std::memset(static_cast<void*>(padded + (h + 1) * row), 0, sizeof(BFloat16) * (row + c));
+}
+
 // Two images (or one) sharing their tiles, and the K chunk their GEMMs sum in.
 struct ImagePair {
   int64_t first;
@@ -69,7 +84,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void EndChunk(bool first_chunk, flo
 // ow, out] at output channel o0, the positions past an output row dropped.
 void StorePositions(const float* sums, int image, int64_t q0, int64_t rows, int64_t o0, const ConvGeometry& g,
                     float* y) {
-  const int64_t wp = g.w + 2;
+  const int64_t wp = g.w + 1;
   const float* left = sums + 2 * image * kTile * kTile;
   const float* right = left + kTile * kTile;
   for (int64_t r = 0; r < rows; ++r) {
@@ -89,7 +104,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void PairForward(const BFloat16* pa
                                                               const BFloat16* packed, const ConvGeometry& g,
                                                               int64_t o_begin, int64_t o_end,
                                                               const ImagePair& pair, float* y) {
-  const int64_t wp = g.w + 2, positions = (g.oh - 1) * wp + g.ow, a_stride = g.c * 2;
+  const int64_t wp = g.w + 1, positions = (g.oh - 1) * wp + g.ow, a_stride = g.c * 2;
   const int64_t block = g.K() * kTile;  // packed elements per 16 output channels
   alignas(64) float sums[kSums], chunk[kSums];
   for (int64_t q0 = 0; q0 < positions; q0 += kTile) {
@@ -172,10 +187,11 @@ int64_t AmxGridForwardChannelsLast(const BFloat16* x, const BFloat16* taps_first
   thread_local std::vector<BFloat16> packed_weights, padded_inputs;  // the calling thread's, shared
   BFloat16* packed = AlignedScratch(packed_weights, g.out * K);
   PackTapsFirst(taps_first, g.out, K, packed);
-  const int64_t image = g.h * g.w * g.c, padded_image = (g.h + 2) * (g.w + 2) * g.c;
+  const int64_t image = g.h * g.w * g.c, padded_image = ((g.h + 2) * (g.w + 1) + 1) * g.c;
   BFloat16* padded = AlignedScratch(padded_inputs, done * padded_image);
 #pragma omp parallel for if (done > 1)
-  for (int64_t i = 0; i < done; ++i) PadImage(x + i * image, g.h, g.w, g.c, padded + i * padded_image);
+  for (int64_t i = 0; i < done; ++i)
+    PadSharingColumns(x + i * image, g.h, g.w, g.c, padded + i * padded_image);
   const int64_t count = static_cast<int64_t>(pairs.size());
 #pragma omp parallel if (count > 1)
   for (int64_t o_begin = 0; o_begin < g.out; o_begin += kOutBlock) {

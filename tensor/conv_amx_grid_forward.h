@@ -9,14 +9,17 @@
 // 8.4 and 12.3 ms a use on an AMX Xeon (family 6 model 167), one thread. The matmul sums K in chunks
 // that depend on the GEMM's shape (Note [The K chunks of oneDNN's AMX matmul]), so the one-chunk kernel of
 // Note [Channels-last forward on AMX tiles] does not give its bits there, and its tiles, one output row
-// of 7 or 4 pixels, would run mostly empty. This kernel reads the input as the input-gradient kernel reads
-// its gradient: each image padded by one pixel on each side, (w + 2) wide, a grid position
-// q = oy * (w + 2) + ox reads, through tap (ky, kx), the padded pixel a fixed ky * (w + 2) + kx positions
-// further, so 16 consecutive positions are one tile load (stride c) for every tap, across output rows;
-// positions past an output row (the grid's last two columns) are computed and dropped (22 tile rows for a
-// 4x4 map's 16 pixels, 61 for 7x7's 49). Two images' tiles against two tiles of 16 output channels, so
-// every operand tile loaded serves two products; 128 output channels at a time, so their packed weights
-// stay in L2 while every image passes. Each output tile sums K = (ky, kx, c) in 32-wide blocks, in the
+// of 7 or 4 pixels, would run mostly empty. This kernel reads the input along a grid, as the input-gradient
+// kernel reads its gradient: each image padded with zero rows above and below and one zero pixel before each
+// row, (w + 1) wide — that pixel is also the padding right of the row above, so the grid needs one padding
+// column, not two — a grid position q = oy * (w + 1) + ox reads, through tap (ky, kx), the padded pixel a
+// fixed ky * (w + 1) + kx positions further, so 16 consecutive positions are one tile load (stride c) for
+// every tap, across output rows; positions past an output row (the grid's last column) are computed and
+// dropped (19 tile rows for a 4x4 map's 16 pixels, 55 for 7x7's 49; a tile's cost goes with its rows, so
+// the last tile of an image is configured short rather than filled from the next image, which measured
+// slower). Two images' tiles against two tiles of 16 output channels, so every operand tile loaded serves
+// two products; 128 output channels at a time, so their packed weights stay in L2 while every image
+// passes. Each output tile sums K = (ky, kx, c) in 32-wide blocks, in the
 // chunks the unfolded path's GEMM for that image's group sums in, found by AmxMatmulChunkBlocks: the
 // first chunk from zero, each later one from zero and then added. So for every image in a group whose GEMM
 // runs on oneDNN's AMX brgemm in a chunked order, y holds the unfolded path's bits (//tensor:conv_amx_test),
