@@ -22,6 +22,8 @@ constexpr int64_t kTile = 16;       // grid positions (tile rows) and output cha
 constexpr int64_t kTileK = 32;      // products per TDPBF16PS
 constexpr int64_t kOutBlock = 128;  // output channels whose packed weights stay in L2 while the images pass
 constexpr int64_t kSums = 4 * kTile * kTile;  // the four accumulators' floats
+constexpr int64_t kMaxPreferredRow =
+    kTile / 2;  // output rows the one-row kernel would tile at most half full
 
 // taps_first [out, K] as B operands: for each block of 16 output channels, K in pairs, each pair's two
 // values side by side for each of the 16 channels ([out / 16][K / 2][16][2]). A pair of bf16 is 32 bits,
@@ -33,19 +35,67 @@ void PackTapsFirst(const BFloat16* taps_first, int64_t out, int64_t K, BFloat16*
               reinterpret_cast<float*>(packed));
 }
 
-// One image [h, w, c] (channels-last) into `padded`: (h + 2) rows of (w + 1) pixels, a zero pixel first in
-// each row and the image's row after it, the first and last rows zeros, and one more zero pixel at the end.
-// A row's zero pixel is also the padding right of the row before: the pixel right of (yy, w) is (yy + 1, 0)
-// in this layout.
-void PadSharingColumns(const BFloat16* image, int64_t h, int64_t w, int64_t c, BFloat16* padded) {
-  const int64_t row = (w + 1) * c;
-  std::memset(static_cast<void*>(padded), 0, sizeof(BFloat16) * row);
-  for (int64_t y = 0; y < h; ++y) {
-    BFloat16* dst = padded + (y + 1) * row;
-    std::memset(static_cast<void*>(dst), 0, sizeof(BFloat16) * c);
-    std::memcpy(static_cast<void*>(dst + c), image + y * w * c, sizeof(BFloat16) * w * c);
+// How one image's input lies along the grid (Note [Channels-last forward on AMX tiles along the padded
+// grid]): the elements it takes, and for each tap where grid position 0 reads, in elements from the image's
+// start (position q reads q * c further). The grid is ow + 1 positions wide.
+struct GridLayout {
+  int64_t image_elements = 0;
+  int64_t tap_start[9] = {};
+};
+
+// Stride 1: the image padded with zero rows above and below and one zero pixel before each row, (w + 1)
+// wide, and one more zero pixel at the end; a row's zero pixel is also the padding right of the row above
+// (the pixel right of (yy, w) is (yy + 1, 0)). Stride 2: four planes of (oh + 1) x (ow + 1) pixels, one per
+// parity of the padded rows and columns (plane (py, px) holds padded pixel (2a + py, 2b + px) at (a, b),
+// zeros outside the image), so that tap (ky, kx) reads plane (ky % 2, kx % 2) at (oy + ky / 2, ox + kx / 2),
+// consecutive positions at stride c as at stride 1.
+GridLayout LayoutFor(const ConvGeometry& g) {
+  GridLayout layout;
+  const int64_t wp = g.ow + 1;
+  if (g.stride == 1) {
+    layout.image_elements = ((g.h + 2) * wp + 1) * g.c;
+    for (int t = 0; t < 9; ++t) layout.tap_start[t] = ((t / 3) * wp + t % 3) * g.c;
+  } else {
+    const int64_t plane = (g.oh + 1) * wp * g.c;
+    layout.image_elements = 4 * plane;
+    for (int t = 0; t < 9; ++t) {
+      const int ky = t / 3, kx = t % 3;
+      layout.tap_start[t] = ((ky % 2) * 2 + kx % 2) * plane + ((ky / 2) * wp + kx / 2) * g.c;
+    }
   }
-  std::memset(static_cast<void*>(padded + (h + 1) * row), 0, sizeof(BFloat16) * (row + c));
+  return layout;
+}
+
+// One image [h, w, c] (channels-last) laid out as LayoutFor(g) says, into `dst` (image_elements).
+void LayOutImage(const BFloat16* image, const ConvGeometry& g, BFloat16* dst) {
+  const int64_t c = g.c, wp = g.ow + 1;
+  if (g.stride == 1) {
+    const int64_t row = wp * c;
+    std::memset(static_cast<void*>(dst), 0, sizeof(BFloat16) * row);
+    for (int64_t y = 0; y < g.h; ++y) {
+      BFloat16* out = dst + (y + 1) * row;
+      std::memset(static_cast<void*>(out), 0, sizeof(BFloat16) * c);
+      std::memcpy(static_cast<void*>(out + c), image + y * g.w * c, sizeof(BFloat16) * g.w * c);
+    }
+    std::memset(static_cast<void*>(dst + (g.h + 1) * row), 0, sizeof(BFloat16) * (row + c));
+    return;
+  }
+  for (int64_t py = 0; py < 2; ++py) {
+    for (int64_t px = 0; px < 2; ++px) {
+      BFloat16* plane = dst + (py * 2 + px) * (g.oh + 1) * wp * c;
+      for (int64_t a = 0; a <= g.oh; ++a) {
+        for (int64_t b = 0; b < wp; ++b) {
+          const int64_t iy = 2 * a + py - 1, ix = 2 * b + px - 1;
+          BFloat16* out = plane + (a * wp + b) * c;
+          if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) {
+            std::memset(static_cast<void*>(out), 0, sizeof(BFloat16) * c);
+          } else {
+            std::memcpy(static_cast<void*>(out), image + (iy * g.w + ix) * c, sizeof(BFloat16) * c);
+          }
+        }
+      }
+    }
+  }
 }
 
 // Two images (or one) sharing their tiles, and the K chunk their GEMMs sum in.
@@ -84,7 +134,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void EndChunk(bool first_chunk, flo
 // ow, out] at output channel o0, the positions past an output row dropped.
 void StorePositions(const float* sums, int image, int64_t q0, int64_t rows, int64_t o0, const ConvGeometry& g,
                     float* y) {
-  const int64_t wp = g.w + 1;
+  const int64_t wp = g.ow + 1;
   const float* left = sums + 2 * image * kTile * kTile;
   const float* right = left + kTile * kTile;
   for (int64_t r = 0; r < rows; ++r) {
@@ -97,14 +147,15 @@ void StorePositions(const float* sums, int image, int64_t q0, int64_t rows, int6
 }
 
 // Output channels [o_begin, o_end) of a pair of images: y (the first image's [oh, ow, out]) from their
-// padded inputs (the second padded_image elements after the first) and the packed weights. Each tile of
-// 16 grid positions, for each 32 output channels, sums K = (ky, kx, c) in 32-wide blocks, chunk_blocks
-// blocks from zero at a time.
-__attribute__((target("amx-tile,amx-bf16"))) void PairForward(const BFloat16* padded, int64_t padded_image,
+// inputs laid out along the grid (the second layout.image_elements after the first) and the packed weights.
+// Each tile of 16 grid positions, for each 32 output channels, sums K = (ky, kx, c) in 32-wide blocks,
+// chunk_blocks blocks from zero at a time.
+__attribute__((target("amx-tile,amx-bf16"))) void PairForward(const BFloat16* laid_out,
+                                                              const GridLayout& layout,
                                                               const BFloat16* packed, const ConvGeometry& g,
                                                               int64_t o_begin, int64_t o_end,
                                                               const ImagePair& pair, float* y) {
-  const int64_t wp = g.w + 1, positions = (g.oh - 1) * wp + g.ow, a_stride = g.c * 2;
+  const int64_t wp = g.ow + 1, positions = (g.oh - 1) * wp + g.ow, a_stride = g.c * 2;
   const int64_t block = g.K() * kTile;  // packed elements per 16 output channels
   alignas(64) float sums[kSums], chunk[kSums];
   for (int64_t q0 = 0; q0 < positions; q0 += kTile) {
@@ -120,7 +171,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void PairForward(const BFloat16* pa
       _tile_zero(2);
       _tile_zero(3);
       for (int64_t t = 0; t < 9; ++t) {
-        const BFloat16* a = padded + (q0 + (t / 3) * wp + t % 3) * g.c;
+        const BFloat16* a = laid_out + layout.tap_start[t] + q0 * g.c;
         const BFloat16* b = b0 + t * g.c * kTile;
         for (int64_t c0 = 0; c0 < g.c; c0 += kTileK) {
           if (blocks_in_chunk == pair.chunk_blocks) {
@@ -139,7 +190,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void PairForward(const BFloat16* pa
           _tile_loadd(7, b + block + c0 * kTile, 64);
           _tile_dpbf16ps(1, 4, 7);
           if (!pair.two) continue;
-          _tile_loadd(5, a + padded_image + c0, a_stride);
+          _tile_loadd(5, a + layout.image_elements + c0, a_stride);
           _tile_dpbf16ps(2, 5, 6);
           _tile_dpbf16ps(3, 5, 7);
         }
@@ -160,8 +211,12 @@ void AddPairs(int64_t begin, int64_t end, int64_t chunk_blocks, std::vector<Imag
 }  // namespace
 
 bool AmxGridForwardComputes(const ConvGeometry& g) {
-  return g.channels_last && g.kh == 3 && g.kw == 3 && g.padding == 1 && g.stride == 1 && g.c % kTileK == 0 &&
-         g.out % (2 * kTile) == 0 && AmxTileDataGranted();
+  return g.channels_last && g.kh == 3 && g.kw == 3 && g.padding == 1 && (g.stride == 1 || g.stride == 2) &&
+         g.c % kTileK == 0 && g.out % (2 * kTile) == 0 && AmxTileDataGranted();
+}
+
+bool AmxGridForwardPreferred(const ConvGeometry& g) {
+  return g.ow <= kMaxPreferredRow && AmxGridForwardComputes(g);
 }
 
 int64_t AmxGridForwardChannelsLast(const BFloat16* x, const BFloat16* taps_first, const ConvGeometry& g,
@@ -184,14 +239,14 @@ int64_t AmxGridForwardChannelsLast(const BFloat16* x, const BFloat16* taps_first
       done = g.n;
     }
   }
-  thread_local std::vector<BFloat16> packed_weights, padded_inputs;  // the calling thread's, shared
+  thread_local std::vector<BFloat16> packed_weights, laid_out_inputs;  // the calling thread's, shared
   BFloat16* packed = AlignedScratch(packed_weights, g.out * K);
   PackTapsFirst(taps_first, g.out, K, packed);
-  const int64_t image = g.h * g.w * g.c, padded_image = ((g.h + 2) * (g.w + 1) + 1) * g.c;
-  BFloat16* padded = AlignedScratch(padded_inputs, done * padded_image);
+  const GridLayout layout = LayoutFor(g);
+  const int64_t image = g.h * g.w * g.c;
+  BFloat16* laid_out = AlignedScratch(laid_out_inputs, done * layout.image_elements);
 #pragma omp parallel for if (done > 1)
-  for (int64_t i = 0; i < done; ++i)
-    PadSharingColumns(x + i * image, g.h, g.w, g.c, padded + i * padded_image);
+  for (int64_t i = 0; i < done; ++i) LayOutImage(x + i * image, g, laid_out + i * layout.image_elements);
   const int64_t count = static_cast<int64_t>(pairs.size());
 #pragma omp parallel if (count > 1)
   for (int64_t o_begin = 0; o_begin < g.out; o_begin += kOutBlock) {
@@ -199,7 +254,7 @@ int64_t AmxGridForwardChannelsLast(const BFloat16* x, const BFloat16* taps_first
 #pragma omp for schedule(static)
     for (int64_t j = 0; j < count; ++j) {
       const ImagePair& pair = pairs[j];
-      PairForward(padded + pair.first * padded_image, padded_image, packed, g, o_begin, o_end, pair,
+      PairForward(laid_out + pair.first * layout.image_elements, layout, packed, g, o_begin, o_end, pair,
                   y + pair.first * P * g.out);
     }
   }

@@ -36,9 +36,15 @@ namespace ddp {
 namespace cpu {
 
 // True when AmxGridForwardChannelsLast can compute g's forward: this CPU has AMX and the kernel grants its
-// tile data (asked once), g is a channels-last 3x3 convolution with padding 1 and stride 1, and c and out
-// are multiples of 32. Thread-safe.
+// tile data (asked once), g is a channels-last 3x3 convolution with padding 1 and stride 1 or 2, and c and
+// out are multiples of 32. Thread-safe.
 bool AmxGridForwardComputes(const ConvGeometry& g);
+
+// True where the engine takes this kernel rather than the one-row kernel of tensor/conv_amx.h for a
+// convolution both compute: AmxGridForwardComputes(g) and output rows of at most 8 pixels, whose one-row
+// tiles would run at most half full (ResNet-18's stride-2 convolution into layer3, 7-pixel rows: 2.3 ms here
+// against 3.4; on 14- and 28-pixel rows the one-row kernel is as fast or faster). Thread-safe.
+bool AmxGridForwardPreferred(const ConvGeometry& g);
 
 // y [n, oh, ow, out] (NHWC, float32) for the leading images of x [n, h, w, c] (NHWC, bf16) whose
 // unfolded-path GEMM — images_per_gemm images per GEMM, the last GEMM taking the rest, each

@@ -159,19 +159,23 @@ TEST(ConvAmxTest, GridForwardMatchesTheUnfoldedPathBitForBit) {
   if (!OneDnnOnAmx()) GTEST_SKIP() << kOneDnnOffAmx;
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kOneDnn);
   struct Case {
-    int64_t n, c, h, w, out, images_per_gemm;
+    int64_t n, c, h, w, out, stride, images_per_gemm;
   };
   // ResNet-18's layer3 (groups of 9 images, 441 pixels, and a last of 2) and layer4 (14 images, 224 pixels,
   // and a last of 2) at 28x28 images, layer3 at 32x32 (7 images, 448 pixels), one group of 3 images, a
   // map of one row and one of one pixel (GEMMs of 4 rows: an AVX-512 kernel, nothing computed), channel
-  // counts that are not powers of two (K = 1440, 32 and 96 output channels), K <= 1152 (one chunk).
-  const Case cases[] = {{20, 256, 7, 7, 256, 9}, {30, 512, 4, 4, 512, 14}, {15, 256, 8, 8, 256, 7},
-                        {3, 512, 4, 4, 512, 3},  {5, 160, 1, 9, 96, 2},    {4, 288, 1, 1, 32, 4},
-                        {5, 160, 5, 3, 96, 2},   {3, 96, 6, 5, 64, 3}};
+  // counts that are not powers of two (K = 1440, 32 and 96 output channels), K <= 1152 (one chunk); at
+  // stride 2 the convolutions into layer4 and layer3, maps of odd and even sizes, K = 1440.
+  const Case cases[] = {
+      {20, 256, 7, 7, 256, 1, 9},   {30, 512, 4, 4, 512, 1, 14}, {15, 256, 8, 8, 256, 1, 7},
+      {3, 512, 4, 4, 512, 1, 3},    {5, 160, 1, 9, 96, 1, 2},    {4, 288, 1, 1, 32, 1, 4},
+      {5, 160, 5, 3, 96, 1, 2},     {3, 96, 6, 5, 64, 1, 3},     {20, 256, 7, 7, 512, 2, 20},
+      {10, 128, 14, 14, 256, 2, 4}, {3, 64, 9, 5, 96, 2, 2},     {4, 160, 8, 6, 64, 2, 3}};
   for (const Case& k : cases) {
-    const cpu::ConvGeometry g = Geometry(k.n, k.c, k.h, k.w, k.out, 1);
-    SCOPED_TRACE(::testing::Message() << "n " << k.n << " c " << k.c << " " << k.h << "x" << k.w << " out "
-                                      << k.out << ", " << k.images_per_gemm << " images per GEMM");
+    const cpu::ConvGeometry g = Geometry(k.n, k.c, k.h, k.w, k.out, k.stride);
+    SCOPED_TRACE(::testing::Message()
+                 << "n " << k.n << " c " << k.c << " " << k.h << "x" << k.w << " out " << k.out << " stride "
+                 << k.stride << ", " << k.images_per_gemm << " images per GEMM");
     ASSERT_TRUE(cpu::AmxGridForwardComputes(g));
     const std::vector<BFloat16> x = RandomBf16(g.n * g.h * g.w * g.c, 1.0f, 41);
     const std::vector<BFloat16> w = RandomBf16(g.out * g.K(), 0.05f, 42);
@@ -197,9 +201,14 @@ TEST(ConvAmxTest, GridForwardMatchesTheUnfoldedPathBitForBit) {
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
 }
 
-TEST(ConvAmxTest, GridForwardTakesStrideOneThreeByThreeOnAmxGemms) {
+TEST(ConvAmxTest, GridForwardTakesThreeByThreeOnAmxGemms) {
   if (!cpu::AmxGridForwardComputes(Geometry(1, 64, 4, 4, 64, 1))) GTEST_SKIP() << "no AMX on this CPU";
-  EXPECT_FALSE(cpu::AmxGridForwardComputes(Geometry(1, 256, 7, 7, 512, 2)));  // stride 2
+  EXPECT_TRUE(cpu::AmxGridForwardComputes(Geometry(1, 256, 7, 7, 512, 2)));
+  EXPECT_FALSE(cpu::AmxGridForwardComputes(Geometry(1, 64, 9, 9, 64, 3)));       // stride 3
+  EXPECT_TRUE(cpu::AmxGridForwardPreferred(Geometry(64, 128, 14, 14, 256, 2)));  // 7-pixel rows: the grid
+  EXPECT_TRUE(cpu::AmxGridForwardPreferred(Geometry(64, 512, 4, 4, 512, 1)));
+  EXPECT_FALSE(cpu::AmxGridForwardPreferred(Geometry(64, 128, 14, 14, 128, 1)));  // 14: the one-row kernel
+  EXPECT_FALSE(cpu::AmxGridForwardPreferred(Geometry(64, 64, 28, 28, 128, 2)));
   EXPECT_FALSE(cpu::AmxGridForwardComputes(Geometry(1, 48, 4, 4, 64, 1)));    // channels not a multiple of 32
   EXPECT_FALSE(cpu::AmxGridForwardComputes(Geometry(1, 64, 4, 4, 48, 1)));    // outputs not a multiple of 32
   EXPECT_FALSE(cpu::AmxGridForwardComputes(Nchw(Geometry(1, 64, 4, 4, 64, 1))));

@@ -147,8 +147,9 @@ void Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, floa
       return;
     }
     // Where the unfolded rows would go to oneDNN's AMX matmul, the same sums straight from the input
-    // (Note [Channels-last forward on AMX tiles]).
-    if (b == nullptr && Bf16GemmsOnAmx() && AmxForwardApplies(ChannelsLast(g))) {
+    // (Note [Channels-last forward on AMX tiles]), unless the grid kernel below is the faster.
+    if (b == nullptr && Bf16GemmsOnAmx() && AmxForwardApplies(ChannelsLast(g)) &&
+        !AmxGridForwardPreferred(ChannelsLast(g))) {
       AmxForwardChannelsLast(x, w, ChannelsLast(g), y);
       return;
     }
