@@ -23,8 +23,8 @@ constexpr int64_t kOutPerPass = 64;  // four accumulator tiles side by side
 constexpr int64_t kMaxK = 1152;      // the K up to which oneDNN's matmul sums in this order
 // The input maps (pixels) up to which the input gradient's kernel is faster than oneDNN's primitive (Note
 // [Channels-last input gradients on AMX tiles]).
-constexpr int64_t kMaxInputGradientPixels = 16;
-constexpr int64_t kMaxStride2InputGradientPixels = 64;
+constexpr int64_t kMaxInputGradientPixels = 49;
+constexpr int64_t kMaxStride2InputGradientPixels = 1024;
 
 // Tiles 0-3 accumulate, 4 holds A (pixels x 32 K), 5 holds B (16 K pairs x 16 output channels).
 AmxTileConfig ConfigFor(int64_t pixels) {

@@ -36,12 +36,14 @@
 // offset from q = a * (ow + 2) + b. The grid's columns past a class's pixels ride along in the tiles and
 // are dropped: a 4x4 map fills 22 tile rows for its 16 pixels instead of the primitive's 4 per row. Each
 // 16x16 accumulator (16 positions x 16 input channels) starts from zero and is stored once; two position
-// tiles against two channel tiles, so that every operand tile loaded serves two products. Per use
-// (tensor/conv_bench.cc, "auto bf16 NHWC"), layer4's input gradient takes 7.5-8.8 ms against the
-// primitive's 15.3-16.8 and the stride-2 one into layer4 (7x7 input) 5.1-5.6 against 10.3-11.0; on 7x7
-// stride-1 maps and 14x14 stride-2 inputs the two are about as fast, and on larger maps the primitive is
-// the faster, so the engine takes this kernel for stride-1 maps of at most 16 pixels and stride-2 inputs of
-// at most 64 (AmxInputGradientApplies). It computes the primitive's bits (//tensor:conv_amx_test;
+// tiles against two channel tiles, so that every operand tile loaded serves two products. Per use, batch
+// 64, one thread, the kernel alone against the primitive alone (both called directly, best of 15): stride 1
+// on 4x4 maps (layer4) 6.4-7.3 ms against 15.8-17.6, 7x7 (layer3) 3.8-4.1 against 4.5-4.8, 5x5 and 6x6 a
+// little faster, but 8x8 5.2-5.9 against 4.5-5.1, 14x14 5.0 against 3.4 and 28x28 6.3-6.6 against 3.6-3.7;
+// stride 2 on inputs of 7x7 and 8x8 (into layer4) 3.8-4.4 against 10.6-11.9, 14x14 and 16x16 (into layer3)
+// 3.2-4.6 against 4.7-5.9, 28x28 and 32x32 (into layer2) 3.2-4.9 against 6.2-8.3, but 56x56 28.8 against
+// 26.1. So the engine takes this kernel for stride-1 maps of at most 49 pixels and stride-2 inputs of at
+// most 1024 (AmxInputGradientApplies). It computes the primitive's bits (//tensor:conv_amx_test;
 // resnet18's bf16 weights after 10 steps byte-identical).
 #ifndef DDP_TENSOR_CONV_AMX_H_
 #define DDP_TENSOR_CONV_AMX_H_
@@ -69,7 +71,7 @@ void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeom
 bool AmxInputGradientComputes(const ConvGeometry& g);
 
 // True when the engine's channels-last bf16 convolutions take AmxInputGradientChannelsLast for g's input
-// gradient: it computes g's, on stride-1 maps of at most 16 pixels or stride-2 inputs of at most 64, where
+// gradient: it computes g's, on stride-1 maps of at most 49 pixels or stride-2 inputs of at most 1024, where
 // it is the faster (Note [Channels-last input gradients on AMX tiles]). Thread-safe.
 bool AmxInputGradientApplies(const ConvGeometry& g);
 

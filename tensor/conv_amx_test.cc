@@ -1,6 +1,8 @@
 // The channels-last bf16 forward on AMX tiles against the unfolded path it replaces (rows [pixels, 9c]
 // times the weights in oneDNN's bf16 matmul), bit for bit, at ResNet-18's layer1 and layer2 shapes, a
-// stride-2 one, output rows wider than one tile and batches of several images; the input gradient on AMX
+// stride-2 one, output rows wider than one tile and batches of several images; the forward along the
+// padded grid against the same path, bit for bit, at ResNet-18's layer3 and layer4 shapes (K chunked) and
+// the stride-2 ones into them, groups of several sizes and maps of other sizes; the input gradient on AMX
 // tiles against oneDNN's backward-data primitive, bit for bit, at ResNet-18's 3x3 shapes (stride 1 and 2)
 // and maps of other sizes; the weight gradient on AMX tiles against the unfolded rows' oneDNN matmuls, bit
 // for bit, at ResNet-18's shapes and groups of other sizes; and which convolutions they take. Skips, saying
@@ -347,11 +349,15 @@ TEST(ConvAmxTest, InputGradientMatchesTheBackwardDataPrimitiveBitForBit) {
 TEST(ConvAmxTest, InputGradientTakesOnlyThreeByThreeOnSmallMaps) {
   if (!cpu::AmxInputGradientComputes(Geometry(1, 64, 4, 4, 64, 1))) GTEST_SKIP() << "no AMX on this CPU";
   EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 512, 4, 4, 512, 1)));   // ResNet-18's layer4
-  EXPECT_FALSE(cpu::AmxInputGradientApplies(Geometry(64, 256, 7, 7, 256, 1)));  // layer3: the primitive
-  EXPECT_TRUE(cpu::AmxInputGradientComputes(Geometry(64, 256, 7, 7, 256, 1)));
+  EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 256, 7, 7, 256, 1)));   // layer3
+  EXPECT_FALSE(cpu::AmxInputGradientApplies(Geometry(64, 256, 8, 8, 256, 1)));  // on 32x32 images: primitive
+  EXPECT_TRUE(cpu::AmxInputGradientComputes(Geometry(64, 256, 8, 8, 256, 1)));
+  EXPECT_FALSE(cpu::AmxInputGradientApplies(Geometry(64, 128, 14, 14, 128, 1)));  // layer2: the primitive
   EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 256, 7, 7, 512, 2)));     // into layer4
   EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 256, 8, 8, 512, 2)));     // the same on 32x32 images
-  EXPECT_FALSE(cpu::AmxInputGradientApplies(Geometry(64, 128, 14, 14, 256, 2)));  // into layer3
+  EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 128, 14, 14, 256, 2)));   // into layer3
+  EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 64, 32, 32, 128, 2)));    // into layer2, 32x32
+  EXPECT_FALSE(cpu::AmxInputGradientApplies(Geometry(64, 64, 56, 56, 128, 2)));   // 56x56: the primitive
   EXPECT_FALSE(cpu::AmxInputGradientComputes(Geometry(1, 64, 9, 9, 128, 3)));     // stride 3
   EXPECT_FALSE(cpu::AmxInputGradientComputes(Geometry(1, 16, 4, 4, 64, 1)));  // channels not a multiple of 32
   EXPECT_FALSE(cpu::AmxInputGradientComputes(Geometry(1, 64, 4, 4, 48, 1)));  // outputs not a multiple of 32
