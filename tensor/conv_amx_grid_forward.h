@@ -1,29 +1,36 @@
 // A bf16 convolution forward of our own on AMX tiles for channels-last activations on small maps, where
-// the forward's K is past the one-chunk order of tensor/conv_amx.h. Internal to the tensor floor.
+// the forward's K is past the one-chunk order of tensor/conv_amx.h or its one-row tiles run mostly empty.
+// Internal to the tensor floor.
 //
 // Note [Channels-last forward on AMX tiles along the padded grid]
-// ResNet-18's layer3 and layer4 convolutions (3x3, stride 1, 256 and 512 channels, 7x7 and 4x4 maps at
-// 28x28 images) run their bf16 forward on unfolded rows [pixels, 9c] (2.3 and 4.6 KB of bf16 per pixel,
-// nine times the input) times the weights in oneDNN's AMX matmul, group by group (ImagesPerRowGroup, rows
-// within 2 MB), with the weights reordered to [out, (ky, kx, c)] and repacked by oneDNN for every group:
-// 8.4 and 12.3 ms a use on an AMX Xeon (family 6 model 167), one thread. The matmul sums K in chunks
-// that depend on the GEMM's shape (Note [The K chunks of oneDNN's AMX matmul]), so the one-chunk kernel of
-// Note [Channels-last forward on AMX tiles] does not give its bits there, and its tiles, one output row
-// of 7 or 4 pixels, would run mostly empty. This kernel reads the input along a grid, as the input-gradient
-// kernel reads its gradient: each image padded with zero rows above and below and one zero pixel before each
-// row, (w + 1) wide — that pixel is also the padding right of the row above, so the grid needs one padding
-// column, not two — a grid position q = oy * (w + 1) + ox reads, through tap (ky, kx), the padded pixel a
-// fixed ky * (w + 1) + kx positions further, so 16 consecutive positions are one tile load (stride c) for
-// every tap, across output rows; positions past an output row (the grid's last column) are computed and
-// dropped (19 tile rows for a 4x4 map's 16 pixels, 55 for 7x7's 49; a tile's cost goes with its rows, so
-// the last tile of an image is configured short rather than filled from the next image, which measured
-// slower). Two images' tiles against two tiles of 16 output channels, so every operand tile loaded serves
-// two products; 128 output channels at a time, so their packed weights stay in L2 while every image
-// passes. Each output tile sums K = (ky, kx, c) in 32-wide blocks, in the
-// chunks the unfolded path's GEMM for that image's group sums in, found by AmxMatmulChunkBlocks: the
-// first chunk from zero, each later one from zero and then added. So for every image in a group whose GEMM
-// runs on oneDNN's AMX brgemm in a chunked order, y holds the unfolded path's bits (//tensor:conv_amx_test),
-// without the rows and without oneDNN's repacking. Groups whose GEMM sums otherwise are left to the caller.
+// ResNet-18's layer3 and layer4 convolutions (3x3, 256 and 512 channels, 7x7 and 4x4 maps at 28x28 images)
+// and the stride-2 one into layer4 ran their bf16 forward on unfolded rows [pixels, 9c] (2.3 and 4.6 KB of
+// bf16 per pixel, nine times the input) times the weights in oneDNN's AMX matmul, group by group
+// (ImagesPerRowGroup, rows within 2 MB), with the weights reordered to [out, (ky, kx, c)] and repacked by
+// oneDNN for every group: 8.4 and 12.3 ms a use on an AMX Xeon (family 6 model 167), one thread. The
+// matmul sums K in chunks that depend on the GEMM's shape (Note [The K chunks of oneDNN's AMX matmul]), so
+// the one-chunk kernel of Note [Channels-last forward on AMX tiles] does not give its bits there, and its
+// tiles, one output row of 7 or 4 pixels, would run mostly empty. This kernel reads the input along a
+// grid, as the input-gradient kernel reads its gradient. At stride 1 each image is padded with zero rows
+// above and below and one zero pixel before each row, (w + 1) wide — that pixel is also the padding right
+// of the row above, so the grid needs one padding column, not two — and a grid position
+// q = oy * (w + 1) + ox reads, through tap (ky, kx), the padded pixel a fixed ky * (w + 1) + kx positions
+// further. At stride 2 the padded image is split into its four parity planes (even and odd rows and
+// columns), (oh + 1) x (ow + 1) pixels each, and tap (ky, kx) reads plane (ky % 2, kx % 2) a fixed
+// (ky / 2) * (ow + 1) + kx / 2 positions further. Either way 16 consecutive positions are one tile load
+// (stride c) for every tap, across output rows; positions past an output row (the grid's last column) are
+// computed and dropped (19 tile rows for a 4x4 map's 16 pixels, 55 for 7x7's 49; a tile's cost goes with
+// its rows, so the last tile of an image is configured short rather than filled from the next image, which
+// measured slower). Two images' tiles against two tiles of 16 output channels, so every operand tile loaded
+// serves two products; 128 output channels at a time, so their packed weights stay in L2 while every image
+// passes. Each output tile sums K = (ky, kx, c) in 32-wide blocks, in the chunks the unfolded path's GEMM
+// for that image's group sums in, found by AmxMatmulChunkBlocks: the first chunk from zero, each later one
+// from zero and then added. So for every image in a group whose GEMM runs on oneDNN's AMX brgemm in a
+// chunked order, y holds the unfolded path's bits (//tensor:conv_amx_test), without the rows and without
+// oneDNN's repacking; groups whose GEMM sums otherwise are left to the caller. Per use, batch 64, one
+// thread (the kernel alone, best of 20): layer3 3.5-3.8 ms, layer4 6.6-7.0, layer3 on 32x32 images
+// 4.6, the stride-2 convolution into layer4 3.6. Where the one-row kernel also computes a convolution
+// (K <= 1152), the engine takes this one for output rows of at most 8 pixels (AmxGridForwardPreferred).
 #ifndef DDP_TENSOR_CONV_AMX_GRID_FORWARD_H_
 #define DDP_TENSOR_CONV_AMX_GRID_FORWARD_H_
 
