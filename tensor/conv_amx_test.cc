@@ -21,6 +21,8 @@
 #include "tensor/bf16_convert.h"
 #include "tensor/conv_amx_grid_forward.h"
 #include "tensor/conv_amx_weight_gradient.h"
+#include "tensor/conv_channels_last.h"
+#include "tensor/conv_forward_by_pixel_class.h"
 #include "tensor/conv_onednn.h"
 #include "tensor/cpu_gemm_bf16.h"
 #include "tensor/threads.h"
@@ -182,9 +184,9 @@ TEST(ConvAmxTest, GridForwardMatchesTheUnfoldedPathBitForBit) {
     const std::vector<BFloat16> x = RandomBf16(g.n * g.h * g.w * g.c, 1.0f, 41);
     const std::vector<BFloat16> w = RandomBf16(g.out * g.K(), 0.05f, 42);
     const std::vector<BFloat16> taps_first = TapsFirst(w, g);
-    const std::vector<float> expected = UnfoldedForward(x, w, g, k.images_per_gemm);
-    for (int threads : {1, 2}) {
+    for (int threads : {1, 2}) {  // each against the unfolded path at that count: its chunks may differ
       SetNumThreads(threads);
+      const std::vector<float> expected = UnfoldedForward(x, w, g, k.images_per_gemm);
       std::vector<float> y(expected.size(), -1.0f);
       const int64_t computed =
           cpu::AmxGridForwardChannelsLast(x.data(), taps_first.data(), g, k.images_per_gemm, y.data());
@@ -197,6 +199,37 @@ TEST(ConvAmxTest, GridForwardMatchesTheUnfoldedPathBitForBit) {
       EXPECT_EQ(std::memcmp(y.data(), expected.data(), floats * sizeof(float)), 0) << threads << " threads";
       EXPECT_TRUE(std::all_of(y.begin() + floats, y.end(), [](float v) { return v == -1.0f; }))
           << "wrote past the images it computed, " << threads << " threads";
+    }
+    SetNumThreads(1);
+  }
+  cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
+}
+
+// The engine's channels-last bf16 forward (ConvForwardChannelsLast) with its own kernel choice against the
+// same call with the unfolded rows forced (ForwardAlgorithm::kRows), bit for bit: at ResNet-18's layer3
+// (groups of 9 images and a last of 2), layer4 (14 and 2) and the stride-2 convolutions into both, where it
+// takes the grid (or, for the one into layer3, would take the one-row kernel), at 1 and 2 threads.
+TEST(ConvAmxTest, EnginesForwardKeepsTheUnfoldedRowsBits) {
+  if (!cpu::AmxGridForwardComputes(Geometry(1, 64, 4, 4, 64, 1))) GTEST_SKIP() << "no AMX on this CPU";
+  if (!OneDnnOnAmx()) GTEST_SKIP() << kOneDnnOffAmx;
+  cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kOneDnn);
+  const cpu::ConvGeometry cases[] = {Geometry(20, 256, 7, 7, 256, 1), Geometry(30, 512, 4, 4, 512, 1),
+                                     Geometry(6, 256, 7, 7, 512, 2), Geometry(5, 128, 14, 14, 256, 2)};
+  for (const cpu::ConvGeometry& g : cases) {
+    SCOPED_TRACE(::testing::Message() << "n " << g.n << " c " << g.c << " " << g.h << "x" << g.w << " out "
+                                      << g.out << " stride " << g.stride);
+    const std::vector<BFloat16> x = RandomBf16(g.n * g.h * g.w * g.c, 1.0f, 45);
+    const std::vector<BFloat16> w = RandomBf16(g.out * g.K(), 0.05f, 46);
+    // Each thread count against the rows at that count: oneDNN's chunks may differ between them.
+    for (int threads : {1, 2}) {
+      SetNumThreads(threads);
+      std::vector<float> rows(g.n * g.P() * g.out, -1.0f), ours(rows.size(), -2.0f);
+      cpu::SetForwardAlgorithm(cpu::ForwardAlgorithm::kRows);
+      cpu::ConvForwardChannelsLast(x.data(), w.data(), nullptr, g, rows.data());
+      cpu::SetForwardAlgorithm(cpu::ForwardAlgorithm::kAuto);
+      cpu::ConvForwardChannelsLast(x.data(), w.data(), nullptr, g, ours.data());
+      EXPECT_EQ(std::memcmp(ours.data(), rows.data(), rows.size() * sizeof(float)), 0)
+          << threads << " threads";
     }
     SetNumThreads(1);
   }
