@@ -37,14 +37,13 @@
 // are dropped: a 4x4 map fills 22 tile rows for its 16 pixels instead of the primitive's 4 per row. Each
 // 16x16 accumulator (16 positions x 16 input channels) starts from zero and is stored once; two position
 // tiles against two channel tiles, so that every operand tile loaded serves two products. Per use, batch
-// 64, one thread, the kernel alone against the primitive alone (both called directly, best of 15): stride 1
-// on 4x4 maps (layer4) 6.4-7.3 ms against 15.8-17.6, 7x7 (layer3) 3.8-4.1 against 4.5-4.8, 5x5 and 6x6 a
-// little faster, but 8x8 5.2-5.9 against 4.5-5.1, 14x14 5.0 against 3.4 and 28x28 6.3-6.6 against 3.6-3.7;
-// stride 2 on inputs of 7x7 and 8x8 (into layer4) 3.8-4.4 against 10.6-11.9, 14x14 and 16x16 (into layer3)
-// 3.2-4.6 against 4.7-5.9, 28x28 and 32x32 (into layer2) 3.2-4.9 against 6.2-8.3, but 56x56 28.8 against
-// 26.1. So the engine takes this kernel for stride-1 maps of at most 49 pixels and stride-2 inputs of at
-// most 1024 (AmxInputGradientApplies). It computes the primitive's bits (//tensor:conv_amx_test;
-// resnet18's bf16 weights after 10 steps byte-identical).
+// 64, one thread, against the primitive (bazel-bin/tensor/amx_kernel_bench, best of 15 calls each): stride
+// 1 on 4x4 maps (layer4) 5.9 ms against 15.1, 7x7 (layer3) 3.4 against 4.4, but 8x8 5.2 against 4.5,
+// 14x14 4.1 against 3.2 and 28x28 5.8 against 2.8; stride 2 on inputs of 7x7 (into layer4) 3.8 against
+// 11.4, 14x14 and 16x16 (into layer3) 3.2 and 4.5 against 4.6 and 5.4, 28x28 and 32x32 (into layer2) 3.1
+// and 3.9 against 5.5 and 6.6, but 56x56 26.5 against 25.5. So the engine takes this kernel for stride-1
+// maps of at most 49 pixels and stride-2 inputs of at most 1024 (AmxInputGradientApplies). It computes
+// the primitive's bits (//tensor:conv_amx_test; resnet18's bf16 weights after 10 steps byte-identical).
 #ifndef DDP_TENSOR_CONV_AMX_H_
 #define DDP_TENSOR_CONV_AMX_H_
 

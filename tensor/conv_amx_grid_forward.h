@@ -28,9 +28,12 @@
 // from zero and then added. So for every image in a group whose GEMM runs on oneDNN's AMX brgemm in a
 // chunked order, y holds the unfolded path's bits (//tensor:conv_amx_test), without the rows and without
 // oneDNN's repacking; groups whose GEMM sums otherwise are left to the caller. Per use, batch 64, one
-// thread (the kernel alone, best of 20): layer3 3.5-3.8 ms, layer4 6.6-7.0, layer3 on 32x32 images
-// 4.6, the stride-2 convolution into layer4 3.6. Where the one-row kernel also computes a convolution
-// (K <= 1152), the engine takes this one for output rows of at most 8 pixels (AmxGridForwardPreferred).
+// thread, the engine's forward with it against the unfolded rows (bazel-bin/tensor/amx_kernel_bench):
+// layer3 3.2 ms against 6.9, layer4 6.3 against 8.9, the stride-2 one into layer4 3.4 against 3.9,
+// layer3 on 32x32 images 3.9 against 8.0. Where the one-row kernel also computes a convolution (K <= 1152)
+// the engine takes this one for output rows of at most 8 pixels (AmxGridForwardPreferred): into layer3,
+// 7-pixel rows, 2.2 ms against the one-row kernel's 3.1; on rows of 14 and more the one-row kernel is as
+// fast or faster (into layer2: 2.0 against 2.6-2.7; layer2, 14-pixel rows at stride 1, within 10%).
 #ifndef DDP_TENSOR_CONV_AMX_GRID_FORWARD_H_
 #define DDP_TENSOR_CONV_AMX_GRID_FORWARD_H_
 
@@ -49,8 +52,8 @@ bool AmxGridForwardComputes(const ConvGeometry& g);
 
 // True where the engine takes this kernel rather than the one-row kernel of tensor/conv_amx.h for a
 // convolution both compute: AmxGridForwardComputes(g) and output rows of at most 8 pixels, whose one-row
-// tiles would run at most half full (ResNet-18's stride-2 convolution into layer3, 7-pixel rows: 2.3 ms here
-// against 3.4; on 14- and 28-pixel rows the one-row kernel is as fast or faster). Thread-safe.
+// tiles would run at most half full (Note [Channels-last forward on AMX tiles along the padded grid] has
+// the timings). Thread-safe.
 bool AmxGridForwardPreferred(const ConvGeometry& g);
 
 // y [n, oh, ow, out] (NHWC, float32) for the leading images of x [n, h, w, c] (NHWC, bf16) whose
