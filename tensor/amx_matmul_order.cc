@@ -46,6 +46,9 @@ struct TileAt {
   int64_t row, col, rows;
 };
 
+// The largest chunk size (in 32-wide blocks) under which AmxChunkedTile gives every bit of three output
+// tiles of Gemm(false, true, m, n, K, ...) on a pseudo-random problem of that shape (the first tile, one in
+// the middle, the last); 0 where none does.
 int64_t FindChunkBlocks(int64_t m, int64_t n, int64_t K) {
   std::mt19937 gen(20261207);
   const std::vector<BFloat16> a = RandomBf16(m * K, gen), b = RandomBf16(n * K, gen);
@@ -104,8 +107,8 @@ __attribute__((target("amx-tile,amx-bf16"))) void AmxChunkedTile(const BFloat16*
 int64_t AmxMatmulChunkBlocks(int64_t m, int64_t n, int64_t K) {
   if (m < 1 || n < kTile || K < kTileK || K % kTileK != 0 || !AmxTileDataGranted()) return 0;
   if (!GemmOnAmxBrgemm(false, true, m, n, K, K, K, n, false)) return 0;
-  thread_local std::map<std::tuple<int64_t, int64_t, int64_t, int>, int64_t>
-      found;  // per thread, as the plans
+  // Per thread, as the GEMM plans of tensor/cpu_gemm_bf16.cc.
+  thread_local std::map<std::tuple<int64_t, int64_t, int64_t, int>, int64_t> found;
   const auto key = std::make_tuple(m, n, K, GetNumThreads());
   auto it = found.find(key);
   if (it == found.end()) it = found.emplace(key, FindChunkBlocks(m, n, K)).first;

@@ -22,8 +22,9 @@ constexpr int64_t kTile = 16;       // grid positions (tile rows) and output cha
 constexpr int64_t kTileK = 32;      // products per TDPBF16PS
 constexpr int64_t kOutBlock = 128;  // output channels whose packed weights stay in L2 while the images pass
 constexpr int64_t kSums = 4 * kTile * kTile;  // the four accumulators' floats
-constexpr int64_t kMaxPreferredRow =
-    kTile / 2;  // output rows the one-row kernel would tile at most half full
+// Output rows (pixels) up to which the one-row kernel's tiles would run at most half full, where the engine
+// prefers this kernel (AmxGridForwardPreferred).
+constexpr int64_t kMaxPreferredRow = kTile / 2;
 
 // taps_first [out, K] as B operands: for each block of 16 output channels, K in pairs, each pair's two
 // values side by side for each of the 16 channels ([out / 16][K / 2][16][2]). A pair of bf16 is 32 bits,
