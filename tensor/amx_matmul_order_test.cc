@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <random>
 #include <vector>
 
+#include "tensor/amx_test_support.h"
 #include "tensor/amx_tiles.h"
 #include "tensor/bf16_convert.h"
 #include "tensor/cpu_gemm_bf16.h"
@@ -18,15 +18,9 @@
 namespace ddp {
 namespace {
 
-std::vector<BFloat16> RandomBf16(int64_t count, float scale, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> values(count);
-  for (float& v : values) v = scale * normal(gen);
-  std::vector<BFloat16> out(count);
-  cpu::FloatToBFloat16Array(values.data(), out.data(), count);
-  return out;
-}
+using amx_test::kOneDnnOffAmx;
+using amx_test::OneDnnOnAmx;
+using amx_test::RandomBf16;
 
 // C [m, n] = A [m, K] B^T (B stored [n, K]) summed by AmxChunkedTile, 16 rows and 16 columns at a time.
 std::vector<float> ChunkedProduct(const std::vector<BFloat16>& a, const std::vector<BFloat16>& b, int64_t m,
@@ -45,11 +39,9 @@ std::vector<float> ChunkedProduct(const std::vector<BFloat16>& a, const std::vec
   return c;
 }
 
-bool OneDnnOnAmx() { return std::strcmp(cpu::Bf16Instructions(), "amx") == 0; }
-
 TEST(AmxMatmulOrderTest, TheChunksFoundGiveTheMatmulsBits) {
   if (!cpu::AmxTileDataGranted()) GTEST_SKIP() << "no AMX on this CPU (or the kernel refuses its tiles)";
-  if (!OneDnnOnAmx()) GTEST_SKIP() << "oneDNN is kept off AMX here (ONEDNN_MAX_CPU_ISA): no AMX order";
+  if (!OneDnnOnAmx()) GTEST_SKIP() << kOneDnnOffAmx;
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kOneDnn);
   struct Shape {
     int64_t m, n, K;

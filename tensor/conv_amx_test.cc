@@ -15,9 +15,9 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <random>
 #include <vector>
 
+#include "tensor/amx_test_support.h"
 #include "tensor/bf16_convert.h"
 #include "tensor/conv_amx_grid_forward.h"
 #include "tensor/conv_amx_weight_gradient.h"
@@ -36,12 +36,9 @@ cpu::ConvGeometry Geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o
   return g;
 }
 
-// Whether oneDNN uses AMX here: kept off it (ONEDNN_MAX_CPU_ISA), its kernels sum in their AVX-512
-// orders, which the AMX kernels do not reproduce and the engine then does not take them.
-bool OneDnnOnAmx() { return std::strcmp(cpu::Bf16Instructions(), "amx") == 0; }
-constexpr char kOneDnnOffAmx[] =
-    "oneDNN is kept off AMX here (ONEDNN_MAX_CPU_ISA): its kernels sum in other orders, and the engine "
-    "does not take the AMX kernels";
+using amx_test::kOneDnnOffAmx;
+using amx_test::OneDnnOnAmx;
+using amx_test::RandomBf16;
 
 // g with NCHW activations, and g as a 1x1 convolution without padding: shapes the AMX kernels refuse.
 cpu::ConvGeometry Nchw(cpu::ConvGeometry g) {
@@ -65,16 +62,6 @@ void ExpectSameBitsAtOneAndTwoThreads(const std::function<void()>& compute, cons
         << threads << " threads";
   }
   SetNumThreads(1);
-}
-
-std::vector<BFloat16> RandomBf16(size_t count, float scale, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> values(count);
-  for (float& v : values) v = scale * normal(gen);
-  std::vector<BFloat16> out(count);
-  cpu::FloatToBFloat16Array(values.data(), out.data(), static_cast<int64_t>(count));
-  return out;
 }
 
 // The unfolded rows [count * pixels, (ky, kx, c)] of images [first, first + count), zeros in the padding.
