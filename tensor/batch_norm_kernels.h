@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/default_init_allocator.h"
 #include "tensor/tensor.h"
 
 namespace ddp {
@@ -48,7 +49,8 @@ Tensor Normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, cons
 // i * c + ch (each row of `inner` elements starts a new byte).
 struct ReluMaskBits {
   int64_t row_bytes = 0;      // (inner + 7) / 8
-  std::vector<uint8_t> bits;  // n * c * row_bytes
+  // n * c * row_bytes; resize() leaves them unwritten: the forward kernels write every byte.
+  std::vector<uint8_t, DefaultInitAllocator<uint8_t>> bits;
 };
 
 // Sizes `mask` (when not null) for an output of shape `s` and returns its bits to fill, else null.
