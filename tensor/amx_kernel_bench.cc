@@ -10,13 +10,13 @@
 //
 //   chrt -f 5 taskset -c 1 bazel-bin/tensor/amx_kernel_bench [threads (default 1)] [reps (default 15)]
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "tensor/bench_best_time.h"
 #include "tensor/conv_amx.h"
 #include "tensor/conv_amx_grid_forward.h"
 #include "tensor/conv_channels_last.h"
@@ -34,14 +34,7 @@ int g_reps = 15;
 
 template <typename F>
 double BestMs(F f) {
-  double best = 1e30;
-  for (int r = 0; r < g_reps; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    best = std::min(
-        best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  return best;
+  return ddp::BestMs(g_reps, f);
 }
 
 ConvGeometry Geometry(int64_t c, int64_t hw, int64_t out, int64_t stride) {

@@ -10,7 +10,6 @@
 //
 //   chrt -f 5 taskset -c 1 bazel-bin/tensor/batch_norm_bench [reps (default 20)]
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "tensor/batch_norm_channels_last.h"
+#include "tensor/bench_best_time.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 #include "tensor/threads.h"
@@ -33,14 +33,7 @@ constexpr double kBackwardBytesPerElement = 2 * (4 + 1 + 4) + 4 + 2;
 
 template <typename F>
 double BestMs(F f) {
-  double best = 1e30;
-  for (int r = 0; r < g_reps; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    best = std::min(
-        best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  return best;
+  return ddp::BestMs(g_reps, f);
 }
 
 double GigabytesPerSecond(double bytes, double ms) { return bytes / (ms * 1e6); }
