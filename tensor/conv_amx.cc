@@ -26,15 +26,16 @@ constexpr int64_t kMaxK = 1152;      // the K up to which oneDNN's matmul sums i
 constexpr int64_t kMaxInputGradientPixels = 49;
 constexpr int64_t kMaxStride2InputGradientPixels = 1024;
 
-// Tiles 0-3 accumulate, 4 holds A (pixels x 32 K), 5 holds B (16 K pairs x 16 output channels).
-AmxTileConfig ConfigFor(int64_t pixels) {
+// Tiles 0-1 accumulate the first pixel tile (`rows0` pixels) against two tiles of 16 output channels, 2-3
+// the second (`rows1`); 4 and 5 hold their A operands (pixels x 32 K), 6 and 7 the B operands (16 K pairs x
+// 16 output channels).
+AmxTileConfig PairConfig(int64_t rows0, int64_t rows1) {
   AmxTileConfig config;
-  for (int t = 0; t < 5; ++t) {
-    config.rows[t] = static_cast<uint8_t>(pixels);
+  const int64_t rows[8] = {rows0, rows0, rows1, rows1, rows0, rows1, kTile, kTile};
+  for (int t = 0; t < 8; ++t) {
+    config.rows[t] = static_cast<uint8_t>(rows[t]);
     config.bytes_per_row[t] = 64;
   }
-  config.rows[5] = kTile;
-  config.bytes_per_row[5] = 64;
   return config;
 }
 
@@ -54,44 +55,76 @@ void PackWeights(const BFloat16* w, const ConvGeometry& g, BFloat16* packed) {
   }
 }
 
+// Up to 16 consecutive output pixels of one output row: (oy, ox0 ... ox0 + pixels - 1).
+struct PixelTile {
+  int64_t oy = 0, ox0 = 0, pixels = 0;
+};
+
+// The output pixels of an image in tiles of up to 16 along each output row, row by row.
+std::vector<PixelTile> PixelTiles(const ConvGeometry& g) {
+  std::vector<PixelTile> tiles;
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    for (int64_t ox0 = 0; ox0 < g.ow; ox0 += kTile) tiles.push_back({oy, ox0, std::min(kTile, g.ow - ox0)});
+  }
+  return tiles;
+}
+
 // One image: y [oh * ow, out] from its padded input and the packed weights (Note [Channels-last forward on
-// AMX tiles]). Each output row's pixels go in tiles of up to 16; each tile of 64 output channels
-// accumulates over the 9 taps, and within a tap over the channels 32 at a time.
+// AMX tiles]). The pixel tiles go two at a time (the last alone when their count is odd), each against two
+// tiles of 16 output channels, so that every operand tile loaded serves two products; each accumulator
+// starts from zero and sums over the 9 taps, and within a tap over the channels 32 at a time.
 __attribute__((target("amx-tile,amx-bf16"))) void ImageForward(const BFloat16* padded, const BFloat16* packed,
-                                                               const ConvGeometry& g, float* y) {
+                                                               const ConvGeometry& g,
+                                                               const std::vector<PixelTile>& tiles,
+                                                               float* y) {
   const int64_t K = g.K(), wp = g.w + 2, a_stride = g.stride * g.c * 2, c_stride = g.out * 4;
   const int64_t block_stride = K * kTile;  // packed elements per 16 output channels
-  for (int64_t ox0 = 0; ox0 < g.ow; ox0 += kTile) {
-    const AmxTileConfig config = ConfigFor(std::min(kTile, g.ow - ox0));
-    _tile_loadconfig(&config);
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-      for (int64_t o0 = 0; o0 < g.out; o0 += kOutPerPass) {
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        const BFloat16* b0 = packed + (o0 / kTile) * block_stride;
-        for (int64_t t = 0; t < 9; ++t) {
-          const BFloat16* a = padded + ((oy * g.stride + t / 3) * wp + ox0 * g.stride + t % 3) * g.c;
-          for (int64_t c0 = 0; c0 < g.c; c0 += kTileK) {
-            _tile_loadd(4, a + c0, a_stride);
-            const BFloat16* b = b0 + (t * g.c + c0) * kTile;
-            _tile_loadd(5, b, 64);
-            _tile_dpbf16ps(0, 4, 5);
-            _tile_loadd(5, b + block_stride, 64);
-            _tile_dpbf16ps(1, 4, 5);
-            _tile_loadd(5, b + 2 * block_stride, 64);
-            _tile_dpbf16ps(2, 4, 5);
-            _tile_loadd(5, b + 3 * block_stride, 64);
-            _tile_dpbf16ps(3, 4, 5);
-          }
+  // Where a pixel tile's A operands start for tap 0 and channel 0.
+  const auto origin = [&](const PixelTile& p) {
+    return padded + (p.oy * g.stride * wp + p.ox0 * g.stride) * g.c;
+  };
+  int64_t configured0 = 0, configured1 = 0;
+  for (size_t i = 0; i < tiles.size(); i += 2) {
+    const PixelTile& p0 = tiles[i];
+    const bool paired = i + 1 < tiles.size();
+    const PixelTile& p1 = paired ? tiles[i + 1] : p0;
+    const int64_t rows1 = paired ? p1.pixels : 1;
+    if (p0.pixels != configured0 || rows1 != configured1) {
+      const AmxTileConfig config = PairConfig(p0.pixels, rows1);
+      _tile_loadconfig(&config);
+      configured0 = p0.pixels;
+      configured1 = rows1;
+    }
+    const BFloat16* a0 = origin(p0);
+    const BFloat16* a1 = origin(p1);
+    for (int64_t o0 = 0; o0 < g.out; o0 += 2 * kTile) {
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      const BFloat16* b0 = packed + (o0 / kTile) * block_stride;
+      for (int64_t t = 0; t < 9; ++t) {
+        const int64_t tap = ((t / 3) * wp + t % 3) * g.c;
+        for (int64_t c0 = 0; c0 < g.c; c0 += kTileK) {
+          const BFloat16* b = b0 + (t * g.c + c0) * kTile;
+          _tile_loadd(4, a0 + tap + c0, a_stride);
+          _tile_loadd(6, b, 64);
+          _tile_dpbf16ps(0, 4, 6);
+          _tile_loadd(7, b + block_stride, 64);
+          _tile_dpbf16ps(1, 4, 7);
+          if (!paired) continue;
+          _tile_loadd(5, a1 + tap + c0, a_stride);
+          _tile_dpbf16ps(2, 5, 6);
+          _tile_dpbf16ps(3, 5, 7);
         }
-        float* out = y + (oy * g.ow + ox0) * g.out + o0;
-        _tile_stored(0, out, c_stride);
-        _tile_stored(1, out + kTile, c_stride);
-        _tile_stored(2, out + 2 * kTile, c_stride);
-        _tile_stored(3, out + 3 * kTile, c_stride);
       }
+      float* out0 = y + (p0.oy * g.ow + p0.ox0) * g.out + o0;
+      _tile_stored(0, out0, c_stride);
+      _tile_stored(1, out0 + kTile, c_stride);
+      if (!paired) continue;
+      float* out1 = y + (p1.oy * g.ow + p1.ox0) * g.out + o0;
+      _tile_stored(2, out1, c_stride);
+      _tile_stored(3, out1 + kTile, c_stride);
     }
   }
   _tile_release();
@@ -251,6 +284,7 @@ void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeom
   BFloat16* packed = AlignedScratch(packed_weights, g.out * g.K());
   PackWeights(w, g, packed);
   const int64_t image = g.h * g.w * g.c, padded_image = (g.h + 2) * (g.w + 2) * g.c;
+  const std::vector<PixelTile> tiles = PixelTiles(g);
 #pragma omp parallel if (g.n > 1)
   {
     thread_local std::vector<BFloat16> padded_buffer;  // each kernel thread's own
@@ -258,7 +292,7 @@ void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeom
 #pragma omp for
     for (int64_t i = 0; i < g.n; ++i) {
       PadImage(x + i * image, g.h, g.w, g.c, padded);
-      ImageForward(padded, packed, g, y + i * g.P() * g.out);
+      ImageForward(padded, packed, g, tiles, y + i * g.P() * g.out);
     }
   }
 }
