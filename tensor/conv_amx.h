@@ -9,10 +9,10 @@
 // a tile load takes them straight from the input (zero-padded by one pixel on each side, one image at a
 // time). The weights are packed once per call into the tiles' pair-interleaved layout. Each 16x16 output
 // tile (16 pixels x 16 output channels) starts from zero and accumulates over K = (ky, kx, c) in order,
-// 32 products per TDPBF16PS, and is stored once; the tiles go in 2x2 blocks (two pixel tiles against two
-// tiles of output channels), so that each operand tile loaded serves two products. That is the order
-// oneDNN 2.6's AMX matmul sums in at K <= 1152 (bench/amx_probe/run.sh: no output differs at layer1's and
-// layer2's GEMMs; at layer3's and layer4's K it sums in another order), so where this kernel runs
+// 32 products per TDPBF16PS, and is stored once (the tiles go in 2x2 blocks, two pixel tiles against two
+// tiles of output channels, so that each operand tile loaded serves two products). That sum order is
+// the one oneDNN 2.6's AMX matmul sums in at K <= 1152 (bench/amx_probe/run.sh: no output differs at
+// layer1's and layer2's GEMMs; at layer3's and layer4's K it sums in another order), so where this kernel runs
 // (AmxForwardApplies) it gives the unfolded path's bits, without the unfolded rows (903 KB per image at
 // ResNet-18's layer1). Where oneDNN is kept off AMX on an AMX CPU (ONEDNN_MAX_CPU_ISA), its matmul sums in
 // its AVX-512 order, so the engine then keeps the unfolded path (it takes this kernel only where
