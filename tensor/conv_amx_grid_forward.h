@@ -19,21 +19,26 @@
 // columns), (oh + 1) x (ow + 1) pixels each, and tap (ky, kx) reads plane (ky % 2, kx % 2) a fixed
 // (ky / 2) * (ow + 1) + kx / 2 positions further. Either way 16 consecutive positions are one tile load
 // (stride c) for every tap, across output rows; positions past an output row (the grid's last column) are
-// computed and dropped (19 tile rows for a 4x4 map's 16 pixels, 55 for 7x7's 49; a tile's cost goes with
-// its rows, so the last tile of an image is configured short rather than filled from the next image, which
-// measured slower). Two images' tiles against two tiles of 16 output channels, so every operand tile loaded
-// serves two products; 128 output channels at a time, so their packed weights stay in L2 while every image
-// passes. Each output tile sums K = (ky, kx, c) in 32-wide blocks, in the chunks the unfolded path's GEMM
-// for that image's group sums in, found by AmxMatmulChunkBlocks: the first chunk from zero, each later one
-// from zero and then added. So for every image in a group whose GEMM runs on oneDNN's AMX brgemm in a
-// chunked order, y holds the unfolded path's bits (//tensor:conv_amx_test), without the rows and without
-// oneDNN's repacking; groups whose GEMM sums otherwise are left to the caller. Per use, batch 64, one
-// thread, the engine's forward with it against the unfolded rows (bazel-bin/tensor/amx_kernel_bench):
-// layer3 3.2 ms against 6.9, layer4 6.3 against 8.9, the stride-2 one into layer4 3.4 against 3.9,
-// layer3 on 32x32 images 3.9 against 8.0. Where the one-row kernel also computes a convolution (K <= 1152)
-// the engine takes this one for output rows of at most 8 pixels (AmxGridForwardPreferred): into layer3,
-// 7-pixel rows, 2.2 ms against the one-row kernel's 3.1; on rows of 14 and more the one-row kernel is as
-// fast or faster (into layer2: 2.0 against 2.6-2.7; layer2, 14-pixel rows at stride 1, within 10%).
+// computed and dropped (19 tile rows for a 4x4 map's 16 pixels, 55 for 7x7's 49; the last tile of an image
+// is configured short rather than filled from the next image, which measured slower). A tile of a few rows
+// costs most of a full one, so where that saves a third of the tiles at stride 1 — a 4x4 map (layer4): 16
+// positions in one tile against 19 in two — the image goes instead along three column-shifted copies (copy
+// kx holds input pixel (y - 1, x + kx - 1) at (y, x), zeros outside the image), ow wide, tap (ky, kx)
+// reading copy kx at (oy + ky, ox): layer4 5.8-5.9 ms a use -> 4.4-4.5; at 8x8 (layer3 on 32x32 images, 4
+// tiles against 5) the copies, larger than the grid, measured slower (3.5 -> 3.9-4.1 ms). Two images' tiles
+// against two tiles of 16 output channels, so every operand tile loaded serves two products; 128 output
+// channels at a time, so their packed weights stay in L2 while every image passes. Each output tile sums K =
+// (ky, kx, c) in 32-wide blocks, in the chunks the unfolded path's GEMM for that image's group sums in, found
+// by AmxMatmulChunkBlocks: the first chunk from zero, each later one from zero and then added. So for every
+// image in a group whose GEMM runs on oneDNN's AMX brgemm in a chunked order, y holds the unfolded path's
+// bits (//tensor:conv_amx_test), without the rows and without oneDNN's repacking; groups whose GEMM sums
+// otherwise are left to the caller. Per use, batch 64, one thread, the engine's forward with it against the
+// unfolded rows (bazel-bin/tensor/amx_kernel_bench): layer3 3.2 ms against 6.9, layer4 4.5 against 7.5, the
+// stride-2 one into layer4 3.4 against 3.9, layer3 on 32x32 images 3.9 against 8.0. Where the one-row kernel
+// also computes a convolution (K <= 1152) the engine takes this one for output rows of at most 8 pixels
+// (AmxGridForwardPreferred): into layer3, 7-pixel rows, 2.2 ms against the one-row kernel's 3.1; on rows of
+// 14 and more the one-row kernel is as fast or faster (into layer2: 2.0 against 2.6-2.7; layer2, 14-pixel
+// rows at stride 1, within 10%).
 #ifndef DDP_TENSOR_CONV_AMX_GRID_FORWARD_H_
 #define DDP_TENSOR_CONV_AMX_GRID_FORWARD_H_
 
