@@ -41,8 +41,9 @@
 // 64, one thread, against the primitive (bazel-bin/tensor/amx_kernel_bench, best of 15 calls each): stride
 // 1 on 4x4 maps (layer4) 5.9 ms against 15.1, 7x7 (layer3) 3.4 against 4.4, but 8x8 5.2 against 4.5,
 // 14x14 4.1 against 3.2 and 28x28 5.8 against 2.8; stride 2 on inputs of 7x7 (into layer4) 3.8 against
-// 11.4, 14x14 and 16x16 (into layer3) 3.2 and 4.5 against 4.6 and 5.4, 28x28 and 32x32 (into layer2) 3.1
-// and 3.9 against 5.5 and 6.6, but 56x56 26.5 against 25.5. So the engine takes this kernel for stride-1
+// 11.4, 14x14 and 16x16 (into layer3) 3.2 and 4.5 against 4.6 and 5.4 (3.9 on 16x16 with the tile
+// configuration loaded only where the rows change), 28x28 and 32x32 (into layer2) 2.6 and 3.5 against 5.2
+// and 6.3, but 56x56 26.5 against 25.5. So the engine takes this kernel for stride-1
 // maps of at most 49 pixels and stride-2 inputs of at most 1024 (AmxInputGradientApplies). It computes
 // the primitive's bits (//tensor:conv_amx_test; resnet18's bf16 weights after 10 steps byte-identical).
 #ifndef DDP_TENSOR_CONV_AMX_H_
