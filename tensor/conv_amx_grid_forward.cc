@@ -44,7 +44,6 @@ struct GridLayout {
   int64_t image_elements = 0;
   int64_t tap_start[9] = {};
   int64_t width = 0;
-  bool shifted = false;
 };
 
 // Tiles of 16 positions an image's grid takes at the given width.
@@ -77,7 +76,6 @@ GridLayout LayoutFor(const ConvGeometry& g) {
     layout.image_elements = 3 * copy;
     for (int t = 0; t < 9; ++t) layout.tap_start[t] = (t % 3) * copy + (t / 3) * g.w * g.c;
     layout.width = g.ow;
-    layout.shifted = true;
     return layout;
   }
   const int64_t wp = g.ow + 1;
