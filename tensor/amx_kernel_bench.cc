@@ -32,11 +32,6 @@ using ddp::cpu::ConvGeometry;
 
 int g_reps = 15;
 
-template <typename F>
-double BestMs(F f) {
-  return ddp::BestMs(g_reps, f);
-}
-
 ConvGeometry Geometry(int64_t c, int64_t hw, int64_t out, int64_t stride) {
   ConvGeometry g{64, c, hw, hw, out, 3, 3, stride, 1, (hw - 1) / stride + 1, (hw - 1) / stride + 1};
   g.channels_last = true;
@@ -88,23 +83,23 @@ void Forward(const Shape& s) {
   const std::vector<BFloat16> x = RandomBf16(g.n * g.h * g.w * g.c, 1), w = RandomBf16(g.out * g.K(), 2);
   std::vector<float> rows(g.n * g.P() * g.out), ours(rows.size());
   ddp::cpu::SetForwardAlgorithm(ddp::cpu::ForwardAlgorithm::kRows);
-  const double rows_ms =
-      BestMs([&] { ddp::cpu::ConvForwardChannelsLast(x.data(), w.data(), nullptr, g, rows.data()); });
+  const double rows_ms = ddp::BestMs(
+      g_reps, [&] { ddp::cpu::ConvForwardChannelsLast(x.data(), w.data(), nullptr, g, rows.data()); });
   ddp::cpu::SetForwardAlgorithm(ddp::cpu::ForwardAlgorithm::kAuto);
-  const double auto_ms =
-      BestMs([&] { ddp::cpu::ConvForwardChannelsLast(x.data(), w.data(), nullptr, g, ours.data()); });
+  const double auto_ms = ddp::BestMs(
+      g_reps, [&] { ddp::cpu::ConvForwardChannelsLast(x.data(), w.data(), nullptr, g, ours.data()); });
   std::printf("forward  %-20s engine %6.2f ms (%s as kRows), kRows %6.2f ms", s.name, auto_ms,
               Same(ours, rows), rows_ms);
   if (ddp::cpu::AmxForwardApplies(g)) {
     const double one_row =
-        BestMs([&] { ddp::cpu::AmxForwardChannelsLast(x.data(), w.data(), g, ours.data()); });
+        ddp::BestMs(g_reps, [&] { ddp::cpu::AmxForwardChannelsLast(x.data(), w.data(), g, ours.data()); });
     std::printf(", one-row kernel %6.2f ms (%s)", one_row, Same(ours, rows));
   }
   const std::vector<BFloat16> taps_first = TapsFirst(w, g);
   const int64_t group =
       std::clamp<int64_t>((int64_t{2} << 20) / (g.P() * g.K() * 2), 1, g.n);  // the engine's
   int64_t computed = 0;
-  const double grid = BestMs([&] {
+  const double grid = ddp::BestMs(g_reps, [&] {
     computed = ddp::cpu::AmxGridForwardChannelsLast(x.data(), taps_first.data(), g, group, ours.data());
   });
   std::printf(", grid kernel %6.2f ms (%lld images, %s)", grid, static_cast<long long>(computed),
@@ -118,10 +113,10 @@ void InputGradient(const Shape& s) {
   const ConvGeometry g = Geometry(s.c, s.hw, s.out, s.stride);
   const std::vector<BFloat16> gy = RandomBf16(g.n * g.P() * g.out, 3), w = RandomBf16(g.out * g.K(), 4);
   std::vector<float> primitive(g.n * g.h * g.w * g.c), ours(primitive.size());
-  const double primitive_ms =
-      BestMs([&] { ddp::cpu::OneDnnConvBackwardData(w.data(), gy.data(), g, primitive.data()); });
-  const double ours_ms =
-      BestMs([&] { ddp::cpu::AmxInputGradientChannelsLast(w.data(), gy.data(), g, ours.data()); });
+  const double primitive_ms = ddp::BestMs(
+      g_reps, [&] { ddp::cpu::OneDnnConvBackwardData(w.data(), gy.data(), g, primitive.data()); });
+  const double ours_ms = ddp::BestMs(
+      g_reps, [&] { ddp::cpu::AmxInputGradientChannelsLast(w.data(), gy.data(), g, ours.data()); });
   std::printf(
       "input gradient %-14s AMX tiles %6.2f ms, backward-data primitive %6.2f ms (%s)  [the engine: %s]\n",
       s.name, ours_ms, primitive_ms, Same(ours, primitive),

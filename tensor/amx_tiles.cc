@@ -1,7 +1,8 @@
-// AMX tile permission and padded images (contracts: tensor/amx_tiles.h).
+// AMX tile permission, tile configurations and padded images (contracts: tensor/amx_tiles.h).
 #include "tensor/amx_tiles.h"
 
 #include <cpuid.h>
+#include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -26,6 +27,31 @@ bool AmxTileDataGranted() {
     return CpuHasAmxBf16() && syscall(SYS_arch_prctl, kArchRequestPermission, kTileData) == 0;
   }();
   return granted;
+}
+
+AmxTileConfig TwoByTwoTileConfig(int64_t rows0, int64_t rows1) {
+  constexpr int64_t kBRows = 16;
+  AmxTileConfig config;
+  const int64_t rows[8] = {rows0, rows0, rows1, rows1, rows0, rows1, kBRows, kBRows};
+  for (int t = 0; t < 8; ++t) {
+    config.rows[t] = static_cast<uint8_t>(rows[t]);
+    config.bytes_per_row[t] = 64;
+  }
+  return config;
+}
+
+__attribute__((target("amx-tile"))) void LoadTwoByTwoTileConfig(int64_t rows0, int64_t rows1,
+                                                                LoadedTileConfig& loaded) {
+  if (rows0 == loaded.rows0 && rows1 == loaded.rows1) return;
+  const AmxTileConfig config = TwoByTwoTileConfig(rows0, rows1);
+  _tile_loadconfig(&config);
+  loaded = {rows0, rows1};
+}
+
+__attribute__((target("amx-tile"))) void ReleaseTiles(LoadedTileConfig& loaded) {
+  if (loaded.rows0 < 0) return;
+  _tile_release();
+  loaded = {};
 }
 
 void PadImage(const BFloat16* image, int64_t rows, int64_t cols, int64_t channels, BFloat16* padded) {

@@ -1,7 +1,7 @@
 // What the engine's AMX kernels share (tensor/conv_amx.cc, tensor/conv_amx_weight_gradient.cc,
-// tensor/conv_amx_grid_forward.cc, tensor/amx_matmul_order.cc): the tile configuration LDTILECFG reads,
-// the permission to use tile data, 64-byte aligned scratch and zero-padded images. Internal to the tensor
-// floor.
+// tensor/conv_amx_grid_forward.cc, tensor/amx_matmul_order.cc): the tile configuration LDTILECFG reads
+// and the 2x2 one the convolution kernels load, the permission to use tile data, 64-byte aligned scratch and
+// zero-padded images. Internal to the tensor floor.
 #ifndef DDP_TENSOR_AMX_TILES_H_
 #define DDP_TENSOR_AMX_TILES_H_
 
@@ -26,6 +26,24 @@ struct AmxTileConfig {
 // True when this CPU has AMX-BF16 and Linux grants the process the AMX tile state (ARCH_REQ_XCOMP_PERM,
 // asked once per process). Thread-safe.
 bool AmxTileDataGranted();
+
+// The configuration of a 2x2 block of TDPBF16PS products, every tile row 64 bytes: tiles 0-1 accumulate the
+// first A operand (`rows0` rows, in tile 4) against the two B operands (tiles 6 and 7, 16 rows: 16 K pairs
+// x 16 columns), tiles 2-3 the second (`rows1` rows, in tile 5). REQUIRES: 1 <= rows0, rows1 <= 16.
+AmxTileConfig TwoByTwoTileConfig(int64_t rows0, int64_t rows1);
+
+// The 2x2 configuration a thread has loaded, for a kernel that loads it only when its rows change (a
+// configuration load costs several hundred cycles) and releases the tiles once at the end.
+struct LoadedTileConfig {
+  int64_t rows0 = -1, rows1 = -1;  // -1: none loaded
+};
+
+// Loads TwoByTwoTileConfig(rows0, rows1) on the calling thread unless `loaded` says it is the one loaded;
+// updates `loaded`.
+void LoadTwoByTwoTileConfig(int64_t rows0, int64_t rows1, LoadedTileConfig& loaded);
+
+// Releases the calling thread's tiles if `loaded` says a configuration is loaded, and marks none loaded.
+void ReleaseTiles(LoadedTileConfig& loaded);
 
 // `elements` values in `buffer` (grown as needed, kept across calls), starting on a 64-byte boundary: a
 // tile row of 64 bytes then lies in one cache line (unaligned, every tile load touches twice the lines,

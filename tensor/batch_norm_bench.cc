@@ -31,11 +31,6 @@ int g_reps = 20;
 constexpr double kForwardBytesPerElement = 3 * 4 + 4 + 4 + 2 + 1;
 constexpr double kBackwardBytesPerElement = 2 * (4 + 1 + 4) + 4 + 2;
 
-template <typename F>
-double BestMs(F f) {
-  return ddp::BestMs(g_reps, f);
-}
-
 double GigabytesPerSecond(double bytes, double ms) { return bytes / (ms * 1e6); }
 
 // One activation shape's forward and backward, and the plain read and copy of a buffer of its size.
@@ -58,17 +53,18 @@ void Run(const char* name, int64_t rows, int64_t channels) {
   const bn::BackwardArrays backward{gy.data(), mask.data(),  x.data(),      mean.data(), invstd.data(),
                                     nullptr,   sum_g.data(), sum_gx.data(), gx.data(),   gx_copy.data()};
   const double forward_ms =
-      BestMs([&] { bn::TrainingForward(rows, channels, 1e-5f, unit, unit, true, forward); });
-  const double backward_ms = BestMs([&] { bn::TrainingBackward(rows, channels, unit, backward); });
+      ddp::BestMs(g_reps, [&] { bn::TrainingForward(rows, channels, 1e-5f, unit, unit, true, forward); });
+  const double backward_ms =
+      ddp::BestMs(g_reps, [&] { bn::TrainingBackward(rows, channels, unit, backward); });
   volatile float sink = 0.0f;
-  const double read_ms = BestMs([&] {
+  const double read_ms = ddp::BestMs(g_reps, [&] {
     float lanes[16] = {};
     for (int64_t i = 0; i + 16 <= n; i += 16) {
       for (int j = 0; j < 16; ++j) lanes[j] += x[i + j];
     }
     sink = sink + lanes[0];
   });
-  const double copy_ms = BestMs([&] { std::memcpy(gx.data(), x.data(), sizeof(float) * n); });
+  const double copy_ms = ddp::BestMs(g_reps, [&] { std::memcpy(gx.data(), x.data(), sizeof(float) * n); });
   const double bytes = static_cast<double>(sizeof(float) * n);
   std::printf(
       "%-24s forward %6.3f ms %5.1f GB/s, backward %6.3f ms %5.1f GB/s; plain read %5.1f GB/s, "

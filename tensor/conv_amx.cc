@@ -26,19 +26,6 @@ constexpr int64_t kMaxK = 1152;      // the K up to which oneDNN's matmul sums i
 constexpr int64_t kMaxInputGradientPixels = 49;
 constexpr int64_t kMaxStride2InputGradientPixels = 1024;
 
-// Tiles 0-1 accumulate the first pixel tile (`rows0` pixels) against two tiles of 16 output channels, 2-3
-// the second (`rows1`); 4 and 5 hold their A operands (pixels x 32 K), 6 and 7 the B operands (16 K pairs x
-// 16 output channels).
-AmxTileConfig PairConfig(int64_t rows0, int64_t rows1) {
-  AmxTileConfig config;
-  const int64_t rows[8] = {rows0, rows0, rows1, rows1, rows0, rows1, kTile, kTile};
-  for (int t = 0; t < 8; ++t) {
-    config.rows[t] = static_cast<uint8_t>(rows[t]);
-    config.bytes_per_row[t] = 64;
-  }
-  return config;
-}
-
 // w [out, c, 3, 3] as the B operand: for each block of 16 output channels, K = (tap, channel) in pairs,
 // each pair's two values side by side for each of the 16 channels (TDPBF16PS's layout), blocks one
 // after another ([out / 16][K / 2][16][2]).
@@ -83,18 +70,12 @@ __attribute__((target("amx-tile,amx-bf16"))) void ImageForward(const BFloat16* p
   const auto origin = [&](const PixelTile& p) {
     return padded + (p.oy * g.stride * wp + p.ox0 * g.stride) * g.c;
   };
-  int64_t configured0 = 0, configured1 = 0;
+  LoadedTileConfig loaded;
   for (size_t i = 0; i < tiles.size(); i += 2) {
     const PixelTile& p0 = tiles[i];
     const bool paired = i + 1 < tiles.size();
     const PixelTile& p1 = paired ? tiles[i + 1] : p0;
-    const int64_t rows1 = paired ? p1.pixels : 1;
-    if (p0.pixels != configured0 || rows1 != configured1) {
-      const AmxTileConfig config = PairConfig(p0.pixels, rows1);
-      _tile_loadconfig(&config);
-      configured0 = p0.pixels;
-      configured1 = rows1;
-    }
+    LoadTwoByTwoTileConfig(p0.pixels, paired ? p1.pixels : 1, loaded);
     const BFloat16* a0 = origin(p0);
     const BFloat16* a1 = origin(p1);
     for (int64_t o0 = 0; o0 < g.out; o0 += 2 * kTile) {
@@ -127,7 +108,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void ImageForward(const BFloat16* p
       _tile_stored(3, out1 + kTile, c_stride);
     }
   }
-  _tile_release();
+  ReleaseTiles(loaded);
 }
 
 // w [out, c, 3, 3] as the B operands of the input gradient: for each block of 16 input channels and each
@@ -154,38 +135,6 @@ void PackWeightsForInputGradient(const BFloat16* w, const ConvGeometry& g, BFloa
     }
   }
 }
-
-// The configuration of the input gradient's tiles: 0-1 accumulate the first pixel tile (`rows0` rows) and
-// 2-3 the second (`rows1`), each for 16 input channels; 4 and 5 hold their A operands (pixels x 32 output
-// channels), 6 and 7 the B operands (16 output-channel pairs x 16 input channels).
-AmxTileConfig InputGradientConfig(int64_t rows0, int64_t rows1) {
-  AmxTileConfig config;
-  const int64_t rows[8] = {rows0, rows0, rows1, rows1, rows0, rows1, kTile, kTile};
-  for (int t = 0; t < 8; ++t) {
-    config.rows[t] = static_cast<uint8_t>(rows[t]);
-    config.bytes_per_row[t] = 64;
-  }
-  return config;
-}
-
-// The input gradient's tile configuration as last loaded on this thread during one
-// AmxInputGradientChannelsLast call: a stride-2 gradient's classes and last tiles change the rows many times
-// an image, and loading the configuration only when they change (not once per tile pair and image) measured
-// 17-20% faster on the stride-2 convolution into layer2 (28x28 and 32x32 images) and 7% into layer3 on 32x32
-// images (amx_kernel_bench). The caller releases the tiles once, after its last kernel call.
-struct LoadedInputGradientConfig {
-  int64_t rows0 = -1, rows1 = -1;
-};
-
-__attribute__((target("amx-tile"))) void LoadInputGradientConfig(int64_t rows0, int64_t rows1,
-                                                                 LoadedInputGradientConfig& loaded) {
-  if (rows0 == loaded.rows0 && rows1 == loaded.rows1) return;
-  const AmxTileConfig config = InputGradientConfig(rows0, rows1);
-  _tile_loadconfig(&config);
-  loaded = {rows0, rows1};
-}
-
-__attribute__((target("amx-tile"))) void ReleaseTiles() { _tile_release(); }
 
 // One class of input pixels for the input gradient: (iy, ix) = (a * stride + py, b * stride + px) for a <
 // rows, b < cols, at position q = a * (ow + 2) + b of the padded output gradient's grid; the taps through
@@ -247,7 +196,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void ImageInputGradient(const BFloa
                                                                      const BFloat16* packed, int64_t c0,
                                                                      const InputPixelClass& k,
                                                                      const ConvGeometry& g, float* gx,
-                                                                     LoadedInputGradientConfig& loaded) {
+                                                                     LoadedTileConfig& loaded) {
   const int64_t wp = g.ow + 2, positions = (k.rows - 1) * wp + k.cols, a_stride = g.out * 2;
   const int64_t block = 9 * g.out * kTile;  // packed elements per 16 input channels
   const BFloat16* b0 = packed + (c0 / kTile) * block;
@@ -257,7 +206,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void ImageInputGradient(const BFloa
     const bool paired = q1 < positions;
     const int64_t rows0 = std::min(kTile, positions - q0),
                   rows1 = paired ? std::min(kTile, positions - q1) : 1;
-    LoadInputGradientConfig(rows0, rows1, loaded);
+    LoadTwoByTwoTileConfig(rows0, rows1, loaded);
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
@@ -341,7 +290,10 @@ void AmxInputGradientChannelsLast(const BFloat16* w, const BFloat16* gy, const C
   const int64_t passes = g.c / (2 * kTile), image = g.h * g.w * g.c;
 #pragma omp parallel if (g.n * passes > 1)
   {
-    LoadedInputGradientConfig loaded;  // this thread's
+    // This thread's tile configuration, loaded only when a tile pair's rows change: a stride-2 gradient's
+    // classes and last tiles change them many times an image, and a load per tile pair and image measured
+    // 17-20% slower on the stride-2 convolution into layer2 (amx_kernel_bench).
+    LoadedTileConfig loaded;
 #pragma omp for collapse(2) schedule(static)
     for (int64_t pass = 0; pass < passes; ++pass) {
       for (int64_t i = 0; i < g.n; ++i) {
@@ -351,7 +303,7 @@ void AmxInputGradientChannelsLast(const BFloat16* w, const BFloat16* gy, const C
         }
       }
     }
-    if (loaded.rows0 >= 0) ReleaseTiles();
+    ReleaseTiles(loaded);
   }
 }
 

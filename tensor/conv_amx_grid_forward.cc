@@ -152,18 +152,6 @@ struct ImagePair {
   int64_t chunk_blocks;
 };
 
-// Tiles 0-1 accumulate the first image's positions against two tiles of 16 output channels, 2-3 the
-// second image's; 4 and 5 hold the two images' A operands (`rows` positions x 32 K), 6 and 7 the B
-// operands (16 K pairs x 16 output channels).
-AmxTileConfig PairConfig(int64_t rows) {
-  AmxTileConfig config;
-  for (int t = 0; t < 8; ++t) {
-    config.rows[t] = static_cast<uint8_t>(t < 6 ? rows : kTile);
-    config.bytes_per_row[t] = 64;
-  }
-  return config;
-}
-
 // The four accumulators into `sums` ([4][16][16]) at the end of a K chunk: written by the first chunk,
 // added to by each later one (float32, in chunk order).
 __attribute__((target("amx-tile,amx-bf16"))) void EndChunk(bool first_chunk, float* sums, float* chunk) {
@@ -204,10 +192,11 @@ __attribute__((target("amx-tile,amx-bf16"))) void PairForward(const BFloat16* la
   const int64_t wp = layout.width, positions = (g.oh - 1) * wp + g.ow, a_stride = g.c * 2;
   const int64_t block = g.K() * kTile;  // packed elements per 16 output channels
   alignas(64) float sums[kSums], chunk[kSums];
+  LoadedTileConfig loaded;
   for (int64_t q0 = 0; q0 < positions; q0 += kTile) {
     const int64_t rows = std::min(kTile, positions - q0);
-    const AmxTileConfig config = PairConfig(rows);
-    _tile_loadconfig(&config);
+    // Tiles 0-1: the first image's positions against two tiles of 16 output channels, 2-3 the second's.
+    LoadTwoByTwoTileConfig(rows, rows, loaded);
     for (int64_t o0 = o_begin; o0 < o_end; o0 += 2 * kTile) {
       const BFloat16* b0 = packed + (o0 / kTile) * block;
       int64_t blocks_in_chunk = 0;
@@ -246,7 +235,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void PairForward(const BFloat16* la
       if (pair.two) StorePositions(sums, 1, q0, rows, o0, g, wp, y + g.P() * g.out);
     }
   }
-  _tile_release();
+  ReleaseTiles(loaded);
 }
 
 // The pairs of images [begin, end), all summing in chunks of chunk_blocks.

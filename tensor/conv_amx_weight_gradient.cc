@@ -120,17 +120,6 @@ __attribute__((target("avx512f,avx512bw"))) void PackPixelPairs(const BFloat16* 
   }
 }
 
-// Tiles 0-3 accumulate a 2x2 block (16 output channels x 16 input channels each), 4-5 hold A (16 output
-// channels x 32 pixels), 6-7 B (16 pixel pairs x 16 input channels).
-AmxTileConfig WeightGradientConfig() {
-  AmxTileConfig config;
-  for (int t = 0; t < 8; ++t) {
-    config.rows[t] = kTile;
-    config.bytes_per_row[t] = 64;
-  }
-  return config;
-}
-
 // sum [32][32] += block [32][32] (float32, row stride 32), element by element.
 __attribute__((target("avx512f"))) void AddBlock(const float* block, float* sum) {
   for (int64_t i = 0; i < kBlock * kBlock; i += kTile) {
@@ -175,7 +164,9 @@ __attribute__((target("amx-tile,amx-bf16"))) void TapSlice(const BFloat16* trans
                                                            const BFloat16* panel, int64_t ld,
                                                            float* staging) {
   alignas(64) float sum[kBlock * kBlock], block[kBlock * kBlock];
-  const AmxTileConfig config = WeightGradientConfig();
+  // Tiles 0-3 accumulate a 2x2 block (16 output channels x 16 input channels each), 4-5 hold A (16 output
+  // channels x 32 pixels), 6-7 B (16 pixel pairs x 16 input channels).
+  const AmxTileConfig config = TwoByTwoTileConfig(kTile, kTile);
   _tile_loadconfig(&config);
   for (int64_t o0 = 0; o0 < g.out; o0 += kBlock) {
     float* rows = staging + o0 * ld;
