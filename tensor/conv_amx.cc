@@ -23,8 +23,13 @@ constexpr int64_t kOutPerPass = 64;  // four accumulator tiles side by side
 constexpr int64_t kMaxK = 1152;      // the K up to which oneDNN's matmul sums in this order
 // The input maps (pixels) up to which the input gradient's kernel is faster than oneDNN's primitive (Note
 // [Channels-last input gradients on AMX tiles]).
-constexpr int64_t kMaxInputGradientPixels = 49;
-constexpr int64_t kMaxStride2InputGradientPixels = 1024;
+constexpr int64_t kMaxInputGradientPixels = 64;
+constexpr int64_t kMaxStride2InputGradientPixels = 3136;
+// Packed weights up to which the input gradient runs image by image (each image's padded output gradient
+// serves all its passes over the input channels from L2, the weights staying there too); above, pass by
+// pass over all images, so that one pass's weights stay in L2 (Note [Channels-last input gradients on AMX
+// tiles]).
+constexpr int64_t kImageByImageWeightBytes = int64_t{3} << 19;
 
 // w [out, c, 3, 3] as the B operand: for each block of 16 output channels, K = (tap, channel) in pairs,
 // each pair's two values side by side for each of the 16 channels (TDPBF16PS's layout), blocks one
@@ -279,20 +284,36 @@ void AmxInputGradientChannelsLast(const BFloat16* w, const BFloat16* gy, const C
       << "AmxInputGradientChannelsLast: no AMX kernel for this convolution (c " << g.c << ", out " << g.out
       << ", " << g.h << "x" << g.w << ", " << g.kh << "x" << g.kw << ", stride " << g.stride << ", padding "
       << g.padding << ")";
-  thread_local std::vector<BFloat16> packed_weights, padded_gradient;  // the calling thread's, shared
+  thread_local std::vector<BFloat16> packed_weights;  // the calling thread's, read by every kernel thread
   BFloat16* packed = AlignedScratch(packed_weights, g.out * g.K());
   PackWeightsForInputGradient(w, g, packed);
+  const std::vector<InputPixelClass> classes = InputPixelClasses(g);
+  const int64_t passes = g.c / (2 * kTile), image = g.h * g.w * g.c;
   const int64_t padded_image = (g.oh + 2) * (g.ow + 2) * g.out;
+  if (g.out * g.K() * static_cast<int64_t>(sizeof(BFloat16)) <= kImageByImageWeightBytes) {
+#pragma omp parallel if (g.n > 1)
+    {
+      thread_local std::vector<BFloat16> padded_buffer;  // each kernel thread's own
+      BFloat16* padded = AlignedScratch(padded_buffer, padded_image);
+      LoadedTileConfig loaded;  // loaded only when a tile pair's rows change (LoadTwoByTwoTileConfig)
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < g.n; ++i) {
+        PadImage(gy + i * g.P() * g.out, g.oh, g.ow, g.out, padded);
+        for (int64_t pass = 0; pass < passes; ++pass) {
+          for (const InputPixelClass& k : classes)
+            ImageInputGradient(padded, packed, pass * 2 * kTile, k, g, gx + i * image, loaded);
+        }
+      }
+      ReleaseTiles(loaded);
+    }
+    return;
+  }
+  thread_local std::vector<BFloat16> padded_gradient;  // the calling thread's, read by every kernel thread
   BFloat16* padded = AlignedScratch(padded_gradient, g.n * padded_image);
   for (int64_t i = 0; i < g.n; ++i)
     PadImage(gy + i * g.P() * g.out, g.oh, g.ow, g.out, padded + i * padded_image);
-  const std::vector<InputPixelClass> classes = InputPixelClasses(g);
-  const int64_t passes = g.c / (2 * kTile), image = g.h * g.w * g.c;
 #pragma omp parallel if (g.n * passes > 1)
   {
-    // This thread's tile configuration, loaded only when a tile pair's rows change: a stride-2 gradient's
-    // classes and last tiles change them many times an image, and a load per tile pair and image measured
-    // 17-20% slower on the stride-2 convolution into layer2 (amx_kernel_bench).
     LoadedTileConfig loaded;
 #pragma omp for collapse(2) schedule(static)
     for (int64_t pass = 0; pass < passes; ++pass) {

@@ -12,8 +12,8 @@
 // 32 products per TDPBF16PS, and is stored once (the tiles go in 2x2 blocks, two pixel tiles against two
 // tiles of output channels, so that each operand tile loaded serves two products). That sum order is
 // the one oneDNN 2.6's AMX matmul sums in at K <= 1152 (bench/amx_probe/run.sh: no output differs at
-// layer1's and layer2's GEMMs; at layer3's and layer4's K it sums in another order), so where this kernel runs
-// (AmxForwardApplies) it gives the unfolded path's bits, without the unfolded rows (903 KB per image at
+// layer1's and layer2's GEMMs; at layer3's and layer4's K it sums in another order), so where this kernel
+// runs (AmxForwardApplies) it gives the unfolded path's bits, without the unfolded rows (903 KB per image at
 // ResNet-18's layer1). Where oneDNN is kept off AMX on an AMX CPU (ONEDNN_MAX_CPU_ISA), its matmul sums in
 // its AVX-512 order, so the engine then keeps the unfolded path (it takes this kernel only where
 // Bf16GemmsOnAmx(), tensor/cpu_gemm_bf16.h; the input gradient below likewise).
@@ -37,14 +37,19 @@
 // offset from q = a * (ow + 2) + b. The grid's columns past a class's pixels ride along in the tiles and
 // are dropped: a 4x4 map fills 22 tile rows for its 16 pixels instead of the primitive's 4 per row. Each
 // 16x16 accumulator (16 positions x 16 input channels) starts from zero and is stored once; two position
-// tiles against two channel tiles, so that every operand tile loaded serves two products. Per use, batch
-// 64, one thread, against the primitive (bazel-bin/tensor/amx_kernel_bench, best of 15 calls each): stride
-// 1 on 4x4 maps (layer4) 5.9 ms against 15.1, 7x7 (layer3) 3.4 against 4.4, but 8x8 5.2 against 4.5,
-// 14x14 4.1 against 3.2 and 28x28 5.8 against 2.8; stride 2 on inputs of 7x7 (into layer4) 3.8 against
-// 11.4, 14x14 and 16x16 (into layer3) 3.2 and 4.5 against 4.6 and 5.4 (3.9 on 16x16 with the tile
-// configuration loaded only where the rows change), 28x28 and 32x32 (into layer2) 2.6 and 3.5 against 5.2
-// and 6.3, but 56x56 26.5 against 25.5. So the engine takes this kernel for stride-1
-// maps of at most 49 pixels and stride-2 inputs of at most 1024 (AmxInputGradientApplies). It computes
+// tiles against two channel tiles, so that every operand tile loaded serves two products. Where the packed
+// weights fit in L2 with room to spare (<= 1.5 MB: up to ResNet-18's layer3) the images go one at a time,
+// each padded into its thread's buffer and serving all its passes over the input channels from there; a
+// pass by pass walk over the whole batch, as above 1.5 MB where one pass's weights must stay in L2 while
+// the images go by, reread the padded batch from memory every pass and measured 1.2-1.5x slower at layers
+// 1-3 (results/bench/amx_input_gradient_image_by_image_ab_2026-12-07.txt). Per use, batch 64, one thread,
+// against the primitive (bazel-bin/tensor/amx_kernel_bench, best of 10 calls each, same run): stride 1 on
+// 4x4 maps (layer4) 6.1 ms against 16.4, 7x7 (layer3) 2.9 against 4.2-4.4, 8x8 4.1-4.3 against 4.4-4.8,
+// 14x14 and 28x28 (layer2, layer1) even with it (2.9-3.3 against 3.0-3.3); stride 2 on inputs of 7x7 (into
+// layer4) 3.8-4.0 against 10.8-11.5, 14x14 and 16x16 (into layer3) 2.3 and 2.6-2.9 against 4.3-4.4 and
+// 5.3-5.7, 28x28 and 32x32 (into layer2) 1.9-2.1 and 2.6-2.9 against 5.2-5.4 and 6.5-7.5, 56x56 13.6-15.3
+// against 24.9-27.2. So the engine takes this kernel for stride-1 maps of at most 64 pixels and stride-2
+// inputs of at most 3136, the largest measured (AmxInputGradientApplies). It computes
 // the primitive's bits (//tensor:conv_amx_test; resnet18's bf16 weights after 10 steps byte-identical).
 #ifndef DDP_TENSOR_CONV_AMX_H_
 #define DDP_TENSOR_CONV_AMX_H_
@@ -72,8 +77,8 @@ void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeom
 bool AmxInputGradientComputes(const ConvGeometry& g);
 
 // True when the engine's channels-last bf16 convolutions take AmxInputGradientChannelsLast for g's input
-// gradient: it computes g's, on stride-1 maps of at most 49 pixels or stride-2 inputs of at most 1024, where
-// it is the faster (Note [Channels-last input gradients on AMX tiles]). Thread-safe.
+// gradient: it computes g's, on stride-1 maps of at most 64 pixels or stride-2 inputs of at most 3136,
+// where it is the faster (Note [Channels-last input gradients on AMX tiles]). Thread-safe.
 bool AmxInputGradientApplies(const ConvGeometry& g);
 
 // gx [n, h, w, c] (NHWC, float32, overwritten) = the input gradient of the convolution of w [out, c, 3, 3]

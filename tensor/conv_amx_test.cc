@@ -370,14 +370,16 @@ TEST(ConvAmxTest, InputGradientTakesOnlyThreeByThreeOnSmallMaps) {
   if (!cpu::AmxInputGradientComputes(Geometry(1, 64, 4, 4, 64, 1))) GTEST_SKIP() << "no AMX on this CPU";
   EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 512, 4, 4, 512, 1)));   // ResNet-18's layer4
   EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 256, 7, 7, 256, 1)));   // layer3
-  EXPECT_FALSE(cpu::AmxInputGradientApplies(Geometry(64, 256, 8, 8, 256, 1)));  // on 32x32 images: primitive
-  EXPECT_TRUE(cpu::AmxInputGradientComputes(Geometry(64, 256, 8, 8, 256, 1)));
+  EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 256, 8, 8, 256, 1)));   // layer3 on 32x32 images
+  EXPECT_FALSE(cpu::AmxInputGradientApplies(Geometry(64, 256, 9, 9, 256, 1)));  // larger maps: the primitive
+  EXPECT_TRUE(cpu::AmxInputGradientComputes(Geometry(64, 256, 9, 9, 256, 1)));
   EXPECT_FALSE(cpu::AmxInputGradientApplies(Geometry(64, 128, 14, 14, 128, 1)));  // layer2: the primitive
   EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 256, 7, 7, 512, 2)));     // into layer4
   EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 256, 8, 8, 512, 2)));     // the same on 32x32 images
   EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 128, 14, 14, 256, 2)));   // into layer3
   EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 64, 32, 32, 128, 2)));    // into layer2, 32x32
-  EXPECT_FALSE(cpu::AmxInputGradientApplies(Geometry(64, 64, 56, 56, 128, 2)));   // 56x56: the primitive
+  EXPECT_TRUE(cpu::AmxInputGradientApplies(Geometry(64, 64, 56, 56, 128, 2)));    // 56x56 (224x224 images)
+  EXPECT_FALSE(cpu::AmxInputGradientApplies(Geometry(64, 64, 58, 58, 128, 2)));   // larger: the primitive
   EXPECT_FALSE(cpu::AmxInputGradientComputes(Geometry(1, 64, 9, 9, 128, 3)));     // stride 3
   EXPECT_FALSE(cpu::AmxInputGradientComputes(Geometry(1, 16, 4, 4, 64, 1)));  // channels not a multiple of 32
   EXPECT_FALSE(cpu::AmxInputGradientComputes(Geometry(1, 64, 4, 4, 48, 1)));  // outputs not a multiple of 32
