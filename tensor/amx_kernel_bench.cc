@@ -19,6 +19,7 @@
 #include "tensor/bench_best_time.h"
 #include "tensor/conv_amx.h"
 #include "tensor/conv_amx_grid_forward.h"
+#include "tensor/conv_amx_input_gradient.h"
 #include "tensor/conv_channels_last.h"
 #include "tensor/conv_forward_by_pixel_class.h"
 #include "tensor/conv_onednn.h"

@@ -20,6 +20,7 @@
 #include "tensor/amx_test_support.h"
 #include "tensor/bf16_convert.h"
 #include "tensor/conv_amx_grid_forward.h"
+#include "tensor/conv_amx_input_gradient.h"
 #include "tensor/conv_amx_weight_gradient.h"
 #include "tensor/conv_channels_last.h"
 #include "tensor/conv_forward_by_pixel_class.h"

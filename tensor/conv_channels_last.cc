@@ -10,6 +10,7 @@
 #include "tensor/bf16_convert.h"
 #include "tensor/conv_amx.h"
 #include "tensor/conv_amx_grid_forward.h"
+#include "tensor/conv_amx_input_gradient.h"
 #include "tensor/conv_amx_weight_gradient.h"
 #include "tensor/conv_forward_by_pixel_class.h"
 #include "tensor/conv_onednn.h"
