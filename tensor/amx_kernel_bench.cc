@@ -4,7 +4,8 @@
 // call with ForwardAlgorithm::kRows (the unfolded rows on oneDNN's matmul; where the one-row kernel of
 // tensor/conv_amx.h computes the convolution, K <= 1152, kRows keeps it, as it gives the rows' bits), and
 // the kernels alone: the one-row kernel and the grid kernel (tensor/conv_amx_grid_forward.h, the weights
-// already reordered); and the input gradient on AMX tiles against oneDNN's backward-data primitive. Prints
+// already reordered); the input gradient on AMX tiles against oneDNN's backward-data primitive; and the
+// weight gradient on AMX tiles against the unfolded rows it stands in for. Prints
 // milliseconds per call, the best of `reps` calls each, whether the outputs agree bit for bit, and which the
 // engine takes. On a CPU without AMX it says so and stops.
 //
@@ -20,9 +21,11 @@
 #include "tensor/conv_amx.h"
 #include "tensor/conv_amx_grid_forward.h"
 #include "tensor/conv_amx_input_gradient.h"
+#include "tensor/conv_amx_weight_gradient.h"
 #include "tensor/conv_channels_last.h"
 #include "tensor/conv_forward_by_pixel_class.h"
 #include "tensor/conv_onednn.h"
+#include "tensor/conv_weight_gradient_by_tap.h"
 #include "tensor/cpu_gemm_bf16.h"
 #include "tensor/threads.h"
 
@@ -124,6 +127,30 @@ void InputGradient(const Shape& s) {
       ddp::cpu::AmxInputGradientApplies(g) ? "AMX tiles" : "primitive");
 }
 
+// The weight gradient alone (ConvBackwardChannelsLast with only gw wanted), the engine's choice against
+// WeightGradientAlgorithm::kRows (the unfolded rows on oneDNN's matmul), on the shapes whose rows the AMX
+// kernel stands in for.
+void WeightGradient(const Shape& s) {
+  const ConvGeometry g = Geometry(s.c, s.hw, s.out, s.stride);
+  const int64_t group =
+      std::clamp<int64_t>((int64_t{2} << 20) / (g.P() * g.K() * 2), 1, g.n);  // the engine's
+  if (!ddp::cpu::AmxWeightGradientApplies(g, group)) return;
+  const std::vector<BFloat16> x = RandomBf16(g.n * g.h * g.w * g.c, 5), w = RandomBf16(g.out * g.K(), 6);
+  const std::vector<BFloat16> gy_low = RandomBf16(g.n * g.P() * g.out, 7);
+  std::vector<float> gy(gy_low.size()), ours(g.out * g.K()), rows(ours.size());
+  for (size_t i = 0; i < gy.size(); ++i) gy[i] = ddp::BFloat16ToFloat(gy_low[i].bits);
+  const auto backward = [&](std::vector<float>& gw) {
+    ddp::cpu::ConvBackwardChannelsLast(x.data(), w.data(), gy.data(), gy_low.data(), g,
+                                       {nullptr, gw.data(), nullptr});
+  };
+  ddp::cpu::SetWeightGradientAlgorithm(ddp::cpu::WeightGradientAlgorithm::kRows);
+  const double rows_ms = ddp::BestMs(g_reps, [&] { backward(rows); });
+  ddp::cpu::SetWeightGradientAlgorithm(ddp::cpu::WeightGradientAlgorithm::kAuto);
+  const double ours_ms = ddp::BestMs(g_reps, [&] { backward(ours); });
+  std::printf("weight gradient %-13s AMX tiles %6.2f ms, rows %6.2f ms (%s, %lld images a group)\n", s.name,
+              ours_ms, rows_ms, Same(ours, rows), static_cast<long long>(group));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -139,5 +166,6 @@ int main(int argc, char** argv) {
   std::printf("threads %d, batch 64, best of %d calls each\n", threads, g_reps);
   for (const Shape& s : kShapes) Forward(s);
   for (const Shape& s : kShapes) InputGradient(s);
+  for (const Shape& s : kShapes) WeightGradient(s);
   return 0;
 }

@@ -120,10 +120,13 @@ __attribute__((target("avx512f,avx512bw"))) void PackPixelPairs(const BFloat16* 
   }
 }
 
-// sum [32][32] += block [32][32] (float32, row stride 32), element by element.
-__attribute__((target("avx512f"))) void AddBlock(const float* block, float* sum) {
-  for (int64_t i = 0; i < kBlock * kBlock; i += kTile) {
-    _mm512_store_ps(sum + i, _mm512_add_ps(_mm512_load_ps(sum + i), _mm512_load_ps(block + i)));
+// rows [32][32] (float32, row stride ld) += block [32][32] (row stride 32), element by element.
+__attribute__((target("avx512f"))) void AddBlock(const float* block, float* rows, int64_t ld) {
+  for (int64_t r = 0; r < kBlock; ++r) {
+    for (int64_t j = 0; j < kBlock; j += kTile) {
+      float* dst = rows + r * ld + j;
+      _mm512_storeu_ps(dst, _mm512_add_ps(_mm512_loadu_ps(dst), _mm512_load_ps(block + r * kBlock + j)));
+    }
   }
 }
 
@@ -154,52 +157,51 @@ __attribute__((target("avx512f"))) void StagingToWeights(const float* staging,
 }
 
 // One tap's weight gradient for input channels [c0, c0 + 32) and all output channels over groups [begin,
-// end), in `staging` (row o at staging + o * ld, 32 values): for each 32 output channels, group by group, a
-// 2x2 block of tiles summed from zero over the group's pixels, 32 at a time, kept (the first group of all)
-// or added to the sum of the groups before, which a chunk after the first reads from `staging` (Note
-// [Channels-last weight gradients on AMX tiles]). `panel` holds the groups' B operands for this tap and
-// these channels, one after another.
+// end), in `staging` (row o at staging + o * ld, 32 values): group by group, for each 32 output channels a
+// 2x2 block of tiles summed from zero over the group's pixels, 32 at a time, stored (the first group of
+// all) or added to the sum of the groups before in `staging` (Note [Channels-last weight gradients on AMX
+// tiles]). `panel` holds the groups' B operands for this tap and these channels, one after another; a
+// group's (14-28 KB) stays in L1 while its output channels go by.
 __attribute__((target("amx-tile,amx-bf16"))) void TapSlice(const BFloat16* transposed,
                                                            const GroupChunk& chunk, const ConvGeometry& g,
                                                            const BFloat16* panel, int64_t ld,
                                                            float* staging) {
-  alignas(64) float sum[kBlock * kBlock], block[kBlock * kBlock];
+  alignas(64) float block[kBlock * kBlock];
   // Tiles 0-3 accumulate a 2x2 block (16 output channels x 16 input channels each), 4-5 hold A (16 output
   // channels x 32 pixels), 6-7 B (16 pixel pairs x 16 input channels).
   const AmxTileConfig config = TwoByTwoTileConfig(kTile, kTile);
   _tile_loadconfig(&config);
-  for (int64_t o0 = 0; o0 < g.out; o0 += kBlock) {
-    float* rows = staging + o0 * ld;
-    if (chunk.begin > 0) {
-      for (int64_t r = 0; r < kBlock; ++r) std::memcpy(sum + r * kBlock, rows + r * ld, kBlock * 4);
-    }
-    const BFloat16* b = panel;
-    for (size_t gi = chunk.begin; gi < chunk.end; ++gi) {
-      const PixelGroup& group = (*chunk.groups)[gi];
-      const int64_t a_stride = group.padded * 2;
+  const BFloat16* b = panel;
+  for (size_t gi = chunk.begin; gi < chunk.end; b += (*chunk.groups)[gi].padded * kBlock, ++gi) {
+    const PixelGroup& group = (*chunk.groups)[gi];
+    const int64_t a_stride = group.padded * 2;
+    for (int64_t o0 = 0; o0 < g.out; o0 += kBlock) {
       _tile_zero(0);
       _tile_zero(1);
       _tile_zero(2);
       _tile_zero(3);
       const BFloat16* a = transposed + group.gradient_offset + o0 * group.padded;
-      for (int64_t k0 = 0; k0 < group.padded; k0 += kTileK, b += kTileK * kBlock) {
+      for (int64_t k0 = 0; k0 < group.padded; k0 += kTileK) {
+        const BFloat16* bk = b + k0 * kBlock;
         _tile_loadd(4, a + k0, a_stride);
         _tile_loadd(5, a + kTile * group.padded + k0, a_stride);
-        _tile_loadd(6, b, 2 * kBlock * 2);
-        _tile_loadd(7, b + kTile * 2, 2 * kBlock * 2);
+        _tile_loadd(6, bk, 2 * kBlock * 2);
+        _tile_loadd(7, bk + kTile * 2, 2 * kBlock * 2);
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
       }
-      float* out = gi == 0 ? sum : block;
-      _tile_stored(0, out, kBlock * 4);
-      _tile_stored(1, out + kTile, kBlock * 4);
-      _tile_stored(2, out + kTile * kBlock, kBlock * 4);
-      _tile_stored(3, out + kTile * kBlock + kTile, kBlock * 4);
-      if (gi > 0) AddBlock(block, sum);
+      float* rows = staging + o0 * ld;
+      const bool first = gi == 0;
+      float* out = first ? rows : block;
+      const int64_t out_ld = first ? ld : kBlock;
+      _tile_stored(0, out, out_ld * 4);
+      _tile_stored(1, out + kTile, out_ld * 4);
+      _tile_stored(2, out + kTile * out_ld, out_ld * 4);
+      _tile_stored(3, out + kTile * out_ld + kTile, out_ld * 4);
+      if (!first) AddBlock(block, rows, ld);
     }
-    for (int64_t r = 0; r < kBlock; ++r) std::memcpy(rows + r * ld, sum + r * kBlock, kBlock * 4);
   }
   _tile_release();
 }

@@ -15,15 +15,18 @@
 // by bench/amx_probe/run.sh); with groups of 882 and 896 pixels (layer3.0) it sums in another order.
 // This kernel keeps the order without the rows or the passes over gw. For 32 input channels at a time it
 // goes tap by tap: it packs the input pixels that tap reads, every group's, as B operands (two pixels'
-// channels interleaved, zeros in the padding and past a group's pixels), and for each 32 output channels
-// sums each group's pixels in a 2x2 block of tiles (A: the output gradient transposed once per call, group
-// by group) and adds the block to the groups before it in L1; the 32 channels' gradients of all taps are
-// then written once, straight into gw's [out, c, kh, kw] order. Where the transposed output gradient
-// exceeds 1 MB (layer3: 1.6 MB at 28x28, 2.3 MB at 32x32) the groups go in chunks that stay in L2, each
-// chunk's sums carried to the next in a [c / 32][out][taps][32] staging array. It takes only what the rows
-// would have run on oneDNN's AMX brgemm (GemmOnAmxBrgemm, tensor/cpu_gemm_bf16.h: for small GEMMs oneDNN
-// picks an AVX-512 kernel, another order) with groups of at most 448 pixels, the largest the probe shows in
-// this order.
+// channels interleaved, zeros in the padding and past a group's pixels), and group by group, for each 32
+// output channels, sums the group's pixels in a 2x2 block of tiles (A: the output gradient transposed once
+// per call, group by group) and adds the block to the groups before it in a [c / 32][out][taps][32] staging
+// array, the group's B operands (14-28 KB) staying in L1 while its output channels go by (with the groups
+// inside each 32 output channels, they came from L2 at every step: 5-15% slower,
+// results/bench/amx_weight_gradient_group_outer_ab_2026-12-07.txt); the 32 channels' gradients of all taps
+// are then written once from the staging array, straight into gw's [out, c, kh, kw] order. Where the
+// transposed output gradient exceeds 1 MB (layer3: 1.6 MB at 28x28, 2.3 MB at 32x32) the groups go in
+// chunks that stay in L2, one after another, adding into the same staging array. It takes
+// only what the rows would have run on oneDNN's AMX brgemm (GemmOnAmxBrgemm, tensor/cpu_gemm_bf16.h: for
+// small GEMMs oneDNN picks an AVX-512 kernel, another order) with groups of at most 448 pixels, the largest
+// the probe shows in this order.
 #ifndef DDP_TENSOR_CONV_AMX_WEIGHT_GRADIENT_H_
 #define DDP_TENSOR_CONV_AMX_WEIGHT_GRADIENT_H_
 
