@@ -288,6 +288,55 @@ __attribute__((target("amx-tile,amx-bf16"))) void DenseInputGradient(const BFloa
   }
 }
 
+// The input gradient image by image: each image's padded output gradient, in its thread's buffer, serves
+// all its passes over the input channels (32 at a time) and pixel classes while it is in L2.
+void ImageByImageInputGradient(const BFloat16* packed, const BFloat16* gy, const ConvGeometry& g, float* gx) {
+  const std::vector<InputPixelClass> classes = InputPixelClasses(g);
+  const int64_t passes = g.c / (2 * kTile), image = g.h * g.w * g.c;
+  const int64_t padded_image = (g.oh + 2) * (g.ow + 2) * g.out;
+#pragma omp parallel if (g.n > 1)
+  {
+    thread_local std::vector<BFloat16> padded_buffer;  // each kernel thread's own
+    BFloat16* padded = AlignedScratch(padded_buffer, padded_image);
+    LoadedTileConfig loaded;  // loaded only when a tile pair's rows change (LoadTwoByTwoTileConfig)
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < g.n; ++i) {
+      PadImage(gy + i * g.P() * g.out, g.oh, g.ow, g.out, padded);
+      for (int64_t pass = 0; pass < passes; ++pass) {
+        for (const InputPixelClass& k : classes)
+          ImageInputGradient(padded, packed, pass * 2 * kTile, k, g, gx + i * image, loaded);
+      }
+    }
+    ReleaseTiles(loaded);
+  }
+}
+
+// The input gradient pass by pass (32 input channels at a time) over the whole batch, padded once, so that
+// one pass's packed weights stay in L2 while every image goes by.
+void PassByPassInputGradient(const BFloat16* packed, const BFloat16* gy, const ConvGeometry& g, float* gx) {
+  const std::vector<InputPixelClass> classes = InputPixelClasses(g);
+  const int64_t passes = g.c / (2 * kTile), image = g.h * g.w * g.c;
+  const int64_t padded_image = (g.oh + 2) * (g.ow + 2) * g.out;
+  thread_local std::vector<BFloat16> padded_gradient;  // the calling thread's, read by every kernel thread
+  BFloat16* padded = AlignedScratch(padded_gradient, g.n * padded_image);
+  for (int64_t i = 0; i < g.n; ++i)
+    PadImage(gy + i * g.P() * g.out, g.oh, g.ow, g.out, padded + i * padded_image);
+#pragma omp parallel if (g.n * passes > 1)
+  {
+    LoadedTileConfig loaded;  // loaded only when a tile pair's rows change (LoadTwoByTwoTileConfig)
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t pass = 0; pass < passes; ++pass) {
+      for (int64_t i = 0; i < g.n; ++i) {
+        for (const InputPixelClass& k : classes) {
+          ImageInputGradient(padded + i * padded_image, packed, pass * 2 * kTile, k, g, gx + i * image,
+                             loaded);
+        }
+      }
+    }
+    ReleaseTiles(loaded);
+  }
+}
+
 }  // namespace
 
 bool AmxInputGradientComputes(const ConvGeometry& g) {
@@ -308,48 +357,12 @@ void AmxInputGradientChannelsLast(const BFloat16* w, const BFloat16* gy, const C
   thread_local std::vector<BFloat16> packed_weights;  // the calling thread's, read by every kernel thread
   BFloat16* packed = AlignedScratch(packed_weights, g.out * g.K());
   PackWeightsForInputGradient(w, g, packed);
-  const std::vector<InputPixelClass> classes = InputPixelClasses(g);
-  const int64_t passes = g.c / (2 * kTile), image = g.h * g.w * g.c;
-  const int64_t padded_image = (g.oh + 2) * (g.ow + 2) * g.out;
   if (g.stride == 1 && g.h * g.w <= kTile) {
     DenseInputGradient(packed, gy, g, gx);
-    return;
-  }
-  if (g.out * g.K() * static_cast<int64_t>(sizeof(BFloat16)) <= kImageByImageWeightBytes) {
-#pragma omp parallel if (g.n > 1)
-    {
-      thread_local std::vector<BFloat16> padded_buffer;  // each kernel thread's own
-      BFloat16* padded = AlignedScratch(padded_buffer, padded_image);
-      LoadedTileConfig loaded;  // loaded only when a tile pair's rows change (LoadTwoByTwoTileConfig)
-#pragma omp for schedule(static)
-      for (int64_t i = 0; i < g.n; ++i) {
-        PadImage(gy + i * g.P() * g.out, g.oh, g.ow, g.out, padded);
-        for (int64_t pass = 0; pass < passes; ++pass) {
-          for (const InputPixelClass& k : classes)
-            ImageInputGradient(padded, packed, pass * 2 * kTile, k, g, gx + i * image, loaded);
-        }
-      }
-      ReleaseTiles(loaded);
-    }
-    return;
-  }
-  thread_local std::vector<BFloat16> padded_gradient;  // the calling thread's, read by every kernel thread
-  BFloat16* padded = AlignedScratch(padded_gradient, g.n * padded_image);
-  for (int64_t i = 0; i < g.n; ++i)
-    PadImage(gy + i * g.P() * g.out, g.oh, g.ow, g.out, padded + i * padded_image);
-#pragma omp parallel if (g.n * passes > 1)
-  {
-    LoadedTileConfig loaded;
-#pragma omp for collapse(2) schedule(static)
-    for (int64_t pass = 0; pass < passes; ++pass) {
-      for (int64_t i = 0; i < g.n; ++i) {
-        for (const InputPixelClass& k : classes) {
-          ImageInputGradient(padded + i * padded_image, packed, pass * 2 * kTile, k, g, gx + i * image,
-                             loaded);
-        }
-      }
-    }
-    ReleaseTiles(loaded);
+  } else if (g.out * g.K() * static_cast<int64_t>(sizeof(BFloat16)) <= kImageByImageWeightBytes) {
+    ImageByImageInputGradient(packed, gy, g, gx);
+  } else {
+    PassByPassInputGradient(packed, gy, g, gx);
   }
 }
 

@@ -342,16 +342,17 @@ TEST(ConvAmxTest, InputGradientMatchesTheBackwardDataPrimitiveBitForBit) {
   struct Case {
     int64_t n, c, h, w, out, stride;
   };
-  // ResNet-18's layer4, layer3, layer2 and layer1 (fewer images; the engine takes the kernel for the first
-  // alone), maps of one pixel, of one row (one position tile, alone), and wider than a tile (an odd count of
-  // tiles), channel counts that are not powers of two; and the stride-2 convolutions into layer4, layer3
-  // and layer2, and maps of odd and even sizes and of one pixel at stride 2 (parity classes of one row or
-  // none).
+  // ResNet-18's layer4 (maps of at most 16 pixels, one tile per image: 5 images, 4 + 1 per weight tile),
+  // layer3, layer2 and layer1 (image by image; fewer images), a 5x5 map with weights above 1.5 MB (pass by
+  // pass), maps of one pixel (3 images) and of one row (2 images), and wider than a tile (an odd count of
+  // tiles), channel counts that are not powers of two; and the stride-2 convolutions into layer4 (pass by
+  // pass), layer3 and layer2, and maps of odd and even sizes and of one pixel at stride 2 (parity classes
+  // of one row or none).
   const Case cases[] = {{5, 512, 4, 4, 512, 1},  {3, 256, 7, 7, 256, 1}, {2, 128, 14, 14, 128, 1},
                         {2, 64, 28, 28, 64, 1},  {3, 64, 1, 1, 96, 1},   {2, 128, 1, 9, 64, 1},
                         {2, 192, 5, 20, 160, 1}, {3, 256, 7, 7, 512, 2}, {2, 128, 14, 14, 256, 2},
                         {2, 64, 28, 28, 128, 2}, {2, 64, 8, 5, 96, 2},   {2, 32, 1, 1, 64, 2},
-                        {2, 64, 2, 3, 32, 2}};
+                        {2, 64, 2, 3, 32, 2},    {2, 512, 5, 5, 512, 1}};
   for (const Case& k : cases) {
     const cpu::ConvGeometry g = Geometry(k.n, k.c, k.h, k.w, k.out, k.stride);
     SCOPED_TRACE(::testing::Message() << "n " << k.n << " c " << k.c << " " << k.h << "x" << k.w << " out "
