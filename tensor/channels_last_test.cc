@@ -201,7 +201,9 @@ TEST(ChannelsLastConvTest, Bf16OnFloat32KernelsRunsTheFloat32PrimitivesOnRounded
       EXPECT_EQ(y.ToVector<float>(), y_ref.ToVector<float>());
       EXPECT_EQ(x_cl.grad().ToVector<float>(), x_ref.grad().ToVector<float>());
       EXPECT_EQ(w.grad().ToVector<float>(), w_ref.grad().ToVector<float>());
-      if (k.bias) EXPECT_EQ(b.grad().ToVector<float>(), b_ref.grad().ToVector<float>());
+      if (k.bias) {
+        EXPECT_EQ(b.grad().ToVector<float>(), b_ref.grad().ToVector<float>());
+      }
     }
   }
 }
