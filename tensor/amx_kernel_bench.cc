@@ -71,6 +71,12 @@ constexpr Shape kShapes[] = {{"layer1", 64, 28, 64, 1},
                              {"56x56 stride 2", 64, 56, 128, 2},
                              {"into layer3 (32x32)", 128, 16, 256, 2}};
 
+// The images per group of unfolded bf16 rows the engine uses for g (rows within 2 MB, at least one image):
+// the grid forward's chunk order and the weight gradient's groups follow it.
+int64_t EngineImagesPerGroup(const ConvGeometry& g) {
+  return std::clamp<int64_t>((int64_t{2} << 20) / (g.P() * g.K() * 2), 1, g.n);
+}
+
 // w [out, c, 3, 3] as [out, (ky, kx, c)], as the grid kernel takes it.
 std::vector<BFloat16> TapsFirst(const std::vector<BFloat16>& w, const ConvGeometry& g) {
   std::vector<BFloat16> taps_first(w.size());
@@ -100,8 +106,7 @@ void Forward(const Shape& s) {
     std::printf(", one-row kernel %6.2f ms (%s)", one_row, Same(ours, rows));
   }
   const std::vector<BFloat16> taps_first = TapsFirst(w, g);
-  const int64_t group =
-      std::clamp<int64_t>((int64_t{2} << 20) / (g.P() * g.K() * 2), 1, g.n);  // the engine's
+  const int64_t group = EngineImagesPerGroup(g);
   int64_t computed = 0;
   const double grid = ddp::BestMs(g_reps, [&] {
     computed = ddp::cpu::AmxGridForwardChannelsLast(x.data(), taps_first.data(), g, group, ours.data());
@@ -132,8 +137,7 @@ void InputGradient(const Shape& s) {
 // kernel stands in for.
 void WeightGradient(const Shape& s) {
   const ConvGeometry g = Geometry(s.c, s.hw, s.out, s.stride);
-  const int64_t group =
-      std::clamp<int64_t>((int64_t{2} << 20) / (g.P() * g.K() * 2), 1, g.n);  // the engine's
+  const int64_t group = EngineImagesPerGroup(g);
   if (!ddp::cpu::AmxWeightGradientApplies(g, group)) return;
   const std::vector<BFloat16> x = RandomBf16(g.n * g.h * g.w * g.c, 5), w = RandomBf16(g.out * g.K(), 6);
   const std::vector<BFloat16> gy_low = RandomBf16(g.n * g.P() * g.out, 7);

@@ -255,11 +255,9 @@ __attribute__((target("amx-tile,amx-bf16"))) void DenseInputGradient(const BFloa
     thread_local std::vector<BFloat16> copies_buffer;  // each kernel thread's own
     BFloat16* copies = AlignedScratch(copies_buffer, kDenseGroupImages * copy_stride);
     const AmxTileConfig config = DenseTileConfig(g.h * g.w);
-    bool loaded = false;
+    _tile_loadconfig(&config);  // one configuration for the whole call
 #pragma omp for schedule(static)
     for (int64_t group = 0; group < groups; ++group) {
-      if (!loaded) _tile_loadconfig(&config);
-      loaded = true;
       const int64_t first = group * kDenseGroupImages, count = std::min(kDenseGroupImages, g.n - first);
       for (int64_t j = 0; j < count; ++j)
         ShiftedGradientCopies(gy + (first + j) * g.P() * g.out, g, copies + j * copy_stride);
@@ -284,7 +282,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void DenseInputGradient(const BFloa
         }
       }
     }
-    if (loaded) _tile_release();
+    _tile_release();
   }
 }
 
