@@ -8,6 +8,7 @@
 #include "nn/layers.h"
 #include "tensor/autograd.h"
 #include "tensor/batch_norm.h"
+#include "tensor/conv_batch_norm.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 
@@ -52,6 +53,28 @@ Tensor NormalizeAddRelu(Module& bn_module, Module& relu_module, const Tensor& x,
   return relu_module(y);
 }
 
+// relu(bn(conv(x)) + residual): with `fuse`, `conv` exactly a bias-free Conv2d, `bn` exactly a BatchNorm2d
+// and `relu` exactly a ReLU, one ConvBatchNormAddRelu op (a module call observer sees one call of conv)
+// where that op fuses (Note [Convolution and BatchNorm in one op under bf16], tensor/conv_batch_norm.h);
+// otherwise conv's call, then NormalizeAddRelu.
+Tensor ConvNormalizeAddRelu(Module& conv_module, Module& bn_module, Module& relu_module, const Tensor& x,
+                            const Tensor& residual, bool fuse) {
+  if (fuse && typeid(conv_module) == typeid(Conv2d) && typeid(bn_module) == typeid(BatchNorm2d) &&
+      typeid(relu_module) == typeid(ReLU) && ConvBatchNormFuses(x, bn_module.is_training())) {
+    auto& conv = static_cast<Conv2d&>(conv_module);
+    auto& bn = static_cast<BatchNorm2d&>(bn_module);
+    if (!conv.bias().defined()) {
+      return conv.CallAs(x, [&](const Tensor& in) {
+        IncrementBatchCount(bn.num_batches_tracked());
+        return ConvBatchNormAddRelu(in, conv.weight(), conv.options().stride, conv.options().padding,
+                                    residual, bn.weight(), bn.bias(), bn.running_mean(), bn.running_var(),
+                                    true, bn.momentum(), bn.eps());
+      });
+    }
+  }
+  return NormalizeAddRelu(bn_module, relu_module, conv_module(x), residual, fuse);
+}
+
 }  // namespace
 
 // ---- BasicBlock ----
@@ -75,11 +98,10 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride
 
 Tensor BasicBlock::Forward(const Tensor& x) {
   Module& relu = *Child("relu");
-  Tensor out = NormalizeAddRelu(*Child("bn1"), relu, (*Child("conv1"))(x), Tensor(), fuse_blocks_);
-  out = (*Child("conv2"))(out);
+  const Tensor out = ConvNormalizeAddRelu(*Child("conv1"), *Child("bn1"), relu, x, Tensor(), fuse_blocks_);
   const std::shared_ptr<Module> downsample = Child("downsample");
   const Tensor identity = downsample != nullptr ? (*downsample)(x) : x;
-  return NormalizeAddRelu(*Child("bn2"), relu, out, identity, fuse_blocks_);
+  return ConvNormalizeAddRelu(*Child("conv2"), *Child("bn2"), relu, out, identity, fuse_blocks_);
 }
 
 // ---- ResNet ----
@@ -129,7 +151,7 @@ Tensor ResNet::Forward(const Tensor& x) {
       << "ResNet got input " << ShapeToString(x.shape()) << ", expected [n, " << options_.in_channels << ", h, w]";
   const Tensor input = channels_last_ ? ContiguousChannelsLast(x) : x;
   Tensor y =
-      NormalizeAddRelu(*Child("bn1"), *Child("relu"), (*Child("conv1"))(input), Tensor(), fuse_blocks_);
+      ConvNormalizeAddRelu(*Child("conv1"), *Child("bn1"), *Child("relu"), input, Tensor(), fuse_blocks_);
   for (size_t stage = 0; stage < options_.blocks_per_stage.size(); ++stage) {
     y = (*Child(absl::StrCat("layer", stage + 1)))(y);
   }

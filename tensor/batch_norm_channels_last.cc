@@ -14,6 +14,7 @@
 #include "tensor/batch_norm_channels_last.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "tensor/batch_norm_kernels.h"
@@ -45,29 +46,42 @@ void ForEachColumnBlock(int64_t rows, int64_t channels, F f) {
 // The lane mask of a ReLU mask byte: all ones where the output was positive.
 inline uint32_t LaneOf(uint8_t mask_byte) { return mask_byte != 0 ? ~uint32_t{0} : 0u; }
 
-// The output pass over columns [c0, c1): y = x * scale + shift, or with `relu` relu(... + residual) with
-// the bf16 copy and mask where `a` has them; scale[j] and shift[j] are column c0 + j's.
-void NormalizeBlock(int64_t rows, int64_t channels, int64_t c0, int64_t c1, const float* scale,
-                    const float* shift, bool relu, const ForwardArrays& a) {
+// An input element as float32: itself, or a bf16 widened (exactly).
+inline float Widen(float v) { return v; }
+inline float Widen(BFloat16 v) {
+  const uint32_t bits = static_cast<uint32_t>(v.bits) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// The output pass over columns [c0, c1) of input `in` (a.x or a.x_low): y = x * scale + shift, or with
+// `relu` relu(... + residual) with the bf16 copy and mask where `a` has them; scale[j] and shift[j] are
+// column c0 + j's.
+template <typename X>
+__attribute__((target_clones("arch=x86-64-v4", "default"))) void NormalizeBlock(
+    int64_t rows, int64_t channels, int64_t c0, int64_t c1, const float* scale, const float* shift, bool relu,
+    const X* in, const ForwardArrays& a) {
   const int64_t width = c1 - c0;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t base = r * channels + c0;
-    const float* x = a.x + base;
+    const X* x = in + base;
     float* y = a.y + base;
     if (!relu) {
-      for (int64_t j = 0; j < width; ++j) y[j] = rows_::NormalizedValue(x[j], scale[j], shift[j]);
+      for (int64_t j = 0; j < width; ++j) y[j] = rows_::NormalizedValue(Widen(x[j]), scale[j], shift[j]);
       continue;
     }
     if (a.residual == nullptr) {
       for (int64_t j = 0; j < width; ++j)
-        y[j] = rows_::ReluValue(rows_::NormalizedValue(x[j], scale[j], shift[j]));
+        y[j] = rows_::ReluValue(rows_::NormalizedValue(Widen(x[j]), scale[j], shift[j]));
     } else {
       const float* res = a.residual + base;
       for (int64_t j = 0; j < width; ++j) {
-        y[j] = rows_::ReluValue(rows_::SumValue(rows_::NormalizedValue(x[j], scale[j], shift[j]), res[j]));
+        y[j] = rows_::ReluValue(
+            rows_::SumValue(rows_::NormalizedValue(Widen(x[j]), scale[j], shift[j]), res[j]));
       }
     }
-    if (a.copy != nullptr) cpu::FloatToBFloat16Run(y, a.copy + base, width);
+    if (a.copy != nullptr) cpu::FloatToBFloat16Inline(y, a.copy + base, width);
     if (a.mask != nullptr) {
       uint8_t* m = a.mask + base;
       for (int64_t j = 0; j < width; ++j) m[j] = static_cast<uint8_t>(y[j] > 0.0f);
@@ -75,13 +89,15 @@ void NormalizeBlock(int64_t rows, int64_t channels, int64_t c0, int64_t c1, cons
   }
 }
 
-void ForwardBlock(int64_t rows, int64_t channels, int64_t c0, int64_t c1, float eps, const Tensor& weight,
-                  const Tensor& bias, bool relu, const ForwardArrays& a) {
+template <typename X>
+__attribute__((target_clones("arch=x86-64-v4", "default"))) void ForwardBlock(
+    int64_t rows, int64_t channels, int64_t c0, int64_t c1, float eps, const Tensor& weight,
+    const Tensor& bias, bool relu, const X* in, const ForwardArrays& a) {
   const int64_t width = c1 - c0;
   std::vector<double> totals(width, 0.0), mean(width);
   for (int64_t r = 0; r < rows; ++r) {
-    const float* x = a.x + r * channels + c0;
-    for (int64_t j = 0; j < width; ++j) totals[j] += x[j];
+    const X* x = in + r * channels + c0;
+    for (int64_t j = 0; j < width; ++j) totals[j] += Widen(x[j]);
   }
   for (int64_t j = 0; j < width; ++j) {
     a.mean[c0 + j] = rows_::DividedByCount(static_cast<float>(totals[j]), rows);
@@ -89,8 +105,11 @@ void ForwardBlock(int64_t rows, int64_t channels, int64_t c0, int64_t c1, float 
     totals[j] = 0.0;
   }
   for (int64_t r = 0; r < rows; ++r) {
-    const float* x = a.x + r * channels + c0;
-    for (int64_t j = 0; j < width; ++j) totals[j] += (x[j] - mean[j]) * (x[j] - mean[j]);
+    const X* x = in + r * channels + c0;
+    for (int64_t j = 0; j < width; ++j) {
+      const float v = Widen(x[j]);
+      totals[j] += (v - mean[j]) * (v - mean[j]);
+    }
   }
   std::vector<float> scale(width), shift(width);
   for (int64_t j = 0; j < width; ++j) {
@@ -102,21 +121,25 @@ void ForwardBlock(int64_t rows, int64_t channels, int64_t c0, int64_t c1, float 
     scale[j] = f.a;
     shift[j] = f.b;
   }
-  NormalizeBlock(rows, channels, c0, c1, scale.data(), shift.data(), relu, a);
+  NormalizeBlock(rows, channels, c0, c1, scale.data(), shift.data(), relu, in, a);
 }
 
-void BackwardBlock(int64_t rows, int64_t channels, int64_t c0, int64_t c1, const Tensor& weight,
-                   const BackwardArrays& a) {
+template <typename X>
+__attribute__((target_clones("arch=x86-64-v4", "default"))) void BackwardBlock(int64_t rows, int64_t channels,
+                                                                               int64_t c0, int64_t c1,
+                                                                               const Tensor& weight,
+                                                                               const X* in,
+                                                                               const BackwardArrays& a) {
   const int64_t width = c1 - c0;
   std::vector<double> total_g(width, 0.0), total_gx(width, 0.0), mean(a.mean + c0, a.mean + c1);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t base = r * channels + c0;
     const float* gy = a.gy + base;
-    const float* x = a.x + base;
+    const X* x = in + base;
     if (a.mask == nullptr) {
       for (int64_t j = 0; j < width; ++j) {
         total_g[j] += gy[j];
-        total_gx[j] += gy[j] * (x[j] - mean[j]);
+        total_gx[j] += gy[j] * (Widen(x[j]) - mean[j]);
       }
       continue;
     }
@@ -126,7 +149,7 @@ void BackwardBlock(int64_t rows, int64_t channels, int64_t c0, int64_t c1, const
       const float g = rows_::ReluMask(gy[j], LaneOf(m[j]));
       if (masked != nullptr) masked[j] = g;
       total_g[j] += g;
-      total_gx[j] += g * (x[j] - mean[j]);
+      total_gx[j] += g * (Widen(x[j]) - mean[j]);
     }
   }
   std::vector<float> k(width), slope(width), offset(width);
@@ -141,23 +164,24 @@ void BackwardBlock(int64_t rows, int64_t channels, int64_t c0, int64_t c1, const
     offset[j] = f.b;
   }
   const float* mean_f = a.mean + c0;
+  std::vector<float> row_gx(a.gx == nullptr ? width : 0);  // a row's gradient where only its copy is kept
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t base = r * channels + c0;
-    const float* x = a.x + base;
-    float* gx = a.gx + base;
+    const X* x = in + base;
+    float* gx = a.gx != nullptr ? a.gx + base : row_gx.data();
     if (a.masked != nullptr || a.mask == nullptr) {
       const float* g = a.masked != nullptr ? a.masked + base : a.gy + base;
       for (int64_t j = 0; j < width; ++j)
-        gx[j] = rows_::InputGradValue(g[j], x[j], k[j], slope[j], offset[j], mean_f[j]);
+        gx[j] = rows_::InputGradValue(g[j], Widen(x[j]), k[j], slope[j], offset[j], mean_f[j]);
     } else {
       const float* gy = a.gy + base;
       const uint8_t* m = a.mask + base;
       for (int64_t j = 0; j < width; ++j) {
-        gx[j] = rows_::InputGradValue(rows_::ReluMask(gy[j], LaneOf(m[j])), x[j], k[j], slope[j], offset[j],
-                                      mean_f[j]);
+        gx[j] = rows_::InputGradValue(rows_::ReluMask(gy[j], LaneOf(m[j])), Widen(x[j]), k[j], slope[j],
+                                      offset[j], mean_f[j]);
       }
     }
-    if (a.gx_copy != nullptr) cpu::FloatToBFloat16Run(gx, a.gx_copy + base, width);
+    if (a.gx_copy != nullptr) cpu::FloatToBFloat16Inline(gx, a.gx_copy + base, width);
   }
 }
 
@@ -166,7 +190,11 @@ void BackwardBlock(int64_t rows, int64_t channels, int64_t c0, int64_t c1, const
 void TrainingForward(int64_t rows, int64_t channels, float eps, const Tensor& weight, const Tensor& bias,
                      bool relu, const ForwardArrays& arrays) {
   ForEachColumnBlock(rows, channels, [&](int64_t c0, int64_t c1) {
-    ForwardBlock(rows, channels, c0, c1, eps, weight, bias, relu, arrays);
+    if (arrays.x_low != nullptr) {
+      ForwardBlock(rows, channels, c0, c1, eps, weight, bias, relu, arrays.x_low, arrays);
+    } else {
+      ForwardBlock(rows, channels, c0, c1, eps, weight, bias, relu, arrays.x, arrays);
+    }
   });
 }
 
@@ -178,13 +206,22 @@ void Normalize(int64_t rows, int64_t channels, const batch_norm_rows::AffineCoef
       scale[j] = affine[c0 + j].a;
       shift[j] = affine[c0 + j].b;
     }
-    NormalizeBlock(rows, channels, c0, c1, scale.data(), shift.data(), relu, arrays);
+    if (arrays.x_low != nullptr) {
+      NormalizeBlock(rows, channels, c0, c1, scale.data(), shift.data(), relu, arrays.x_low, arrays);
+    } else {
+      NormalizeBlock(rows, channels, c0, c1, scale.data(), shift.data(), relu, arrays.x, arrays);
+    }
   });
 }
 
 void TrainingBackward(int64_t rows, int64_t channels, const Tensor& weight, const BackwardArrays& arrays) {
-  ForEachColumnBlock(rows, channels,
-                     [&](int64_t c0, int64_t c1) { BackwardBlock(rows, channels, c0, c1, weight, arrays); });
+  ForEachColumnBlock(rows, channels, [&](int64_t c0, int64_t c1) {
+    if (arrays.x_low != nullptr) {
+      BackwardBlock(rows, channels, c0, c1, weight, arrays.x_low, arrays);
+    } else {
+      BackwardBlock(rows, channels, c0, c1, weight, arrays.x, arrays);
+    }
+  });
 }
 
 }  // namespace batch_norm_channels_last

@@ -14,14 +14,7 @@ constexpr int64_t kParallelElements = int64_t{1} << 17;
 // copy beside the default (AVX2) one and picks one at load time.
 __attribute__((target_clones("arch=x86-64-v4", "default"))) void ToBf16Range(const float* src, BFloat16* dst,
                                                                              int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t x;
-    std::memcpy(&x, src + i, 4);
-    const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-    const uint32_t quiet_nan = (x >> 16) | 0x40u;
-    const bool nan = (x & 0x7fffffffu) > 0x7f800000u;
-    dst[i].bits = static_cast<uint16_t>(nan ? quiet_nan : rounded);
-  }
+  FloatToBFloat16Inline(src, dst, n);
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "default"))) void ToFloatRange(const BFloat16* src, float* dst,

@@ -5,6 +5,7 @@
 #define DDP_TENSOR_BF16_CONVERT_H_
 
 #include <cstdint>
+#include <cstring>
 
 #include "tensor/dtype.h"
 
@@ -17,6 +18,19 @@ void FloatToBFloat16Array(const float* src, BFloat16* dst, int64_t n);
 
 // The same on the calling thread alone, for short runs inside a kernel's own parallel loop.
 void FloatToBFloat16Run(const float* src, BFloat16* dst, int64_t n);
+
+// FloatToBFloat16Run's rounding inlined into the caller: for a short row a kernel has just computed (in L1),
+// rounded in a loop the compiler vectorises for the caller's target, without a call per row.
+inline void FloatToBFloat16Inline(const float* src, BFloat16* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t x;
+    std::memcpy(&x, src + i, 4);
+    const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    const uint32_t quiet_nan = (x >> 16) | 0x40u;
+    const bool nan = (x & 0x7fffffffu) > 0x7f800000u;
+    dst[i].bits = static_cast<uint16_t>(nan ? quiet_nan : rounded);
+  }
+}
 
 // dst[i] = BFloat16ToFloat(src[i]) for i < n (exact). REQUIRES: the ranges do not overlap.
 void BFloat16ToFloatArray(const BFloat16* src, float* dst, int64_t n);

@@ -1,0 +1,148 @@
+// ConvBatchNormAddRelu (tensor/conv_batch_norm.h) against the ops it fuses. Under bf16 autocast on
+// channels-last activations: bit for bit Conv2d, its output rounded to bf16 (gradient passed straight
+// through), then BatchNormAddRelu: the output, the running statistics and every gradient, on the shapes
+// that take each forward kernel (AMX one-row and grid kernels where this CPU has AMX, im2col and oneDNN
+// otherwise and for a 1-channel input), with and without a residual. Elsewhere (no autocast, eval mode)
+// exactly Conv2d then BatchNormAddRelu. Plus the bad shapes.
+#include "tensor/conv_batch_norm.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "tensor/autocast.h"
+#include "tensor/batch_norm.h"
+#include "tensor/factory.h"
+#include "tensor/ops.h"
+
+namespace ddp {
+namespace {
+
+Tensor Leaf(const Shape& shape, uint64_t seed, float low, float high) {
+  Generator g(seed);
+  Tensor t = Uniform(shape, low, high, g);
+  t.set_requires_grad(true);
+  return t;
+}
+
+void ExpectSameBits(const Tensor& a, const Tensor& b, const char* what) {
+  ASSERT_TRUE(a.defined() && b.defined()) << what;
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  const std::vector<float> va = a.ToVector<float>(), vb = b.ToVector<float>();
+  size_t differing = 0;
+  for (size_t i = 0; i < va.size(); ++i) differing += std::memcmp(&va[i], &vb[i], sizeof(float)) != 0;
+  EXPECT_EQ(differing, 0u) << what << ": " << differing << " of " << va.size() << " elements differ";
+}
+
+// x's values rounded to bf16 with x's gradient passed through unchanged: x + (round(x) - x), which is
+// round(x) exactly (the difference of a float and its rounding is exact, and so is the sum).
+Tensor RoundedStraightThrough(const Tensor& x) {
+  const Tensor rounded = ToDType(ToBFloat16Contiguous(x), DType::kFloat32);
+  return ContiguousChannelsLast(Add(x, Sub(rounded, x.Detach())));
+}
+
+struct Case {
+  int64_t n, c, out, hw, stride;
+  bool residual;
+};
+
+struct Outcome {
+  Tensor y, gx, gconv, gr, gw, gb, running_mean, running_var;
+};
+
+// What RunOnce runs: the fused op, Conv2d with its output rounded (under autocast in training) then
+// BatchNormAddRelu, or Conv2d then BatchNormAddRelu as they are.
+enum class Run { kFused, kReference, kUnrounded };
+
+// One forward and backward of `run`, under bf16 autocast when `autocast`.
+Outcome RunOnce(const Case& k, Run run, bool autocast, bool training) {
+  const int64_t oh = (k.hw + 2 - 3) / k.stride + 1;
+  Tensor x = Leaf({k.n, k.c, k.hw, k.hw}, 1, -2.0f, 2.0f);
+  Tensor x_in = ContiguousChannelsLast(x);
+  Tensor w = Leaf({k.out, k.c, 3, 3}, 2, -0.3f, 0.3f);
+  Tensor residual = k.residual ? Leaf({k.n, k.out, oh, oh}, 3, -1.0f, 1.0f) : Tensor();
+  Tensor residual_in = k.residual ? ContiguousChannelsLast(residual) : Tensor();
+  Tensor weight = Leaf({k.out}, 4, 0.5f, 1.5f), bias = Leaf({k.out}, 5, -0.5f, 0.5f);
+  Generator g(6);
+  Tensor running_mean = Uniform({k.out}, -0.5f, 0.5f, g), running_var = Uniform({k.out}, 0.5f, 2.0f, g);
+  Tensor y;
+  {
+    AutocastScope scope(autocast);
+    if (run == Run::kFused) {
+      y = ConvBatchNormAddRelu(x_in, w, k.stride, 1, residual_in, weight, bias, running_mean, running_var,
+                               training, 0.1f, 1e-5f);
+    } else {
+      Tensor z = Conv2d(x_in, w, Tensor(), k.stride, 1);
+      if (run == Run::kReference && autocast && training) z = RoundedStraightThrough(z);
+      y = BatchNormAddRelu(z, residual_in, weight, bias, running_mean, running_var, training, 0.1f, 1e-5f);
+    }
+  }
+  Generator gg(7);
+  y.Backward(ContiguousChannelsLast(Uniform(y.shape(), -1.0f, 1.0f, gg)));
+  return {y.Detach(),    x.grad(),    w.grad(),     k.residual ? residual.grad() : Tensor(),
+          weight.grad(), bias.grad(), running_mean, running_var};
+}
+
+void ExpectSameOutcome(const Case& k, bool autocast, bool training) {
+  const Outcome a = RunOnce(k, Run::kFused, autocast, training);
+  const Outcome b = RunOnce(k, Run::kReference, autocast, training);
+  ExpectSameBits(a.y, b.y, "output");
+  ExpectSameBits(a.gx, b.gx, "input gradient");
+  ExpectSameBits(a.gconv, b.gconv, "convolution weight gradient");
+  if (k.residual) ExpectSameBits(a.gr, b.gr, "residual gradient");
+  ExpectSameBits(a.gw, b.gw, "BatchNorm weight gradient");
+  ExpectSameBits(a.gb, b.gb, "BatchNorm bias gradient");
+  ExpectSameBits(a.running_mean, b.running_mean, "running mean");
+  ExpectSameBits(a.running_var, b.running_var, "running variance");
+}
+
+class ConvBatchNormTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ConvBatchNormTest, FusedUnderAutocastIsConvRoundedThenBatchNormAddRelu) {
+  ExpectSameOutcome(GetParam(), /*autocast=*/true, /*training=*/true);
+  // The rounding is real: without it the output differs, by no more than bf16's precision allows.
+  const Outcome fused = RunOnce(GetParam(), Run::kFused, true, true);
+  const Outcome unrounded = RunOnce(GetParam(), Run::kUnrounded, true, true);
+  const std::vector<float> a = fused.y.ToVector<float>(), b = unrounded.y.ToVector<float>();
+  float largest = 0.0f;
+  for (size_t i = 0; i < a.size(); ++i) largest = std::max(largest, std::abs(a[i] - b[i]));
+  EXPECT_GT(largest, 0.0f);
+  EXPECT_LT(largest, 0.05f);
+}
+
+TEST_P(ConvBatchNormTest, WithoutAutocastIsConvThenBatchNormAddRelu) {
+  ExpectSameOutcome(GetParam(), /*autocast=*/false, /*training=*/true);
+}
+
+TEST_P(ConvBatchNormTest, EvalModeIsConvThenBatchNormAddRelu) {
+  ExpectSameOutcome(GetParam(), /*autocast=*/true, /*training=*/false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ConvBatchNormTest,
+                         ::testing::Values(Case{3, 64, 64, 16, 1, true},    // AMX one-row kernel
+                                           Case{2, 64, 128, 16, 2, false},  // one-row, stride 2
+                                           Case{5, 64, 64, 6, 1, true},     // AMX grid kernel
+                                           Case{4, 32, 64, 8, 2, false},    // grid, stride 2
+                                           Case{2, 1, 64, 10, 1, false},    // a 1-channel input (stem)
+                                           Case{2, 3, 32, 9, 1, true}));    // no AMX kernel takes it
+
+TEST(ConvBatchNormDeathTest, BadShapesAreNamed) {
+  AutocastScope scope;
+  Tensor x = ContiguousChannelsLast(Leaf({2, 32, 8, 8}, 1, -1.0f, 1.0f));
+  Tensor w = Leaf({64, 32, 3, 3}, 2, -0.1f, 0.1f);
+  Tensor running_mean = Zeros({64}), running_var = Ones({64});
+  Tensor wrong_residual = ContiguousChannelsLast(Leaf({2, 64, 4, 4}, 3, -1.0f, 1.0f));
+  EXPECT_DEATH(ConvBatchNormAddRelu(x, w, 1, 1, wrong_residual, Tensor(), Tensor(), running_mean, running_var,
+                                    true, 0.1f, 1e-5f),
+               "residual \\[2, 64, 4, 4\\] does not match the output \\[2, 64, 8, 8\\]");
+  Tensor wrong_weight = Leaf({32}, 4, 0.5f, 1.5f);
+  EXPECT_DEATH(ConvBatchNormAddRelu(x, w, 1, 1, Tensor(), wrong_weight, Tensor(), running_mean, running_var,
+                                    true, 0.1f, 1e-5f),
+               "BatchNorm weight \\[32\\] does not match the convolution's 64 output channels");
+}
+
+}  // namespace
+}  // namespace ddp
