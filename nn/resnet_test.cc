@@ -394,9 +394,9 @@ class CallCounter : public ModuleCallObserver {
 // Under bf16 autocast on channels-last activations the fused blocks run each convolution with its
 // BatchNorm as one op (Note [Convolution and BatchNorm in one op under bf16], tensor/conv_batch_norm.h),
 // which an observer sees as the convolution's call: only the three downsample BatchNorms are called as
-// modules. Against the same weights run module by module (float32 convolution outputs) one training step
-// agrees within bf16 tolerance: logits, the gradients' directions, the running statistics.
-TEST(ResNetTest, FusedConvolutionAndBatchNormUnderBf16AgreeWithModuleByModule) {
+// modules. Against the same weights run module by module one training step agrees bit for bit: logits,
+// every gradient, the running statistics.
+TEST(ResNetTest, FusedConvolutionAndBatchNormUnderBf16ComputeWhatModuleByModuleComputes) {
   auto fused = ResNet18(41);
   dynamic_cast<ResNet&>(*fused).set_channels_last(true);
   auto plain = fused->Replicate();

@@ -5,8 +5,6 @@
 #ifndef DDP_TENSOR_AMX_TILES_H_
 #define DDP_TENSOR_AMX_TILES_H_
 
-#include <immintrin.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -63,22 +61,6 @@ T* AlignedScratch(std::vector<T>& buffer, int64_t elements) {
 // border of zeros: the top and bottom rows and each row's first and last pixel are zeroed, the rest is
 // copied once.
 void PadImage(const BFloat16* image, int64_t rows, int64_t cols, int64_t channels, BFloat16* padded);
-
-// dst[0..16) = src[0..16) rounded to bf16 with FloatToBFloat16Array's bits (to nearest, ties to even; a NaN
-// quieted; subnormals rounded, not flushed, unlike VCVTNEPS2BF16), in AVX-512 registers: for the kernels'
-// bf16 outputs. Every CPU with AMX has AVX-512BW.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void RoundSixteenToBFloat16(const float* src,
-                                                                                        BFloat16* dst) {
-  const __m512i x = _mm512_loadu_si512(src);
-  const __m512i high = _mm512_srli_epi32(x, 16);
-  const __m512i lsb = _mm512_and_si512(high, _mm512_set1_epi32(1));
-  const __m512i rounded =
-      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
-  const __m512i bits = _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(high, _mm512_set1_epi32(0x40)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi32_epi16(bits));
-}
 
 }  // namespace cpu
 }  // namespace ddp

@@ -15,8 +15,6 @@
 // rounded to bf16 and the ops after them (ReLU, pooling, the residual add) run on bf16 values. Here an
 // autocast op returns its float32 accumulator unrounded, and the next GEMM rounds its operand when it takes
 // it: the same rounding of every GEMM operand, one rounding fewer per layer, no bf16 ops outside GEMMs.
-// (ResNet's fused convolution + BatchNorm keeps its convolution's output in bf16, PyTorch's way: Note
-// [Convolution and BatchNorm in one op under bf16], tensor/conv_batch_norm.h.)
 // Results agree with PyTorch's autocast within bf16 tolerance (nn/autocast_fixture_test.cc).
 //
 // Casts are cached as in PyTorch: within the outermost scope, the bf16 copy of a leaf tensor that

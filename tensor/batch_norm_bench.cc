@@ -6,9 +6,7 @@
 // Prints milliseconds (best of `reps`) and the bytes each moves per second, counting every pass over every
 // array: the forward reads x three times (two statistics passes and the output pass) and the residual once
 // and writes y, the copy and the mask (23 bytes an element); the backward reads the gradient, the mask and
-// x twice and writes the input gradient and its copy (24 bytes an element). A second line per shape runs
-// the same passes on a bf16 input with only the input gradient's copy written, as the fused convolution +
-// BatchNorm of tensor/conv_batch_norm.h does (17 and 16 bytes an element).
+// x twice and writes the input gradient and its copy (24 bytes an element).
 //
 //   chrt -f 5 taskset -c 1 bazel-bin/tensor/batch_norm_bench [reps (default 20)]
 #include <algorithm>
@@ -32,10 +30,6 @@ int g_reps = 20;
 
 constexpr double kForwardBytesPerElement = 3 * 4 + 4 + 4 + 2 + 1;
 constexpr double kBackwardBytesPerElement = 2 * (4 + 1 + 4) + 4 + 2;
-// With a bf16 input (the fused convolution's output, tensor/conv_batch_norm.h): x is read as 2 bytes, and
-// the backward writes only the input gradient's copy.
-constexpr double kForwardBytesPerElementBf16 = 3 * 2 + 4 + 4 + 2 + 1;
-constexpr double kBackwardBytesPerElementBf16 = 2 * (4 + 1 + 2) + 2;
 
 double GigabytesPerSecond(double bytes, double ms) { return bytes / (ms * 1e6); }
 
@@ -62,17 +56,6 @@ void Run(const char* name, int64_t rows, int64_t channels) {
       ddp::BestMs(g_reps, [&] { bn::TrainingForward(rows, channels, 1e-5f, unit, unit, true, forward); });
   const double backward_ms =
       ddp::BestMs(g_reps, [&] { bn::TrainingBackward(rows, channels, unit, backward); });
-  std::vector<ddp::BFloat16> x_low(n);
-  for (int64_t i = 0; i < n; ++i) x_low[i].bits = static_cast<uint16_t>(ddp::FloatToBFloat16(x[i]));
-  bn::ForwardArrays forward_low = forward;
-  forward_low.x_low = x_low.data();
-  bn::BackwardArrays backward_low = backward;
-  backward_low.x_low = x_low.data();
-  backward_low.gx = nullptr;
-  const double forward_low_ms =
-      ddp::BestMs(g_reps, [&] { bn::TrainingForward(rows, channels, 1e-5f, unit, unit, true, forward_low); });
-  const double backward_low_ms =
-      ddp::BestMs(g_reps, [&] { bn::TrainingBackward(rows, channels, unit, backward_low); });
   volatile float sink = 0.0f;
   const double read_ms = ddp::BestMs(g_reps, [&] {
     float lanes[16] = {};
@@ -89,10 +72,6 @@ void Run(const char* name, int64_t rows, int64_t channels) {
       name, forward_ms, GigabytesPerSecond(n * kForwardBytesPerElement, forward_ms), backward_ms,
       GigabytesPerSecond(n * kBackwardBytesPerElement, backward_ms), GigabytesPerSecond(bytes, read_ms),
       GigabytesPerSecond(2 * bytes, copy_ms));
-  std::printf(
-      "%-24s forward %6.3f ms %5.1f GB/s, backward %6.3f ms %5.1f GB/s (bf16 input, copy-only gradient)\n",
-      "", forward_low_ms, GigabytesPerSecond(n * kForwardBytesPerElementBf16, forward_low_ms),
-      backward_low_ms, GigabytesPerSecond(n * kBackwardBytesPerElementBf16, backward_low_ms));
 }
 
 }  // namespace

@@ -14,7 +14,6 @@
 #include "tensor/batch_norm_channels_last.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "tensor/batch_norm_kernels.h"
@@ -46,39 +45,28 @@ void ForEachColumnBlock(int64_t rows, int64_t channels, F f) {
 // The lane mask of a ReLU mask byte: all ones where the output was positive.
 inline uint32_t LaneOf(uint8_t mask_byte) { return mask_byte != 0 ? ~uint32_t{0} : 0u; }
 
-// An input element as float32: itself, or a bf16 widened (exactly).
-inline float Widen(float v) { return v; }
-inline float Widen(BFloat16 v) {
-  const uint32_t bits = static_cast<uint32_t>(v.bits) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-// The output pass over columns [c0, c1) of input `in` (a.x or a.x_low): y = x * scale + shift, or with
-// `relu` relu(... + residual) with the bf16 copy and mask where `a` has them; scale[j] and shift[j] are
-// column c0 + j's.
-template <typename X>
+// The output pass over columns [c0, c1): y = x * scale + shift, or with `relu` relu(... + residual) with
+// the bf16 copy and mask where `a` has them; scale[j] and shift[j] are column c0 + j's.
+// An AVX-512 clone beside the default: twice the lanes.
 __attribute__((target_clones("arch=x86-64-v4", "default"))) void NormalizeBlock(
     int64_t rows, int64_t channels, int64_t c0, int64_t c1, const float* scale, const float* shift, bool relu,
-    const X* in, const ForwardArrays& a) {
+    const ForwardArrays& a) {
   const int64_t width = c1 - c0;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t base = r * channels + c0;
-    const X* x = in + base;
+    const float* x = a.x + base;
     float* y = a.y + base;
     if (!relu) {
-      for (int64_t j = 0; j < width; ++j) y[j] = rows_::NormalizedValue(Widen(x[j]), scale[j], shift[j]);
+      for (int64_t j = 0; j < width; ++j) y[j] = rows_::NormalizedValue(x[j], scale[j], shift[j]);
       continue;
     }
     if (a.residual == nullptr) {
       for (int64_t j = 0; j < width; ++j)
-        y[j] = rows_::ReluValue(rows_::NormalizedValue(Widen(x[j]), scale[j], shift[j]));
+        y[j] = rows_::ReluValue(rows_::NormalizedValue(x[j], scale[j], shift[j]));
     } else {
       const float* res = a.residual + base;
       for (int64_t j = 0; j < width; ++j) {
-        y[j] = rows_::ReluValue(
-            rows_::SumValue(rows_::NormalizedValue(Widen(x[j]), scale[j], shift[j]), res[j]));
+        y[j] = rows_::ReluValue(rows_::SumValue(rows_::NormalizedValue(x[j], scale[j], shift[j]), res[j]));
       }
     }
     if (a.copy != nullptr) cpu::FloatToBFloat16Inline(y, a.copy + base, width);
@@ -89,15 +77,17 @@ __attribute__((target_clones("arch=x86-64-v4", "default"))) void NormalizeBlock(
   }
 }
 
-template <typename X>
-__attribute__((target_clones("arch=x86-64-v4", "default"))) void ForwardBlock(
-    int64_t rows, int64_t channels, int64_t c0, int64_t c1, float eps, const Tensor& weight,
-    const Tensor& bias, bool relu, const X* in, const ForwardArrays& a) {
+// An AVX-512 clone beside the default: the double totals take half the instructions.
+__attribute__((target_clones("arch=x86-64-v4", "default"))) void ForwardBlock(int64_t rows, int64_t channels,
+                                                                              int64_t c0, int64_t c1,
+                                                                              float eps, const Tensor& weight,
+                                                                              const Tensor& bias, bool relu,
+                                                                              const ForwardArrays& a) {
   const int64_t width = c1 - c0;
   std::vector<double> totals(width, 0.0), mean(width);
   for (int64_t r = 0; r < rows; ++r) {
-    const X* x = in + r * channels + c0;
-    for (int64_t j = 0; j < width; ++j) totals[j] += Widen(x[j]);
+    const float* x = a.x + r * channels + c0;
+    for (int64_t j = 0; j < width; ++j) totals[j] += x[j];
   }
   for (int64_t j = 0; j < width; ++j) {
     a.mean[c0 + j] = rows_::DividedByCount(static_cast<float>(totals[j]), rows);
@@ -105,11 +95,8 @@ __attribute__((target_clones("arch=x86-64-v4", "default"))) void ForwardBlock(
     totals[j] = 0.0;
   }
   for (int64_t r = 0; r < rows; ++r) {
-    const X* x = in + r * channels + c0;
-    for (int64_t j = 0; j < width; ++j) {
-      const float v = Widen(x[j]);
-      totals[j] += (v - mean[j]) * (v - mean[j]);
-    }
+    const float* x = a.x + r * channels + c0;
+    for (int64_t j = 0; j < width; ++j) totals[j] += (x[j] - mean[j]) * (x[j] - mean[j]);
   }
   std::vector<float> scale(width), shift(width);
   for (int64_t j = 0; j < width; ++j) {
@@ -121,25 +108,24 @@ __attribute__((target_clones("arch=x86-64-v4", "default"))) void ForwardBlock(
     scale[j] = f.a;
     shift[j] = f.b;
   }
-  NormalizeBlock(rows, channels, c0, c1, scale.data(), shift.data(), relu, in, a);
+  NormalizeBlock(rows, channels, c0, c1, scale.data(), shift.data(), relu, a);
 }
 
-template <typename X>
+// An AVX-512 clone beside the default: the double totals take half the instructions.
 __attribute__((target_clones("arch=x86-64-v4", "default"))) void BackwardBlock(int64_t rows, int64_t channels,
                                                                                int64_t c0, int64_t c1,
                                                                                const Tensor& weight,
-                                                                               const X* in,
                                                                                const BackwardArrays& a) {
   const int64_t width = c1 - c0;
   std::vector<double> total_g(width, 0.0), total_gx(width, 0.0), mean(a.mean + c0, a.mean + c1);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t base = r * channels + c0;
     const float* gy = a.gy + base;
-    const X* x = in + base;
+    const float* x = a.x + base;
     if (a.mask == nullptr) {
       for (int64_t j = 0; j < width; ++j) {
         total_g[j] += gy[j];
-        total_gx[j] += gy[j] * (Widen(x[j]) - mean[j]);
+        total_gx[j] += gy[j] * (x[j] - mean[j]);
       }
       continue;
     }
@@ -149,7 +135,7 @@ __attribute__((target_clones("arch=x86-64-v4", "default"))) void BackwardBlock(i
       const float g = rows_::ReluMask(gy[j], LaneOf(m[j]));
       if (masked != nullptr) masked[j] = g;
       total_g[j] += g;
-      total_gx[j] += g * (Widen(x[j]) - mean[j]);
+      total_gx[j] += g * (x[j] - mean[j]);
     }
   }
   std::vector<float> k(width), slope(width), offset(width);
@@ -167,18 +153,18 @@ __attribute__((target_clones("arch=x86-64-v4", "default"))) void BackwardBlock(i
   std::vector<float> row_gx(a.gx == nullptr ? width : 0);  // a row's gradient where only its copy is kept
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t base = r * channels + c0;
-    const X* x = in + base;
+    const float* x = a.x + base;
     float* gx = a.gx != nullptr ? a.gx + base : row_gx.data();
     if (a.masked != nullptr || a.mask == nullptr) {
       const float* g = a.masked != nullptr ? a.masked + base : a.gy + base;
       for (int64_t j = 0; j < width; ++j)
-        gx[j] = rows_::InputGradValue(g[j], Widen(x[j]), k[j], slope[j], offset[j], mean_f[j]);
+        gx[j] = rows_::InputGradValue(g[j], x[j], k[j], slope[j], offset[j], mean_f[j]);
     } else {
       const float* gy = a.gy + base;
       const uint8_t* m = a.mask + base;
       for (int64_t j = 0; j < width; ++j) {
-        gx[j] = rows_::InputGradValue(rows_::ReluMask(gy[j], LaneOf(m[j])), Widen(x[j]), k[j], slope[j],
-                                      offset[j], mean_f[j]);
+        gx[j] = rows_::InputGradValue(rows_::ReluMask(gy[j], LaneOf(m[j])), x[j], k[j], slope[j], offset[j],
+                                      mean_f[j]);
       }
     }
     if (a.gx_copy != nullptr) cpu::FloatToBFloat16Inline(gx, a.gx_copy + base, width);
@@ -190,11 +176,7 @@ __attribute__((target_clones("arch=x86-64-v4", "default"))) void BackwardBlock(i
 void TrainingForward(int64_t rows, int64_t channels, float eps, const Tensor& weight, const Tensor& bias,
                      bool relu, const ForwardArrays& arrays) {
   ForEachColumnBlock(rows, channels, [&](int64_t c0, int64_t c1) {
-    if (arrays.x_low != nullptr) {
-      ForwardBlock(rows, channels, c0, c1, eps, weight, bias, relu, arrays.x_low, arrays);
-    } else {
-      ForwardBlock(rows, channels, c0, c1, eps, weight, bias, relu, arrays.x, arrays);
-    }
+    ForwardBlock(rows, channels, c0, c1, eps, weight, bias, relu, arrays);
   });
 }
 
@@ -206,22 +188,13 @@ void Normalize(int64_t rows, int64_t channels, const batch_norm_rows::AffineCoef
       scale[j] = affine[c0 + j].a;
       shift[j] = affine[c0 + j].b;
     }
-    if (arrays.x_low != nullptr) {
-      NormalizeBlock(rows, channels, c0, c1, scale.data(), shift.data(), relu, arrays.x_low, arrays);
-    } else {
-      NormalizeBlock(rows, channels, c0, c1, scale.data(), shift.data(), relu, arrays.x, arrays);
-    }
+    NormalizeBlock(rows, channels, c0, c1, scale.data(), shift.data(), relu, arrays);
   });
 }
 
 void TrainingBackward(int64_t rows, int64_t channels, const Tensor& weight, const BackwardArrays& arrays) {
-  ForEachColumnBlock(rows, channels, [&](int64_t c0, int64_t c1) {
-    if (arrays.x_low != nullptr) {
-      BackwardBlock(rows, channels, c0, c1, weight, arrays.x_low, arrays);
-    } else {
-      BackwardBlock(rows, channels, c0, c1, weight, arrays.x, arrays);
-    }
-  });
+  ForEachColumnBlock(rows, channels,
+                     [&](int64_t c0, int64_t c1) { BackwardBlock(rows, channels, c0, c1, weight, arrays); });
 }
 
 }  // namespace batch_norm_channels_last

@@ -26,7 +26,6 @@ struct ForwardArrays {
   BFloat16* copy;         // null: no bf16 copy
   uint8_t* mask;          // null: no ReLU mask; else one byte per element, 1 where y > 0 (ReluMaskBits'
                           // layout for inner == 1: row_bytes 1, bit 0)
-  const BFloat16* x_low = nullptr;  // non-null: the input is these bf16 values (x is not read)
 };
 
 // The batch statistics over the rows, then y = Normalize(x), or with `relu` relu(Normalize(x) +
@@ -50,10 +49,9 @@ struct BackwardArrays {
   float* masked;  // null: not stored; else the masked gradient is written here (needs `mask`)
   float* sum_g;   // [channels], written: Σ g
   float* sum_gx;  // [channels], written: Σ g (x - mean)
-  float* gx;      // written: the input gradient; may be null when gx_copy is not (only the copy kept)
+  float* gx;      // written: the input gradient; null when gx_copy is not: only the copy is kept
   BFloat16* gx_copy = nullptr;  // null: none; else gx rounded to bf16 (FloatToBFloat16Run's bits) in the
                                 // pass that writes gx (Note [bf16 copies of BatchNorm's input gradient])
-  const BFloat16* x_low = nullptr;  // non-null: the forward's input is these bf16 values (x is not read)
 };
 
 // The training backward of TrainingForward over g = gy (masked where `mask` is given): the sums, then the

@@ -49,39 +49,15 @@ std::vector<PixelTile> PixelTiles(const ConvGeometry& g) {
   return tiles;
 }
 
-// Stores accumulator tiles `first` and `first` + 1 (16 output channels each, side by side; first is 0 or 2)
-// for `pixels` output pixels at `out` (pixel rows row_stride elements apart): float32 as they are, or bf16
-// rounded (RoundSixteenToBFloat16) through a staging copy.
-__attribute__((target("amx-tile,amx-bf16"))) inline void StoreTilePair(int first, int64_t pixels,
-                                                                       int64_t row_stride, float* out) {
-  (void)pixels;
-  if (first == 0) {
-    _tile_stored(0, out, row_stride * 4);
-    _tile_stored(1, out + kTile, row_stride * 4);
-  } else {
-    _tile_stored(2, out, row_stride * 4);
-    _tile_stored(3, out + kTile, row_stride * 4);
-  }
-}
-__attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl"))) inline void StoreTilePair(
-    int first, int64_t pixels, int64_t row_stride, BFloat16* out) {
-  alignas(64) float staging[kTile * 2 * kTile];  // [16 pixels][32 channels]
-  StoreTilePair(first, kTile, 2 * kTile, staging);
-  for (int64_t r = 0; r < pixels; ++r) {
-    RoundSixteenToBFloat16(staging + r * 2 * kTile, out + r * row_stride);
-    RoundSixteenToBFloat16(staging + r * 2 * kTile + kTile, out + r * row_stride + kTile);
-  }
-}
-
 // One image: y [oh * ow, out] from its padded input and the packed weights (Note [Channels-last forward on
 // AMX tiles]). The pixel tiles go two at a time (the last alone when their count is odd), each against two
 // tiles of 16 output channels, so that every operand tile loaded serves two products; each accumulator
 // starts from zero and sums over the 9 taps, and within a tap over the channels 32 at a time.
-template <typename Out>
 __attribute__((target("amx-tile,amx-bf16"))) void ImageForward(const BFloat16* padded, const BFloat16* packed,
                                                                const ConvGeometry& g,
-                                                               const std::vector<PixelTile>& tiles, Out* y) {
-  const int64_t K = g.K(), wp = g.w + 2, a_stride = g.stride * g.c * 2;
+                                                               const std::vector<PixelTile>& tiles,
+                                                               float* y) {
+  const int64_t K = g.K(), wp = g.w + 2, a_stride = g.stride * g.c * 2, c_stride = g.out * 4;
   const int64_t block_stride = K * kTile;  // packed elements per 16 output channels
   // Where a pixel tile's A operands start for tap 0 and channel 0.
   const auto origin = [&](const PixelTile& p) {
@@ -116,17 +92,26 @@ __attribute__((target("amx-tile,amx-bf16"))) void ImageForward(const BFloat16* p
           _tile_dpbf16ps(3, 5, 7);
         }
       }
-      StoreTilePair(0, p0.pixels, g.out, y + (p0.oy * g.ow + p0.ox0) * g.out + o0);
+      float* out0 = y + (p0.oy * g.ow + p0.ox0) * g.out + o0;
+      _tile_stored(0, out0, c_stride);
+      _tile_stored(1, out0 + kTile, c_stride);
       if (!paired) continue;
-      StoreTilePair(2, p1.pixels, g.out, y + (p1.oy * g.ow + p1.ox0) * g.out + o0);
+      float* out1 = y + (p1.oy * g.ow + p1.ox0) * g.out + o0;
+      _tile_stored(2, out1, c_stride);
+      _tile_stored(3, out1 + kTile, c_stride);
     }
   }
   ReleaseTiles(loaded);
 }
 
-// AmxForwardChannelsLast into float32 or bf16 outputs.
-template <typename Out>
-void Forward(const BFloat16* x, const BFloat16* w, const ConvGeometry& g, Out* y) {
+}  // namespace
+
+bool AmxForwardApplies(const ConvGeometry& g) {
+  return g.channels_last && g.kh == 3 && g.kw == 3 && g.padding == 1 && (g.stride == 1 || g.stride == 2) &&
+         g.c % kTileK == 0 && g.out % kOutPerPass == 0 && g.K() <= kMaxK && AmxTileDataGranted();
+}
+
+void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeometry& g, float* y) {
   DDP_CHECK(AmxForwardApplies(g)) << "AmxForwardChannelsLast: no AMX kernel for this convolution (c " << g.c
                                   << ", out " << g.out << ", " << g.kh << "x" << g.kw << ", stride "
                                   << g.stride << ", padding " << g.padding << ")";
@@ -145,20 +130,6 @@ void Forward(const BFloat16* x, const BFloat16* w, const ConvGeometry& g, Out* y
       ImageForward(padded, packed, g, tiles, y + i * g.P() * g.out);
     }
   }
-}
-
-}  // namespace
-
-bool AmxForwardApplies(const ConvGeometry& g) {
-  return g.channels_last && g.kh == 3 && g.kw == 3 && g.padding == 1 && (g.stride == 1 || g.stride == 2) &&
-         g.c % kTileK == 0 && g.out % kOutPerPass == 0 && g.K() <= kMaxK && AmxTileDataGranted();
-}
-
-void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeometry& g, float* y) {
-  Forward(x, w, g, y);
-}
-void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeometry& g, BFloat16* y) {
-  Forward(x, w, g, y);
 }
 
 }  // namespace cpu

@@ -37,8 +37,6 @@ bool AmxForwardApplies(const ConvGeometry& g);
 // each output summed over (ky, kx, c) in order. REQUIRES: AmxForwardApplies(g) (checked). Images run on
 // the kernel threads.
 void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeometry& g, float* y);
-// The same with each sum rounded to bf16 (FloatToBFloat16Array's bits) as it is stored.
-void AmxForwardChannelsLast(const BFloat16* x, const BFloat16* w, const ConvGeometry& g, BFloat16* y);
 
 }  // namespace cpu
 }  // namespace ddp

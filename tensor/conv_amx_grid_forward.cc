@@ -165,32 +165,18 @@ __attribute__((target("amx-tile,amx-bf16"))) void EndChunk(bool first_chunk, flo
   }
 }
 
-// 32 sums of an output pixel (16 from each of two accumulators) into y: as they are, or rounded to bf16.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void StorePixel(const float* left,
-                                                                            const float* right, float* dst) {
-  std::memcpy(dst, left, kTile * sizeof(float));
-  std::memcpy(dst + kTile, right, kTile * sizeof(float));
-}
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void StorePixel(const float* left,
-                                                                            const float* right,
-                                                                            BFloat16* dst) {
-  RoundSixteenToBFloat16(left, dst);
-  RoundSixteenToBFloat16(right, dst + kTile);
-}
-
 // The rows of `sums` for grid positions [q0, q0 + rows) of image `image` (0 or 1 of the pair; a grid wp
 // positions wide) into y [oh, ow, out] at output channel o0, the positions past an output row dropped.
-template <typename Out>
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void StorePositions(const float* sums, int image,
-                                                                         int64_t q0, int64_t rows, int64_t o0,
-                                                                         const ConvGeometry& g, int64_t wp,
-                                                                         Out* y) {
+void StorePositions(const float* sums, int image, int64_t q0, int64_t rows, int64_t o0, const ConvGeometry& g,
+                    int64_t wp, float* y) {
   const float* left = sums + 2 * image * kTile * kTile;
   const float* right = left + kTile * kTile;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t oy = (q0 + r) / wp, ox = (q0 + r) % wp;
     if (ox >= g.ow) continue;
-    StorePixel(left + r * kTile, right + r * kTile, y + (oy * g.ow + ox) * g.out + o0);
+    float* dst = y + (oy * g.ow + ox) * g.out + o0;
+    std::memcpy(dst, left + r * kTile, kTile * sizeof(float));
+    std::memcpy(dst + kTile, right + r * kTile, kTile * sizeof(float));
   }
 }
 
@@ -198,12 +184,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void StorePositions(const f
 // inputs laid out along the grid (the second layout.image_elements after the first) and the packed weights.
 // Each tile of 16 grid positions, for each 32 output channels, sums K = (ky, kx, c) in 32-wide blocks,
 // chunk_blocks blocks from zero at a time.
-template <typename Out>
 __attribute__((target("amx-tile,amx-bf16"))) void PairForward(const BFloat16* laid_out,
                                                               const GridLayout& layout,
                                                               const BFloat16* packed, const ConvGeometry& g,
                                                               int64_t o_begin, int64_t o_end,
-                                                              const ImagePair& pair, Out* y) {
+                                                              const ImagePair& pair, float* y) {
   const int64_t wp = layout.width, positions = (g.oh - 1) * wp + g.ow, a_stride = g.c * 2;
   const int64_t block = g.K() * kTile;  // packed elements per 16 output channels
   alignas(64) float sums[kSums], chunk[kSums];
@@ -258,11 +243,6 @@ void AddPairs(int64_t begin, int64_t end, int64_t chunk_blocks, std::vector<Imag
   for (int64_t i = begin; i < end; i += 2) pairs.push_back({i, i + 1 < end, chunk_blocks});
 }
 
-// AmxGridForwardChannelsLast into float32 or bf16 outputs.
-template <typename Out>
-int64_t GridForward(const BFloat16* x, const BFloat16* taps_first, const ConvGeometry& g,
-                    int64_t images_per_gemm, Out* y);
-
 }  // namespace
 
 bool AmxGridForwardComputes(const ConvGeometry& g) {
@@ -276,18 +256,6 @@ bool AmxGridForwardPreferred(const ConvGeometry& g) {
 
 int64_t AmxGridForwardChannelsLast(const BFloat16* x, const BFloat16* taps_first, const ConvGeometry& g,
                                    int64_t images_per_gemm, float* y) {
-  return GridForward(x, taps_first, g, images_per_gemm, y);
-}
-int64_t AmxGridForwardChannelsLast(const BFloat16* x, const BFloat16* taps_first, const ConvGeometry& g,
-                                   int64_t images_per_gemm, BFloat16* y) {
-  return GridForward(x, taps_first, g, images_per_gemm, y);
-}
-
-namespace {
-
-template <typename Out>
-int64_t GridForward(const BFloat16* x, const BFloat16* taps_first, const ConvGeometry& g,
-                    int64_t images_per_gemm, Out* y) {
   DDP_CHECK(AmxGridForwardComputes(g) && images_per_gemm >= 1)
       << "AmxGridForwardChannelsLast: no AMX kernel for this convolution (c " << g.c << ", out " << g.out
       << ", " << g.kh << "x" << g.kw << ", stride " << g.stride << ", padding " << g.padding
@@ -328,6 +296,5 @@ int64_t GridForward(const BFloat16* x, const BFloat16* taps_first, const ConvGeo
   return done;
 }
 
-}  // namespace
 }  // namespace cpu
 }  // namespace ddp

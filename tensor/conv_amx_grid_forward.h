@@ -71,9 +71,6 @@ bool AmxGridForwardPreferred(const ConvGeometry& g);
 // outside parallel regions.
 int64_t AmxGridForwardChannelsLast(const BFloat16* x, const BFloat16* taps_first, const ConvGeometry& g,
                                    int64_t images_per_gemm, float* y);
-// The same with each sum rounded to bf16 (FloatToBFloat16Array's bits) as it is stored.
-int64_t AmxGridForwardChannelsLast(const BFloat16* x, const BFloat16* taps_first, const ConvGeometry& g,
-                                   int64_t images_per_gemm, BFloat16* y);
 
 }  // namespace cpu
 }  // namespace ddp

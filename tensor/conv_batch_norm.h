@@ -3,21 +3,18 @@
 //
 // Note [Convolution and BatchNorm in one op under bf16]
 // In ResNet every convolution (bias-free) feeds only its BatchNorm. Under bf16 autocast on channels-last
-// CPU activations, run as two ops, the convolution writes its float32 sums, BatchNorm reads them three
-// times in forward and twice in backward, and writes a float32 input gradient that the convolution's
-// backward only reads rounded to bf16. The fused op keeps the convolution's output as bf16 (its float32
-// sums rounded to nearest, as PyTorch's autocast convolution returns it) where no one else can see it:
-// half the bytes written and read back in each of those passes, and the input gradient of BatchNorm
-// exists only as the bf16 operand the convolution's backward multiplies. Forward: the convolution on the
-// bf16 input and weight (AutocastCastChannelsLast, AutocastCast: cached casts and producers' copies as
-// for Conv2d), rounded; then BatchNormAddRelu's statistics and output over those bf16 values (statistics,
-// output and the next convolution's bf16 copy as BatchNormAddRelu computes them from the same values).
-// Backward: BatchNormAddRelu's backward over the bf16 values, its input gradient rounded to bf16 as
-// Conv2d's backward would round it (the same bits), then Conv2d's backward from that. So against
-// Conv2d followed by BatchNormAddRelu under autocast the one difference is the rounding of the
-// convolution's output before BatchNorm, which is PyTorch autocast's own (results within bf16 tolerance:
-// tensor/conv_batch_norm_test.cc). Everywhere else (no bf16 autocast, a GPU, NCHW activations, eval
-// mode) the op is exactly Conv2d then BatchNormAddRelu.
+// CPU activations, run as two ops, BatchNorm's backward writes its float32 input gradient and its bf16
+// copy (Note [bf16 copies of BatchNorm's input gradient]), and the convolution's backward reads only the
+// copy: the float32 gradient is written (and allocated) for nothing. The fused op runs the same two ops'
+// code, Conv2d's forward on the bf16 input and weight (AutocastCastChannelsLast, AutocastCast: cached
+// casts and producers' copies as for Conv2d) into a float32 output, then BatchNormAddRelu's passes over
+// it; backward, BatchNormAddRelu's backward writing only the bf16 input gradient, then Conv2d's backward
+// from it. The results are Conv2d then BatchNormAddRelu bit for bit (tensor/conv_batch_norm_test.cc). The
+// convolution's output stays float32 on purpose: kept in bf16, as PyTorch's autocast convolution returns
+// it, BatchNorm would read half the bytes, but resnet18's one-epoch recipe trains to a lower test
+// accuracy that way (BatchNorm normalises the rounded values; BENCHMARKS.md "Mixed precision: accuracy").
+// Everywhere else (no bf16 autocast, a GPU, NCHW activations, eval mode) the op is Conv2d then
+// BatchNormAddRelu.
 #ifndef DDP_TENSOR_CONV_BATCH_NORM_H_
 #define DDP_TENSOR_CONV_BATCH_NORM_H_
 

@@ -36,9 +36,6 @@ T* ScratchArray(int slot, int64_t elements) {
   return reinterpret_cast<T*>(ThreadScratch<ChannelsLastScratch, float, 7>(slot, floats));
 }
 
-// The float32 sums ConvForwardChannelsLastRounded rounds.
-struct RoundedOutputScratch {};
-
 constexpr int64_t kRowGroupBytes = int64_t{2} << 20;  // unfolded rows per group, within L2
 
 // Images per group of unfolded rows: as many as keep the rows within kRowGroupBytes, at least one.
@@ -138,53 +135,43 @@ void FoldRows(const float* rows, const ConvGeometry& g, int64_t first, int64_t c
   });
 }
 
-// y = conv(x, w) + b. With y_low (bf16 operands only), the AMX kernels write their sums rounded to bf16
-// there instead; returns how many leading images went to y_low (0 without it), the rest being in y.
 template <typename T>
-int64_t Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, float* y,
-                BFloat16* y_low = nullptr) {
+void Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, float* y) {
   if constexpr (std::is_same_v<T, BFloat16>) {
     if (OnPrimitives(g) && Bf16ConvOnFloat32Primitives(g) &&
         OneDnnConvForward(Widened(x, g.n * g.h * g.w * g.c, 4), Widened(w, g.out * g.K(), 5), b,
                           ChannelsLast(g), y)) {
-      return 0;
+      return;
     }
     if (OnPrimitives(g) && Bf16Primitives() && !Bf16ForwardOnIm2Col() &&
         OneDnnConvForward(x, w, b, ChannelsLast(g), y)) {
-      return 0;
+      return;
     }
     // Where the unfolded rows would go to oneDNN's AMX matmul, the same sums straight from the input
     // (Note [Channels-last forward on AMX tiles]), unless the grid kernel below is the faster.
     if (b == nullptr && Bf16GemmsOnAmx() && AmxForwardApplies(ChannelsLast(g)) &&
         !AmxGridForwardPreferred(ChannelsLast(g))) {
-      if (y_low != nullptr) {
-        AmxForwardChannelsLast(x, w, ChannelsLast(g), y_low);
-        return g.n;
-      }
       AmxForwardChannelsLast(x, w, ChannelsLast(g), y);
-      return 0;
+      return;
     }
   } else {
-    if (OnPrimitives(g) && OneDnnConvForward(x, w, b, ChannelsLast(g), y)) return 0;
+    if (OnPrimitives(g) && OneDnnConvForward(x, w, b, ChannelsLast(g), y)) return;
   }
   const int64_t K = g.K(), P = g.P(), group = ImagesPerRowGroup(g, sizeof(T));
   T* weights = ScratchArray<T>(0, g.out * K);
   WeightsTapsFirst(w, g, weights);
   if (!IsPointwise(g) && ForwardByPixelClassApplies(g, GemmsOnAmx<T>())) {  // Note [Forward by pixel class]
     ForwardByPixelClass(x, weights, b, g, y);
-    return 0;
+    return;
   }
   int64_t computed = 0;  // leading images already computed, a whole number of groups
-  int64_t low = 0;       // of which in y_low
   if constexpr (std::is_same_v<T, BFloat16>) {
     // On small maps, the groups' sums straight from the input in the GEMMs' own order (Note [Channels-last
     // forward on AMX tiles along the padded grid]); a forced algorithm keeps the rows or the classes.
     if (b == nullptr && ForcedForwardAlgorithm() == ForwardAlgorithm::kAuto && Bf16GemmsOnAmx() &&
         AmxGridForwardComputes(ChannelsLast(g))) {
-      computed = y_low != nullptr ? AmxGridForwardChannelsLast(x, weights, ChannelsLast(g), group, y_low)
-                                  : AmxGridForwardChannelsLast(x, weights, ChannelsLast(g), group, y);
-      if (y_low != nullptr) low = computed;
-      if (computed == g.n) return low;
+      computed = AmxGridForwardChannelsLast(x, weights, ChannelsLast(g), group, y);
+      if (computed == g.n) return;
     }
   }
   T* rows = IsPointwise(g) ? nullptr : ScratchArray<T>(1, group * P * K);
@@ -201,7 +188,6 @@ int64_t Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, f
     }
     Gemm(false, true, m, g.out, K, 1.0f, a, K, weights, K, b != nullptr ? 1.0f : 0.0f, out, g.out);
   }
-  return low;
 }
 
 // gb[o] = Σ gy[., o] over the rows of every image, image by image.
@@ -347,14 +333,6 @@ void ConvForwardChannelsLast(const BFloat16* x, const BFloat16* w, const float* 
                              float* y) {
   Forward(x, w, b, g, y);
 }
-void ConvForwardChannelsLastRounded(const BFloat16* x, const BFloat16* w, const ConvGeometry& g,
-                                    BFloat16* y) {
-  const int64_t elements = g.n * g.P() * g.out;
-  float* sums = ThreadScratch<RoundedOutputScratch, float, 1>(0, elements);
-  const int64_t done = Forward(x, w, nullptr, g, sums, y) * g.P() * g.out;
-  FloatToBFloat16Array(sums + done, y + done, elements - done);
-}
-
 void ConvBackwardChannelsLast(const float* x, const float* w, const float* gy, const ConvGeometry& g,
                               ConvGrads grads) {
   Backward<float>(x, w, gy, nullptr, g, grads);

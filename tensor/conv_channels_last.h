@@ -38,11 +38,6 @@ void ConvForwardChannelsLast(const float* x, const float* w, const float* b, con
 void ConvForwardChannelsLast(const BFloat16* x, const BFloat16* w, const float* b, const ConvGeometry& g,
                              float* y);
 
-// ConvForwardChannelsLast's bf16 overload without bias, its float32 sums rounded to bf16 into y (NHWC) as
-// FloatToBFloat16Array rounds them: the output a bf16 tensor would hold, half the bytes to write and to
-// read back (tensor/conv_batch_norm.h).
-void ConvForwardChannelsLastRounded(const BFloat16* x, const BFloat16* w, const ConvGeometry& g, BFloat16* y);
-
 // The wanted gradients of `grads` (gx NHWC; null: not wanted; each overwritten) from the float32 NHWC
 // output gradient gy. The bf16 overload multiplies gy rounded to bf16 (as ConvBackward does), which
 // `gy_low` holds where the caller has it (NHWC; null: rounded here); the bias gradient sums gy as it is.

@@ -21,7 +21,7 @@ namespace {
 // What the fused forward keeps for backward.
 struct Saved {
   Tensor x_low, w_low;  // the convolution's bf16 operands (NHWC input, [out, c, kh, kw] weight)
-  Tensor z;             // the convolution's output rounded to bf16, NHWC
+  Tensor z;             // the convolution's float32 output, NHWC
   std::shared_ptr<ReluMaskBits> mask;  // the ReLU mask, a byte per output element
   BatchNormStats stats;
   Tensor bn_weight;  // detached, or undefined
@@ -43,7 +43,7 @@ std::vector<Tensor> FusedBackward(const Tensor& gy, const Saved& s, const cpu::C
   const Tensor sums = Tensor::Empty({2 * c}, DType::kFloat32);
   batch_norm_channels_last::BackwardArrays arrays{gyc.data<float>(),
                                                   s.mask->bits.data(),
-                                                  nullptr,
+                                                  s.z.data<float>(),
                                                   s.stats.mean.data<float>(),
                                                   s.stats.invstd.data<float>(),
                                                   masked.defined() ? masked.data<float>() : nullptr,
@@ -51,7 +51,6 @@ std::vector<Tensor> FusedBackward(const Tensor& gy, const Saved& s, const cpu::C
                                                   sums.data<float>() + c,
                                                   nullptr};
   arrays.gx_copy = gz.data<BFloat16>();
-  arrays.x_low = s.z.data<BFloat16>();
   batch_norm_channels_last::TrainingBackward(rows, c, s.bn_weight, arrays);
   cpu::ConvGradTensors grads = cpu::NewConvGrads(s.x_low, s.w_low, g, false, need_conv_w, false, gy.device());
   if (need_x) grads.gx = EmptyChannelsLast(s.x_low.shape(), DType::kFloat32);
@@ -82,9 +81,9 @@ Tensor Fused(const Tensor& x, const Tensor& conv_weight, int64_t stride, int64_t
   Saved s;
   s.x_low = AutocastCastChannelsLast(x);
   s.w_low = AutocastCast(conv_weight);
-  s.z = EmptyChannelsLast(out_shape, DType::kBFloat16);
-  cpu::ConvForwardChannelsLastRounded(s.x_low.data<BFloat16>(), s.w_low.data<BFloat16>(), g,
-                                      s.z.data<BFloat16>());
+  s.z = EmptyChannelsLast(out_shape, DType::kFloat32);
+  cpu::ConvForwardChannelsLast(s.x_low.data<BFloat16>(), s.w_low.data<BFloat16>(), nullptr, g,
+                               s.z.data<float>());
   s.stats.count = rows;
   s.stats.mean = Tensor::Empty({c}, DType::kFloat32);
   s.stats.var = Tensor::Empty({c}, DType::kFloat32);
@@ -96,7 +95,7 @@ Tensor Fused(const Tensor& x, const Tensor& conv_weight, int64_t stride, int64_t
   const Tensor rc = residual.defined() ? ContiguousChannelsLast(residual.Detach()) : Tensor();
   const Tensor y = EmptyChannelsLast(out_shape, DType::kFloat32);
   const Tensor copy = EmptyChannelsLast(out_shape, DType::kBFloat16);
-  batch_norm_channels_last::ForwardArrays arrays{nullptr,
+  batch_norm_channels_last::ForwardArrays arrays{s.z.data<float>(),
                                                  rc.defined() ? rc.data<float>() : nullptr,
                                                  s.stats.mean.data<float>(),
                                                  s.stats.var.data<float>(),
@@ -104,7 +103,6 @@ Tensor Fused(const Tensor& x, const Tensor& conv_weight, int64_t stride, int64_t
                                                  y.data<float>(),
                                                  copy.data<BFloat16>(),
                                                  s.mask->bits.data()};
-  arrays.x_low = s.z.data<BFloat16>();
   batch_norm_channels_last::TrainingForward(rows, c, eps, weight, bias, /*relu=*/true, arrays);
   UpdateRunningStats(running_mean, running_var, s.stats, momentum);
   // Note [Autocast copies from the producer]: the next convolution takes the copy.
