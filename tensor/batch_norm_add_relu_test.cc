@@ -13,26 +13,15 @@
 #include "tensor/factory.h"
 #include "tensor/gradcheck.h"
 #include "tensor/ops.h"
+#include "tensor/test_tensors.h"
 
 namespace ddp {
 namespace {
 
+using testing_tensors::ExpectSameBits;
+using testing_tensors::Leaf;
+
 using Inputs = std::vector<Tensor>;
-
-Tensor Leaf(const Shape& shape, uint64_t seed, float low, float high) {
-  Generator g(seed);
-  Tensor t = Uniform(shape, low, high, g);
-  t.set_requires_grad(true);
-  return t;
-}
-
-// True when a and b hold the same float bits (a NaN equals itself).
-void ExpectSameBits(const Tensor& a, const Tensor& b, const char* what) {
-  ASSERT_TRUE(a.defined() && b.defined()) << what;
-  ASSERT_EQ(a.shape(), b.shape()) << what;
-  const std::vector<float> va = a.ToVector<float>(), vb = b.ToVector<float>();
-  EXPECT_EQ(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)), 0) << what << " differs";
-}
 
 struct Outcome {
   Tensor y, gx, gr, gw, gb, running_mean, running_var;

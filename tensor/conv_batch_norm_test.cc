@@ -14,25 +14,13 @@
 #include "tensor/batch_norm.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
+#include "tensor/test_tensors.h"
 
 namespace ddp {
 namespace {
 
-Tensor Leaf(const Shape& shape, uint64_t seed, float low, float high) {
-  Generator g(seed);
-  Tensor t = Uniform(shape, low, high, g);
-  t.set_requires_grad(true);
-  return t;
-}
-
-void ExpectSameBits(const Tensor& a, const Tensor& b, const char* what) {
-  ASSERT_TRUE(a.defined() && b.defined()) << what;
-  ASSERT_EQ(a.shape(), b.shape()) << what;
-  const std::vector<float> va = a.ToVector<float>(), vb = b.ToVector<float>();
-  size_t differing = 0;
-  for (size_t i = 0; i < va.size(); ++i) differing += std::memcmp(&va[i], &vb[i], sizeof(float)) != 0;
-  EXPECT_EQ(differing, 0u) << what << ": " << differing << " of " << va.size() << " elements differ";
-}
+using testing_tensors::ExpectSameBits;
+using testing_tensors::Leaf;
 
 struct Case {
   int64_t n, c, out, hw, stride;
