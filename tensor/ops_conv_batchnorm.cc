@@ -89,8 +89,7 @@ Tensor Fused(const Tensor& x, const Tensor& conv_weight, int64_t stride, int64_t
   s.stats.var = Tensor::Empty({c}, DType::kFloat32);
   s.stats.invstd = Tensor::Empty({c}, DType::kFloat32);
   s.mask = std::make_shared<ReluMaskBits>();
-  s.mask->row_bytes = 1;
-  s.mask->bits.resize(static_cast<size_t>(rows * c));
+  uint8_t* const mask = SizeReluMask(s.mask.get(), BatchNormShape{rows, c, 1});
   s.bn_weight = weight.defined() ? weight.Detach() : Tensor();
   const Tensor rc = residual.defined() ? ContiguousChannelsLast(residual.Detach()) : Tensor();
   const Tensor y = EmptyChannelsLast(out_shape, DType::kFloat32);
@@ -102,7 +101,7 @@ Tensor Fused(const Tensor& x, const Tensor& conv_weight, int64_t stride, int64_t
                                                  s.stats.invstd.data<float>(),
                                                  y.data<float>(),
                                                  copy.data<BFloat16>(),
-                                                 s.mask->bits.data()};
+                                                 mask};
   batch_norm_channels_last::TrainingForward(rows, c, eps, weight, bias, /*relu=*/true, arrays);
   UpdateRunningStats(running_mean, running_var, s.stats, momentum);
   // Note [Autocast copies from the producer]: the next convolution takes the copy.
