@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -41,17 +42,25 @@ class HeapHugePages {
   HeapHugePages() {
     const char* setting = std::getenv("DDP_CPU_HUGE_PAGES");
     enabled_ = setting == nullptr || std::strcmp(setting, "0") != 0;
-    advised_end_ = RoundUp(reinterpret_cast<uintptr_t>(sbrk(0)));
+    floor_ = RoundUp(reinterpret_cast<uintptr_t>(sbrk(0)));
+    advised_end_ = floor_;
   }
 
-  // Advises the heap between the last advised end and the current break, if the break moved. Thread-safe.
+  // Advises the heap between the last advised end and the current break, if the break moved up; if it moved
+  // down (glibc trimmed the heap), the end follows it, so that the heap regrown there is advised again.
+  // Thread-safe.
   void AfterAllocation() {
     if (!enabled_) return;
     const uintptr_t brk = reinterpret_cast<uintptr_t>(sbrk(0));
-    if (brk <= advised_end_.load(std::memory_order_relaxed)) return;
+    const uintptr_t seen = advised_end_.load(std::memory_order_relaxed);
+    if (brk == seen || (brk < seen && seen == floor_)) return;
     std::lock_guard<std::mutex> lock(mu_);
     const uintptr_t advised = advised_end_.load(std::memory_order_relaxed);
-    if (brk <= advised) return;
+    if (brk < advised) {
+      advised_end_.store(std::max(brk, floor_), std::memory_order_relaxed);
+      return;
+    }
+    if (brk == advised) return;
     const uintptr_t begin = advised & ~(kHugePageBytes - 1);
     // A hint: on failure the pages stay 4 KiB, which is correct, only slower.
     madvise(reinterpret_cast<void*>(begin), brk - begin, MADV_HUGEPAGE);
@@ -65,6 +74,7 @@ class HeapHugePages {
   }
 
   bool enabled_ = true;
+  uintptr_t floor_ = 0;  // the first 2 MiB boundary of the heap at construction: nothing below is advised
   std::mutex mu_;
   std::atomic<uintptr_t> advised_end_{0};  // the heap below it (from its first advice) is advised
 };
