@@ -259,11 +259,10 @@ void InputGradient(const T* w, const T* gy, const ConvGeometry& g, float* gx) {
   }
 }
 
-// The wanted ones of grads.gx and grads.gw through oneDNN's float32 backward primitives on the bf16
-// operands widened (gy_low: the output gradient already rounded to bf16); returns `grads` with the ones
-// computed set to null.
-ConvGrads WidenedPrimitiveBackward(const BFloat16* x, const BFloat16* w, const BFloat16* gy_low,
-                                   const ConvGeometry& g, ConvGrads grads) {
+// grads.gx and grads.gw, where wanted, through oneDNN's float32 backward primitives on the bf16 operands
+// widened; returns `grads` with the ones computed set to null.
+ConvGrads WidenedPrimitivePasses(const BFloat16* x, const BFloat16* w, const BFloat16* gy_low,
+                                 const ConvGeometry& g, ConvGrads grads) {
   if (grads.gx == nullptr && grads.gw == nullptr) return grads;
   const float* wide_gy = Widened(gy_low, g.n * g.P() * g.out, 6);
   const float* wide_x = grads.gw != nullptr ? Widened(x, g.n * g.h * g.w * g.c, 4) : nullptr;
@@ -271,6 +270,19 @@ ConvGrads WidenedPrimitiveBackward(const BFloat16* x, const BFloat16* w, const B
   if (OneDnnConvBackward(wide_x, wide_w, wide_gy, ChannelsLast(g), grads.gx, grads.gw)) {
     grads.gx = grads.gw = nullptr;
   }
+  return grads;
+}
+
+// The wanted ones of grads.gx and grads.gw through oneDNN's float32 backward primitives on the bf16
+// operands widened (gy_low: the output gradient already rounded to bf16), the weight gradient aside where
+// Note [Float32 weight gradients on im2col without AVX-512] gives it to the unfolded rows; returns `grads`
+// with the ones computed set to null.
+ConvGrads WidenedPrimitiveBackward(const BFloat16* x, const BFloat16* w, const BFloat16* gy_low,
+                                   const ConvGeometry& g, ConvGrads grads) {
+  float* const rows_gw = Float32WeightGradientOnIm2Col(g) ? grads.gw : nullptr;
+  if (rows_gw != nullptr) grads.gw = nullptr;
+  grads = WidenedPrimitivePasses(x, w, gy_low, g, grads);
+  if (rows_gw != nullptr) grads.gw = rows_gw;
   return grads;
 }
 
@@ -309,9 +321,14 @@ void Backward(const T* x, const T* w, const float* gy, const T* gy_low, const Co
     }
   }
   if (OnPrimitives(g) && g.n > 0) {
-    // Note [bf16 weight gradients on im2col] keeps a small bf16 weight gradient on the unfolded rows.
+    // Note [bf16 weight gradients on im2col] keeps a small bf16 weight gradient on the unfolded rows, Note
+    // [Float32 weight gradients on im2col without AVX-512] a float32 one where oneDNN runs no AVX-512.
     bool rows_gw = false;
-    if constexpr (std::is_same_v<T, BFloat16>) rows_gw = Bf16WeightGradientOnIm2Col(g);
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      rows_gw = Bf16WeightGradientOnIm2Col(g);
+    } else {
+      rows_gw = Float32WeightGradientOnIm2Col(g);
+    }
     float* primitive_gw = rows_gw ? nullptr : grads.gw;
     if ((grads.gx != nullptr || primitive_gw != nullptr) &&
         OneDnnConvBackward(x, w, operand, ChannelsLast(g), grads.gx, primitive_gw)) {

@@ -373,19 +373,28 @@ ConvGrads OneDnnBackward(const T* x, const T* w, const ConvGeometry& g, const Gr
     grads.gb = nullptr;
   }
   if (grads.gx == nullptr && grads.gw == nullptr) return grads;
-  if constexpr (std::is_same_v<T, float>) {
-    return OneDnnBackwardPasses(x, w, gy, g, grads);
-  } else {
-    // Note [bf16 operands of oneDNN's convolutions]; the output gradient is rounded to bf16 as im2col's.
+  if constexpr (std::is_same_v<T, BFloat16>) {
     if (!Bf16ConvOnFloat32Primitives(g)) return Bf16PrimitiveBackward(x, w, gy, g, grads);
-    Scratch low(2, FloatsFor<T>(g.n * image));
-    const T* gop = GradientOperand<T>(gy, g.n * image, low);
-    std::optional<Scratch> wide_gy, wide_x, wide_w;
-    const float* gyr = Widened(gop, g.n * image, 5, wide_gy);
-    const float* wx = grads.gw != nullptr ? Widened(x, g.n * g.c * g.h * g.w, 3, wide_x) : nullptr;
-    const float* ww = grads.gx != nullptr ? Widened(w, g.out * g.K(), 4, wide_w) : nullptr;
-    return OneDnnBackwardPasses(wx, ww, gyr, g, grads);
   }
+  // Note [Float32 weight gradients on im2col without AVX-512]: left to the caller's im2col loop.
+  float* const im2col_gw = Float32WeightGradientOnIm2Col(g) ? grads.gw : nullptr;
+  if (im2col_gw != nullptr) grads.gw = nullptr;
+  if (grads.gx != nullptr || grads.gw != nullptr) {
+    if constexpr (std::is_same_v<T, float>) {
+      grads = OneDnnBackwardPasses(x, w, gy, g, grads);
+    } else {
+      // Note [bf16 operands of oneDNN's convolutions]; the output gradient is rounded to bf16 as im2col's.
+      Scratch low(2, FloatsFor<T>(g.n * image));
+      const T* gop = GradientOperand<T>(gy, g.n * image, low);
+      std::optional<Scratch> wide_gy, wide_x, wide_w;
+      const float* gyr = Widened(gop, g.n * image, 5, wide_gy);
+      const float* wx = grads.gw != nullptr ? Widened(x, g.n * g.c * g.h * g.w, 3, wide_x) : nullptr;
+      const float* ww = grads.gx != nullptr ? Widened(w, g.out * g.K(), 4, wide_w) : nullptr;
+      grads = OneDnnBackwardPasses(wx, ww, gyr, g, grads);
+    }
+  }
+  if (im2col_gw != nullptr) grads.gw = im2col_gw;
+  return grads;
 }
 
 template <typename T>

@@ -1,5 +1,7 @@
 #include "tensor/conv_onednn.h"
 
+#include <oneapi/dnnl/dnnl.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -496,6 +498,22 @@ ConvKernel ConvKernelFor(const ConvGeometry& g) {
 bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g) {
   constexpr int64_t kMaxOutputPixels = 64;
   return ForcedKernel() == ConvKernel::kAuto && g.oh * g.ow <= kMaxOutputPixels;
+}
+
+bool Float32WeightGradientOnIm2Col(const ConvGeometry& g) {
+  enum class Choice { kAuto, kPrimitive, kIm2Col };
+  static const Choice choice = [] {
+    const char* env = std::getenv("DDP_CONV_WEIGHT_GRAD");
+    if (env == nullptr || *env == '\0' || std::strcmp(env, "auto") == 0) return Choice::kAuto;
+    if (std::strcmp(env, "primitive") == 0) return Choice::kPrimitive;
+    DDP_CHECK(std::strcmp(env, "im2col") == 0)
+        << "DDP_CONV_WEIGHT_GRAD=\"" << env << "\": expected auto, primitive or im2col";
+    return Choice::kIm2Col;
+  }();
+  static const bool avx512 = (static_cast<unsigned>(dnnl_get_effective_cpu_isa()) &
+                              dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  if (ForcedKernel() != ConvKernel::kAuto || g.kh * g.kw == 1) return false;
+  return choice == Choice::kAuto ? !avx512 : choice == Choice::kIm2Col;
 }
 
 bool Bf16ForwardOnIm2Col() {
