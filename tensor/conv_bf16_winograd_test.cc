@@ -17,6 +17,7 @@
 #include "tensor/factory.h"
 #include "tensor/gradcheck.h"
 #include "tensor/ops.h"
+#include "tensor/test_tensors.h"
 
 namespace ddp {
 namespace {
@@ -93,24 +94,10 @@ Tensor Bf16Gradient(const Shape& shape) {
   return FromVector(values, shape);
 }
 
-struct ConvResult {
-  std::vector<float> y, gx, gw;
-};
-
 // The forward and both gradients of Conv2d(x, w) (3x3, padding 1), under bf16 autocast or in float32,
 // with the activations channels-last or NCHW.
-ConvResult RunConv(const Tensor& x0, const Tensor& w0, bool bf16, bool channels_last) {
-  Tensor x = channels_last ? ContiguousChannelsLast(x0.Detach()) : Clone(x0.Detach());
-  Tensor w = Clone(w0.Detach());
-  x.set_requires_grad(true);
-  w.set_requires_grad(true);
-  Tensor y;
-  {
-    AutocastScope scope(bf16);
-    y = Conv2d(x, w, Tensor(), 1, 1);
-  }
-  y.Backward(Bf16Gradient(y.shape()));
-  return {y.ToVector<float>(), x.grad().ToVector<float>(), w.grad().ToVector<float>()};
+testing_tensors::ConvGradients RunConv(const Tensor& x0, const Tensor& w0, bool bf16, bool channels_last) {
+  return testing_tensors::Conv2dGradients(x0, w0, 1, bf16, channels_last, Bf16Gradient);
 }
 
 float MaxRelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
@@ -135,12 +122,12 @@ TEST(ConvBf16WinogradTest, Float32WinogradOfTheRoundedOperands) {
   const Tensor x_low = RoundedToBf16(x), w_low = RoundedToBf16(w);
   for (bool channels_last : {false, true}) {
     SCOPED_TRACE(channels_last ? "channels-last" : "NCHW");
-    const ConvResult reference = RunConv(x_low, w_low, false, channels_last);
+    const testing_tensors::ConvGradients reference = RunConv(x_low, w_low, false, channels_last);
     cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kOneDnn);
     cpu::SetBf16Winograd(cpu::Bf16Winograd::kAlways);
-    const ConvResult winograd = RunConv(x, w, true, channels_last);
+    const testing_tensors::ConvGradients winograd = RunConv(x, w, true, channels_last);
     cpu::SetBf16Winograd(cpu::Bf16Winograd::kNever);
-    const ConvResult bf16_kernels = RunConv(x, w, true, channels_last);
+    const testing_tensors::ConvGradients bf16_kernels = RunConv(x, w, true, channels_last);
     cpu::SetBf16Winograd(cpu::Bf16Winograd::kAuto);
     EXPECT_EQ(winograd.y, reference.y);
     EXPECT_EQ(winograd.gx, reference.gx);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -30,31 +31,41 @@ std::atomic<ConvKernel> requested_kernel{ConvKernel::kAuto};
 std::atomic<int> requested_input_gradient_as_forward{-1};
 std::atomic<Bf16Winograd> requested_bf16_winograd{Bf16Winograd::kAuto};
 
+// The index of the environment variable `name`'s value in `values`, 0 where it is unset or empty; dies
+// naming the value and the ones expected otherwise.
+size_t EnvironmentChoice(const char* name, std::initializer_list<const char*> values) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return 0;
+  size_t index = 0;
+  for (const char* value : values) {
+    if (std::strcmp(env, value) == 0) return index;
+    ++index;
+  }
+  std::string expected;
+  index = 0;
+  for (const char* value : values) {
+    expected += index == 0 ? "" : index + 1 == values.size() ? " or " : ", ";
+    expected += value;
+    ++index;
+  }
+  DDP_CHECK(false) << name << "=\"" << env << "\": expected " << expected;
+  return 0;
+}
+
 // The choice DDP_BF16_CONV_WINOGRAD makes (Note [bf16 convolutions on float32 Winograd]): kAuto where it
 // is unset, empty or "auto", kNever for "off", kAlways for "on".
 Bf16Winograd Bf16WinogradFromEnvironment() {
-  static const Bf16Winograd resolved = [] {
-    const char* env = std::getenv("DDP_BF16_CONV_WINOGRAD");
-    if (env == nullptr || *env == '\0' || std::strcmp(env, "auto") == 0) return Bf16Winograd::kAuto;
-    if (std::strcmp(env, "off") == 0) return Bf16Winograd::kNever;
-    DDP_CHECK(std::strcmp(env, "on") == 0)
-        << "DDP_BF16_CONV_WINOGRAD=\"" << env << "\": expected auto, off or on";
-    return Bf16Winograd::kAlways;
-  }();
+  static const Bf16Winograd resolved = std::array<Bf16Winograd, 3>{
+      Bf16Winograd::kAuto, Bf16Winograd::kNever,
+      Bf16Winograd::kAlways}[EnvironmentChoice("DDP_BF16_CONV_WINOGRAD", {"auto", "off", "on"})];
   return resolved;
 }
 
 // The kernel DDP_CONV_KERNEL forces, or kAuto (Note [Conv2d kernel choice]).
 ConvKernel FromEnvironment() {
-  static const ConvKernel resolved = [] {
-    const char* env = std::getenv("DDP_CONV_KERNEL");
-    if (env == nullptr || *env == '\0' || std::strcmp(env, "auto") == 0) return ConvKernel::kAuto;
-    if (std::strcmp(env, "onednn") == 0) return ConvKernel::kOneDnn;
-    if (std::strcmp(env, "im2col") == 0) return ConvKernel::kIm2Col;
-    if (std::strcmp(env, "winograd") == 0) return ConvKernel::kWinograd;
-    DDP_CHECK(false) << "DDP_CONV_KERNEL=\"" << env << "\": expected auto, onednn, winograd or im2col";
-    return ConvKernel::kAuto;
-  }();
+  static const ConvKernel resolved = std::array<ConvKernel, 4>{
+      ConvKernel::kAuto, ConvKernel::kOneDnn, ConvKernel::kWinograd,
+      ConvKernel::kIm2Col}[EnvironmentChoice("DDP_CONV_KERNEL", {"auto", "onednn", "winograd", "im2col"})];
   return resolved;
 }
 
@@ -67,11 +78,7 @@ ConvKernel ForcedKernel() {
 // A two-way switch in the environment: false when `name` is unset, empty or `first`, true when it is
 // `second`; dies naming the value otherwise.
 bool EnvironmentPicksSecond(const char* name, const char* first, const char* second) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env == '\0' || std::strcmp(env, first) == 0) return false;
-  DDP_CHECK(std::strcmp(env, second) == 0)
-      << name << "=\"" << env << "\": expected " << first << " or " << second;
-  return true;
+  return EnvironmentChoice(name, {first, second}) == 1;
 }
 
 // The shapes Note [bf16 convolutions on float32 Winograd] gives to float32 Winograd on a CPU whose bf16
@@ -501,19 +508,12 @@ bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g) {
 }
 
 bool Float32WeightGradientOnIm2Col(const ConvGeometry& g) {
-  enum class Choice { kAuto, kPrimitive, kIm2Col };
-  static const Choice choice = [] {
-    const char* env = std::getenv("DDP_CONV_WEIGHT_GRAD");
-    if (env == nullptr || *env == '\0' || std::strcmp(env, "auto") == 0) return Choice::kAuto;
-    if (std::strcmp(env, "primitive") == 0) return Choice::kPrimitive;
-    DDP_CHECK(std::strcmp(env, "im2col") == 0)
-        << "DDP_CONV_WEIGHT_GRAD=\"" << env << "\": expected auto, primitive or im2col";
-    return Choice::kIm2Col;
-  }();
+  enum Choice { kAuto, kPrimitive, kIm2Col };  // DDP_CONV_WEIGHT_GRAD's values, in this order
+  static const size_t choice = EnvironmentChoice("DDP_CONV_WEIGHT_GRAD", {"auto", "primitive", "im2col"});
   static const bool avx512 = (static_cast<unsigned>(dnnl_get_effective_cpu_isa()) &
                               dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
   if (ForcedKernel() != ConvKernel::kAuto || g.kh * g.kw == 1) return false;
-  return choice == Choice::kAuto ? !avx512 : choice == Choice::kIm2Col;
+  return choice == kAuto ? !avx512 : choice == kIm2Col;
 }
 
 bool Bf16ForwardOnIm2Col() {

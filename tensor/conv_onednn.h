@@ -76,16 +76,17 @@ bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g);
 // Note [Float32 weight gradients on im2col without AVX-512]
 // Where oneDNN runs no AVX-512 kernels (a CPU without AVX-512, or ONEDNN_MAX_CPU_ISA=AVX2), its float32
 // backward-weights primitive (`jit:avx2`) is the slow pass: on an AMD EPYC of family 25 (AVX2), one thread,
-// batch 64, at every 3x3 shape of ResNet-18 it took 1.1-1.7x the time of im2col + sgemm
-// (tensor/conv_bench.cc; BENCHMARKS.md "Convolution kernels"), while its forward and backward-data primitives
-// stay as fast or faster. So there a float32 convolution that runs the primitives, or a bf16 one on float32
-// primitives (Bf16ConvOnFloat32Primitives), computes its weight gradient with im2col (NCHW) or the unfolded
-// rows (channels-last); its other passes stay on the primitives. The two differ only in the order of their
-// float32 sums. DDP_CONV_WEIGHT_GRAD=auto|primitive|im2col in the environment (read once) keeps the rule,
-// or puts every such weight gradient on the primitive or on im2col, whatever the CPU (A/B runs, tests). A
-// kernel forced by DDP_CONV_KERNEL or SetConvKernel applies to every pass.
-// True when the weight gradient of such a convolution of geometry g runs im2col by that rule. Dies naming the
-// value when DDP_CONV_WEIGHT_GRAD is set to anything else.
+// batch 64, at every 3x3 shape of ResNet-18 it took 1.03-2.3x the time of im2col + sgemm (1.2-1.4x at most
+// shapes; tensor/conv_bench.cc; BENCHMARKS.md "Convolution kernels"), while its forward and backward-data
+// primitives stay as fast or faster; the training step of resnet18 is 8-15% faster for it. So there a float32
+// convolution that runs the primitives, or a bf16 one on float32 primitives (Bf16ConvOnFloat32Primitives),
+// computes its weight gradient with im2col (NCHW) or the unfolded rows (channels-last); its other passes stay
+// on the primitives. The two differ only in the order of their float32 sums.
+// DDP_CONV_WEIGHT_GRAD=auto|primitive|im2col in the environment (read once) keeps the rule, or puts every
+// such weight gradient on the primitive or on im2col, whatever the CPU (A/B runs, tests). A kernel forced by
+// DDP_CONV_KERNEL or SetConvKernel applies to every pass. True when the weight gradient of such a convolution
+// of geometry g runs im2col by that rule. Dies naming the value when DDP_CONV_WEIGHT_GRAD is set to anything
+// else.
 bool Float32WeightGradientOnIm2Col(const ConvGeometry& g);
 
 // Note [bf16 forward on im2col]

@@ -9,13 +9,12 @@
 #include <cstring>
 #include <vector>
 
-#include "tensor/autocast.h"
-#include "tensor/autograd.h"
 #include "tensor/conv_onednn.h"
 #include "tensor/cpu_gemm_bf16.h"
 #include "tensor/factory.h"
 #include "tensor/gradcheck.h"
 #include "tensor/ops.h"
+#include "tensor/test_tensors.h"
 
 namespace ddp {
 namespace {
@@ -42,32 +41,25 @@ TEST(ConvWeightGradientChoiceTest, TheRuleTakesSpatialKernelsUnlessAKernelIsForc
   cpu::SetConvKernel(cpu::ConvKernel::kAuto);
 }
 
-struct Gradients {
-  std::vector<float> y, gx, gw;
-};
+// An output gradient exactly representable in bf16.
+Tensor FixedGradient(const Shape& shape) {
+  std::vector<float> values(NumElements(shape));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;
+  return FromVector(values, shape);
+}
 
 // Conv2d of fixed operands (4x8x10x10 input, 16 3x3 filters, padding 1) forward and backward under `kernel`,
 // channels-last or NCHW, in float32 or under bf16 autocast with the bf16 GEMMs on float32 ones.
-Gradients ForwardBackward(cpu::ConvKernel kernel, bool channels_last, bool bf16, int64_t stride) {
+testing_tensors::ConvGradients ForwardBackward(cpu::ConvKernel kernel, bool channels_last, bool bf16,
+                                               int64_t stride) {
   cpu::SetConvKernel(kernel);
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kFloat32);
   const Tensor x0 = UniformLeaf({4, 8, 10, 10}, 500), w0 = UniformLeaf({16, 8, 3, 3}, 501, -0.2f, 0.2f);
-  Tensor x = channels_last ? ContiguousChannelsLast(x0.Detach()) : Clone(x0.Detach());
-  Tensor w = Clone(w0.Detach());
-  x.set_requires_grad(true);
-  w.set_requires_grad(true);
-  Tensor y;
-  {
-    AutocastScope scope(bf16);
-    y = Conv2d(x, w, Tensor(), stride, 1);
-  }
-  std::vector<float> g(y.numel());
-  for (size_t i = 0; i < g.size(); ++i) g[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;  // bf16-exact
-  y.Backward(FromVector(g, y.shape()));
+  const testing_tensors::ConvGradients result =
+      testing_tensors::Conv2dGradients(x0, w0, stride, bf16, channels_last, FixedGradient);
   cpu::SetConvKernel(cpu::ConvKernel::kAuto);
   cpu::SetBf16GemmKernel(cpu::Bf16GemmKernel::kAuto);
-  return {Contiguous(y.Detach()).ToVector<float>(), Contiguous(x.grad()).ToVector<float>(),
-          w.grad().ToVector<float>()};
+  return result;
 }
 
 TEST(ConvWeightGradientChoiceTest, WeightGradientIsIm2ColsAndTheOtherPassesThePrimitives) {
@@ -77,9 +69,12 @@ TEST(ConvWeightGradientChoiceTest, WeightGradientIsIm2ColsAndTheOtherPassesThePr
       for (int64_t stride : {1, 2}) {
         SCOPED_TRACE(::testing::Message()
                      << "channels_last " << channels_last << " bf16 " << bf16 << " stride " << stride);
-        const Gradients rule = ForwardBackward(cpu::ConvKernel::kAuto, channels_last, bf16, stride);
-        const Gradients primitives = ForwardBackward(cpu::ConvKernel::kOneDnn, channels_last, bf16, stride);
-        const Gradients im2col = ForwardBackward(cpu::ConvKernel::kIm2Col, channels_last, bf16, stride);
+        const testing_tensors::ConvGradients rule =
+            ForwardBackward(cpu::ConvKernel::kAuto, channels_last, bf16, stride);
+        const testing_tensors::ConvGradients primitives =
+            ForwardBackward(cpu::ConvKernel::kOneDnn, channels_last, bf16, stride);
+        const testing_tensors::ConvGradients im2col =
+            ForwardBackward(cpu::ConvKernel::kIm2Col, channels_last, bf16, stride);
         EXPECT_EQ(rule.gw, im2col.gw);
         EXPECT_EQ(rule.gx, primitives.gx);
         if (!bf16) EXPECT_EQ(rule.y, primitives.y);

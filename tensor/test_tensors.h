@@ -8,7 +8,10 @@
 #include <cstring>
 #include <vector>
 
+#include "tensor/autocast.h"
+#include "tensor/autograd.h"
 #include "tensor/factory.h"
+#include "tensor/ops.h"
 #include "tensor/tensor.h"
 
 namespace ddp {
@@ -31,6 +34,29 @@ inline void ExpectSameBits(const Tensor& a, const Tensor& b, const char* what) {
   size_t differing = 0;
   for (size_t i = 0; i < va.size(); ++i) differing += std::memcmp(&va[i], &vb[i], sizeof(float)) != 0;
   EXPECT_EQ(differing, 0u) << what << ": " << differing << " of " << va.size() << " elements differ";
+}
+
+// The output and the input and weight gradients of one convolution, in row-major order.
+struct ConvGradients {
+  std::vector<float> y, gx, gw;
+};
+
+// Conv2d(x, w, no bias, stride, padding 1) forward on copies of x0 (channels-last or NCHW) and w0, under
+// bf16 autocast or in float32, then backward from gy_of(y's shape).
+template <typename GradientOf>
+ConvGradients Conv2dGradients(const Tensor& x0, const Tensor& w0, int64_t stride, bool bf16,
+                              bool channels_last, GradientOf gy_of) {
+  Tensor x = channels_last ? ContiguousChannelsLast(x0.Detach()) : Clone(x0.Detach());
+  Tensor w = Clone(w0.Detach());
+  x.set_requires_grad(true);
+  w.set_requires_grad(true);
+  Tensor y;
+  {
+    AutocastScope scope(bf16);
+    y = Conv2d(x, w, Tensor(), stride, 1);
+  }
+  y.Backward(gy_of(y.shape()));
+  return {y.ToVector<float>(), x.grad().ToVector<float>(), w.grad().ToVector<float>()};
 }
 
 }  // namespace testing_tensors
