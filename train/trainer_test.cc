@@ -328,7 +328,12 @@ TEST(TrainerTest, AdaptiveThreadsTrainsThroughItsProbes) {
 
 // --mode=dp under --precision=bf16 and fp16 (with its loss scaler): DataParallel's workers run the
 // replicas under the step's autocast scope, so the summed gradients equal one process's of the same
-// precision on the whole batch up to the order of the sums, and are far from the float32 gradients.
+// precision on the whole batch up to the order of the sums, and are far from the float32 gradients. "Up to
+// the order of the sums" includes the roundings it moves: a replica's smaller GEMM may sum an activation in
+// another order than the whole batch's (the library's blocking depends on the rows), and where its last
+// float32 bit flips the value's rounding to fp16 or bf16, every gradient that multiplies it moves by a
+// low-precision ulp of one term: on an AVX2 EPYC (family 25) fc2's weight gradient under fp16 moved by
+// 4.6e-5 of its largest element. The bound leaves a factor 10 to the distance from float32.
 TEST(TrainerTest, DataParallelUnderAutocastEqualsOneProcessOfTheSamePrecision) {
   const std::string fp32 = TempPath("single_fp32.safetensors");
   std::string output;
@@ -346,7 +351,7 @@ TEST(TrainerTest, DataParallelUnderAutocastEqualsOneProcessOfTheSamePrecision) {
         RunShell(Runfile("train/train") + common + " --mode=dp --dp_devices=3 --dump_grads=" + dp, &output),
         0)
         << output;
-    EXPECT_LE(MaxRelativeDifference(dp, single), 1e-5) << precision;
+    EXPECT_LE(MaxRelativeDifference(dp, single), 1e-4) << precision;
     EXPECT_GE(MaxRelativeDifference(dp, fp32), 1e-3) << precision << ": the replicas ran in float32";
   }
 }
