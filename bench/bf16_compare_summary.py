@@ -53,12 +53,17 @@ def main(argv):
     if len(argv) != 2:
         sys.exit("usage: bf16_compare_summary.py FILE")
     for model, rounds in rounds_by_model(argv[1]).items():
-        complete = [r for r in rounds if {"ours_fp32", "ours_bf16", "torch_bf16"} <= r.keys()]
+        # A round is complete with ours and PyTorch in every precision the run measured (PRECISIONS=fp32
+        # runs have no bf16 kinds).
+        wanted = {"ours_fp32", "torch_fp32"} | ({"ours_bf16", "torch_bf16"} if any(
+            "ours_bf16" in r for r in rounds) else set())
+        complete = [r for r in rounds if wanted <= r.keys()]
         print("%s: %d complete rounds" % (model, len(complete)))
         for r in complete:
             for side in ("ours_fp32", "ours_bf16", "torch_fp32", "torch_bf16"):
                 layouts = [r[k] for k in (side, side + "_cl") if k in r]
-                r[side + "_best"] = min(layouts)
+                if layouts:
+                    r[side + "_best"] = min(layouts)
         for kind in ("ours_fp32", "ours_bf16", "ours_bf16_variant", "ours_fp32_cl", "ours_bf16_cl", "ours_fp16",
                      "torch_fp32", "torch_bf16", "torch_fp32_cl", "torch_bf16_cl", "torch_fp16", "torch_fp16_cl"):
             values = [r[kind] for r in complete if kind in r]
@@ -73,6 +78,7 @@ def main(argv):
                                      ("ours bf16 vs torch bf16", "ours_bf16", "torch_bf16"),
                                      ("variant vs torch bf16", "ours_bf16_variant", "torch_bf16"),
                                      ("ours fp32 vs torch fp32 cl", "ours_fp32", "torch_fp32_cl"),
+                                     ("best: ours fp32 vs torch fp32", "ours_fp32_best", "torch_fp32_best"),
                                      ("ours bf16 vs torch bf16 cl", "ours_bf16", "torch_bf16_cl"),
                                      ("ours bf16 cl vs torch bf16 cl", "ours_bf16_cl", "torch_bf16_cl"),
                                      ("variant vs torch bf16 cl", "ours_bf16_variant", "torch_bf16_cl"),

@@ -195,7 +195,8 @@ void RunResNet() {
     cpu::Bf16Winograd winograd = cpu::Bf16Winograd::kAuto;
   };
   // "auto" is the default rule (Note [Conv2d kernel choice]); "onednn" forces oneDNN's direct primitives
-  // for every shape, "winograd" its Winograd ones wherever it has them (Note [Winograd convolutions]).
+  // for every shape, "winograd" the Winograd algorithm wherever it runs (Note [Winograd convolutions]),
+  // "wavx2" the engine's own Winograd (tensor/conv_winograd.h) wherever it fits.
   const Variant variants[] = {
       {"im2col fp32", cpu::ConvKernel::kIm2Col, false},
       {"auto   fp32", cpu::ConvKernel::kAuto, false},
@@ -217,8 +218,10 @@ void RunResNet() {
       {"bf16 NHWC fp32 wino", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
        cpu::WeightGradientAlgorithm::kAuto, cpu::ForwardAlgorithm::kAuto, cpu::Bf16Winograd::kAlways},
       {"bf16 NHWC bf16 kernels", cpu::ConvKernel::kAuto, true, cpu::Bf16GemmKernel::kAuto, true,
-       cpu::WeightGradientAlgorithm::kAuto, cpu::ForwardAlgorithm::kAuto, cpu::Bf16Winograd::kNever}};
-  constexpr int kVariants = 15, kRounds = 5;
+       cpu::WeightGradientAlgorithm::kAuto, cpu::ForwardAlgorithm::kAuto, cpu::Bf16Winograd::kNever},
+      {"wavx2  fp32", cpu::ConvKernel::kWinogradAvx2, false},
+      {"wavx2  fp32 NHWC", cpu::ConvKernel::kWinogradAvx2, false, cpu::Bf16GemmKernel::kAuto, true}};
+  constexpr int kVariants = 17, kRounds = 5;
   // Per input size (index 0: 28, 1: 32), so that the totals never mix the two networks.
   double total_fwd[2][kVariants] = {}, total_all[2][kVariants] = {};
   bool measured[2] = {false, false};

@@ -4,10 +4,7 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstdlib>
-#include <cstring>
-#include <initializer_list>
 #include <map>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -18,79 +15,13 @@
 
 #include "base/check.h"
 #include "tensor/bf16_convert.h"
-#include "tensor/cpu_gemm_bf16.h"
+#include "tensor/conv_winograd.h"
 #include "tensor/layout_transpose.h"
 #include "tensor/threads.h"
 
 namespace ddp {
 namespace cpu {
 namespace {
-
-std::atomic<ConvKernel> requested_kernel{ConvKernel::kAuto};
-// SetBf16InputGradientAsForward's choice: -1 none (the environment's), 0 off, 1 on.
-std::atomic<int> requested_input_gradient_as_forward{-1};
-std::atomic<Bf16Winograd> requested_bf16_winograd{Bf16Winograd::kAuto};
-
-// The index of the environment variable `name`'s value in `values`, 0 where it is unset or empty; dies
-// naming the value and the ones expected otherwise.
-size_t EnvironmentChoice(const char* name, std::initializer_list<const char*> values) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env == '\0') return 0;
-  size_t index = 0;
-  for (const char* value : values) {
-    if (std::strcmp(env, value) == 0) return index;
-    ++index;
-  }
-  std::string expected;
-  index = 0;
-  for (const char* value : values) {
-    expected += index == 0 ? "" : index + 1 == values.size() ? " or " : ", ";
-    expected += value;
-    ++index;
-  }
-  DDP_CHECK(false) << name << "=\"" << env << "\": expected " << expected;
-  return 0;
-}
-
-// The choice DDP_BF16_CONV_WINOGRAD makes (Note [bf16 convolutions on float32 Winograd]): kAuto where it
-// is unset, empty or "auto", kNever for "off", kAlways for "on".
-Bf16Winograd Bf16WinogradFromEnvironment() {
-  static const Bf16Winograd resolved = std::array<Bf16Winograd, 3>{
-      Bf16Winograd::kAuto, Bf16Winograd::kNever,
-      Bf16Winograd::kAlways}[EnvironmentChoice("DDP_BF16_CONV_WINOGRAD", {"auto", "off", "on"})];
-  return resolved;
-}
-
-// The kernel DDP_CONV_KERNEL forces, or kAuto (Note [Conv2d kernel choice]).
-ConvKernel FromEnvironment() {
-  static const ConvKernel resolved = std::array<ConvKernel, 4>{
-      ConvKernel::kAuto, ConvKernel::kOneDnn, ConvKernel::kWinograd,
-      ConvKernel::kIm2Col}[EnvironmentChoice("DDP_CONV_KERNEL", {"auto", "onednn", "winograd", "im2col"})];
-  return resolved;
-}
-
-// The kernel forced by SetConvKernel or DDP_CONV_KERNEL, or kAuto.
-ConvKernel ForcedKernel() {
-  const ConvKernel kernel = requested_kernel.load();
-  return kernel != ConvKernel::kAuto ? kernel : FromEnvironment();
-}
-
-// A two-way switch in the environment: false when `name` is unset, empty or `first`, true when it is
-// `second`; dies naming the value otherwise.
-bool EnvironmentPicksSecond(const char* name, const char* first, const char* second) {
-  return EnvironmentChoice(name, {first, second}) == 1;
-}
-
-// The shapes Note [bf16 convolutions on float32 Winograd] gives to float32 Winograd on a CPU whose bf16
-// instructions are AVX512_BF16 without AMX (false on any other CPU).
-bool Float32WinogradBeatsAvx512Bf16(const ConvGeometry& g) {
-  static const bool avx512_bf16 = std::strcmp(Bf16Instructions(), "avx512_bf16") == 0;
-  constexpr int64_t kTileSide = 4, kMinSide = 8, kMinChannels = 256, kMinTiles = 256;
-  if (!avx512_bf16 || g.oh % kTileSide != 0 || g.ow % kTileSide != 0) return false;
-  if (g.oh < kMinSide || g.ow < kMinSide) return false;
-  const int64_t tiles = g.n * (g.oh / kTileSide) * (g.ow / kTileSide);
-  return g.c >= kMinChannels && g.out >= kMinChannels && tiles >= kMinTiles;
-}
 
 using dnnl::memory;
 using Tag = memory::format_tag;
@@ -397,6 +328,12 @@ constexpr int64_t kForwardChunkImages = 128;
 
 template <typename T>
 bool Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, float* y) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (WinogradAvx2Runs(g)) {
+      WinogradAvx2Forward(x, w, b, g, y);
+      return true;
+    }
+  }
   const int64_t x_image = g.c * g.h * g.w, y_image = g.out * g.oh * g.ow;
   for (int64_t first = 0; first < g.n; first += kForwardChunkImages) {
     ConvGeometry chunk = g;
@@ -410,6 +347,12 @@ bool Forward(const T* x, const T* w, const float* b, const ConvGeometry& g, floa
 
 template <typename T>
 bool BackwardData(const T* w, const T* gy, const ConvGeometry& g, float* gx) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (WinogradAvx2Runs(g)) {
+      WinogradAvx2BackwardData(w, gy, g, gx);
+      return true;
+    }
+  }
   const Plan* plan = FindPlan(Pass::kBackwardData, g, OperandType<T>(), false);
   if (plan == nullptr) return false;
   Run(*plan, gy, w, gx, nullptr);
@@ -418,6 +361,12 @@ bool BackwardData(const T* w, const T* gy, const ConvGeometry& g, float* gx) {
 
 template <typename T>
 bool BackwardWeights(const T* x, const T* gy, const ConvGeometry& g, float* gw, float* gb) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (WinogradAvx2Runs(g) && gb == nullptr) {
+      WinogradAvx2BackwardWeights(x, gy, g, gw);
+      return true;
+    }
+  }
   const Plan* plan = FindPlan(Pass::kBackwardWeights, g, OperandType<T>(), gb != nullptr);
   if (plan == nullptr) return false;
   Run(*plan, x, gy, gw, gb);
@@ -456,6 +405,13 @@ void RunBackwardPlans(const BackwardPlans& plans, const T* x, const T* w, const 
 // take gy in the same blocked layout it is reordered once, into slot 0 (RunBackwardPlans).
 template <typename T>
 bool BackwardBoth(const T* x, const T* w, const T* gy, const ConvGeometry& g, float* gx, float* gw) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (WinogradAvx2Runs(g)) {
+      if (gx != nullptr) WinogradAvx2BackwardData(w, gy, g, gx);
+      if (gw != nullptr) WinogradAvx2BackwardWeights(x, gy, g, gw);
+      return true;
+    }
+  }
   const std::optional<BackwardPlans> plans = FindBackwardPlans(g, OperandType<T>(), gx, gw);
   if (!plans) return false;
   std::optional<memory> shared;
@@ -493,59 +449,9 @@ bool BackwardBothRoundingGradient(const BFloat16* x, const BFloat16* w, const fl
 
 }  // namespace
 
-void SetConvKernel(ConvKernel kernel) { requested_kernel.store(kernel); }
-
-ConvKernel ConvKernelFor(const ConvGeometry& g) {
-  const ConvKernel kernel = ForcedKernel();
-  if (kernel != ConvKernel::kAuto) return kernel;
-  if (g.kh == 3 && g.kw == 3 && g.stride == 1 && g.c >= 16) return ConvKernel::kWinograd;
-  return g.kh * g.kw > 1 && g.c >= 8 ? ConvKernel::kOneDnn : ConvKernel::kIm2Col;
-}
-
-bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g) {
-  constexpr int64_t kMaxOutputPixels = 64;
-  return ForcedKernel() == ConvKernel::kAuto && g.oh * g.ow <= kMaxOutputPixels;
-}
-
-bool Float32WeightGradientOnIm2Col(const ConvGeometry& g) {
-  enum Choice { kAuto, kPrimitive, kIm2Col };  // DDP_CONV_WEIGHT_GRAD's values, in this order
-  static const size_t choice = EnvironmentChoice("DDP_CONV_WEIGHT_GRAD", {"auto", "primitive", "im2col"});
-  static const bool avx512 = (static_cast<unsigned>(dnnl_get_effective_cpu_isa()) &
-                              dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
-  if (ForcedKernel() != ConvKernel::kAuto || g.kh * g.kw == 1) return false;
-  return choice == kAuto ? !avx512 : choice == kIm2Col;
-}
-
-bool Bf16ForwardOnIm2Col() {
-  static const bool on_primitive = EnvironmentPicksSecond("DDP_BF16_CONV_FORWARD", "im2col", "primitive");
-  return ForcedKernel() == ConvKernel::kAuto && !on_primitive;
-}
-
-void SetBf16InputGradientAsForward(bool on) { requested_input_gradient_as_forward.store(on ? 1 : 0); }
-
-bool Bf16InputGradientAsForward(const ConvGeometry& g) {
-  static const bool from_environment =
-      EnvironmentPicksSecond("DDP_BF16_CONV_INPUT_GRAD", "primitive", "forward");
-  const int requested = requested_input_gradient_as_forward.load();
-  const bool on = requested >= 0 ? requested == 1 : from_environment;
-  constexpr int64_t kMaxOutputPixels = 16;
-  return on && ForcedKernel() == ConvKernel::kAuto && g.stride == 1 && g.kh == g.kw && g.padding < g.kh &&
-         g.oh * g.ow <= kMaxOutputPixels;
-}
-
-void SetBf16Winograd(Bf16Winograd choice) { requested_bf16_winograd.store(choice); }
-
-bool Bf16ConvOnFloat32Primitives(const ConvGeometry& g) {
-  if (ActiveBf16GemmKernel() != Bf16GemmKernel::kOneDnn) return true;
-  if (ConvKernelFor(g) != ConvKernel::kWinograd) return false;
-  Bf16Winograd choice = requested_bf16_winograd.load();
-  if (choice == Bf16Winograd::kAuto) choice = Bf16WinogradFromEnvironment();
-  if (choice != Bf16Winograd::kAuto) return choice == Bf16Winograd::kAlways;
-  return Float32WinogradBeatsAvx512Bf16(g);
-}
-
 std::string OneDnnConvImplementation(const ConvGeometry& g) {
   if (ConvKernelFor(g) == ConvKernel::kIm2Col) return "im2col";
+  if (WinogradAvx2Runs(g)) return "winograd_avx2";
   const Plan* plan = FindPlan(Pass::kForward, g, DataType::f32, false);
   return plan != nullptr ? plan->implementation : "im2col";
 }

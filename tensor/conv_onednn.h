@@ -1,6 +1,7 @@
 // Conv2d's CPU passes through oneDNN's convolution primitives (forward, backward-data, backward-weights),
-// for float32 operands and for mixed precision's bf16 operands with float32 outputs. Internal to the
-// tensor floor: tensor/conv_kernels.cc calls these when ConvKernelFor(g) is kOneDnn.
+// for float32 operands and for mixed precision's bf16 operands with float32 outputs, and the rules that
+// choose a convolution's kernel (tensor/conv_kernel_choice.cc). Internal to the tensor floor:
+// tensor/conv_kernels.cc calls these when ConvKernelFor(g) is not kIm2Col.
 //
 // Note [Conv2d kernel choice]
 // Two CPU kernels compute Conv2d: im2col + one sgemm per group of images (Note [Conv2d image groups]) and
@@ -18,7 +19,8 @@
 // (agreeing to ~1e-6 relative); Conv2d and Conv2dReluMaxPool2d choose by the same rule, so they agree bit
 // for bit with each other. DDP_CONV_KERNEL=im2col|onednn|auto in the environment (read once, at the
 // first convolution) or SetConvKernel forces one kernel for every shape, e.g. for tests and A/B runs;
-// DDP_CONV_KERNEL=winograd forces Note [Winograd convolutions] wherever oneDNN has it.
+// DDP_CONV_KERNEL=winograd forces Note [Winograd convolutions] wherever it runs, and
+// DDP_CONV_KERNEL=winograd_avx2 the engine's own Winograd even where oneDNN has one.
 // Where oneDNN has no kernel for a case (it reports unimplemented), im2col runs.
 //
 // Note [Winograd convolutions]
@@ -31,8 +33,10 @@
 // the output's magnitude instead of 1e-6 (the direct and im2col kernels differ only in summation order).
 // That is well inside what training tolerates and far below bf16's rounding, but it is not what PyTorch's
 // CPU convolutions compute, so DDP_CONV_KERNEL=onednn (direct primitives wherever oneDNN is used) gives
-// those numbers back. Where oneDNN has no Winograd kernel (no AVX-512, bf16 operands) the direct
-// primitives run.
+// those numbers back. Where oneDNN has no Winograd kernel for float32 (a CPU without AVX-512) the engine's
+// own F(4x4, 3x3) runs (Note [Winograd F(4x4, 3x3) on AVX2], tensor/conv_winograd.h) for all three passes
+// of convolutions whose channels are multiples of 8, the direct primitives elsewhere; bf16 operands take
+// the direct primitives unless they run on float32 ones (Bf16ConvOnFloat32Primitives).
 //
 // Primitives are created once per thread and (pass, element type, geometry, bias) and cached: training
 // repeats the same shapes every step.
@@ -47,17 +51,25 @@
 namespace ddp {
 namespace cpu {
 
-// kOneDnn: oneDNN's direct convolution primitives; kWinograd: oneDNN's Winograd primitives (Note
-// [Winograd convolutions]), the direct ones where oneDNN has no Winograd kernel for the case.
-enum class ConvKernel { kAuto, kIm2Col, kOneDnn, kWinograd };
+// kOneDnn: oneDNN's direct convolution primitives; kWinograd: the Winograd algorithm (Note [Winograd
+// convolutions]): oneDNN's primitives where it has a Winograd kernel for the case, else the engine's own
+// (tensor/conv_winograd.h) where that fits the shape, else the direct primitives; kWinogradAvx2: the
+// engine's own wherever it fits, on any CPU, the direct primitives elsewhere (tests, A/B runs).
+enum class ConvKernel { kAuto, kIm2Col, kOneDnn, kWinograd, kWinogradAvx2 };
 
 // Forces the CPU convolution kernel for the convolutions that follow (kAuto: DDP_CONV_KERNEL if set,
 // else the rule of Note [Conv2d kernel choice]). Call while no convolution runs (tests, start-up).
 void SetConvKernel(ConvKernel kernel);
 
 // The kernel for a convolution of geometry g (never kAuto). Dies naming the value when DDP_CONV_KERNEL
-// is set to something other than auto, onednn, winograd or im2col.
+// is set to something other than auto, onednn, winograd, im2col or winograd_avx2.
 ConvKernel ConvKernelFor(const ConvGeometry& g);
+
+// True when a float32 convolution of geometry g runs its three passes on the engine's own Winograd
+// (tensor/conv_winograd.h): under kWinogradAvx2 wherever that kernel fits; under kWinograd where it fits
+// and oneDNN runs no AVX-512 kernels (so has no Winograd primitive), unless DDP_CONV_WINOGRAD_AVX2=0 is set
+// in the environment (read once; A/B runs), which leaves those convolutions to the direct primitives.
+bool WinogradAvx2Runs(const ConvGeometry& g);
 
 // Note [bf16 weight gradients on im2col]
 // oneDNN 2.6's bf16 backward-weights primitive is slow where the output is small in space: on an AMX Xeon
@@ -78,12 +90,14 @@ bool Bf16WeightGradientOnIm2Col(const ConvGeometry& g);
 // backward-weights primitive (`jit:avx2`) is the slow pass: on an AMD EPYC of family 25 (AVX2), one thread,
 // batch 64, at every 3x3 shape of ResNet-18 it took 1.03-2.3x the time of im2col + sgemm (1.2-1.4x at most
 // shapes; tensor/conv_bench.cc; BENCHMARKS.md "Convolution kernels"), while its forward and backward-data
-// primitives stay as fast or faster; the training step of resnet18 is 8-15% faster for it. So there a float32
+// primitives stay as fast or faster. So there a float32
 // convolution that runs the primitives, or a bf16 one on float32 primitives (Bf16ConvOnFloat32Primitives),
 // computes its weight gradient with im2col (NCHW) or the unfolded rows (channels-last); its other passes stay
-// on the primitives. The two differ only in the order of their float32 sums.
+// on the primitives. The two differ only in the order of their float32 sums. A convolution that runs the
+// engine's own Winograd (Note [Winograd F(4x4, 3x3) on AVX2]) computes its weight gradient there instead.
 // DDP_CONV_WEIGHT_GRAD=auto|primitive|im2col in the environment (read once) keeps the rule, or puts every
-// such weight gradient on the primitive or on im2col, whatever the CPU (A/B runs, tests). A kernel forced by
+// such weight gradient with the convolution's other passes (the primitive, or the engine's Winograd) or on
+// im2col, whatever the CPU (A/B runs, tests). A kernel forced by
 // DDP_CONV_KERNEL or SetConvKernel applies to every pass. True when the weight gradient of such a convolution
 // of geometry g runs im2col by that rule. Dies naming the value when DDP_CONV_WEIGHT_GRAD is set to anything
 // else.
@@ -164,12 +178,13 @@ void SetBf16Winograd(Bf16Winograd choice);
 // than auto, off or on.
 bool Bf16ConvOnFloat32Primitives(const ConvGeometry& g);
 
-// The kernel a float32 forward convolution of geometry g runs on this thread: "im2col", or oneDNN's name
-// of its primitive (e.g. "jit_wino_4x3:avx512_core" for Winograd, "jit:avx512_core" for the direct one).
+// The kernel a float32 forward convolution of geometry g runs on this thread: "im2col", "winograd_avx2"
+// (tensor/conv_winograd.h), or oneDNN's name of its primitive (e.g. "jit_wino_4x3:avx512_core" for
+// Winograd, "jit:avx512_core" for the direct one).
 // Creates and caches the primitive as a convolution would.
 std::string OneDnnConvImplementation(const ConvGeometry& g);
 
-// Each pass below runs the algorithm ConvKernelFor(g) names (kWinograd or the direct primitives) and
+// Each pass below runs the algorithm ConvKernelFor(g) names (Winograd or the direct primitives) and
 // returns false, having written nothing, when oneDNN has no kernel for the case on this
 // CPU (e.g. bf16 without AVX-512); the caller then runs the im2col kernel. All arrays are
 // contiguous: activations (x, y and their gradients) NCHW, or NHWC where g.channels_last (Note

@@ -3,6 +3,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/environment_choice.h"
 #include "tensor/bf16_convert.h"
 #include "tensor/cpu_gemm.h"
 #include "tensor/thread_scratch.h"
@@ -252,12 +254,9 @@ const char* Bf16GemmKernelName(Bf16GemmKernel kernel) {
 }
 
 Bf16GemmKernel Bf16GemmKernelFromEnvironment() {
-  const char* env = std::getenv("DDP_BF16_GEMM");
-  if (env == nullptr || *env == '\0' || std::strcmp(env, "auto") == 0) return Bf16GemmKernel::kAuto;
-  if (std::strcmp(env, "onednn") == 0) return Bf16GemmKernel::kOneDnn;
-  if (std::strcmp(env, "fp32") == 0) return Bf16GemmKernel::kFloat32;
-  DDP_CHECK(false) << "DDP_BF16_GEMM=\"" << env << "\": expected auto, onednn or fp32";
-  return Bf16GemmKernel::kAuto;
+  constexpr std::array<Bf16GemmKernel, 3> kKernels = {Bf16GemmKernel::kAuto, Bf16GemmKernel::kOneDnn,
+                                                      Bf16GemmKernel::kFloat32};
+  return kKernels[EnvironmentChoice("DDP_BF16_GEMM", {"auto", "onednn", "fp32"})];
 }
 
 Bf16GemmKernel ActiveBf16GemmKernel() {

@@ -37,6 +37,8 @@
 #include <string>
 #include <vector>
 
+#include "base/environment_choice.h"
+
 // Functions that use AVX-512 instructions; called only after the CPU check in SupportsAvx512().
 #define DDP_AVX512 __attribute__((target("avx512f,avx512bw")))
 
@@ -48,8 +50,7 @@ namespace {
 // once; the switch is for A/B runs against the portable loops).
 bool SupportsAvx512() {
   static const bool supported = [] {
-    const char* setting = std::getenv("DDP_IM2COL_AVX512");
-    if (setting != nullptr && std::string(setting) == "0") return false;
+    if (EnvironmentSwitch("DDP_IM2COL_AVX512", "1", "0")) return false;
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
   }();
   return supported;

@@ -13,6 +13,7 @@
 #include <new>
 
 #include "base/check.h"
+#include "base/environment_choice.h"
 #ifdef DDP_WITH_CUDA
 #include "tensor/cuda/allocator.h"
 #endif
@@ -35,13 +36,13 @@ constexpr size_t kAlignment = 64;
 // that makes no system call for it. Memory the heap held before the allocator was made, and blocks served
 // by mmap (512 MiB and up), keep 4 KiB pages. With it a cnn step (bench/train_throughput, one thread)
 // measured ~13% faster in float32 and ~4% in bf16, a resnet18 step 1-2% (BENCHMARKS.md "Huge pages").
-// DDP_CPU_HUGE_PAGES=0 in the environment turns it off (read once); where the kernel has no transparent huge
-// pages or they are set to "never", the advice fails or does nothing, and the heap keeps 4 KiB pages.
+// DDP_CPU_HUGE_PAGES=0 in the environment turns it off (read once; 1 or unset keeps it on, any other value
+// stops the process); where the kernel has no transparent huge pages or they are set to "never", the advice
+// fails or does nothing, and the heap keeps 4 KiB pages.
 class HeapHugePages {
  public:
   HeapHugePages() {
-    const char* setting = std::getenv("DDP_CPU_HUGE_PAGES");
-    enabled_ = setting == nullptr || std::strcmp(setting, "0") != 0;
+    enabled_ = !EnvironmentSwitch("DDP_CPU_HUGE_PAGES", "1", "0");
     floor_ = RoundUp(reinterpret_cast<uintptr_t>(sbrk(0)));
     advised_end_ = floor_;
   }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "base/environment_choice.h"
 #include "tensor/cuda/cuda_check.h"
 
 namespace ddp {
@@ -18,10 +19,7 @@ std::unordered_map<int, cudaStream_t>& ThreadStreams() {
 }
 
 bool UseTf32() {
-  static const bool tf32 = [] {
-    const char* value = std::getenv("DDP_CUDA_TF32");
-    return value != nullptr && std::strcmp(value, "1") == 0;
-  }();
+  static const bool tf32 = EnvironmentSwitch("DDP_CUDA_TF32", "0", "1");
   return tf32;
 }
 
