@@ -157,31 +157,41 @@ void PadImage(const float* image, const Problem& p, float* padded) {
   }
 }
 
+// Calls visit(tile, th, tw, rows, cols) for each of one image's tiles, row of tiles by row: tile = first_tile
+// + th * TilesWide() + tw, and rows x cols (at most 4 x 4) of its output pixels inside the image.
+template <typename Visit>
+void ForEachTile(const Problem& p, int64_t first_tile, Visit visit) {
+  for (int64_t th = 0; th < p.TilesHigh(); ++th) {
+    const int64_t rows = std::min(kTile, p.oh - th * kTile);
+    for (int64_t tw = 0; tw < p.TilesWide(); ++tw) {
+      visit(first_tile + th * p.TilesWide() + tw, th, tw, rows, std::min(kTile, p.ow - tw * kTile));
+    }
+  }
+}
+
 // The transformed tiles of one padded image into input [kPoints, tiles, in] from row `first_tile` on.
 void TransformImageTiles(const float* padded, const Problem& p, int64_t first_tile, int64_t tiles,
                          float* input) {
   const int64_t width = p.PaddedWidth(), plane = tiles * p.in;
-  for (int64_t th = 0; th < p.TilesHigh(); ++th) {
-    for (int64_t tw = 0; tw < p.TilesWide(); ++tw) {
-      const int64_t tile = first_tile + th * p.TilesWide() + tw;
-      const float* corner = padded + (th * kTile * width + tw * kTile) * p.in;
-      for (int64_t c = 0; c < p.in; c += kLanes) {
-        __m256 columns[kAlpha][kAlpha];  // B^T d, column by column
+  ForEachTile(p, first_tile, [&](int64_t tile, int64_t th, int64_t tw, int64_t, int64_t) {
+    const float* corner = padded + (th * kTile * width + tw * kTile) * p.in;
+    for (int64_t c = 0; c < p.in; c += kLanes) {
+      __m256 columns[kAlpha][kAlpha];  // B^T d, column by column
+      for (int s = 0; s < kAlpha; ++s) {
+        __m256 d[kAlpha];
+        for (int r = 0; r < kAlpha; ++r) d[r] = _mm256_loadu_ps(corner + (r * width + s) * p.in + c);
+        InputTransform(d, columns[s]);
+      }
+      for (int r = 0; r < kAlpha; ++r) {
+        __m256 row[kAlpha], v[kAlpha];
+        for (int s = 0; s < kAlpha; ++s) row[s] = columns[s][r];
+        InputTransform(row, v);
         for (int s = 0; s < kAlpha; ++s) {
-          __m256 d[kAlpha];
-          for (int r = 0; r < kAlpha; ++r) d[r] = _mm256_loadu_ps(corner + (r * width + s) * p.in + c);
-          InputTransform(d, columns[s]);
-        }
-        for (int r = 0; r < kAlpha; ++r) {
-          __m256 row[kAlpha], v[kAlpha];
-          for (int s = 0; s < kAlpha; ++s) row[s] = columns[s][r];
-          InputTransform(row, v);
-          for (int s = 0; s < kAlpha; ++s)
-            _mm256_storeu_ps(input + (r * kAlpha + s) * plane + tile * p.in + c, v[s]);
+          _mm256_storeu_ps(input + (r * kAlpha + s) * plane + tile * p.in + c, v[s]);
         }
       }
     }
-  }
+  });
 }
 
 // One image's output tiles from products [kPoints, tiles, out] (row `first_tile` on) into `result`
@@ -189,32 +199,28 @@ void TransformImageTiles(const float* padded, const Problem& p, int64_t first_ti
 void TransformImageOutput(const float* products, const Problem& p, int64_t first_tile, int64_t tiles,
                           const float* bias, float* result) {
   const int64_t plane = tiles * p.out;
-  for (int64_t th = 0; th < p.TilesHigh(); ++th) {
-    const int64_t rows = std::min(kTile, p.oh - th * kTile);
-    for (int64_t tw = 0; tw < p.TilesWide(); ++tw) {
-      const int64_t cols = std::min(kTile, p.ow - tw * kTile);
-      const int64_t tile = first_tile + th * p.TilesWide() + tw;
-      for (int64_t o = 0; o < p.out; o += kLanes) {
-        __m256 rows_done[kAlpha][kTile];  // m A, row by row
-        for (int r = 0; r < kAlpha; ++r) {
-          __m256 m[kAlpha];
-          for (int s = 0; s < kAlpha; ++s)
-            m[s] = _mm256_loadu_ps(products + (r * kAlpha + s) * plane + tile * p.out + o);
-          OutputTransform(m, rows_done[r]);
+  ForEachTile(p, first_tile, [&](int64_t tile, int64_t th, int64_t tw, int64_t rows, int64_t cols) {
+    for (int64_t o = 0; o < p.out; o += kLanes) {
+      __m256 rows_done[kAlpha][kTile];  // m A, row by row
+      for (int r = 0; r < kAlpha; ++r) {
+        __m256 m[kAlpha];
+        for (int s = 0; s < kAlpha; ++s) {
+          m[s] = _mm256_loadu_ps(products + (r * kAlpha + s) * plane + tile * p.out + o);
         }
-        const __m256 b = bias != nullptr ? _mm256_loadu_ps(bias + o) : _mm256_setzero_ps();
-        for (int64_t j = 0; j < cols; ++j) {
-          __m256 column[kAlpha], y[kTile];
-          for (int r = 0; r < kAlpha; ++r) column[r] = rows_done[r][j];
-          OutputTransform(column, y);
-          for (int64_t i = 0; i < rows; ++i) {
-            const int64_t pixel = (th * kTile + i) * p.ow + tw * kTile + j;
-            _mm256_storeu_ps(result + pixel * p.out + o, y[i] + b);
-          }
+        OutputTransform(m, rows_done[r]);
+      }
+      const __m256 b = bias != nullptr ? _mm256_loadu_ps(bias + o) : _mm256_setzero_ps();
+      for (int64_t j = 0; j < cols; ++j) {
+        __m256 column[kAlpha], y[kTile];
+        for (int r = 0; r < kAlpha; ++r) column[r] = rows_done[r][j];
+        OutputTransform(column, y);
+        for (int64_t i = 0; i < rows; ++i) {
+          const int64_t pixel = (th * kTile + i) * p.ow + tw * kTile + j;
+          _mm256_storeu_ps(result + pixel * p.out + o, y[i] + b);
         }
       }
     }
-  }
+  });
 }
 
 // One image's output-gradient tiles into gradients [kPoints, tiles, out] from row `first_tile` on: A dy A^T
@@ -222,31 +228,27 @@ void TransformImageOutput(const float* products, const Problem& p, int64_t first
 void TransformImageGradient(const float* dy, const Problem& p, int64_t first_tile, int64_t tiles,
                             float* gradients) {
   const int64_t plane = tiles * p.out;
-  for (int64_t th = 0; th < p.TilesHigh(); ++th) {
-    const int64_t rows = std::min(kTile, p.oh - th * kTile);
-    for (int64_t tw = 0; tw < p.TilesWide(); ++tw) {
-      const int64_t cols = std::min(kTile, p.ow - tw * kTile);
-      const int64_t tile = first_tile + th * p.TilesWide() + tw;
-      for (int64_t o = 0; o < p.out; o += kLanes) {
-        __m256 columns[kTile][kAlpha];  // A dy, column by column
-        for (int64_t j = 0; j < kTile; ++j) {
-          __m256 column[kTile];
-          for (int64_t i = 0; i < kTile; ++i) {
-            const int64_t pixel = (th * kTile + i) * p.ow + tw * kTile + j;
-            column[i] = i < rows && j < cols ? _mm256_loadu_ps(dy + pixel * p.out + o) : _mm256_setzero_ps();
-          }
-          GradientTransform(column, columns[j]);
+  ForEachTile(p, first_tile, [&](int64_t tile, int64_t th, int64_t tw, int64_t rows, int64_t cols) {
+    for (int64_t o = 0; o < p.out; o += kLanes) {
+      __m256 columns[kTile][kAlpha];  // A dy, column by column
+      for (int64_t j = 0; j < kTile; ++j) {
+        __m256 column[kTile];
+        for (int64_t i = 0; i < kTile; ++i) {
+          const int64_t pixel = (th * kTile + i) * p.ow + tw * kTile + j;
+          column[i] = i < rows && j < cols ? _mm256_loadu_ps(dy + pixel * p.out + o) : _mm256_setzero_ps();
         }
-        for (int r = 0; r < kAlpha; ++r) {
-          __m256 row[kTile], m[kAlpha];
-          for (int j = 0; j < kTile; ++j) row[j] = columns[j][r];
-          GradientTransform(row, m);
-          for (int s = 0; s < kAlpha; ++s)
-            _mm256_storeu_ps(gradients + (r * kAlpha + s) * plane + tile * p.out + o, m[s]);
+        GradientTransform(column, columns[j]);
+      }
+      for (int r = 0; r < kAlpha; ++r) {
+        __m256 row[kTile], m[kAlpha];
+        for (int j = 0; j < kTile; ++j) row[j] = columns[j][r];
+        GradientTransform(row, m);
+        for (int s = 0; s < kAlpha; ++s) {
+          _mm256_storeu_ps(gradients + (r * kAlpha + s) * plane + tile * p.out + o, m[s]);
         }
       }
     }
-  }
+  });
 }
 
 // taps [in, kTaps, out] = G^T D G of each (in, out) pair's point sums D, from sums [kPoints, in, out].

@@ -29,32 +29,11 @@ cpu::ConvGeometry Geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o
   return cpu::ConvGeometry{n, c, h, w, out, 3, 3, 1, padding, h + 2 * padding - 2, w + 2 * padding - 2};
 }
 
-// y [n, out, oh, ow] = conv(x, w) + b in double precision, NCHW.
-std::vector<float> DirectForward(const std::vector<float>& x, const std::vector<float>& w,
-                                 const std::vector<float>& b, const cpu::ConvGeometry& g) {
-  std::vector<float> y(g.n * g.out * g.oh * g.ow);
-  for (int64_t i = 0; i < g.n; ++i)
-    for (int64_t o = 0; o < g.out; ++o)
-      for (int64_t r = 0; r < g.oh; ++r)
-        for (int64_t s = 0; s < g.ow; ++s) {
-          double total = b.empty() ? 0.0 : b[o];
-          for (int64_t c = 0; c < g.c; ++c)
-            for (int64_t kr = 0; kr < 3; ++kr)
-              for (int64_t ks = 0; ks < 3; ++ks) {
-                const int64_t row = r + kr - g.padding, col = s + ks - g.padding;
-                if (row < 0 || row >= g.h || col < 0 || col >= g.w) continue;
-                total +=
-                    double{x[((i * g.c + c) * g.h + row) * g.w + col]} * w[((o * g.c + c) * 3 + kr) * 3 + ks];
-              }
-          y[((i * g.out + o) * g.oh + r) * g.ow + s] = static_cast<float>(total);
-        }
-  return y;
-}
-
-// gx [n, c, h, w] = the input gradient of conv(., w) for gy, in double precision, NCHW.
-std::vector<float> DirectInputGradient(const std::vector<float>& w, const std::vector<float>& gy,
-                                       const cpu::ConvGeometry& g) {
-  std::vector<double> gx(g.n * g.c * g.h * g.w, 0.0);
+// Calls f(y, x, w) with the flat NCHW indices of every (output, input, weight) element triple of g's
+// convolution whose input element lies inside the image (not in the padding): y is the sum of x * w
+// over them.
+template <typename F>
+void ForEachProduct(const cpu::ConvGeometry& g, F f) {
   for (int64_t i = 0; i < g.n; ++i)
     for (int64_t o = 0; o < g.out; ++o)
       for (int64_t r = 0; r < g.oh; ++r)
@@ -64,11 +43,35 @@ std::vector<float> DirectInputGradient(const std::vector<float>& w, const std::v
               for (int64_t ks = 0; ks < 3; ++ks) {
                 const int64_t row = r + kr - g.padding, col = s + ks - g.padding;
                 if (row < 0 || row >= g.h || col < 0 || col >= g.w) continue;
-                gx[((i * g.c + c) * g.h + row) * g.w + col] +=
-                    double{gy[((i * g.out + o) * g.oh + r) * g.ow + s]} *
-                    w[((o * g.c + c) * 3 + kr) * 3 + ks];
+                f(((i * g.out + o) * g.oh + r) * g.ow + s, ((i * g.c + c) * g.h + row) * g.w + col,
+                  ((o * g.c + c) * 3 + kr) * 3 + ks);
               }
+}
+
+// y [n, out, oh, ow] = conv(x, w) + b in double precision, NCHW.
+std::vector<float> DirectForward(const std::vector<float>& x, const std::vector<float>& w,
+                                 const std::vector<float>& b, const cpu::ConvGeometry& g) {
+  std::vector<double> y(g.n * g.out * g.oh * g.ow, 0.0);
+  ForEachProduct(g, [&](int64_t yi, int64_t xi, int64_t wi) { y[yi] += double{x[xi]} * w[wi]; });
+  const int64_t plane = g.oh * g.ow;
+  for (size_t e = 0; e < y.size() && !b.empty(); ++e) y[e] += b[(e / plane) % g.out];
+  return std::vector<float>(y.begin(), y.end());
+}
+
+// gx [n, c, h, w] = the input gradient of conv(., w) for gy, in double precision, NCHW.
+std::vector<float> DirectInputGradient(const std::vector<float>& w, const std::vector<float>& gy,
+                                       const cpu::ConvGeometry& g) {
+  std::vector<double> gx(g.n * g.c * g.h * g.w, 0.0);
+  ForEachProduct(g, [&](int64_t yi, int64_t xi, int64_t wi) { gx[xi] += double{gy[yi]} * w[wi]; });
   return std::vector<float>(gx.begin(), gx.end());
+}
+
+// gw [out, c, 3, 3] = the weight gradient of conv(x, .) for gy, in double precision, NCHW.
+std::vector<float> DirectWeightGradient(const std::vector<float>& x, const std::vector<float>& gy,
+                                        const cpu::ConvGeometry& g) {
+  std::vector<double> gw(g.out * g.c * 9, 0.0);
+  ForEachProduct(g, [&](int64_t yi, int64_t xi, int64_t wi) { gw[wi] += double{gy[yi]} * x[xi]; });
+  return std::vector<float>(gw.begin(), gw.end());
 }
 
 // Every |a - b| within tolerance times b's largest magnitude.
@@ -151,25 +154,6 @@ TEST(WinogradAvx2Test, InputGradientMatchesTheDirectLoop) {
     cpu::WinogradAvx2BackwardData(w.data(), gy_nhwc.data(), nhwc, gx_nhwc.data());
     EXPECT_EQ(ToNchw(gx_nhwc, g.n, g.c, g.h * g.w), gx) << "NHWC against NCHW";
   }
-}
-
-// gw [out, c, 3, 3] = the weight gradient of conv(x, .) for gy, in double precision, NCHW.
-std::vector<float> DirectWeightGradient(const std::vector<float>& x, const std::vector<float>& gy,
-                                        const cpu::ConvGeometry& g) {
-  std::vector<double> gw(g.out * g.c * 9, 0.0);
-  for (int64_t i = 0; i < g.n; ++i)
-    for (int64_t o = 0; o < g.out; ++o)
-      for (int64_t r = 0; r < g.oh; ++r)
-        for (int64_t s = 0; s < g.ow; ++s)
-          for (int64_t c = 0; c < g.c; ++c)
-            for (int64_t kr = 0; kr < 3; ++kr)
-              for (int64_t ks = 0; ks < 3; ++ks) {
-                const int64_t row = r + kr - g.padding, col = s + ks - g.padding;
-                if (row < 0 || row >= g.h || col < 0 || col >= g.w) continue;
-                gw[((o * g.c + c) * 3 + kr) * 3 + ks] += double{gy[((i * g.out + o) * g.oh + r) * g.ow + s]} *
-                                                         x[((i * g.c + c) * g.h + row) * g.w + col];
-              }
-  return std::vector<float>(gw.begin(), gw.end());
 }
 
 TEST(WinogradAvx2Test, WeightGradientMatchesTheDirectLoop) {
