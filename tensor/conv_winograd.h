@@ -17,9 +17,10 @@
 // flipped, padded by 2 - padding. Its weight gradient is the transpose of the forward's linear map: per
 // point, the sum over the batch's tiles of the input tile's transform times the output gradient's
 // (A dy A^T), a GEMM with the tiles as its inner dimension, transformed back to 3x3 by G^T . G.
-// The rounding is Winograd's: the transforms add float32 rounding steps, so results differ from the
-// direct algorithm's by about 1e-5 of the output's magnitude, as oneDNN's Winograd does (Note [Winograd
-// convolutions]).
+// The rounding is Winograd's: the transforms add float32 rounding steps. At ResNet-18's shapes the results'
+// relative RMS error against exact ones is 1-4e-6, 1.3-14x the direct primitives' (bench/conv_error), and the
+// largest error stays within about 1e-5 of the output's largest magnitude, as oneDNN's Winograd does (Note
+// [Winograd convolutions]).
 #ifndef DDP_TENSOR_CONV_WINOGRAD_H_
 #define DDP_TENSOR_CONV_WINOGRAD_H_
 
