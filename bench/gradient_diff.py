@@ -17,6 +17,12 @@ import struct
 import sys
 
 
+def fail(message):
+    """Prints message to stderr and exits with status 2."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
+
 def load(path):
     """{name: (shape, array of float32)} from a safetensors file of float32 tensors."""
     try:
@@ -25,15 +31,17 @@ def load(path):
         (header_size,) = struct.unpack("<Q", data[:8])
         header = json.loads(data[8:8 + header_size])
     except (OSError, struct.error, ValueError) as e:
-        sys.exit(f"gradient_diff.py: cannot read {path} as safetensors: {e}")
+        fail(f"gradient_diff.py: cannot read {path} as safetensors: {e}")
     body = data[8 + header_size:]
     tensors = {}
     for name, entry in header.items():
         if name == "__metadata__":
             continue
         if entry.get("dtype") != "F32":
-            sys.exit(f"gradient_diff.py: {path}: tensor {name} is {entry.get('dtype')}, expected F32")
+            fail(f"gradient_diff.py: {path}: tensor {name} is {entry.get('dtype')}, expected F32")
         begin, end = entry["data_offsets"]
+        if end > len(body) or end - begin != 4 * math.prod(entry["shape"]):
+            fail(f"gradient_diff.py: {path}: tensor {name} lies outside the file or disagrees with its shape")
         values = array.array("f")
         values.frombytes(body[begin:end])
         if sys.byteorder != "little":
@@ -60,12 +68,12 @@ def compare(name, shape, a, b):
 
 def main():
     if len(sys.argv) != 3:
-        sys.exit("usage: python3 bench/gradient_diff.py A.safetensors B.safetensors")
+        fail("usage: python3 bench/gradient_diff.py A.safetensors B.safetensors")
     first, second = load(sys.argv[1]), load(sys.argv[2])
     print(f"{'tensor':32s} {'shape':18s} {'||B-A||/||A||':>13s} largest share of ||B-A||^2")
     for name, (shape, a) in first.items():
         if name not in second or second[name][0] != shape:
-            sys.exit(f"gradient_diff.py: {name} {list(shape)} of {sys.argv[1]} is not in {sys.argv[2]} "
+            fail(f"gradient_diff.py: {name} {list(shape)} of {sys.argv[1]} is not in {sys.argv[2]} "
                      "with that shape")
         if len(shape) >= 2:
             print(compare(name, shape, a, second[name][1]))
