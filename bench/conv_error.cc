@@ -16,6 +16,7 @@
 #include "tensor/conv_onednn.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
+#include "testing/conv_reference.h"
 
 namespace ddp {
 namespace {
@@ -25,39 +26,6 @@ struct ConvShape {
   const char* name;
   int64_t n, c, side, out, stride;
 };
-
-// Exact (double) results of one convolution with padding 1: y, the input gradient gx and the weight
-// gradient gw for the output gradient gy, all NCHW.
-struct Exact {
-  std::vector<double> y, gx, gw;
-};
-
-Exact DirectLoop(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& gy,
-                 const cpu::ConvGeometry& g) {
-  Exact e{std::vector<double>(gy.size()), std::vector<double>(x.size()), std::vector<double>(w.size())};
-  for (int64_t i = 0; i < g.n; ++i)
-    for (int64_t o = 0; o < g.out; ++o)
-      for (int64_t c = 0; c < g.c; ++c)
-        for (int64_t tap = 0; tap < 9; ++tap) {
-          const int64_t wi = (o * g.c + c) * 9 + tap;
-          double weight_sum = 0.0;
-          for (int64_t r = 0; r < g.oh; ++r) {
-            const int64_t row = r * g.stride + tap / 3 - g.padding;
-            if (row < 0 || row >= g.h) continue;
-            for (int64_t s = 0; s < g.ow; ++s) {
-              const int64_t col = s * g.stride + tap % 3 - g.padding;
-              if (col < 0 || col >= g.w) continue;
-              const int64_t yi = ((i * g.out + o) * g.oh + r) * g.ow + s;
-              const int64_t xi = ((i * g.c + c) * g.h + row) * g.w + col;
-              e.y[yi] += double{x[xi]} * w[wi];
-              e.gx[xi] += double{gy[yi]} * w[wi];
-              weight_sum += double{gy[yi]} * x[xi];
-            }
-          }
-          e.gw[wi] += weight_sum;
-        }
-  return e;
-}
 
 // "relative RMS error / largest error over the largest exact magnitude" of `result` against `exact`.
 std::string Errors(const std::vector<float>& result, const std::vector<double>& exact) {
@@ -85,7 +53,7 @@ void MeasureShape(const ConvShape& shape, std::mt19937& rng) {
   const float kaiming = std::sqrt(2.0f / static_cast<float>(9 * g.c));
   for (float& v : w) v = normal(rng) * kaiming;
   for (float& v : gy) v = normal(rng) * 1e-3f;
-  const Exact exact = DirectLoop(x, w, gy, g);
+  const ConvReference exact = DirectConvolution(x, w, gy, g);
   struct Kernel {
     const char* name;
     cpu::ConvKernel kernel;

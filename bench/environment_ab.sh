@@ -11,16 +11,8 @@
 # contiguous;bf16 channels_last" picks the (precision, layout) pairs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ $# -lt 2 ]; then
-  echo "usage: bash bench/environment_ab.sh VARIABLE \"A B\" [model] [rounds]" >&2
-  exit 2
-fi
-variable=$1
-read -r value_a value_b <<< "$2"
-if [ -z "${value_b:-}" ]; then
-  echo "environment_ab.sh: expected two values, got \"$2\"" >&2
-  exit 2
-fi
+# shellcheck source=bench/ab_values.sh
+source bench/ab_values.sh "bash bench/environment_ab.sh VARIABLE \"A B\" [model] [rounds]" "$@"
 model=${3:-resnet18}
 rounds=${4:-3}
 core=${CORE:-1}

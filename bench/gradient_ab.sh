@@ -10,16 +10,8 @@
 # OUT=DIR keeps the weights and the dumps there (default: a temporary folder, removed at exit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ $# -lt 2 ]; then
-  echo "usage: bash bench/gradient_ab.sh VARIABLE \"A B\" [model] [steps]" >&2
-  exit 2
-fi
-variable=$1
-read -r value_a value_b <<< "$2"
-if [ -z "${value_b:-}" ]; then
-  echo "gradient_ab.sh: expected two values, got \"$2\"" >&2
-  exit 2
-fi
+# shellcheck source=bench/ab_values.sh
+source bench/ab_values.sh "bash bench/gradient_ab.sh VARIABLE \"A B\" [model] [steps]" "$@"
 model=${3:-resnet18}
 steps=${4:-60}
 if [ -n "${OUT:-}" ]; then

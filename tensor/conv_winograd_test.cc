@@ -1,7 +1,7 @@
-// The engine's Winograd F(4x4, 3x3) (tensor/conv_winograd.h) against a direct loop in double precision,
-// forward, input gradient and weight gradient, at shapes with whole and partial tiles and padding 0, 1 and 2;
-// its NHWC results are its NCHW results transposed, bit for bit; several chunks of images give im2col's
-// numbers; and Conv2d's forward and gradients under the forced kernel match im2col's.
+// The engine's Winograd F(4x4, 3x3) (tensor/conv_winograd.h) against a direct loop in double precision
+// (testing/conv_reference.h), forward, input gradient and weight gradient, at shapes with whole and partial
+// tiles and padding 0, 1 and 2; its NHWC results are its NCHW results transposed, bit for bit; several chunks
+// of images give im2col's numbers; and Conv2d's forward and gradients under the forced kernel match im2col's.
 #include "tensor/conv_winograd.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include "tensor/gradcheck.h"
 #include "tensor/layout_transpose.h"
 #include "tensor/ops.h"
+#include "testing/conv_reference.h"
 
 namespace ddp {
 namespace {
@@ -29,49 +30,18 @@ cpu::ConvGeometry Geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o
   return cpu::ConvGeometry{n, c, h, w, out, 3, 3, 1, padding, h + 2 * padding - 2, w + 2 * padding - 2};
 }
 
-// Calls f(y, x, w) with the flat NCHW indices of every (output, input, weight) element triple of g's
-// convolution whose input element lies inside the image (not in the padding): y is the sum of x * w
-// over them.
-template <typename F>
-void ForEachProduct(const cpu::ConvGeometry& g, F f) {
-  for (int64_t i = 0; i < g.n; ++i)
-    for (int64_t o = 0; o < g.out; ++o)
-      for (int64_t r = 0; r < g.oh; ++r)
-        for (int64_t s = 0; s < g.ow; ++s)
-          for (int64_t c = 0; c < g.c; ++c)
-            for (int64_t kr = 0; kr < 3; ++kr)
-              for (int64_t ks = 0; ks < 3; ++ks) {
-                const int64_t row = r + kr - g.padding, col = s + ks - g.padding;
-                if (row < 0 || row >= g.h || col < 0 || col >= g.w) continue;
-                f(((i * g.out + o) * g.oh + r) * g.ow + s, ((i * g.c + c) * g.h + row) * g.w + col,
-                  ((o * g.c + c) * 3 + kr) * 3 + ks);
-              }
+// Rounds a double-precision reference to float32, as the kernels' results are.
+std::vector<float> ToFloat(const std::vector<double>& values) {
+  return std::vector<float>(values.begin(), values.end());
 }
 
 // y [n, out, oh, ow] = conv(x, w) + b in double precision, NCHW.
 std::vector<float> DirectForward(const std::vector<float>& x, const std::vector<float>& w,
                                  const std::vector<float>& b, const cpu::ConvGeometry& g) {
-  std::vector<double> y(g.n * g.out * g.oh * g.ow, 0.0);
-  ForEachProduct(g, [&](int64_t yi, int64_t xi, int64_t wi) { y[yi] += double{x[xi]} * w[wi]; });
+  std::vector<double> y = DirectConvolution(x, w, std::vector<float>(g.n * g.out * g.oh * g.ow), g).y;
   const int64_t plane = g.oh * g.ow;
   for (size_t e = 0; e < y.size() && !b.empty(); ++e) y[e] += b[(e / plane) % g.out];
-  return std::vector<float>(y.begin(), y.end());
-}
-
-// gx [n, c, h, w] = the input gradient of conv(., w) for gy, in double precision, NCHW.
-std::vector<float> DirectInputGradient(const std::vector<float>& w, const std::vector<float>& gy,
-                                       const cpu::ConvGeometry& g) {
-  std::vector<double> gx(g.n * g.c * g.h * g.w, 0.0);
-  ForEachProduct(g, [&](int64_t yi, int64_t xi, int64_t wi) { gx[xi] += double{gy[yi]} * w[wi]; });
-  return std::vector<float>(gx.begin(), gx.end());
-}
-
-// gw [out, c, 3, 3] = the weight gradient of conv(x, .) for gy, in double precision, NCHW.
-std::vector<float> DirectWeightGradient(const std::vector<float>& x, const std::vector<float>& gy,
-                                        const cpu::ConvGeometry& g) {
-  std::vector<double> gw(g.out * g.c * 9, 0.0);
-  ForEachProduct(g, [&](int64_t yi, int64_t xi, int64_t wi) { gw[wi] += double{gy[yi]} * x[xi]; });
-  return std::vector<float>(gw.begin(), gw.end());
+  return ToFloat(y);
 }
 
 // Every |a - b| within tolerance times b's largest magnitude.
@@ -145,7 +115,7 @@ TEST(WinogradAvx2Test, InputGradientMatchesTheDirectLoop) {
     const std::vector<float> gy = Uniform(g.n * g.out * g.oh * g.ow, ++seed);
     std::vector<float> gx(g.n * g.c * g.h * g.w, -7.0f);
     cpu::WinogradAvx2BackwardData(w.data(), gy.data(), g, gx.data());
-    ExpectNear(gx, DirectInputGradient(w, gy, g), 1e-5f, "gx");
+    ExpectNear(gx, ToFloat(DirectConvolution(std::vector<float>(gx.size()), w, gy, g).gx), 1e-5f, "gx");
 
     cpu::ConvGeometry nhwc = g;
     nhwc.channels_last = true;
@@ -166,7 +136,7 @@ TEST(WinogradAvx2Test, WeightGradientMatchesTheDirectLoop) {
     const std::vector<float> gy = Uniform(g.n * g.out * g.oh * g.ow, ++seed);
     std::vector<float> gw(g.out * g.c * 9, -7.0f);
     cpu::WinogradAvx2BackwardWeights(x.data(), gy.data(), g, gw.data());
-    ExpectNear(gw, DirectWeightGradient(x, gy, g), 1e-5f, "gw");
+    ExpectNear(gw, ToFloat(DirectConvolution(x, std::vector<float>(gw.size()), gy, g).gw), 1e-5f, "gw");
 
     cpu::ConvGeometry nhwc = g;
     nhwc.channels_last = true;
